@@ -39,4 +39,24 @@ struct SequenceDataset {
   std::shared_ptr<const void> storage;
 };
 
+// Owned arrays of a dataset built in memory (synthetic data, preprocessing), before they are
+// attached to a SequenceDataset.
+struct SequenceArrays {
+  std::vector<int64_t> user_offsets;       // [U+1]
+  std::vector<int32_t> items;              // [E]
+  std::vector<int32_t> actions;            // [E] or empty
+  std::vector<int64_t> timestamps;         // [E]
+  std::vector<int32_t> contextual_values;  // [U*C] or empty
+};
+
+// Moves `arrays` into ds.storage and points ds's spans at them (the scalar fields and contextual
+// names/cardinalities are left as the caller set them).
+void attach_arrays(SequenceDataset& ds, SequenceArrays&& arrays);
+
+// Checks the invariants every consumer relies on: offsets start at 0, never decrease and end at
+// E; array sizes agree; items in [1, num_items); actions in [0, num_actions); timestamps
+// non-decreasing within each user; contextual values below their cardinality. Throws
+// hstu::Error naming `source` (the file or generator the data came from) and the first offence.
+void validate_dataset(const SequenceDataset& ds, const std::string& source);
+
 }  // namespace hstu

@@ -1,0 +1,86 @@
+// embedding.h — embedding lookups, the input pre-processing x = E[id]*scale + P[pos], and sparse
+// row-wise gradients and optimisers for embedding tables.
+//
+// Tables are fp32 [V, D]. Their gradient lives in a dense fp32 [V, D] buffer that only the
+// touched rows ever make non-zero; `touched_rows` lists them, each optimiser updates exactly
+// those rows and re-zeroes their gradient, so a step costs O(rows in the batch), not O(V).
+#pragma once
+
+#include <cstdint>
+
+#include "core/context.h"
+#include "core/tensor.h"
+
+namespace hstu {
+
+// out[T,D] = table[ids[T]] * scale (+ pos_table[positions[T]] when given). out may be bf16/f16
+// on CUDA (cast on write); ids are i32 in [0, V).
+void embedding_fwd(Ctx& ctx, const Tensor& table, const Tensor& ids, float scale,
+                   const Tensor& pos_table, const Tensor& positions, const Tensor& out);
+// d_table[ids[t]] += dout[t] * scale; d_pos[positions[t]] += dout[t] (when d_pos given).
+// Marks touched rows in `touched` (u8 [V]; 1 = has gradient).
+void embedding_bwd(Ctx& ctx, const Tensor& dout, const Tensor& ids, float scale,
+                   const Tensor& d_table, const Tensor& touched, const Tensor& positions,
+                   const Tensor& d_pos);
+// Collects the indices of rows with touched[r] != 0 into rows (i32 [V] capacity) in ascending
+// order, clears `touched`, and returns the count.
+int64_t collect_touched_rows(Ctx& ctx, const Tensor& touched, const Tensor& rows);
+
+struct SparseOptimizerSpec {
+  enum Kind { kAdam, kRowWiseAdagrad, kSgd } kind = kAdam;
+  float lr = 1e-3f;
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
+  int64_t step = 1;  // 1-based Adam step for bias correction (global step count)
+};
+
+// For each r in rows[0:n]: update table[r] from grad[r] (and state), then zero grad[r].
+// State: Adam -> m[V,D], v[V,D]; row-wise Adagrad -> state[V] (mean squared grad sum); SGD none.
+void sparse_optimizer_step(Ctx& ctx, const SparseOptimizerSpec& spec, const Tensor& table,
+                           const Tensor& grad, const Tensor& rows, int64_t n, const Tensor& m,
+                           const Tensor& v);
+
+namespace cpu {
+void embedding_fwd(Ctx&, const Tensor&, const Tensor&, float, const Tensor&, const Tensor&,
+                   const Tensor&);
+void embedding_bwd(Ctx&, const Tensor&, const Tensor&, float, const Tensor&, const Tensor&,
+                   const Tensor&, const Tensor&);
+int64_t collect_touched_rows(Ctx&, const Tensor&, const Tensor&);
+void sparse_optimizer_step(Ctx&, const SparseOptimizerSpec&, const Tensor&, const Tensor&,
+                           const Tensor&, int64_t, const Tensor&, const Tensor&);
+}  // namespace cpu
+namespace cuda {
+void embedding_fwd(Ctx&, const Tensor&, const Tensor&, float, const Tensor&, const Tensor&,
+                   const Tensor&);
+void embedding_bwd(Ctx&, const Tensor&, const Tensor&, float, const Tensor&, const Tensor&,
+                   const Tensor&, const Tensor&);
+int64_t collect_touched_rows(Ctx&, const Tensor&, const Tensor&);
+void sparse_optimizer_step(Ctx&, const SparseOptimizerSpec&, const Tensor&, const Tensor&,
+                           const Tensor&, int64_t, const Tensor&, const Tensor&);
+}  // namespace cuda
+
+inline void embedding_fwd(Ctx& ctx, const Tensor& table, const Tensor& ids, float scale,
+                          const Tensor& pos_table, const Tensor& positions, const Tensor& out) {
+  if (ctx.cpu()) return cpu::embedding_fwd(ctx, table, ids, scale, pos_table, positions, out);
+  HSTU_CUDA_DISPATCH(
+      return cuda::embedding_fwd(ctx, table, ids, scale, pos_table, positions, out));
+}
+inline void embedding_bwd(Ctx& ctx, const Tensor& dout, const Tensor& ids, float scale,
+                          const Tensor& d_table, const Tensor& touched, const Tensor& positions,
+                          const Tensor& d_pos) {
+  if (ctx.cpu())
+    return cpu::embedding_bwd(ctx, dout, ids, scale, d_table, touched, positions, d_pos);
+  HSTU_CUDA_DISPATCH(
+      return cuda::embedding_bwd(ctx, dout, ids, scale, d_table, touched, positions, d_pos));
+}
+inline int64_t collect_touched_rows(Ctx& ctx, const Tensor& touched, const Tensor& rows) {
+  if (ctx.cpu()) return cpu::collect_touched_rows(ctx, touched, rows);
+  HSTU_CUDA_DISPATCH(return cuda::collect_touched_rows(ctx, touched, rows));
+}
+inline void sparse_optimizer_step(Ctx& ctx, const SparseOptimizerSpec& spec, const Tensor& table,
+                                  const Tensor& grad, const Tensor& rows, int64_t n,
+                                  const Tensor& m, const Tensor& v) {
+  if (ctx.cpu()) return cpu::sparse_optimizer_step(ctx, spec, table, grad, rows, n, m, v);
+  HSTU_CUDA_DISPATCH(return cuda::sparse_optimizer_step(ctx, spec, table, grad, rows, n, m, v));
+}
+
+}  // namespace hstu

@@ -1,0 +1,49 @@
+// gemm.h — matrix products of the training step: C = alpha * op(A) @ op(B) + beta * C (+ bias).
+//
+// Row-major with per-tensor row strides (views into wider activations work). CPU: a real BLAS
+// (OpenBLAS sgemm/dgemm). CUDA: cuBLASLt through a plan cache keyed by GemmDesc + shapes +
+// dtypes, built once outside the step; A/B may be bf16/fp16 while C is fp32 (weight gradients
+// accumulate straight into the fp32 gradient buffer).
+#pragma once
+
+#include "core/context.h"
+#include "core/tensor.h"
+
+namespace hstu {
+
+struct GemmDesc {
+  bool trans_a = false;  // use A^T: A is stored [K, M]
+  bool trans_b = false;  // use B^T: B is stored [N, K]
+  float alpha = 1.0f;
+  float beta = 0.0f;     // 0: overwrite C; 1: accumulate into C
+};
+
+// C[M,N] = alpha * op(A)[M,K] @ op(B)[K,N] + beta * C  (+ bias[N] broadcast over rows if given).
+void gemm(Ctx& ctx, const GemmDesc& desc, const Tensor& a, const Tensor& b, const Tensor& c,
+          const Tensor& bias = Tensor());
+
+// db[N] (+)= column sums of dy[M,N] — the gradient of a broadcast bias.
+void bias_grad(Ctx& ctx, const Tensor& dy, const Tensor& db, bool accumulate);
+
+namespace cpu {
+void gemm(Ctx& ctx, const GemmDesc& desc, const Tensor& a, const Tensor& b, const Tensor& c,
+          const Tensor& bias);
+void bias_grad(Ctx& ctx, const Tensor& dy, const Tensor& db, bool accumulate);
+}  // namespace cpu
+namespace cuda {
+void gemm(Ctx& ctx, const GemmDesc& desc, const Tensor& a, const Tensor& b, const Tensor& c,
+          const Tensor& bias);
+void bias_grad(Ctx& ctx, const Tensor& dy, const Tensor& db, bool accumulate);
+}  // namespace cuda
+
+inline void gemm(Ctx& ctx, const GemmDesc& desc, const Tensor& a, const Tensor& b, const Tensor& c,
+                 const Tensor& bias) {
+  if (ctx.cpu()) return cpu::gemm(ctx, desc, a, b, c, bias);
+  HSTU_CUDA_DISPATCH(return cuda::gemm(ctx, desc, a, b, c, bias));
+}
+inline void bias_grad(Ctx& ctx, const Tensor& dy, const Tensor& db, bool accumulate) {
+  if (ctx.cpu()) return cpu::bias_grad(ctx, dy, db, accumulate);
+  HSTU_CUDA_DISPATCH(return cuda::bias_grad(ctx, dy, db, accumulate));
+}
+
+}  // namespace hstu

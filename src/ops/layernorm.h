@@ -1,0 +1,108 @@
+// layernorm.h — LayerNorm over the last dim, and the fused output path of the HSTU layer
+// y = Dropout(u * LayerNorm(o)).
+//
+// Statistics (mean, rstd per row) are saved by the forward and reused by the backward; they are
+// f32 (f64 when x is f64, for gradient checks). Weight and bias are optional: an empty Tensor
+// means a non-affine LayerNorm (Meta's research layer). Dropout masks are regenerated from
+// Philox (seed, offset) in the backward, never stored.
+#pragma once
+
+#include <cstdint>
+
+#include "core/context.h"
+#include "core/tensor.h"
+
+namespace hstu {
+
+// y[T,D] = (x - mean) * rstd (* w[D] + b[D]); saves mean[T], rstd[T].
+void layernorm_fwd(Ctx& ctx, const Tensor& x, const Tensor& w, const Tensor& b, float eps,
+                   const Tensor& y, const Tensor& mean, const Tensor& rstd);
+// dx (= or +=, by accumulate_dx) from dy; dw[D], db[D] are accumulated (+=) when given.
+void layernorm_bwd(Ctx& ctx, const Tensor& x, const Tensor& w, const Tensor& mean,
+                   const Tensor& rstd, const Tensor& dy, const Tensor& dx, bool accumulate_dx,
+                   const Tensor& dw, const Tensor& db);
+
+struct DropoutSpec {
+  float p = 0.0f;       // drop probability; kept values are scaled by 1/(1-p)
+  uint64_t seed = 0;    // Philox key
+  uint64_t offset = 0;  // Philox counter base; element i uses philox_uniform(seed, offset, i)
+};
+
+// y[T,E] = Dropout(u[T,E] * LN(o[T,E]; w, b)); u may be a strided view. Saves mean, rstd.
+void ln_mul_dropout_fwd(Ctx& ctx, const Tensor& o, const Tensor& u, const Tensor& w,
+                        const Tensor& b, float eps, const DropoutSpec& drop, const Tensor& y,
+                        const Tensor& mean, const Tensor& rstd);
+// do_, du overwritten (du may be a strided view); dw, db accumulated when given.
+void ln_mul_dropout_bwd(Ctx& ctx, const Tensor& o, const Tensor& u, const Tensor& w,
+                        const Tensor& b, const Tensor& mean, const Tensor& rstd,
+                        const DropoutSpec& drop, const Tensor& dy, const Tensor& do_,
+                        const Tensor& du, const Tensor& dw, const Tensor& db);
+
+// Plain dropout (input embeddings): y = x * keep / (1-p); in place allowed (y == x).
+void dropout_fwd(Ctx& ctx, const Tensor& x, const DropoutSpec& drop, const Tensor& y);
+void dropout_bwd(Ctx& ctx, const Tensor& dy, const DropoutSpec& drop, const Tensor& dx);
+
+namespace cpu {
+void layernorm_fwd(Ctx&, const Tensor&, const Tensor&, const Tensor&, float, const Tensor&,
+                   const Tensor&, const Tensor&);
+void layernorm_bwd(Ctx&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                   const Tensor&, const Tensor&, bool, const Tensor&, const Tensor&);
+void ln_mul_dropout_fwd(Ctx&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, float,
+                        const DropoutSpec&, const Tensor&, const Tensor&, const Tensor&);
+void ln_mul_dropout_bwd(Ctx&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                        const Tensor&, const Tensor&, const DropoutSpec&, const Tensor&,
+                        const Tensor&, const Tensor&, const Tensor&, const Tensor&);
+void dropout_fwd(Ctx&, const Tensor&, const DropoutSpec&, const Tensor&);
+void dropout_bwd(Ctx&, const Tensor&, const DropoutSpec&, const Tensor&);
+}  // namespace cpu
+namespace cuda {
+void layernorm_fwd(Ctx&, const Tensor&, const Tensor&, const Tensor&, float, const Tensor&,
+                   const Tensor&, const Tensor&);
+void layernorm_bwd(Ctx&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                   const Tensor&, const Tensor&, bool, const Tensor&, const Tensor&);
+void ln_mul_dropout_fwd(Ctx&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, float,
+                        const DropoutSpec&, const Tensor&, const Tensor&, const Tensor&);
+void ln_mul_dropout_bwd(Ctx&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                        const Tensor&, const Tensor&, const DropoutSpec&, const Tensor&,
+                        const Tensor&, const Tensor&, const Tensor&, const Tensor&);
+void dropout_fwd(Ctx&, const Tensor&, const DropoutSpec&, const Tensor&);
+void dropout_bwd(Ctx&, const Tensor&, const DropoutSpec&, const Tensor&);
+}  // namespace cuda
+
+inline void layernorm_fwd(Ctx& ctx, const Tensor& x, const Tensor& w, const Tensor& b, float eps,
+                          const Tensor& y, const Tensor& mean, const Tensor& rstd) {
+  if (ctx.cpu()) return cpu::layernorm_fwd(ctx, x, w, b, eps, y, mean, rstd);
+  HSTU_CUDA_DISPATCH(return cuda::layernorm_fwd(ctx, x, w, b, eps, y, mean, rstd));
+}
+inline void layernorm_bwd(Ctx& ctx, const Tensor& x, const Tensor& w, const Tensor& mean,
+                          const Tensor& rstd, const Tensor& dy, const Tensor& dx,
+                          bool accumulate_dx, const Tensor& dw, const Tensor& db) {
+  if (ctx.cpu()) return cpu::layernorm_bwd(ctx, x, w, mean, rstd, dy, dx, accumulate_dx, dw, db);
+  HSTU_CUDA_DISPATCH(
+      return cuda::layernorm_bwd(ctx, x, w, mean, rstd, dy, dx, accumulate_dx, dw, db));
+}
+inline void ln_mul_dropout_fwd(Ctx& ctx, const Tensor& o, const Tensor& u, const Tensor& w,
+                               const Tensor& b, float eps, const DropoutSpec& drop,
+                               const Tensor& y, const Tensor& mean, const Tensor& rstd) {
+  if (ctx.cpu()) return cpu::ln_mul_dropout_fwd(ctx, o, u, w, b, eps, drop, y, mean, rstd);
+  HSTU_CUDA_DISPATCH(return cuda::ln_mul_dropout_fwd(ctx, o, u, w, b, eps, drop, y, mean, rstd));
+}
+inline void ln_mul_dropout_bwd(Ctx& ctx, const Tensor& o, const Tensor& u, const Tensor& w,
+                               const Tensor& b, const Tensor& mean, const Tensor& rstd,
+                               const DropoutSpec& drop, const Tensor& dy, const Tensor& do_,
+                               const Tensor& du, const Tensor& dw, const Tensor& db) {
+  if (ctx.cpu())
+    return cpu::ln_mul_dropout_bwd(ctx, o, u, w, b, mean, rstd, drop, dy, do_, du, dw, db);
+  HSTU_CUDA_DISPATCH(
+      return cuda::ln_mul_dropout_bwd(ctx, o, u, w, b, mean, rstd, drop, dy, do_, du, dw, db));
+}
+inline void dropout_fwd(Ctx& ctx, const Tensor& x, const DropoutSpec& drop, const Tensor& y) {
+  if (ctx.cpu()) return cpu::dropout_fwd(ctx, x, drop, y);
+  HSTU_CUDA_DISPATCH(return cuda::dropout_fwd(ctx, x, drop, y));
+}
+inline void dropout_bwd(Ctx& ctx, const Tensor& dy, const DropoutSpec& drop, const Tensor& dx) {
+  if (ctx.cpu()) return cpu::dropout_bwd(ctx, dy, drop, dx);
+  HSTU_CUDA_DISPATCH(return cuda::dropout_bwd(ctx, dy, drop, dx));
+}
+
+}  // namespace hstu

@@ -1,0 +1,42 @@
+// retrieval_rank.h — full-catalogue ranking for retrieval evaluation.
+//
+// rank(u) = 1 + #{items i in 1..V-1, i != target, i not in history(u), score(i) > score(target)}
+// (+ items with an equal score and a smaller id), capped at rank_cap + 1. This equals the
+// target's position in a top-K list over the filtered catalogue, without sorting anything.
+// Scores are dot products of the L2-normalised query with the L2-normalised item table.
+#pragma once
+
+#include <cstdint>
+
+#include "core/context.h"
+#include "core/tensor.h"
+
+namespace hstu {
+
+// queries[U,D] (normalised), items[V,D] (normalised; row 0 = padding, never ranked),
+// targets[U] i32, history_offsets[U+1] i32 + history_ids[*] i32 (items to filter per user),
+// ranks[U] i32 out.
+void retrieval_rank(Ctx& ctx, const Tensor& queries, const Tensor& items, const Tensor& targets,
+                    const Tensor& history_offsets, const Tensor& history_ids, int32_t rank_cap,
+                    const Tensor& ranks);
+
+namespace cpu {
+void retrieval_rank(Ctx&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                    const Tensor&, int32_t, const Tensor&);
+}  // namespace cpu
+namespace cuda {
+void retrieval_rank(Ctx&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                    const Tensor&, int32_t, const Tensor&);
+}  // namespace cuda
+
+inline void retrieval_rank(Ctx& ctx, const Tensor& queries, const Tensor& items,
+                           const Tensor& targets, const Tensor& history_offsets,
+                           const Tensor& history_ids, int32_t rank_cap, const Tensor& ranks) {
+  if (ctx.cpu())
+    return cpu::retrieval_rank(ctx, queries, items, targets, history_offsets, history_ids,
+                               rank_cap, ranks);
+  HSTU_CUDA_DISPATCH(return cuda::retrieval_rank(ctx, queries, items, targets, history_offsets,
+                                                 history_ids, rank_cap, ranks));
+}
+
+}  // namespace hstu
