@@ -3,7 +3,8 @@
 // Row-major with per-tensor row strides (views into wider activations work). CPU: a real BLAS
 // (OpenBLAS sgemm/dgemm). CUDA: cuBLASLt through a plan cache keyed by GemmDesc + shapes +
 // dtypes, built once outside the step; A/B may be bf16/fp16 while C is fp32 (weight gradients
-// accumulate straight into the fp32 gradient buffer).
+// accumulate straight into the fp32 gradient buffer). The bias is always an f32 parameter
+// (f64 when the GEMM is f64).
 #pragma once
 
 #include "core/context.h"

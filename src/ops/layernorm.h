@@ -4,7 +4,9 @@
 // Statistics (mean, rstd per row) are saved by the forward and reused by the backward; they are
 // f32 (f64 when x is f64, for gradient checks). Weight and bias are optional: an empty Tensor
 // means a non-affine LayerNorm (Meta's research layer). Dropout masks are regenerated from
-// Philox (seed, offset) in the backward, never stored.
+// Philox (seed, offset) in the backward, never stored. Dtypes: x, y, u, dy, dx share the
+// activation dtype (f32/f64 on CPU; bf16/f16/f32 on CUDA); w, b, dw, db are f32 parameters
+// (f64 when x is f64).
 #pragma once
 
 #include <cstdint>
