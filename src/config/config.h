@@ -22,6 +22,8 @@ struct RandomDistribution {
   double mean = -1;                   // normal/lognormal mean; -1 = (low+high)/2
   double std = -1;                    // normal/lognormal std; -1 = (high-low)/4 (normal), mean/2 (lognormal)
   double alpha = 1.5;                 // zipf exponent (> 1)
+
+  bool operator==(const RandomDistribution&) const = default;
 };
 
 struct TrainerArgs {
@@ -45,6 +47,8 @@ struct TrainerArgs {
   int64_t profile_step_start = 100;
   int64_t profile_step_end = 200;
   bool deterministic = true;       // GPU: deterministic kernels (CPU is always deterministic)
+
+  bool operator==(const TrainerArgs&) const = default;
 };
 
 struct DatasetArgs {
@@ -57,6 +61,8 @@ struct DatasetArgs {
   std::string split = "paper";             // paper (train: all but last; test: last item)
                                            // | validation (train: all but 2; val; test)
   std::string cache_dir = "";              // where `hstu preprocess` output lives ("" = run_dir)
+
+  bool operator==(const DatasetArgs&) const = default;
 };
 
 // hstu's synthetic generator (planted clusters + Markov transitions), the default dataset.
@@ -71,6 +77,8 @@ struct SyntheticArgs {
   int64_t max_seqlen = 200;
   RandomDistribution seqlen_dist = {"lognormal", 10, 200, 60, 30, 1.5};
   int64_t seed = 42;
+
+  bool operator==(const SyntheticArgs&) const = default;
 };
 
 struct NetworkArgs {
@@ -103,6 +111,8 @@ struct NetworkArgs {
   int64_t max_attn_len = 0;           // local attention window (0 = none)
   bool final_layernorm = false;       // LayerNorm before the L2 normalisation of outputs
   std::string init = "recsys";        // recsys (xavier_uniform) | meta (Meta's research init)
+
+  bool operator==(const NetworkArgs&) const = default;
 };
 
 struct OptimizerArgs {
@@ -117,6 +127,8 @@ struct OptimizerArgs {
   std::string lr_schedule = "constant";  // constant | warmup_cosine | warmup_linear
   int64_t warmup_steps = 0;
   double grad_clip_norm = 0;             // global L2 clip of dense gradients (0 = off)
+
+  bool operator==(const OptimizerArgs&) const = default;
 };
 
 struct RetrievalArgs {
@@ -126,6 +138,8 @@ struct RetrievalArgs {
   double l2_norm_eps = 1e-6;
   std::string negative_sampler = "uniform";  // uniform (over the catalogue) | in_batch
   int64_t eval_rank_cap = 2500;          // ranks beyond this count as cap+1
+
+  bool operator==(const RetrievalArgs&) const = default;
 };
 
 struct RankingArgs {
@@ -134,6 +148,8 @@ struct RankingArgs {
   bool prediction_head_bias = true;
   int64_t num_tasks = 1;
   std::vector<std::string> eval_metrics = {"AUC"};
+
+  bool operator==(const RankingArgs&) const = default;
 };
 
 // The whole configuration of a run.
@@ -146,6 +162,8 @@ struct Config {
   RetrievalArgs retrieval;
   RankingArgs ranking;
   std::string task = "retrieval";  // retrieval | ranking (set by which *Args class is bound)
+
+  bool operator==(const Config&) const = default;
 };
 
 }  // namespace hstu

@@ -30,6 +30,10 @@ std::string cat(const Args&... args) {
   (os << ... << args);
   return os.str();
 }
+// The message of a failed check: the caller's text, or the condition when there is none.
+inline std::string check_message(const char* cond, const std::string& msg) {
+  return msg.empty() ? std::string("internal check failed: ") + cond : msg;
+}
 }  // namespace detail
 
 }  // namespace hstu
@@ -37,8 +41,9 @@ std::string cat(const Args&... args) {
 // Throws hstu::Error with the concatenated message.
 #define HSTU_THROW(...) throw ::hstu::Error(::hstu::detail::cat(__VA_ARGS__), __FILE__, __LINE__)
 
-// Checks a condition; on failure throws with the condition text and the message.
-#define HSTU_CHECK(cond, ...)                                                              \
-  do {                                                                                     \
-    if (!(cond)) HSTU_THROW("check failed: " #cond " — ", ::hstu::detail::cat(__VA_ARGS__)); \
+// Checks a condition; on failure throws with the message (or the condition text if none).
+#define HSTU_CHECK(cond, ...)                                                                  \
+  do {                                                                                         \
+    if (!(cond))                                                                               \
+      HSTU_THROW(::hstu::detail::check_message(#cond, ::hstu::detail::cat("" __VA_OPT__(, ) __VA_ARGS__))); \
   } while (0)

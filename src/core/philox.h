@@ -42,6 +42,15 @@ HSTU_HD Philox4 philox4x32(uint64_t seed, uint64_t counter, uint32_t subsequence
   return {c0, c1, c2, c3};
 }
 
+// An independent seed for a sub-stream `site` of `seed` (SplitMix64 finaliser): dropout of
+// layer l at step s uses derive_seed(derive_seed(seed, s), l), and so on.
+HSTU_HD uint64_t derive_seed(uint64_t seed, uint64_t site) {
+  uint64_t h = seed + 0x9E3779B97F4A7C15ull * (site + 1);
+  h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9ull;
+  h = (h ^ (h >> 27)) * 0x94D049BB133111EBull;
+  return h ^ (h >> 31);
+}
+
 // Uniform float in [0, 1) from one 32-bit word (24 mantissa bits; never returns 1).
 HSTU_HD float u32_to_unit_float(uint32_t r) { return static_cast<float>(r >> 8) * (1.0f / 16777216.0f); }
 

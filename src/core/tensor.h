@@ -34,6 +34,9 @@ const char* dtype_name(DType t);
 const char* device_name(Device d);
 inline bool is_float(DType t) { return t == DType::kF32 || t == DType::kF64 || t == DType::kBF16 || t == DType::kF16; }
 
+// Dtype of per-row statistics (LayerNorm mean/rstd, L2 norms): f64 for f64 activations, else f32.
+inline DType stats_dtype(DType act) { return act == DType::kF64 ? DType::kF64 : DType::kF32; }
+
 // Maps a C++ element type to its DType (for checked typed access).
 template <typename T> struct DTypeOf;
 template <> struct DTypeOf<float> { static constexpr DType value = DType::kF32; };

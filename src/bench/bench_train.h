@@ -1,0 +1,26 @@
+// bench_train.h — `hstu bench train`: steady-state training-step throughput of a config on its
+// dataset (synthetic by default): tokens/s, step time, achieved TFLOPS and MFU, peak memory.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "config/config.h"
+#include "data/batch.h"
+
+namespace hstu {
+
+struct TrainBenchResult {
+  double median_step_ms = 0, tokens_per_s = 0, tflops = 0, mfu = 0;
+  int64_t steps = 0, tokens_per_step = 0;
+  double peak_gib = 0;
+};
+
+// Model FLOPs of one training step (forward + backward) on `batch`: GEMMs, attention (causal
+// halved, FlashAttention-style counting: bwd = 2.5x fwd) and the sampled-softmax head.
+double train_step_flops(const Config& cfg, const SequenceBatch& batch);
+
+// Runs `warmup` untimed then `steps` timed steps and prints a one-line summary.
+TrainBenchResult run_train_bench(const Config& cfg, int64_t warmup, int64_t steps);
+
+}  // namespace hstu

@@ -1,0 +1,24 @@
+// cmd_bench.cpp — `hstu bench <train|attention|layer>`.
+#include <cstdio>
+#include <string>
+
+#include "bench/bench_train.h"
+#include "cli/commands.h"
+
+namespace hstu::cli {
+
+int cmd_bench(const Args& a) {
+  HSTU_CHECK(!a.positional.empty(), "usage: hstu bench train [config.gin] [--steps N] [--warmup N]");
+  const std::string what = a.positional[0];
+  if (what == "train") {
+    check_known(a, {"steps", "warmup", "device"}, "bench train");
+    Args rest = a;
+    rest.positional.erase(rest.positional.begin());
+    const Config cfg = resolve_config(rest, nullptr);
+    run_train_bench(cfg, std::stoll(a.get("warmup", "3")), std::stoll(a.get("steps", "20")));
+    return 0;
+  }
+  HSTU_THROW("unknown benchmark '", what, "' (available: train)");
+}
+
+}  // namespace hstu::cli

@@ -1,0 +1,36 @@
+// cmd_info.cpp — `hstu info`: the build (compiler, CUDA, BLAS, OpenMP) and the devices.
+#include <omp.h>
+
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "core/device_info.h"
+
+namespace hstu::cli {
+
+int cmd_info(const Args& a) {
+  check_known(a, {}, "info");
+  std::printf("hstu build\n");
+  std::printf("  compiler     %s %d.%d.%d, __cplusplus %ld\n",
+#if defined(__clang__)
+              "clang", __clang_major__, __clang_minor__, __clang_patchlevel__,
+#else
+              "gcc", __GNUC__, __GNUC_MINOR__, __GNUC_PATCHLEVEL__,
+#endif
+              static_cast<long>(__cplusplus));
+#if defined(HSTU_WITH_CBLAS)
+  std::printf("  CPU BLAS     OpenBLAS (cblas)\n");
+#else
+  std::printf("  CPU BLAS     built-in fallback GEMM (install libopenblas-dev for speed)\n");
+#endif
+  std::printf("  OpenMP       %d threads available\n", omp_get_max_threads());
+#if defined(HSTU_WITH_CUDA)
+  std::printf("  CUDA         compiled in (kernels: sm_80 mma.sync path; see hstu bench attention)\n");
+  std::printf("%s", describe_cuda_devices().c_str());
+#else
+  std::printf("  CUDA         not compiled in (no nvcc at build time); --device cpu only\n");
+#endif
+  return 0;
+}
+
+}  // namespace hstu::cli

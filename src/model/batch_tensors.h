@@ -1,0 +1,40 @@
+// batch_tensors.h — a jagged batch on the compute device: the index/time arrays the ops read.
+//
+// Sized once for the largest batch (max tokens) and reused: uploading a batch copies into the
+// prefix of each buffer and sets the views' lengths, so the step loop never allocates.
+#pragma once
+
+#include <cstdint>
+
+#include "core/arena.h"
+#include "core/tensor.h"
+#include "data/batch.h"
+
+namespace hstu {
+
+struct BatchTensors {
+  int32_t batch_size = 0, num_tokens = 0, max_seqlen = 0;
+  Tensor offsets;     // i32 [B+1]
+  Tensor item_ids;    // i32 [T]
+  Tensor positions;   // i32 [T] position of each token in its sequence (clamped to the table)
+  Tensor target_ids;  // i32 [T] next item per position (0 = unsupervised)
+  Tensor ts_key;      // i64 [T] own timestamp
+  Tensor ts_query;    // i64 [T] timestamp of the predicted item
+  Tensor neg_ids;     // i32 [T, R] sampled negatives (filled by the trainer)
+  // Host copies the CPU side needs (sequence boundaries for eval bookkeeping).
+  const SequenceBatch* host = nullptr;
+};
+
+// Capacity of the buffers of a BatchTensors.
+struct BatchCapacity {
+  int64_t max_batch = 0, max_tokens = 0, num_negatives = 0, num_positions = 1;
+};
+
+// Allocates the buffers from `arena` (may be a measuring arena).
+BatchTensors allocate_batch_tensors(Arena& arena, const BatchCapacity& cap);
+
+// Copies `batch` into `bt` (device or host) and narrows the views to its size. Positions are
+// 0-based within each sequence, clamped to cap.num_positions - 1. `staging` is host scratch.
+void upload_batch(const SequenceBatch& batch, const BatchCapacity& cap, BatchTensors& bt);
+
+}  // namespace hstu

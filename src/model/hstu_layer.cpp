@@ -1,0 +1,159 @@
+// hstu_layer.cpp — forward and backward sequencing of one HSTU layer over the op families.
+#include "model/hstu_layer.h"
+
+#include <cmath>
+
+#include "ops/activation.h"
+#include "ops/gemm.h"
+#include "ops/hstu_attention.h"
+#include "ops/layernorm.h"
+
+namespace hstu {
+
+void HstuLayer::register_params(DenseParams& p) {
+  const int64_t d = cfg_.hidden, hd = cfg_.hd();
+  const std::string pre = "layers." + std::to_string(index_) + ".";
+  const bool meta = cfg_.init == "meta";
+  if (cfg_.ln_in_affine) {
+    ids_.ln_in_w = p.add(pre + "input_layernorm.weight", {d}, false, Init::ones());
+    ids_.ln_in_b = p.add(pre + "input_layernorm.bias", {d}, false, Init::zeros());
+  }
+  ids_.w_uvqk = p.add(pre + "uvqk.weight", {d, 4 * hd}, true,
+                      meta ? Init::normal(0.02) : Init::xavier_uniform());
+  if (cfg_.uvqk_bias) ids_.b_uvqk = p.add(pre + "uvqk.bias", {4 * hd}, false, Init::zeros());
+  if (cfg_.ln_out_affine) {
+    ids_.ln_out_w = p.add(pre + "output_layernorm.weight", {hd}, false, Init::ones());
+    ids_.ln_out_b = p.add(pre + "output_layernorm.bias", {hd}, false, Init::zeros());
+  }
+  ids_.w_o = p.add(pre + "output.weight", {hd, d}, true, Init::xavier_uniform());
+  if (cfg_.out_bias)  // nn.Linear's default bias init in Meta's layer: U(+-1/sqrt(fan_in))
+    ids_.b_o = p.add(pre + "output.bias", {d}, false,
+                     meta ? Init::uniform(1.0 / std::sqrt(static_cast<double>(hd))) : Init::zeros());
+  if (cfg_.rab) {
+    ids_.rab_pos = p.add(pre + "rab.position", {2 * cfg_.rab_positions - 1}, false, Init::normal(0.02));
+    ids_.rab_time = p.add(pre + "rab.time", {cfg_.rab_time_buckets + 1}, false, Init::normal(0.02));
+  }
+}
+
+HstuLayerActs HstuLayer::allocate_acts(Arena& a, int64_t t, DType act) const {
+  const int64_t d = cfg_.hidden, hd = cfg_.hd();
+  const DType st = stats_dtype(act);
+  HstuLayerActs s;
+  s.ln_mean = a.alloc(st, {t});
+  s.ln_rstd = a.alloc(st, {t});
+  if (!cfg_.recompute_ln) s.xn = a.alloc(act, {t, d});
+  s.z = a.alloc(act, {t, 4 * hd});
+  if (!cfg_.recompute_silu) s.uvqk = a.alloc(act, {t, 4 * hd});
+  s.o = a.alloc(act, {t, hd});
+  s.ln2_mean = a.alloc(st, {t});
+  s.ln2_rstd = a.alloc(st, {t});
+  s.y = a.alloc(act, {t, hd});
+  return s;
+}
+
+HstuLayerScratch HstuLayer::allocate_scratch(Arena& a, int64_t t, DType act) const {
+  const int64_t d = cfg_.hidden, hd = cfg_.hd();
+  HstuLayerScratch s;
+  if (cfg_.recompute_ln) s.xn = a.alloc(act, {t, d});
+  if (cfg_.recompute_silu) s.uvqk = a.alloc(act, {t, 4 * hd});
+  s.d_y = a.alloc(act, {t, hd});
+  s.d_o = a.alloc(act, {t, hd});
+  s.d_uvqk = a.alloc(act, {t, 4 * hd});
+  s.d_xn = a.alloc(act, {t, d});
+  return s;
+}
+
+Tensor HstuLayer::matrix(const DenseParams& p, int id) const { return p.compute(id); }
+Tensor HstuLayer::param(const DenseParams& p, int id) const { return id < 0 ? Tensor() : p.param(id); }
+Tensor HstuLayer::grad(const DenseParams& p, int id) const { return id < 0 ? Tensor() : p.grad(id); }
+
+// Attention arguments over the u|v|q|k column blocks of one [T, 4Hd] buffer.
+static HstuAttentionArgs attention_args(const HstuLayerConfig& c, const DenseParams& p,
+                                        const HstuLayerParams& ids, const BatchTensors& b,
+                                        const Tensor& uvqk) {
+  const int64_t hd = c.hd();
+  HstuAttentionArgs a;
+  a.v = uvqk.cols(hd, 2 * hd);
+  a.q = uvqk.cols(2 * hd, 3 * hd);
+  a.k = uvqk.cols(3 * hd, 4 * hd);
+  a.cu_seqlens = b.offsets.rows(0, b.batch_size + 1);
+  a.max_seqlen = b.max_seqlen;
+  a.num_heads = static_cast<int32_t>(c.heads);
+  a.alpha = c.alpha;
+  a.scale = c.scale;
+  a.causal = c.causal;
+  a.target_group_size = c.target_group_size;
+  a.max_attn_len = c.max_attn_len;
+  if (c.rab) {
+    a.rab_pos = p.param(ids.rab_pos);
+    a.rab_time = p.param(ids.rab_time);
+    a.ts_query = b.ts_query.rows(0, b.num_tokens);
+    a.ts_key = b.ts_key.rows(0, b.num_tokens);
+  }
+  return a;
+}
+
+void HstuLayer::forward(Ctx& ctx, const DenseParams& p, const BatchTensors& b, const Tensor& x_in,
+                        const Tensor& x_out, HstuLayerActs& acts, HstuLayerScratch& scr,
+                        bool training, uint64_t dropout_seed) const {
+  const int64_t t = b.num_tokens, hd = cfg_.hd();
+  const Tensor xn = first_rows(cfg_.recompute_ln ? scr.xn : acts.xn, t);
+  const Tensor z = first_rows(acts.z, t);
+  const Tensor uvqk = first_rows(cfg_.recompute_silu ? scr.uvqk : acts.uvqk, t);
+  const Tensor o = first_rows(acts.o, t), y = first_rows(acts.y, t);
+  layernorm_fwd(ctx, x_in, param(p, ids_.ln_in_w), param(p, ids_.ln_in_b), cfg_.eps, xn,
+                first_rows(acts.ln_mean, t), first_rows(acts.ln_rstd, t));
+  gemm(ctx, GemmDesc{}, xn, matrix(p, ids_.w_uvqk), z, param(p, ids_.b_uvqk));
+  activation_fwd(ctx, Activation::kSilu, z, uvqk);
+  hstu_attention_fwd(ctx, attention_args(cfg_, p, ids_, b, uvqk), o);
+  const DropoutSpec drop{training ? cfg_.dropout : 0.0f, dropout_seed, 0};
+  ln_mul_dropout_fwd(ctx, o, uvqk.cols(0, hd), param(p, ids_.ln_out_w), param(p, ids_.ln_out_b),
+                     cfg_.eps, drop, y, first_rows(acts.ln2_mean, t), first_rows(acts.ln2_rstd, t));
+  copy_tensor(x_out, x_in);
+  gemm(ctx, GemmDesc{false, false, 1.0f, 1.0f}, y, matrix(p, ids_.w_o), x_out, param(p, ids_.b_o));
+}
+
+void HstuLayer::backward(Ctx& ctx, const DenseParams& p, const BatchTensors& b,
+                         const Tensor& x_in, const HstuLayerActs& acts, HstuLayerScratch& scr,
+                         const Tensor& dx, bool training, uint64_t dropout_seed) const {
+  const int64_t t = b.num_tokens, hd = cfg_.hd();
+  const Tensor z = first_rows(acts.z, t), o = first_rows(acts.o, t), y = first_rows(acts.y, t);
+  const Tensor ln_mean = first_rows(acts.ln_mean, t), ln_rstd = first_rows(acts.ln_rstd, t);
+  // Recompute what the forward did not keep.
+  Tensor xn = first_rows(acts.xn, t);
+  if (cfg_.recompute_ln) {
+    xn = first_rows(scr.xn, t);
+    layernorm_fwd(ctx, x_in, param(p, ids_.ln_in_w), param(p, ids_.ln_in_b), cfg_.eps, xn,
+                  ln_mean, ln_rstd);
+  }
+  Tensor uvqk = first_rows(acts.uvqk, t);
+  if (cfg_.recompute_silu) {
+    uvqk = first_rows(scr.uvqk, t);
+    activation_fwd(ctx, Activation::kSilu, z, uvqk);
+  }
+  const Tensor d_y = first_rows(scr.d_y, t), d_o = first_rows(scr.d_o, t);
+  const Tensor d_uvqk = first_rows(scr.d_uvqk, t), d_xn = first_rows(scr.d_xn, t);
+  // x_out = x_in + y @ W_o + b_o: the residual passes dx through unchanged.
+  gemm(ctx, GemmDesc{false, true, 1.0f, 0.0f}, dx, matrix(p, ids_.w_o), d_y);
+  gemm(ctx, GemmDesc{true, false, 1.0f, 1.0f}, y, dx, grad(p, ids_.w_o));
+  if (ids_.b_o >= 0) bias_grad(ctx, dx, grad(p, ids_.b_o), true);
+  // y = Dropout(u * LN(O)).
+  const DropoutSpec drop{training ? cfg_.dropout : 0.0f, dropout_seed, 0};
+  ln_mul_dropout_bwd(ctx, o, uvqk.cols(0, hd), param(p, ids_.ln_out_w), param(p, ids_.ln_out_b),
+                     first_rows(acts.ln2_mean, t), first_rows(acts.ln2_rstd, t), drop, d_y, d_o,
+                     d_uvqk.cols(0, hd), grad(p, ids_.ln_out_w), grad(p, ids_.ln_out_b));
+  // Attention: gradients of v, q, k land in their column blocks of d_uvqk.
+  hstu_attention_bwd(ctx, attention_args(cfg_, p, ids_, b, uvqk), d_o, d_uvqk.cols(2 * hd, 3 * hd),
+                     d_uvqk.cols(3 * hd, 4 * hd), d_uvqk.cols(hd, 2 * hd), grad(p, ids_.rab_pos),
+                     grad(p, ids_.rab_time));
+  // SiLU, then the uvqk projection.
+  activation_bwd(ctx, Activation::kSilu, z, d_uvqk, d_uvqk);
+  gemm(ctx, GemmDesc{true, false, 1.0f, 1.0f}, xn, d_uvqk, grad(p, ids_.w_uvqk));
+  if (ids_.b_uvqk >= 0) bias_grad(ctx, d_uvqk, grad(p, ids_.b_uvqk), true);
+  gemm(ctx, GemmDesc{false, true, 1.0f, 0.0f}, d_uvqk, matrix(p, ids_.w_uvqk), d_xn);
+  // Input LayerNorm: accumulate into dx, which already holds the residual gradient.
+  layernorm_bwd(ctx, x_in, param(p, ids_.ln_in_w), ln_mean, ln_rstd, d_xn, dx, true,
+                grad(p, ids_.ln_in_w), grad(p, ids_.ln_in_b));
+}
+
+}  // namespace hstu

@@ -1,0 +1,103 @@
+// hstu_layer.h — one HSTU layer: forward, explicit backward and its activation plan.
+//
+//   xn = LN(x);  z = xn @ W_uvqk (+ b);  [u | v | q | k] = SiLU(z)
+//   O  = HstuAttention(q, k, v)          y = Dropout(u * LN(O));  x' = x + y @ W_o (+ b_o)
+//
+// Every option of SPEC §2 (alpha, affine or non-affine LayerNorms, biases, divisor N, rab,
+// masks, dropout) is a field of HstuLayerConfig. The forward saves exactly what the backward
+// needs (LN statistics, z, u|v|q|k unless recomputed, O, y); the backward overwrites the
+// gradient of x in place (dx_out in, dx_in out) and accumulates parameter gradients.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/arena.h"
+#include "core/context.h"
+#include "model/batch_tensors.h"
+#include "model/params.h"
+
+namespace hstu {
+
+struct HstuLayerConfig {
+  int64_t hidden = 0;    // D
+  int64_t heads = 1;     // H
+  int64_t head_dim = 0;  // d (dqk = dv)
+  float alpha = 1.0f;
+  float scale = 1.0f;    // 1/N
+  float eps = 1e-5f;
+  bool ln_in_affine = true, ln_out_affine = true, uvqk_bias = true, out_bias = false;
+  bool rab = false;
+  int64_t rab_positions = 0;    // P: rab pos table has 2P-1 weights
+  int64_t rab_time_buckets = 128;
+  float dropout = 0.0f;
+  bool causal = true;
+  int32_t target_group_size = 1;
+  int32_t max_attn_len = 0;
+  bool recompute_ln = false, recompute_silu = false;
+  std::string init = "recsys";  // recsys | meta
+
+  int64_t hd() const { return heads * head_dim; }
+};
+
+// Indices of the layer's parameters in DenseParams (-1 = absent).
+struct HstuLayerParams {
+  int ln_in_w = -1, ln_in_b = -1, w_uvqk = -1, b_uvqk = -1, ln_out_w = -1, ln_out_b = -1;
+  int w_o = -1, b_o = -1, rab_pos = -1, rab_time = -1;
+};
+
+// Saved activations of one layer (capacity T_max rows; views narrowed per batch).
+struct HstuLayerActs {
+  Tensor ln_mean, ln_rstd;    // [T] stats of the input LayerNorm
+  Tensor xn;                  // [T, D]   (empty when recompute_ln)
+  Tensor z;                   // [T, 4Hd] pre-activation
+  Tensor uvqk;                // [T, 4Hd] SiLU(z) (empty when recompute_silu)
+  Tensor o;                   // [T, Hd]  attention output
+  Tensor ln2_mean, ln2_rstd;  // [T] stats of LN(O)
+  Tensor y;                   // [T, Hd]  Dropout(u * LN(O)), the input of W_o
+};
+
+// Scratch shared by all layers (forward recomputation and backward gradients).
+struct HstuLayerScratch {
+  Tensor xn, uvqk;    // [T, D], [T, 4Hd] recomputation targets
+  Tensor d_y, d_o;    // [T, Hd]
+  Tensor d_uvqk;      // [T, 4Hd]
+  Tensor d_xn;        // [T, D]
+};
+
+class HstuLayer {
+ public:
+  HstuLayer(const HstuLayerConfig& cfg, int index) : cfg_(cfg), index_(index) {}
+
+  // Registers this layer's parameters (names "layers.<i>.<param>").
+  void register_params(DenseParams& params);
+  HstuLayerActs allocate_acts(Arena& arena, int64_t max_tokens, DType act) const;
+  HstuLayerScratch allocate_scratch(Arena& arena, int64_t max_tokens, DType act) const;
+
+  // x_out[T,D] = layer(x_in[T,D]); saves activations into `acts`.
+  void forward(Ctx& ctx, const DenseParams& p, const BatchTensors& batch, const Tensor& x_in,
+               const Tensor& x_out, HstuLayerActs& acts, HstuLayerScratch& scratch,
+               bool training, uint64_t dropout_seed) const;
+  // dx: gradient of x_out on entry, gradient of x_in on return.
+  void backward(Ctx& ctx, const DenseParams& p, const BatchTensors& batch, const Tensor& x_in,
+                const HstuLayerActs& acts, HstuLayerScratch& scratch, const Tensor& dx,
+                bool training, uint64_t dropout_seed) const;
+
+  const HstuLayerConfig& config() const { return cfg_; }
+  const HstuLayerParams& param_ids() const { return ids_; }
+
+ private:
+  // A GEMM weight in the compute dtype (bf16 copy on CUDA, the f32 master on CPU).
+  Tensor matrix(const DenseParams& p, int id) const;
+  // An f32 parameter (LayerNorm, bias, rab); empty Tensor when id < 0.
+  Tensor param(const DenseParams& p, int id) const;
+  Tensor grad(const DenseParams& p, int id) const;
+  HstuLayerConfig cfg_;
+  int index_;
+  HstuLayerParams ids_;
+};
+
+// Narrows a [T_max, ...] activation buffer to the batch's T rows (empty stays empty).
+inline Tensor first_rows(const Tensor& t, int64_t n) { return t.empty() ? t : t.rows(0, n); }
+
+}  // namespace hstu

@@ -1,0 +1,91 @@
+// model.h — the HSTU generative recommender: input pre-processing, the layer stack, output
+// normalisation and the retrieval head (sampled softmax), with its memory plan.
+//
+// The model owns every buffer of a training step. plan() runs the allocation sequence once on a
+// measuring arena to learn the peak, then allocates exactly that (printed by describe_plan());
+// forward/backward only take views of those buffers, so the step loop never allocates.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "core/arena.h"
+#include "core/context.h"
+#include "model/batch_tensors.h"
+#include "model/hstu_layer.h"
+#include "model/params.h"
+
+namespace hstu {
+
+struct ModelShape {
+  int64_t num_items = 0;       // item table rows (incl. padding 0)
+  int64_t max_batch = 0;       // samples per batch (train or eval, whichever is larger)
+  int64_t max_tokens = 0;      // tokens per batch
+  int64_t num_negatives = 0;   // R
+};
+
+// Builds the layer configuration of SPEC §2 from the network arguments.
+HstuLayerConfig layer_config(const Config& cfg);
+
+class HstuModel {
+ public:
+  HstuModel(const Config& cfg, const ModelShape& shape, Device device, DType act_dtype);
+
+  // Allocates parameters (initialised from `seed`) and the activation plan.
+  void plan(uint64_t seed);
+  std::string describe_plan() const;
+
+  // Forward + backward of the retrieval loss on an uploaded batch (neg_ids filled). Gradients
+  // accumulate into the dense/embedding gradient buffers. Returns the scaled loss sum.
+  double train_step(Ctx& ctx, const BatchTensors& batch, uint64_t step_seed, double loss_scale);
+
+  // Forward without dropout; returns the L2-normalised outputs [T, D] of the batch.
+  Tensor encode(Ctx& ctx, const BatchTensors& batch);
+  // The L2-normalised item table [V, D] (computed into model scratch) for evaluation.
+  Tensor normalized_items(Ctx& ctx);
+
+  DenseParams& dense() { return dense_; }
+  EmbeddingTable& items() { return items_; }
+  const Config& config() const { return cfg_; }
+  Device device() const { return device_; }
+  DType act_dtype() const { return act_; }
+  BatchTensors& batch_tensors() { return batch_; }
+  const BatchCapacity& capacity() const { return cap_; }
+  int64_t num_params() const;
+
+ private:
+  struct Buffers {
+    std::vector<Tensor> xs;          // L+1 residual states [T, D]
+    std::vector<HstuLayerActs> acts; // per layer
+    HstuLayerScratch scratch;
+    Tensor emb;                      // [T, D] input before dropout (for its backward)
+    Tensor out, out_norm;            // [T, D] final (LN'd) output and its L2-normalised form
+    Tensor out_ln_mean, out_ln_rstd; // [T] when final_layernorm
+    Tensor norms;                    // [T] L2 norms
+    Tensor d_x, d_out;               // [T, D] gradients
+    Tensor loss;                     // f64 [1]
+    Tensor items_norm, item_norms;   // [V, D], [V] for evaluation
+  };
+  void allocate(Arena& arena);
+  void embed(Ctx& ctx, const BatchTensors& b, bool training, uint64_t seed);
+  void run_layers(Ctx& ctx, const BatchTensors& b, bool training, uint64_t seed);
+
+  Config cfg_;
+  ModelShape shape_;
+  Device device_;
+  DType act_;
+  BatchCapacity cap_;
+  std::vector<HstuLayer> layers_;
+  DenseParams dense_;
+  EmbeddingTable items_;
+  int pos_table_ = -1, final_ln_w_ = -1, final_ln_b_ = -1;
+  std::unique_ptr<Arena> arena_;
+  Buffers buf_;
+  BatchTensors batch_;
+  size_t activation_bytes_ = 0;
+};
+
+}  // namespace hstu

@@ -1,0 +1,51 @@
+// evaluator.cpp — batched encoding + full-catalogue ranking (retrieval_rank) into metrics.
+#include "train/evaluator.h"
+
+#include <vector>
+
+#include "ops/embedding.h"
+#include "ops/retrieval_rank.h"
+
+namespace hstu {
+
+RetrievalEvaluator::RetrievalEvaluator(const SequenceDataset& ds, const Split& split,
+                                       int64_t batch_size, int64_t max_batches, HstuModel& model)
+    : batcher_(ds, split, batch_size, /*shuffle=*/false, 0), max_batches_(max_batches) {
+  const int64_t d = model.config().network.hidden_size;
+  const size_t bytes = static_cast<size_t>(batch_size) * (d * 4 + 12) + 8 * Arena::kAlign;
+  arena_ = std::make_unique<Arena>(model.device(), bytes, "eval");
+  last_idx_ = arena_->alloc(DType::kI32, {batch_size});
+  queries_ = arena_->alloc(DType::kF32, {batch_size, d});
+  targets_ = arena_->alloc(DType::kI32, {batch_size});
+  ranks_ = arena_->alloc(DType::kI32, {batch_size});
+}
+
+RetrievalMetrics RetrievalEvaluator::run(Ctx& ctx, HstuModel& model) {
+  RetrievalMetrics metrics;
+  const Tensor items = model.normalized_items(ctx);
+  int64_t n = batcher_.num_batches();
+  if (max_batches_ > 0 && max_batches_ < n) n = max_batches_;
+  std::vector<int32_t> last, ranks;
+  BatchTensors& bt = model.batch_tensors();
+  for (int64_t i = 0; i < n; ++i) {
+    batcher_.get(0, i, host_);
+    const int32_t b = host_.batch_size;
+    upload_batch(host_, model.capacity(), bt);
+    const Tensor out = model.encode(ctx, bt);  // [T, D] L2-normalised
+    last.resize(static_cast<size_t>(b));
+    for (int32_t s = 0; s < b; ++s) last[static_cast<size_t>(s)] = host_.offsets[static_cast<size_t>(s) + 1] - 1;
+    const Tensor last_idx = last_idx_.rows(0, b), queries = queries_.rows(0, b);
+    const Tensor targets = targets_.rows(0, b), ranks_t = ranks_.rows(0, b);
+    copy_bytes(last_idx.data, last_idx.device, last.data(), Device::kCPU, b * sizeof(int32_t));
+    copy_bytes(targets.data, targets.device, host_.eval_targets.data(), Device::kCPU, b * sizeof(int32_t));
+    embedding_fwd(ctx, out, last_idx, 1.0f, Tensor(), Tensor(), queries);
+    retrieval_rank(ctx, queries, items, targets, bt.offsets.rows(0, b + 1), bt.item_ids.rows(0, bt.num_tokens),
+                   static_cast<int32_t>(model.config().retrieval.eval_rank_cap), ranks_t);
+    ranks.resize(static_cast<size_t>(b));
+    copy_bytes(ranks.data(), Device::kCPU, ranks_t.data, ranks_t.device, b * sizeof(int32_t));
+    for (int32_t r : ranks) metrics.add(r);
+  }
+  return metrics;
+}
+
+}  // namespace hstu

@@ -1,0 +1,96 @@
+// step.cpp — the retrieval training step and the optimiser application.
+#include "train/step.h"
+
+#include <cmath>
+
+#include "core/philox.h"
+#include "data/negatives.h"
+#include "ops/embedding.h"
+#include "ops/optimizer.h"
+
+namespace hstu {
+namespace {
+int64_t supervised_tokens(const SequenceBatch& b) {
+  int64_t n = 0;
+  for (int32_t t : b.target_ids) n += t != 0;
+  return n;
+}
+
+}  // namespace
+
+double TrainStep::run(Ctx& ctx, HstuModel& model, const SequenceBatch& host, int64_t step,
+                      double lr) {
+  BatchTensors& bt = model.batch_tensors();
+  upload_batch(host, model.capacity(), bt);
+  const int64_t r = cfg_.retrieval.num_negatives;
+  const uint64_t seed = static_cast<uint64_t>(cfg_.trainer.seed);
+  negs_ = sample_negatives(cfg_.retrieval.negative_sampler, host, num_items_, r, seed,
+                           static_cast<uint64_t>(step));
+  copy_bytes(bt.neg_ids.data, bt.neg_ids.device, negs_.data(), Device::kCPU,
+             negs_.size() * sizeof(int32_t));
+  bt.neg_ids.shape[0] = bt.num_tokens;
+  bt.neg_ids.shape[1] = r;
+  bt.neg_ids.row_stride = r;
+  const int64_t sup = supervised_tokens(host);
+  const double loss =
+      sup > 0 ? model.train_step(ctx, bt, derive_seed(seed, static_cast<uint64_t>(step)), 1.0 / sup) : 0.0;
+  optimizer_step(ctx, model, cfg_.optimizer, lr, step + 1);
+  return loss;
+}
+
+// Applies the dense and sparse optimisers and clears the gradients.
+void optimizer_step(Ctx& ctx, HstuModel& model, const OptimizerArgs& o, double lr, int64_t step) {
+  DenseParams& dense = model.dense();
+  DenseOptimizerSpec spec;
+  spec.kind = o.optimizer_str == "sgd"     ? DenseOptimizerSpec::kSgd
+              : o.optimizer_str == "adamw" ? DenseOptimizerSpec::kAdamW
+                                           : DenseOptimizerSpec::kAdam;
+  spec.lr = static_cast<float>(lr);
+  spec.beta1 = static_cast<float>(o.adam_beta1);
+  spec.beta2 = static_cast<float>(o.adam_beta2);
+  spec.eps = static_cast<float>(o.adam_eps);
+  spec.step = step;
+  if (o.grad_clip_norm > 0) {
+    const double norm = std::sqrt(sum_squares(ctx, dense.flat_grads()));
+    if (norm > o.grad_clip_norm) spec.grad_scale = static_cast<float>(o.grad_clip_norm / norm);
+  }
+  const int64_t nd = dense.num_decay(), n = dense.size();
+  spec.weight_decay = static_cast<float>(o.weight_decay);
+  if (nd > 0)
+    dense_optimizer_step(ctx, spec, dense.flat_params().rows(0, nd), dense.flat_grads().rows(0, nd),
+                         dense.flat_m().rows(0, nd), dense.flat_v().rows(0, nd));
+  spec.weight_decay = 0.0f;
+  if (n > nd)
+    dense_optimizer_step(ctx, spec, dense.flat_params().rows(nd, n), dense.flat_grads().rows(nd, n),
+                         dense.flat_m().rows(nd, n), dense.flat_v().rows(nd, n));
+  fill_zero(dense.flat_grads());
+  dense.refresh_compute_copy(ctx);
+
+  EmbeddingTable& items = model.items();
+  const double sparse_lr = o.sparse_learning_rate > 0 ? o.sparse_learning_rate : lr;
+  if (o.sparse_optimizer_str == "dense_adam") {
+    // The paper trainer's torch AdamW over the whole table: every row moves every step.
+    DenseOptimizerSpec ds = spec;
+    ds.lr = static_cast<float>(sparse_lr);
+    ds.kind = DenseOptimizerSpec::kAdam;
+    const Tensor w = items.weight.reshape({items.weight.numel()});
+    dense_optimizer_step(ctx, ds, w, items.grad.reshape({w.numel()}), items.m.reshape({w.numel()}),
+                         items.v.reshape({w.numel()}));
+    fill_zero(items.grad);
+    collect_touched_rows(ctx, items.touched, items.row_list);  // clears the flags
+    return;
+  }
+  SparseOptimizerSpec ss;
+  ss.kind = o.sparse_optimizer_str == "sgd"                ? SparseOptimizerSpec::kSgd
+            : o.sparse_optimizer_str == "row_wise_adagrad" ? SparseOptimizerSpec::kRowWiseAdagrad
+                                                           : SparseOptimizerSpec::kAdam;
+  ss.lr = static_cast<float>(sparse_lr);
+  ss.beta1 = spec.beta1;
+  ss.beta2 = spec.beta2;
+  ss.eps = spec.eps;
+  ss.step = step;
+  const int64_t rows = collect_touched_rows(ctx, items.touched, items.row_list);
+  sparse_optimizer_step(ctx, ss, items.weight, items.grad, items.row_list, rows, items.m, items.v);
+}
+
+}  // namespace hstu

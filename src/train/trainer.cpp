@@ -1,0 +1,277 @@
+// trainer.cpp — the retrieval training loop (see trainer.h).
+#include "train/trainer.h"
+
+#include <omp.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <limits>
+#include <memory>
+
+#include "data/batcher.h"
+#include "data/popularity.h"
+#include "data/preprocess.h"
+#include "data/splits.h"
+#include "model/model.h"
+#include "train/checkpoint.h"
+#include "train/evaluator.h"
+#include "train/lr_schedule.h"
+#include "train/metrics_log.h"
+#include "train/progress.h"
+#include "train/step.h"
+
+namespace hstu {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+json::Value to_json(const NamedValues& v) {
+  json::Value o = json::Value::object();
+  for (const auto& [k, x] : v) o[k] = x;
+  return o;
+}
+NamedValues from_json(const json::Value& o) {
+  NamedValues v;
+  if (o.is_object())
+    for (const auto& [k, x] : o.as_object()) v.emplace_back(k, x.is_null() ? NAN : x.as_double());
+  return v;
+}
+
+Device resolve_device(const std::string& name) {
+  if (name == "cpu") return Device::kCPU;
+#if defined(HSTU_WITH_CUDA)
+  if (name == "cuda" || name == "auto") return Device::kCUDA;  // TODO(cuda issue): probe
+#else
+  HSTU_CHECK(name != "cuda", "--device cuda: this hstu binary was built without CUDA");
+#endif
+  return Device::kCPU;
+}
+
+}  // namespace
+
+double metric(const NamedValues& values, const std::string& name) {
+  for (const auto& [k, v] : values)
+    if (k == name) return v;
+  return std::numeric_limits<double>::quiet_NaN();
+}
+
+TrainSummary train(const Config& cfg, const TrainOptions& opts) {
+  const TrainerArgs& ta = cfg.trainer;
+  HSTU_CHECK(cfg.task == "retrieval", "task '", cfg.task, "' is not supported by this trainer yet");
+  if (ta.num_threads > 0) omp_set_num_threads(static_cast<int>(ta.num_threads));
+  std::filesystem::create_directories(ta.run_dir);
+  if (!opts.config_text.empty()) {
+    std::FILE* f = std::fopen((ta.run_dir + "/config.gin").c_str(), "w");
+    HSTU_CHECK(f, "cannot write ", ta.run_dir, "/config.gin");
+    std::fputs(opts.config_text.c_str(), f);
+    std::fclose(f);
+  }
+  auto say = [&](const std::string& s) {
+    if (!opts.quiet) std::cout << s << std::flush;
+  };
+
+  // ---- data ---------------------------------------------------------------------------------
+  const auto t_data = Clock::now();
+  DatasetReport report;
+  const SequenceDataset ds = open_dataset(cfg, false, &report);
+  const DataSplits splits = make_splits(ds, cfg.dataset.split, cfg.dataset.max_history_seqlen);
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "data: %s — %lld users, %lld items, %lld events (%s, %.1fs); train %zu, val %zu, "
+                "test %zu samples\n",
+                ds.name.c_str(), static_cast<long long>(ds.num_users()),
+                static_cast<long long>(ds.num_items - 1), static_cast<long long>(ds.num_events()),
+                report.dir.empty() ? "generated" : (report.reused_cache ? "cached" : "preprocessed"),
+                seconds_since(t_data), splits.train.samples.size(), splits.validation.samples.size(),
+                splits.test.samples.size());
+  say(line);
+  HSTU_CHECK(!splits.train.samples.empty(), "dataset '", ds.name, "' has no training samples");
+
+  // ---- model --------------------------------------------------------------------------------
+  const Device device = resolve_device(ta.device);
+  Ctx ctx;
+  ctx.device = device;
+  ctx.num_threads = static_cast<int>(ta.num_threads);
+  const int64_t batch = std::max(ta.train_batch_size, ta.eval_batch_size);
+  ModelShape shape;
+  shape.num_items = ds.num_items;
+  shape.max_batch = batch;
+  shape.max_tokens = batch * cfg.dataset.max_history_seqlen;
+  shape.num_negatives = cfg.retrieval.num_negatives;
+  HstuModel model(cfg, shape, device, device == Device::kCPU ? DType::kF32 : DType::kBF16);
+  model.plan(static_cast<uint64_t>(ta.seed));
+  std::snprintf(line, sizeof line, "model: HSTU %lld layers, D=%lld, %lld heads x %lld, %.2fM parameters\n",
+                static_cast<long long>(cfg.network.num_layers), static_cast<long long>(cfg.network.hidden_size),
+                static_cast<long long>(cfg.network.num_attention_heads),
+                static_cast<long long>(cfg.network.kv_channels), model.num_params() / 1e6);
+  say(line);
+  say(model.describe_plan());
+
+  Batcher batcher(ds, splits.train, ta.train_batch_size, cfg.dataset.shuffle, static_cast<uint64_t>(ta.seed));
+  std::unique_ptr<RetrievalEvaluator> val_eval, test_eval;
+  if (!splits.validation.samples.empty())
+    val_eval = std::make_unique<RetrievalEvaluator>(ds, splits.validation, ta.eval_batch_size, ta.max_eval_iters, model);
+  test_eval = std::make_unique<RetrievalEvaluator>(ds, splits.test, ta.eval_batch_size, ta.max_eval_iters, model);
+
+  TrainSummary summary;
+  {  // the popularity baseline, ranked with the same protocol
+    const auto counts = popularity_counts(ds, splits.train);
+    const auto ranks = popularity_ranks(ds, splits.test, counts, cfg.retrieval.eval_rank_cap);
+    RetrievalMetrics m;
+    for (int32_t r : ranks) m.add(r);
+    summary.popularity = m.values();
+  }
+
+  // ---- schedule and state -------------------------------------------------------------------
+  const int64_t per_epoch = batcher.num_batches();
+  const int64_t total_steps = ta.max_train_iters > 0 ? ta.max_train_iters : ta.num_epochs * per_epoch;
+  LrSchedule lr_schedule(cfg.optimizer.lr_schedule, cfg.optimizer.learning_rate,
+                         cfg.optimizer.warmup_steps, total_steps);
+  int64_t step = 0;
+  double best_val = -1;
+  MetricsLog log(ta.run_dir);
+  if (!opts.resume_dir.empty()) {
+    const json::Value st = load_checkpoint(model, opts.resume_dir, true);
+    step = st.at("step").as_int();
+    batcher.set_position(st.at("epoch").as_int(), st.at("batch_index").as_int());
+    best_val = st.at("best_validation").as_double();
+    summary.selected_epoch = st.at("selected_epoch").as_int();
+    summary.selected_test = from_json(st.at("selected_test"));
+    for (const auto& e : st.at("evals").as_array())
+      summary.evals.push_back({e.at("epoch").as_int(), e.at("step").as_int(),
+                               from_json(e.at("validation")), from_json(e.at("test"))});
+    model.dense().refresh_compute_copy(ctx);
+    say("resumed from " + opts.resume_dir + " at step " + std::to_string(step) + "\n");
+  }
+  const std::string ckpt_dir = ta.ckpt_save_dir.empty() ? ta.run_dir + "/checkpoints" : ta.ckpt_save_dir;
+
+  auto trainer_state = [&]() {
+    json::Value st = json::Value::object();
+    st["step"] = step;
+    st["epoch"] = batcher.epoch();
+    st["batch_index"] = batcher.batch_index();
+    st["seed"] = ta.seed;
+    st["best_validation"] = best_val;
+    st["selected_epoch"] = summary.selected_epoch;
+    st["selected_test"] = to_json(summary.selected_test);
+    json::Value evals = json::Value::array();
+    for (const auto& e : summary.evals) {
+      json::Value r = json::Value::object();
+      r["epoch"] = e.epoch;
+      r["step"] = e.step;
+      r["validation"] = to_json(e.validation);
+      r["test"] = to_json(e.test);
+      evals.push_back(r);
+    }
+    st["evals"] = evals;
+    st["config"] = opts.config_text;
+    return st;
+  };
+
+  auto evaluate = [&](int64_t epoch) {
+    EvalRecord rec{epoch, step, {}, {}};
+    std::vector<EvalRow> rows;
+    if (val_eval) {
+      rec.validation = val_eval->run(ctx, model).values();
+      rows.push_back({"val", rec.validation});
+    }
+    rec.test = test_eval->run(ctx, model).values();
+    rows.push_back({"test", rec.test});
+    rows.push_back({"popularity", summary.popularity});
+    summary.evals.push_back(rec);
+    summary.final_test = rec.test;
+    const double score = metric(val_eval ? rec.validation : rec.test, "NDCG@10");
+    if (ta.select_best_on != "validation" || !val_eval || score > best_val) {
+      best_val = std::max(best_val, score);
+      summary.selected_epoch = epoch;
+      summary.selected_test = rec.test;
+    }
+    json::Value r = json::Value::object();
+    r["event"] = "eval";
+    r["epoch"] = epoch;
+    r["step"] = step;
+    if (val_eval) r["validation"] = to_json(rec.validation);
+    r["test"] = to_json(rec.test);
+    log.write(r);
+    if (!opts.quiet) {
+      std::cout << "\neval after epoch " << epoch << " (step " << step << "):\n";
+      print_eval_table(std::cout, rows);
+    }
+  };
+
+  // ---- loop ---------------------------------------------------------------------------------
+  SequenceBatch host;
+  TrainStep stepper(cfg, ds.num_items);
+  const auto t0 = Clock::now();
+  int64_t tokens_done = 0, epoch_tokens = 0;
+  double loss_sum = 0;
+  int64_t loss_count = 0;
+  std::unique_ptr<ProgressBar> bar;
+  while (step < total_steps) {
+    const int64_t epoch = batcher.epoch();
+    if (!bar && !opts.quiet) {
+      bar = std::make_unique<ProgressBar>("epoch " + std::to_string(epoch + 1) + "/" +
+                                              std::to_string((total_steps + per_epoch - 1) / per_epoch),
+                                          per_epoch);
+      epoch_tokens = 0;
+    }
+    batcher.next(host);
+    const double loss = stepper.run(ctx, model, host, step, lr_schedule.lr_at(step));
+    const int64_t batch_tokens = host.num_tokens();
+    ++step;
+    tokens_done += batch_tokens;
+    epoch_tokens += batch_tokens;
+    loss_sum += loss;
+    ++loss_count;
+    summary.last_loss = loss;
+    const double elapsed = seconds_since(t0);
+    if (bar) bar->update(batcher.batch_index() == 0 ? per_epoch : batcher.batch_index(), epoch_tokens, loss);
+    if (ta.log_interval > 0 && step % ta.log_interval == 0) {
+      log.log("train", {{"step", step}, {"epoch", epoch}, {"loss", loss_sum / loss_count},
+                        {"tokens_per_s", tokens_done / std::max(elapsed, 1e-9)},
+                        {"lr", lr_schedule.lr_at(step - 1)}});
+      loss_sum = 0;
+      loss_count = 0;
+    }
+    const bool epoch_done = batcher.batch_index() == 0;
+    if (epoch_done && bar) {
+      bar->finish();
+      bar.reset();
+    }
+    const bool by_steps = ta.eval_interval > 0 && step % ta.eval_interval == 0;
+    const bool by_epochs = ta.eval_interval <= 0 && epoch_done && (epoch + 1) % ta.eval_every_n_epochs == 0;
+    if (by_steps || by_epochs || step == total_steps) {
+      if (bar) {
+        bar->finish();
+        bar.reset();
+      }
+      if (summary.evals.empty() || summary.evals.back().step != step) evaluate(epoch_done ? epoch + 1 : epoch);
+    }
+    if (ta.ckpt_save_interval > 0 && step % ta.ckpt_save_interval == 0)
+      save_checkpoint(model, trainer_state(), ckpt_dir);
+  }
+  summary.steps = step;
+  summary.train_seconds = seconds_since(t0);
+  summary.tokens_per_second = tokens_done / std::max(summary.train_seconds, 1e-9);
+  save_checkpoint(model, trainer_state(), ckpt_dir);
+  json::Value s = json::Value::object();
+  s["event"] = "summary";
+  s["steps"] = step;
+  s["train_seconds"] = summary.train_seconds;
+  s["tokens_per_s"] = summary.tokens_per_second;
+  s["selected_epoch"] = summary.selected_epoch;
+  s["selected_test"] = to_json(summary.selected_test);
+  s["final_test"] = to_json(summary.final_test);
+  s["popularity"] = to_json(summary.popularity);
+  log.write(s);
+  return summary;
+}
+
+}  // namespace hstu

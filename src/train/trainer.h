@@ -1,0 +1,46 @@
+// trainer.h — the training loop of a retrieval run: data, model, optimisers, periodic
+// evaluation with best-epoch selection, metrics.jsonl, progress display, checkpoints, resume.
+//
+// Everything a resumed run needs is a pure function of what the checkpoint stores: batch order
+// is a function of (seed, epoch), dropout and negatives of (seed, step), so N steps straight and
+// N/2 + save + resume + N/2 give bit-identical weights.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "train/metrics.h"
+
+namespace hstu {
+
+struct TrainOptions {
+  std::string resume_dir;     // checkpoint folder to continue from ("" = fresh run)
+  std::string config_text;    // the effective config in gin syntax (saved into the run)
+  bool quiet = false;         // no progress bar / tables (tests)
+};
+
+struct EvalRecord {
+  int64_t epoch = 0, step = 0;
+  NamedValues validation, test;
+};
+
+struct TrainSummary {
+  std::vector<EvalRecord> evals;
+  NamedValues popularity;     // the popularity baseline on the test split
+  NamedValues final_test;     // test metrics of the last evaluation
+  NamedValues selected_test;  // test metrics at the best validation epoch (or the last)
+  int64_t selected_epoch = -1;
+  int64_t steps = 0;
+  double train_seconds = 0, tokens_per_second = 0;
+  double last_loss = 0;
+};
+
+// Trains `cfg` to completion (or max_train_iters) and returns the summary; prints progress.
+TrainSummary train(const Config& cfg, const TrainOptions& opts);
+
+// Looks up a metric by name (NaN if absent).
+double metric(const NamedValues& values, const std::string& name);
+
+}  // namespace hstu
