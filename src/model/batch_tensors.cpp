@@ -21,11 +21,10 @@ BatchTensors allocate_batch_tensors(Arena& arena, const BatchCapacity& cap) {
 
 namespace {
 template <typename T>
-void put(Tensor& dst, const std::vector<T>& src, int64_t n, const char* what) {
+void put(const Tensor& dst, const std::vector<T>& src, int64_t n, const char* what) {
   HSTU_CHECK(static_cast<int64_t>(src.size()) >= n, "batch field ", what, " has ", src.size(),
              " values, expected ", n);
   HSTU_CHECK(n <= dst.shape[0], "batch field ", what, " has ", n, " rows, capacity ", dst.shape[0]);
-  dst.shape[0] = n;
   copy_bytes(dst.data, dst.device, src.data(), Device::kCPU, static_cast<size_t>(n) * sizeof(T));
 }
 }  // namespace
@@ -38,7 +37,6 @@ void upload_batch(const SequenceBatch& b, const BatchCapacity& cap, BatchTensors
   bt.num_tokens = static_cast<int32_t>(n);
   bt.max_seqlen = b.max_seqlen;
   bt.host = &b;
-  bt.offsets.shape[0] = cap.max_batch + 1;
   put(bt.offsets, b.offsets, b.batch_size + 1, "offsets");
   put(bt.item_ids, b.item_ids, n, "item_ids");
   std::vector<int32_t> pos(static_cast<size_t>(n));
@@ -48,10 +46,8 @@ void upload_batch(const SequenceBatch& b, const BatchCapacity& cap, BatchTensors
       pos[static_cast<size_t>(t)] = std::min(t - b.offsets[s], last);
   put(bt.positions, pos, n, "positions");
   if (!b.target_ids.empty()) put(bt.target_ids, b.target_ids, n, "target_ids");
-  else bt.target_ids.shape[0] = 0;
   if (!b.timestamps.empty()) put(bt.ts_key, b.timestamps, n, "timestamps");
   if (!b.query_timestamps.empty()) put(bt.ts_query, b.query_timestamps, n, "query_timestamps");
-  bt.neg_ids.shape[0] = n;
 }
 
 }  // namespace hstu

@@ -1,7 +1,7 @@
 // batch_tensors.h — a jagged batch on the compute device: the index/time arrays the ops read.
 //
 // Sized once for the largest batch (max tokens) and reused: uploading a batch copies into the
-// prefix of each buffer and sets the views' lengths, so the step loop never allocates.
+// prefix of each buffer (consumers take .rows(0, num_tokens)), so the step loop never allocates.
 #pragma once
 
 #include <cstdint>

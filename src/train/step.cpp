@@ -26,11 +26,9 @@ double TrainStep::run(Ctx& ctx, HstuModel& model, const SequenceBatch& host, int
   const uint64_t seed = static_cast<uint64_t>(cfg_.trainer.seed);
   negs_ = sample_negatives(cfg_.retrieval.negative_sampler, host, num_items_, r, seed,
                            static_cast<uint64_t>(step));
+  HSTU_CHECK(static_cast<int64_t>(negs_.size()) <= bt.neg_ids.numel(), "negatives exceed the plan");
   copy_bytes(bt.neg_ids.data, bt.neg_ids.device, negs_.data(), Device::kCPU,
              negs_.size() * sizeof(int32_t));
-  bt.neg_ids.shape[0] = bt.num_tokens;
-  bt.neg_ids.shape[1] = r;
-  bt.neg_ids.row_stride = r;
   const int64_t sup = supervised_tokens(host);
   const double loss =
       sup > 0 ? model.train_step(ctx, bt, derive_seed(seed, static_cast<uint64_t>(step)), 1.0 / sup) : 0.0;

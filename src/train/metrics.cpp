@@ -1,0 +1,186 @@
+// metrics.cpp — retrieval metrics from a rank histogram, exact AUC by sorting, multi-class scores.
+#include "train/metrics.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/error.h"
+
+namespace hstu {
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// log(1 + exp(z)) without overflow or loss of precision for large |z|.
+double softplus(double z) {
+  return std::max(z, 0.0) + std::log1p(std::exp(-std::abs(z)));
+}
+
+// AUC, accuracy and log-loss of (logit, label) pairs sorted ascending.
+BinaryResult binary_from_sorted(const std::vector<std::pair<float, uint8_t>>& s) {
+  BinaryResult r;
+  r.count = static_cast<int64_t>(s.size());
+  uint64_t negatives_below = 0, two_u = 0, correct = 0;
+  double loss = 0;
+  for (size_t i = 0; i < s.size();) {
+    uint64_t pos = 0, neg = 0;
+    size_t j = i;
+    for (; j < s.size() && s[j].first == s[i].first; ++j) (s[j].second ? pos : neg) += 1;
+    // Positives in this tie group beat every negative below it and half of those beside it.
+    two_u += 2 * pos * negatives_below + pos * neg;
+    negatives_below += neg;
+    const double x = s[i].first;
+    correct += x > 0 ? pos : neg;
+    loss += static_cast<double>(pos) * softplus(-x) + static_cast<double>(neg) * softplus(x);
+    r.positives += static_cast<int64_t>(pos);
+    i = j;
+  }
+  const auto pos = static_cast<uint64_t>(r.positives);
+  const uint64_t neg = s.size() - pos;
+  r.auc = pos == 0 || neg == 0 ? kNaN
+                               : static_cast<double>(two_u) /
+                                     (2.0 * static_cast<double>(pos) * static_cast<double>(neg));
+  r.accuracy = s.empty() ? kNaN : static_cast<double>(correct) / static_cast<double>(s.size());
+  r.log_loss = s.empty() ? kNaN : loss / static_cast<double>(s.size());
+  return r;
+}
+
+}  // namespace
+
+// ---- retrieval
+// -----------------------------------------------------------------------------------
+
+RetrievalMetrics::RetrievalMetrics(std::vector<int64_t> ks) : ks_(std::move(ks)) {
+  for (int64_t k : ks_) HSTU_CHECK(k >= 1, "retrieval metric cutoff K = ", k, " must be >= 1");
+}
+
+void RetrievalMetrics::add(int64_t rank) {
+  HSTU_CHECK(rank >= 1, "retrieval rank ", rank, " must be >= 1 (ranks are 1-based)");
+  ++rank_counts_[rank];
+  ++count_;
+}
+
+void RetrievalMetrics::merge(const RetrievalMetrics& other) {
+  HSTU_CHECK(ks_ == other.ks_, "merging retrieval metrics with different cutoffs");
+  for (const auto& [rank, n] : other.rank_counts_) rank_counts_[rank] += n;
+  count_ += other.count_;
+}
+
+double RetrievalMetrics::hr(int64_t k) const {
+  if (count_ == 0) return kNaN;
+  int64_t hits = 0;
+  for (auto it = rank_counts_.begin(); it != rank_counts_.end() && it->first <= k; ++it)
+    hits += it->second;
+  return static_cast<double>(hits) / static_cast<double>(count_);
+}
+
+double RetrievalMetrics::ndcg(int64_t k) const {
+  if (count_ == 0) return kNaN;
+  double sum = 0;
+  for (auto it = rank_counts_.begin(); it != rank_counts_.end() && it->first <= k; ++it)
+    sum += static_cast<double>(it->second) / std::log2(static_cast<double>(it->first) + 1.0);
+  return sum / static_cast<double>(count_);
+}
+
+double RetrievalMetrics::mrr() const {
+  if (count_ == 0) return kNaN;
+  double sum = 0;
+  for (const auto& [rank, n] : rank_counts_)
+    sum += static_cast<double>(n) / static_cast<double>(rank);
+  return sum / static_cast<double>(count_);
+}
+
+NamedValues RetrievalMetrics::values() const {
+  NamedValues v;
+  for (int64_t k : ks_) v.emplace_back("HR@" + std::to_string(k), hr(k));
+  for (int64_t k : ks_) v.emplace_back("NDCG@" + std::to_string(k), ndcg(k));
+  v.emplace_back("MRR", mrr());
+  return v;
+}
+
+// ---- binary ------------------------------------------------------------------------------------
+
+NamedValues BinaryResult::values(const std::string& task) const {
+  const std::string suffix = task.empty() ? "" : "/" + task;
+  return {{"AUC" + suffix, auc}, {"Accuracy" + suffix, accuracy}, {"LogLoss" + suffix, log_loss}};
+}
+
+double roc_auc(std::span<const float> scores, std::span<const uint8_t> labels) {
+  HSTU_CHECK(scores.size() == labels.size(), "roc_auc: ", scores.size(), " scores but ",
+             labels.size(), " labels");
+  std::vector<std::pair<float, uint8_t>> s(scores.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    HSTU_CHECK(!std::isnan(scores[i]), "roc_auc: score ", i, " is NaN");
+    HSTU_CHECK(labels[i] <= 1, "roc_auc: label ", i, " is ", int(labels[i]), ", not 0 or 1");
+    s[i] = {scores[i], labels[i]};
+  }
+  std::sort(s.begin(), s.end());
+  return binary_from_sorted(s).auc;
+}
+
+void BinaryMetrics::add(float logit, bool label) {
+  HSTU_CHECK(!std::isnan(logit), "binary metrics: NaN logit (did training diverge?)");
+  samples_.emplace_back(logit, static_cast<uint8_t>(label));
+}
+
+void BinaryMetrics::merge(const BinaryMetrics& other) {
+  samples_.insert(samples_.end(), other.samples_.begin(), other.samples_.end());
+}
+
+BinaryResult BinaryMetrics::compute() const {
+  std::vector<std::pair<float, uint8_t>> s = samples_;
+  std::sort(s.begin(), s.end());
+  return binary_from_sorted(s);
+}
+
+// ---- multi-class -------------------------------------------------------------------------------
+
+MulticlassMetrics::MulticlassMetrics(int64_t num_classes) : num_classes_(num_classes) {
+  HSTU_CHECK(num_classes >= 2, "multi-class metrics need >= 2 classes, got ", num_classes);
+}
+
+void MulticlassMetrics::add(std::span<const float> logits, int64_t label) {
+  HSTU_CHECK(static_cast<int64_t>(logits.size()) == num_classes_,
+             "multi-class metrics: ", logits.size(), " logits for ", num_classes_, " classes");
+  HSTU_CHECK(label >= 0 && label < num_classes_, "multi-class label ", label, " out of [0, ",
+             num_classes_, ")");
+  size_t best = 0;
+  for (size_t c = 0; c < logits.size(); ++c) {
+    HSTU_CHECK(std::isfinite(logits[c]), "multi-class metrics: logit ", logits[c],
+               " (did training diverge?)");
+    if (logits[c] > logits[best]) best = c;
+  }
+  double sum = 0;
+  const double max = logits[best];
+  for (float x : logits) sum += std::exp(static_cast<double>(x) - max);
+  losses_.push_back(max + std::log(sum) - static_cast<double>(logits[static_cast<size_t>(label)]));
+  correct_ += static_cast<int64_t>(best) == label;
+}
+
+void MulticlassMetrics::merge(const MulticlassMetrics& other) {
+  HSTU_CHECK(num_classes_ == other.num_classes_, "merging multi-class metrics of ", num_classes_,
+             " and ", other.num_classes_, " classes");
+  correct_ += other.correct_;
+  losses_.insert(losses_.end(), other.losses_.begin(), other.losses_.end());
+}
+
+double MulticlassMetrics::accuracy() const {
+  return losses_.empty() ? kNaN : static_cast<double>(correct_) / static_cast<double>(count());
+}
+
+double MulticlassMetrics::cross_entropy() const {
+  if (losses_.empty()) return kNaN;
+  std::vector<double> s = losses_;
+  std::sort(s.begin(), s.end());
+  double sum = 0;
+  for (double l : s) sum += l;
+  return sum / static_cast<double>(s.size());
+}
+
+NamedValues MulticlassMetrics::values() const {
+  return {{"Accuracy", accuracy()}, {"CrossEntropy", cross_entropy()}};
+}
+
+}  // namespace hstu
