@@ -4,6 +4,7 @@
 
 #include "bench/bench_train.h"
 #include "cli/commands.h"
+#include "core/error.h"
 
 namespace hstu::cli {
 

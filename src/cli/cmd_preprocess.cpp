@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "core/error.h"
 #include "data/preprocess.h"
 
 namespace hstu::cli {
