@@ -77,8 +77,8 @@ void validate_dataset(const SequenceDataset& ds, const std::string& source) {
     for (int64_t c = 0; c < num_ctx; ++c) {
       const int32_t v = ds.contextual_values[u * num_ctx + c];
       if (v < 0 || v >= ds.contextual_cardinalities[c]) {
-        HSTU_THROW(source, ": user ", u, " has ", ds.contextual_names[c], " = ", v,
-                   " outside [0, ", ds.contextual_cardinalities[c], ")");
+        HSTU_THROW(source, ": user ", u, " has ", ds.contextual_names[c], " = ", v, " outside [0, ",
+                   ds.contextual_cardinalities[c], ")");
       }
     }
   }

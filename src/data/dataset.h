@@ -15,9 +15,9 @@
 namespace hstu {
 
 struct SequenceDataset {
-  std::string name;        // e.g. "ml-latest-small", "synthetic"
-  int64_t num_items = 0;   // catalogue size INCLUDING the padding index 0
-  int32_t num_actions = 0; // action vocabulary size (max action value + 1), 0 = no actions
+  std::string name;         // e.g. "ml-latest-small", "synthetic"
+  int64_t num_items = 0;    // catalogue size INCLUDING the padding index 0
+  int32_t num_actions = 0;  // action vocabulary size (max action value + 1), 0 = no actions
 
   // CSR over users: user u's events are [user_offsets[u], user_offsets[u+1]), sorted by time.
   std::span<const int64_t> user_offsets;  // [U+1]

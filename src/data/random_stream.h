@@ -3,8 +3,8 @@
 //
 // Every transform is written out here instead of using std:: distributions, whose outputs are
 // implementation-defined: the same (seed, stream) gives the same data with any standard library.
-// Only libm's log/exp/pow/cos remain, which glibc computes identically on every x86-64/arm64
-// build we target.
+// Only libm's log/exp/pow/cos remain (normal, exponential, Zipf), so bit-identical synthetic data
+// across machines also assumes the same libm (glibc on Linux).
 #pragma once
 
 #include <cmath>

@@ -34,7 +34,10 @@ class LineReader {
   bool refill();
 
   std::string path_;
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file_;
+  struct Closer {
+    void operator()(std::FILE* f) const { std::fclose(f); }
+  };
+  std::unique_ptr<std::FILE, Closer> file_;
   std::vector<char> buf_;  // [capacity] bytes read but not yet returned start at begin_
   size_t begin_ = 0, end_ = 0;
   bool eof_ = false;
@@ -48,7 +51,12 @@ class RowErrors {
 
   // Throws "path:line: what: "<line>"" or, when skipping, counts the row (the caller then skips
   // it).
-  void malformed(const LineReader& reader, std::string_view line, const std::string& what);
+  void malformed(const std::string& path, int64_t line_number, std::string_view line,
+                 const std::string& what);
+  // The same for the line `reader` returned last.
+  void malformed(const LineReader& reader, std::string_view line, const std::string& what) {
+    malformed(reader.path(), reader.line_number(), line, what);
+  }
 
  private:
   RawData& out_;

@@ -1,0 +1,37 @@
+// negatives.h — the negative samplers of the sampled-softmax retrieval loss: uniform over the
+// catalogue (Meta) and in-batch deduplicated (NVIDIA).
+//
+// Both are pure functions of (seed, step, token index) through negatives_rng.h, so the CPU
+// reference, the CUDA kernel and a resumed run all draw identical negatives. Every token of the
+// batch gets a row (rows of unsupervised tokens are simply unused), which keeps the formula a
+// function of the token index alone.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "data/batch.h"
+
+namespace hstu {
+
+// out[t * R + r] ([num_tokens * R]) = uniform_negative(seed, step, t * R + r, num_items).
+void sample_uniform_negatives(int64_t num_items, int64_t num_tokens, int64_t num_negatives,
+                              uint64_t seed, uint64_t step, std::span<int32_t> out);
+
+// The in-batch pool: the sorted unique non-zero supervision ids of a batch.
+std::vector<int32_t> in_batch_pool(std::span<const int32_t> target_ids);
+
+// out[t * R + r] ([num_tokens * R]) = pool[in_batch_negative_index(seed, step, t * R + r, |pool|)].
+void sample_in_batch_negatives(std::span<const int32_t> pool, int64_t num_tokens,
+                               int64_t num_negatives, uint64_t seed, uint64_t step,
+                               std::span<int32_t> out);
+
+// The negatives of a batch: sampler "uniform" or "in_batch" (RetrievalArgs.negative_sampler);
+// returns neg_ids [T * R] int32, row-major by token.
+std::vector<int32_t> sample_negatives(const std::string& sampler, const SequenceBatch& batch,
+                                      int64_t num_items, int64_t num_negatives, uint64_t seed,
+                                      uint64_t step);
+
+}  // namespace hstu
