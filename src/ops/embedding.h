@@ -34,7 +34,9 @@ struct SparseOptimizerSpec {
 };
 
 // For each r in rows[0:n]: update table[r] from grad[r] (and state), then zero grad[r].
-// State: Adam -> m[V,D], v[V,D]; row-wise Adagrad -> state[V] (mean squared grad sum); SGD none.
+// State: Adam -> m[V,D], v[V,D]; row-wise Adagrad -> state[V] (mean squared grad sum), passed
+// as m (v unused); SGD none. rows[0:n] must be ascending and distinct, as collect_touched_rows
+// returns them (rows are updated in parallel).
 void sparse_optimizer_step(Ctx& ctx, const SparseOptimizerSpec& spec, const Tensor& table,
                            const Tensor& grad, const Tensor& rows, int64_t n, const Tensor& m,
                            const Tensor& v);

@@ -46,6 +46,7 @@ inline double get(const Tensor& t, int64_t i) {
   if (t.dtype == DType::kF32) return static_cast<const float*>(t.data)[off];
   if (t.dtype == DType::kI32) return static_cast<const int32_t*>(t.data)[off];
   if (t.dtype == DType::kI64) return static_cast<double>(static_cast<const int64_t*>(t.data)[off]);
+  if (t.dtype == DType::kU8) return static_cast<const uint8_t*>(t.data)[off];
   ADD_FAILURE() << "get() on " << t.str();
   return 0;
 }
@@ -56,6 +57,7 @@ inline void set(const Tensor& t, int64_t i, double v) {
   else if (t.dtype == DType::kF32) static_cast<float*>(t.data)[off] = static_cast<float>(v);
   else if (t.dtype == DType::kI32) static_cast<int32_t*>(t.data)[off] = static_cast<int32_t>(v);
   else if (t.dtype == DType::kI64) static_cast<int64_t*>(t.data)[off] = static_cast<int64_t>(v);
+  else if (t.dtype == DType::kU8) static_cast<uint8_t*>(t.data)[off] = static_cast<uint8_t>(v);
   else ADD_FAILURE() << "set() on " << t.str();
 }
 
@@ -150,6 +152,58 @@ inline double dot(const Tensor& g, const Tensor& y) {
   double s = 0;
   for (int64_t i = 0; i < y.numel(); ++i) s += get(g, i) * get(y, i);
   return s;
+}
+
+// ---- Strided views, copies and element-wise comparison ---------------------------------------
+
+// A [rows, cols] column block of a wider [rows, cols + 2 * pad] buffer (pad columns on each side),
+// so ops are exercised on row-strided views. The whole buffer starts poisoned (NaN) for float
+// dtypes (zero otherwise); padding_intact() then tells whether an op wrote outside the view.
+inline Tensor alloc_strided(DType t, int64_t rows, int64_t cols, int64_t pad) {
+  const Tensor full = alloc(t, {rows, cols + 2 * pad});
+  if (is_float(t)) {
+    poison(full);
+  } else {
+    fill_value(full, 0);
+  }
+  return full.cols(pad, pad + cols);
+}
+// True when the `pad` columns on each side of a view from alloc_strided are still NaN.
+inline bool padding_intact(const Tensor& view, int64_t pad) {
+  Tensor full = view;
+  full.data = static_cast<char*>(view.data) - pad * static_cast<int64_t>(dtype_size(view.dtype));
+  full.shape[1] = view.dim(1) + 2 * pad;
+  for (int64_t r = 0; r < view.dim(0); ++r)
+    for (int64_t c = 0; c < full.dim(1); ++c)
+      if ((c < pad || c >= pad + view.dim(1)) && !std::isnan(get(full, r * full.dim(1) + c)))
+        return false;
+  return true;
+}
+
+// A contiguous copy of t (same dtype and dims) in the test arena.
+inline Tensor clone(const Tensor& t) {
+  Tensor c = alloc(t.dtype, {t.numel()});
+  c.ndim = t.ndim;
+  std::copy(t.shape, t.shape + 4, c.shape);
+  c.row_stride = t.row_elems();
+  for (int64_t i = 0; i < t.numel(); ++i) set(c, i, get(t, i));
+  return c;
+}
+
+// Expects |actual - expected| <= atol + rtol * |expected| element-wise (NaN fails), reporting
+// the first few mismatches with `what` and the test seed.
+inline void expect_close(const Tensor& actual, const Tensor& expected, double atol, double rtol,
+                         const char* what) {
+  ASSERT_EQ(actual.numel(), expected.numel()) << what;
+  int64_t bad = 0;
+  for (int64_t i = 0; i < actual.numel(); ++i) {
+    const double a = get(actual, i), e = get(expected, i);
+    if (!(std::fabs(a - e) <= atol + rtol * std::fabs(e))) {
+      if (++bad <= 5) ADD_FAILURE() << what << "[" << i << "]: " << a << " vs expected " << e;
+    }
+  }
+  EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << actual.numel() << " elements differ (seed "
+                    << test_seed() << ")";
 }
 
 }  // namespace hstu::test
