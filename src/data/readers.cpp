@@ -183,6 +183,10 @@ const std::string& RawData::source_of(int64_t event) const {
   return std::prev(it)->path;
 }
 
+// readers_kuairand.cpp: the reader (version pure | 1k | 27k) and the files it may read.
+RawData read_kuairand(const std::string& path, const std::string& version, bool skip_malformed);
+std::vector<std::string> kuairand_files(const std::string& version);
+
 namespace {
 
 struct RawFormat {
@@ -202,6 +206,12 @@ const std::vector<RawFormat>& formats() {
     }
     t.push_back({"ml-100k", read_movielens_100k, {"u.data", "u.item"}});
     t.push_back({"amzn-books", read_amazon_books, {}});
+    for (const char* name : {"kuairand-pure", "kuairand-1k", "kuairand-27k"}) {
+      const std::string version = std::string(name).substr(9);  // after "kuairand-"
+      t.push_back({name,
+                   [version](const std::string& p, bool s) { return read_kuairand(p, version, s); },
+                   kuairand_files(version)});
+    }
     return t;
   }();
   return table;

@@ -35,9 +35,9 @@ Config small_config(const std::string& run_dir) {
   const std::string gin = R"(
 DatasetArgs.dataset_name = "synthetic"
 DatasetArgs.max_history_seqlen = 50
-SyntheticArgs.num_users = 600
-SyntheticArgs.num_items = 300
-SyntheticArgs.num_clusters = 10
+SyntheticArgs.num_users = 1000
+SyntheticArgs.num_items = 1000
+SyntheticArgs.num_clusters = 20
 SyntheticArgs.clusters_per_user = 2
 SyntheticArgs.min_seqlen = 10
 SyntheticArgs.max_seqlen = 50

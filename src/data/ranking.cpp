@@ -1,0 +1,194 @@
+// ranking.cpp — ranking splits (time-consistent per user, or recsys-examples' 70/30 user split),
+// ranking batches and their seeded batcher.
+//
+// A sample is three event indices into the dataset, never a copy; a batch is filled with
+// resize(), so a loop reusing one SequenceBatch stops allocating once the largest batch is seen.
+#include "data/ranking.h"
+
+#include <algorithm>
+#include <climits>
+#include <numeric>
+
+#include "core/error.h"
+#include "data/random_stream.h"
+
+namespace hstu {
+
+namespace {
+
+// The sample whose candidates are the C events ending at `end` (global index) of user u, with
+// the newest <= H events before them (not before `first`, the user's first usable event). False
+// when no history event is left.
+bool window(int32_t u, int64_t first, int64_t end, int64_t h, int64_t c, RankingSample& s) {
+  const int64_t cand = end - c;
+  if (cand - first < 1) return false;
+  s = {u, std::max(first, cand - h), cand, end};
+  return true;
+}
+
+}  // namespace
+
+RankingSplits make_ranking_splits(const SequenceDataset& ds, const DatasetArgs& args,
+                                  const std::string& split, const std::string& truncate) {
+  const int64_t h = args.max_history_seqlen, c = args.max_num_candidates;
+  HSTU_CHECK(h >= 1, "DatasetArgs.max_history_seqlen = ", h, " (ranking needs >= 1)");
+  HSTU_CHECK(c >= 1, "DatasetArgs.max_num_candidates = ", c, " (ranking needs >= 1)");
+  HSTU_CHECK(split == "time" || split == "user_70_30", "ranking split \"", split,
+             "\" (expected time or user_70_30)");
+  HSTU_CHECK(truncate == "newest" || truncate == "oldest", "ranking truncate \"", truncate,
+             "\" (expected newest or oldest)");
+  HSTU_CHECK(!(split == "time" && truncate == "oldest"),
+             "ranking truncate = oldest needs split = user_70_30 (with the time split the train "
+             "and eval windows of a long sequence would coincide)");
+  HSTU_CHECK(!ds.actions.empty(), ds.name, ": ranking needs actions (the labels)");
+  HSTU_CHECK(ds.num_users() < INT32_MAX, ds.name, ": too many users");
+
+  RankingSplits out;
+  RankingSample s{};
+  if (split == "time") {
+    for (int64_t u = 0; u < ds.num_users(); ++u) {
+      const int32_t user = static_cast<int32_t>(u);
+      const int64_t first = ds.user_offsets[u], end = ds.user_offsets[u + 1];
+      if (window(user, first, end, h, c, s)) {
+        out.eval.samples.push_back(s);
+      } else {
+        ++out.eval.skipped_users;
+      }
+      if (window(user, first, end - c, h, c, s)) {
+        out.train.samples.push_back(s);
+      } else {
+        ++out.train.skipped_users;
+      }
+    }
+    return out;
+  }
+
+  // user_70_30: drop users with n <= C, then split the rest 70/30 in user order.
+  std::vector<int32_t> eligible;
+  for (int64_t u = 0; u < ds.num_users(); ++u) {
+    if (ds.seq_len(u) > c) eligible.push_back(static_cast<int32_t>(u));
+  }
+  const int64_t dropped = ds.num_users() - static_cast<int64_t>(eligible.size());
+  // int(N * 0.7) in double arithmetic, exactly as recsys-examples (62 train users of 90).
+  const size_t num_train = static_cast<size_t>(static_cast<double>(eligible.size()) * 0.7);
+  for (size_t i = 0; i < eligible.size(); ++i) {
+    const int32_t u = eligible[i];
+    const int64_t first = ds.user_offsets[u], n = ds.seq_len(u);
+    const int64_t keep = std::min(n, h + c);
+    const int64_t begin = truncate == "oldest" ? first : first + n - keep;
+    window(u, begin, begin + keep, h, c, s);  // keep > c, so a history event exists
+    (i < num_train ? out.train : out.eval).samples.push_back(s);
+  }
+  // A dropped user would have landed in either split; count it in both (it is in neither).
+  out.train.skipped_users = out.eval.skipped_users = dropped;
+  return out;
+}
+
+void make_ranking_batch(const SequenceDataset& ds, const RankingSplit& split,
+                        std::span<const int64_t> samples, SequenceBatch& out) {
+  const int64_t batch = static_cast<int64_t>(samples.size());
+  const int64_t num_ctx = static_cast<int64_t>(ds.contextual_cardinalities.size());
+  out.batch_size = static_cast<int32_t>(batch);
+  out.offsets.resize(batch + 1);
+  out.offsets[0] = 0;
+  out.max_seqlen = 0;
+  int64_t tokens = 0;
+  for (int64_t b = 0; b < batch; ++b) {
+    const RankingSample& s = split.samples.at(samples[b]);
+    const int64_t n = s.end - s.begin;
+    tokens += n;
+    HSTU_CHECK(tokens <= INT32_MAX / 2, "a ranking batch of more than 2^30 events");
+    out.offsets[b + 1] = static_cast<int32_t>(tokens);
+    out.max_seqlen = std::max(out.max_seqlen, static_cast<int32_t>(n));
+  }
+  out.item_ids.resize(tokens);
+  out.actions.resize(tokens);
+  out.timestamps.resize(tokens);
+  out.target_ids.assign(tokens, 0);
+  out.query_timestamps.resize(tokens);
+  out.eval_targets.assign(batch, 0);
+  out.user_ids.resize(batch);
+  out.num_candidates.resize(batch);
+  out.contextual.resize(batch * num_ctx);
+  for (int64_t b = 0; b < batch; ++b) {
+    const RankingSample& s = split.samples[samples[b]];
+    const int64_t o = out.offsets[b], n = s.end - s.begin;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t e = s.begin + i;
+      out.item_ids[o + i] = ds.items[e];
+      out.actions[o + i] = ds.actions[e];
+      out.timestamps[o + i] = ds.timestamps[e];
+      out.query_timestamps[o + i] = ds.timestamps[i + 1 < n ? e + 1 : e];
+    }
+    out.num_candidates[b] = static_cast<int32_t>(s.num_candidates());
+    out.user_ids[b] = s.user;
+    for (int64_t c = 0; c < num_ctx; ++c) {
+      out.contextual[b * num_ctx + c] = ds.contextual_values[s.user * num_ctx + c];
+    }
+  }
+}
+
+void ranking_labels(const SequenceBatch& batch, std::vector<int32_t>& labels) {
+  labels.clear();
+  HSTU_CHECK(static_cast<int32_t>(batch.actions.size()) == batch.num_tokens(),
+             "ranking labels need the batch's actions");
+  for (int32_t b = 0; b < batch.batch_size; ++b) {
+    const int32_t end = batch.offsets[b + 1], nc = batch.num_candidates[b];
+    HSTU_CHECK(nc >= 0 && nc <= end - batch.offsets[b], "sample ", b, " has ", nc,
+               " candidates in ", end - batch.offsets[b], " events");
+    labels.insert(labels.end(), batch.actions.begin() + (end - nc), batch.actions.begin() + end);
+  }
+}
+
+RankingBatcher::RankingBatcher(const SequenceDataset& ds, const RankingSplit& split,
+                               int64_t batch_size, bool shuffle, uint64_t seed)
+    : ds_(&ds), split_(&split), batch_size_(batch_size), shuffle_(shuffle), seed_(seed) {
+  HSTU_CHECK(batch_size >= 1, "batch size ", batch_size, " (need >= 1)");
+  HSTU_CHECK(num_samples() < (int64_t{1} << 32), "at most 2^32 samples can be shuffled");
+}
+
+int64_t RankingBatcher::num_batches() const {
+  return (num_samples() + batch_size_ - 1) / batch_size_;
+}
+
+void RankingBatcher::set_position(int64_t epoch, int64_t batch_index) {
+  HSTU_CHECK(epoch >= 0 && batch_index >= 0 && batch_index <= num_batches(),
+             "batcher position (epoch ", epoch, ", batch ", batch_index, ") outside an epoch of ",
+             num_batches(), " batches");
+  epoch_ = epoch;
+  batch_index_ = batch_index;
+  if (batch_index_ == num_batches()) {  // the end of an epoch is the start of the next
+    ++epoch_;
+    batch_index_ = 0;
+  }
+}
+
+std::span<const int64_t> RankingBatcher::order(int64_t epoch) {
+  if (order_epoch_ != epoch) {
+    order_.resize(num_samples());
+    std::iota(order_.begin(), order_.end(), int64_t{0});
+    if (shuffle_) {
+      PhiloxStream rng(seed_, kShuffleStream, static_cast<uint64_t>(epoch) << 32);
+      rng.shuffle(std::span<int64_t>(order_));
+    }
+    order_epoch_ = epoch;
+  }
+  return order_;
+}
+
+void RankingBatcher::get(int64_t epoch, int64_t batch_index, SequenceBatch& out) {
+  HSTU_CHECK(batch_index >= 0 && batch_index < num_batches(), "batch ", batch_index, " of ",
+             num_batches());
+  const std::span<const int64_t> ord = order(epoch);
+  const int64_t begin = batch_index * batch_size_;
+  const int64_t end = std::min(begin + batch_size_, num_samples());
+  make_ranking_batch(*ds_, *split_, ord.subspan(begin, end - begin), out);
+}
+
+void RankingBatcher::next(SequenceBatch& out) {
+  HSTU_CHECK(num_batches() > 0, "the split has no samples");
+  get(epoch_, batch_index_, out);
+  set_position(epoch_, batch_index_ + 1);
+}
+
+}  // namespace hstu
