@@ -10,6 +10,7 @@
 #include "data/preprocess.h"
 #include "data/splits.h"
 #include "model/model.h"
+#include "train/runtime.h"
 #include "train/step.h"
 
 namespace hstu {
@@ -34,7 +35,7 @@ TrainBenchResult run_train_bench(const Config& cfg, int64_t warmup, int64_t step
   const SequenceDataset ds = open_dataset(cfg);
   const DataSplits splits = make_splits(ds, cfg.dataset.split, cfg.dataset.max_history_seqlen);
   Batcher batcher(ds, splits.train, cfg.trainer.train_batch_size, true, static_cast<uint64_t>(cfg.trainer.seed));
-  const Device device = cfg.trainer.device == "cuda" ? Device::kCUDA : Device::kCPU;
+  const Device device = resolve_device(cfg.trainer.device);
   ModelShape shape;
   shape.num_items = ds.num_items;
   shape.max_batch = cfg.trainer.train_batch_size;
@@ -42,8 +43,8 @@ TrainBenchResult run_train_bench(const Config& cfg, int64_t warmup, int64_t step
   shape.num_negatives = cfg.retrieval.num_negatives;
   HstuModel model(cfg, shape, device, device == Device::kCPU ? DType::kF32 : DType::kBF16);
   model.plan(static_cast<uint64_t>(cfg.trainer.seed));
-  Ctx ctx;
-  ctx.device = device;
+  Runtime runtime(device, cfg, shape);
+  Ctx& ctx = runtime.ctx();
   TrainStep stepper(cfg, ds.num_items);
   SequenceBatch batch;
   std::vector<double> ms;
@@ -51,7 +52,8 @@ TrainBenchResult run_train_bench(const Config& cfg, int64_t warmup, int64_t step
   for (int64_t i = 0; i < warmup + steps; ++i) {
     batcher.next(batch);
     const auto t0 = std::chrono::steady_clock::now();
-    stepper.run(ctx, model, batch, i, cfg.optimizer.learning_rate);  // returns after the loss copy
+    stepper.run(ctx, model, batch, i, cfg.optimizer.learning_rate);
+    runtime.synchronize();
     const double dt = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (i >= warmup) {
       ms.push_back(dt);

@@ -11,6 +11,7 @@
 #include "train/checkpoint.h"
 #include "train/evaluator.h"
 #include "train/metrics_log.h"
+#include "train/runtime.h"
 
 namespace hstu::cli {
 
@@ -24,7 +25,7 @@ int cmd_eval(const Args& a) {
   const Config cfg = load_config(run_dir + "/config.gin", sets, &warnings);
   const SequenceDataset ds = open_dataset(cfg);
   const DataSplits splits = make_splits(ds, cfg.dataset.split, cfg.dataset.max_history_seqlen);
-  const Device device = cfg.trainer.device == "cuda" ? Device::kCUDA : Device::kCPU;
+  const Device device = resolve_device(cfg.trainer.device);
   ModelShape shape;
   shape.num_items = ds.num_items;
   shape.max_batch = cfg.trainer.eval_batch_size;
@@ -34,8 +35,8 @@ int cmd_eval(const Args& a) {
   model.plan(0);
   const std::string ckpt = a.get("checkpoint", run_dir + "/checkpoints");
   load_checkpoint(model, ckpt, false);
-  Ctx ctx;
-  ctx.device = device;
+  Runtime runtime(device, cfg, shape);
+  Ctx& ctx = runtime.ctx();
   model.dense().refresh_compute_copy(ctx);
   std::vector<EvalRow> rows;
   if (!splits.validation.samples.empty())

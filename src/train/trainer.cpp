@@ -21,6 +21,7 @@
 #include "train/lr_schedule.h"
 #include "train/metrics_log.h"
 #include "train/progress.h"
+#include "train/runtime.h"
 #include "train/step.h"
 
 namespace hstu {
@@ -44,15 +45,6 @@ NamedValues from_json(const json::Value& o) {
   return v;
 }
 
-Device resolve_device(const std::string& name) {
-  if (name == "cpu") return Device::kCPU;
-#if defined(HSTU_WITH_CUDA)
-  if (name == "cuda" || name == "auto") return Device::kCUDA;  // TODO(cuda issue): probe
-#else
-  HSTU_CHECK(name != "cuda", "--device cuda: this hstu binary was built without CUDA");
-#endif
-  return Device::kCPU;
-}
 
 }  // namespace
 
@@ -96,15 +88,14 @@ TrainSummary train(const Config& cfg, const TrainOptions& opts) {
 
   // ---- model --------------------------------------------------------------------------------
   const Device device = resolve_device(ta.device);
-  Ctx ctx;
-  ctx.device = device;
-  ctx.num_threads = static_cast<int>(ta.num_threads);
   const int64_t batch = std::max(ta.train_batch_size, ta.eval_batch_size);
   ModelShape shape;
   shape.num_items = ds.num_items;
   shape.max_batch = batch;
   shape.max_tokens = batch * cfg.dataset.max_history_seqlen;
   shape.num_negatives = cfg.retrieval.num_negatives;
+  Runtime runtime(device, cfg, shape);
+  Ctx& ctx = runtime.ctx();
   HstuModel model(cfg, shape, device, device == Device::kCPU ? DType::kF32 : DType::kBF16);
   model.plan(static_cast<uint64_t>(ta.seed));
   std::snprintf(line, sizeof line, "model: HSTU %lld layers, D=%lld, %lld heads x %lld, %.2fM parameters\n",

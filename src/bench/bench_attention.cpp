@@ -1,0 +1,416 @@
+// bench_attention.cpp — `hstu bench attention` (see bench_attention.h): validate once against
+// the CPU reference, then time forward and backward with CUDA events (warm-up, median of >= 20
+// repetitions) over a sweep of shapes and print ms, TFLOPS and the ratio to FlashAttention-2 on
+// H100 (FA3 paper figures; performance-references.md §2) and to NVIDIA's HSTU kernel (§1.2).
+//
+// The one decision: inputs live in fused [T, u|v|q|k] buffers and q, k, v are column views, as
+// in the HSTU layer, so the timed memory paths (16-byte or scalar for odd head widths) are the
+// ones training uses.
+#include "bench/bench_attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/arena.h"
+#include "core/context.h"
+#include "core/error.h"
+#include "ops/hstu_attention.h"
+
+#if defined(HSTU_WITH_CUDA)
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "core/cuda_check.h"
+#endif
+
+namespace hstu {
+
+#if !defined(HSTU_WITH_CUDA)
+
+int run_attention_bench(const std::vector<std::string>&) {
+  std::printf("hstu bench attention: this binary was built without CUDA\n");
+  return 1;
+}
+
+#else
+
+namespace {
+
+struct Shape {
+  int B = 32, L = 4096, H = 4, d = 128;
+  bool jagged = false;
+};
+
+struct Options {
+  std::vector<Shape> shapes;
+  DType dtype = DType::kBF16;
+  bool causal = true, validate = true;
+  int warmup = 3, reps = 20;
+};
+
+// TFLOPS of FlashAttention-2 on H100 SXM, bf16 (FA3 paper figures as transcribed in
+// performance-references.md §2) at L = 512, 1k, 2k, 4k, 8k, 16k; 0 = not published.
+double fa2_tflops(bool bwd, int d, bool causal, int L) {
+  static const double kFwdCausal128[] = {191, 260, 298, 319, 333, 335};
+  static const double kFwdCausal256[] = {208, 251, 278, 293, 297, 298};
+  static const double kFwdFull64[] = {282, 306, 318, 321, 322, 324};
+  static const double kFwdFull128[] = {309, 350, 362, 368, 370, 370};
+  static const double kFwdFull256[] = {275, 313, 321, 323, 324, 326};
+  static const double kBwd64[] = {198, 238, 264, 0, 0, 0};
+  static const double kBwd128[] = {214, 260, 291, 310, 318, 322};  // non-causal figure
+  if (L < 512) return 0;
+  const int i = std::min(5, static_cast<int>(std::log2(L / 512.0) + 1e-9));
+  const int db = d <= 64 ? 64 : (d <= 128 ? 128 : 256);
+  if (bwd) return db == 64 ? kBwd64[i] : (db == 128 ? kBwd128[i] : 0);
+  if (causal) return db == 128 ? kFwdCausal128[i] : (db == 256 ? kFwdCausal256[i] : 0);
+  return db == 64 ? kFwdFull64[i] : (db == 128 ? kFwdFull128[i] : kFwdFull256[i]);
+}
+
+// NVIDIA's CUTLASS HSTU kernel on H100, bf16, causal, B = 32, 4 heads (performance-references.md
+// §1.2), at L = 128 .. 16k; 0 = not published for this head dim.
+double nv_hstu_tflops(bool bwd, int d, int L) {
+  static const double kFwd64[] = {24, 55, 128, 207, 333, 416, 470, 477};
+  static const double kBwd64[] = {32, 67, 135, 223, 314, 383, 404, 423};
+  static const double kFwd128[] = {41, 102, 182, 329, 457, 528, 525, 561};
+  static const double kBwd128[] = {38, 85, 161, 276, 384, 440, 468, 486};
+  static const double kFwd256[] = {66, 111, 245, 409, 537, 622, 624, 637};
+  static const double kBwd256[] = {46, 86, 163, 256, 321, 360, 379, 385};
+  if (L < 128 || (d != 64 && d != 128 && d != 256)) return 0;
+  const int i = std::min(7, static_cast<int>(std::log2(L / 128.0) + 1e-9));
+  if (d == 64) return bwd ? kBwd64[i] : kFwd64[i];
+  if (d == 128) return bwd ? kBwd128[i] : kFwd128[i];
+  return bwd ? kBwd256[i] : kFwd256[i];
+}
+
+std::vector<int> make_lengths(const Shape& s, std::mt19937_64& g) {
+  std::vector<int> len(s.B, s.L);
+  if (s.jagged) {
+    std::uniform_int_distribution<int> u(std::max(1, s.L / 2), s.L);
+    for (int& l : len) l = u(g);
+  }
+  return len;
+}
+
+uint16_t to_bits(DType t, float x) {
+  if (t == DType::kBF16) return static_cast<__nv_bfloat16_raw>(__float2bfloat16_rn(x)).x;
+  return static_cast<__half_raw>(__float2half_rn(x)).x;
+}
+float from_bits(DType t, uint16_t b) {
+  if (t == DType::kBF16) {
+    __nv_bfloat16_raw r;
+    r.x = b;
+    return __bfloat162float(__nv_bfloat16(r));
+  }
+  __half_raw r;
+  r.x = b;
+  return __half2float(__half(r));
+}
+
+// Device buffers of one problem: fused inputs and gradients, d_o, o, offsets.
+struct DeviceProblem {
+  Arena mem;
+  Arena scratch;
+  Tensor uvqk, duvqk, o, d_o, cu;
+  HstuAttentionArgs args;
+  Tensor dq, dk, dv;
+  std::vector<int> len;
+  int64_t T = 0;
+
+  DeviceProblem(const Shape& s, const std::vector<int>& lengths, DType dt, bool causal)
+      : len(lengths) {
+    for (int l : len) T += l;
+    const int64_t hd = int64_t(s.H) * s.d, W = 4 * hd;
+    const int hdp = s.d <= 32 ? 32 : (s.d <= 64 ? 64 : (s.d <= 128 ? 128 : 256));
+    const size_t bytes = size_t(T) * (2 * W + 2 * hd) * 2 + 4 * (len.size() + 1) + 64 * 1024;
+    mem = Arena(Device::kCUDA, bytes + 8 * Arena::kAlign, "bench-attention");
+    scratch = Arena(Device::kCUDA, size_t(T) * s.H * hdp * 4 + (1 << 20), "bench-scratch");
+    uvqk = mem.alloc(dt, {T, W});
+    duvqk = mem.alloc(dt, {T, W});
+    o = mem.alloc(dt, {T, hd});
+    d_o = mem.alloc(dt, {T, hd});
+    cu = mem.alloc(DType::kI32, {static_cast<int64_t>(len.size()) + 1});
+    std::vector<int32_t> cuh(1, 0);
+    for (int l : len) cuh.push_back(cuh.back() + l);
+    copy_bytes(cu.data, Device::kCUDA, cuh.data(), Device::kCPU, cuh.size() * 4);
+    args.v = uvqk.cols(hd, 2 * hd);
+    args.q = uvqk.cols(2 * hd, 3 * hd);
+    args.k = uvqk.cols(3 * hd, 4 * hd);
+    dv = duvqk.cols(hd, 2 * hd);
+    dq = duvqk.cols(2 * hd, 3 * hd);
+    dk = duvqk.cols(3 * hd, 4 * hd);
+    args.cu_seqlens = cu;
+    args.max_seqlen = *std::max_element(len.begin(), len.end());
+    args.num_heads = s.H;
+    args.alpha = 1.0f / std::sqrt(static_cast<float>(s.d));
+    args.scale = 1.0f / static_cast<float>(args.max_seqlen);
+    args.causal = causal;
+  }
+};
+
+// Fills a device tensor with random values in [-1, 1] by tiling a 1M-element host block.
+void fill_random(const Tensor& t, DType dt, std::mt19937_64& g) {
+  static std::vector<uint16_t> block;
+  if (block.empty()) {
+    std::uniform_real_distribution<float> u(-1.f, 1.f);
+    block.resize(size_t(1) << 20);
+    for (auto& b : block) b = to_bits(dt, u(g));
+  }
+  const size_t n = static_cast<size_t>(t.numel()) * 2;
+  for (size_t off = 0; off < n; off += block.size() * 2) {
+    const size_t len = std::min(n - off, block.size() * 2);
+    HSTU_CUDA_CHECK(cudaMemcpy(static_cast<char*>(t.data) + off, block.data(), len,
+                               cudaMemcpyHostToDevice));
+  }
+}
+
+double median_ms(std::vector<float> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+template <typename F>
+double time_ms(F&& f, int warmup, int reps) {
+  for (int i = 0; i < warmup; ++i) f();
+  cudaEvent_t a, b;
+  HSTU_CUDA_CHECK(cudaEventCreate(&a));
+  HSTU_CUDA_CHECK(cudaEventCreate(&b));
+  std::vector<float> ms;
+  for (int i = 0; i < reps; ++i) {
+    HSTU_CUDA_CHECK(cudaEventRecord(a));
+    f();
+    HSTU_CUDA_CHECK(cudaEventRecord(b));
+    HSTU_CUDA_CHECK(cudaEventSynchronize(b));
+    float t = 0;
+    HSTU_CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
+    ms.push_back(t);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return median_ms(ms);
+}
+
+// Host f32 copy of a device view of 16-bit floats.
+std::vector<float> download(const Tensor& t, DType dt) {
+  const int64_t rows = t.shape[0], cols = t.shape[1];
+  std::vector<uint16_t> raw(size_t(rows) * cols);
+  HSTU_CUDA_CHECK(cudaMemcpy2D(raw.data(), cols * 2, t.data, t.row_stride * 2, cols * 2, rows,
+                               cudaMemcpyDeviceToHost));
+  std::vector<float> out(raw.size());
+  for (size_t i = 0; i < raw.size(); ++i) out[i] = from_bits(dt, raw[i]);
+  return out;
+}
+
+// One jagged problem with contexts and targets, GPU vs the CPU reference (f32 on the same
+// rounded inputs): max |gpu - ref| / max |ref| per output, bf16-level bound.
+bool validate(DType dt, int d, std::mt19937_64& g) {
+  const Shape s{3, 300, 2, d, true};
+  const std::vector<int> len = {1, 157, 300};
+  DeviceProblem dp(s, len, dt, true);
+  const int64_t T = dp.T, hd = int64_t(s.H) * d, W = 4 * hd;
+  // Random rounded inputs on the host, uploaded.
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<uint16_t> uvqk(size_t(T) * W), dout(size_t(T) * hd);
+  for (auto& b : uvqk) b = to_bits(dt, u(g));
+  for (auto& b : dout) b = to_bits(dt, u(g));
+  copy_bytes(dp.uvqk.data, Device::kCUDA, uvqk.data(), Device::kCPU, uvqk.size() * 2);
+  copy_bytes(dp.d_o.data, Device::kCUDA, dout.data(), Device::kCPU, dout.size() * 2);
+  const std::vector<int32_t> nctx = {0, 5, 3}, ntgt = {0, 4, 10};
+  Tensor ctx_d = dp.mem.alloc(DType::kI32, {3}), tgt_d = dp.mem.alloc(DType::kI32, {3});
+  copy_bytes(ctx_d.data, Device::kCUDA, nctx.data(), Device::kCPU, 12);
+  copy_bytes(tgt_d.data, Device::kCUDA, ntgt.data(), Device::kCPU, 12);
+  dp.args.num_contexts = ctx_d;
+  dp.args.num_targets = tgt_d;
+
+  Ctx gctx;
+  gctx.device = Device::kCUDA;
+  gctx.scratch = &dp.scratch;
+  gctx.deterministic = false;
+  hstu_attention_fwd(gctx, dp.args, dp.o);
+  hstu_attention_bwd(gctx, dp.args, dp.d_o, dp.dq, dp.dk, dp.dv, Tensor(), Tensor());
+  HSTU_CUDA_CHECK(cudaDeviceSynchronize());
+
+  // CPU reference.
+  Arena host(Device::kCPU, size_t(T) * (W * 2 + hd * 2) * 4 + 4096, "bench-validate");
+  Tensor huvqk = host.alloc(DType::kF32, {T, W}), hdo = host.alloc(DType::kF32, {T, hd});
+  for (size_t i = 0; i < uvqk.size(); ++i) static_cast<float*>(huvqk.data)[i] = from_bits(dt, uvqk[i]);
+  for (size_t i = 0; i < dout.size(); ++i) static_cast<float*>(hdo.data)[i] = from_bits(dt, dout[i]);
+  Tensor ho = host.alloc(DType::kF32, {T, hd}), hgrad = host.alloc(DType::kF32, {T, W});
+  std::vector<int32_t> cuh(1, 0);
+  for (int l : len) cuh.push_back(cuh.back() + l);
+  HstuAttentionArgs ha = dp.args;
+  ha.v = huvqk.cols(hd, 2 * hd);
+  ha.q = huvqk.cols(2 * hd, 3 * hd);
+  ha.k = huvqk.cols(3 * hd, 4 * hd);
+  ha.cu_seqlens = Tensor(cuh.data(), DType::kI32, Device::kCPU, {4});
+  ha.num_contexts = Tensor(const_cast<int32_t*>(nctx.data()), DType::kI32, Device::kCPU, {3});
+  ha.num_targets = Tensor(const_cast<int32_t*>(ntgt.data()), DType::kI32, Device::kCPU, {3});
+  Ctx cctx = cpu_ctx();
+  cpu::hstu_attention_fwd(cctx, ha, ho);
+  cpu::hstu_attention_bwd(cctx, ha, hdo, hgrad.cols(2 * hd, 3 * hd), hgrad.cols(3 * hd, 4 * hd),
+                          hgrad.cols(hd, 2 * hd), Tensor(), Tensor());
+
+  auto rel = [&](const Tensor& gpu, const Tensor& ref) {
+    const std::vector<float> a = download(gpu, dt);
+    double err = 0, mx = 0;
+    for (int64_t r = 0; r < T; ++r)
+      for (int64_t c = 0; c < ref.shape[1]; ++c) {
+        const double e = static_cast<const float*>(ref.data)[r * ref.row_stride + c];
+        const double x = a[size_t(r) * ref.shape[1] + c];
+        err = std::isnan(x) ? INFINITY : std::max(err, std::fabs(x - e));
+        mx = std::max(mx, std::fabs(e));
+      }
+    return err / std::max(mx, 1e-30);
+  };
+  const double eo = rel(dp.o, ho), eq = rel(dp.dq, hgrad.cols(2 * hd, 3 * hd)),
+               ek = rel(dp.dk, hgrad.cols(3 * hd, 4 * hd)), ev = rel(dp.dv, hgrad.cols(hd, 2 * hd));
+  const double bound = 3e-2;  // a few bf16 ulps of the largest output
+  const bool ok = eo < bound && eq < bound && ek < bound && ev < bound;
+  std::printf("validate d=%d %s: max rel error o %.2e dq %.2e dk %.2e dv %.2e (bound %.0e): %s\n",
+              d, dtype_name(dt), eo, eq, ek, ev, bound, ok ? "PASS" : "FAIL");
+  return ok;
+}
+
+Options parse(const std::vector<std::string>& args) {
+  Options o;
+  bool only_jagged = false, only_full = false;
+  Shape one;
+  bool have_one = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto next = [&]() -> std::string {
+      HSTU_CHECK(i + 1 < args.size(), "bench attention: ", a, " needs a value");
+      return args[++i];
+    };
+    if (a == "--shape") {
+      const std::string v = next();
+      HSTU_CHECK(std::sscanf(v.c_str(), "%d,%d,%d,%d", &one.B, &one.L, &one.H, &one.d) == 4,
+                 "bench attention: --shape takes B,L,H,d, got '", v, "'");
+      have_one = true;
+    } else if (a == "--jagged") {
+      only_jagged = true;
+    } else if (a == "--full") {
+      only_full = true;
+    } else if (a == "--dtype") {
+      const std::string v = next();
+      HSTU_CHECK(v == "bf16" || v == "fp16", "bench attention: --dtype bf16|fp16, got ", v);
+      o.dtype = v == "bf16" ? DType::kBF16 : DType::kF16;
+    } else if (a == "--non-causal") {
+      o.causal = false;
+    } else if (a == "--warmup") {
+      o.warmup = std::stoi(next());
+    } else if (a == "--reps") {
+      o.reps = std::stoi(next());
+    } else if (a == "--no-validate") {
+      o.validate = false;
+    } else {
+      HSTU_THROW("bench attention: unknown option '", a, "'");
+    }
+  }
+  std::vector<Shape> base;
+  if (have_one) {
+    base = {one};
+  } else {  // the targets' shapes first, then head-dim and length sweeps
+    base = {{32, 4096, 4, 128}, {128, 200, 2, 25}, {128, 200, 2, 50},  {32, 1024, 4, 128},
+            {32, 2048, 4, 128}, {32, 4096, 4, 64}, {32, 4096, 4, 256}, {8, 8192, 4, 128},
+            {128, 512, 4, 128}};
+  }
+  for (const Shape& s : base) {
+    if (!only_jagged) o.shapes.push_back(s);
+    if (!only_full) {
+      Shape j = s;
+      j.jagged = true;
+      o.shapes.push_back(j);
+    }
+  }
+  return o;
+}
+
+}  // namespace
+
+int run_attention_bench(const std::vector<std::string>& args) {
+  const Options opt = parse(args);
+  int ndev = 0;
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+    std::printf("hstu bench attention: no CUDA device\n");
+    return 1;
+  }
+  cudaDeviceProp prop{};
+  HSTU_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("HSTU attention on %s (%d SMs), %s, %s; median of %d reps after %d warm-up\n",
+              prop.name, prop.multiProcessorCount, dtype_name(opt.dtype),
+              opt.causal ? "causal" : "non-causal", opt.reps, opt.warmup);
+  std::printf("FLOPs FlashAttention-style: fwd = 4 H d sum(L_b^2)%s, bwd = 2.5 fwd. Baselines "
+              "(H100 bf16): FA2 = FlashAttention-2 (FA3 paper), NV = NVIDIA CUTLASS HSTU (B=32, "
+              "4 heads).\n",
+              opt.causal ? " / 2" : "");
+  std::mt19937_64 g(20240601);
+  bool ok = true;
+  if (opt.validate) {
+    ok = validate(opt.dtype, 64, g) && ok;
+    ok = validate(opt.dtype, 25, g) && ok;
+  }
+  std::printf("\n%-5s %-6s %-3s %-4s %-6s | %-8s %-7s %-5s %-5s | %-8s %-7s %-5s %-5s | %-8s %-7s | %-8s\n",
+              "B", "L", "H", "d", "lens", "fwd ms", "TFLOPS", "/FA2", "/NV", "bwd ms", "TFLOPS",
+              "/FA2", "/NV", "bwdA ms", "TFLOPS", "f+b ms");
+  for (const Shape& s : opt.shapes) {
+    const std::vector<int> len = make_lengths(s, g);
+    DeviceProblem dp(s, len, opt.dtype, opt.causal);
+    fill_random(dp.uvqk, opt.dtype, g);
+    fill_random(dp.d_o, opt.dtype, g);
+    double sum_l2 = 0;
+    for (int l : len) sum_l2 += double(l) * l;
+    const double fwd_flops = 4.0 * s.H * s.d * sum_l2 * (opt.causal ? 0.5 : 1.0);
+    const double bwd_flops = 2.5 * fwd_flops;
+    Ctx det;
+    det.device = Device::kCUDA;
+    det.scratch = &dp.scratch;
+    det.deterministic = true;
+    Ctx atom = det;
+    atom.deterministic = false;
+    const double tf = time_ms([&] { hstu_attention_fwd(det, dp.args, dp.o); }, opt.warmup, opt.reps);
+    const double tb = time_ms(
+        [&] {
+          hstu_attention_bwd(det, dp.args, dp.d_o, dp.dq, dp.dk, dp.dv, Tensor(), Tensor());
+        },
+        opt.warmup, opt.reps);
+    const double ta = time_ms(
+        [&] {
+          hstu_attention_bwd(atom, dp.args, dp.d_o, dp.dq, dp.dk, dp.dv, Tensor(), Tensor());
+        },
+        opt.warmup, opt.reps);
+    const double tff = fwd_flops / (tf * 1e9), tfb = bwd_flops / (tb * 1e9),
+                 tfa = bwd_flops / (ta * 1e9);
+    auto ratio = [](double x, double base) {
+      static char buf[4][16];
+      static int k = 0;
+      char* b = buf[k++ % 4];
+      if (base > 0) {
+        std::snprintf(b, 16, "%.2f", x / base);
+      } else {
+        std::snprintf(b, 16, "-");
+      }
+      return b;
+    };
+    const bool nv_ok = !s.jagged && s.B == 32 && s.H == 4 && opt.causal;
+    std::printf("%-5d %-6d %-3d %-4d %-6s | %-8.3f %-7.1f %-5s %-5s | %-8.3f %-7.1f %-5s %-5s | "
+                "%-8.3f %-7.1f | %-8.3f\n",
+                s.B, s.L, s.H, s.d, s.jagged ? "jagged" : "full", tf, tff,
+                ratio(tff, s.jagged ? 0 : fa2_tflops(false, s.d, opt.causal, s.L)),
+                ratio(tff, nv_ok ? nv_hstu_tflops(false, s.d, s.L) : 0), tb, tfb,
+                ratio(tfb, s.jagged ? 0 : fa2_tflops(true, s.d, opt.causal, s.L)),
+                ratio(tfb, nv_ok ? nv_hstu_tflops(true, s.d, s.L) : 0), ta, tfa, tf + std::min(tb, ta));
+    std::fflush(stdout);
+  }
+  return ok ? 0 : 1;
+}
+
+#endif
+
+}  // namespace hstu

@@ -1,0 +1,71 @@
+// runtime.cpp — device selection and the per-run CUDA state.
+#include "train/runtime.h"
+
+#include <algorithm>
+
+#include "core/device_info.h"
+#include "core/error.h"
+#if defined(HSTU_WITH_CUDA)
+#include <cuda_runtime.h>
+
+#include "ops/cuda_runtime_state.h"
+#endif
+
+namespace hstu {
+
+Device resolve_device(const std::string& name) {
+  if (name == "cpu") return Device::kCPU;
+  const bool gpu = cuda_device_count() > 0;
+  if (name == "cuda") {
+#if !defined(HSTU_WITH_CUDA)
+    HSTU_THROW("--device cuda: this hstu binary was built without CUDA (no nvcc at build time)");
+#endif
+    HSTU_CHECK(gpu, "--device cuda: no CUDA device is visible to this process");
+    return Device::kCUDA;
+  }
+  HSTU_CHECK(name == "auto", "unknown device '", name, "' (cpu, cuda or auto)");
+  return gpu ? Device::kCUDA : Device::kCPU;
+}
+
+Runtime::Runtime(Device device, const Config& cfg, const ModelShape& shape) {
+  ctx_.device = device;
+  ctx_.num_threads = static_cast<int>(cfg.trainer.num_threads);
+  ctx_.deterministic = cfg.trainer.deterministic;
+#if defined(HSTU_WITH_CUDA)
+  if (device == Device::kCUDA) {
+    ctx_.blas = cuda::create_blas_state();
+    cuda::OpsScratchNeeds needs;
+    const NetworkArgs& n = cfg.network;
+    needs.max_tokens = shape.max_tokens;
+    needs.max_width = std::max<int64_t>(4 * n.num_attention_heads * n.kv_channels, n.hidden_size);
+    needs.max_table_rows = shape.num_items;
+    needs.num_negatives = shape.num_negatives;
+    needs.deterministic = ctx_.deterministic;
+    // Attention backward: an fp32 dQ accumulator (head dims padded up to 256 at most) and the
+    // fixed-point rab-gradient accumulators.
+    const int64_t dpad = std::min<int64_t>(256, std::max<int64_t>(32, n.kv_channels * 2));
+    const size_t attn = static_cast<size_t>(4 * shape.max_tokens * n.num_attention_heads * dpad) +
+                        8 * static_cast<size_t>(2 * n.num_position_buckets + n.rab_num_time_buckets + 2);
+    scratch_ = std::make_unique<Arena>(Device::kCUDA, cuda::ops_scratch_bytes(needs) + attn + (4u << 20),
+                                       "scratch");
+    ctx_.scratch = scratch_.get();
+  }
+#else
+  (void)cfg;
+  (void)shape;
+#endif
+}
+
+Runtime::~Runtime() {
+#if defined(HSTU_WITH_CUDA)
+  if (ctx_.blas) cuda::destroy_blas_state(ctx_.blas);
+#endif
+}
+
+void Runtime::synchronize() {
+#if defined(HSTU_WITH_CUDA)
+  if (ctx_.device == Device::kCUDA) cudaDeviceSynchronize();
+#endif
+}
+
+}  // namespace hstu
