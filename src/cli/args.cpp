@@ -9,6 +9,7 @@ namespace hstu::cli {
 
 Args parse_args(int argc, char** argv, int first, const std::vector<std::string>& flags) {
   Args a;
+  for (int i = first; i < argc; ++i) a.raw.emplace_back(argv[i]);
   for (int i = first; i < argc; ++i) {
     std::string s = argv[i];
     if (s.rfind("--", 0) != 0 || s == "--") {

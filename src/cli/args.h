@@ -12,6 +12,7 @@ struct Args {
   std::vector<std::string> positional;
   std::map<std::string, std::string> options;  // --key value (last wins)
   std::vector<std::string> sets;               // every --set, in order
+  std::vector<std::string> raw;                // every argument, unparsed (for pass-through)
   bool has(const std::string& k) const { return options.count(k) != 0; }
   std::string get(const std::string& k, const std::string& def = "") const {
     auto it = options.find(k);

@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <string>
 
+#include "bench/bench_attention.h"
 #include "bench/bench_train.h"
 #include "cli/commands.h"
 #include "core/error.h"
@@ -9,7 +10,7 @@
 namespace hstu::cli {
 
 int cmd_bench(const Args& a) {
-  HSTU_CHECK(!a.positional.empty(), "usage: hstu bench train [config.gin] [--steps N] [--warmup N]");
+  HSTU_CHECK(!a.positional.empty(), "usage: hstu bench train [config.gin] [--steps N] [--warmup N] | hstu bench attention [--shape B,L,H,d]");
   const std::string what = a.positional[0];
   if (what == "train") {
     check_known(a, {"steps", "warmup", "device"}, "bench train");
@@ -19,7 +20,9 @@ int cmd_bench(const Args& a) {
     run_train_bench(cfg, std::stoll(a.get("warmup", "3")), std::stoll(a.get("steps", "20")));
     return 0;
   }
-  HSTU_THROW("unknown benchmark '", what, "' (available: train)");
+  if (what == "attention")  // its own flags (--shape B,L,H,d ...), passed through unparsed
+    return run_attention_bench(std::vector<std::string>(a.raw.begin() + 1, a.raw.end()));
+  HSTU_THROW("unknown benchmark '", what, "' (available: train, attention)");
 }
 
 }  // namespace hstu::cli

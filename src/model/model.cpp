@@ -180,7 +180,8 @@ double HstuModel::train_step(Ctx& ctx, const BatchTensors& b, uint64_t seed, dou
   spec.eps = eps;
   spec.loss_scale = loss_scale;
   const Tensor d_out = first_rows(buf_.d_out, t), d_x = first_rows(buf_.d_x, t);
-  sampled_softmax(ctx, spec, first_rows(buf_.out_norm, t), b.target_ids.rows(0, t), b.neg_ids.rows(0, t),
+  sampled_softmax(ctx, spec, first_rows(buf_.out_norm, t), b.target_ids.rows(0, t),
+                  b.neg_ids.rows(0, t).reshape({t, cap_.num_negatives}),
                   items_.weight, buf_.loss, d_out, items_.grad, items_.touched);
   // Back through the output normalisation(s).
   if (cfg_.network.final_layernorm) {

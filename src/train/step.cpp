@@ -7,6 +7,9 @@
 #include "data/negatives.h"
 #include "ops/embedding.h"
 #include "ops/optimizer.h"
+#if defined(HSTU_WITH_CUDA)
+#include "ops/negatives_gpu.h"
+#endif
 
 namespace hstu {
 namespace {
@@ -24,11 +27,21 @@ double TrainStep::run(Ctx& ctx, HstuModel& model, const SequenceBatch& host, int
   upload_batch(host, model.capacity(), bt);
   const int64_t r = cfg_.retrieval.num_negatives;
   const uint64_t seed = static_cast<uint64_t>(cfg_.trainer.seed);
-  negs_ = sample_negatives(cfg_.retrieval.negative_sampler, host, num_items_, r, seed,
-                           static_cast<uint64_t>(step));
-  HSTU_CHECK(static_cast<int64_t>(negs_.size()) <= bt.neg_ids.numel(), "negatives exceed the plan");
-  copy_bytes(bt.neg_ids.data, bt.neg_ids.device, negs_.data(), Device::kCPU,
-             negs_.size() * sizeof(int32_t));
+  const Tensor negs = bt.neg_ids.rows(0, bt.num_tokens).reshape({bt.num_tokens, r});
+  if (ctx.cpu()) {
+    negs_ = sample_negatives(cfg_.retrieval.negative_sampler, host, num_items_, r, seed,
+                             static_cast<uint64_t>(step));
+    copy_bytes(negs.data, negs.device, negs_.data(), Device::kCPU, negs_.size() * sizeof(int32_t));
+  } else {
+#if defined(HSTU_WITH_CUDA)
+    // The same per-element formula on the device: no [T, R] host buffer or copy per step.
+    if (cfg_.retrieval.negative_sampler == "in_batch")
+      cuda::sample_in_batch_negatives(ctx, bt.target_ids.rows(0, bt.num_tokens), seed,
+                                      static_cast<uint64_t>(step), negs);
+    else
+      cuda::sample_uniform_negatives(ctx, num_items_, seed, static_cast<uint64_t>(step), negs);
+#endif
+  }
   const int64_t sup = supervised_tokens(host);
   const double loss =
       sup > 0 ? model.train_step(ctx, bt, derive_seed(seed, static_cast<uint64_t>(step)), 1.0 / sup) : 0.0;

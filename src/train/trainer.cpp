@@ -56,7 +56,11 @@ double metric(const NamedValues& values, const std::string& name) {
 
 TrainSummary train(const Config& cfg, const TrainOptions& opts) {
   const TrainerArgs& ta = cfg.trainer;
-  HSTU_CHECK(cfg.task == "retrieval", "task '", cfg.task, "' is not supported by this trainer yet");
+  HSTU_CHECK(cfg.task == "retrieval", "task '", cfg.task,
+             "' is not wired into the trainer yet (ranking: see the open ranking issue)");
+  HSTU_CHECK(cfg.retrieval.num_negatives > 0, "RetrievalArgs.num_negatives = ",
+             cfg.retrieval.num_negatives, " (one negative per query of the batch) is not supported yet; "
+             "set a positive count, e.g. 128");
   if (ta.num_threads > 0) omp_set_num_threads(static_cast<int>(ta.num_threads));
   std::filesystem::create_directories(ta.run_dir);
   if (!opts.config_text.empty()) {
