@@ -51,7 +51,7 @@ struct Shape {
 struct Options {
   std::vector<Shape> shapes;
   DType dtype = DType::kBF16;
-  bool causal = true, validate = true;
+  bool causal = true, validate = true, fwd_only = false;
   int warmup = 3, reps = 20;
 };
 
@@ -165,8 +165,8 @@ void fill_random(const Tensor& t, DType dt, std::mt19937_64& g) {
   const size_t n = static_cast<size_t>(t.numel()) * 2;
   for (size_t off = 0; off < n; off += block.size() * 2) {
     const size_t len = std::min(n - off, block.size() * 2);
-    HSTU_CUDA_CHECK(cudaMemcpy(static_cast<char*>(t.data) + off, block.data(), len,
-                               cudaMemcpyHostToDevice));
+    HSTU_CUDA_CHECK(
+        cudaMemcpy(static_cast<char*>(t.data) + off, block.data(), len, cudaMemcpyHostToDevice));
   }
 }
 
@@ -239,8 +239,10 @@ bool validate(DType dt, int d, std::mt19937_64& g) {
   // CPU reference.
   Arena host(Device::kCPU, size_t(T) * (W * 2 + hd * 2) * 4 + 4096, "bench-validate");
   Tensor huvqk = host.alloc(DType::kF32, {T, W}), hdo = host.alloc(DType::kF32, {T, hd});
-  for (size_t i = 0; i < uvqk.size(); ++i) static_cast<float*>(huvqk.data)[i] = from_bits(dt, uvqk[i]);
-  for (size_t i = 0; i < dout.size(); ++i) static_cast<float*>(hdo.data)[i] = from_bits(dt, dout[i]);
+  for (size_t i = 0; i < uvqk.size(); ++i)
+    static_cast<float*>(huvqk.data)[i] = from_bits(dt, uvqk[i]);
+  for (size_t i = 0; i < dout.size(); ++i)
+    static_cast<float*>(hdo.data)[i] = from_bits(dt, dout[i]);
   Tensor ho = host.alloc(DType::kF32, {T, hd}), hgrad = host.alloc(DType::kF32, {T, W});
   std::vector<int32_t> cuh(1, 0);
   for (int l : len) cuh.push_back(cuh.back() + l);
@@ -280,8 +282,7 @@ bool validate(DType dt, int d, std::mt19937_64& g) {
 Options parse(const std::vector<std::string>& args) {
   Options o;
   bool only_jagged = false, only_full = false;
-  Shape one;
-  bool have_one = false;
+  std::vector<Shape> chosen;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto next = [&]() -> std::string {
@@ -290,9 +291,11 @@ Options parse(const std::vector<std::string>& args) {
     };
     if (a == "--shape") {
       const std::string v = next();
-      HSTU_CHECK(std::sscanf(v.c_str(), "%d,%d,%d,%d", &one.B, &one.L, &one.H, &one.d) == 4,
-                 "bench attention: --shape takes B,L,H,d, got '", v, "'");
-      have_one = true;
+      Shape one;
+      HSTU_CHECK(std::sscanf(v.c_str(), "%d,%d,%d,%d", &one.B, &one.L, &one.H, &one.d) == 4 &&
+                     one.B > 0 && one.L > 0 && one.H > 0 && one.d > 0 && one.d <= 256,
+                 "bench attention: --shape takes B,L,H,d (d <= 256), got '", v, "'");
+      chosen.push_back(one);
     } else if (a == "--jagged") {
       only_jagged = true;
     } else if (a == "--full") {
@@ -309,17 +312,19 @@ Options parse(const std::vector<std::string>& args) {
       o.reps = std::stoi(next());
     } else if (a == "--no-validate") {
       o.validate = false;
+    } else if (a == "--fwd-only") {
+      o.fwd_only = true;
     } else {
       HSTU_THROW("bench attention: unknown option '", a, "'");
     }
   }
   std::vector<Shape> base;
-  if (have_one) {
-    base = {one};
+  if (!chosen.empty()) {
+    base = chosen;
   } else {  // the targets' shapes first, then head-dim and length sweeps
-    base = {{32, 4096, 4, 128}, {128, 200, 2, 25}, {128, 200, 2, 50},  {32, 1024, 4, 128},
-            {32, 2048, 4, 128}, {32, 4096, 4, 64}, {32, 4096, 4, 256}, {8, 8192, 4, 128},
-            {128, 512, 4, 128}};
+    base = {{32, 4096, 4, 128}, {128, 200, 2, 25},  {128, 200, 2, 50},
+            {32, 1024, 4, 128}, {32, 2048, 4, 128}, {32, 4096, 4, 64},
+            {32, 4096, 4, 256}, {8, 8192, 4, 128},  {128, 512, 4, 128}};
   }
   for (const Shape& s : base) {
     if (!only_jagged) o.shapes.push_back(s);
@@ -346,19 +351,21 @@ int run_attention_bench(const std::vector<std::string>& args) {
   std::printf("HSTU attention on %s (%d SMs), %s, %s; median of %d reps after %d warm-up\n",
               prop.name, prop.multiProcessorCount, dtype_name(opt.dtype),
               opt.causal ? "causal" : "non-causal", opt.reps, opt.warmup);
-  std::printf("FLOPs FlashAttention-style: fwd = 4 H d sum(L_b^2)%s, bwd = 2.5 fwd. Baselines "
-              "(H100 bf16): FA2 = FlashAttention-2 (FA3 paper), NV = NVIDIA CUTLASS HSTU (B=32, "
-              "4 heads).\n",
-              opt.causal ? " / 2" : "");
+  std::printf(
+      "FLOPs FlashAttention-style: fwd = 4 H d sum(L_b^2)%s, bwd = 2.5 fwd. Baselines "
+      "(H100 bf16): FA2 = FlashAttention-2 (FA3 paper), NV = NVIDIA CUTLASS HSTU (B=32, "
+      "4 heads).\n",
+      opt.causal ? " / 2" : "");
   std::mt19937_64 g(20240601);
   bool ok = true;
   if (opt.validate) {
     ok = validate(opt.dtype, 64, g) && ok;
     ok = validate(opt.dtype, 25, g) && ok;
   }
-  std::printf("\n%-5s %-6s %-3s %-4s %-6s | %-8s %-7s %-5s %-5s | %-8s %-7s %-5s %-5s | %-8s %-7s | %-8s\n",
-              "B", "L", "H", "d", "lens", "fwd ms", "TFLOPS", "/FA2", "/NV", "bwd ms", "TFLOPS",
-              "/FA2", "/NV", "bwdA ms", "TFLOPS", "f+b ms");
+  std::printf(
+      "\n%-5s %-6s %-3s %-4s %-6s | %-8s %-7s %-5s %-5s | %-8s %-7s %-5s %-5s | %-8s %-7s | %-8s\n",
+      "B", "L", "H", "d", "lens", "fwd ms", "TFLOPS", "/FA2", "/NV", "bwd ms", "TFLOPS", "/FA2",
+      "/NV", "bwdA ms", "TFLOPS", "f+b ms");
   for (const Shape& s : opt.shapes) {
     const std::vector<int> len = make_lengths(s, g);
     DeviceProblem dp(s, len, opt.dtype, opt.causal);
@@ -374,17 +381,21 @@ int run_attention_bench(const std::vector<std::string>& args) {
     det.deterministic = true;
     Ctx atom = det;
     atom.deterministic = false;
-    const double tf = time_ms([&] { hstu_attention_fwd(det, dp.args, dp.o); }, opt.warmup, opt.reps);
-    const double tb = time_ms(
-        [&] {
-          hstu_attention_bwd(det, dp.args, dp.d_o, dp.dq, dp.dk, dp.dv, Tensor(), Tensor());
-        },
-        opt.warmup, opt.reps);
-    const double ta = time_ms(
-        [&] {
-          hstu_attention_bwd(atom, dp.args, dp.d_o, dp.dq, dp.dk, dp.dv, Tensor(), Tensor());
-        },
-        opt.warmup, opt.reps);
+    const double tf =
+        time_ms([&] { hstu_attention_fwd(det, dp.args, dp.o); }, opt.warmup, opt.reps);
+    double tb = NAN, ta = NAN;
+    if (!opt.fwd_only) {
+      tb = time_ms(
+          [&] {
+            hstu_attention_bwd(det, dp.args, dp.d_o, dp.dq, dp.dk, dp.dv, Tensor(), Tensor());
+          },
+          opt.warmup, opt.reps);
+      ta = time_ms(
+          [&] {
+            hstu_attention_bwd(atom, dp.args, dp.d_o, dp.dq, dp.dk, dp.dv, Tensor(), Tensor());
+          },
+          opt.warmup, opt.reps);
+    }
     const double tff = fwd_flops / (tf * 1e9), tfb = bwd_flops / (tb * 1e9),
                  tfa = bwd_flops / (ta * 1e9);
     auto ratio = [](double x, double base) {
@@ -399,13 +410,14 @@ int run_attention_bench(const std::vector<std::string>& args) {
       return b;
     };
     const bool nv_ok = !s.jagged && s.B == 32 && s.H == 4 && opt.causal;
-    std::printf("%-5d %-6d %-3d %-4d %-6s | %-8.3f %-7.1f %-5s %-5s | %-8.3f %-7.1f %-5s %-5s | "
-                "%-8.3f %-7.1f | %-8.3f\n",
-                s.B, s.L, s.H, s.d, s.jagged ? "jagged" : "full", tf, tff,
-                ratio(tff, s.jagged ? 0 : fa2_tflops(false, s.d, opt.causal, s.L)),
-                ratio(tff, nv_ok ? nv_hstu_tflops(false, s.d, s.L) : 0), tb, tfb,
-                ratio(tfb, s.jagged ? 0 : fa2_tflops(true, s.d, opt.causal, s.L)),
-                ratio(tfb, nv_ok ? nv_hstu_tflops(true, s.d, s.L) : 0), ta, tfa, tf + std::min(tb, ta));
+    std::printf(
+        "%-5d %-6d %-3d %-4d %-6s | %-8.3f %-7.1f %-5s %-5s | %-8.3f %-7.1f %-5s %-5s | "
+        "%-8.3f %-7.1f | %-8.3f\n",
+        s.B, s.L, s.H, s.d, s.jagged ? "jagged" : "full", tf, tff,
+        ratio(tff, s.jagged ? 0 : fa2_tflops(false, s.d, opt.causal, s.L)),
+        ratio(tff, nv_ok ? nv_hstu_tflops(false, s.d, s.L) : 0), tb, tfb,
+        ratio(tfb, s.jagged ? 0 : fa2_tflops(true, s.d, opt.causal, s.L)),
+        ratio(tfb, nv_ok ? nv_hstu_tflops(true, s.d, s.L) : 0), ta, tfa, tf + std::min(tb, ta));
     std::fflush(stdout);
   }
   return ok ? 0 : 1;

@@ -13,12 +13,13 @@
 namespace hstu {
 
 // args (after "attention"):
-//   --shape B,L,H,d   one shape instead of the default sweep
+//   --shape B,L,H,d   a shape to run instead of the default sweep (repeatable)
 //   --jagged          lengths uniform in [L/2, L] (default: both full and jagged in the sweep)
 //   --full            full-length sequences only
 //   --dtype bf16|fp16 (default bf16)       --non-causal
-//   --warmup N (3)    --reps N (20, median reported)      --no-validate
-// Returns 0, or 1 when the validation fails or CUDA is unavailable.
+//   --warmup N (3)    --reps N (20, median reported)      --no-validate   --fwd-only
+// Columns: bwd = deterministic mode (separate dQ kernel), bwdA = atomic-dQ mode, f+b = fwd + the
+// faster backward. Returns 0, or 1 when the validation fails or CUDA is unavailable.
 int run_attention_bench(const std::vector<std::string>& args);
 
 }  // namespace hstu

@@ -31,7 +31,7 @@ std::string describe_cuda_devices() {
   for (int i = 0; i < n; ++i) {
     cudaDeviceProp p{};
     if (cudaGetDeviceProperties(&p, i) != cudaSuccess) continue;
-    char line[256];
+    char line[512];
     std::snprintf(line, sizeof line, "  GPU %d: %s, compute capability %d.%d, %d SMs, %.1f GiB\n", i,
                   p.name, p.major, p.minor, p.multiProcessorCount,
                   static_cast<double>(p.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0));

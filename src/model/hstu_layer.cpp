@@ -65,6 +65,7 @@ HstuLayerScratch HstuLayer::allocate_scratch(Arena& a, int64_t t, DType act) con
 
 Tensor HstuLayer::matrix(const DenseParams& p, int id) const { return p.compute(id); }
 Tensor HstuLayer::param(const DenseParams& p, int id) const { return id < 0 ? Tensor() : p.param(id); }
+Tensor HstuLayer::bias(const DenseParams& p, int id) const { return id < 0 ? Tensor() : p.compute(id); }
 Tensor HstuLayer::grad(const DenseParams& p, int id) const { return id < 0 ? Tensor() : p.grad(id); }
 
 // Attention arguments over the u|v|q|k column blocks of one [T, 4Hd] buffer.
@@ -103,14 +104,14 @@ void HstuLayer::forward(Ctx& ctx, const DenseParams& p, const BatchTensors& b, c
   const Tensor o = first_rows(acts.o, t), y = first_rows(acts.y, t);
   layernorm_fwd(ctx, x_in, param(p, ids_.ln_in_w), param(p, ids_.ln_in_b), cfg_.eps, xn,
                 first_rows(acts.ln_mean, t), first_rows(acts.ln_rstd, t));
-  gemm(ctx, GemmDesc{}, xn, matrix(p, ids_.w_uvqk), z, param(p, ids_.b_uvqk));
+  gemm(ctx, GemmDesc{}, xn, matrix(p, ids_.w_uvqk), z, bias(p, ids_.b_uvqk));
   activation_fwd(ctx, Activation::kSilu, z, uvqk);
   hstu_attention_fwd(ctx, attention_args(cfg_, p, ids_, b, uvqk), o);
   const DropoutSpec drop{training ? cfg_.dropout : 0.0f, dropout_seed, 0};
   ln_mul_dropout_fwd(ctx, o, uvqk.cols(0, hd), param(p, ids_.ln_out_w), param(p, ids_.ln_out_b),
                      cfg_.eps, drop, y, first_rows(acts.ln2_mean, t), first_rows(acts.ln2_rstd, t));
   copy_tensor(x_out, x_in);
-  gemm(ctx, GemmDesc{false, false, 1.0f, 1.0f}, y, matrix(p, ids_.w_o), x_out, param(p, ids_.b_o));
+  gemm(ctx, GemmDesc{false, false, 1.0f, 1.0f}, y, matrix(p, ids_.w_o), x_out, bias(p, ids_.b_o));
 }
 
 void HstuLayer::backward(Ctx& ctx, const DenseParams& p, const BatchTensors& b,

@@ -89,8 +89,10 @@ class HstuLayer {
  private:
   // A GEMM weight in the compute dtype (bf16 copy on CUDA, the f32 master on CPU).
   Tensor matrix(const DenseParams& p, int id) const;
-  // An f32 parameter (LayerNorm, bias, rab); empty Tensor when id < 0.
+  // An f32 parameter (LayerNorm, rab); empty Tensor when id < 0.
   Tensor param(const DenseParams& p, int id) const;
+  // A GEMM-epilogue bias in the compute dtype (cuBLASLt fuses a bias of the output's dtype).
+  Tensor bias(const DenseParams& p, int id) const;
   Tensor grad(const DenseParams& p, int id) const;
   HstuLayerConfig cfg_;
   int index_;

@@ -12,11 +12,16 @@ namespace {
 
 double load(const void* base, DType t, int64_t i) {
   switch (t) {
-    case DType::kF32: return static_cast<const float*>(base)[i];
-    case DType::kF64: return static_cast<const double*>(base)[i];
-    case DType::kBF16: return bf16_bits_to_f32(static_cast<const uint16_t*>(base)[i]);
-    case DType::kF16: return f16_bits_to_f32(static_cast<const uint16_t*>(base)[i]);
-    default: HSTU_THROW("cast: unsupported source dtype ", dtype_name(t));
+    case DType::kF32:
+      return static_cast<const float*>(base)[i];
+    case DType::kF64:
+      return static_cast<const double*>(base)[i];
+    case DType::kBF16:
+      return bf16_bits_to_f32(static_cast<const uint16_t*>(base)[i]);
+    case DType::kF16:
+      return f16_bits_to_f32(static_cast<const uint16_t*>(base)[i]);
+    default:
+      HSTU_THROW("cast: unsupported source dtype ", dtype_name(t));
   }
 }
 
@@ -24,15 +29,20 @@ double load(const void* base, DType t, int64_t i) {
 // f32 buffers; a double source is rounded twice, as a f64 -> f32 -> bf16 pipeline would).
 void store(void* base, DType t, int64_t i, double v) {
   switch (t) {
-    case DType::kF32: static_cast<float*>(base)[i] = static_cast<float>(v); return;
-    case DType::kF64: static_cast<double*>(base)[i] = v; return;
+    case DType::kF32:
+      static_cast<float*>(base)[i] = static_cast<float>(v);
+      return;
+    case DType::kF64:
+      static_cast<double*>(base)[i] = v;
+      return;
     case DType::kBF16:
       static_cast<uint16_t*>(base)[i] = f32_to_bf16_bits(static_cast<float>(v));
       return;
     case DType::kF16:
       static_cast<uint16_t*>(base)[i] = f32_to_f16_bits(static_cast<float>(v));
       return;
-    default: HSTU_THROW("cast: unsupported destination dtype ", dtype_name(t));
+    default:
+      HSTU_THROW("cast: unsupported destination dtype ", dtype_name(t));
   }
 }
 
@@ -51,7 +61,7 @@ void cast(Ctx& ctx, const Tensor& src, const Tensor& dst) {
   const size_t es = dtype_size(src.dtype);
   const auto* s = static_cast<const char*>(src.data);
   auto* d = static_cast<char*>(dst.data);
-#pragma omp parallel for num_threads(detail::threads_for(ctx, rows * cols))
+#pragma omp parallel for num_threads(detail::threads_for(ctx, rows* cols))
   for (int64_t r = 0; r < rows; ++r) {
     const char* sr = s + static_cast<size_t>(r * src.row_stride) * es;
     char* dr = d + static_cast<size_t>(r * dst.row_stride) * dtype_size(dst.dtype);

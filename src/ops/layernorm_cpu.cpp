@@ -52,11 +52,9 @@ void check_like(const Tensor& t, const Tensor& x, const char* what) {
 // Mean and 1/sqrt(var + eps) of one row (two-pass, in double).
 template <typename T>
 void row_stats(const T* x, int64_t d, float eps, double& mean, double& rstd) {
-  double s = 0;
-  for (int64_t c = 0; c < d; ++c) s += x[c];
-  mean = s / static_cast<double>(d);
-  double v = 0;
-  for (int64_t c = 0; c < d; ++c) v += (x[c] - mean) * (x[c] - mean);
+  const double mu = detail::sum8(d, [&](int64_t c) { return double(x[c]); }) / double(d);
+  const double v = detail::sum8(d, [&](int64_t c) { return (x[c] - mu) * (x[c] - mu); });
+  mean = mu;
   rstd = 1.0 / std::sqrt(v / static_cast<double>(d) + static_cast<double>(eps));
 }
 
@@ -90,7 +88,7 @@ void ln_fwd_rows(Ctx& ctx, const Tensor& x, const Tensor& w, const Tensor& b, fl
 }
 
 // Backward of a row-wise LayerNorm. grad_out(r, dln, scratch) fills dln [D] = dL/d(LN output)
-// of row r (it may write side outputs; scratch is a [D] double buffer it may use). Then
+// of row r (it may write side outputs; scratch is a [D] buffer of T it may use). Then
 //   dx[r] (= or +=) rstd * (dxh - mean(dxh) - xh * mean(dxh * xh)),  dxh = dln * w,
 //   dw += sum_r dln * xh,  db += sum_r dln   (when given).
 template <typename T, typename GradOut>
@@ -109,8 +107,8 @@ void ln_bwd_rows(Ctx& ctx, const Tensor& x, const Tensor& w, const Tensor& mean,
   std::vector<double> part(want_w || want_b ? static_cast<size_t>(nblk * 2 * d) : 0, 0.0);
 #pragma omp parallel num_threads(detail::threads_for(ctx, 12 * t * d))
   {
-    std::vector<double> dln(static_cast<size_t>(d)), xh(static_cast<size_t>(d)),
-        scratch(static_cast<size_t>(d));
+    std::vector<double> dln(static_cast<size_t>(d)), xh(static_cast<size_t>(d));
+    std::vector<T> scratch(static_cast<size_t>(d));
 #pragma omp for schedule(static)
     for (int64_t blk = 0; blk < nblk; ++blk) {
       double* pw = part.empty() ? nullptr : &part[static_cast<size_t>(blk * 2 * d)];
@@ -118,22 +116,19 @@ void ln_bwd_rows(Ctx& ctx, const Tensor& x, const Tensor& w, const Tensor& mean,
            ++r) {
         grad_out(r, dln.data(), scratch.data());
         const double mu = mv[r], rs = rv[r];
-        double s1 = 0, s2 = 0;
         for (int64_t c = 0; c < d; ++c) {
           xh[c] = (xr[r][c] - mu) * rs;
           if (pw) {
             pw[c] += dln[c] * xh[c];
             pw[d + c] += dln[c];
           }
-          const double g = dln[c] * (wv ? wv[c] : 1.0);
-          s1 += g;
-          s2 += g * xh[c];
         }
-        s1 /= static_cast<double>(d);
-        s2 /= static_cast<double>(d);
+        const auto dxh = [&](int64_t c) { return dln[c] * (wv ? wv[c] : 1.0); };
+        const double s1 = detail::sum8(d, dxh) / static_cast<double>(d);
+        const double s2 =
+            detail::sum8(d, [&](int64_t c) { return dxh(c) * xh[c]; }) / static_cast<double>(d);
         for (int64_t c = 0; c < d; ++c) {
-          const double g = dln[c] * (wv ? wv[c] : 1.0);
-          const double v = rs * (g - s1 - xh[c] * s2);
+          const double v = rs * (dxh(c) - s1 - xh[c] * s2);
           dxr[r][c] = static_cast<T>(accumulate ? dxr[r][c] + v : v);
         }
       }
@@ -213,7 +208,7 @@ void layernorm_bwd(Ctx& ctx, const Tensor& x, const Tensor& w, const Tensor& mea
   detail::dispatch_float(x, "layernorm_bwd", [&]<typename T>(T) {
     const Rows<const T> dyr = rows_of<const T>(dy);
     ln_bwd_rows<T>(ctx, x, w, mean, rstd, dx, accumulate_dx, dw, db,
-                   [&](int64_t r, double* dln, double*) {
+                   [&](int64_t r, double* dln, T*) {
                      for (int64_t c = 0; c < x.dim(1); ++c) dln[c] = dyr[r][c];
                    });
   });
@@ -259,18 +254,16 @@ void ln_mul_dropout_bwd(Ctx& ctx, const Tensor& o, const Tensor& u, const Tensor
     const T* bv = b.empty() ? nullptr : b.as<T>();
     const T* mv = mean.as<T>();
     const T* rv = rstd.as<T>();
-    ln_bwd_rows<T>(
-        ctx, o, w, mean, rstd, do_, false, dw, db, [&](int64_t r, double* dln, double* mask) {
-          detail::dropout_scales(drop.seed, drop.offset, drop.p, static_cast<uint64_t>(r * e), e,
-                                 mask);
-          const double mu = mv[r], rs = rv[r];
-          for (int64_t c = 0; c < e; ++c) {
-            const double ln = (orr[r][c] - mu) * rs * (wv ? wv[c] : 1.0) + (bv ? bv[c] : 0.0);
-            const double g = dyr[r][c] * mask[c];
-            dur[r][c] = static_cast<T>(g * ln);
-            dln[c] = g * ur[r][c];
-          }
-        });
+    ln_bwd_rows<T>(ctx, o, w, mean, rstd, do_, false, dw, db, [&](int64_t r, double* dln, T* mask) {
+      detail::dropout_scales(drop.seed, drop.offset, drop.p, static_cast<uint64_t>(r * e), e, mask);
+      const double mu = mv[r], rs = rv[r];
+      for (int64_t c = 0; c < e; ++c) {
+        const double ln = (orr[r][c] - mu) * rs * (wv ? wv[c] : 1.0) + (bv ? bv[c] : 0.0);
+        const double g = double(dyr[r][c]) * mask[c];
+        dur[r][c] = static_cast<T>(g * ln);
+        dln[c] = g * ur[r][c];
+      }
+    });
   });
 }
 

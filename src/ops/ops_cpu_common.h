@@ -1,6 +1,6 @@
 // ops_cpu_common.h — small helpers shared by the CPU op implementations (src/ops/*_cpu.cpp):
 // dtype dispatch to float/double templates, row addressing of row-strided views, argument
-// checks, and OpenMP work splitting.
+// checks, OpenMP work splitting, fixed-order vectorisable sums, and dropout masks.
 //
 // The one decision: every parallel reduction or scatter is split over *columns* (or fixed
 // blocks), never over the rows being summed, so each output element is summed in the same order
@@ -87,13 +87,29 @@ void for_column_slices(const Ctx& ctx, int64_t cols, int64_t work, F&& f) {
   }
 }
 
+// Sum of f(c) over c in [0, n), in double: eight interleaved partial sums over the multiple-of-8
+// prefix, added pairwise, then the tail. A fixed order (so thread-count independent) that the
+// compiler vectorises, unlike one running sum.
+template <typename F>
+double sum8(int64_t n, F&& f) {
+  double acc[8] = {};
+  int64_t c = 0;
+  for (; c + 8 <= n; c += 8)
+    for (int k = 0; k < 8; ++k) acc[k] += f(c + k);
+  double s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+  for (; c < n; ++c) s += f(c);
+  return s;
+}
+
 // Rows per block of a row-parallel reduction: each fixed block writes its own partial sums,
 // which are then added in block order, so the total does not depend on the thread count.
 inline constexpr int64_t kRowBlock = 64;
 
 // Dropout multipliers of `cols` consecutive elements starting at logical index `first`:
-// out[c] = 1/(1-p) where dropout_keep(seed, offset, first + c, p), else 0. One Philox call per
-// four elements (the stream of philox_uniform), with the same keep test as dropout_keep.
+// out[c] = 1/(1-p) where dropout_keep(seed, offset, first + c, p), else 0. Each Philox call
+// yields the words of four consecutive elements (the stream of philox_uniform); the calls run in
+// batches of kDropoutBatch independent counters, which the compiler vectorises.
+inline constexpr uint64_t kDropoutBatch = 16;
 template <typename T>
 void dropout_scales(uint64_t seed, uint64_t offset, float p, uint64_t first, int64_t cols, T* out) {
   const T scale = T(1) / (T(1) - T(p));
@@ -101,12 +117,19 @@ void dropout_scales(uint64_t seed, uint64_t offset, float p, uint64_t first, int
     for (int64_t c = 0; c < cols; ++c) out[c] = T(1);
     return;
   }
-  Philox4 r{};
-  for (int64_t c = 0; c < cols; ++c) {
-    const uint64_t i = first + static_cast<uint64_t>(c);
-    if (c == 0 || (i & 3) == 0) r = philox4x32(seed, offset + (i >> 2));
-    const uint32_t words[4] = {r.x, r.y, r.z, r.w};
-    out[c] = u32_to_unit_float(words[i & 3]) >= p ? scale : T(0);
+  const uint64_t end = first + static_cast<uint64_t>(cols);
+  for (uint64_t g = first >> 2; 4 * g < end; g += kDropoutBatch) {
+    uint32_t w[4 * kDropoutBatch];  // the words of elements 4g .. 4(g + kDropoutBatch) - 1
+    for (uint64_t l = 0; l < kDropoutBatch; ++l) {
+      const Philox4 r = philox4x32(seed, offset + g + l);
+      w[4 * l] = r.x;
+      w[4 * l + 1] = r.y;
+      w[4 * l + 2] = r.z;
+      w[4 * l + 3] = r.w;
+    }
+    const uint64_t e0 = std::max(first, 4 * g), e1 = std::min(end, 4 * (g + kDropoutBatch));
+    for (uint64_t e = e0; e < e1; ++e)
+      out[e - first] = u32_to_unit_float(w[e - 4 * g]) >= p ? scale : T(0);
   }
 }
 

@@ -1,0 +1,73 @@
+// cublaslt_plans.h — the cuBLASLt GEMM plan cache behind ctx.blas (internal to the CUDA backend).
+//
+// A plan is everything cuBLASLt needs besides the pointers: the matmul descriptor (transposes,
+// compute/scale types, epilogue), the three matrix layouts and the algorithm its heuristic picked
+// for the exact shape, leading dimensions, dtypes and pointer alignments. Plans are built once
+// per key and reused; the step loop only looks them up. The key is the row-major problem as the
+// caller states it; the swap to cuBLASLt's column-major view happens when the plan is built.
+#pragma once
+
+#if defined(HSTU_WITH_CUDA)
+
+#include <cublasLt.h>
+
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+
+#include "core/context.h"
+#include "core/tensor.h"
+
+namespace hstu::cuda {
+
+// Row-major problem C[m,n] = alpha * op(A)[m,k] @ op(B)[k,n] + beta * C (+ bias[n]).
+struct GemmPlanKey {
+  int64_t m = 0, n = 0, k = 0;
+  int64_t lda = 0, ldb = 0, ldc = 0;  // row strides (elements)
+  DType a = DType::kF32, b = DType::kF32, c = DType::kF32, bias = DType::kF32;
+  bool trans_a = false, trans_b = false;
+  bool has_bias = false;
+  bool accumulate = false;  // beta != 0
+  bool tf32 = false;
+  uint16_t align_a = 0, align_b = 0, align_c = 0, align_bias = 0;  // pointer alignment (bytes)
+
+  bool operator==(const GemmPlanKey& o) const = default;
+};
+
+struct GemmPlanKeyHash {
+  size_t operator()(const GemmPlanKey& k) const;
+};
+
+struct GemmPlan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t layout_a = nullptr;  // cuBLASLt's A (= our B, see gemm.cu)
+  cublasLtMatrixLayout_t layout_b = nullptr;  // cuBLASLt's B (= our A)
+  cublasLtMatrixLayout_t layout_c = nullptr;  // C and D
+  cublasLtMatmulAlgo_t algo{};
+  bool bias_in_epilogue = false;  // false with a bias: gemm.cu adds it with its own kernel
+
+  GemmPlan() = default;
+  GemmPlan(const GemmPlan&) = delete;
+  GemmPlan& operator=(const GemmPlan&) = delete;
+  ~GemmPlan();
+};
+
+struct BlasState {
+  cublasLtHandle_t handle = nullptr;
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+  bool allow_tf32 = false;
+  int64_t plans_created = 0;
+  std::unordered_map<GemmPlanKey, std::unique_ptr<GemmPlan>, GemmPlanKeyHash> plans;
+
+  // The plan for `key`, built on first use. `bias_ptr` is only used to tell cuBLASLt's
+  // heuristic the bias pointer's alignment.
+  const GemmPlan& plan(const GemmPlanKey& key, const void* bias_ptr);
+};
+
+// ctx.blas as a BlasState (throws with advice when the trainer did not create one).
+BlasState& blas_state(const Ctx& ctx);
+
+}  // namespace hstu::cuda
+
+#endif  // HSTU_WITH_CUDA

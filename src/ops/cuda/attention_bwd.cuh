@@ -1,0 +1,447 @@
+// attention_bwd.cuh — the HSTU attention backward kernels (FlashAttention-2 shape, no softmax).
+//
+//   S  = alpha (Q K^T + rab)  (recomputed)     P  = SiLU(S)            (1/N scale applied last)
+//   dP = dO V^T                                dS = dP * SiLU'(S)      (alpha, 1/N applied last)
+//   dV = scale P^T dO     dK = alpha scale dS^T Q     dQ = alpha scale dS K
+//   d_rab[i,j] = alpha scale dS[i,j], summed into the position / time-bucket tables.
+//
+// dkdv kernel: one CTA per block of kBlockN keys of one (sequence, head), looping over the
+// visible query blocks (two-stage cp.async Q/dO pipeline). Each warp owns a 16-key slab and
+// computes the *transposed* scores S^T = K Q^T and dP^T = V dO^T, so P^T and dS^T come out of
+// the accumulators already in the A-operand layout of dV += P^T dO and dK += dS^T Q: nothing but
+// dS^T (for dQ) goes through shared memory. dQ is either accumulated here with fp32 atomics into
+// a scratch buffer (then converted), or — deterministic mode — computed by a second, query-major
+// kernel (dq kernel: S, dP, dQ += dS K; no atomics), at the price of recomputing two GEMMs.
+// d_rab is summed per tile in shared memory and flushed with 64-bit integer (fixed point 2^-40)
+// atomics, which are order-independent, hence deterministic in both modes.
+//
+// The shaping decision: keep P^T and dS^T in registers by choosing the key-major orientation for
+// every per-warp GEMM; the price is that a warp's dK/dV accumulators cover a whole head width,
+// which for d = 256 is split over two warps sharing a slab (kSplitD = 2, S/dP recomputed twice).
+#pragma once
+
+#include "ops/cuda/attention_launch.cuh"
+#include "ops/cuda/attention_mask.cuh"
+#include "ops/cuda/attention_primitives.cuh"
+
+namespace hstu::cuda::attn {
+
+// Element-wise step of the backward on one score tile held as accumulators.
+//   in:  s = Q.K (without rab), dp = dO.V
+//   out: s = SiLU(S) (= P / scale), dp = dP * SiLU'(S) (= dS / (alpha scale)); masked -> 0.
+// kKeyMajor: accumulator rows are keys (dkdv kernel) instead of queries (dq kernel). tr: the
+// timestamps of the thread's two accumulator rows. With rab_grad, alpha scale dS is added (fixed
+// point) to s_pos[j - i + pos_base] and to s_time[bucket] (or straight to global memory).
+template <bool kKeyMajor, bool kHasRab, bool kFullTile, int kNT>
+__device__ __forceinline__ void bwd_scores(float (&s)[1][kNT][4], float (&dp)[1][kNT][4],
+                                           const HstuAttnParams& p, const SeqInfo& si,
+                                           const int64_t* thr, int r0, int c0,
+                                           const int64_t (&tr)[2], int lane, bool rab_grad,
+                                           unsigned long long* s_pos, int pos_base,
+                                           unsigned long long* s_time) {
+  const float grad_mul = p.alpha * p.scale;
+#pragma unroll
+  for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = r0 + (lane >> 2) + (e >> 1) * 8;
+      const int c = c0 + nt * 8 + (lane & 3) * 2 + (e & 1);
+      const int i = kKeyMajor ? c : r, j = kKeyMajor ? r : c;
+      const bool ok = kFullTile || attend(si, p, i, j);
+      float x = s[0][nt][e];
+      int bucket = 0;
+      if constexpr (kHasRab) {
+        if (ok) {
+          const int64_t tc = __ldg((kKeyMajor ? p.ts_query : p.ts_key) + si.start + c);
+          x += rab_value(p, thr, i, j, kKeyMajor ? tc : tr[e >> 1], kKeyMajor ? tr[e >> 1] : tc,
+                         bucket);
+        }
+      }
+      x *= p.alpha;
+      const float sig = sigmoid_accurate(x);
+      const float ds = dp[0][nt][e] * sig * fmaf(x, 1.f - sig, 1.f);
+      s[0][nt][e] = ok ? x * sig : 0.f;
+      dp[0][nt][e] = ok ? ds : 0.f;
+      if constexpr (kHasRab && kKeyMajor) {
+        if (rab_grad && ok) {
+          const unsigned long long fx = to_fixed(ds * grad_mul);
+          atomicAdd(s_pos + (j - i) + pos_base, fx);
+          if (s_time) {
+            atomicAdd(s_time + bucket, fx);
+          } else {
+            atomicAdd(p.drab_accum + p.rab_pos_len + bucket, fx);
+          }
+        }
+      }
+    }
+}
+
+__device__ __forceinline__ void atomic_add2(float* dst, float a, float b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  atomicAdd(reinterpret_cast<float2*>(dst), make_float2(a, b));
+#else
+  atomicAdd(dst, a);
+  atomicAdd(dst + 1, b);
+#endif
+}
+
+// ---- dK, dV (and d_rab, and dQ with atomics): key-major ---------------------------------------
+
+template <typename T, int kHeadDim, bool kHasRab, bool kAtomicDq>
+struct DkdvKernel {
+  using Cfg = std::conditional_t<kHasRab, typename AttnTiles<kHeadDim>::DkdvRab,
+                                 typename AttnTiles<kHeadDim>::Dkdv>;
+  static constexpr int kBM = Cfg::kBlockM, kBN = Cfg::kBlockN, kHD = kHeadDim;
+  static constexpr int kNWarps = Cfg::kNWarps, kThreads = Cfg::kNThreads;
+  static constexpr int kStages = Cfg::kStages, kSplitD = Cfg::kSplitD;
+  static constexpr int kSlabs = kBN / 16;
+  static_assert(kSlabs * kSplitD == kNWarps, "warps = key slabs x d splits");
+  static constexpr int kDW = kHD / kSplitD;  // dK / dV columns per warp
+  static constexpr int kMT = kBM / 8;        // accumulator atoms over the query block
+  // dQ = dS K partition: kQWarpsM x kQWarpsD warps, 16 query rows x kQDW columns each.
+  static constexpr int kQWarpsM = kNWarps < kBM / 16 ? kNWarps : kBM / 16;
+  static constexpr int kQWarpsD = kNWarps / kQWarpsM;
+  static constexpr int kQDW = kHD / kQWarpsD;
+  static_assert(kQWarpsM * 16 == kBM && kQDW % 16 == 0, "dQ warp partition");
+  // Shared memory: K, V [kBN][kHD] | (Q, dO [kBM][kHD]) x kStages | dS^T [kBN][kBM] |
+  // rab: thresholds, per-tile diagonal sums, per-CTA time-bucket sums.
+  static constexpr int kKVElems = kBN * kHD, kQElems = kBM * kHD;
+  static constexpr int kDSElems = kAtomicDq ? kBN * kBM : 0;
+  static constexpr int kPosAcc = kBM + kBN;
+  static constexpr size_t kTileBytes =
+      sizeof(T) * (2 * kKVElems + 2 * kStages * kQElems + kDSElems);
+  static constexpr size_t kSmemBytes =
+      kTileBytes + (kHasRab ? sizeof(int64_t) * (2 * (kMaxTimeTable + 1) + kPosAcc) : 0);
+};
+
+template <typename T, int kHeadDim, bool kHasRab, bool kAtomicDq>
+__global__ void __launch_bounds__(DkdvKernel<T, kHeadDim, kHasRab, kAtomicDq>::kThreads)
+    hstu_attn_dkdv_kernel(const __grid_constant__ HstuAttnParams p) {
+  using K = DkdvKernel<T, kHeadDim, kHasRab, kAtomicDq>;
+  constexpr int kBM = K::kBM, kBN = K::kBN, kHD = K::kHD, kThreads = K::kThreads;
+  constexpr int kMT = K::kMT, kDW = K::kDW, kQDW = K::kQDW;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  T* sK = reinterpret_cast<T*>(smem_raw);
+  T* sV = sK + K::kKVElems;
+  T* sQdO = sV + K::kKVElems;  // stage st: Q at sQdO + 2 st kQElems, dO right after
+  T* sdS = sQdO + 2 * K::kStages * K::kQElems;
+  int64_t* s_thr = reinterpret_cast<int64_t*>(smem_raw + K::kTileBytes);
+  unsigned long long* s_time = reinterpret_cast<unsigned long long*>(s_thr + kMaxTimeTable + 1);
+  unsigned long long* s_pos = s_time + kMaxTimeTable + 1;
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int slab = warp % K::kSlabs, dh = warp / K::kSlabs;
+  const int n_block = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const SeqInfo si = seq_info(p, b);
+  const int n0 = n_block * kBN;
+  if (n0 >= si.L) return;
+
+  const T* gq = static_cast<const T*>(p.q) + si.start * p.q_row_stride + h * p.d_qk;
+  const T* gdo = static_cast<const T*>(p.d_o) + si.start * p.do_row_stride + h * p.d_v;
+  const T* gk = static_cast<const T*>(p.k) + (si.start + n0) * p.k_row_stride + h * p.d_qk;
+  const T* gv = static_cast<const T*>(p.v) + (si.start + n0) * p.v_row_stride + h * p.d_v;
+  const int rows_k = min(kBN, si.L - n0);
+
+  load_tile<kBN, kHD, kThreads>(sK, gk, p.k_row_stride, rows_k, p.d_qk, p.vec_io, tid);
+  load_tile<kBN, kHD, kThreads>(sV, gv, p.v_row_stride, rows_k, p.d_v, p.vec_io, tid);
+
+  const bool rab_grad = kHasRab && p.drab_accum != nullptr;
+  unsigned long long* s_time_acc = nullptr;  // null: time-bucket sums go straight to global
+  if constexpr (kHasRab) {
+    load_time_thresholds(p, s_thr, tid, kThreads);
+    if (p.rab_time_len <= kMaxTimeTable + 1) s_time_acc = s_time;
+    for (int k = tid; k < K::kPosAcc; k += kThreads) s_pos[k] = 0;
+    for (int k = tid; k <= kMaxTimeTable; k += kThreads) s_time[k] = 0;
+  }
+
+  const int m_blocks = (si.L + kBM - 1) / kBM;
+  auto next_visible = [&](int m) {
+    while (m < m_blocks && tile_kind(si, p, m * kBM, kBM, n0, kBN) == kSkip) ++m;
+    return m;
+  };
+  auto load_qdo = [&](int m, int st) {
+    const int rows = min(kBM, si.L - m * kBM);
+    T* sQ = sQdO + 2 * st * K::kQElems;
+    load_tile<kBM, kHD, kThreads>(sQ, gq + int64_t(m) * kBM * p.q_row_stride, p.q_row_stride, rows,
+                                  p.d_qk, p.vec_io, tid);
+    load_tile<kBM, kHD, kThreads>(sQ + K::kQElems, gdo + int64_t(m) * kBM * p.do_row_stride,
+                                  p.do_row_stride, rows, p.d_v, p.vec_io, tid);
+  };
+
+  int m = next_visible(0);
+  if (m < m_blocks) load_qdo(m, 0);
+  cp_async_commit();
+
+  const int krow = slab * 16;  // the warp's first key row in the block
+  int64_t tk[2] = {0, 0};
+  if constexpr (kHasRab) {
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      const int j = n0 + krow + (lane >> 2) + 8 * hf;
+      if (j < si.L) tk[hf] = __ldg(p.ts_key + si.start + j);
+    }
+  }
+
+  float acc_dk[1][kDW / 8][4], acc_dv[1][kDW / 8][4];
+  zero(acc_dk);
+  zero(acc_dv);
+  int st = 0;
+  while (m < m_blocks) {
+    const int m_next = next_visible(m + 1);
+    cp_async_wait<0>();
+    __syncthreads();
+    if constexpr (K::kStages == 2) {
+      if (m_next < m_blocks) load_qdo(m_next, st ^ 1);
+      cp_async_commit();
+    }
+    const T* sQ = sQdO + 2 * st * K::kQElems;
+    const T* sdO = sQ + K::kQElems;
+    const int m0 = m * kBM;
+
+    float s[1][kMT][4], dp[1][kMT][4];
+    zero(s);
+    zero(dp);
+    gemm_nt<T, 1, kMT, kHD, kHD, kHD>(s, sK, krow, sQ, 0, lane);    // S^T  = K Q^T
+    gemm_nt<T, 1, kMT, kHD, kHD, kHD>(dp, sV, krow, sdO, 0, lane);  // dP^T = V dO^T
+    const int kind = tile_kind(si, p, m0, kBM, n0, kBN);
+    const int pos_base = m0 - n0 + kBM - 1;
+    // With kSplitD = 2 both warps of a slab compute the same dS: only the first adds d_rab.
+    const bool warp_rab_grad = rab_grad && dh == 0;
+    if (kind == kFull) {
+      bwd_scores<true, kHasRab, true>(s, dp, p, si, s_thr, n0 + krow, m0, tk, lane, warp_rab_grad,
+                                      s_pos, pos_base, s_time_acc);
+    } else {
+      bwd_scores<true, kHasRab, false>(s, dp, p, si, s_thr, n0 + krow, m0, tk, lane, warp_rab_grad,
+                                       s_pos, pos_base, s_time_acc);
+    }
+    {
+      uint32_t pa[1][kMT / 2][4];
+      acc_to_a<T>(s, pa);
+      gemm_rs<T, 1, kDW / 8, kMT / 2, kHD>(acc_dv, pa, sdO, 0, dh * kDW, lane);  // dV += P^T dO
+    }
+    {
+      uint32_t da[1][kMT / 2][4];
+      acc_to_a<T>(dp, da);
+      gemm_rs<T, 1, kDW / 8, kMT / 2, kHD>(acc_dk, da, sQ, 0, dh * kDW, lane);  // dK += dS^T Q
+    }
+    if constexpr (kAtomicDq) {
+      if (dh == 0) acc_to_smem<T, kBM>(sdS, dp, krow, 0, 1.f, lane);
+    }
+    __syncthreads();
+    if constexpr (K::kStages == 1) {
+      if (m_next < m_blocks) load_qdo(m_next, 0);
+      cp_async_commit();
+    }
+    if constexpr (kHasRab) {
+      if (rab_grad) {  // flush this tile's diagonal sums: diagonal j - i = k - pos_base
+        const int half = (p.rab_pos_len + 1) / 2;
+        for (int k = tid; k < kBM + kBN - 1; k += kThreads) {
+          const unsigned long long v = s_pos[k];
+          if (v != 0) {
+            int idx = half - 1 + (k - pos_base);
+            idx = idx < 0 ? 0 : (idx >= p.rab_pos_len ? p.rab_pos_len - 1 : idx);
+            atomicAdd(p.drab_accum + idx, v);
+            s_pos[k] = 0;
+          }
+        }
+      }
+    }
+    if constexpr (kAtomicDq) {  // dQ[m0.., :] += dS K, into the fp32 scratch accumulator
+      const int qm = warp % K::kQWarpsM, qd = warp / K::kQWarpsM;
+      float aq[1][kQDW / 8][4];
+      zero(aq);
+      gemm_tt<T, 1, kQDW / 8, kBN, kBM, kHD>(aq, sdS, qm * 16, sK, qd * kQDW, lane);
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        const int i = m0 + qm * 16 + (lane >> 2) + 8 * hf;
+        if (i < si.L) {
+          float* dst = p.dq_accum + ((si.start + i) * p.num_heads + h) * int64_t(kHD) + qd * kQDW +
+                       (lane & 3) * 2;
+#pragma unroll
+          for (int nt = 0; nt < kQDW / 8; ++nt)
+            atomic_add2(dst + nt * 8, aq[0][nt][2 * hf], aq[0][nt][2 * hf + 1]);
+        }
+      }
+    }
+    m = m_next;
+    if constexpr (K::kStages == 2) st ^= 1;
+  }
+
+  // Epilogue: stage dK, dV (scaled, converted) in sK / sV once every warp is done with them.
+  cp_async_wait<0>();
+  __syncthreads();
+  acc_to_smem<T, kHD>(sK, acc_dk, krow, dh * kDW, p.alpha * p.scale, lane);
+  acc_to_smem<T, kHD>(sV, acc_dv, krow, dh * kDW, p.scale, lane);
+  __syncthreads();
+  T* gdk = static_cast<T*>(p.dk) + (si.start + n0) * p.dk_row_stride + h * p.d_qk;
+  T* gdv = static_cast<T*>(p.dv) + (si.start + n0) * p.dv_row_stride + h * p.d_v;
+  store_tile<kBN, kHD, kThreads>(gdk, p.dk_row_stride, sK, rows_k, p.d_qk, p.vec_io, tid);
+  store_tile<kBN, kHD, kThreads>(gdv, p.dv_row_stride, sV, rows_k, p.d_v, p.vec_io, tid);
+  if constexpr (kHasRab) {
+    if (rab_grad && s_time_acc) {
+      for (int k = tid; k < p.rab_time_len; k += kThreads) {
+        const unsigned long long v = s_time_acc[k];
+        if (v != 0) atomicAdd(p.drab_accum + p.rab_pos_len + k, v);
+      }
+    }
+  }
+}
+
+// ---- dQ without atomics (deterministic mode): query-major -------------------------------------
+
+template <typename T, int kHeadDim, bool kHasRab>
+struct DqKernel {
+  using Cfg = typename AttnTiles<kHeadDim>::Dq;
+  static constexpr int kBM = Cfg::kBlockM, kBN = Cfg::kBlockN, kHD = kHeadDim;
+  static constexpr int kThreads = Cfg::kNThreads, kNT = kBN / 8;
+  static_assert(kBM == 16 * Cfg::kNWarps && Cfg::kStages == 2, "dq tiles");
+  // Shared memory: Q, dO [kBM][kHD] | (K, V [kBN][kHD]) x 2 stages | thresholds (rab).
+  static constexpr int kQElems = kBM * kHD, kKVElems = kBN * kHD;
+  static constexpr size_t kSmemBytes = sizeof(T) * (2 * kQElems + 4 * kKVElems) +
+                                       (kHasRab ? sizeof(int64_t) * (kMaxTimeTable + 1) : 0);
+};
+
+template <typename T, int kHeadDim, bool kHasRab>
+__global__ void __launch_bounds__(DqKernel<T, kHeadDim, kHasRab>::kThreads)
+    hstu_attn_dq_kernel(const __grid_constant__ HstuAttnParams p) {
+  using K = DqKernel<T, kHeadDim, kHasRab>;
+  constexpr int kBM = K::kBM, kBN = K::kBN, kHD = K::kHD, kNT = K::kNT, kThreads = K::kThreads;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  T* sQ = reinterpret_cast<T*>(smem_raw);
+  T* sdO = sQ + K::kQElems;
+  T* sKV = sdO + K::kQElems;  // stage st: K at sKV + 2 st kKVElems, V right after
+  int64_t* s_thr = reinterpret_cast<int64_t*>(sKV + 4 * K::kKVElems);
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int m_block = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const SeqInfo si = seq_info(p, b);
+  const int m0 = m_block * kBM;
+  if (m0 >= si.L) return;
+
+  const T* gq = static_cast<const T*>(p.q) + (si.start + m0) * p.q_row_stride + h * p.d_qk;
+  const T* gdo = static_cast<const T*>(p.d_o) + (si.start + m0) * p.do_row_stride + h * p.d_v;
+  const T* gk = static_cast<const T*>(p.k) + si.start * p.k_row_stride + h * p.d_qk;
+  const T* gv = static_cast<const T*>(p.v) + si.start * p.v_row_stride + h * p.d_v;
+  const int rows_q = min(kBM, si.L - m0);
+  load_tile<kBM, kHD, kThreads>(sQ, gq, p.q_row_stride, rows_q, p.d_qk, p.vec_io, tid);
+  load_tile<kBM, kHD, kThreads>(sdO, gdo, p.do_row_stride, rows_q, p.d_v, p.vec_io, tid);
+  if constexpr (kHasRab) load_time_thresholds(p, s_thr, tid, kThreads);
+
+  const int n_blocks = (si.L + kBN - 1) / kBN;
+  auto next_visible = [&](int n) {
+    while (n < n_blocks && tile_kind(si, p, m0, kBM, n * kBN, kBN) == kSkip) ++n;
+    return n;
+  };
+  auto load_kv = [&](int n, int st) {
+    const int rows = min(kBN, si.L - n * kBN);
+    T* sK = sKV + 2 * st * K::kKVElems;
+    load_tile<kBN, kHD, kThreads>(sK, gk + int64_t(n) * kBN * p.k_row_stride, p.k_row_stride, rows,
+                                  p.d_qk, p.vec_io, tid);
+    load_tile<kBN, kHD, kThreads>(sK + K::kKVElems, gv + int64_t(n) * kBN * p.v_row_stride,
+                                  p.v_row_stride, rows, p.d_v, p.vec_io, tid);
+  };
+  int n = next_visible(0);
+  if (n < n_blocks) load_kv(n, 0);
+  cp_async_commit();
+
+  const int wrow = warp * 16;
+  int64_t tq[2] = {0, 0};
+  if constexpr (kHasRab) {
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      const int i = m0 + wrow + (lane >> 2) + 8 * hf;
+      if (i < si.L) tq[hf] = __ldg(p.ts_query + si.start + i);
+    }
+  }
+
+  float acc_dq[1][kHD / 8][4];
+  zero(acc_dq);
+  int st = 0;
+  while (n < n_blocks) {
+    const int n_next = next_visible(n + 1);
+    cp_async_wait<0>();
+    __syncthreads();
+    if (n_next < n_blocks) load_kv(n_next, st ^ 1);
+    cp_async_commit();
+    const T* sK = sKV + 2 * st * K::kKVElems;
+    const T* sV = sK + K::kKVElems;
+
+    float s[1][kNT][4], dp[1][kNT][4];
+    zero(s);
+    zero(dp);
+    gemm_nt<T, 1, kNT, kHD, kHD, kHD>(s, sQ, wrow, sK, 0, lane);    // S  = Q K^T
+    gemm_nt<T, 1, kNT, kHD, kHD, kHD>(dp, sdO, wrow, sV, 0, lane);  // dP = dO V^T
+    const int kind = tile_kind(si, p, m0, kBM, n * kBN, kBN);
+    if (kind == kFull) {
+      bwd_scores<false, kHasRab, true>(s, dp, p, si, s_thr, m0 + wrow, n * kBN, tq, lane, false,
+                                       nullptr, 0, nullptr);
+    } else {
+      bwd_scores<false, kHasRab, false>(s, dp, p, si, s_thr, m0 + wrow, n * kBN, tq, lane, false,
+                                        nullptr, 0, nullptr);
+    }
+    uint32_t da[1][kNT / 2][4];
+    acc_to_a<T>(dp, da);
+    gemm_rs<T, 1, kHD / 8, kNT / 2, kHD>(acc_dq, da, sK, 0, 0, lane);  // dQ += dS K
+    n = n_next;
+    st ^= 1;
+  }
+
+  cp_async_wait<0>();
+  __syncthreads();
+  acc_to_smem<T, kHD>(sQ, acc_dq, wrow, 0, p.alpha * p.scale, lane);
+  __syncthreads();
+  T* gdq = static_cast<T*>(p.dq) + (si.start + m0) * p.dq_row_stride + h * p.d_qk;
+  store_tile<kBM, kHD, kThreads>(gdq, p.dq_row_stride, sQ, rows_q, p.d_qk, p.vec_io, tid);
+}
+
+// dq[t, h d + c] = alpha scale dq_accum[t, h, c] (atomic mode).
+template <typename T>
+__global__ void hstu_attn_dq_convert_kernel(const __grid_constant__ HstuAttnParams p) {
+  const int64_t width = int64_t(p.num_heads) * p.d_qk;
+  const int64_t n = p.total_tokens * width;
+  const float mul = p.alpha * p.scale;
+  for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < n;
+       idx += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t t = idx / width;
+    const int r = static_cast<int>(idx - t * width);
+    const int h = r / p.d_qk, c = r - h * p.d_qk;
+    const float v = p.dq_accum[(t * p.num_heads + h) * p.dq_accum_head_stride + c] * mul;
+    T* dst = static_cast<T*>(p.dq) + t * p.dq_row_stride + r;
+    if constexpr (std::is_same_v<T, __half>) {
+      *dst = __float2half_rn(v);
+    } else {
+      *dst = __float2bfloat16_rn(v);
+    }
+  }
+}
+
+template <typename T, int kHeadDim>
+void run_bwd(const HstuAttnParams& p, bool deterministic, cudaStream_t stream) {
+  auto go = [&](auto has_rab) {
+    constexpr bool kRab = decltype(has_rab)::value;
+    if (deterministic) {
+      using KV = DkdvKernel<T, kHeadDim, kRab, false>;
+      const dim3 grid_kv((p.max_seqlen + KV::kBN - 1) / KV::kBN, p.num_heads, p.batch);
+      launch<hstu_attn_dkdv_kernel<T, kHeadDim, kRab, false>>(grid_kv, KV::kThreads, KV::kSmemBytes,
+                                                              stream, p);
+      using Q = DqKernel<T, kHeadDim, kRab>;
+      const dim3 grid_q((p.max_seqlen + Q::kBM - 1) / Q::kBM, p.num_heads, p.batch);
+      launch<hstu_attn_dq_kernel<T, kHeadDim, kRab>>(grid_q, Q::kThreads, Q::kSmemBytes, stream, p);
+    } else {
+      using KV = DkdvKernel<T, kHeadDim, kRab, true>;
+      const dim3 grid_kv((p.max_seqlen + KV::kBN - 1) / KV::kBN, p.num_heads, p.batch);
+      launch<hstu_attn_dkdv_kernel<T, kHeadDim, kRab, true>>(grid_kv, KV::kThreads, KV::kSmemBytes,
+                                                             stream, p);
+      const int64_t n = p.total_tokens * p.num_heads * p.d_qk;
+      const int blocks = static_cast<int>(std::min<int64_t>((n + 255) / 256, 4096));
+      launch<hstu_attn_dq_convert_kernel<T>>(dim3(blocks), 256, 0, stream, p);
+    }
+  };
+  if (p.rab_pos) {
+    go(std::true_type{});
+  } else {
+    go(std::false_type{});
+  }
+}
+
+}  // namespace hstu::cuda::attn

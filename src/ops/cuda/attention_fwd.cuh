@@ -1,0 +1,207 @@
+// attention_fwd.cuh — the HSTU attention forward kernel (FlashAttention-2 structure, no softmax).
+//
+// One CTA = one tile of kBlockM query rows of one (sequence, head); it streams the visible key
+// blocks through a two-stage cp.async K/V pipeline. Each warp owns 16 kMT query rows (kMT = 2 for
+// d = 64 / 128: every K/V fragment feeds two m atoms): S = Q K^T in registers (ldmatrix +
+// mma.sync), mask / rab / alpha / SiLU applied to the accumulators, which are re-packed in place
+// as the A operand of O += P V. The 1/N scale is applied once at the end.
+//
+// The shaping decision: because HSTU has no softmax there is no running max or row sum, so the
+// loop body is just two GEMMs and an element-wise SiLU; all mask logic is a run-time tile
+// classification (attention_mask.cuh), and the only compile-time variants are head dim, dtype and
+// has_rab.
+#pragma once
+
+#include "ops/cuda/attention_launch.cuh"
+#include "ops/cuda/attention_mask.cuh"
+#include "ops/cuda/attention_primitives.cuh"
+
+namespace hstu::cuda::attn {
+
+// kVariant 0: the default (Fwd, or FwdRab with rab; tanh sigmoid for bf16 when kFastSigmoidBf16).
+// Tuning variants 1..7 (HSTU_ATTN_FWD_VARIANT; compiled for bf16, d = 128, no rab only):
+// bit 0 = 4 warps x 32 rows (FwdMT2) instead of 8 x 16 (FwdMT1), bit 2 = with bit 0, 32-key
+// blocks (FwdMT2N32), bit 1 = tanh sigmoid.
+template <typename T, int kHeadDim, bool kHasRab, int kVariant = 0>
+struct FwdKernel {
+  using Tiles = AttnTiles<kHeadDim>;
+  using Tuned = std::conditional_t<
+      (kVariant & 1) == 0, typename Tiles::FwdMT1,
+      std::conditional_t<(kVariant & 4) != 0, typename Tiles::FwdMT2N32, typename Tiles::FwdMT2>>;
+  using Default = std::conditional_t<kHasRab, typename Tiles::FwdRab, typename Tiles::Fwd>;
+  using Cfg = std::conditional_t<kVariant == 0, Default, Tuned>;
+  static constexpr bool kFastSigmoid =
+      kVariant == 0 ? (kFastSigmoidBf16 && std::is_same_v<T, __nv_bfloat16>) : (kVariant & 2) != 0;
+  static constexpr int kBM = Cfg::kBlockM, kBN = Cfg::kBlockN, kHD = kHeadDim, kMT = Cfg::kMT;
+  static constexpr int kThreads = Cfg::kNThreads;
+  static constexpr int kNT = kBN / 8;  // accumulator atoms of a score row block
+  static_assert(kBM == 16 * kMT * Cfg::kNWarps, "kMT 16-row slabs per warp");
+  static_assert(Cfg::kStages == 2, "the forward pipeline is two-stage");
+  // Shared memory: Q [kBM][kHD] | (K [kBN][kHD], V [kBN][kHD]) x 2 stages | thresholds (rab).
+  static constexpr int kQElems = kBM * kHD, kKVElems = kBN * kHD;
+  static constexpr size_t kSmemBytes =
+      sizeof(T) * (kQElems + 4 * kKVElems) + (kHasRab ? sizeof(int64_t) * (kMaxTimeTable + 1) : 0);
+};
+
+// P = SiLU(alpha (S + rab)) on the accumulators of one score tile, masked elements set to 0.
+// Accumulator row mt*16 + ... is query i0 + mt*16 + ...; tq[mt][half] its ts_query.
+template <bool kHasRab, bool kFullTile, bool kFastSigmoid, int kMT, int kNT>
+__device__ __forceinline__ void fwd_scores(float (&s)[kMT][kNT][4], const HstuAttnParams& p,
+                                           const SeqInfo& si, const int64_t* thr, int i0, int j0,
+                                           const int64_t (&tq)[kMT][2], int lane) {
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int i = i0 + mt * 16 + (lane >> 2) + (e >> 1) * 8;
+        const int j = j0 + nt * 8 + (lane & 3) * 2 + (e & 1);
+        float x = s[mt][nt][e];
+        const bool ok = kFullTile || attend(si, p, i, j);
+        if constexpr (kHasRab) {
+          if (ok) {
+            int bucket;
+            x += rab_value(p, thr, i, j, tq[mt][e >> 1], __ldg(p.ts_key + si.start + j), bucket);
+          }
+        }
+        x *= p.alpha;
+        const float y = x * (kFastSigmoid ? sigmoid_fast(x) : sigmoid_accurate(x));
+        s[mt][nt][e] = ok ? y : 0.f;
+      }
+}
+
+template <typename T, int kHeadDim, bool kHasRab, int kVariant>
+__global__ void __launch_bounds__(FwdKernel<T, kHeadDim, kHasRab, kVariant>::kThreads)
+    hstu_attn_fwd_kernel(const __grid_constant__ HstuAttnParams p) {
+  using K = FwdKernel<T, kHeadDim, kHasRab, kVariant>;
+  constexpr int kBM = K::kBM, kBN = K::kBN, kHD = K::kHD, kNT = K::kNT, kMT = K::kMT;
+  constexpr int kThreads = K::kThreads;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  T* sQ = reinterpret_cast<T*>(smem_raw);
+  T* sKV = sQ + K::kQElems;  // stage st: K at sKV + 2 st kKVElems, V right after
+  int64_t* s_thr = reinterpret_cast<int64_t*>(sKV + 4 * K::kKVElems);
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  // NOTE: heavy (late, causal) query blocks first, so the tail of the grid is short blocks.
+  const int m_block = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const SeqInfo si = seq_info(p, b);
+  const int m0 = m_block * kBM;
+  if (m0 >= si.L) return;
+
+  const T* gq = static_cast<const T*>(p.q) + (si.start + m0) * p.q_row_stride + h * p.d_qk;
+  const T* gk = static_cast<const T*>(p.k) + si.start * p.k_row_stride + h * p.d_qk;
+  const T* gv = static_cast<const T*>(p.v) + si.start * p.v_row_stride + h * p.d_v;
+  const int rows_q = min(kBM, si.L - m0);
+
+  load_tile<kBM, kHD, kThreads>(sQ, gq, p.q_row_stride, rows_q, p.d_qk, p.vec_io, tid);
+  if constexpr (kHasRab) load_time_thresholds(p, s_thr, tid, kThreads);
+
+  const int n_blocks = (si.L + kBN - 1) / kBN;
+  auto next_visible = [&](int n) {
+    while (n < n_blocks && tile_kind(si, p, m0, kBM, n * kBN, kBN) == kSkip) ++n;
+    return n;
+  };
+  auto load_kv = [&](int n, int st) {
+    const int rows = min(kBN, si.L - n * kBN);
+    T* sK = sKV + 2 * st * K::kKVElems;
+    load_tile<kBN, kHD, kThreads>(sK, gk + int64_t(n) * kBN * p.k_row_stride, p.k_row_stride, rows,
+                                  p.d_qk, p.vec_io, tid);
+    load_tile<kBN, kHD, kThreads>(sK + K::kKVElems, gv + int64_t(n) * kBN * p.v_row_stride,
+                                  p.v_row_stride, rows, p.d_v, p.vec_io, tid);
+  };
+
+  int n = next_visible(0);
+  if (n < n_blocks) load_kv(n, 0);
+  cp_async_commit();
+
+  const int wrow = warp * 16 * kMT;  // the warp's first query row in the tile
+  int64_t tq[kMT][2] = {};           // ts_query of the thread's rows
+  if constexpr (kHasRab) {
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        const int i = m0 + wrow + mt * 16 + (lane >> 2) + 8 * hf;
+        if (i < si.L) tq[mt][hf] = __ldg(p.ts_query + si.start + i);
+      }
+  }
+
+  float acc_o[kMT][kHD / 8][4];
+  zero(acc_o);
+  int st = 0;
+  while (n < n_blocks) {
+    const int n_next = next_visible(n + 1);
+    cp_async_wait<0>();
+    __syncthreads();
+    // NOTE: the next K/V block streams in while this one is computed (two stages).
+    if (n_next < n_blocks) load_kv(n_next, st ^ 1);
+    cp_async_commit();
+    const T* sK = sKV + 2 * st * K::kKVElems;
+    const T* sV = sK + K::kKVElems;
+
+    float s[kMT][kNT][4];
+    zero(s);
+    gemm_nt<T, kMT, kNT, kHD, kHD, kHD>(s, sQ, wrow, sK, 0, lane);
+    const int kind = tile_kind(si, p, m0, kBM, n * kBN, kBN);
+    if (kind == kFull) {
+      fwd_scores<kHasRab, true, K::kFastSigmoid>(s, p, si, s_thr, m0 + wrow, n * kBN, tq, lane);
+    } else {
+      fwd_scores<kHasRab, false, K::kFastSigmoid>(s, p, si, s_thr, m0 + wrow, n * kBN, tq, lane);
+    }
+    uint32_t pa[kMT][kNT / 2][4];
+    acc_to_a<T>(s, pa);
+    gemm_rs<T, kMT, kHD / 8, kNT / 2, kHD>(acc_o, pa, sV, 0, 0, lane);
+    n = n_next;
+    st ^= 1;
+  }
+
+  // Epilogue: scale, convert, stage in the warp's own rows of sQ (no other warp reads them),
+  // then write 16-byte chunks of whole rows. The barrier covers a loop that never ran (Q's
+  // copies, issued by every thread, must have landed before rows are overwritten).
+  cp_async_wait<0>();
+  __syncthreads();
+  acc_to_smem<T, kHD>(sQ, acc_o, wrow, 0, p.scale, lane);
+  __syncthreads();
+  T* go = static_cast<T*>(p.o) + (si.start + m0) * p.o_row_stride + h * p.d_v;
+  store_tile<kBM, kHD, kThreads>(go, p.o_row_stride, sQ, rows_q, p.d_v, p.vec_io, tid);
+}
+
+// Forward variant for tuning runs (HSTU_ATTN_FWD_VARIANT=0,1,2,3,5,7, see FwdKernel); else 0.
+int fwd_variant();
+
+template <typename T, int kHeadDim>
+void run_fwd(const HstuAttnParams& p, cudaStream_t stream) {
+  auto go = [&](auto has_rab, auto variant) {
+    constexpr bool kRab = decltype(has_rab)::value;
+    constexpr int kVar = decltype(variant)::value;
+    using K = FwdKernel<T, kHeadDim, kRab, kVar>;
+    const dim3 grid((p.max_seqlen + K::kBM - 1) / K::kBM, p.num_heads, p.batch);
+    launch<hstu_attn_fwd_kernel<T, kHeadDim, kRab, kVar>>(grid, K::kThreads, K::kSmemBytes, stream,
+                                                          p);
+  };
+  using V0 = std::integral_constant<int, 0>;
+  if (p.rab_pos) {
+    go(std::true_type{}, V0{});
+    return;
+  }
+  if constexpr (kHeadDim == 128 && std::is_same_v<T, __nv_bfloat16>) {
+    switch (fwd_variant()) {
+      case 1:
+        return go(std::false_type{}, std::integral_constant<int, 1>{});
+      case 2:
+        return go(std::false_type{}, std::integral_constant<int, 2>{});
+      case 3:
+        return go(std::false_type{}, std::integral_constant<int, 3>{});
+      case 5:
+        return go(std::false_type{}, std::integral_constant<int, 5>{});
+      case 7:
+        return go(std::false_type{}, std::integral_constant<int, 7>{});
+      default:
+        break;
+    }
+  }
+  go(std::false_type{}, V0{});
+}
+
+}  // namespace hstu::cuda::attn

@@ -1,0 +1,137 @@
+// attention_params.cuh — the one plain parameter struct every HSTU attention kernel takes, and
+// the per-head-dim tile configurations.
+//
+// The shaping decision: kernels see raw pointers, explicit row strides and the jagged offsets
+// (FlashAttention's vocabulary: cu_seqlens, max_seqlen, head stride), never a Tensor; everything
+// that varies per call at run time (masks, window, alignment, deterministic mode) is a field, and
+// only the head-dim bucket, the dtype and has_rab become template parameters.
+#pragma once
+
+#include <cstdint>
+
+namespace hstu::cuda::attn {
+
+// Time-bucket thresholds carried in the params (tables with more buckets use the exact
+// double-precision bucket function on the device).
+constexpr int kMaxTimeTable = 256;
+
+// Fixed-point scale of the rab-gradient accumulators (int64, two's complement): integer atomics
+// are associative, so d_rab is bit-identical run to run whatever the order of the adds.
+// Resolution 2^-40 ~ 9.1e-13, range +-2^23 ~ 8.4e6 (intermediate wrap-around cancels out).
+constexpr double kRabFixedScale = 1099511627776.0;  // 2^40
+
+struct HstuAttnParams {
+  // ---- inputs: element pointers at column 0 of head 0; head h starts at column h * d_qk (q, k)
+  // or h * d_v (v, o, d_o); row strides in elements.
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  const void* d_o = nullptr;
+  int64_t q_row_stride = 0, k_row_stride = 0, v_row_stride = 0, do_row_stride = 0;
+  // ---- outputs
+  void* o = nullptr;
+  void* dq = nullptr;
+  void* dk = nullptr;
+  void* dv = nullptr;
+  int64_t o_row_stride = 0, dq_row_stride = 0, dk_row_stride = 0, dv_row_stride = 0;
+
+  int d_qk = 0, d_v = 0;  // true head widths (<= the kernel's padded kHeadDim)
+  int num_heads = 1, batch = 0, max_seqlen = 0;
+  int64_t total_tokens = 0;
+
+  // ---- jagged layout and masks (see hstu_mask.h)
+  const int32_t* cu_seqlens = nullptr;    // [B+1]
+  const int32_t* num_contexts = nullptr;  // [B] or null
+  const int32_t* num_targets = nullptr;   // [B] or null
+  int target_group_size = 1;
+  int window = 0;  // max_attn_len; 0 = none
+  bool causal = true;
+  float alpha = 1.f, scale = 1.f;
+
+  // ---- relative attention bias (see hstu_attention.h)
+  const float* rab_pos = nullptr;   // [rab_pos_len]
+  const float* rab_time = nullptr;  // [rab_time_len] = NB + 1
+  const int64_t* ts_query = nullptr;
+  const int64_t* ts_key = nullptr;
+  int rab_pos_len = 0, rab_time_len = 0;
+  // time_thr[k] = smallest |dt| whose bucket is >= k (k = 1..NB), when NB < kMaxTimeTable.
+  bool time_table = false;
+  int64_t time_thr[kMaxTimeTable + 1] = {};
+
+  // ---- backward
+  bool vec_io = false;               // every q/k/v/o/d_o/dq/dk/dv access may use 16-byte vectors
+  float* dq_accum = nullptr;         // fp32 [T, H, kHeadDim] (atomic-dQ mode only)
+  int64_t dq_accum_head_stride = 0;  // = kHeadDim
+  unsigned long long* drab_accum = nullptr;  // fixed point [rab_pos_len + rab_time_len] or null
+  float* d_rab_pos = nullptr;
+  float* d_rab_time = nullptr;
+};
+
+// Tile configuration of one kernel. kBlockM query rows x kBlockN key rows per tile, kNWarps warps;
+// each warp owns 16 kMT rows of the "resident" operand (queries in fwd / dq, keys in dkdv).
+template <int kBlockM_, int kBlockN_, int kNWarps_, int kStages_, int kSplitD_ = 1, int kMT_ = 1>
+struct TileCfg {
+  static constexpr int kBlockM = kBlockM_;
+  static constexpr int kBlockN = kBlockN_;
+  static constexpr int kNWarps = kNWarps_;
+  static constexpr int kNThreads = kNWarps * 32;
+  static constexpr int kStages = kStages_;  // buffers of the streamed operand (1 or 2)
+  static constexpr int kSplitD = kSplitD_;  // dkdv: warps sharing one 16-key slab, split over d
+  static constexpr int kMT = kMT_;          // fwd: 16-row m atoms per warp (B fragments reused)
+};
+
+// NOTE: tiles start from NVIDIA's Ampere HSTU kernels (fwd 128 x 64, bwd 64 x 128 with 8 warps),
+// shrunk where shared memory (A100: 163 KB) or registers (dK + dV accumulators) run out.
+// Forward: FA2's layout (4 warps x 32 query rows, kMT = 2) reuses every K/V fragment for two
+// m atoms and measured 1.23x (MT2, 32-key blocks) over 8 warps x 16 rows at d = 128 on an H200
+// (B=32, L=4096, H=4, causal: 201 vs 164 TFLOPS; 216 with the tanh sigmoid, bf16). The rab
+// forward keeps the 8-warp layout (fewer registers next to the rab gathers).
+// FwdMT1 / FwdMT2 / FwdMT2N32 are the explicit layouts of the tuning variants (d = 128 only).
+template <int kHeadDim>
+struct AttnTiles;
+template <>
+struct AttnTiles<32> {
+  using Fwd = TileCfg<128, 64, 8, 2>;  // smem  24 KB
+  using FwdRab = Fwd;
+  using FwdMT1 = Fwd;
+  using FwdMT2 = Fwd;
+  using FwdMT2N32 = Fwd;
+  using Dkdv = TileCfg<64, 64, 4, 2>;  // smem  32 KB (+ rab)
+  using DkdvRab = Dkdv;
+  using Dq = TileCfg<64, 64, 4, 2>;  // smem  24 KB
+};
+template <>
+struct AttnTiles<64> {
+  using Fwd = TileCfg<128, 64, 4, 2, 1, 2>;  // smem  48 KB; 4 warps x 32 rows
+  using FwdRab = TileCfg<128, 64, 8, 2>;     // smem  48 KB
+  using FwdMT1 = Fwd;
+  using FwdMT2 = Fwd;
+  using FwdMT2N32 = Fwd;
+  using Dkdv = TileCfg<64, 64, 4, 2>;  // smem  56 KB
+  using DkdvRab = Dkdv;
+  using Dq = TileCfg<64, 64, 4, 2>;  // smem  48 KB
+};
+template <>
+struct AttnTiles<128> {
+  using Fwd = TileCfg<128, 32, 4, 2, 1, 2>;  // smem  64 KB; 4 warps x 32 rows, 32-key blocks
+  using FwdRab = TileCfg<128, 64, 8, 2>;     // smem  96 KB
+  using FwdMT1 = TileCfg<128, 64, 8, 2>;
+  using FwdMT2 = TileCfg<128, 64, 4, 2, 1, 2>;  // 160 B of spills (ptxas), still 213 TFLOPS
+  using FwdMT2N32 = Fwd;
+  using Dkdv = TileCfg<64, 128, 8, 2>;     // smem 144 KB
+  using DkdvRab = TileCfg<32, 128, 8, 2>;  // smem 104 KB (+ rab): fewer registers
+  using Dq = TileCfg<64, 64, 4, 2>;        // smem  96 KB
+};
+template <>
+struct AttnTiles<256> {
+  using Fwd = TileCfg<128, 32, 8, 2>;  // smem 128 KB
+  using FwdRab = Fwd;
+  using FwdMT1 = Fwd;
+  using FwdMT2 = Fwd;
+  using FwdMT2N32 = Fwd;
+  using Dkdv = TileCfg<32, 64, 8, 2, 2>;  // smem 132 KB; 4 key slabs x 2 halves of d
+  using DkdvRab = Dkdv;
+  using Dq = TileCfg<64, 32, 4, 2>;  // smem 128 KB
+};
+
+}  // namespace hstu::cuda::attn

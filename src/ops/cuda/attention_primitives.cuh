@@ -1,0 +1,300 @@
+// attention_primitives.cuh — the warp-level building blocks of the HSTU attention kernels:
+// mma.sync m16n8k16 (bf16/fp16 -> fp32), ldmatrix, cp.async, the swizzled shared-memory tile
+// layout, global <-> shared tile copies (16-byte or scalar), three warp GEMM shapes and SiLU.
+//
+// The shaping decision: every shared tile is [rows][kCols] row-major with 16-byte chunks XOR-
+// swizzled by the row, so both ldmatrix and ldmatrix.trans of any 8x8 block are conflict-free and
+// one address function (swz) serves every operand; a warp always owns 16 rows of its output and
+// walks the contraction in steps of 16. Accumulator fragments (C layout) are re-packed into A
+// fragments in registers (FlashAttention-2's trick), so P and dS never go through memory except
+// for the one transposed use (dQ = dS K in the key-major backward).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+namespace hstu::cuda::attn {
+
+// ---- element types --------------------------------------------------------------------------
+
+template <typename T>
+struct Mma;
+
+template <>
+struct Mma<__nv_bfloat16> {
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+  // d += a * b  (A 16x16 row-major, B 16x8 col-major, fp32 accumulate)
+  static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                             uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+
+template <>
+struct Mma<__half> {
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+  static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                             uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+
+// ---- PTX wrappers ---------------------------------------------------------------------------
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_u32(p)));
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_u32(p)));
+}
+
+// 16-byte async copy global -> shared; src_bytes = 0 zero-fills the destination (no read).
+__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(smem)), "l"(gmem),
+               "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// ---- SiLU -----------------------------------------------------------------------------------
+
+// sigmoid(x) = 0.5 tanh(x/2) + 0.5: one MUFU op per score (tanh.approx, rel. error ~2^-11), the
+// form NVIDIA's Hopper HSTU kernel uses.
+__device__ __forceinline__ float sigmoid_fast(float x) {
+  float t;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(0.5f * x));
+  return fmaf(0.5f, t, 0.5f);
+}
+// exp + fast reciprocal (two MUFU ops, ~2 ulp). The backward multiplies by
+// SiLU'(x) = sig (1 + x (1 - sig)), where an error in sig is amplified by |x|, and always uses it.
+__device__ __forceinline__ float sigmoid_accurate(float x) {
+  return __fdividef(1.0f, 1.0f + __expf(-x));
+}
+// NOTE: the bf16 forward uses the tanh form: +10% at d = 128 (H200) and an output error still
+// below the naive bf16 error (measured ratio 0.64-0.78, bound 2). fp16 keeps the accurate form:
+// its rounding (2^-11) is as fine as tanh.approx's error, so the bound would be at risk.
+constexpr bool kFastSigmoidBf16 = true;
+
+// ---- shared-memory tile layout --------------------------------------------------------------
+
+// Element offset of (r, c) in a swizzled [rows][kCols] tile of 16-bit elements: the 16-byte
+// chunk index is XORed with a function of the row so that the 8 rows an ldmatrix phase reads
+// fall into 8 different bank groups.
+template <int kCols>
+__device__ __forceinline__ int swz(int r, int c) {
+  static_assert(kCols % 32 == 0, "tile widths are multiples of 32 elements");
+  const int f = kCols >= 64 ? (r & 7) : ((r >> 1) & 3);
+  return r * kCols + ((((c >> 3) ^ f)) << 3) + (c & 7);
+}
+
+// Copies a [kRows, kCols] tile from global (row 0 at g, row stride in elements) into swizzled
+// shared memory, zero-filling rows >= rows and columns >= cols. vec: every 16-byte chunk of the
+// tile is 16-byte aligned in global memory (then cols % 8 == 0) and goes through cp.async;
+// otherwise elements are read one by one (odd head widths such as 25 or 50).
+template <int kRows, int kCols, int kThreads, typename T>
+__device__ __forceinline__ void load_tile(T* s, const T* g, int64_t stride, int rows, int cols,
+                                          bool vec, int tid) {
+  constexpr int kCpr = kCols / 8;  // chunks per row
+  constexpr int kChunks = kRows * kCpr;
+  if (vec) {
+#pragma unroll
+    for (int idx0 = 0; idx0 < kChunks; idx0 += kThreads) {
+      const int idx = idx0 + tid;
+      if (kChunks % kThreads == 0 || idx < kChunks) {
+        const int r = idx / kCpr, c = (idx % kCpr) * 8;
+        const bool ok = r < rows && c < cols;
+        cp_async_16(s + swz<kCols>(r, c), ok ? g + r * stride + c : g, ok ? 16 : 0);
+      }
+    }
+  } else {
+    const uint16_t* gr = reinterpret_cast<const uint16_t*>(g);
+    for (int idx = tid; idx < kChunks; idx += kThreads) {
+      const int r = idx / kCpr, c = (idx % kCpr) * 8;
+      uint16_t e[8];
+#pragma unroll
+      for (int k = 0; k < 8; ++k) e[k] = (r < rows && c + k < cols) ? gr[r * stride + c + k] : 0;
+      uint4 v;
+      v.x = e[0] | (uint32_t(e[1]) << 16);
+      v.y = e[2] | (uint32_t(e[3]) << 16);
+      v.z = e[4] | (uint32_t(e[5]) << 16);
+      v.w = e[6] | (uint32_t(e[7]) << 16);
+      *reinterpret_cast<uint4*>(s + swz<kCols>(r, c)) = v;
+    }
+  }
+}
+
+// Copies rows < rows, columns < cols of a swizzled shared tile to global memory.
+template <int kRows, int kCols, int kThreads, typename T>
+__device__ __forceinline__ void store_tile(T* g, int64_t stride, const T* s, int rows, int cols,
+                                           bool vec, int tid) {
+  constexpr int kCpr = kCols / 8;
+  constexpr int kChunks = kRows * kCpr;
+  for (int idx = tid; idx < kChunks; idx += kThreads) {
+    const int r = idx / kCpr, c = (idx % kCpr) * 8;
+    if (r >= rows || c >= cols) continue;
+    const uint4 v = *reinterpret_cast<const uint4*>(s + swz<kCols>(r, c));
+    if (vec) {
+      *reinterpret_cast<uint4*>(g + r * stride + c) = v;
+    } else {
+      const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+      uint16_t* gr = reinterpret_cast<uint16_t*>(g) + r * stride + c;
+#pragma unroll
+      for (int k = 0; k < 8; ++k)
+        if (c + k < cols) gr[k] = static_cast<uint16_t>(w[k / 2] >> (16 * (k % 2)));
+    }
+  }
+}
+
+// ---- warp GEMMs -----------------------------------------------------------------------------
+// Accumulator fragment acc[mt][nt][e] of a warp holds row mt*16 + lane/4 + 8*(e/2), column
+// nt*8 + 2*(lane%4) + (e%2) of the warp's output block.
+
+// acc[MT][NT] += A[a_r0.., 0..K) * B[b_r0.., 0..K)^T, both operands K-contiguous in shared memory
+// (A [m][k] with kColsA columns, B [n][k] with kColsB columns).
+template <typename T, int MT, int NT, int K, int kColsA, int kColsB>
+__device__ __forceinline__ void gemm_nt(float (&acc)[MT][NT][4], const T* sA, int a_r0, const T* sB,
+                                        int b_r0, int lane) {
+  static_assert(NT % 2 == 0 && K % 16 == 0, "gemm_nt shape");
+#pragma unroll
+  for (int kk = 0; kk < K / 16; ++kk) {
+    uint32_t a[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+      ldsm_x4(a[mt], sA + swz<kColsA>(a_r0 + mt * 16 + (lane & 15), kk * 16 + (lane >> 4) * 8));
+#pragma unroll
+    for (int np = 0; np < NT / 2; ++np) {
+      uint32_t b[4];
+      ldsm_x4(b, sB + swz<kColsB>(b_r0 + np * 16 + (lane & 7) + ((lane >> 4) << 3),
+                                  kk * 16 + ((lane >> 3) & 1) * 8));
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        Mma<T>::mma(acc[mt][2 * np], a[mt], b[0], b[1]);
+        Mma<T>::mma(acc[mt][2 * np + 1], a[mt], b[2], b[3]);
+      }
+    }
+  }
+}
+
+// acc[MT][NT] += A * B[b_k0.., b_n0..], A in registers (KS steps of 16), B stored [k][n] (N
+// contiguous, kColsB columns) and read with ldmatrix.trans.
+template <typename T, int MT, int NT, int KS, int kColsB>
+__device__ __forceinline__ void gemm_rs(float (&acc)[MT][NT][4], const uint32_t (&a)[MT][KS][4],
+                                        const T* sB, int b_k0, int b_n0, int lane) {
+  static_assert(NT % 2 == 0, "gemm_rs shape");
+#pragma unroll
+  for (int ks = 0; ks < KS; ++ks) {
+#pragma unroll
+    for (int np = 0; np < NT / 2; ++np) {
+      uint32_t b[4];
+      ldsm_x4_t(b, sB + swz<kColsB>(b_k0 + ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3),
+                                    b_n0 + np * 16 + (lane >> 4) * 8));
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        Mma<T>::mma(acc[mt][2 * np], a[mt][ks], b[0], b[1]);
+        Mma<T>::mma(acc[mt][2 * np + 1], a[mt][ks], b[2], b[3]);
+      }
+    }
+  }
+}
+
+// acc[MT][NT] += A * B with A stored transposed ([k][m], kColsA columns, read with
+// ldmatrix.trans at columns a_m0..) and B stored [k][n] (kColsB columns, columns b_n0..).
+template <typename T, int MT, int NT, int K, int kColsA, int kColsB>
+__device__ __forceinline__ void gemm_tt(float (&acc)[MT][NT][4], const T* sAt, int a_m0,
+                                        const T* sB, int b_n0, int lane) {
+  static_assert(NT % 2 == 0 && K % 16 == 0, "gemm_tt shape");
+#pragma unroll
+  for (int kk = 0; kk < K / 16; ++kk) {
+    uint32_t a[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+      ldsm_x4_t(a[mt], sAt + swz<kColsA>(kk * 16 + (lane & 7) + ((lane >> 4) << 3),
+                                         a_m0 + mt * 16 + ((lane >> 3) & 1) * 8));
+#pragma unroll
+    for (int np = 0; np < NT / 2; ++np) {
+      uint32_t b[4];
+      ldsm_x4_t(b, sB + swz<kColsB>(kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3),
+                                    b_n0 + np * 16 + (lane >> 4) * 8));
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        Mma<T>::mma(acc[mt][2 * np], a[mt], b[0], b[1]);
+        Mma<T>::mma(acc[mt][2 * np + 1], a[mt], b[2], b[3]);
+      }
+    }
+  }
+}
+
+// Re-packs fp32 values laid out like an accumulator (v[MT][NT][4]) into A fragments over the
+// same columns: A step ks covers columns 16 ks .. 16 ks + 15 (accumulator atoms 2 ks, 2 ks + 1).
+template <typename T, int MT, int NT>
+__device__ __forceinline__ void acc_to_a(const float (&v)[MT][NT][4],
+                                         uint32_t (&a)[MT][NT / 2][4]) {
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int ks = 0; ks < NT / 2; ++ks) {
+      a[mt][ks][0] = Mma<T>::pack(v[mt][2 * ks][0], v[mt][2 * ks][1]);
+      a[mt][ks][1] = Mma<T>::pack(v[mt][2 * ks][2], v[mt][2 * ks][3]);
+      a[mt][ks][2] = Mma<T>::pack(v[mt][2 * ks + 1][0], v[mt][2 * ks + 1][1]);
+      a[mt][ks][3] = Mma<T>::pack(v[mt][2 * ks + 1][2], v[mt][2 * ks + 1][3]);
+    }
+}
+
+// Writes an accumulator block (times mul, converted to T) into a swizzled shared tile at rows
+// r0 + ..., columns c0 + ... (one 32-bit store per pair of columns).
+template <typename T, int kCols, int MT, int NT>
+__device__ __forceinline__ void acc_to_smem(T* s, const float (&acc)[MT][NT][4], int r0, int c0,
+                                            float mul, int lane) {
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        const int r = r0 + mt * 16 + (lane >> 2) + hf * 8, c = c0 + nt * 8 + (lane & 3) * 2;
+        *reinterpret_cast<uint32_t*>(s + swz<kCols>(r, c)) =
+            Mma<T>::pack(acc[mt][nt][2 * hf] * mul, acc[mt][nt][2 * hf + 1] * mul);
+      }
+}
+
+template <int MT, int NT>
+__device__ __forceinline__ void zero(float (&acc)[MT][NT][4]) {
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.f;
+}
+
+}  // namespace hstu::cuda::attn

@@ -1,0 +1,288 @@
+// hstu_attention.cu — CUDA backend of HSTU attention: argument checks, the params struct, scratch
+// memory and the one dispatch point (padded head dim x dtype; has_rab is switched inside the
+// launchers). Kernels live in src/ops/cuda/attention_*.cuh and are instantiated by the thin
+// hstu_attention_{fwd,bwd}_hd<D>_<dtype>.cu files.
+//
+// The shaping decision: head widths are padded internally to the next of 32/64/128/256 (zero
+// columns in shared memory; the tensors stay unpadded), so one kernel per bucket serves every
+// width — the paper's 25 and 50 included.
+//
+// Determinism (ctx.deterministic): dK, dV and O are always written without atomics. dQ is
+// computed by a separate query-major kernel in deterministic mode (bit-identical across runs, ~1.4x
+// the backward FLOPs) or accumulated with fp32 atomics in a scratch buffer otherwise. The rab
+// gradients use 64-bit fixed-point (2^-40) integer atomics in both modes, which are
+// order-independent and therefore deterministic.
+//
+// Scratch (ctx.scratch): 8 * (|rab_pos| + |rab_time|) bytes with rab gradients, plus
+// 4 * T * H * Dpad bytes for the dQ accumulator when not deterministic.
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <mutex>
+
+#include "ops/cuda/attention_launch.cuh"
+#include "ops/cuda_ops_common.cuh"
+#include "ops/hstu_attention.h"
+
+namespace hstu::cuda {
+
+namespace attn {
+int fwd_variant() {
+  static const int v = [] {
+    const char* e = std::getenv("HSTU_ATTN_FWD_VARIANT");
+    return e ? std::atoi(e) : 0;
+  }();
+  return v;
+}
+}  // namespace attn
+
+namespace {
+
+using attn::HstuAttnParams;
+
+int head_dim_bucket(int d) {
+  if (d <= 32) return 32;
+  if (d <= 64) return 64;
+  if (d <= 128) return 128;
+  return 256;
+}
+
+void check_2d(const Tensor& t, DType dtype, int64_t rows, int64_t cols, const char* what) {
+  HSTU_CHECK(t.ndim == 2 && t.device == Device::kCUDA && t.dtype == dtype, "hstu_attention: ", what,
+             " must be a 2-D CUDA tensor of ", dtype_name(dtype), ", got ", t.str());
+  HSTU_CHECK(t.shape[0] == rows && t.shape[1] == cols, "hstu_attention: ", what, " is ", t.str(),
+             ", expected [", rows, ", ", cols, "]");
+}
+
+void check_1d(const Tensor& t, DType dtype, int64_t n, const char* what) {
+  HSTU_CHECK(t.ndim == 1 && t.device == Device::kCUDA && t.dtype == dtype && t.contiguous(),
+             "hstu_attention: ", what, " must be a contiguous 1-D CUDA ", dtype_name(dtype),
+             " tensor, got ", t.str());
+  HSTU_CHECK(n < 0 || t.shape[0] == n, "hstu_attention: ", what, " is ", t.str(), ", expected ", n,
+             " elements");
+}
+
+// Thresholds of rab_time_bucket: thr[k] = smallest |dt| >= 1 whose bucket is >= k (k >= 1).
+// Computed once per bucket count with the very function the CPU reference uses.
+void time_thresholds(int nb, int64_t* thr) {
+  static std::mutex mu;
+  static int cached_nb = -1;
+  static int64_t cached[attn::kMaxTimeTable + 1];
+  std::lock_guard<std::mutex> lock(mu);
+  if (cached_nb != nb) {
+    cached[0] = 0;
+    for (int k = 1; k <= nb; ++k) {
+      int64_t lo = 1, hi = int64_t(1) << 62;
+      if (rab_time_bucket(hi, nb) < k) {
+        cached[k] = INT64_MAX;
+        continue;
+      }
+      while (lo < hi) {  // smallest a with bucket(a) >= k
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (rab_time_bucket(mid, nb) >= k) {
+          hi = mid;
+        } else {
+          lo = mid + 1;
+        }
+      }
+      cached[k] = lo;
+    }
+    cached_nb = nb;
+  }
+  std::copy(cached, cached + nb + 1, thr);
+}
+
+// Validates the forward arguments and fills everything but the backward fields.
+HstuAttnParams make_params(const HstuAttentionArgs& a) {
+  const DType dt = a.q.dtype;
+  HSTU_CHECK(dt == DType::kBF16 || dt == DType::kF16,
+             "CUDA hstu_attention takes bf16 or fp16 q/k/v, got ", dtype_name(dt),
+             " (fp32 attention runs on the CPU backend: --device cpu)");
+  HSTU_CHECK(a.num_heads >= 1, "hstu_attention: num_heads ", a.num_heads);
+  HSTU_CHECK(a.q.ndim == 2, "hstu_attention: q must be 2-D, got ", a.q.str());
+  const int64_t T = a.q.shape[0];
+  HSTU_CHECK(a.q.shape[1] % a.num_heads == 0 && a.v.ndim == 2 && a.v.shape[1] % a.num_heads == 0,
+             "hstu_attention: widths of q ", a.q.str(), " / v ", a.v.str(),
+             " are not divisible by ", a.num_heads, " heads");
+  check_2d(a.q, dt, T, a.q.shape[1], "q");
+  check_2d(a.k, dt, T, a.q.shape[1], "k");
+  check_2d(a.v, dt, T, a.v.shape[1], "v");
+  const int dqk = a.head_dim_qk(), dv = a.head_dim_v();
+  HSTU_CHECK(dqk >= 1 && dv >= 1 && dqk <= 256 && dv <= 256,
+             "hstu_attention: CUDA kernels support head widths 1..256, got q/k ", dqk, ", v ", dv);
+  HSTU_CHECK(a.cu_seqlens.ndim == 1 && a.cu_seqlens.shape[0] >= 1,
+             "hstu_attention: cu_seqlens must be [B+1], got ", a.cu_seqlens.str());
+  check_1d(a.cu_seqlens, DType::kI32, -1, "cu_seqlens");
+  const int64_t B = a.cu_seqlens.shape[0] - 1;
+  HSTU_CHECK(B <= 65535, "hstu_attention: at most 65535 sequences per call, got ", B);
+  if (!a.num_contexts.empty()) check_1d(a.num_contexts, DType::kI32, B, "num_contexts");
+  if (!a.num_targets.empty()) check_1d(a.num_targets, DType::kI32, B, "num_targets");
+  HSTU_CHECK(a.max_seqlen > 0 || T == 0 || B == 0,
+             "hstu_attention: max_seqlen must be the longest sequence of the batch, got ",
+             a.max_seqlen);
+  HSTU_CHECK(a.target_group_size >= 1, "hstu_attention: target_group_size ", a.target_group_size);
+  HSTU_CHECK(a.max_attn_len >= 0, "hstu_attention: max_attn_len ", a.max_attn_len);
+
+  HstuAttnParams p;
+  p.q = a.q.data;
+  p.k = a.k.data;
+  p.v = a.v.data;
+  p.q_row_stride = a.q.row_stride;
+  p.k_row_stride = a.k.row_stride;
+  p.v_row_stride = a.v.row_stride;
+  p.d_qk = dqk;
+  p.d_v = dv;
+  p.num_heads = a.num_heads;
+  p.batch = static_cast<int>(B);
+  p.max_seqlen = a.max_seqlen;
+  p.total_tokens = T;
+  p.cu_seqlens = static_cast<const int32_t*>(a.cu_seqlens.data);
+  p.num_contexts =
+      a.num_contexts.empty() ? nullptr : static_cast<const int32_t*>(a.num_contexts.data);
+  p.num_targets = a.num_targets.empty() ? nullptr : static_cast<const int32_t*>(a.num_targets.data);
+  p.target_group_size = a.target_group_size;
+  p.window = a.max_attn_len;
+  p.causal = a.causal;
+  p.alpha = a.alpha;
+  p.scale = a.scale;
+  if (a.has_rab()) {
+    check_1d(a.rab_pos, DType::kF32, -1, "rab_pos");
+    check_1d(a.rab_time, DType::kF32, -1, "rab_time");
+    HSTU_CHECK(a.rab_pos.shape[0] >= 1 && a.rab_time.shape[0] >= 1,
+               "hstu_attention: empty rab tables");
+    check_1d(a.ts_query, DType::kI64, T, "ts_query");
+    check_1d(a.ts_key, DType::kI64, T, "ts_key");
+    p.rab_pos = static_cast<const float*>(a.rab_pos.data);
+    p.rab_time = static_cast<const float*>(a.rab_time.data);
+    p.ts_query = static_cast<const int64_t*>(a.ts_query.data);
+    p.ts_key = static_cast<const int64_t*>(a.ts_key.data);
+    p.rab_pos_len = static_cast<int>(a.rab_pos.shape[0]);
+    p.rab_time_len = static_cast<int>(a.rab_time.shape[0]);
+    p.time_table = p.rab_time_len <= attn::kMaxTimeTable + 1;
+    if (p.time_table) time_thresholds(p.rab_time_len - 1, p.time_thr);
+  }
+  return p;
+}
+
+bool all_vec16(int dqk, int dv, std::initializer_list<const Tensor*> ts) {
+  if (dqk % 8 != 0 || dv % 8 != 0) return false;
+  for (const Tensor* t : ts)
+    if (vec_alignment(*t) < 16) return false;
+  return true;
+}
+
+template <typename T>
+void fwd_bucket(int hdp, const HstuAttnParams& p, cudaStream_t s) {
+  switch (hdp) {
+    case 32:
+      return attn::run_fwd<T, 32>(p, s);
+    case 64:
+      return attn::run_fwd<T, 64>(p, s);
+    case 128:
+      return attn::run_fwd<T, 128>(p, s);
+    default:
+      return attn::run_fwd<T, 256>(p, s);
+  }
+}
+template <typename T>
+void bwd_bucket(int hdp, const HstuAttnParams& p, bool det, cudaStream_t s) {
+  switch (hdp) {
+    case 32:
+      return attn::run_bwd<T, 32>(p, det, s);
+    case 64:
+      return attn::run_bwd<T, 64>(p, det, s);
+    case 128:
+      return attn::run_bwd<T, 128>(p, det, s);
+    default:
+      return attn::run_bwd<T, 256>(p, det, s);
+  }
+}
+
+// d_rab_pos / d_rab_time += fixed-point accumulators * 2^-40.
+__global__ void drab_finish_kernel(const __grid_constant__ HstuAttnParams p) {
+  const int n = p.rab_pos_len + p.rab_time_len;
+  for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < n; k += gridDim.x * blockDim.x) {
+    const double v =
+        static_cast<double>(static_cast<long long>(p.drab_accum[k])) / attn::kRabFixedScale;
+    float* dst = k < p.rab_pos_len ? p.d_rab_pos + k : p.d_rab_time + (k - p.rab_pos_len);
+    *dst += static_cast<float>(v);
+  }
+}
+
+}  // namespace
+
+void hstu_attention_fwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& o) {
+  HstuAttnParams p = make_params(args);
+  check_2d(o, args.q.dtype, p.total_tokens, args.v.shape[1], "o");
+  p.o = o.data;
+  p.o_row_stride = o.row_stride;
+  p.vec_io = all_vec16(p.d_qk, p.d_v, {&args.q, &args.k, &args.v, &o});
+  if (p.batch == 0 || p.total_tokens == 0 || p.max_seqlen == 0) return;
+  const int hdp = head_dim_bucket(std::max(p.d_qk, p.d_v));
+  if (args.q.dtype == DType::kBF16) {
+    fwd_bucket<bf16>(hdp, p, stream_of(ctx));
+  } else {
+    fwd_bucket<f16>(hdp, p, stream_of(ctx));
+  }
+}
+
+void hstu_attention_bwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& d_o,
+                        const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                        const Tensor& d_rab_pos, const Tensor& d_rab_time) {
+  HstuAttnParams p = make_params(args);
+  const DType dt = args.q.dtype;
+  check_2d(d_o, dt, p.total_tokens, args.v.shape[1], "d_o");
+  check_2d(dq, dt, p.total_tokens, args.q.shape[1], "dq");
+  check_2d(dk, dt, p.total_tokens, args.k.shape[1], "dk");
+  check_2d(dv, dt, p.total_tokens, args.v.shape[1], "dv");
+  p.d_o = d_o.data;
+  p.do_row_stride = d_o.row_stride;
+  p.dq = dq.data;
+  p.dk = dk.data;
+  p.dv = dv.data;
+  p.dq_row_stride = dq.row_stride;
+  p.dk_row_stride = dk.row_stride;
+  p.dv_row_stride = dv.row_stride;
+  p.vec_io = all_vec16(p.d_qk, p.d_v, {&args.q, &args.k, &args.v, &d_o, &dq, &dk, &dv});
+  if (p.batch == 0 || p.total_tokens == 0 || p.max_seqlen == 0) return;
+  const int hdp = head_dim_bucket(std::max(p.d_qk, p.d_v));
+  const cudaStream_t stream = stream_of(ctx);
+  const bool rab_grad = args.has_rab() && !d_rab_pos.empty();
+  const bool det = ctx.deterministic;
+  if (!rab_grad && det) {  // no scratch needed
+    if (dt == DType::kBF16) {
+      bwd_bucket<bf16>(hdp, p, det, stream);
+    } else {
+      bwd_bucket<f16>(hdp, p, det, stream);
+    }
+    return;
+  }
+  Scratch scratch(ctx, "hstu_attention_bwd");
+  if (rab_grad) {
+    check_1d(d_rab_pos, DType::kF32, p.rab_pos_len, "d_rab_pos");
+    check_1d(d_rab_time, DType::kF32, p.rab_time_len, "d_rab_time");
+    const Tensor acc = scratch.alloc(DType::kI64, {p.rab_pos_len + p.rab_time_len});
+    HSTU_CUDA_CHECK(cudaMemsetAsync(acc.data, 0, acc.nbytes(), stream));
+    p.drab_accum = static_cast<unsigned long long*>(acc.data);
+    p.d_rab_pos = static_cast<float*>(d_rab_pos.data);
+    p.d_rab_time = static_cast<float*>(d_rab_time.data);
+  }
+  if (!det) {
+    const Tensor acc = scratch.alloc(DType::kF32, {p.total_tokens * p.num_heads * hdp});
+    HSTU_CUDA_CHECK(cudaMemsetAsync(acc.data, 0, acc.nbytes(), stream));
+    p.dq_accum = static_cast<float*>(acc.data);
+    p.dq_accum_head_stride = hdp;
+  }
+  if (dt == DType::kBF16) {
+    bwd_bucket<bf16>(hdp, p, det, stream);
+  } else {
+    bwd_bucket<f16>(hdp, p, det, stream);
+  }
+  if (rab_grad) {
+    const int n = p.rab_pos_len + p.rab_time_len;
+    drab_finish_kernel<<<(n + 255) / 256, 256, 0, stream>>>(p);
+    HSTU_CUDA_CHECK(cudaGetLastError());
+  }
+}
+
+}  // namespace hstu::cuda

@@ -1,0 +1,507 @@
+// test_gpu_attention.cpp — the CUDA HSTU attention (forward, backward, rab gradients) against the
+// fp32 CPU reference on fresh random jagged batches: every mask kind (causal, contexts, targets
+// with group sizes 1 and 3, window, non-causal), rab on/off (with the time-bucket table and its
+// exact fallback), head widths 25..256 (padded and unpadded, equal and unequal q/k and v widths),
+// bf16 and fp16, 16-byte and scalar (misaligned) memory paths, deterministic and atomic dQ.
+//
+// The shaping decision: the tolerance is "m x the error of a naive low-precision implementation"
+// (gpu_harness.h; m = 2 forward, 5 backward). The naive implementation below is the textbook
+// dense computation with every matmul output and point-wise result rounded to the input dtype
+// (fp32 accumulation), i.e. what a framework's bf16 attention would produce; it runs on the same
+// rounded inputs as the reference. GPU outputs are NaN-poisoned before every call, and q, k, v
+// and their gradients are strided column views of fused [T, u|v|q|k] buffers, as in the layer.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/harness.h"
+#include "gpu/gpu_harness.h"
+#include "ops/hstu_attention.h"
+#include "ops/hstu_mask.h"
+
+namespace hstu::test {
+namespace {
+
+using gpu::round_to;
+
+struct Case {
+  std::string name;
+  DType dtype = DType::kBF16;
+  int heads = 2, dqk = 64, dv = 64;
+  std::vector<int> lengths;  // empty: random
+  int max_len = 200;         // random lengths in [1, max_len]
+  bool causal = true, contexts = false, targets = false;
+  int group = 1, window = 0;
+  bool rab = false;
+  int time_buckets = 128;  // NB (rab_time has NB + 1 entries)
+  int pad = 0;             // extra leading columns of the fused buffers (misalignment)
+  float alpha = 0;         // 0: 1/sqrt(dqk)
+};
+
+std::vector<Case> cases() {
+  constexpr DType kB = DType::kBF16, kH = DType::kF16;
+  std::vector<Case> c;
+  auto add = [&](const char* name, DType dt, int dqk, int dv, auto&& tweak) {
+    Case x;
+    x.name = name;
+    x.dtype = dt;
+    x.dqk = dqk;
+    x.dv = dv;
+    tweak(x);
+    c.push_back(x);
+  };
+  add("causal_d64_bf16", kB, 64, 64, [](Case& x) { x.lengths = {1, 7, 64, 129, 200, 33}; });
+  add("context_d32_bf16", kB, 32, 32, [](Case& x) { x.contexts = true; });
+  add("targets_g1_d50_bf16", kB, 50, 50, [](Case& x) { x.targets = true; });
+  add("context_targets_g3_d25_fp16", kH, 25, 25, [](Case& x) {
+    x.contexts = x.targets = true;
+    x.group = 3;
+  });
+  add("window_d128_bf16", kB, 128, 128, [](Case& x) { x.window = 17; });
+  add("noncausal_d64_fp16", kH, 64, 64, [](Case& x) { x.causal = false; });
+  add("rab_meta_d25_bf16", kB, 25, 25, [](Case& x) {  // Meta's ML-1M shape: alpha 1, rab
+    x.contexts = x.targets = x.rab = true;
+    x.alpha = 1.0f;
+  });
+  add("rab_exact_buckets_d50_bf16", kB, 50, 50, [](Case& x) {  // > kMaxTimeTable buckets
+    x.rab = true;
+    x.time_buckets = 300;
+    x.alpha = 1.0f;
+  });
+  add("targets_g3_d256_bf16", kB, 256, 256, [](Case& x) {
+    x.heads = 1;
+    x.max_len = 150;
+    x.targets = true;
+    x.group = 3;
+  });
+  add("rab_d256_fp16", kH, 256, 256, [](Case& x) {
+    x.heads = 1;
+    x.max_len = 150;
+    x.rab = true;
+  });
+  add("context_window_rab_d128_fp16", kH, 128, 128, [](Case& x) {
+    x.contexts = x.rab = true;
+    x.window = 40;
+  });
+  add("dqk32_dv64_bf16", kB, 32, 64, [](Case& x) { x.contexts = true; });
+  add("misaligned_d32_bf16", kB, 32, 32, [](Case& x) {  // scalar load/store path
+    x.targets = true;
+    x.pad = 1;
+  });
+  add("all_masks_rab_d64_bf16", kB, 64, 64, [](Case& x) {
+    x.heads = 3;
+    x.contexts = x.targets = x.rab = true;
+    x.group = 3;
+    x.window = 23;
+    x.time_buckets = 40;  // saturates the last bucket
+  });
+  add("long_causal_d128_bf16", kB, 128, 128, [](Case& x) {
+    x.heads = 1;
+    x.lengths = {700, 333};
+  });
+  return c;
+}
+
+// One random jagged problem, on the host (f32, values already rounded to the case's dtype).
+struct Problem {
+  Case cs;
+  int B = 0, T = 0, H = 0, W = 0, max_len = 0;
+  std::vector<int> len, cu, ctx, tgt;
+  Tensor uvqk, d_o;                    // host f32 [T, W], [T, H dv]
+  Tensor q, k, v;                      // views of uvqk
+  Tensor cu_t, ctx_t, tgt_t;           // host i32
+  Tensor rab_pos, rab_time, tsq, tsk;  // host f32 / i64
+  Tensor drab_pos0, drab_time0;        // initial values of the accumulated rab gradients
+  float alpha = 1, scale = 1;
+
+  explicit Problem(const Case& c) : cs(c) {
+    std::mt19937_64& g = rng();
+    if (c.lengths.empty()) {
+      std::uniform_int_distribution<int> L(1, c.max_len), nb(3, 6);
+      len.push_back(1);
+      const int n = nb(g);
+      for (int b = 1; b < n; ++b) len.push_back(L(g));
+    } else {
+      len = c.lengths;
+    }
+    B = static_cast<int>(len.size());
+    H = c.heads;
+    cu.assign(1, 0);
+    for (int L : len) {
+      cu.push_back(cu.back() + L);
+      max_len = std::max(max_len, L);
+    }
+    T = cu.back();
+    for (int L : len) {
+      std::uniform_int_distribution<int> cd(0, std::min(L, 8));
+      const int cc = c.contexts ? cd(g) : 0;
+      std::uniform_int_distribution<int> td(0, std::min(L - cc, 10));
+      const int tt = c.targets ? td(g) : 0;
+      ctx.push_back(cc);
+      tgt.push_back(tt);
+    }
+    W = c.pad + 2 * H * c.dv + 2 * H * c.dqk;
+    uvqk = alloc(DType::kF32, {T, W});
+    fill_uniform(uvqk, -1.0, 1.0);
+    gpu::round_host(uvqk, c.dtype);
+    v = uvqk.cols(c.pad + H * c.dv, c.pad + 2 * H * c.dv);
+    q = uvqk.cols(c.pad + 2 * H * c.dv, c.pad + 2 * H * c.dv + H * c.dqk);
+    k = uvqk.cols(c.pad + 2 * H * c.dv + H * c.dqk, W);
+    d_o = alloc(DType::kF32, {T, H * c.dv});
+    fill_uniform(d_o, -1.0, 1.0);
+    gpu::round_host(d_o, c.dtype);
+    cu_t = alloc(DType::kI32, {B + 1});
+    for (int b = 0; b <= B; ++b) set(cu_t, b, cu[b]);
+    if (c.contexts) {
+      ctx_t = alloc(DType::kI32, {B});
+      for (int b = 0; b < B; ++b) set(ctx_t, b, ctx[b]);
+    }
+    if (c.targets) {
+      tgt_t = alloc(DType::kI32, {B});
+      for (int b = 0; b < B; ++b) set(tgt_t, b, tgt[b]);
+    }
+    alpha = c.alpha > 0 ? c.alpha : 1.0f / std::sqrt(static_cast<float>(c.dqk));
+    scale = 1.0f / static_cast<float>(max_len + 11);
+    if (c.rab) {
+      // P smaller than some sequences, so the clamped ends of pos_w are exercised.
+      const int P = std::max(2, max_len * 2 / 3);
+      rab_pos = alloc(DType::kF32, {2 * P - 1});
+      rab_time = alloc(DType::kF32, {c.time_buckets + 1});
+      fill_uniform(rab_pos, -0.5, 0.5);
+      fill_uniform(rab_time, -0.5, 0.5);
+      tsk = alloc(DType::kI64, {T});
+      tsq = alloc(DType::kI64, {T});
+      std::uniform_int_distribution<int64_t> gap(0, 3000000), start(1000000000, 1700000000);
+      int64_t* kk = static_cast<int64_t*>(tsk.data);
+      int64_t* qq = static_cast<int64_t*>(tsq.data);
+      for (int b = 0; b < B; ++b) {
+        int64_t ts = start(g);
+        for (int i = cu[b]; i < cu[b + 1]; ++i) {
+          kk[i] = ts;
+          ts += gap(g) / (1 + gap(g) % 50);  // heavy-ish tail of gaps, some zero
+        }
+        for (int i = cu[b]; i < cu[b + 1]; ++i) qq[i] = i + 1 < cu[b + 1] ? kk[i + 1] : ts;
+      }
+      drab_pos0 = alloc(DType::kF32, {2 * P - 1});
+      drab_time0 = alloc(DType::kF32, {c.time_buckets + 1});
+      fill_uniform(drab_pos0, -0.01, 0.01);
+      fill_uniform(drab_time0, -0.01, 0.01);
+    }
+  }
+
+  // Arguments over the given q, k, v views and index / rab tensors.
+  HstuAttentionArgs args(const Tensor& q_, const Tensor& k_, const Tensor& v_, const Tensor& cu_,
+                         const Tensor& ctx_, const Tensor& tgt_, const Tensor& pos_,
+                         const Tensor& time_, const Tensor& tsq_, const Tensor& tsk_) const {
+    HstuAttentionArgs a;
+    a.q = q_;
+    a.k = k_;
+    a.v = v_;
+    a.cu_seqlens = cu_;
+    a.num_contexts = ctx_;
+    a.num_targets = tgt_;
+    a.max_seqlen = max_len;
+    a.num_heads = H;
+    a.alpha = alpha;
+    a.scale = scale;
+    a.causal = cs.causal;
+    a.target_group_size = cs.group;
+    a.max_attn_len = cs.window;
+    a.rab_pos = pos_;
+    a.rab_time = time_;
+    a.ts_query = tsq_;
+    a.ts_key = tsk_;
+    return a;
+  }
+};
+
+// Results of one implementation (host f32).
+struct Outputs {
+  Tensor o, dq, dk, dv, drab_pos, drab_time;
+};
+
+// The naive low-precision implementation (see the file comment). Dense per (sequence, head).
+Outputs naive_lowp(const Problem& pb) {
+  const Case& c = pb.cs;
+  const DType dt = c.dtype;
+  auto rnd = [&](double x) { return static_cast<double>(round_to(dt, static_cast<float>(x))); };
+  Outputs r;
+  r.o = alloc(DType::kF32, {pb.T, pb.H * c.dv});
+  r.dq = alloc(DType::kF32, {pb.T, pb.H * c.dqk});
+  r.dk = alloc(DType::kF32, {pb.T, pb.H * c.dqk});
+  r.dv = alloc(DType::kF32, {pb.T, pb.H * c.dv});
+  std::vector<double> dpos, dtime;
+  if (c.rab) {
+    dpos.assign(pb.rab_pos.numel(), 0.0);
+    dtime.assign(pb.rab_time.numel(), 0.0);
+  }
+  const int npos = c.rab ? static_cast<int>(pb.rab_pos.numel()) : 0;
+  const int64_t* tq = c.rab ? static_cast<const int64_t*>(pb.tsq.data) : nullptr;
+  const int64_t* tk = c.rab ? static_cast<const int64_t*>(pb.tsk.data) : nullptr;
+  auto at = [](const Tensor& t, int64_t r_, int64_t c_) { return get(t, r_ * t.row_elems() + c_); };
+  for (int b = 0; b < pb.B; ++b) {
+    const int L = pb.len[b], s0 = pb.cu[b];
+    for (int h = 0; h < pb.H; ++h) {
+      std::vector<double> x(size_t(L) * L), P(size_t(L) * L), dS(size_t(L) * L);
+      std::vector<char> m(size_t(L) * L);
+      for (int i = 0; i < L; ++i)
+        for (int j = 0; j < L; ++j) {
+          const size_t ij = size_t(i) * L + j;
+          m[ij] = hstu_attend(i, j, L, pb.ctx[b], pb.tgt[b], c.group, c.window, c.causal);
+          if (!m[ij]) continue;
+          float acc = 0;  // fp32 accumulation of exact bf16/fp16 products
+          for (int e = 0; e < c.dqk; ++e)
+            acc += static_cast<float>(at(pb.q, s0 + i, h * c.dqk + e) *
+                                      at(pb.k, s0 + j, h * c.dqk + e));
+          double s = rnd(acc);
+          if (c.rab) {
+            const int bk = rab_time_bucket(tq[s0 + i] - tk[s0 + j], c.time_buckets);
+            s += get(pb.rab_pos, rab_pos_index(i, j, npos)) + get(pb.rab_time, bk);
+          }
+          x[ij] = rnd(pb.alpha * s);
+          const double sig = 1.0 / (1.0 + std::exp(-x[ij]));
+          P[ij] = rnd(x[ij] * sig * pb.scale);
+        }
+      for (int i = 0; i < L; ++i)
+        for (int e = 0; e < c.dv; ++e) {
+          float acc = 0;
+          for (int j = 0; j < L; ++j)
+            if (m[size_t(i) * L + j])
+              acc += static_cast<float>(P[size_t(i) * L + j] * at(pb.v, s0 + j, h * c.dv + e));
+          set(r.o, int64_t(s0 + i) * pb.H * c.dv + h * c.dv + e, rnd(acc));
+        }
+      // Backward.
+      for (int i = 0; i < L; ++i)
+        for (int j = 0; j < L; ++j) {
+          const size_t ij = size_t(i) * L + j;
+          if (!m[ij]) {
+            dS[ij] = 0;
+            continue;
+          }
+          float acc = 0;
+          for (int e = 0; e < c.dv; ++e)
+            acc += static_cast<float>(at(pb.d_o, s0 + i, h * c.dv + e) *
+                                      at(pb.v, s0 + j, h * c.dv + e));
+          const double dp = rnd(acc);
+          const double sig = 1.0 / (1.0 + std::exp(-x[ij]));
+          dS[ij] = rnd(pb.alpha * pb.scale * dp * sig * (1.0 + x[ij] * (1.0 - sig)));
+          if (c.rab) {
+            dpos[rab_pos_index(i, j, npos)] += dS[ij];
+            dtime[rab_time_bucket(tq[s0 + i] - tk[s0 + j], c.time_buckets)] += dS[ij];
+          }
+        }
+      for (int j = 0; j < L; ++j) {
+        for (int e = 0; e < c.dv; ++e) {
+          float acc = 0;
+          for (int i = 0; i < L; ++i)
+            acc += static_cast<float>(P[size_t(i) * L + j] * at(pb.d_o, s0 + i, h * c.dv + e));
+          set(r.dv, int64_t(s0 + j) * pb.H * c.dv + h * c.dv + e, rnd(acc));
+        }
+        for (int e = 0; e < c.dqk; ++e) {
+          float acc = 0;
+          for (int i = 0; i < L; ++i)
+            acc += static_cast<float>(dS[size_t(i) * L + j] * at(pb.q, s0 + i, h * c.dqk + e));
+          set(r.dk, int64_t(s0 + j) * pb.H * c.dqk + h * c.dqk + e, rnd(acc));
+        }
+      }
+      for (int i = 0; i < L; ++i)
+        for (int e = 0; e < c.dqk; ++e) {
+          float acc = 0;
+          for (int j = 0; j < L; ++j)
+            acc += static_cast<float>(dS[size_t(i) * L + j] * at(pb.k, s0 + j, h * c.dqk + e));
+          set(r.dq, int64_t(s0 + i) * pb.H * c.dqk + h * c.dqk + e, rnd(acc));
+        }
+    }
+  }
+  if (c.rab) {
+    r.drab_pos = clone(pb.drab_pos0);
+    r.drab_time = clone(pb.drab_time0);
+    for (int64_t i = 0; i < r.drab_pos.numel(); ++i)
+      set(r.drab_pos, i, get(r.drab_pos, i) + dpos[i]);
+    for (int64_t i = 0; i < r.drab_time.numel(); ++i)
+      set(r.drab_time, i, get(r.drab_time, i) + dtime[i]);
+  }
+  return r;
+}
+
+// The fp32 CPU reference (the truth) on the same rounded inputs.
+Outputs cpu_reference(const Problem& pb) {
+  const Case& c = pb.cs;
+  Ctx ctx = cpu_ctx();
+  const HstuAttentionArgs a = pb.args(pb.q, pb.k, pb.v, pb.cu_t, pb.ctx_t, pb.tgt_t, pb.rab_pos,
+                                      pb.rab_time, pb.tsq, pb.tsk);
+  Outputs r;
+  r.o = alloc(DType::kF32, {pb.T, pb.H * c.dv});
+  r.dq = alloc(DType::kF32, {pb.T, pb.H * c.dqk});
+  r.dk = alloc(DType::kF32, {pb.T, pb.H * c.dqk});
+  r.dv = alloc(DType::kF32, {pb.T, pb.H * c.dv});
+  if (c.rab) {
+    r.drab_pos = clone(pb.drab_pos0);
+    r.drab_time = clone(pb.drab_time0);
+  }
+  cpu::hstu_attention_fwd(ctx, a, r.o);
+  cpu::hstu_attention_bwd(ctx, a, pb.d_o, r.dq, r.dk, r.dv, r.drab_pos, r.drab_time);
+  return r;
+}
+
+// The CUDA implementation: inputs uploaded into fused device buffers, outputs poisoned first.
+struct GpuRun {
+  const Problem& pb;
+  Tensor uvqk, duvqk, d_o, o, cu, ctx, tgt, pos, time, tsq, tsk, drab_pos, drab_time;
+  Tensor q, k, v, dq, dk, dv;
+
+  explicit GpuRun(const Problem& p) : pb(p) {
+    const Case& c = pb.cs;
+    uvqk = gpu::to_device(pb.uvqk, c.dtype);
+    duvqk = gpu::to_device(pb.uvqk, c.dtype);  // same geometry; poisoned before each backward
+    const int64_t v0 = c.pad + pb.H * c.dv, q0 = c.pad + 2 * pb.H * c.dv, k0 = q0 + pb.H * c.dqk;
+    v = uvqk.cols(v0, q0);
+    q = uvqk.cols(q0, k0);
+    k = uvqk.cols(k0, pb.W);
+    dv = duvqk.cols(v0, q0);
+    dq = duvqk.cols(q0, k0);
+    dk = duvqk.cols(k0, pb.W);
+    d_o = gpu::to_device(pb.d_o, c.dtype);
+    o = gpu::device_alloc(c.dtype, {pb.T, pb.H * c.dv});
+    cu = gpu::to_device(pb.cu_t, DType::kI32);
+    if (c.contexts) ctx = gpu::to_device(pb.ctx_t, DType::kI32);
+    if (c.targets) tgt = gpu::to_device(pb.tgt_t, DType::kI32);
+    if (c.rab) {
+      pos = gpu::to_device(pb.rab_pos, DType::kF32);
+      time = gpu::to_device(pb.rab_time, DType::kF32);
+      tsq = gpu::to_device(pb.tsq, DType::kI64);
+      tsk = gpu::to_device(pb.tsk, DType::kI64);
+      drab_pos = gpu::to_device(pb.drab_pos0, DType::kF32);
+      drab_time = gpu::to_device(pb.drab_time0, DType::kF32);
+    }
+  }
+  HstuAttentionArgs args() const { return pb.args(q, k, v, cu, ctx, tgt, pos, time, tsq, tsk); }
+
+  Outputs run(bool deterministic) {
+    Ctx cctx = gpu::cuda_ctx(deterministic);
+    const HstuAttentionArgs a = args();
+    gpu::poison(o);
+    hstu_attention_fwd(cctx, a, o);
+    gpu::poison(dq);
+    gpu::poison(dk);
+    gpu::poison(dv);
+    if (pb.cs.rab) {  // accumulated: start from the initial values again
+      gpu::upload(drab_pos, pb.drab_pos0);
+      gpu::upload(drab_time, pb.drab_time0);
+    }
+    hstu_attention_bwd(cctx, a, d_o, dq, dk, dv, drab_pos, drab_time);
+    gpu::sync();
+    Outputs r;
+    r.o = gpu::to_host(o);
+    r.dq = gpu::to_host(dq);
+    r.dk = gpu::to_host(dk);
+    r.dv = gpu::to_host(dv);
+    if (pb.cs.rab) {
+      r.drab_pos = gpu::to_host(drab_pos);
+      r.drab_time = gpu::to_host(drab_time);
+    }
+    return r;
+  }
+};
+
+bool bit_equal(const Tensor& a, const Tensor& b) {
+  if (a.numel() != b.numel()) return false;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    const double x = get(a, i), y = get(b, i);
+    if (!(x == y) && !(std::isnan(x) && std::isnan(y))) return false;
+  }
+  return true;
+}
+
+class GpuAttention : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GpuAttention, MatchesCpuReference) {
+  HSTU_REQUIRE_GPU();
+  gpu::DeviceScope scope;
+  const Problem pb(GetParam());
+  const Outputs ref = cpu_reference(pb);
+  const Outputs naive = naive_lowp(pb);
+  GpuRun run(pb);
+  constexpr double kFwdM = 2.0, kBwdM = 5.0;
+  // Checks one output and prints its error ratio (kept in the log for tuning the kernels).
+  auto check = [&](const char* what, const Tensor& out, const Tensor& r, const Tensor& nv, double m,
+                   bool det) {
+    const double err = max_abs_diff(out, r), nerr = max_abs_diff(nv, r);
+    std::printf("err %-30s %-9s %-3s gpu %.3e naive %.3e ratio %.2f (max|ref| %.3e)\n",
+                pb.cs.name.c_str(), what, det ? "det" : "atm", err, nerr,
+                nerr > 0 ? err / nerr : 0.0, max_abs(r));
+    gpu::expect_lowp_close(out, r, nv, m, 1e-6 + 1e-4 * max_abs(r), what);
+  };
+  for (bool det : {true, false}) {
+    SCOPED_TRACE(det ? "deterministic" : "atomic dQ");
+    const Outputs out = run.run(det);
+    check("o", out.o, ref.o, naive.o, kFwdM, det);
+    check("dq", out.dq, ref.dq, naive.dq, kBwdM, det);
+    check("dk", out.dk, ref.dk, naive.dk, kBwdM, det);
+    check("dv", out.dv, ref.dv, naive.dv, kBwdM, det);
+    if (pb.cs.rab) {
+      check("d_rab_pos", out.drab_pos, ref.drab_pos, naive.drab_pos, kBwdM, det);
+      check("d_rab_time", out.drab_time, ref.drab_time, naive.drab_time, kBwdM, det);
+    }
+    if (det) {  // deterministic mode: a second run is bit-identical
+      const Outputs again = run.run(true);
+      EXPECT_TRUE(bit_equal(out.o, again.o)) << "o differs between runs";
+      EXPECT_TRUE(bit_equal(out.dq, again.dq)) << "dq differs between deterministic runs";
+      EXPECT_TRUE(bit_equal(out.dk, again.dk)) << "dk differs between deterministic runs";
+      EXPECT_TRUE(bit_equal(out.dv, again.dv)) << "dv differs between deterministic runs";
+      if (pb.cs.rab) {
+        EXPECT_TRUE(bit_equal(out.drab_pos, again.drab_pos)) << "d_rab_pos not deterministic";
+        EXPECT_TRUE(bit_equal(out.drab_time, again.drab_time)) << "d_rab_time not deterministic";
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, GpuAttention, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
+
+// The naive low-precision implementation agrees with the CPU reference when it does not round:
+// guards the tolerance baseline itself (a wrong naive model would make the bound meaningless).
+TEST(GpuAttentionBaseline, NaiveModelMatchesReferenceInF32) {
+  ArenaScope scope;  // host only: runs without a GPU too
+  Case c;
+  c.name = "f32";
+  c.dtype = DType::kF32;
+  c.dqk = c.dv = 24;
+  c.contexts = c.targets = c.rab = true;
+  c.group = 2;
+  c.window = 9;
+  c.max_len = 60;
+  const Problem pb(c);
+  const Outputs ref = cpu_reference(pb), naive = naive_lowp(pb);
+  const double tol = 1e-4;
+  EXPECT_LT(max_abs_diff(naive.o, ref.o), tol * (1 + max_abs(ref.o)));
+  EXPECT_LT(max_abs_diff(naive.dq, ref.dq), tol * (1 + max_abs(ref.dq)));
+  EXPECT_LT(max_abs_diff(naive.dk, ref.dk), tol * (1 + max_abs(ref.dk)));
+  EXPECT_LT(max_abs_diff(naive.dv, ref.dv), tol * (1 + max_abs(ref.dv)));
+  EXPECT_LT(max_abs_diff(naive.drab_pos, ref.drab_pos), tol * (1 + max_abs(ref.drab_pos)));
+  EXPECT_LT(max_abs_diff(naive.drab_time, ref.drab_time), tol * (1 + max_abs(ref.drab_time)));
+}
+
+TEST(GpuAttentionErrors, RejectsF32Inputs) {
+  HSTU_REQUIRE_GPU();
+  gpu::DeviceScope scope;
+  Case c;
+  c.dtype = DType::kF32;
+  c.dqk = c.dv = 16;
+  c.lengths = {5};
+  const Problem pb(c);
+  GpuRun run(pb);
+  Ctx cctx = gpu::cuda_ctx();
+  EXPECT_THROW(hstu_attention_fwd(cctx, run.args(), run.o), Error);
+}
+
+}  // namespace
+}  // namespace hstu::test

@@ -1,0 +1,867 @@
+// test_gpu_ops.cpp — the CUDA backend of every op family except attention, against the CPU
+// reference on fresh random inputs: one table of cases (op, shapes including odd sizes and
+// strided views, dtypes, tolerance with its reason), GPU outputs NaN-poisoned before every call.
+//
+// The shaping decision: tolerances follow gpu_harness.h. A 16-bit output must satisfy
+//   max |gpu - ref| <= m * max |naive - ref| + tiny,   m = 2 forward, 5 backward,
+// where ref is the fp32 CPU reference on the same (rounded) inputs and naive is ref rounded to
+// the output dtype — the error of a kernel that computes exactly and rounds once, which any real
+// bf16 implementation matches or exceeds. fp32 outputs are held to a relative bound stated per
+// case (fp32 summation order). Integer outputs (ranks, touched rows, negatives), dropout masks
+// and casts must match exactly, and the deterministic scatters must repeat bit for bit.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/harness.h"
+#include "core/philox.h"
+#include "data/negatives_rng.h"
+#include "gpu/gpu_harness.h"
+#include "ops/activation.h"
+#include "ops/cast.h"
+#include "ops/cuda_runtime_state.h"
+#include "ops/embedding.h"
+#include "ops/gemm.h"
+#include "ops/l2norm.h"
+#include "ops/layernorm.h"
+#include "ops/negatives_gpu.h"
+#include "ops/optimizer.h"
+#include "ops/retrieval_rank.h"
+#include "ops/sampled_softmax.h"
+
+namespace hstu::test {
+namespace {
+
+constexpr double kFwd = 2.0;  // m of the low-precision rule, forward outputs
+constexpr double kBwd = 5.0;  // backward outputs (more rounded intermediates upstream)
+
+enum class Op {
+  kGemm,
+  kBiasGrad,
+  kLayerNorm,
+  kLnMulDropout,
+  kDropout,
+  kActivation,
+  kEmbedding,
+  kTouchedRows,
+  kSparseOpt,
+  kL2Norm,
+  kSampledSoftmax,
+  kNegatives,
+  kDenseOpt,
+  kCast,
+  kRetrievalRank,
+};
+
+// One row of the table. Fields an op does not use keep their defaults.
+struct Case {
+  std::string name;
+  Op op = Op::kGemm;
+  int64_t m = 0, n = 0, k = 0;  // op shape (rows, cols, inner / table rows / negatives)
+  DType dtype = DType::kBF16;   // GPU activation dtype (inputs; outputs too unless `out`)
+  DType out = DType::kBF16;     // output dtype where the op allows a different one
+  int64_t pad = 0;              // > 0: inputs and outputs are strided column views
+  bool a = false, b = false;    // op flags (GEMM: trans_a/trans_b; LN: affine; ...)
+  bool acc = false;             // accumulate / beta = 1
+  float p = 0.0f;               // dropout probability
+  int variant = 0;              // op-specific choice (activation, optimiser kind, bias dtype)
+  bool det = true;              // ctx.deterministic
+  double f32_rtol = 1e-5;       // fp32 outputs: max|gpu - ref| <= f32_rtol * max|ref|
+  std::string why;              // the reason for the tolerance
+};
+
+// gtest prints a case by its name (in failure lists and --gtest_list_tests).
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.name;
+}
+
+// ---- helpers --------------------------------------------------------------------------------
+
+bool is16(DType t) {
+  return t == DType::kBF16 || t == DType::kF16;
+}
+
+// Host f32 tensor of uniform values in [lo, hi), rounded to `dt` (so CPU and GPU see one input).
+Tensor rnd(std::initializer_list<int64_t> dims, DType dt, double lo = -1.0, double hi = 1.0) {
+  Tensor t = alloc(DType::kF32, dims);
+  fill_uniform(t, lo, hi);
+  gpu::round_host(t, dt);
+  return t;
+}
+
+// Device copy of a host tensor as `dt`; with pad > 0 a strided column view of a wider buffer.
+Tensor dev(const Tensor& host, DType dt, int64_t pad = 0) {
+  if (pad == 0 || host.ndim != 2) return gpu::to_device(host, dt);
+  Tensor full = gpu::device_alloc(dt, {host.dim(0), host.dim(1) + 2 * pad});
+  if (is_float(dt)) gpu::poison(full);
+  Tensor view = full.cols(pad, pad + host.dim(1));
+  gpu::upload(view, host);
+  return view;
+}
+
+// A poisoned device output of the given dims (strided when pad > 0 and 2-D).
+Tensor out_dev(DType dt, std::initializer_list<int64_t> dims, int64_t pad = 0) {
+  Tensor t;
+  if (pad > 0 && dims.size() == 2) {
+    const int64_t r = *dims.begin(), c = *(dims.begin() + 1);
+    t = gpu::device_alloc(dt, {r, c + 2 * pad}).cols(pad, pad + c);
+  } else {
+    t = gpu::device_alloc(dt, dims);
+  }
+  if (is_float(dt)) {
+    gpu::poison(t);
+  } else {
+    const int64_t rows = t.ndim == 1 ? 1 : t.dim(0), len = t.ndim == 1 ? t.dim(0) : t.row_elems();
+    const size_t es = dtype_size(dt);
+    HSTU_CUDA_CHECK(
+        cudaMemset2D(t.data, (t.ndim == 1 ? len : t.row_stride) * es, 0xFF, len * es, rows));
+  }
+  return t;
+}
+
+Tensor copy_host(const Tensor& t) {
+  return clone(t);
+}
+
+// The comparison rule of the file header for a device output against the f32 reference.
+void check(const Tensor& dev_out, const Tensor& ref, double m, const Case& c,
+           const std::string& what) {
+  gpu::sync();
+  const Tensor got = gpu::to_host(dev_out);
+  const std::string label = c.name + " " + what + " (" + c.why + ")";
+  const double scale = std::max(max_abs(ref), 1e-30);
+  if (is16(dev_out.dtype)) {
+    Tensor naive = clone(ref);
+    gpu::round_host(naive, dev_out.dtype);
+    gpu::expect_lowp_close(got, ref, naive, m, 1e-6 * scale, label);
+  } else {
+    const double err = max_abs_diff(got, ref);
+    EXPECT_LE(err, c.f32_rtol * scale) << label << ": max|gpu - ref| = " << err
+                                       << ", max|ref| = " << scale << ", seed " << test_seed();
+  }
+}
+
+// Exact equality of integer (or exactly representable) results.
+void check_exact(const Tensor& dev_out, const Tensor& ref, const std::string& what) {
+  gpu::sync();
+  const Tensor got = gpu::to_host(dev_out);
+  ASSERT_EQ(got.numel(), ref.numel()) << what;
+  int64_t bad = 0;
+  for (int64_t i = 0; i < ref.numel(); ++i)
+    if (get(got, i) != get(ref, i) && ++bad <= 5)
+      ADD_FAILURE() << what << "[" << i << "]: gpu " << get(got, i) << " vs " << get(ref, i);
+  EXPECT_EQ(bad, 0) << what << ": " << bad << " elements differ (seed " << test_seed() << ")";
+}
+
+// Raw bytes of a device view (row by row), for bit-exact comparisons.
+std::vector<unsigned char> bytes_of(const Tensor& d) {
+  gpu::sync();
+  const size_t es = dtype_size(d.dtype);
+  const int64_t rows = d.ndim == 1 ? 1 : d.dim(0), len = d.ndim == 1 ? d.dim(0) : d.row_elems();
+  std::vector<unsigned char> out(static_cast<size_t>(rows * len) * es);
+  if (out.empty()) return out;
+  HSTU_CUDA_CHECK(cudaMemcpy2D(out.data(), len * es, d.data,
+                               (d.ndim == 1 ? len : d.row_stride) * es, len * es, rows,
+                               cudaMemcpyDeviceToHost));
+  return out;
+}
+
+Ctx cpu() {
+  return cpu_ctx();
+}
+
+// ---- runners --------------------------------------------------------------------------------
+
+void run_gemm(const Case& c) {
+  const int64_t m = c.m, n = c.n, k = c.k;
+  GemmDesc desc;
+  desc.trans_a = c.a, desc.trans_b = c.b;
+  desc.beta = c.acc ? 1.0f : 0.0f;
+  const Tensor a = c.a ? rnd({k, m}, c.dtype) : rnd({m, k}, c.dtype);
+  const Tensor b = c.b ? rnd({n, k}, c.dtype) : rnd({k, n}, c.dtype);
+  const Tensor c0 = rnd({m, n}, c.out);
+  const DType bias_dt = c.variant == 2 ? DType::kF32 : c.out;
+  const Tensor bias = c.variant ? rnd({n}, bias_dt) : Tensor();
+  Tensor ref = copy_host(c0);
+  Ctx h = cpu();
+  cpu::gemm(h, desc, a, b, ref, bias);
+
+  Ctx g = gpu::cuda_ctx(c.det);
+  const Tensor out = c.acc ? dev(c0, c.out, c.pad) : out_dev(c.out, {m, n}, c.pad);
+  cuda::gemm(g, desc, dev(a, c.dtype, c.pad), dev(b, c.dtype), out,
+             c.variant ? dev(bias, bias_dt) : Tensor());
+  // An f32 bias with a 16-bit C may need the separate bias kernel: two roundings.
+  check(out, ref, c.variant == 2 ? 3.0 : kFwd, c, "C");
+}
+
+void run_bias_grad(const Case& c) {
+  const Tensor dy = rnd({c.m, c.n}, c.dtype);
+  const Tensor db0 = rnd({c.n}, DType::kF32);
+  Tensor ref = copy_host(db0);
+  Ctx h = cpu();
+  cpu::bias_grad(h, dy, ref, c.acc);
+  Ctx g = gpu::cuda_ctx(c.det);
+  const Tensor db = c.acc ? dev(db0, DType::kF32) : out_dev(DType::kF32, {c.n});
+  cuda::bias_grad(g, dev(dy, c.dtype, c.pad), db, c.acc);
+  check(db, ref, kBwd, c, "db");
+}
+
+void run_layernorm(const Case& c) {
+  const int64_t t = c.m, d = c.n;
+  const float eps = 1e-5f;
+  const Tensor x = rnd({t, d}, c.dtype, -2.0, 3.0);  // off-centre: exercises the mean shift
+  const Tensor w = c.a ? rnd({d}, DType::kF32, 0.5, 1.5) : Tensor();
+  const Tensor b = c.a ? rnd({d}, DType::kF32) : Tensor();
+  Tensor y = alloc(DType::kF32, {t, d}), mean = alloc(DType::kF32, {t}),
+         rstd = alloc(DType::kF32, {t});
+  Ctx h = cpu();
+  cpu::layernorm_fwd(h, x, w, b, eps, y, mean, rstd);
+
+  Ctx g = gpu::cuda_ctx(c.det);
+  const Tensor xd = dev(x, c.dtype, c.pad);
+  const Tensor wd = c.a ? dev(w, DType::kF32) : Tensor(), bd = c.a ? dev(b, DType::kF32) : Tensor();
+  const Tensor yd = out_dev(c.out, {t, d}, c.pad);
+  const Tensor md = out_dev(DType::kF32, {t}), rd = out_dev(DType::kF32, {t});
+  cuda::layernorm_fwd(g, xd, wd, bd, eps, yd, md, rd);
+  check(yd, y, kFwd, c, "y");
+  check(md, mean, kFwd, c, "mean");
+  check(rd, rstd, kFwd, c, "rstd");
+
+  // Backward from the CPU's statistics (both sides use the same saved values).
+  const Tensor dy = rnd({t, d}, c.dtype);
+  const Tensor dx0 = rnd({t, d}, c.dtype);
+  Tensor dx = copy_host(dx0);
+  const Tensor dw0 = rnd({d}, DType::kF32), db0 = rnd({d}, DType::kF32);
+  Tensor dw = c.a ? copy_host(dw0) : Tensor(), db = c.a ? copy_host(db0) : Tensor();
+  cpu::layernorm_bwd(h, x, w, mean, rstd, dy, dx, c.acc, dw, db);
+  const Tensor dxd = c.acc ? dev(dx0, c.dtype, c.pad) : out_dev(c.dtype, {t, d}, c.pad);
+  const Tensor dwd = c.a ? dev(dw0, DType::kF32) : Tensor(),
+               dbd = c.a ? dev(db0, DType::kF32) : Tensor();
+  cuda::layernorm_bwd(g, xd, wd, dev(mean, DType::kF32), dev(rstd, DType::kF32),
+                      dev(dy, c.dtype, c.pad), dxd, c.acc, dwd, dbd);
+  check(dxd, dx, kBwd, c, "dx");
+  if (c.a) {
+    check(dwd, dw, kBwd, c, "dw");
+    check(dbd, db, kBwd, c, "db");
+  }
+}
+
+// Expects exactly the elements dropout_keep drops to be zero in the device output.
+void check_mask(const Tensor& dev_out, const DropoutSpec& d, const std::string& what) {
+  gpu::sync();
+  const Tensor got = gpu::to_host(dev_out);
+  const int64_t cols = got.row_elems();
+  int64_t bad = 0;
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    const int64_t r = i / cols, col = i % cols;
+    const bool kept = dropout_keep(d.seed, d.offset, static_cast<uint64_t>(r * cols + col), d.p);
+    if (kept != (get(got, i) != 0.0) && ++bad <= 5)
+      ADD_FAILURE() << what << "[" << i << "]: gpu " << get(got, i) << ", mask keeps " << kept;
+  }
+  EXPECT_EQ(bad, 0) << what << ": dropout mask differs from dropout_keep in " << bad << " places";
+}
+
+void run_ln_mul_dropout(const Case& c) {
+  const int64_t t = c.m, e = c.n;
+  const float eps = 1e-6f;
+  const DropoutSpec drop{c.p, 1234567ull + static_cast<uint64_t>(t), 77};
+  const Tensor o = rnd({t, e}, c.dtype), u = rnd({t, e}, c.dtype, 0.5, 1.5);
+  const Tensor w = c.a ? rnd({e}, DType::kF32, 0.5, 1.5) : Tensor();
+  const Tensor b = c.a ? rnd({e}, DType::kF32) : Tensor();
+  Tensor y = alloc(DType::kF32, {t, e}), mean = alloc(DType::kF32, {t}),
+         rstd = alloc(DType::kF32, {t});
+  Ctx h = cpu();
+  cpu::ln_mul_dropout_fwd(h, o, u, w, b, eps, drop, y, mean, rstd);
+  Ctx g = gpu::cuda_ctx(c.det);
+  const Tensor od = dev(o, c.dtype), ud = dev(u, c.dtype, c.pad);
+  const Tensor wd = c.a ? dev(w, DType::kF32) : Tensor(), bd = c.a ? dev(b, DType::kF32) : Tensor();
+  const Tensor yd = out_dev(c.dtype, {t, e});
+  const Tensor md = out_dev(DType::kF32, {t}), rd = out_dev(DType::kF32, {t});
+  cuda::ln_mul_dropout_fwd(g, od, ud, wd, bd, eps, drop, yd, md, rd);
+  check(yd, y, kFwd, c, "y");
+  check(md, mean, kFwd, c, "mean");
+  check(rd, rstd, kFwd, c, "rstd");
+  if (c.p > 0) check_mask(yd, drop, c.name + " y mask");
+
+  const Tensor dy = rnd({t, e}, c.dtype);
+  Tensor do_ = alloc(DType::kF32, {t, e}), du = alloc(DType::kF32, {t, e});
+  const Tensor dw0 = rnd({e}, DType::kF32), db0 = rnd({e}, DType::kF32);
+  Tensor dw = c.a ? copy_host(dw0) : Tensor(), db = c.a ? copy_host(db0) : Tensor();
+  cpu::ln_mul_dropout_bwd(h, o, u, w, b, mean, rstd, drop, dy, do_, du, dw, db);
+  const Tensor dod = out_dev(c.dtype, {t, e}), dud = out_dev(c.dtype, {t, e}, c.pad);
+  const Tensor dwd = c.a ? dev(dw0, DType::kF32) : Tensor(),
+               dbd = c.a ? dev(db0, DType::kF32) : Tensor();
+  cuda::ln_mul_dropout_bwd(g, od, ud, wd, bd, dev(mean, DType::kF32), dev(rstd, DType::kF32), drop,
+                           dev(dy, c.dtype), dod, dud, dwd, dbd);
+  check(dod, do_, kBwd, c, "do");
+  check(dud, du, kBwd, c, "du");
+  if (c.p > 0) check_mask(dud, drop, c.name + " du mask");
+  if (c.a) {
+    check(dwd, dw, kBwd, c, "dw");
+    check(dbd, db, kBwd, c, "db");
+  }
+}
+
+void run_dropout(const Case& c) {
+  const DropoutSpec drop{c.p, 99ull + static_cast<uint64_t>(c.m), 4096};
+  const Tensor x = rnd({c.m, c.n}, c.dtype, 0.5, 1.5);  // never zero: zeros are the mask
+  Tensor y = alloc(DType::kF32, {c.m, c.n});
+  Ctx h = cpu();
+  cpu::dropout_fwd(h, x, drop, y);
+  Ctx g = gpu::cuda_ctx(c.det);
+  const Tensor xd = dev(x, c.dtype, c.pad);
+  const Tensor yd = c.acc ? xd : out_dev(c.dtype, {c.m, c.n}, c.pad);  // acc: in place
+  cuda::dropout_fwd(g, xd, drop, yd);
+  check(yd, y, kFwd, c, "y");
+  check_mask(yd, drop, c.name + " mask");
+  Tensor dx = alloc(DType::kF32, {c.m, c.n});
+  cpu::dropout_bwd(h, x, drop, dx);
+  const Tensor dxd = out_dev(c.dtype, {c.m, c.n});
+  cuda::dropout_bwd(g, dev(x, c.dtype, c.pad), drop, dxd);
+  check(dxd, dx, kBwd, c, "dx");
+}
+
+void run_activation(const Case& c) {
+  const Activation act = static_cast<Activation>(c.variant);
+  const Tensor x = rnd({c.m, c.n}, c.dtype, -4.0, 4.0);
+  Tensor y = alloc(DType::kF32, {c.m, c.n});
+  Ctx h = cpu();
+  cpu::activation_fwd(h, act, x, y);
+  Ctx g = gpu::cuda_ctx(c.det);
+  const Tensor xd = dev(x, c.dtype, c.pad);
+  const Tensor yd = out_dev(c.out, {c.m, c.n}, c.pad);
+  cuda::activation_fwd(g, act, xd, yd);
+  check(yd, y, kFwd, c, "y");
+  const Tensor dy = rnd({c.m, c.n}, c.dtype);
+  Tensor dx = alloc(DType::kF32, {c.m, c.n});
+  cpu::activation_bwd(h, act, x, dy, dx);
+  const Tensor dyd = dev(dy, c.dtype, c.pad);
+  cuda::activation_bwd(g, act, xd, dyd, dyd);  // in place: dx aliases dy
+  check(dyd, dx, kBwd, c, "dx");
+}
+
+void run_embedding(const Case& c) {
+  const int64_t t = c.m, d = c.n, v = c.k, npos = 17;
+  const float scale = std::sqrt(static_cast<float>(d));
+  const Tensor table = rnd({v, d}, DType::kF32), pos = rnd({npos, d}, DType::kF32);
+  Tensor ids = alloc(DType::kI32, {t}), positions = alloc(DType::kI32, {t});
+  fill_int(ids, 0, v);
+  fill_int(positions, 0, npos);
+  const bool with_pos = c.a;
+  Tensor out = alloc(DType::kF32, {t, d});
+  Ctx h = cpu();
+  cpu::embedding_fwd(h, table, ids, scale, with_pos ? pos : Tensor(),
+                     with_pos ? positions : Tensor(), out);
+  Ctx g = gpu::cuda_ctx(c.det);
+  const Tensor idd = dev(ids, DType::kI32), pd = dev(positions, DType::kI32);
+  const Tensor outd = out_dev(c.out, {t, d}, c.pad);
+  cuda::embedding_fwd(g, dev(table, DType::kF32), idd, scale,
+                      with_pos ? dev(pos, DType::kF32) : Tensor(), with_pos ? pd : Tensor(), outd);
+  check(outd, out, kFwd, c, "out");
+
+  const Tensor dout = rnd({t, d}, c.out);
+  const Tensor dt0 = rnd({v, d}, DType::kF32), dp0 = rnd({npos, d}, DType::kF32);
+  Tensor dt = copy_host(dt0), dp = copy_host(dp0), touched = alloc(DType::kU8, {v});
+  fill_value(touched, 0);
+  cpu::embedding_bwd(h, dout, ids, scale, dt, touched, with_pos ? positions : Tensor(),
+                     with_pos ? dp : Tensor());
+  const Tensor doutd = dev(dout, c.out, c.pad);
+  const auto gpu_bwd = [&](Tensor& dtd, Tensor& dpd, Tensor& td) {
+    dtd = dev(dt0, DType::kF32);
+    dpd = dev(dp0, DType::kF32);
+    Tensor zeros = alloc(DType::kU8, {v});
+    fill_value(zeros, 0);
+    td = dev(zeros, DType::kU8);
+    cuda::embedding_bwd(g, doutd, idd, scale, dtd, td, with_pos ? pd : Tensor(),
+                        with_pos ? dpd : Tensor());
+  };
+  Tensor dtd, dpd, td;
+  gpu_bwd(dtd, dpd, td);
+  check(dtd, dt, kBwd, c, "d_table");
+  if (with_pos) check(dpd, dp, kBwd, c, "d_pos");
+  check_exact(td, touched, c.name + " touched");
+  if (c.det) {  // bit-reproducible: a second run gives the same bytes
+    Tensor dtd2, dpd2, td2;
+    gpu_bwd(dtd2, dpd2, td2);
+    EXPECT_TRUE(bytes_of(dtd) == bytes_of(dtd2)) << c.name << ": deterministic d_table differs";
+    if (with_pos) {
+      EXPECT_TRUE(bytes_of(dpd) == bytes_of(dpd2)) << c.name << ": deterministic d_pos differs";
+    }
+  }
+}
+
+void run_touched_rows(const Case& c) {
+  const int64_t v = c.m;
+  Tensor touched = alloc(DType::kU8, {v});
+  fill_int(touched, 0, 2);
+  const Tensor td = dev(touched, DType::kU8);
+  Tensor rows = alloc(DType::kI32, {v});
+  Ctx h = cpu();
+  const int64_t n = cpu::collect_touched_rows(h, copy_host(touched), rows);
+  Ctx g = gpu::cuda_ctx(c.det);
+  const Tensor rd = out_dev(DType::kI32, {v});
+  const int64_t nd = cuda::collect_touched_rows(g, td, rd);
+  ASSERT_EQ(nd, n) << c.name << ": touched row count";
+  check_exact(rd.rows(0, n), rows.rows(0, n), c.name + " rows");
+  Tensor zeros = alloc(DType::kU8, {v});
+  fill_value(zeros, 0);
+  check_exact(td, zeros, c.name + " touched cleared");
+}
+
+void run_sparse_opt(const Case& c) {
+  const int64_t v = c.m, d = c.n;
+  SparseOptimizerSpec spec;
+  spec.kind = static_cast<SparseOptimizerSpec::Kind>(c.variant);
+  spec.lr = 0.05f;
+  spec.step = 7;
+  const Tensor table0 = rnd({v, d}, DType::kF32), grad0 = rnd({v, d}, DType::kF32);
+  const Tensor m0 = spec.kind == SparseOptimizerSpec::kRowWiseAdagrad ? rnd({v}, DType::kF32, 0, 1)
+                                                                      : rnd({v, d}, DType::kF32);
+  const Tensor v0 = rnd({v, d}, DType::kF32, 0.0, 1.0);
+  std::vector<int32_t> list;
+  for (int32_t r = 0; r < v; ++r)
+    if (r % 3 != 1) list.push_back(r);
+  const int64_t n = static_cast<int64_t>(list.size());
+  Tensor rows = alloc(DType::kI32, {n});
+  for (int64_t i = 0; i < n; ++i) set(rows, i, list[i]);
+  Tensor table = copy_host(table0), grad = copy_host(grad0), m = copy_host(m0), vv = copy_host(v0);
+  Ctx h = cpu();
+  const bool adam = spec.kind == SparseOptimizerSpec::kAdam;
+  const bool ada = spec.kind == SparseOptimizerSpec::kRowWiseAdagrad;
+  cpu::sparse_optimizer_step(h, spec, table, grad, rows, n, adam || ada ? m : Tensor(),
+                             adam ? vv : Tensor());
+  Ctx g = gpu::cuda_ctx(c.det);
+  const Tensor td = dev(table0, DType::kF32), gd = dev(grad0, DType::kF32);
+  const Tensor md = dev(m0, DType::kF32), vd = dev(v0, DType::kF32);
+  cuda::sparse_optimizer_step(g, spec, td, gd, dev(rows, DType::kI32), n,
+                              adam || ada ? md : Tensor(), adam ? vd : Tensor());
+  check(td, table, kBwd, c, "table");
+  check_exact(gd, grad, c.name + " grad (zeroed rows, others untouched)");
+  if (adam || ada) check(md, m, kBwd, c, "m");
+  if (adam) check(vd, vv, kBwd, c, "v");
+}
+
+void run_l2norm(const Case& c) {
+  const int64_t t = c.m, d = c.n;
+  // eps is large so a clamped row (row 0, norm ~0.05) keeps gradients of the usual scale.
+  const float eps = 0.5f;
+  Tensor x = rnd({t, d}, c.dtype);
+  for (int64_t j = 0; j < d; ++j) set(x, j, gpu::round_to(c.dtype, 0.01f * get(x, j)));
+  Tensor y = alloc(DType::kF32, {t, d}), norms = alloc(DType::kF32, {t});
+  Ctx h = cpu();
+  cpu::l2norm_fwd(h, x, eps, y, norms);
+  Ctx g = gpu::cuda_ctx(c.det);
+  const Tensor yd = out_dev(c.out, {t, d}, c.pad), nd = out_dev(DType::kF32, {t});
+  cuda::l2norm_fwd(g, dev(x, c.dtype, c.pad), eps, yd, nd);
+  check(yd, y, kFwd, c, "y");
+  check(nd, norms, kFwd, c, "norms");
+  // Backward from the CPU's y (in the GPU's dtype) and norms.
+  gpu::round_host(y, c.out);
+  const Tensor dy = rnd({t, d}, c.dtype), dx0 = rnd({t, d}, c.dtype);
+  Tensor dx = copy_host(dx0);
+  cpu::l2norm_bwd(h, y, norms, eps, dy, dx, c.acc);
+  const Tensor dxd = c.acc ? dev(dx0, c.dtype, c.pad) : out_dev(c.dtype, {t, d}, c.pad);
+  cuda::l2norm_bwd(g, dev(y, c.out), dev(norms, DType::kF32), eps, dev(dy, c.dtype, c.pad), dxd,
+                   c.acc);
+  check(dxd, dx, kBwd, c, "dx");
+}
+
+void run_sampled_softmax(const Case& c) {
+  const int64_t t = c.m, d = c.n, r = c.k, v = 97;
+  SampledSoftmaxSpec spec;
+  spec.temperature = 0.05f;
+  spec.eps = 0.5f;  // large, so the clamped row 5 (norm ~0.1) has gradients of the usual scale
+  spec.loss_scale = 1.0 / static_cast<double>(t);
+  Tensor q = rnd({t, d}, DType::kF32);
+  for (int64_t i = 0; i < t; ++i) {  // unit rows, as the L2-normalised encoder output
+    double s = 0;
+    for (int64_t j = 0; j < d; ++j) s += get(q, i * d + j) * get(q, i * d + j);
+    for (int64_t j = 0; j < d; ++j) set(q, i * d + j, get(q, i * d + j) / std::sqrt(s));
+  }
+  gpu::round_host(q, c.dtype);
+  Tensor table = rnd({v, d}, DType::kF32, -0.25, 0.25);  // row norms ~1 for d ~ 48
+  for (int64_t j = 0; j < d; ++j) set(table, 5 * d + j, 0.1 * get(table, 5 * d + j));
+  Tensor targets = alloc(DType::kI32, {t}), neg = alloc(DType::kI32, {t, r});
+  fill_int(targets, 1, v);
+  fill_int(neg, 1, v);
+  for (int64_t i = 0; i < t; i += 5) set(targets, i, 0);                          // unsupervised
+  for (int64_t i = 1; i < t; i += 3) set(neg, i * r + (i % r), get(targets, i));  // collisions
+  set(neg, r, 5);  // token 1 (supervised) sees the clamped row
+  Tensor loss = alloc(DType::kF64, {1}), dq = alloc(DType::kF32, {t, d});
+  const Tensor dt0 = rnd({v, d}, DType::kF32);
+  Tensor dt = copy_host(dt0), touched = alloc(DType::kU8, {v});
+  fill_value(touched, 0);
+  Ctx h = cpu();
+  cpu::sampled_softmax(h, spec, q, targets, neg, table, loss, dq, dt, touched);
+
+  Ctx g = gpu::cuda_ctx(c.det);
+  const Tensor qd = dev(q, c.dtype, c.pad), tgd = dev(targets, DType::kI32);
+  const Tensor negd = dev(neg, DType::kI32), tabd = dev(table, DType::kF32);
+  const auto gpu_run = [&](Tensor& lossd, Tensor& dqd, Tensor& dtd, Tensor& td) {
+    lossd = out_dev(DType::kF64, {1});
+    dqd = out_dev(c.dtype, {t, d}, c.pad);
+    dtd = dev(dt0, DType::kF32);
+    Tensor zeros = alloc(DType::kU8, {v});
+    fill_value(zeros, 0);
+    td = dev(zeros, DType::kU8);
+    cuda::sampled_softmax(g, spec, qd, tgd, negd, tabd, lossd, dqd, dtd, td);
+  };
+  Tensor lossd, dqd, dtd, td;
+  gpu_run(lossd, dqd, dtd, td);
+  check(lossd, loss, kFwd, c, "loss");
+  check(dqd, dq, kBwd, c, "dq");
+  check(dtd, dt, kBwd, c, "d_table");
+  check_exact(td, touched, c.name + " touched");
+  if (c.det) {
+    Tensor l2, q2, dt2, t2;
+    gpu_run(l2, q2, dt2, t2);
+    EXPECT_TRUE(bytes_of(dtd) == bytes_of(dt2)) << c.name << ": deterministic d_table differs";
+    EXPECT_TRUE(bytes_of(lossd) == bytes_of(l2)) << c.name << ": loss differs between runs";
+  }
+  // Forward only (no dq): the same loss.
+  const Tensor lf = out_dev(DType::kF64, {1});
+  cuda::sampled_softmax(g, spec, qd, tgd, negd, tabd, lf, Tensor(), Tensor(), Tensor());
+  check(lf, loss, kFwd, c, "loss (forward only)");
+}
+
+void run_negatives(const Case& c) {
+  const int64_t t = c.m, r = c.n, items = c.k;
+  const uint64_t seed = 0x5eedull + static_cast<uint64_t>(t), step = 12345;
+  Ctx g = gpu::cuda_ctx(c.det);
+  Tensor want = alloc(DType::kI32, {t, r});
+  const Tensor negd = out_dev(DType::kI32, {t, r});
+  if (c.variant == 0) {
+    for (int64_t e = 0; e < t * r; ++e)
+      set(want, e, uniform_negative(seed, step, static_cast<uint64_t>(e), items));
+    cuda::sample_uniform_negatives(g, items, seed, step, negd);
+  } else {
+    Tensor targets = alloc(DType::kI32, {t});
+    fill_int(targets, 0, items);  // zeros (unsupervised) and repeats
+    std::vector<int32_t> pool;
+    for (int64_t i = 0; i < t; ++i)
+      if (get(targets, i) != 0) pool.push_back(static_cast<int32_t>(get(targets, i)));
+    std::sort(pool.begin(), pool.end());
+    pool.erase(std::unique(pool.begin(), pool.end()), pool.end());
+    ASSERT_FALSE(pool.empty());
+    for (int64_t e = 0; e < t * r; ++e)
+      set(want, e,
+          pool[in_batch_negative_index(seed, step, static_cast<uint64_t>(e),
+                                       static_cast<uint32_t>(pool.size()))]);
+    cuda::sample_in_batch_negatives(g, dev(targets, DType::kI32), seed, step, negd);
+  }
+  check_exact(negd, want, c.name + " neg_ids");
+}
+
+void run_dense_opt(const Case& c) {
+  const int64_t n = c.m;
+  DenseOptimizerSpec spec;
+  spec.kind = static_cast<DenseOptimizerSpec::Kind>(c.variant);
+  spec.lr = 0.01f;
+  spec.weight_decay = 0.1f;
+  spec.grad_scale = 0.5f;
+  spec.step = 3;
+  const Tensor p0 = rnd({n}, DType::kF32), g0 = rnd({n}, DType::kF32);
+  const Tensor m0 = rnd({n}, DType::kF32), v0 = rnd({n}, DType::kF32, 0.0, 1.0);
+  Tensor p = copy_host(p0), m = copy_host(m0), v = copy_host(v0);
+  Ctx h = cpu();
+  cpu::dense_optimizer_step(h, spec, p, g0, m, v);
+  Ctx g = gpu::cuda_ctx(c.det);
+  const Tensor pd = dev(p0, DType::kF32), md = dev(m0, DType::kF32), vd = dev(v0, DType::kF32);
+  const Tensor gd = dev(g0, DType::kF32);
+  cuda::dense_optimizer_step(g, spec, pd, gd, md, vd);
+  check(pd, p, kBwd, c, "params");
+  if (spec.kind != DenseOptimizerSpec::kSgd) {
+    check(md, m, kBwd, c, "m");
+    check(vd, v, kBwd, c, "v");
+  }
+  const double want = cpu::sum_squares(h, g0);
+  const double got = cuda::sum_squares(g, gd);
+  EXPECT_NEAR(got, want, 1e-12 * want) << c.name << ": sum_squares (f64 sums of the same squares)";
+  EXPECT_EQ(got, cuda::sum_squares(g, gd)) << c.name << ": sum_squares not reproducible";
+}
+
+void run_cast(const Case& c) {
+  // Random values plus the special cases of rounding: ties, overflow, subnormals, inf, NaN.
+  Tensor src = rnd({c.m, c.n}, c.dtype, -3.0, 3.0);
+  const float specials[] = {0.0f,      -0.0f,      1.0f + 0x1p-8f, 1.0f + 0x1p-11f,
+                            65519.0f,  65520.0f,   70000.0f,       0x1p-20f,
+                            -0x1p-25f, 0x1.8p-25f, 3.0e38f,        INFINITY,
+                            -INFINITY, 1e-40f,     0x1.0101p0f,    -2.5e-3f};
+  for (int64_t i = 0; i < std::min<int64_t>(16, src.numel()); ++i) set(src, i, specials[i]);
+  set(src, std::min<int64_t>(16, src.numel() - 1), std::numeric_limits<float>::quiet_NaN());
+  gpu::round_host(src, c.dtype);
+  const DType dst_t = c.out;
+  // CPU: the source in its own dtype (16-bit tensors hold raw bits), then the cast under test.
+  Ctx h = cpu();
+  Tensor hs = alloc(c.dtype, {c.m, c.n}), hd = alloc(dst_t, {c.m, c.n});
+  cpu::cast(h, src, hs);  // exact: src is already representable in c.dtype
+  cpu::cast(h, hs, hd);
+  Ctx g = gpu::cuda_ctx(c.det);
+  const Tensor sd = dev(src, c.dtype, c.pad);
+  const Tensor dd = out_dev(dst_t, {c.m, c.n}, c.pad);
+  cuda::cast(g, sd, dd);
+  const std::vector<unsigned char> got = bytes_of(dd);
+  const size_t es = dtype_size(dst_t);
+  int64_t bad = 0;
+  for (int64_t i = 0; i < c.m * c.n; ++i) {
+    const unsigned char* want = static_cast<const unsigned char*>(hd.data) + i * es;
+    const unsigned char* have = got.data() + i * es;
+    const double wv = gpu::detail::decode(dst_t, want), hv = gpu::detail::decode(dst_t, have);
+    const bool same = std::isnan(wv) ? std::isnan(hv) : std::memcmp(want, have, es) == 0;
+    if (!same && ++bad <= 5)
+      ADD_FAILURE() << c.name << "[" << i << "]: gpu " << hv << " vs cpu " << wv << " (source "
+                    << get(src, i) << ")";
+  }
+  EXPECT_EQ(bad, 0) << c.name << ": CPU and GPU casts differ in " << bad << " elements";
+}
+
+void run_retrieval_rank(const Case& c) {
+  const int64_t u = c.m, v = c.n, d = c.k;
+  const int32_t cap = 50;
+  // Multiples of 1/4 in [-1, 1]: every dot product is exact in fp32 (and bf16 holds the
+  // inputs exactly), so scores tie often and both backends must apply the tie rule identically.
+  Tensor q = alloc(DType::kF32, {u, d}), items = alloc(DType::kF32, {v, d});
+  fill_int(q, -4, 5);
+  fill_int(items, -4, 5);
+  for (int64_t i = 0; i < q.numel(); ++i) set(q, i, get(q, i) / 4);
+  for (int64_t i = 0; i < items.numel(); ++i) set(items, i, get(items, i) / 4);
+  for (int64_t j = 0; j < d; ++j) set(items, 7 * d + j, get(items, 3 * d + j));  // a duplicate
+  Tensor targets = alloc(DType::kI32, {u});
+  fill_int(targets, 1, v);
+  set(targets, 0, 3);  // item 7 ties with it and has the larger id: not above
+  set(targets, 1, 7);  // item 3 ties with it and has the smaller id: above
+  std::vector<int32_t> off{0}, hist;
+  std::mt19937_64& gen = rng();
+  for (int64_t i = 0; i < u; ++i) {
+    const int len = static_cast<int>(gen() % 12);
+    for (int j = 0; j < len; ++j) hist.push_back(static_cast<int32_t>(gen() % v));
+    if (i % 4 == 0) hist.push_back(static_cast<int32_t>(get(targets, i)));  // target in history
+    if (i % 5 == 0 && len > 0) hist.push_back(hist.back());                 // duplicate entry
+    off.push_back(static_cast<int32_t>(hist.size()));
+  }
+  if (hist.empty()) hist.push_back(0);
+  Tensor offs = alloc(DType::kI32, {u + 1}),
+         hids = alloc(DType::kI32, {static_cast<int64_t>(hist.size())});
+  for (int64_t i = 0; i <= u; ++i) set(offs, i, off[i]);
+  for (size_t i = 0; i < hist.size(); ++i) set(hids, static_cast<int64_t>(i), hist[i]);
+  Tensor ranks = alloc(DType::kI32, {u});
+  Ctx h = cpu();
+  cpu::retrieval_rank(h, q, items, targets, offs, hids, cap, ranks);
+  Ctx g = gpu::cuda_ctx(c.det);
+  const Tensor rd = out_dev(DType::kI32, {u});
+  cuda::retrieval_rank(g, dev(q, c.dtype, c.pad), dev(items, c.dtype), dev(targets, DType::kI32),
+                       dev(offs, DType::kI32), dev(hids, DType::kI32), cap, rd);
+  check_exact(rd, ranks, c.name + " ranks");
+}
+
+// ---- the table ------------------------------------------------------------------------------
+
+std::vector<Case> cases() {
+  std::vector<Case> t;
+  const auto add = [&](Case c) { t.push_back(std::move(c)); };
+  const DType bf = DType::kBF16, f16 = DType::kF16, f32 = DType::kF32;
+  const std::string lowp = "m x naive bf16/fp16 rounding of the output";
+  // clang-format off
+  // GEMM: x @ W^T (+ bias) forward, dgrad, wgrad into fp32 with beta = 1; odd shapes; views.
+  add({.name = "gemm_nt_bias_bf16", .op = Op::kGemm, .m = 128, .n = 96, .k = 64, .dtype = bf,
+       .out = bf, .b = true, .variant = 1, .why = lowp});
+  add({.name = "gemm_nt_f32bias_bf16", .op = Op::kGemm, .m = 64, .n = 40, .k = 32, .dtype = bf,
+       .out = bf, .b = true, .variant = 2,
+       .why = lowp + "; m = 3: an f32 bias may be added after a first rounding"});
+  add({.name = "gemm_nn_strided_fp16", .op = Op::kGemm, .m = 70, .n = 48, .k = 56, .dtype = f16,
+       .out = f16, .pad = 8, .why = lowp});
+  add({.name = "gemm_tn_wgrad_acc_bf16_f32", .op = Op::kGemm, .m = 64, .n = 48, .k = 300,
+       .dtype = bf, .out = f32, .a = true, .acc = true, .f32_rtol = 1e-5,
+       .why = "fp32 accumulation order over K = 300: ~sqrt(K) 2^-24 |C| on each side"});
+  add({.name = "gemm_odd_f32", .op = Op::kGemm, .m = 37, .n = 29, .k = 61, .dtype = f32, .out = f32,
+       .b = true, .variant = 1, .f32_rtol = 5e-6,
+       .why = "fp32 (no TF32) summation order over K = 61"});
+  add({.name = "gemm_odd_bf16", .op = Op::kGemm, .m = 33, .n = 17, .k = 9, .dtype = bf, .out = bf,
+       .why = lowp + " (odd leading dims: unaligned algorithms)"});
+  add({.name = "gemm_tt_f32", .op = Op::kGemm, .m = 20, .n = 24, .k = 16, .dtype = f32, .out = f32,
+       .a = true, .b = true, .f32_rtol = 2e-6, .why = "fp32 summation order"});
+
+  add({.name = "bias_grad_bf16", .op = Op::kBiasGrad, .m = 1000, .n = 96, .dtype = bf,
+       .f32_rtol = 1e-5, .why = "fp32 column sums of 1000 rows in another order"});
+  add({.name = "bias_grad_acc_strided_f32", .op = Op::kBiasGrad, .m = 333, .n = 37, .dtype = f32,
+       .pad = 3, .acc = true, .f32_rtol = 1e-5, .why = "fp32 column sums in another order"});
+
+  // LayerNorm: aligned (vector path) and odd widths, affine or not, f32 -> bf16, strided views.
+  add({.name = "layernorm_affine_bf16", .op = Op::kLayerNorm, .m = 200, .n = 256, .dtype = bf,
+       .out = bf, .a = true, .f32_rtol = 2e-5,
+       .why = lowp + "; f32 stats/dw/db: one-pass fp32 vs two-pass f64"});
+  add({.name = "layernorm_plain_odd_f32", .op = Op::kLayerNorm, .m = 37, .n = 45, .dtype = f32,
+       .out = f32, .acc = true, .f32_rtol = 2e-5,
+       .why = "fp32 one-pass statistics vs the f64 two-pass reference"});
+  add({.name = "layernorm_f32_to_bf16_strided", .op = Op::kLayerNorm, .m = 65, .n = 1024,
+       .dtype = f32, .out = bf, .pad = 8, .a = true, .acc = true, .f32_rtol = 2e-5,
+       .why = lowp + "; dx f32 vs f64"});
+  add({.name = "layernorm_wide_fp16", .op = Op::kLayerNorm, .m = 9, .n = 7000, .dtype = f16,
+       .out = f16, .a = true, .f32_rtol = 5e-5,
+       .why = lowp + "; 7000-wide rows (opt-in shared memory for dw/db)"});
+
+  add({.name = "ln_mul_dropout_p02_bf16", .op = Op::kLnMulDropout, .m = 150, .n = 128, .dtype = bf,
+       .pad = 16, .a = true, .p = 0.2f, .f32_rtol = 2e-5, .why = lowp});
+  add({.name = "ln_mul_dropout_p0_odd_f32", .op = Op::kLnMulDropout, .m = 33, .n = 50, .dtype = f32,
+       .f32_rtol = 2e-5, .why = "fp32 vs the f64 reference"});
+  add({.name = "ln_mul_dropout_p01_fp16", .op = Op::kLnMulDropout, .m = 20, .n = 72, .dtype = f16,
+       .a = true, .p = 0.1f, .f32_rtol = 2e-5, .why = lowp});
+
+  add({.name = "dropout_bf16", .op = Op::kDropout, .m = 100, .n = 64, .dtype = bf, .p = 0.3f,
+       .why = "mask exact; kept values x / (1 - p) rounded once"});
+  add({.name = "dropout_inplace_odd_f32", .op = Op::kDropout, .m = 31, .n = 17, .dtype = f32,
+       .acc = true, .p = 0.5f, .f32_rtol = 1e-7, .why = "mask exact; one fp32 multiply"});
+  add({.name = "dropout_strided_fp16", .op = Op::kDropout, .m = 40, .n = 24, .dtype = f16, .pad = 4,
+       .p = 0.1f, .why = "mask exact; kept values rounded once"});
+
+  add({.name = "silu_strided_bf16", .op = Op::kActivation, .m = 64, .n = 96, .dtype = bf, .out = bf,
+       .pad = 8, .variant = static_cast<int>(Activation::kSilu), .why = lowp});
+  add({.name = "relu_odd_f32", .op = Op::kActivation, .m = 13, .n = 7, .dtype = f32, .out = f32,
+       .variant = static_cast<int>(Activation::kRelu), .f32_rtol = 1e-7, .why = "exact in fp32"});
+  add({.name = "gelu_fp16", .op = Op::kActivation, .m = 16, .n = 40, .dtype = f16, .out = f16,
+       .variant = static_cast<int>(Activation::kGelu), .why = lowp});
+  add({.name = "silu_f32_to_bf16", .op = Op::kActivation, .m = 8, .n = 24, .dtype = f32, .out = bf,
+       .variant = static_cast<int>(Activation::kSilu), .f32_rtol = 1e-6,
+       .why = lowp + "; f32 backward: expf vs std::exp"});
+
+  // Embeddings: V small so ids repeat; atomics and the sorted deterministic path.
+  add({.name = "embedding_pos_bf16_atomic", .op = Op::kEmbedding, .m = 300, .n = 64, .k = 40,
+       .out = bf, .a = true, .det = false, .f32_rtol = 1e-5,
+       .why = lowp + "; d_table: fp32 sums of repeated ids in another order"});
+  add({.name = "embedding_pos_f32_det", .op = Op::kEmbedding, .m = 700, .n = 48, .k = 3, .out = f32,
+       .a = true, .f32_rtol = 1e-5,
+       .why = "fp32 sums of ~230 rows per id (spanning pieces) in another order"});
+  add({.name = "embedding_odd_strided_bf16_det", .op = Op::kEmbedding, .m = 257, .n = 33, .k = 500,
+       .out = bf, .pad = 5, .f32_rtol = 1e-5, .why = lowp});
+  add({.name = "touched_rows", .op = Op::kTouchedRows, .m = 5003, .why = "exact"});
+  add({.name = "sparse_adam", .op = Op::kSparseOpt, .m = 50, .n = 24, .variant = 0,
+       .f32_rtol = 1e-6, .why = "fp32 update vs the f64 reference"});
+  add({.name = "sparse_rowwise_adagrad", .op = Op::kSparseOpt, .m = 50, .n = 33, .variant = 1,
+       .f32_rtol = 1e-6, .why = "fp32 update vs the f64 reference"});
+  add({.name = "sparse_sgd", .op = Op::kSparseOpt, .m = 20, .n = 8, .variant = 2, .f32_rtol = 1e-6,
+       .why = "fp32 update vs the f64 reference"});
+
+  add({.name = "l2norm_bf16", .op = Op::kL2Norm, .m = 100, .n = 64, .dtype = bf, .out = bf,
+       .f32_rtol = 1e-6, .why = lowp + "; norms fp32 vs f64"});
+  add({.name = "l2norm_acc_strided_odd_f32", .op = Op::kL2Norm, .m = 21, .n = 50, .dtype = f32,
+       .out = f32, .pad = 2, .acc = true, .f32_rtol = 2e-6, .why = "fp32 vs the f64 reference"});
+
+  add({.name = "sampled_softmax_f32_atomic", .op = Op::kSampledSoftmax, .m = 60, .n = 64, .k = 32,
+       .dtype = f32, .det = false, .f32_rtol = 2e-5,
+       .why = "fp32 logits/softmax vs the f64 reference; atomics order"});
+  add({.name = "sampled_softmax_bf16_det", .op = Op::kSampledSoftmax, .m = 45, .n = 48, .k = 20,
+       .dtype = bf, .f32_rtol = 2e-5, .why = lowp + "; fp32 loss/d_table vs f64"});
+  add({.name = "sampled_softmax_odd_strided_f32_det", .op = Op::kSampledSoftmax, .m = 37, .n = 50,
+       .k = 7, .dtype = f32, .pad = 3, .f32_rtol = 2e-5, .why = "fp32 vs the f64 reference"});
+
+  add({.name = "negatives_uniform", .op = Op::kNegatives, .m = 37, .n = 16, .k = 1000, .variant = 0,
+       .why = "exact (same formula)"});
+  add({.name = "negatives_in_batch", .op = Op::kNegatives, .m = 50, .n = 9, .k = 20, .variant = 1,
+       .why = "exact (same formula)"});
+
+  add({.name = "dense_adamw", .op = Op::kDenseOpt, .m = 4099, .variant = DenseOptimizerSpec::kAdamW,
+       .f32_rtol = 1e-6, .why = "fp32 vs f64 update"});
+  add({.name = "dense_adam", .op = Op::kDenseOpt, .m = 1024, .variant = DenseOptimizerSpec::kAdam,
+       .f32_rtol = 1e-6, .why = "fp32 vs f64 update"});
+  add({.name = "dense_sgd_odd", .op = Op::kDenseOpt, .m = 1001, .variant = DenseOptimizerSpec::kSgd,
+       .f32_rtol = 1e-6, .why = "fp32 vs f64 update"});
+
+  add({.name = "cast_f32_bf16", .op = Op::kCast, .m = 40, .n = 64, .dtype = f32, .out = bf,
+       .why = "bit-exact RNE"});
+  add({.name = "cast_f32_fp16_strided_odd", .op = Op::kCast, .m = 9, .n = 31, .dtype = f32,
+       .out = f16, .pad = 3, .why = "bit-exact RNE"});
+  add({.name = "cast_bf16_f32", .op = Op::kCast, .m = 8, .n = 24, .dtype = bf, .out = f32,
+       .why = "exact widening"});
+
+  add({.name = "retrieval_rank_f32", .op = Op::kRetrievalRank, .m = 70, .n = 300, .k = 24,
+       .dtype = f32, .why = "exact ranks (dyadic inputs: exact scores and ties)"});
+  add({.name = "retrieval_rank_bf16_strided", .op = Op::kRetrievalRank, .m = 130, .n = 157, .k = 17,
+       .dtype = bf, .pad = 4, .why = "exact ranks"});
+  // clang-format on
+  return t;
+}
+
+class GpuOps : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GpuOps, MatchesCpuReference) {
+  HSTU_REQUIRE_GPU();
+  gpu::DeviceScope scope;
+  const Case& c = GetParam();
+  switch (c.op) {
+    case Op::kGemm:
+      return run_gemm(c);
+    case Op::kBiasGrad:
+      return run_bias_grad(c);
+    case Op::kLayerNorm:
+      return run_layernorm(c);
+    case Op::kLnMulDropout:
+      return run_ln_mul_dropout(c);
+    case Op::kDropout:
+      return run_dropout(c);
+    case Op::kActivation:
+      return run_activation(c);
+    case Op::kEmbedding:
+      return run_embedding(c);
+    case Op::kTouchedRows:
+      return run_touched_rows(c);
+    case Op::kSparseOpt:
+      return run_sparse_opt(c);
+    case Op::kL2Norm:
+      return run_l2norm(c);
+    case Op::kSampledSoftmax:
+      return run_sampled_softmax(c);
+    case Op::kNegatives:
+      return run_negatives(c);
+    case Op::kDenseOpt:
+      return run_dense_opt(c);
+    case Op::kCast:
+      return run_cast(c);
+    case Op::kRetrievalRank:
+      return run_retrieval_rank(c);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Table, GpuOps, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
+
+// The step loop must not build GEMM plans: a repeated shape reuses its plan.
+TEST(GpuGemmPlans, CreatedOncePerShape) {
+  HSTU_REQUIRE_GPU();
+  gpu::DeviceScope scope;
+  Ctx g = gpu::cuda_ctx();
+  const Tensor a = dev(rnd({48, 32}, DType::kBF16), DType::kBF16);
+  const Tensor b = dev(rnd({24, 32}, DType::kBF16), DType::kBF16);
+  const Tensor c = out_dev(DType::kBF16, {48, 24});
+  GemmDesc desc;
+  desc.trans_b = true;
+  const int64_t before = cuda::gemm_plans_created(g.blas);
+  cuda::gemm(g, desc, a, b, c, Tensor());
+  const int64_t after_first = cuda::gemm_plans_created(g.blas);
+  EXPECT_EQ(after_first, before + 1);
+  for (int i = 0; i < 3; ++i) cuda::gemm(g, desc, a, b, c, Tensor());
+  EXPECT_EQ(cuda::gemm_plans_created(g.blas), after_first) << "a warm shape created a plan";
+  gpu::sync();
+}
+
+// The scratch budget covers the ops' real use at a training-like size.
+TEST(GpuScratch, BudgetCoversOps) {
+  HSTU_REQUIRE_GPU();
+  cuda::OpsScratchNeeds needs;
+  needs.max_tokens = 4096, needs.max_width = 256, needs.max_table_rows = 100000;
+  needs.num_negatives = 32, needs.deterministic = true;
+  const size_t bytes = cuda::ops_scratch_bytes(needs);
+  EXPECT_GT(bytes, size_t(0));
+  EXPECT_LT(bytes, size_t(1) << 30) << "implausibly large scratch plan";
+}
+
+}  // namespace
+}  // namespace hstu::test

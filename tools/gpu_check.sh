@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# gpu_check.sh — the one script run on the GPU machine: configure and build hstu with CUDA
+# (sm_90a), run the GPU consistency suite (test_gpu), then the benchmarks that exist, and print
+# a short summary table last. Logs go to $OUT/ when set (the device runner's output folder),
+# else to build-gpu/gpu-check-logs/.
+#
+# The one decision: every stage runs even when an earlier one fails (a broken benchmark must not
+# hide test results, a failing unrelated target must not stop test_gpu from building), and the
+# summary states each stage's outcome. Exit status: 0 only when the build and every test passed.
+#
+# Before the device call, run tools/pack_devdeps.sh here (GoogleTest sources -> .devdeps/) and
+# carry .devdeps along. Environment: JOBS (default 16), ARCHS (default 90a), BENCH_TIMEOUT (s).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+BUILD=build-gpu
+LOG="${OUT:-$PWD/$BUILD/gpu-check-logs}"
+mkdir -p "$LOG"
+JOBS="${JOBS:-16}"
+ARCHS="${ARCHS:-90a}"
+BENCH_TIMEOUT="${BENCH_TIMEOUT:-240}"
+status=0
+declare -a rows=()
+row() { rows+=("$(printf '%-22s %s' "$1" "$2")"); }
+
+{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 || true
+  nvcc --version 2>&1 | tail -1 || true
+  cmake --version | head -1; } > "$LOG/device.txt"
+row "device" "$(head -1 "$LOG/device.txt")"
+
+# ---- configure -------------------------------------------------------------------------------
+gtest_args=()
+if [[ -d .devdeps/googletest ]]; then
+  gtest_args=(-DHSTU_GTEST_SOURCE_DIR="$PWD/.devdeps/googletest")
+fi
+# CMake < 3.26 does not know nvcc's C++20 flag; naming it is harmless on newer versions.
+# Warnings do not stop this build (this box checks GPU results; they are counted below).
+if cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHSTU_CUDA=ON \
+    -DHSTU_CUDA_ARCHS="$ARCHS" -DCMAKE_CUDA20_STANDARD_COMPILE_OPTION=-std=c++20 \
+    -DHSTU_WERROR=OFF "${gtest_args[@]}" > "$LOG/configure.log" 2>&1; then
+  row "configure" "ok"
+else
+  row "configure" "FAILED (configure.log)"
+  status=1
+fi
+
+# ---- build (keep going past failing targets) -----------------------------------------------
+start=$(date +%s)
+if ninja -C "$BUILD" -j "$JOBS" -k 0 > "$LOG/build.log" 2>&1; then
+  warnings=$(grep -c -E 'warning[: #]' "$LOG/build.log")
+  row "build" "ok ($(( $(date +%s) - start )) s, ${warnings} warning lines in build.log)"
+else
+  row "build" "FAILED: $(grep -c '^FAILED' "$LOG/build.log") target(s) (build.log)"
+  status=1
+fi
+
+# ---- GPU consistency tests ---------------------------------------------------------------------
+if [[ -x "$BUILD/test_gpu" ]]; then
+  "$BUILD/test_gpu" --gtest_output="xml:$LOG/test_gpu.xml" > "$LOG/test_gpu.log" 2>&1
+  rc=$?
+  count() { sed -nE "s/^\[  $1 *\] ([0-9]+) tests?.*/\1/p" "$LOG/test_gpu.log" | tail -1; }
+  passed=$(count PASSED)
+  failed=$(count FAILED)
+  skipped=$(count SKIPPED)
+  if [[ -z "$passed" ]]; then
+    row "test_gpu" "CRASHED or did not finish (rc $rc, test_gpu.log)"
+  else
+    row "test_gpu" "passed ${passed}, failed ${failed:-0}, skipped ${skipped:-0} (rc $rc)"
+  fi
+  [[ $rc -eq 0 ]] || status=1
+  sed -nE 's/^\[  FAILED  \] ([A-Za-z][^ ,]*).*/    \1/p' "$LOG/test_gpu.log" | sort -u \
+    > "$LOG/failed_cases.txt"
+else
+  row "test_gpu" "NOT BUILT (build.log)"
+  status=1
+fi
+
+# ---- benchmarks (only those the CLI has) ------------------------------------------------------
+for b in attention layer train; do
+  if [[ ! -x "$BUILD/hstu" ]]; then
+    row "bench $b" "hstu NOT BUILT"
+    continue
+  fi
+  timeout "$BENCH_TIMEOUT" "$BUILD/hstu" bench "$b" > "$LOG/bench_$b.log" 2>&1
+  rc=$?
+  if grep -q "unknown benchmark" "$LOG/bench_$b.log"; then
+    row "bench $b" "not available yet"
+  elif [[ $rc -eq 0 ]]; then
+    row "bench $b" "$(grep -v '^\s*$' "$LOG/bench_$b.log" | tail -1)"
+  elif [[ $rc -eq 124 ]]; then
+    row "bench $b" "TIMEOUT after ${BENCH_TIMEOUT} s (bench_$b.log)"
+  else
+    row "bench $b" "FAILED rc $rc: $(grep -v '^\s*$' "$LOG/bench_$b.log" | tail -1)"
+  fi
+done
+
+# ---- summary ---------------------------------------------------------------------------------
+{
+  echo "=== gpu_check summary (logs: $LOG) ==="
+  printf '%s\n' "${rows[@]}"
+  if [[ -s "$LOG/failed_cases.txt" ]]; then
+    echo "failed test cases:"
+    cat "$LOG/failed_cases.txt"
+  fi
+  for b in attention layer train; do
+    if [[ -s "$LOG/bench_$b.log" ]] && ! grep -q "unknown benchmark" "$LOG/bench_$b.log"; then
+      echo "--- bench $b (last lines) ---"
+      tail -8 "$LOG/bench_$b.log"
+    fi
+  done
+} | tee "$LOG/summary.txt"
+exit $status
