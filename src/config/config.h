@@ -61,6 +61,10 @@ struct DatasetArgs {
   std::string split = "paper";             // paper (train: all but last; test: last item)
                                            // | validation (train: all but 2; val; test)
   std::string cache_dir = "";              // where `hstu preprocess` output lives ("" = run_dir)
+  std::string tie_break = "file";          // order of a user's events with equal timestamps:
+                                           // file (stable sort, the spec's default) | shuffle
+                                           // (a fixed pseudo-random order, like Meta's
+                                           // preprocessing with pandas' unstable quicksort)
 
   bool operator==(const DatasetArgs&) const = default;
 };

@@ -149,6 +149,9 @@ std::vector<FieldSpec> make_fields() {
           "the second-to-last"),
       str(HSTU_FIELD(DatasetArgs, dataset, cache_dir), {},
           "where `hstu preprocess` output lives (\"\" = run_dir)"),
+      str(HSTU_FIELD(DatasetArgs, dataset, tie_break), {"file", "shuffle"},
+          "order of a user's events with equal timestamps: file (stable sort) or shuffle (a "
+          "fixed pseudo-random order, as Meta's preprocessing with an unstable sort gives)"),
 
       // SyntheticArgs
       num(HSTU_FIELD(SyntheticArgs, synthetic, num_users), at_least(1), "users (sequences)"),

@@ -1,8 +1,9 @@
 // negatives.cpp — CPU negative samplers (the reference for the CUDA kernels); the formula is in
 // negatives_rng.h.
 //
-// Loops run one element at a time in element order; each element is independent, so the
-// OpenMP split cannot change the result.
+// Each Philox call yields the words of four consecutive elements; the calls run in batches of
+// independent counters (which the compiler vectorises), split over OpenMP threads. Each element
+// is independent, so the split cannot change the result.
 #include "data/negatives.h"
 
 #include <algorithm>
@@ -22,17 +23,38 @@ void check_sizes(int64_t num_tokens, int64_t num_negatives, uint64_t step, size_
              "negative sampling counter space exceeded (T*R < 2^34, step < 2^32)");
 }
 
+// Calls emit(e, word(e)) for every element e in [0, n), word(e) as in negative_word
+// (negatives_rng.h): word e & 3 of philox4x32(seed, (step << 32) + (e >> 2), kNegativeStream).
+template <typename Emit>
+void for_negative_words(uint64_t seed, uint64_t step, int64_t n, Emit&& emit) {
+  constexpr int64_t kBatch = 16;  // Philox counters per batch: 4 * kBatch elements
+  const int64_t batches = (n + 4 * kBatch - 1) / (4 * kBatch);
+#pragma omp parallel for schedule(static)
+  for (int64_t b = 0; b < batches; ++b) {
+    const uint64_t counter = (step << 32) + static_cast<uint64_t>(b * kBatch);
+    uint32_t w[4 * kBatch];
+    for (int64_t l = 0; l < kBatch; ++l) {
+      const Philox4 r = philox4x32(seed, counter + static_cast<uint64_t>(l), kNegativeStream);
+      w[4 * l] = r.x;
+      w[4 * l + 1] = r.y;
+      w[4 * l + 2] = r.z;
+      w[4 * l + 3] = r.w;
+    }
+    const int64_t e0 = 4 * kBatch * b, e1 = std::min(n, e0 + 4 * kBatch);
+    for (int64_t e = e0; e < e1; ++e) emit(e, w[e - e0]);
+  }
+}
+
 }  // namespace
 
 void sample_uniform_negatives(int64_t num_items, int64_t num_tokens, int64_t num_negatives,
                               uint64_t seed, uint64_t step, std::span<int32_t> out) {
   check_sizes(num_tokens, num_negatives, step, out.size());
   HSTU_CHECK(num_items >= 2 && num_items <= (int64_t{1} << 32), "num_items = ", num_items);
-  const int64_t n = num_tokens * num_negatives;
-#pragma omp parallel for schedule(static)
-  for (int64_t e = 0; e < n; ++e) {
-    out[e] = uniform_negative(seed, step, static_cast<uint64_t>(e), num_items);
-  }
+  const uint32_t range = static_cast<uint32_t>(num_items - 1);
+  for_negative_words(seed, step, num_tokens * num_negatives, [&](int64_t e, uint32_t word) {
+    out[e] = 1 + static_cast<int32_t>(u32_to_range(word, range));
+  });
 }
 
 std::vector<int32_t> in_batch_pool(std::span<const int32_t> target_ids) {
@@ -52,11 +74,8 @@ void sample_in_batch_negatives(std::span<const int32_t> pool, int64_t num_tokens
   check_sizes(num_tokens, num_negatives, step, out.size());
   HSTU_CHECK(!pool.empty() || num_tokens == 0, "in-batch negatives need a non-empty pool");
   const uint32_t size = static_cast<uint32_t>(pool.size());
-  const int64_t n = num_tokens * num_negatives;
-#pragma omp parallel for schedule(static)
-  for (int64_t e = 0; e < n; ++e) {
-    out[e] = pool[in_batch_negative_index(seed, step, static_cast<uint64_t>(e), size)];
-  }
+  for_negative_words(seed, step, num_tokens * num_negatives,
+                     [&](int64_t e, uint32_t word) { out[e] = pool[u32_to_range(word, size)]; });
 }
 
 std::vector<int32_t> sample_negatives(const std::string& sampler, const SequenceBatch& batch,

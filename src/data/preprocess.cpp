@@ -19,10 +19,12 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 
 #include "core/error.h"
+#include "core/philox.h"
 #include "data/synthetic.h"
 
 namespace hstu {
@@ -236,7 +238,8 @@ std::string source_description(const DatasetArgs& args, bool skip_malformed) {
   os << "{\n  \"format_version\": " << kSequenceFileVersion
      << ",\n  \"dataset_name\": " << json_string(args.dataset_name)
      << ",\n  \"dataset_path\": " << json_string(absolute_path(args.dataset_path))
-     << ",\n  \"skip_malformed\": " << (skip_malformed ? "true" : "false") << ",\n  \"files\": [";
+     << ",\n  \"skip_malformed\": " << (skip_malformed ? "true" : "false")
+     << ",\n  \"tie_break\": " << json_string(args.tie_break) << ",\n  \"files\": [";
   for (size_t i = 0; i < files.size(); ++i) {
     struct stat st {};
     int64_t size = -1, mtime_ns = -1;
@@ -299,7 +302,10 @@ class DenseIds {
 
 }  // namespace
 
-SequenceDataset build_dataset(const RawData& raw, IdMaps* maps) {
+SequenceDataset build_dataset(const RawData& raw, IdMaps* maps, const std::string& tie_break) {
+  HSTU_CHECK(tie_break == "file" || tie_break == "shuffle",
+             "DatasetArgs.tie_break must be file or shuffle, got '", tie_break, "'");
+  const bool shuffle_ties = tie_break == "shuffle";
   const int64_t num_events = static_cast<int64_t>(raw.events.size());
   if (num_events == 0) HSTU_THROW(raw.name, ": the raw data holds no events");
 
@@ -331,15 +337,21 @@ SequenceDataset build_dataset(const RawData& raw, IdMaps* maps) {
     std::vector<int64_t> cursor(a.user_offsets.begin(), a.user_offsets.end() - 1);
     for (int64_t e = 0; e < num_events; ++e) order[cursor[user_of[e]]++] = e;
   }
-  // Sorting (timestamp, file index) pairs is the stable sort by timestamp, on local keys.
-  std::vector<std::pair<int64_t, int64_t>> keys;  // [events of one user]
+  // Sorting (timestamp, tie key, file index) is the stable sort by timestamp when the tie key is
+  // constant (tie_break "file"), and a fixed pseudo-random order of ties otherwise.
+  std::vector<std::tuple<int64_t, uint64_t, int64_t>> keys;  // [events of one user]
   for (int64_t u = 0; u < num_users; ++u) {
     const int64_t begin = a.user_offsets[u], end = a.user_offsets[u + 1];
     keys.clear();
-    for (int64_t i = begin; i < end; ++i)
-      keys.emplace_back(raw.events[order[i]].timestamp, order[i]);
+    for (int64_t i = begin; i < end; ++i) {
+      const RawEvent& ev = raw.events[order[i]];
+      const uint64_t tie =
+          shuffle_ties ? derive_seed(static_cast<uint64_t>(ev.user), static_cast<uint64_t>(ev.item))
+                       : 0;
+      keys.emplace_back(ev.timestamp, tie, order[i]);
+    }
     std::sort(keys.begin(), keys.end());
-    for (int64_t i = begin; i < end; ++i) order[i] = keys[i - begin].second;
+    for (int64_t i = begin; i < end; ++i) order[i] = std::get<2>(keys[i - begin]);
   }
   a.items.resize(num_events);
   a.timestamps.resize(num_events);
@@ -527,7 +539,7 @@ SequenceDataset preprocess_raw(const DatasetArgs& args, const std::string& out_d
   const std::string description = source_description(args, skip_malformed);
   const RawData raw = read_raw(args.dataset_name, args.dataset_path, skip_malformed);
   IdMaps maps;
-  const SequenceDataset built = build_dataset(raw, &maps);
+  const SequenceDataset built = build_dataset(raw, &maps, args.tie_break);
 
   const std::filesystem::path dir(out_dir);
   std::error_code ec;
