@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "core/device_info.h"
 #include "data/batcher.h"
 #include "data/preprocess.h"
 #include "data/splits.h"
@@ -71,10 +72,20 @@ TrainBenchResult run_train_bench(const Config& cfg, int64_t warmup, int64_t step
   r.tokens_per_s = tokens / (total_ms / 1e3);
   r.tokens_per_step = steps > 0 ? static_cast<int64_t>(tokens / static_cast<double>(steps)) : 0;
   r.tflops = flops / (total_ms / 1e3) / 1e12;
+  std::string extra;
+  if (device == Device::kCUDA) {
+    const double peak = cuda_bf16_peak_tflops();
+    r.mfu = peak > 0 ? r.tflops / peak : 0;
+    r.peak_gib = static_cast<double>(cuda_memory_used_bytes()) / (1024.0 * 1024.0 * 1024.0);
+    char s[128];
+    std::snprintf(s, sizeof s, ", MFU %.1f%% of %.0f, GPU memory in use %.2f GiB", 100 * r.mfu, peak,
+                  r.peak_gib);
+    extra = s;
+  }
   std::printf("bench train (%s): %lld steps, median step %.2f ms, %.0f tokens/s, %lld tokens/step, "
-              "%.3f TFLOPS achieved\n",
+              "%.3f TFLOPS achieved%s\n",
               device_name(device), static_cast<long long>(steps), r.median_step_ms, r.tokens_per_s,
-              static_cast<long long>(r.tokens_per_step), r.tflops);
+              static_cast<long long>(r.tokens_per_step), r.tflops, extra.c_str());
   return r;
 }
 

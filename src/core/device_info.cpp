@@ -22,6 +22,33 @@ int cuda_device_count() {
 #endif
 }
 
+int64_t cuda_memory_used_bytes() {
+#if defined(HSTU_WITH_CUDA)
+  size_t free_b = 0, total_b = 0;
+  if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) return 0;
+  return static_cast<int64_t>(total_b - free_b);
+#else
+  return 0;
+#endif
+}
+
+double cuda_bf16_peak_tflops() {
+#if defined(HSTU_WITH_CUDA)
+  int dev = 0;
+  cudaDeviceProp p{};
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&p, dev) != cudaSuccess) return 0;
+  const std::string name = p.name;
+  // Dense (non-sparse) bf16 tensor-core peaks of the SXM parts, from the vendor datasheets.
+  if (name.find("H100") != std::string::npos || name.find("H200") != std::string::npos) return 989;
+  if (name.find("A100") != std::string::npos) return 312;
+  if (name.find("B200") != std::string::npos) return 2250;
+  if (name.find("L40") != std::string::npos) return 362;
+  return 0;
+#else
+  return 0;
+#endif
+}
+
 std::string describe_cuda_devices() {
 #if defined(HSTU_WITH_CUDA)
   int n = 0;

@@ -1,12 +1,18 @@
 // device_info.h — what CUDA devices this process can use (empty answers in CPU-only builds).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace hstu {
 
 // Number of usable CUDA devices (0 without CUDA or without a GPU/driver).
 int cuda_device_count();
+// Bytes of device memory in use on the current device (total - free), 0 without CUDA.
+int64_t cuda_memory_used_bytes();
+// Dense bf16 tensor-core peak of the current device in TFLOPS, from its name (H100/H200 989,
+// A100 312, ...; 0 when unknown) — the denominator of MFU.
+double cuda_bf16_peak_tflops();
 // One line per device: name, compute capability, SMs, memory; or why there is none.
 std::string describe_cuda_devices();
 
