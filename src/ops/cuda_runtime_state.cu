@@ -54,7 +54,8 @@ size_t ops_scratch_bytes(const OpsScratchNeeds& n) {
       layernorm_bwd_scratch_bytes(t, d),
       embedding_bwd_scratch_bytes(t, d, n.deterministic),
       collect_touched_scratch_bytes(n.max_table_rows),
-      sampled_softmax_scratch_bytes(t, n.num_negatives, d, n.deterministic),
+      sampled_softmax_scratch_bytes(t, n.num_negatives, n.item_dim > 0 ? n.item_dim : d,
+                                    n.deterministic),
       in_batch_negatives_scratch_bytes(t),
       retrieval_rank_scratch_bytes(n.max_eval_users, n.max_table_rows),
       arena_bytes(sizeof(double) * 1025),  // sum_squares partials

@@ -32,6 +32,7 @@ struct OpsScratchNeeds {
   int64_t max_tokens = 0;      // rows of the largest [T, D] activation
   int64_t max_width = 0;       // widest row (D, or the widest GEMM output for bias_grad)
   int64_t max_table_rows = 0;  // largest embedding table (collect_touched_rows)
+  int64_t item_dim = 0;        // width of item embeddings / queries (0: max_width)
   int64_t num_negatives = 0;   // R of the sampled softmax
   int64_t max_eval_users = 0;  // queries per retrieval_rank call (0: no retrieval evaluation)
   bool deterministic = true;   // ctx.deterministic (sorted scatter paths need more)

@@ -16,9 +16,9 @@
 
 namespace hstu::cuda::sorted_scatter {
 
-// NOTE: 128 items per piece keeps the head/tail partials at 2 * n/128 rows (8 MiB for
-// n = 131k, D = 1024) while giving each block enough rows to amortise its launch.
-constexpr int kPiece = 128;
+// NOTE: 256 items per piece keeps the head/tail partials at 2 * n/256 rows (8 MiB for
+// n = 131k tokens of width 1024) while giving each block enough rows to amortise its launch.
+constexpr int kPiece = 256;
 
 struct Sorted {
   const int32_t* keys = nullptr;   // [n] ascending
@@ -75,7 +75,7 @@ inline size_t row_sum_scratch_bytes(int64_t n, int64_t d) {
 }
 
 // One block per piece of kPiece sorted items; threads cover the row's columns V at a time.
-// Src provides `row(p)` (a pointer to item p's source row, element type Src::T) and `coef(p)`.
+// Src provides `row(p)` (a pointer to item p's source row, f32/bf16/f16) and `coef(p)`.
 template <int V, typename Src>
 __global__ void piece_sum_kernel(Sorted s, Src src, float* dst, int64_t ldd, int64_t d, float* head,
                                  float* tail) {
@@ -156,12 +156,13 @@ __global__ void combine_kernel(Sorted s, float* dst, int64_t ldd, int64_t d, con
 // dst[key] += sum over the key's items p (in item order) of src.coef(p) * src.row(p)[0:d].
 // vec8: every source row and dst row allows 8-wide access (d % 8 == 0, 16-byte aligned).
 template <typename Src>
-void row_sum(Ctx& ctx, Scratch& scratch, const Sorted& s, const Src& src, float* dst, int64_t ldd,
-             int64_t d, bool vec8) {
+void row_sum(Ctx& ctx, const Sorted& s, const Src& src, float* dst, int64_t ldd, int64_t d,
+             bool vec8) {
   if (s.n == 0 || d == 0) return;
   const int64_t pieces = (s.n + kPiece - 1) / kPiece;
-  Tensor head = scratch.alloc(DType::kF32, {pieces, d});
-  Tensor tail = scratch.alloc(DType::kF32, {pieces, d});
+  Scratch partials(ctx, "sorted scatter");  // rewound on return: the next call reuses the bytes
+  Tensor head = partials.alloc(DType::kF32, {pieces, d});
+  Tensor tail = partials.alloc(DType::kF32, {pieces, d});
   dispatch_vec(vec8, [&](auto vtag) {
     constexpr int V = decltype(vtag)::value;
     const int threads = static_cast<int>(std::min<int64_t>(256, ((d / V) + 31) / 32 * 32));

@@ -79,7 +79,6 @@ __global__ void mark_touched_kernel(const int32_t* ids, int64_t n, uint8_t* touc
 // Source rows of the deterministic scatter: item p is token p of dout, times a constant.
 template <typename TG>
 struct TokenRows {
-  using T = TG;
   const TG* dout;
   int64_t ldg;
   float scale;
@@ -261,7 +260,7 @@ void embedding_bwd(Ctx& ctx, const Tensor& dout, const Tensor& ids, float scale,
       const sorted_scatter::Sorted s =
           sorted_scatter::sort_keys(ctx, scratch, keys.as<int32_t>(), t, dst.dim(0));
       sorted_scatter::row_sum(
-          ctx, scratch, s, TokenRows<TG>{static_cast<const TG*>(dout.data), dout.row_stride, coef},
+          ctx, s, TokenRows<TG>{static_cast<const TG*>(dout.data), dout.row_stride, coef},
           dst.as<float>(), dst.row_stride, d, can_vec8(d, {&dout, &dst}));
     };
     scatter(ids, d_table, scale);

@@ -213,7 +213,7 @@ size_t sampled_softmax_scratch_bytes(int64_t tokens, int64_t negatives, int64_t 
   if (det)
     bytes += 3 * arena_bytes(4 * static_cast<size_t>(pairs)) +
              sorted_scatter::sort_scratch_bytes(pairs) +
-             2 * sorted_scatter::row_sum_scratch_bytes(pairs, cols);
+             sorted_scatter::row_sum_scratch_bytes(pairs, cols);
   return bytes;
 }
 
@@ -307,12 +307,12 @@ void sampled_softmax(Ctx& ctx, const SampledSoftmaxSpec& spec, const Tensor& q,
         const sorted_scatter::Sorted s =
             sorted_scatter::sort_keys(ctx, scratch, a.pair_key, t * nj, v);
         const bool rows_vec8 = can_vec8(d, {&q, &table, &d_table});
-        sorted_scatter::row_sum(ctx, scratch, s,
+        sorted_scatter::row_sum(ctx, s,
                                 QueryRows<TQ>{static_cast<const TQ*>(q.data), q.row_stride,
                                               static_cast<int32_t>(nj), a.pair_a},
                                 d_table.as<float>(), d_table.row_stride, d, rows_vec8);
         sorted_scatter::row_sum(
-            ctx, scratch, s, TableRows{table.as<float>(), table.row_stride, a.pair_key, a.pair_b},
+            ctx, s, TableRows{table.as<float>(), table.row_stride, a.pair_key, a.pair_b},
             d_table.as<float>(), d_table.row_stride, d, rows_vec8);
       }
     });

@@ -40,6 +40,8 @@ Runtime::Runtime(Device device, const Config& cfg, const ModelShape& shape) {
     needs.max_width = std::max<int64_t>(4 * n.num_attention_heads * n.kv_channels, n.hidden_size);
     needs.max_table_rows = shape.num_items;
     needs.num_negatives = shape.num_negatives;
+    needs.item_dim = n.hidden_size;
+    needs.max_eval_users = shape.max_batch;
     needs.deterministic = ctx_.deterministic;
     // Attention backward: an fp32 dQ accumulator (head dims padded up to 256 at most) and the
     // fixed-point rab-gradient accumulators.
