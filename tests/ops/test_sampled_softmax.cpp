@@ -11,6 +11,9 @@
 //    rows not marked keep their gradient prefill bit for bit;
 //  - a negative equal to the positive contributes nothing (all negatives colliding: loss 0,
 //    no gradient); loss and gradients scale linearly with loss_scale;
+//  - with a few rows drawn many times (several with clamped norms), dq and the table gradient
+//    match a per-(token, candidate) double reference, bit-identically with 1 and 2 threads and
+//    whatever calls (other table sizes, the other dtype) came before;
 //  - results are bit-identical with 1 and 2 threads; bad arguments raise hstu::Error.
 #include <cmath>
 #include <set>
@@ -235,6 +238,102 @@ TEST(SampledSoftmaxCpu, IndependentOfThreadCount) {
   EXPECT_EQ(get(loss[0], 0), get(loss[1], 0));
   EXPECT_EQ(max_abs_diff(dq[0], dq[1]), 0.0);
   EXPECT_EQ(max_abs_diff(dt[0], dt[1]), 0.0);
+}
+
+// dq and the table gradient, pair by pair in double: for candidate j of token i with
+// c = loss_scale * (softmax_j - [j == 0]) / tau, dq += c e_j and
+// d_table[j] += c (q - e_j <e_j, q>) / n_j, or c q / eps where the norm is clamped.
+void naive_grads(const SampledSoftmaxSpec& s, const Case& c, std::vector<double>& dq,
+                 std::vector<double>& dt) {
+  const int64_t t = c.q.dim(0), d = c.q.dim(1), r = c.neg.dim(1), v = c.table.dim(0);
+  dq.assign(static_cast<size_t>(t * d), 0.0);
+  dt.assign(static_cast<size_t>(v * d), 0.0);
+  const auto row = [&](int64_t item, std::vector<double>& e) {  // returns the clamped norm
+    double nn = 0;
+    for (int64_t k = 0; k < d; ++k) nn += std::pow(get(c.table, item * d + k), 2);
+    const double n = std::max(std::sqrt(nn), double(s.eps));
+    for (int64_t k = 0; k < d; ++k) e[k] = get(c.table, item * d + k) / n;
+    return n;
+  };
+  std::vector<double> e(static_cast<size_t>(d));
+  for (int64_t i = 0; i < t; ++i) {
+    const int64_t tgt = int64_t(get(c.targets, i));
+    if (tgt == 0) continue;
+    std::vector<int64_t> ids{tgt};
+    for (int64_t j = 0; j < r; ++j) ids.push_back(int64_t(get(c.neg, i * r + j)));
+    std::vector<double> l(ids.size());
+    for (size_t j = 0; j < ids.size(); ++j) {
+      row(ids[j], e);
+      double dot = 0;
+      for (int64_t k = 0; k < d; ++k) dot += get(c.q, i * d + k) * e[k];
+      l[j] = j > 0 && ids[j] == tgt ? -5e4 : dot / s.temperature;
+    }
+    const double mx = *std::max_element(l.begin(), l.end());
+    double se = 0;
+    for (double x : l) se += std::exp(x - mx);
+    for (size_t j = 0; j < ids.size(); ++j) {
+      if (j > 0 && ids[j] == tgt) continue;
+      const double cj =
+          s.loss_scale * (std::exp(l[j] - mx) / se - (j == 0 ? 1.0 : 0.0)) / s.temperature;
+      const double n = row(ids[j], e);
+      double eq = 0;
+      for (int64_t k = 0; k < d; ++k) eq += e[k] * get(c.q, i * d + k);
+      for (int64_t k = 0; k < d; ++k) {
+        const double qk = get(c.q, i * d + k);
+        dq[static_cast<size_t>(i * d + k)] += cj * e[k];
+        dt[static_cast<size_t>(ids[j] * d + k)] +=
+            n > s.eps ? cj * (qk - e[k] * eq) / n : cj * qk / s.eps;
+      }
+    }
+  }
+}
+
+TEST(SampledSoftmaxCpu, RepeatedAndClampedRowsMatchPairReference) {
+  ArenaScope scope;
+  const int64_t t = 300, r = 40, v = 7, d = 21;  // every row is drawn about 1700 times
+  for (DType dt : {DType::kF64, DType::kF32}) {
+    SCOPED_TRACE(dtype_name(dt));
+    SampledSoftmaxSpec s;
+    s.eps = 1e-2f;
+    Case c = make_case(dt, t, r, v, d, s.eps, 1);
+    for (int64_t k = 0; k < d; ++k) {  // clamped norms: rows 0, 1 far below eps, row 2 at 0.9 eps
+      set(c.table, 1 * d + k, get(c.table, 1 * d + k) * 1e-4);
+      set(c.table, 2 * d + k, k == 0 ? 0.9 * s.eps : 0.0);
+    }
+    s.loss_scale = 1.0 / std::max<int64_t>(supervised(c), 1);
+    std::vector<double> want_dq, want_dt;
+    naive_grads(s, c, want_dq, want_dt);
+    const double tol = dt == DType::kF64 ? 1e-12 : 2e-5;
+    double dq_max = 0, dt_max = 0;
+    for (double x : want_dq) dq_max = std::max(dq_max, std::fabs(x));
+    for (double x : want_dt) dt_max = std::max(dt_max, std::fabs(x));
+    Tensor dq[2], dtab[2];
+    for (int nt = 1; nt <= 2; ++nt) {
+      Ctx ctx = cpu_ctx();
+      ctx.num_threads = nt;
+      // Calls with a larger table and with the other dtype first: per-call buffers are reused.
+      const Case other =
+          make_case(dt == DType::kF64 ? DType::kF32 : DType::kF64, 50, 9, 40, d + 3, s.eps, 0);
+      const Tensor loss = alloc(DType::kF64, {1});
+      sampled_softmax(ctx, s, other.q, other.targets, other.neg, other.table, loss,
+                      alloc(other.q.dtype, {50, d + 3}), alloc(other.q.dtype, {40, d + 3}),
+                      alloc(DType::kU8, {40}));
+      dq[nt - 1] = alloc(dt, {t, d});
+      dtab[nt - 1] = alloc(dt, {v, d});
+      fill_value(dtab[nt - 1], 0);
+      const Tensor touched = alloc(DType::kU8, {v});
+      sampled_softmax(ctx, s, c.q, c.targets, c.neg, c.table, loss, dq[nt - 1], dtab[nt - 1],
+                      touched);
+      for (int64_t i = 0; i < t * d; ++i)
+        ASSERT_NEAR(get(dq[nt - 1], i), want_dq[static_cast<size_t>(i)], tol * dq_max)
+            << "dq[" << i / d << "," << i % d << "], " << nt << " threads";
+      for (int64_t i = 0; i < v * d; ++i)
+        ASSERT_NEAR(get(dtab[nt - 1], i), want_dt[static_cast<size_t>(i)], tol * dt_max)
+            << "d_table[" << i / d << "," << i % d << "], " << nt << " threads";
+    }
+    EXPECT_EQ(max_abs_diff(dq[0], dq[1]), 0.0);
+    EXPECT_EQ(max_abs_diff(dtab[0], dtab[1]), 0.0);
+  }
 }
 
 TEST(SampledSoftmaxCpu, RejectsBadArguments) {
