@@ -7,18 +7,30 @@
 #include <algorithm>
 #include <climits>
 #include <numeric>
+#include <utility>
 
 #include "core/error.h"
 #include "data/random_stream.h"
 
 namespace hstu {
 
+Batcher::Batcher(int64_t num_samples, int64_t batch_size, bool shuffle, uint64_t seed,
+                 MakeBatch make)
+    : num_samples_(num_samples),
+      batch_size_(batch_size),
+      shuffle_(shuffle),
+      seed_(seed),
+      make_(std::move(make)) {
+  HSTU_CHECK(batch_size >= 1, "batch size ", batch_size, " (need >= 1)");
+  HSTU_CHECK(num_samples < (int64_t{1} << 32), "at most 2^32 samples can be shuffled");
+}
+
 Batcher::Batcher(const SequenceDataset& ds, const Split& split, int64_t batch_size, bool shuffle,
                  uint64_t seed)
-    : ds_(&ds), split_(&split), batch_size_(batch_size), shuffle_(shuffle), seed_(seed) {
-  HSTU_CHECK(batch_size >= 1, "batch size ", batch_size, " (need >= 1)");
-  HSTU_CHECK(num_samples() < (int64_t{1} << 32), "at most 2^32 samples can be shuffled");
-}
+    : Batcher(static_cast<int64_t>(split.samples.size()), batch_size, shuffle, seed,
+              [&ds, &split](std::span<const int64_t> samples, SequenceBatch& out) {
+                make_batch(ds, split, samples, out);
+              }) {}
 
 int64_t Batcher::num_batches() const {
   return (num_samples() + batch_size_ - 1) / batch_size_;
@@ -55,7 +67,7 @@ void Batcher::get(int64_t epoch, int64_t batch_index, SequenceBatch& out) {
   const std::span<const int64_t> ord = order(epoch);
   const int64_t begin = batch_index * batch_size_;
   const int64_t end = std::min(begin + batch_size_, num_samples());
-  make_batch(*ds_, *split_, ord.subspan(begin, end - begin), out);
+  make_(ord.subspan(begin, end - begin), out);
 }
 
 void Batcher::next(SequenceBatch& out) {

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -25,11 +26,17 @@ namespace hstu {
 
 class Batcher {
  public:
-  // `ds` and `split` must outlive the batcher. shuffle = false keeps the split's order (eval).
+  // Builds the batch of the given sample indices (into the split this batcher walks).
+  using MakeBatch = std::function<void(std::span<const int64_t> samples, SequenceBatch& out)>;
+
+  // Walks `num_samples` samples; `make` fills a batch from sample indices.
+  Batcher(int64_t num_samples, int64_t batch_size, bool shuffle, uint64_t seed, MakeBatch make);
+  // The retrieval samples of `split` (make_batch). `ds` and `split` must outlive the batcher.
+  // shuffle = false keeps the split's order (eval).
   Batcher(const SequenceDataset& ds, const Split& split, int64_t batch_size, bool shuffle,
           uint64_t seed);
 
-  int64_t num_samples() const { return static_cast<int64_t>(split_->samples.size()); }
+  int64_t num_samples() const { return num_samples_; }
   int64_t num_batches() const;  // per epoch: ceil(num_samples / batch_size)
 
   // The next batch to be produced.
@@ -44,15 +51,15 @@ class Batcher {
   // Fills `out` with batch `batch_index` of `epoch` without moving the position.
   void get(int64_t epoch, int64_t batch_index, SequenceBatch& out);
 
-  // Sample order of an epoch: [num_samples] indices into split.samples.
+  // Sample order of an epoch: [num_samples] sample indices.
   std::span<const int64_t> order(int64_t epoch);
 
  private:
-  const SequenceDataset* ds_;
-  const Split* split_;
+  int64_t num_samples_;
   int64_t batch_size_;
   bool shuffle_;
   uint64_t seed_;
+  MakeBatch make_;
   int64_t epoch_ = 0, batch_index_ = 0;
   int64_t order_epoch_ = -1;
   std::vector<int64_t> order_;  // [num_samples] order of order_epoch_

@@ -140,55 +140,12 @@ void ranking_labels(const SequenceBatch& batch, std::vector<int32_t>& labels) {
   }
 }
 
-RankingBatcher::RankingBatcher(const SequenceDataset& ds, const RankingSplit& split,
-                               int64_t batch_size, bool shuffle, uint64_t seed)
-    : ds_(&ds), split_(&split), batch_size_(batch_size), shuffle_(shuffle), seed_(seed) {
-  HSTU_CHECK(batch_size >= 1, "batch size ", batch_size, " (need >= 1)");
-  HSTU_CHECK(num_samples() < (int64_t{1} << 32), "at most 2^32 samples can be shuffled");
-}
-
-int64_t RankingBatcher::num_batches() const {
-  return (num_samples() + batch_size_ - 1) / batch_size_;
-}
-
-void RankingBatcher::set_position(int64_t epoch, int64_t batch_index) {
-  HSTU_CHECK(epoch >= 0 && batch_index >= 0 && batch_index <= num_batches(),
-             "batcher position (epoch ", epoch, ", batch ", batch_index, ") outside an epoch of ",
-             num_batches(), " batches");
-  epoch_ = epoch;
-  batch_index_ = batch_index;
-  if (batch_index_ == num_batches()) {  // the end of an epoch is the start of the next
-    ++epoch_;
-    batch_index_ = 0;
-  }
-}
-
-std::span<const int64_t> RankingBatcher::order(int64_t epoch) {
-  if (order_epoch_ != epoch) {
-    order_.resize(num_samples());
-    std::iota(order_.begin(), order_.end(), int64_t{0});
-    if (shuffle_) {
-      PhiloxStream rng(seed_, kShuffleStream, static_cast<uint64_t>(epoch) << 32);
-      rng.shuffle(std::span<int64_t>(order_));
-    }
-    order_epoch_ = epoch;
-  }
-  return order_;
-}
-
-void RankingBatcher::get(int64_t epoch, int64_t batch_index, SequenceBatch& out) {
-  HSTU_CHECK(batch_index >= 0 && batch_index < num_batches(), "batch ", batch_index, " of ",
-             num_batches());
-  const std::span<const int64_t> ord = order(epoch);
-  const int64_t begin = batch_index * batch_size_;
-  const int64_t end = std::min(begin + batch_size_, num_samples());
-  make_ranking_batch(*ds_, *split_, ord.subspan(begin, end - begin), out);
-}
-
-void RankingBatcher::next(SequenceBatch& out) {
-  HSTU_CHECK(num_batches() > 0, "the split has no samples");
-  get(epoch_, batch_index_, out);
-  set_position(epoch_, batch_index_ + 1);
+Batcher ranking_batcher(const SequenceDataset& ds, const RankingSplit& split, int64_t batch_size,
+                        bool shuffle, uint64_t seed) {
+  return Batcher(static_cast<int64_t>(split.samples.size()), batch_size, shuffle, seed,
+                 [&ds, &split](std::span<const int64_t> samples, SequenceBatch& out) {
+                   make_ranking_batch(ds, split, samples, out);
+                 });
 }
 
 }  // namespace hstu

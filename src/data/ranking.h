@@ -35,6 +35,7 @@
 
 #include "config/config.h"
 #include "data/batch.h"
+#include "data/batcher.h"
 #include "data/dataset.h"
 
 namespace hstu {
@@ -75,39 +76,9 @@ void make_ranking_batch(const SequenceDataset& ds, const RankingSplit& split,
 // sample order ([sum num_candidates] i32, the rows of gather_candidate_rows' output).
 void ranking_labels(const SequenceBatch& batch, std::vector<int32_t>& labels);
 
-// Batches of a RankingSplit: a seeded per-epoch shuffle (the order of epoch e is the Fisher–Yates
-// permutation of the Philox stream (seed, kShuffleStream, e << 32), as for Batcher), fixed-size
-// batches (the last one of an epoch smaller), and a position checkpoints can save and restore.
-class RankingBatcher {
- public:
-  // `ds` and `split` must outlive the batcher. shuffle = false keeps the split's order (eval).
-  RankingBatcher(const SequenceDataset& ds, const RankingSplit& split, int64_t batch_size,
-                 bool shuffle, uint64_t seed);
-
-  int64_t num_samples() const { return static_cast<int64_t>(split_->samples.size()); }
-  int64_t num_batches() const;  // per epoch: ceil(num_samples / batch_size)
-
-  // The next batch to be produced.
-  int64_t epoch() const { return epoch_; }
-  int64_t batch_index() const { return batch_index_; }
-  void set_position(int64_t epoch, int64_t batch_index);
-
-  // Fills `out` with the batch at the current position and advances.
-  void next(SequenceBatch& out);
-  // Fills `out` with batch `batch_index` of `epoch` without moving the position.
-  void get(int64_t epoch, int64_t batch_index, SequenceBatch& out);
-  // Sample order of an epoch: [num_samples] indices into split.samples.
-  std::span<const int64_t> order(int64_t epoch);
-
- private:
-  const SequenceDataset* ds_;
-  const RankingSplit* split_;
-  int64_t batch_size_;
-  bool shuffle_;
-  uint64_t seed_;
-  int64_t epoch_ = 0, batch_index_ = 0;
-  int64_t order_epoch_ = -1;
-  std::vector<int64_t> order_;  // [num_samples] order of order_epoch_
-};
+// Batches of ranking samples: the same seeded per-epoch shuffle and resumable position as the
+// retrieval batcher (make_ranking_batch per batch). `ds` and `split` must outlive it.
+Batcher ranking_batcher(const SequenceDataset& ds, const RankingSplit& split, int64_t batch_size,
+                        bool shuffle, uint64_t seed);
 
 }  // namespace hstu

@@ -8,7 +8,7 @@
 //    recsys-examples' double arithmetic gives) and truncates to the oldest or newest H + C;
 //  - make_ranking_batch fills every SequenceBatch field exactly; ranking_labels are the
 //    candidates' actions; ranking_layout on the batch gives the recsys-examples positions;
-//  - RankingBatcher visits every sample once per epoch in a seed-determined order;
+//  - ranking_batcher visits every sample once per epoch in a seed-determined order;
 //  - an ML-1M folder read, preprocessed and batched carries users.dat's codes per sample;
 //  - bad options raise hstu::Error.
 #include <gtest/gtest.h>
@@ -155,7 +155,9 @@ TEST(RankingBatch, BatcherVisitsEverySampleOncePerEpoch) {
                        std::vector<int32_t>(4 + u % 5, 1));
   const SequenceDataset ds = make_dataset(users, 30, 2);
   const RankingSplits s = make_ranking_splits(ds, args(10, 1));
-  RankingBatcher a(ds, s.train, 5, true, 7), b(ds, s.train, 5, true, 7), c(ds, s.train, 5, true, 8);
+  Batcher a = ranking_batcher(ds, s.train, 5, true, 7),
+          b = ranking_batcher(ds, s.train, 5, true, 7),
+          c = ranking_batcher(ds, s.train, 5, true, 8);
   EXPECT_EQ(a.num_batches(), 5);
   std::vector<int32_t> seen;
   SequenceBatch batch;
