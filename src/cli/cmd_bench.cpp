@@ -3,6 +3,7 @@
 #include <string>
 
 #include "bench/bench_attention.h"
+#include "bench/bench_layer.h"
 #include "bench/bench_train.h"
 #include "cli/commands.h"
 #include "core/error.h"
@@ -10,7 +11,9 @@
 namespace hstu::cli {
 
 int cmd_bench(const Args& a) {
-  HSTU_CHECK(!a.positional.empty(), "usage: hstu bench train [config.gin] [--steps N] [--warmup N] | hstu bench attention [--shape B,L,H,d]");
+  HSTU_CHECK(!a.positional.empty(),
+             "usage: hstu bench train [config.gin] [--steps N] [--warmup N] | hstu bench attention "
+             "[--shape B,L,H,d]");
   const std::string what = a.positional[0];
   if (what == "train") {
     check_known(a, {"steps", "warmup", "device"}, "bench train");
@@ -22,7 +25,9 @@ int cmd_bench(const Args& a) {
   }
   if (what == "attention")  // its own flags (--shape B,L,H,d ...), passed through unparsed
     return run_attention_bench(std::vector<std::string>(a.raw.begin() + 1, a.raw.end()));
-  HSTU_THROW("unknown benchmark '", what, "' (available: train, attention)");
+  if (what == "layer")
+    return run_layer_bench(std::vector<std::string>(a.raw.begin() + 1, a.raw.end()));
+  HSTU_THROW("unknown benchmark '", what, "' (available: train, attention, layer)");
 }
 
 }  // namespace hstu::cli

@@ -43,11 +43,13 @@ int main(int argc, char** argv) {
   try {
     using namespace hstu::cli;
     const std::vector<std::string> flags = {"quiet", "help", "no-baseline"};
-    // `hstu bench attention` has its own flag grammar: pass its arguments through unparsed.
-    const bool passthrough = cmd == "bench" && argc > 2 && !std::strcmp(argv[2], "attention");
+    // `hstu bench attention|layer` have their own flag grammar: pass its arguments through
+    // unparsed.
+    const bool passthrough = cmd == "bench" && argc > 2 &&
+                             (!std::strcmp(argv[2], "attention") || !std::strcmp(argv[2], "layer"));
     Args a = passthrough ? Args{} : parse_args(argc, argv, 2, flags);
     if (passthrough) {
-      a.positional = {"attention"};
+      a.positional = {argv[2]};
       for (int i = 2; i < argc; ++i) a.raw.emplace_back(argv[i]);
     }
     if (a.has("help")) {
