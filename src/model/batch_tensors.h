@@ -21,6 +21,10 @@ struct BatchTensors {
   Tensor ts_key;      // i64 [T] own timestamp
   Tensor ts_query;    // i64 [T] timestamp of the predicted item
   Tensor neg_ids;     // i32 [T, R] sampled negatives (filled by the trainer)
+  // Ranking only (left empty by allocate_batch_tensors, so retrieval never sets them): the
+  // attention's contextual prefix and target counts per sample, i32 [B] (capacity max_batch).
+  Tensor num_contexts;
+  Tensor num_targets;
   // Host copies the CPU side needs (sequence boundaries for eval bookkeeping).
   const SequenceBatch* host = nullptr;
 };

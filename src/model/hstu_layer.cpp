@@ -27,10 +27,12 @@ void HstuLayer::register_params(DenseParams& p) {
   }
   ids_.w_o = p.add(pre + "output.weight", {hd, d}, true, Init::xavier_uniform());
   if (cfg_.out_bias)  // nn.Linear's default bias init in Meta's layer: U(+-1/sqrt(fan_in))
-    ids_.b_o = p.add(pre + "output.bias", {d}, false,
-                     meta ? Init::uniform(1.0 / std::sqrt(static_cast<double>(hd))) : Init::zeros());
+    ids_.b_o =
+        p.add(pre + "output.bias", {d}, false,
+              meta ? Init::uniform(1.0 / std::sqrt(static_cast<double>(hd))) : Init::zeros());
   if (cfg_.rab) {
-    ids_.rab_pos = p.add(pre + "rab.position", {2 * cfg_.rab_positions - 1}, false, Init::normal(0.02));
+    ids_.rab_pos =
+        p.add(pre + "rab.position", {2 * cfg_.rab_positions - 1}, false, Init::normal(0.02));
     ids_.rab_time = p.add(pre + "rab.time", {cfg_.rab_time_buckets + 1}, false, Init::normal(0.02));
   }
 }
@@ -63,10 +65,18 @@ HstuLayerScratch HstuLayer::allocate_scratch(Arena& a, int64_t t, DType act) con
   return s;
 }
 
-Tensor HstuLayer::matrix(const DenseParams& p, int id) const { return p.compute(id); }
-Tensor HstuLayer::param(const DenseParams& p, int id) const { return id < 0 ? Tensor() : p.param(id); }
-Tensor HstuLayer::bias(const DenseParams& p, int id) const { return id < 0 ? Tensor() : p.compute(id); }
-Tensor HstuLayer::grad(const DenseParams& p, int id) const { return id < 0 ? Tensor() : p.grad(id); }
+Tensor HstuLayer::matrix(const DenseParams& p, int id) const {
+  return p.compute(id);
+}
+Tensor HstuLayer::param(const DenseParams& p, int id) const {
+  return id < 0 ? Tensor() : p.param(id);
+}
+Tensor HstuLayer::bias(const DenseParams& p, int id) const {
+  return id < 0 ? Tensor() : p.compute(id);
+}
+Tensor HstuLayer::grad(const DenseParams& p, int id) const {
+  return id < 0 ? Tensor() : p.grad(id);
+}
 
 // Attention arguments over the u|v|q|k column blocks of one [T, 4Hd] buffer.
 static HstuAttentionArgs attention_args(const HstuLayerConfig& c, const DenseParams& p,
@@ -78,6 +88,8 @@ static HstuAttentionArgs attention_args(const HstuLayerConfig& c, const DensePar
   a.q = uvqk.cols(2 * hd, 3 * hd);
   a.k = uvqk.cols(3 * hd, 4 * hd);
   a.cu_seqlens = b.offsets.rows(0, b.batch_size + 1);
+  if (!b.num_contexts.empty()) a.num_contexts = b.num_contexts.rows(0, b.batch_size);
+  if (!b.num_targets.empty()) a.num_targets = b.num_targets.rows(0, b.batch_size);
   a.max_seqlen = b.max_seqlen;
   a.num_heads = static_cast<int32_t>(c.heads);
   a.alpha = c.alpha;
@@ -114,9 +126,9 @@ void HstuLayer::forward(Ctx& ctx, const DenseParams& p, const BatchTensors& b, c
   gemm(ctx, GemmDesc{false, false, 1.0f, 1.0f}, y, matrix(p, ids_.w_o), x_out, bias(p, ids_.b_o));
 }
 
-void HstuLayer::backward(Ctx& ctx, const DenseParams& p, const BatchTensors& b,
-                         const Tensor& x_in, const HstuLayerActs& acts, HstuLayerScratch& scr,
-                         const Tensor& dx, bool training, uint64_t dropout_seed) const {
+void HstuLayer::backward(Ctx& ctx, const DenseParams& p, const BatchTensors& b, const Tensor& x_in,
+                         const HstuLayerActs& acts, HstuLayerScratch& scr, const Tensor& dx,
+                         bool training, uint64_t dropout_seed) const {
   const int64_t t = b.num_tokens, hd = cfg_.hd();
   const Tensor z = first_rows(acts.z, t), o = first_rows(acts.o, t), y = first_rows(acts.y, t);
   const Tensor ln_mean = first_rows(acts.ln_mean, t), ln_rstd = first_rows(acts.ln_rstd, t);
@@ -124,8 +136,8 @@ void HstuLayer::backward(Ctx& ctx, const DenseParams& p, const BatchTensors& b,
   Tensor xn = first_rows(acts.xn, t);
   if (cfg_.recompute_ln) {
     xn = first_rows(scr.xn, t);
-    layernorm_fwd(ctx, x_in, param(p, ids_.ln_in_w), param(p, ids_.ln_in_b), cfg_.eps, xn,
-                  ln_mean, ln_rstd);
+    layernorm_fwd(ctx, x_in, param(p, ids_.ln_in_w), param(p, ids_.ln_in_b), cfg_.eps, xn, ln_mean,
+                  ln_rstd);
   }
   Tensor uvqk = first_rows(acts.uvqk, t);
   if (cfg_.recompute_silu) {

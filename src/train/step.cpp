@@ -44,14 +44,16 @@ double TrainStep::run(Ctx& ctx, HstuModel& model, const SequenceBatch& host, int
   }
   const int64_t sup = supervised_tokens(host);
   const double loss =
-      sup > 0 ? model.train_step(ctx, bt, derive_seed(seed, static_cast<uint64_t>(step)), 1.0 / sup) : 0.0;
-  optimizer_step(ctx, model, cfg_.optimizer, lr, step + 1);
+      sup > 0 ? model.train_step(ctx, bt, derive_seed(seed, static_cast<uint64_t>(step)), 1.0 / sup)
+              : 0.0;
+  EmbeddingTable* const tables[] = {&model.items()};
+  optimizer_step(ctx, model.dense(), tables, cfg_.optimizer, lr, step + 1);
   return loss;
 }
 
 // Applies the dense and sparse optimisers and clears the gradients.
-void optimizer_step(Ctx& ctx, HstuModel& model, const OptimizerArgs& o, double lr, int64_t step) {
-  DenseParams& dense = model.dense();
+void optimizer_step(Ctx& ctx, DenseParams& dense, std::span<EmbeddingTable* const> tables,
+                    const OptimizerArgs& o, double lr, int64_t step) {
   DenseOptimizerSpec spec;
   spec.kind = o.optimizer_str == "sgd"     ? DenseOptimizerSpec::kSgd
               : o.optimizer_str == "adamw" ? DenseOptimizerSpec::kAdamW
@@ -77,31 +79,31 @@ void optimizer_step(Ctx& ctx, HstuModel& model, const OptimizerArgs& o, double l
   fill_zero(dense.flat_grads());
   dense.refresh_compute_copy(ctx);
 
-  EmbeddingTable& items = model.items();
   const double sparse_lr = o.sparse_learning_rate > 0 ? o.sparse_learning_rate : lr;
-  if (o.sparse_optimizer_str == "dense_adam") {
-    // The paper trainer's torch AdamW over the whole table: every row moves every step.
-    DenseOptimizerSpec ds = spec;
-    ds.lr = static_cast<float>(sparse_lr);
-    ds.kind = DenseOptimizerSpec::kAdam;
-    const Tensor w = items.weight.reshape({items.weight.numel()});
-    dense_optimizer_step(ctx, ds, w, items.grad.reshape({w.numel()}), items.m.reshape({w.numel()}),
-                         items.v.reshape({w.numel()}));
-    fill_zero(items.grad);
-    collect_touched_rows(ctx, items.touched, items.row_list);  // clears the flags
-    return;
+  for (EmbeddingTable* t : tables) {
+    if (o.sparse_optimizer_str == "dense_adam") {
+      DenseOptimizerSpec ds = spec;
+      ds.lr = static_cast<float>(sparse_lr);
+      ds.kind = DenseOptimizerSpec::kAdam;
+      const Tensor w = t->weight.reshape({t->weight.numel()});
+      dense_optimizer_step(ctx, ds, w, t->grad.reshape({w.numel()}), t->m.reshape({w.numel()}),
+                           t->v.reshape({w.numel()}));
+      fill_zero(t->grad);
+      collect_touched_rows(ctx, t->touched, t->row_list);
+      continue;
+    }
+    SparseOptimizerSpec ss;
+    ss.kind = o.sparse_optimizer_str == "sgd"                ? SparseOptimizerSpec::kSgd
+              : o.sparse_optimizer_str == "row_wise_adagrad" ? SparseOptimizerSpec::kRowWiseAdagrad
+                                                             : SparseOptimizerSpec::kAdam;
+    ss.lr = static_cast<float>(sparse_lr);
+    ss.beta1 = spec.beta1;
+    ss.beta2 = spec.beta2;
+    ss.eps = spec.eps;
+    ss.step = step;
+    const int64_t rows = collect_touched_rows(ctx, t->touched, t->row_list);
+    sparse_optimizer_step(ctx, ss, t->weight, t->grad, t->row_list, rows, t->m, t->v);
   }
-  SparseOptimizerSpec ss;
-  ss.kind = o.sparse_optimizer_str == "sgd"                ? SparseOptimizerSpec::kSgd
-            : o.sparse_optimizer_str == "row_wise_adagrad" ? SparseOptimizerSpec::kRowWiseAdagrad
-                                                           : SparseOptimizerSpec::kAdam;
-  ss.lr = static_cast<float>(sparse_lr);
-  ss.beta1 = spec.beta1;
-  ss.beta2 = spec.beta2;
-  ss.eps = spec.eps;
-  ss.step = step;
-  const int64_t rows = collect_touched_rows(ctx, items.touched, items.row_list);
-  sparse_optimizer_step(ctx, ss, items.weight, items.grad, items.row_list, rows, items.m, items.v);
 }
 
 }  // namespace hstu

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "config/config.h"
@@ -26,8 +27,10 @@ class TrainStep {
   std::vector<int32_t> negs_;
 };
 
-// Applies the dense optimiser (one call per decay group of the flat buffer) and the embedding
-// table's sparse optimiser for 1-based step `step`, then clears all gradients.
-void optimizer_step(Ctx& ctx, HstuModel& model, const OptimizerArgs& o, double lr, int64_t step);
+// Applies the dense optimiser (one call per decay group of the flat buffer) and each embedding
+// table's sparse optimiser for 1-based step `step`, then clears all gradients. Shared by the
+// retrieval and ranking models.
+void optimizer_step(Ctx& ctx, DenseParams& dense, std::span<EmbeddingTable* const> tables,
+                    const OptimizerArgs& o, double lr, int64_t step);
 
 }  // namespace hstu

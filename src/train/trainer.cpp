@@ -21,6 +21,7 @@
 #include "train/lr_schedule.h"
 #include "train/metrics_log.h"
 #include "train/progress.h"
+#include "train/ranking_trainer.h"
 #include "train/runtime.h"
 #include "train/step.h"
 
@@ -56,8 +57,7 @@ double metric(const NamedValues& values, const std::string& name) {
 
 TrainSummary train(const Config& cfg, const TrainOptions& opts) {
   const TrainerArgs& ta = cfg.trainer;
-  HSTU_CHECK(cfg.task == "retrieval", "task '", cfg.task,
-             "' is not wired into the trainer yet (ranking: see the open ranking issue)");
+  if (cfg.task == "ranking") return train_ranking(cfg, opts);
   HSTU_CHECK(cfg.retrieval.num_negatives > 0, "RetrievalArgs.num_negatives = ",
              cfg.retrieval.num_negatives, " (one negative per query of the batch) is not supported yet; "
              "set a positive count, e.g. 128");

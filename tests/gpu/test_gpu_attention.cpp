@@ -44,6 +44,8 @@ struct Case {
   int pad = 0;             // extra leading columns of the fused buffers (misalignment)
   float alpha = 0;         // 0: 1/sqrt(dqk)
 };
+// Test listings (ctest, --gtest_list_tests) show the case name instead of raw bytes.
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 std::vector<Case> cases() {
   constexpr DType kB = DType::kBF16, kH = DType::kF16;

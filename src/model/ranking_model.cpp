@@ -1,0 +1,394 @@
+// ranking_model.cpp — the generative ranking model: assembly, memory plan, forward and the
+// explicit backward (see ranking_model.h).
+#include "model/ranking_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "core/philox.h"
+#include "model/model.h"
+#include "ops/embedding.h"
+#include "ops/gemm.h"
+#include "ops/l2norm.h"
+#include "ops/layernorm.h"
+#include "ops/losses.h"
+
+namespace hstu {
+namespace {
+
+std::string mib(size_t bytes) {
+  char s[32];
+  std::snprintf(s, sizeof s, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return s;
+}
+
+template <typename T>
+void put(const Tensor& dst, const std::vector<T>& src, const char* what) {
+  HSTU_CHECK(static_cast<int64_t>(src.size()) <= dst.shape[0], "ranking batch field ", what,
+             " has ", src.size(), " rows, capacity ", dst.shape[0]);
+  if (!src.empty())
+    copy_bytes(dst.data, dst.device, src.data(), Device::kCPU, src.size() * sizeof(T));
+}
+
+}  // namespace
+
+RankingModel::RankingModel(const Config& cfg, const RankingShape& shape, Device device, DType act)
+    : cfg_(cfg), shape_(shape), device_(device), act_(act) {
+  const RankingArgs& r = cfg.ranking;
+  HSTU_CHECK(!r.prediction_head_arch.empty() && r.prediction_head_arch.back() >= 1,
+             "RankingArgs.prediction_head_arch must end with the number of outputs (>= 1)");
+  HSTU_CHECK(r.num_tasks >= 1, "RankingArgs.num_tasks must be >= 1");
+  const int64_t k_out = r.prediction_head_arch.back();
+  binary_ = r.num_tasks > 1 || k_out == 1;
+  HSTU_CHECK(r.num_tasks == 1 || k_out == r.num_tasks, "RankingArgs.num_tasks = ", r.num_tasks,
+             " needs prediction_head_arch to end with ", r.num_tasks, " (one logit per task), not ",
+             k_out);
+  HSTU_CHECK(r.prediction_head_act_type == "relu" || r.prediction_head_act_type == "gelu",
+             "RankingArgs.prediction_head_act_type must be relu or gelu, not '",
+             r.prediction_head_act_type, "'");
+  HSTU_CHECK(!cfg.network.relative_attention_bias,
+             "ranking does not support relative_attention_bias yet");
+  HSTU_CHECK(shape.num_actions > 0, "ranking needs a dataset with actions (the labels)");
+  num_ctx_ = static_cast<int32_t>(shape.contextual_cardinalities.size());
+  interleave_ = shape.num_actions > 0;
+  const int64_t k = interleave_ ? 2 : 1;
+  max_tokens_ = shape.max_batch * num_ctx_ + k * shape.max_events;
+  HstuLayerConfig lc = layer_config(cfg);
+  if (cfg.network.scaling_seqlen <= 0)
+    lc.scale = 1.0f / static_cast<float>(num_ctx_ + k * (cfg.dataset.max_history_seqlen +
+                                                         cfg.dataset.max_num_candidates));
+  for (int64_t l = 0; l < cfg.network.num_layers; ++l)
+    layers_.emplace_back(lc, static_cast<int>(l));
+  int32_t off = 0;
+  for (int32_t c : shape.contextual_cardinalities) {
+    ctx_row_offset_.push_back(off);
+    off += c;
+  }
+}
+
+Activation RankingModel::head_act() const {
+  return cfg_.ranking.prediction_head_act_type == "gelu" ? Activation::kGelu : Activation::kRelu;
+}
+
+std::vector<EmbeddingTable*> RankingModel::tables() {
+  std::vector<EmbeddingTable*> t{&items_};
+  if (interleave_) t.push_back(&actions_);
+  if (num_ctx_ > 0) t.push_back(&contextual_);
+  return t;
+}
+
+void RankingModel::plan(uint64_t seed) {
+  const NetworkArgs& n = cfg_.network;
+  const int64_t d = n.hidden_size;
+  pos_table_ =
+      dense_.add("position_embedding", {n.num_position_buckets, d}, false,
+                 Init::uniform(std::sqrt(1.0 / static_cast<double>(n.num_position_buckets))));
+  for (auto& layer : layers_) layer.register_params(dense_);
+  if (n.final_layernorm) {
+    final_ln_w_ = dense_.add("final_layernorm.weight", {d}, false, Init::ones());
+    final_ln_b_ = dense_.add("final_layernorm.bias", {d}, false, Init::zeros());
+  }
+  int64_t in = d;
+  const auto& arch = cfg_.ranking.prediction_head_arch;
+  for (size_t i = 0; i < arch.size(); ++i) {
+    const std::string pre = "head." + std::to_string(i) + ".";
+    head_w_.push_back(dense_.add(pre + "weight", {in, arch[i]}, true, Init::xavier_uniform()));
+    head_b_.push_back(cfg_.ranking.prediction_head_bias
+                          ? dense_.add(pre + "bias", {arch[i]}, false, Init::zeros())
+                          : -1);
+    in = arch[i];
+  }
+  const DType param_dtype = act_ == DType::kF64 ? DType::kF64 : DType::kF32;
+  dense_.finalize(device_, seed, param_dtype, param_dtype);
+
+  auto make_table = [&](EmbeddingTable& t, const std::string& name, int64_t rows) {
+    t.allocate(name, rows, d, device_, cfg_.optimizer.sparse_optimizer_str, param_dtype);
+    Arena host(Device::kCPU, t.weight.nbytes() + Arena::kAlign, "init");
+    Tensor h = host.alloc(param_dtype, {rows, d});
+    init_tensor(h, Init::trunc_normal(0.02), seed, name);
+    copy_tensor(t.weight, h);
+  };
+  make_table(items_, "item_embedding", shape_.num_items);
+  if (interleave_) make_table(actions_, "action_embedding", shape_.num_actions);
+  if (num_ctx_ > 0) {
+    int64_t rows = 0;
+    for (int32_t c : shape_.contextual_cardinalities) rows += c;
+    make_table(contextual_, "contextual_embedding", std::max<int64_t>(rows, 1));
+  }
+
+  Arena measure = Arena::measuring(device_, "activations");
+  allocate(measure);
+  activation_bytes_ = measure.peak();
+  arena_ = std::make_unique<Arena>(device_, activation_bytes_, "activations");
+  allocate(*arena_);
+}
+
+void RankingModel::allocate(Arena& a) {
+  const int64_t d = cfg_.network.hidden_size, b = std::max<int64_t>(shape_.max_batch, 1);
+  const int64_t t = std::max<int64_t>(max_tokens_, 1), e = std::max<int64_t>(shape_.max_events, 1);
+  const int64_t nc = std::max<int64_t>(shape_.max_candidates, 1);
+  const int64_t bc = std::max<int64_t>(b * num_ctx_, 1);
+  const DType st = stats_dtype(act_);
+  buf_ = Buffers{};
+  BatchCapacity cap;
+  cap.max_batch = b;
+  cap.max_tokens = t;
+  cap.num_negatives = 1;
+  cap.num_positions = cfg_.network.num_position_buckets;
+  batch_ = allocate_batch_tensors(a, cap);
+  batch_.num_contexts = a.alloc(DType::kI32, {b});
+  batch_.num_targets = a.alloc(DType::kI32, {b});
+  buf_.ev_offsets = a.alloc(DType::kI32, {b + 1});
+  buf_.item_ids = a.alloc(DType::kI32, {e});
+  buf_.item_pos = a.alloc(DType::kI32, {e});
+  if (interleave_) {
+    buf_.action_ids = a.alloc(DType::kI32, {e});
+    buf_.action_pos = a.alloc(DType::kI32, {e});
+    buf_.action_emb = a.alloc(act_, {e, d});
+  }
+  if (num_ctx_ > 0) {
+    buf_.ctx_ids = a.alloc(DType::kI32, {bc});
+    buf_.ctx_pos = a.alloc(DType::kI32, {bc});
+    buf_.ctx_emb = a.alloc(act_, {bc, d});
+  }
+  buf_.cand_offsets = a.alloc(DType::kI32, {b + 1});
+  buf_.labels = a.alloc(DType::kI32, {nc});
+  buf_.item_emb = a.alloc(act_, {e, d});
+  buf_.emb = a.alloc(act_, {t, d});
+  for (size_t l = 0; l <= layers_.size(); ++l) buf_.xs.push_back(a.alloc(act_, {t, d}));
+  for (auto& layer : layers_) buf_.acts.push_back(layer.allocate_acts(a, t, act_));
+  if (!layers_.empty()) buf_.scratch = layers_[0].allocate_scratch(a, t, act_);
+  buf_.d_x = a.alloc(act_, {t, d});
+  buf_.cand = a.alloc(act_, {nc, d});
+  if (cfg_.network.final_layernorm) {
+    buf_.cand_ln = a.alloc(act_, {nc, d});
+    buf_.ln_mean = a.alloc(st, {nc});
+    buf_.ln_rstd = a.alloc(st, {nc});
+    buf_.d_cand2 = a.alloc(act_, {nc, d});
+  }
+  buf_.cand_norm = a.alloc(act_, {nc, d});
+  buf_.norms = a.alloc(st, {nc});
+  buf_.d_cand = a.alloc(act_, {nc, d});
+  for (int64_t w : cfg_.ranking.prediction_head_arch) {
+    buf_.head_h.push_back(a.alloc(act_, {nc, w}));
+    buf_.head_a.push_back(a.alloc(act_, {nc, w}));
+    buf_.head_d.push_back(a.alloc(act_, {nc, w}));
+  }
+  buf_.d_logits = a.alloc(act_, {nc, num_outputs()});
+  buf_.loss = a.alloc(DType::kF64, {1});
+}
+
+int64_t RankingModel::num_params() const {
+  int64_t n =
+      items_.rows * items_.dim + actions_.rows * actions_.dim + contextual_.rows * contextual_.dim;
+  for (const auto& p : dense_.table()) n += p.numel;
+  return n;
+}
+
+std::string RankingModel::describe_plan() const {
+  std::ostringstream os;
+  auto table_bytes = [](const EmbeddingTable& t) { return t.arena ? t.arena->capacity() : 0; };
+  os << "memory plan (" << device_name(device_) << ", activations " << dtype_name(act_) << "):\n"
+     << "  dense parameters  " << dense_.table().size() << " tensors, " << dense_.size()
+     << " floats x4 (param, grad, m, v) = " << mib(dense_.flat_params().nbytes() * 4) << "\n"
+     << "  embedding tables  item [" << items_.rows << "], action [" << actions_.rows
+     << "], contextual [" << contextual_.rows << "] x " << cfg_.network.hidden_size
+     << " + grad + optimizer = "
+     << mib(table_bytes(items_) + table_bytes(actions_) + table_bytes(contextual_)) << "\n"
+     << "  activations       " << layers_.size() << " layers, " << max_tokens_ << " tokens / "
+     << shape_.max_candidates << " candidates max = " << mib(activation_bytes_) << "\n";
+  return os.str();
+}
+
+void RankingModel::upload(const SequenceBatch& b) {
+  const int64_t events = b.num_tokens();
+  HSTU_CHECK(b.batch_size <= shape_.max_batch && events <= shape_.max_events, "ranking batch of ",
+             b.batch_size, " samples / ", events, " events exceeds the planned ", shape_.max_batch,
+             " / ", shape_.max_events);
+  HSTU_CHECK(static_cast<int64_t>(b.actions.size()) >= events, "ranking batch has no actions");
+  HSTU_CHECK(static_cast<int64_t>(b.contextual.size()) == int64_t{b.batch_size} * num_ctx_,
+             "ranking batch has ", b.contextual.size(), " contextual values, expected ",
+             int64_t{b.batch_size} * num_ctx_);
+  ranking_layout(b.offsets, b.num_candidates, num_ctx_, interleave_,
+                 cfg_.network.num_position_buckets, layout_);
+  num_events_ = events;
+  num_cand_ = layout_.candidate_offsets.back();
+  HSTU_CHECK(num_cand_ <= shape_.max_candidates, "ranking batch has ", num_cand_,
+             " candidates, planned ", shape_.max_candidates);
+  // Labels: the candidates' actions as bitmasks (BCE) or classes (cross-entropy).
+  labels_.clear();
+  for (int32_t s = 0; s < b.batch_size; ++s)
+    for (int32_t i = b.offsets[s + 1] - b.num_candidates[s]; i < b.offsets[s + 1]; ++i)
+      labels_.push_back(b.actions[static_cast<size_t>(i)]);
+  if (!binary_) {
+    const int32_t k = static_cast<int32_t>(num_outputs());
+    for (int32_t& l : labels_) {
+      if (shape_.movielens_ratings) --l;
+      HSTU_CHECK(l >= 0 && l < k, "ranking label ", l + (shape_.movielens_ratings ? 1 : 0),
+                 " is outside the ", k, " classes of prediction_head_arch");
+    }
+  }
+  ctx_ids_h_.resize(b.contextual.size());
+  for (size_t i = 0; i < b.contextual.size(); ++i)
+    ctx_ids_h_[i] = b.contextual[i] + ctx_row_offset_[i % static_cast<size_t>(num_ctx_)];
+
+  batch_.batch_size = b.batch_size;
+  batch_.num_tokens = layout_.token_offsets.back();
+  batch_.max_seqlen = layout_.max_seqlen;
+  batch_.host = &b;
+  HSTU_CHECK(batch_.num_tokens <= max_tokens_, "ranking batch has ", batch_.num_tokens,
+             " tokens, planned ", max_tokens_);
+  put(batch_.offsets, layout_.token_offsets, "token_offsets");
+  put(batch_.positions, layout_.positions, "positions");
+  put(batch_.num_contexts, layout_.num_contexts, "num_contexts");
+  put(batch_.num_targets, layout_.num_targets, "num_targets");
+  put(buf_.ev_offsets, b.offsets, "offsets");
+  put(buf_.cand_offsets, layout_.candidate_offsets, "candidate_offsets");
+  put(buf_.labels, labels_, "labels");
+  std::vector<int32_t> items(b.item_ids.begin(), b.item_ids.begin() + events);
+  put(buf_.item_ids, items, "item_ids");
+  put(buf_.item_pos, layout_.item_positions, "item_positions");
+  if (interleave_) {
+    std::vector<int32_t> acts(b.actions.begin(), b.actions.begin() + events);
+    put(buf_.action_ids, acts, "actions");
+    put(buf_.action_pos, layout_.action_positions, "action_positions");
+  }
+  if (num_ctx_ > 0) {
+    put(buf_.ctx_ids, ctx_ids_h_, "contextual");
+    put(buf_.ctx_pos, layout_.context_positions, "context_positions");
+  }
+}
+
+void RankingModel::forward(Ctx& ctx, bool training, uint64_t seed) {
+  const int64_t t = batch_.num_tokens, e = num_events_, nc = num_cand_;
+  const int64_t bc = int64_t{batch_.batch_size} * num_ctx_;
+  const float sq = static_cast<float>(std::sqrt(static_cast<double>(cfg_.network.hidden_size)));
+  const Tensor pos = dense_.param(pos_table_);
+  embedding_fwd(ctx, items_.weight, buf_.item_ids.rows(0, e), sq, pos, buf_.item_pos.rows(0, e),
+                buf_.item_emb.rows(0, e));
+  if (interleave_)
+    embedding_fwd(ctx, actions_.weight, buf_.action_ids.rows(0, e), sq, pos,
+                  buf_.action_pos.rows(0, e), buf_.action_emb.rows(0, e));
+  if (num_ctx_ > 0)
+    embedding_fwd(ctx, contextual_.weight, buf_.ctx_ids.rows(0, bc), sq, pos,
+                  buf_.ctx_pos.rows(0, bc), buf_.ctx_emb.rows(0, bc));
+  const Tensor emb = first_rows(buf_.emb, t);
+  ranking_tokens_fwd(ctx, num_ctx_ > 0 ? buf_.ctx_emb.rows(0, bc) : Tensor(),
+                     buf_.item_emb.rows(0, e), interleave_ ? buf_.action_emb.rows(0, e) : Tensor(),
+                     buf_.ev_offsets.rows(0, batch_.batch_size + 1), num_ctx_, emb,
+                     batch_.offsets.rows(0, batch_.batch_size + 1));
+  const double p =
+      cfg_.network.input_dropout < 0 ? cfg_.network.hidden_dropout : cfg_.network.input_dropout;
+  dropout_fwd(ctx, emb,
+              DropoutSpec{training ? static_cast<float>(p) : 0.0f, derive_seed(seed, 1000), 0},
+              first_rows(buf_.xs[0], t));
+  for (size_t l = 0; l < layers_.size(); ++l)
+    layers_[l].forward(ctx, dense_, batch_, first_rows(buf_.xs[l], t),
+                       first_rows(buf_.xs[l + 1], t), buf_.acts[l], buf_.scratch, training,
+                       derive_seed(seed, l));
+  // Candidates' item rows -> (final LN) -> L2 norm -> MLP head.
+  const int32_t stride = interleave_ ? 2 : 1;
+  const Tensor cand = buf_.cand.rows(0, nc);
+  gather_candidate_rows(ctx, first_rows(buf_.xs[layers_.size()], t),
+                        batch_.offsets.rows(0, batch_.batch_size + 1),
+                        buf_.cand_offsets.rows(0, batch_.batch_size + 1), stride, cand);
+  Tensor normed_in = cand;
+  if (cfg_.network.final_layernorm) {
+    normed_in = buf_.cand_ln.rows(0, nc);
+    layernorm_fwd(ctx, cand, dense_.param(final_ln_w_), dense_.param(final_ln_b_),
+                  static_cast<float>(cfg_.network.norm_epsilon), normed_in,
+                  buf_.ln_mean.rows(0, nc), buf_.ln_rstd.rows(0, nc));
+  }
+  l2norm_fwd(ctx, normed_in, static_cast<float>(cfg_.retrieval.l2_norm_eps),
+             buf_.cand_norm.rows(0, nc), buf_.norms.rows(0, nc));
+  Tensor in = buf_.cand_norm.rows(0, nc);
+  const size_t nh = head_w_.size();
+  for (size_t i = 0; i < nh; ++i) {
+    const Tensor h = buf_.head_h[i].rows(0, nc);
+    gemm(ctx, GemmDesc{}, in, dense_.compute(head_w_[i]), h,
+         head_b_[i] >= 0 ? dense_.compute(head_b_[i]) : Tensor());
+    if (i + 1 < nh) {
+      activation_fwd(ctx, head_act(), h, buf_.head_a[i].rows(0, nc));
+      in = buf_.head_a[i].rows(0, nc);
+    }
+  }
+}
+
+Tensor RankingModel::predict(Ctx& ctx) {
+  forward(ctx, false, 0);
+  return buf_.head_h.back().rows(0, num_cand_);
+}
+
+double RankingModel::train_step(Ctx& ctx, uint64_t seed, double loss_scale) {
+  const int64_t t = batch_.num_tokens, e = num_events_, nc = num_cand_;
+  const int64_t bc = int64_t{batch_.batch_size} * num_ctx_;
+  forward(ctx, true, seed);
+  const size_t nh = head_w_.size();
+  const Tensor logits = buf_.head_h.back().rows(0, nc);
+  const Tensor d_logits = buf_.d_logits.rows(0, nc);
+  if (binary_)
+    bce_multitask(ctx, logits, buf_.labels.rows(0, nc), buf_.loss, d_logits, loss_scale);
+  else
+    cross_entropy(ctx, logits, buf_.labels.rows(0, nc), buf_.loss, d_logits, loss_scale);
+  // MLP head backward: d_h holds the gradient of layer i's pre-activation.
+  Tensor d_h = d_logits;
+  for (size_t i = nh; i-- > 0;) {
+    const Tensor in = i == 0 ? buf_.cand_norm.rows(0, nc) : buf_.head_a[i - 1].rows(0, nc);
+    gemm(ctx, GemmDesc{true, false, 1.0f, 1.0f}, in, d_h, dense_.grad(head_w_[i]));
+    if (head_b_[i] >= 0) bias_grad(ctx, d_h, dense_.grad(head_b_[i]), true);
+    // Gradient of the layer's input; for a hidden layer turned in place into the gradient of
+    // its pre-activation.
+    const Tensor d_in = i == 0 ? buf_.d_cand.rows(0, nc) : buf_.head_d[i - 1].rows(0, nc);
+    gemm(ctx, GemmDesc{false, true, 1.0f, 0.0f}, d_h, dense_.compute(head_w_[i]), d_in);
+    if (i > 0) {
+      activation_bwd(ctx, head_act(), buf_.head_h[i - 1].rows(0, nc), d_in, d_in);
+      d_h = d_in;
+    }
+  }
+  // L2 norm (and final LN) back to the candidate rows, then into the token grid.
+  const float l2eps = static_cast<float>(cfg_.retrieval.l2_norm_eps);
+  const Tensor d_cand = buf_.d_cand.rows(0, nc);
+  if (cfg_.network.final_layernorm) {
+    const Tensor d_ln = buf_.d_cand2.rows(0, nc);
+    l2norm_bwd(ctx, buf_.cand_norm.rows(0, nc), buf_.norms.rows(0, nc), l2eps, d_cand, d_ln, false);
+    layernorm_bwd(ctx, buf_.cand.rows(0, nc), dense_.param(final_ln_w_), buf_.ln_mean.rows(0, nc),
+                  buf_.ln_rstd.rows(0, nc), d_ln, d_cand, false, dense_.grad(final_ln_w_),
+                  dense_.grad(final_ln_b_));
+  } else {
+    l2norm_bwd(ctx, buf_.cand_norm.rows(0, nc), buf_.norms.rows(0, nc), l2eps, d_cand, d_cand,
+               false);
+  }
+  const Tensor d_x = first_rows(buf_.d_x, t);
+  gather_candidate_rows_bwd(ctx, d_cand, batch_.offsets.rows(0, batch_.batch_size + 1),
+                            buf_.cand_offsets.rows(0, batch_.batch_size + 1), interleave_ ? 2 : 1,
+                            d_x);
+  for (size_t l = layers_.size(); l-- > 0;)
+    layers_[l].backward(ctx, dense_, batch_, first_rows(buf_.xs[l], t), buf_.acts[l], buf_.scratch,
+                        d_x, true, derive_seed(seed, l));
+  const double p =
+      cfg_.network.input_dropout < 0 ? cfg_.network.hidden_dropout : cfg_.network.input_dropout;
+  dropout_bwd(ctx, d_x, DropoutSpec{static_cast<float>(p), derive_seed(seed, 1000), 0}, d_x);
+  // Split the token gradient per feature (reusing the forward's embedding buffers) and scatter.
+  const Tensor d_item = buf_.item_emb.rows(0, e);
+  const Tensor d_action = interleave_ ? buf_.action_emb.rows(0, e) : Tensor();
+  const Tensor d_ctx = num_ctx_ > 0 ? buf_.ctx_emb.rows(0, bc) : Tensor();
+  ranking_tokens_bwd(ctx, d_x, buf_.ev_offsets.rows(0, batch_.batch_size + 1), num_ctx_, d_ctx,
+                     d_item, d_action);
+  const float sq = static_cast<float>(std::sqrt(static_cast<double>(cfg_.network.hidden_size)));
+  const Tensor d_pos = dense_.grad(pos_table_);
+  embedding_bwd(ctx, d_item, buf_.item_ids.rows(0, e), sq, items_.grad, items_.touched,
+                buf_.item_pos.rows(0, e), d_pos);
+  if (interleave_)
+    embedding_bwd(ctx, d_action, buf_.action_ids.rows(0, e), sq, actions_.grad, actions_.touched,
+                  buf_.action_pos.rows(0, e), d_pos);
+  if (num_ctx_ > 0)
+    embedding_bwd(ctx, d_ctx, buf_.ctx_ids.rows(0, bc), sq, contextual_.grad, contextual_.touched,
+                  buf_.ctx_pos.rows(0, bc), d_pos);
+  double loss = 0;
+  copy_bytes(&loss, Device::kCPU, buf_.loss.data, buf_.loss.device, sizeof(double));
+  return loss;
+}
+
+}  // namespace hstu

@@ -1,0 +1,124 @@
+// ranking_model.h — the HSTU generative RANKING model (recsys-examples' ranking_gr, SPEC §2 and
+// the ranking notes §2.1–2.6): per-feature embeddings (item, action, contextual) plus positions,
+// the interleaved token sequence [ctx_1..ctx_C | item_0, action_0, ...], input dropout, the HSTU
+// layer stack with contextual prefix and candidate targets in the attention, the candidates'
+// item rows, (optional final LayerNorm,) L2 normalisation, an MLP head, and the loss:
+//   multi-task BCE on label bitmasks   when num_tasks > 1 or prediction_head_arch.back() == 1
+//                                      (bit k -> task k; a single task reads bit 0)
+//   cross-entropy over K classes       when num_tasks == 1 and prediction_head_arch.back() = K > 1;
+//                                      the class is the action value, or action - 1 for
+//                                      MovieLens ("ml-*", ratings 1..5 -> classes 0..4)
+// scaled by 1 / (candidates of the batch). Forward and backward are explicit; like HstuModel,
+// plan() measures the peak of the allocation sequence on a measuring arena and allocates exactly
+// that, so the step loop never allocates.
+//
+// The shaping decisions:
+//  - the contextual tables are stored as ONE table with row offsets per feature (feature c's
+//    value v is row ctx_row_offset[c] + v). Rows are disjoint, initialised with the same
+//    distribution and updated by row-wise sparse optimisers, so this is the same model as one
+//    table per feature, with one lookup instead of C strided ones;
+//  - the attention divisor N is contextual + k * (max_history_seqlen + max_num_candidates)
+//    (k = 2 with action tokens, else 1) unless NetworkArgs.scaling_seqlen > 0;
+//  - relative attention bias (Meta's layer) is refused: the ranking token sequence has no
+//    per-token timestamps in this model yet.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "core/arena.h"
+#include "core/context.h"
+#include "data/batch.h"
+#include "model/batch_tensors.h"
+#include "model/hstu_layer.h"
+#include "model/params.h"
+#include "ops/activation.h"
+#include "ops/jagged.h"
+
+namespace hstu {
+
+struct RankingShape {
+  int64_t num_items = 0;                          // item table rows (incl. padding 0)
+  int64_t num_actions = 0;                        // action table rows (0 = no action tokens)
+  std::vector<int32_t> contextual_cardinalities;  // [C]
+  int64_t max_batch = 0;           // samples per batch (train or eval, whichever is larger)
+  int64_t max_events = 0;          // events (items) per batch
+  int64_t max_candidates = 0;      // candidates per batch
+  bool movielens_ratings = false;  // cross-entropy labels are action - 1
+};
+
+class RankingModel {
+ public:
+  RankingModel(const Config& cfg, const RankingShape& shape, Device device, DType act_dtype);
+
+  void plan(uint64_t seed);
+  std::string describe_plan() const;
+
+  // Uploads a ranking batch (make_ranking_batch output) into the model's batch buffers.
+  void upload(const SequenceBatch& batch);
+  // Forward + backward of the loss on the uploaded batch; gradients accumulate into the dense
+  // and embedding gradient buffers. Returns the scaled loss (loss_scale * sum).
+  double train_step(Ctx& ctx, uint64_t step_seed, double loss_scale);
+  // Forward without dropout; returns the logits [N, K] of the uploaded batch's candidates.
+  Tensor predict(Ctx& ctx);
+  // The labels of the uploaded batch as the loss reads them (bitmask or class), host copy.
+  const std::vector<int32_t>& labels() const { return labels_; }
+
+  bool binary() const { return binary_; }  // BCE (tasks = K) vs cross-entropy (K classes)
+  int64_t num_outputs() const { return cfg_.ranking.prediction_head_arch.back(); }
+  int64_t num_candidates() const { return num_cand_; }
+  int64_t num_tokens() const { return batch_.num_tokens; }
+
+  DenseParams& dense() { return dense_; }
+  // item, action (when present), contextual (when present).
+  std::vector<EmbeddingTable*> tables();
+  int64_t num_params() const;
+
+ private:
+  struct Buffers {
+    // event-level inputs
+    Tensor ev_offsets, item_ids, action_ids, item_pos, action_pos, ctx_ids, ctx_pos;
+    Tensor cand_offsets, labels;
+    Tensor item_emb, action_emb, ctx_emb;  // per-feature embeddings (+ positions)
+    Tensor emb;                            // [T', D] interleaved tokens before dropout
+    std::vector<Tensor> xs;
+    std::vector<HstuLayerActs> acts;
+    HstuLayerScratch scratch;
+    Tensor d_x;                                                                 // [T', D]
+    Tensor cand, cand_ln, ln_mean, ln_rstd, cand_norm, norms, d_cand, d_cand2;  // [N, D] / [N]
+    std::vector<Tensor> head_h, head_a, head_d;  // per head layer [N, w]: pre-activation,
+                                                 // activation, gradient
+    Tensor d_logits;
+    Tensor loss;  // f64 [1]
+  };
+  void allocate(Arena& arena);
+  void forward(Ctx& ctx, bool training, uint64_t seed);
+  Activation head_act() const;
+
+  Config cfg_;
+  RankingShape shape_;
+  Device device_;
+  DType act_;
+  int32_t num_ctx_ = 0;
+  bool interleave_ = false, binary_ = true;
+  int64_t max_tokens_ = 0;
+  std::vector<HstuLayer> layers_;
+  DenseParams dense_;
+  EmbeddingTable items_, actions_, contextual_;
+  std::vector<int32_t> ctx_row_offset_;
+  int pos_table_ = -1, final_ln_w_ = -1, final_ln_b_ = -1;
+  std::vector<int> head_w_, head_b_;
+  std::unique_ptr<Arena> arena_;
+  Buffers buf_;
+  BatchTensors batch_;
+  size_t activation_bytes_ = 0;
+  // host staging of the uploaded batch
+  RankingLayout layout_;
+  std::vector<int32_t> labels_, ctx_ids_h_;
+  int64_t num_events_ = 0, num_cand_ = 0;
+};
+
+}  // namespace hstu

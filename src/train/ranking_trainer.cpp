@@ -1,0 +1,274 @@
+// ranking_trainer.cpp — the generative ranking training loop (see ranking_trainer.h).
+#include "train/ranking_trainer.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <numeric>
+
+#include "core/philox.h"
+#include "data/preprocess.h"
+#include "data/ranking.h"
+#include "model/ranking_model.h"
+#include "ops/embedding.h"
+#include "ops/optimizer.h"
+#include "train/lr_schedule.h"
+#include "train/metrics_log.h"
+#include "train/progress.h"
+#include "train/runtime.h"
+#include "train/step.h"
+
+namespace hstu {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+json::Value to_json(const NamedValues& v) {
+  json::Value o = json::Value::object();
+  for (const auto& [k, x] : v) o[k] = std::isfinite(x) ? json::Value(x) : json::Value();
+  return o;
+}
+
+// Evaluates the whole eval split (or max_eval_iters batches) in sample order.
+NamedValues evaluate_ranking(Ctx& ctx, RankingModel& model, const SequenceDataset& ds,
+                             const RankingSplit& split, int64_t batch_size, int64_t max_iters,
+                             int64_t num_tasks) {
+  const int64_t k = model.num_outputs();
+  std::vector<BinaryMetrics> bin(model.binary() ? static_cast<size_t>(k) : 0);
+  MulticlassMetrics multi(model.binary() ? 2 : k);  // unused (2 classes) for BCE heads
+  SequenceBatch b;
+  std::vector<int64_t> idx;
+  std::vector<float> logits;
+  const int64_t n = static_cast<int64_t>(split.samples.size());
+  int64_t iters = 0;
+  for (int64_t s = 0; s < n; s += batch_size) {
+    if (max_iters > 0 && iters++ >= max_iters) break;
+    idx.resize(static_cast<size_t>(std::min(batch_size, n - s)));
+    std::iota(idx.begin(), idx.end(), s);
+    make_ranking_batch(ds, split, idx, b);
+    model.upload(b);
+    const Tensor out = model.predict(ctx);
+    const int64_t nc = model.num_candidates();
+    logits.resize(static_cast<size_t>(nc * k));
+    if (out.dtype == DType::kF32) {
+      copy_bytes(logits.data(), Device::kCPU, out.data, out.device, logits.size() * sizeof(float));
+    } else {
+      std::vector<double> tmp(logits.size());
+      copy_bytes(tmp.data(), Device::kCPU, out.data, out.device, tmp.size() * sizeof(double));
+      std::copy(tmp.begin(), tmp.end(), logits.begin());
+    }
+    const auto& labels = model.labels();
+    for (int64_t r = 0; r < nc; ++r) {
+      const float* row = logits.data() + r * k;
+      if (model.binary())
+        for (int64_t t = 0; t < k; ++t)
+          bin[static_cast<size_t>(t)].add(row[t], ((labels[static_cast<size_t>(r)] >> t) & 1) != 0);
+      else
+        multi.add(std::span<const float>(row, static_cast<size_t>(k)),
+                  labels[static_cast<size_t>(r)]);
+    }
+  }
+  if (!model.binary()) return multi.values();
+  NamedValues v;
+  double auc_sum = 0;
+  int64_t auc_n = 0;
+  for (int64_t t = 0; t < k && t < std::max<int64_t>(num_tasks, 1); ++t) {
+    const BinaryResult r = bin[static_cast<size_t>(t)].compute();
+    for (auto& p : r.values("task" + std::to_string(t))) v.push_back(p);
+    if (std::isfinite(r.auc)) {
+      auc_sum += r.auc;
+      ++auc_n;
+    }
+  }
+  v.emplace_back("MeanAUC", auc_n > 0 ? auc_sum / static_cast<double>(auc_n) : NAN);
+  return v;
+}
+
+}  // namespace
+
+TrainSummary train_ranking(const Config& cfg, const TrainOptions& opts) {
+  const TrainerArgs& ta = cfg.trainer;
+  HSTU_CHECK(cfg.dataset.max_num_candidates > 0,
+             "ranking needs DatasetArgs.max_num_candidates >= 1");
+  const Device device = resolve_device(ta.device);
+  HSTU_CHECK(device == Device::kCPU,
+             "ranking training runs on the CPU only for now; set TrainerArgs.device = 'cpu'");
+  HSTU_CHECK(opts.resume_dir.empty(), "ranking runs cannot be resumed yet (no checkpoints)");
+  if (ta.num_threads > 0) omp_set_num_threads(static_cast<int>(ta.num_threads));
+  std::filesystem::create_directories(ta.run_dir);
+  if (!opts.config_text.empty()) {
+    std::FILE* f = std::fopen((ta.run_dir + "/config.gin").c_str(), "w");
+    HSTU_CHECK(f, "cannot write ", ta.run_dir, "/config.gin");
+    std::fputs(opts.config_text.c_str(), f);
+    std::fclose(f);
+  }
+  auto say = [&](const std::string& s) {
+    if (!opts.quiet) std::cout << s << std::flush;
+  };
+
+  // ---- data ---------------------------------------------------------------------------------
+  const auto t_data = Clock::now();
+  DatasetReport report;
+  const SequenceDataset ds = open_dataset(cfg, false, &report);
+  const std::string split_rule = cfg.dataset.split == "user_70_30" ? "user_70_30" : "time";
+  const RankingSplits splits = make_ranking_splits(ds, cfg.dataset, split_rule);
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "data: %s — %lld users, %lld items, %lld events, %zu contextual features (%.1fs); "
+                "ranking split '%s': train %zu, eval %zu samples\n",
+                ds.name.c_str(), static_cast<long long>(ds.num_users()),
+                static_cast<long long>(ds.num_items - 1), static_cast<long long>(ds.num_events()),
+                ds.contextual_names.size(), seconds_since(t_data), split_rule.c_str(),
+                splits.train.samples.size(), splits.eval.samples.size());
+  say(line);
+  HSTU_CHECK(!splits.train.samples.empty(), "dataset '", ds.name,
+             "' has no ranking training samples");
+
+  // ---- model --------------------------------------------------------------------------------
+  const int64_t batch = std::max(ta.train_batch_size, ta.eval_batch_size);
+  RankingShape shape;
+  shape.num_items = ds.num_items;
+  shape.num_actions = ds.num_actions;
+  shape.contextual_cardinalities = ds.contextual_cardinalities;
+  shape.max_batch = batch;
+  shape.max_events = batch * (cfg.dataset.max_history_seqlen + cfg.dataset.max_num_candidates);
+  shape.max_candidates = batch * cfg.dataset.max_num_candidates;
+  shape.movielens_ratings = ds.name.rfind("ml-", 0) == 0;
+  Ctx ctx = cpu_ctx();
+  RankingModel model(cfg, shape, device, DType::kF32);
+  model.plan(static_cast<uint64_t>(ta.seed));
+  std::snprintf(line, sizeof line,
+                "model: HSTU ranking %lld layers, D=%lld, %lld heads x %lld, %s head with %lld "
+                "outputs, %.2fM parameters\n",
+                static_cast<long long>(cfg.network.num_layers),
+                static_cast<long long>(cfg.network.hidden_size),
+                static_cast<long long>(cfg.network.num_attention_heads),
+                static_cast<long long>(cfg.network.kv_channels),
+                model.binary() ? "BCE" : "cross-entropy",
+                static_cast<long long>(model.num_outputs()), model.num_params() / 1e6);
+  say(line);
+  say(model.describe_plan());
+
+  Batcher batcher = ranking_batcher(ds, splits.train, ta.train_batch_size, cfg.dataset.shuffle,
+                                    static_cast<uint64_t>(ta.seed));
+  const int64_t per_epoch = batcher.num_batches();
+  const int64_t total_steps =
+      ta.max_train_iters > 0 ? ta.max_train_iters : ta.num_epochs * per_epoch;
+  LrSchedule lr_schedule(cfg.optimizer.lr_schedule, cfg.optimizer.learning_rate,
+                         cfg.optimizer.warmup_steps, total_steps);
+  MetricsLog log(ta.run_dir);
+  TrainSummary summary;
+  int64_t step = 0;
+
+  auto evaluate = [&](int64_t epoch) {
+    EvalRecord rec{epoch, step, {}, {}};
+    if (!splits.eval.samples.empty())
+      rec.test = evaluate_ranking(ctx, model, ds, splits.eval, ta.eval_batch_size,
+                                  ta.max_eval_iters, cfg.ranking.num_tasks);
+    summary.evals.push_back(rec);
+    summary.final_test = rec.test;
+    summary.selected_test = rec.test;
+    summary.selected_epoch = epoch;
+    json::Value r = json::Value::object();
+    r["event"] = "eval";
+    r["epoch"] = epoch;
+    r["step"] = step;
+    r["test"] = to_json(rec.test);
+    log.write(r);
+    if (!opts.quiet) {
+      std::cout << "\neval after epoch " << epoch << " (step " << step << "):\n";
+      print_eval_table(std::cout, {{"eval", rec.test}});
+    }
+  };
+
+  // ---- loop ---------------------------------------------------------------------------------
+  SequenceBatch host;
+  const auto t0 = Clock::now();
+  int64_t tokens_done = 0, epoch_tokens = 0, loss_count = 0;
+  double loss_sum = 0;
+  std::unique_ptr<ProgressBar> bar;
+  const uint64_t seed = static_cast<uint64_t>(ta.seed);
+  while (step < total_steps) {
+    const int64_t epoch = batcher.epoch();
+    if (!bar && !opts.quiet) {
+      bar = std::make_unique<ProgressBar>(
+          "epoch " + std::to_string(epoch + 1) + "/" +
+              std::to_string((total_steps + per_epoch - 1) / per_epoch),
+          per_epoch);
+      epoch_tokens = 0;
+    }
+    batcher.next(host);
+    model.upload(host);
+    const int64_t nc = model.num_candidates();
+    const double loss =
+        nc > 0 ? model.train_step(ctx, derive_seed(seed, static_cast<uint64_t>(step)), 1.0 / nc)
+               : 0.0;
+    optimizer_step(ctx, model.dense(), model.tables(), cfg.optimizer, lr_schedule.lr_at(step),
+                   step + 1);
+    ++step;
+    tokens_done += model.num_tokens();
+    epoch_tokens += model.num_tokens();
+    loss_sum += loss;
+    ++loss_count;
+    summary.last_loss = loss;
+    HSTU_CHECK(std::isfinite(loss), "ranking loss is not finite at step ", step);
+    const double elapsed = seconds_since(t0);
+    if (bar)
+      bar->update(batcher.batch_index() == 0 ? per_epoch : batcher.batch_index(), epoch_tokens,
+                  loss);
+    if (ta.log_interval > 0 && step % ta.log_interval == 0) {
+      log.log("train",
+              {{"step", step},
+               {"epoch", epoch},
+               {"loss", loss_sum / static_cast<double>(loss_count)},
+               {"tokens_per_s", static_cast<double>(tokens_done) / std::max(elapsed, 1e-9)},
+               {"lr", lr_schedule.lr_at(step - 1)}});
+      loss_sum = 0;
+      loss_count = 0;
+    }
+    const bool epoch_done = batcher.batch_index() == 0;
+    if (epoch_done && bar) {
+      bar->finish();
+      bar.reset();
+    }
+    const bool by_steps = ta.eval_interval > 0 && step % ta.eval_interval == 0;
+    const bool by_epochs = ta.eval_interval <= 0 && epoch_done &&
+                           (epoch + 1) % std::max<int64_t>(ta.eval_every_n_epochs, 1) == 0;
+    if (by_steps || by_epochs || step == total_steps) {
+      if (bar) {
+        bar->finish();
+        bar.reset();
+      }
+      if (summary.evals.empty() || summary.evals.back().step != step)
+        evaluate(epoch_done ? epoch + 1 : epoch);
+    }
+  }
+  summary.steps = step;
+  summary.train_seconds = seconds_since(t0);
+  summary.tokens_per_second =
+      static_cast<double>(tokens_done) / std::max(summary.train_seconds, 1e-9);
+  say("checkpoint: skipped — save_checkpoint stores the retrieval model only; ranking "
+      "checkpoints are not implemented yet\n");
+  json::Value s = json::Value::object();
+  s["event"] = "summary";
+  s["task"] = "ranking";
+  s["steps"] = step;
+  s["train_seconds"] = summary.train_seconds;
+  s["tokens_per_s"] = summary.tokens_per_second;
+  s["final_test"] = to_json(summary.final_test);
+  s["checkpoint"] = "skipped (not implemented for ranking)";
+  log.write(s);
+  return summary;
+}
+
+}  // namespace hstu
