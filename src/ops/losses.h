@@ -33,20 +33,18 @@ namespace cpu {
 void bce_multitask(Ctx&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, double);
 void cross_entropy(Ctx&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, double);
 }  // namespace cpu
-namespace cuda {
-void bce_multitask(Ctx&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, double);
-void cross_entropy(Ctx&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, double);
-}  // namespace cuda
+
+// No CUDA kernels yet: ranking trains on the CPU (the CUDA dispatch throws until they land).
 
 inline void bce_multitask(Ctx& ctx, const Tensor& logits, const Tensor& labels, const Tensor& loss,
                           const Tensor& dlogits, double loss_scale) {
   if (ctx.cpu()) return cpu::bce_multitask(ctx, logits, labels, loss, dlogits, loss_scale);
-  HSTU_CUDA_DISPATCH(return cuda::bce_multitask(ctx, logits, labels, loss, dlogits, loss_scale));
+  HSTU_THROW("bce_multitask: no CUDA kernel yet; ranking runs with --device cpu");
 }
 inline void cross_entropy(Ctx& ctx, const Tensor& logits, const Tensor& labels, const Tensor& loss,
                           const Tensor& dlogits, double loss_scale) {
   if (ctx.cpu()) return cpu::cross_entropy(ctx, logits, labels, loss, dlogits, loss_scale);
-  HSTU_CUDA_DISPATCH(return cuda::cross_entropy(ctx, logits, labels, loss, dlogits, loss_scale));
+  HSTU_THROW("cross_entropy: no CUDA kernel yet; ranking runs with --device cpu");
 }
 
 }  // namespace hstu
