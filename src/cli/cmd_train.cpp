@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <sstream>
 
 #include "cli/commands.h"
 #include "config/gin.h"
@@ -22,12 +23,28 @@ Config resolve_config(const Args& a, std::string* gin_text) {
   if (a.has("device")) sets.push_back("TrainerArgs.device=" + a.get("device"));
   if (a.has("run-dir")) sets.push_back("TrainerArgs.run_dir=" + a.get("run-dir"));
   std::vector<std::string> warnings;
-  Config cfg = a.positional.empty()
-                   ? load_config_text(kDefaultGin, "<embedded configs/default.gin>", sets, &warnings)
-                   : load_config(a.positional[0], sets, &warnings);
+  Config cfg =
+      a.positional.empty()
+          ? load_config_text(kDefaultGin, "<embedded configs/default.gin>", sets, &warnings)
+          : load_config(a.positional[0], sets, &warnings);
   for (const auto& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   if (gin_text) *gin_text = to_gin(cfg);
   return cfg;
+}
+
+// The bindings of `cfg` that differ from the defaults, one "Class.field = value" per line (both
+// configs print every field in the same order, so the lines pair up).
+std::string non_default_bindings(const Config& cfg) {
+  std::istringstream mine(to_gin(cfg)), base(to_gin(Config{}));
+  std::string a, b, out;
+  while (std::getline(mine, a) && std::getline(base, b)) {
+    if (a == b || a.empty() || a[0] == '#') continue;
+    const auto hash = a.find("  #");
+    out += "  " +
+           a.substr(0, hash == std::string::npos ? a.size() : a.find_last_not_of(' ', hash) + 1) +
+           "\n";
+  }
+  return out;
 }
 
 int cmd_train(const Args& a) {
@@ -36,16 +53,21 @@ int cmd_train(const Args& a) {
   const Config cfg = resolve_config(a, &opts.config_text);
   opts.resume_dir = a.get("resume");
   opts.quiet = a.has("quiet");
-  std::cout << "hstu train: " << (a.positional.empty() ? "embedded default config" : a.positional[0])
-            << " -> " << cfg.trainer.run_dir << "\n";
+  std::cout << "hstu train: "
+            << (a.positional.empty() ? "embedded default config" : a.positional[0]) << " -> "
+            << cfg.trainer.run_dir << "\n";
+  if (!opts.quiet)
+    std::cout << "effective config (values that differ from the defaults; all of it goes to "
+              << cfg.trainer.run_dir << "/config.gin):\n"
+              << non_default_bindings(cfg);
   const TrainSummary s = train(cfg, opts);
 
   const double hr = metric(s.selected_test, "HR@10"), ndcg = metric(s.selected_test, "NDCG@10");
   const double phr = metric(s.popularity, "HR@10"), pndcg = metric(s.popularity, "NDCG@10");
   std::printf("\ndone: %lld steps in %.1fs (%.0f tokens/s), final loss %.4f\n",
               static_cast<long long>(s.steps), s.train_seconds, s.tokens_per_second, s.last_loss);
-  std::printf("test (epoch %lld):  HR@10 %.4f  NDCG@10 %.4f\n", static_cast<long long>(s.selected_epoch),
-              hr, ndcg);
+  std::printf("test (epoch %lld):  HR@10 %.4f  NDCG@10 %.4f\n",
+              static_cast<long long>(s.selected_epoch), hr, ndcg);
   std::printf("popularity:     HR@10 %.4f  NDCG@10 %.4f   (model / popularity: %.1fx HR@10)\n", phr,
               pndcg, phr > 0 ? hr / phr : INFINITY);
   if (s.evals.size() >= 10) {
@@ -56,7 +78,8 @@ int cmd_train(const Args& a) {
     }
     std::printf("mean of the last 10 evaluations: HR@10 %.4f  NDCG@10 %.4f\n", h, n);
   }
-  std::printf("run directory: %s (config.gin, metrics.jsonl, checkpoints/)\n", cfg.trainer.run_dir.c_str());
+  std::printf("run directory: %s (config.gin, metrics.jsonl, checkpoints/)\n",
+              cfg.trainer.run_dir.c_str());
   return 0;
 }
 

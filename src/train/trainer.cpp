@@ -17,6 +17,7 @@
 #include "data/splits.h"
 #include "model/model.h"
 #include "train/checkpoint.h"
+#include "train/chrome_trace.h"
 #include "train/evaluator.h"
 #include "train/lr_schedule.h"
 #include "train/metrics_log.h"
@@ -46,7 +47,6 @@ NamedValues from_json(const json::Value& o) {
   return v;
 }
 
-
 }  // namespace
 
 double metric(const NamedValues& values, const std::string& name) {
@@ -58,8 +58,9 @@ double metric(const NamedValues& values, const std::string& name) {
 TrainSummary train(const Config& cfg, const TrainOptions& opts) {
   const TrainerArgs& ta = cfg.trainer;
   if (cfg.task == "ranking") return train_ranking(cfg, opts);
-  HSTU_CHECK(cfg.retrieval.num_negatives > 0, "RetrievalArgs.num_negatives = ",
-             cfg.retrieval.num_negatives, " (one negative per query of the batch) is not supported yet; "
+  HSTU_CHECK(cfg.retrieval.num_negatives > 0,
+             "RetrievalArgs.num_negatives = ", cfg.retrieval.num_negatives,
+             " (one negative per query of the batch) is not supported yet; "
              "set a positive count, e.g. 128");
   if (ta.num_threads > 0) omp_set_num_threads(static_cast<int>(ta.num_threads));
   std::filesystem::create_directories(ta.run_dir);
@@ -79,14 +80,15 @@ TrainSummary train(const Config& cfg, const TrainOptions& opts) {
   const SequenceDataset ds = open_dataset(cfg, false, &report);
   const DataSplits splits = make_splits(ds, cfg.dataset.split, cfg.dataset.max_history_seqlen);
   char line[512];
-  std::snprintf(line, sizeof line,
-                "data: %s — %lld users, %lld items, %lld events (%s, %.1fs); train %zu, val %zu, "
-                "test %zu samples\n",
-                ds.name.c_str(), static_cast<long long>(ds.num_users()),
-                static_cast<long long>(ds.num_items - 1), static_cast<long long>(ds.num_events()),
-                report.dir.empty() ? "generated" : (report.reused_cache ? "cached" : "preprocessed"),
-                seconds_since(t_data), splits.train.samples.size(), splits.validation.samples.size(),
-                splits.test.samples.size());
+  std::snprintf(
+      line, sizeof line,
+      "data: %s — %lld users, %lld items, %lld events (%s, %.1fs); train %zu, val %zu, "
+      "test %zu samples\n",
+      ds.name.c_str(), static_cast<long long>(ds.num_users()),
+      static_cast<long long>(ds.num_items - 1), static_cast<long long>(ds.num_events()),
+      report.dir.empty() ? "generated" : (report.reused_cache ? "cached" : "preprocessed"),
+      seconds_since(t_data), splits.train.samples.size(), splits.validation.samples.size(),
+      splits.test.samples.size());
   say(line);
   HSTU_CHECK(!splits.train.samples.empty(), "dataset '", ds.name, "' has no training samples");
 
@@ -102,18 +104,23 @@ TrainSummary train(const Config& cfg, const TrainOptions& opts) {
   Ctx& ctx = runtime.ctx();
   HstuModel model(cfg, shape, device, device == Device::kCPU ? DType::kF32 : DType::kBF16);
   model.plan(static_cast<uint64_t>(ta.seed));
-  std::snprintf(line, sizeof line, "model: HSTU %lld layers, D=%lld, %lld heads x %lld, %.2fM parameters\n",
-                static_cast<long long>(cfg.network.num_layers), static_cast<long long>(cfg.network.hidden_size),
+  std::snprintf(line, sizeof line,
+                "model: HSTU %lld layers, D=%lld, %lld heads x %lld, %.2fM parameters\n",
+                static_cast<long long>(cfg.network.num_layers),
+                static_cast<long long>(cfg.network.hidden_size),
                 static_cast<long long>(cfg.network.num_attention_heads),
                 static_cast<long long>(cfg.network.kv_channels), model.num_params() / 1e6);
   say(line);
   say(model.describe_plan());
 
-  Batcher batcher(ds, splits.train, ta.train_batch_size, cfg.dataset.shuffle, static_cast<uint64_t>(ta.seed));
+  Batcher batcher(ds, splits.train, ta.train_batch_size, cfg.dataset.shuffle,
+                  static_cast<uint64_t>(ta.seed));
   std::unique_ptr<RetrievalEvaluator> val_eval, test_eval;
   if (!splits.validation.samples.empty())
-    val_eval = std::make_unique<RetrievalEvaluator>(ds, splits.validation, ta.eval_batch_size, ta.max_eval_iters, model);
-  test_eval = std::make_unique<RetrievalEvaluator>(ds, splits.test, ta.eval_batch_size, ta.max_eval_iters, model);
+    val_eval = std::make_unique<RetrievalEvaluator>(ds, splits.validation, ta.eval_batch_size,
+                                                    ta.max_eval_iters, model);
+  test_eval = std::make_unique<RetrievalEvaluator>(ds, splits.test, ta.eval_batch_size,
+                                                   ta.max_eval_iters, model);
 
   TrainSummary summary;
   {  // the popularity baseline, ranked with the same protocol
@@ -126,12 +133,18 @@ TrainSummary train(const Config& cfg, const TrainOptions& opts) {
 
   // ---- schedule and state -------------------------------------------------------------------
   const int64_t per_epoch = batcher.num_batches();
-  const int64_t total_steps = ta.max_train_iters > 0 ? ta.max_train_iters : ta.num_epochs * per_epoch;
+  const int64_t total_steps =
+      ta.max_train_iters > 0 ? ta.max_train_iters : ta.num_epochs * per_epoch;
   LrSchedule lr_schedule(cfg.optimizer.lr_schedule, cfg.optimizer.learning_rate,
                          cfg.optimizer.warmup_steps, total_steps);
   int64_t step = 0;
   double best_val = -1;
   MetricsLog log(ta.run_dir);
+  if (opts.resume_dir.empty() && !ta.ckpt_load_dir.empty()) {  // weights only, fresh optimiser
+    load_checkpoint(model, ta.ckpt_load_dir, false);
+    model.dense().refresh_compute_copy(ctx);
+    say("initialised weights from " + ta.ckpt_load_dir + "\n");
+  }
   if (!opts.resume_dir.empty()) {
     const json::Value st = load_checkpoint(model, opts.resume_dir, true);
     step = st.at("step").as_int();
@@ -145,7 +158,8 @@ TrainSummary train(const Config& cfg, const TrainOptions& opts) {
     model.dense().refresh_compute_copy(ctx);
     say("resumed from " + opts.resume_dir + " at step " + std::to_string(step) + "\n");
   }
-  const std::string ckpt_dir = ta.ckpt_save_dir.empty() ? ta.run_dir + "/checkpoints" : ta.ckpt_save_dir;
+  const std::string ckpt_dir =
+      ta.ckpt_save_dir.empty() ? ta.run_dir + "/checkpoints" : ta.ckpt_save_dir;
 
   auto trainer_state = [&]() {
     json::Value st = json::Value::object();
@@ -170,7 +184,10 @@ TrainSummary train(const Config& cfg, const TrainOptions& opts) {
     return st;
   };
 
+  // Chrome-trace timeline of steps [profile_step_start, profile_step_end) and evaluations.
+  ChromeTrace trace(false);
   auto evaluate = [&](int64_t epoch) {
+    ChromeTrace::Scope scope(trace, "eval");
     EvalRecord rec{epoch, step, {}, {}};
     std::vector<EvalRow> rows;
     if (val_eval) {
@@ -212,13 +229,19 @@ TrainSummary train(const Config& cfg, const TrainOptions& opts) {
   while (step < total_steps) {
     const int64_t epoch = batcher.epoch();
     if (!bar && !opts.quiet) {
-      bar = std::make_unique<ProgressBar>("epoch " + std::to_string(epoch + 1) + "/" +
-                                              std::to_string((total_steps + per_epoch - 1) / per_epoch),
-                                          per_epoch);
+      bar = std::make_unique<ProgressBar>(
+          "epoch " + std::to_string(epoch + 1) + "/" +
+              std::to_string((total_steps + per_epoch - 1) / per_epoch),
+          per_epoch);
       epoch_tokens = 0;
     }
     batcher.next(host);
-    const double loss = stepper.run(ctx, model, host, step, lr_schedule.lr_at(step));
+    trace.set_enabled(ta.profile && step >= ta.profile_step_start && step < ta.profile_step_end);
+    double loss = 0;
+    {
+      ChromeTrace::Scope scope(trace, "train_step");
+      loss = stepper.run(ctx, model, host, step, lr_schedule.lr_at(step));
+    }
     const int64_t batch_tokens = host.num_tokens();
     ++step;
     tokens_done += batch_tokens;
@@ -227,9 +250,13 @@ TrainSummary train(const Config& cfg, const TrainOptions& opts) {
     ++loss_count;
     summary.last_loss = loss;
     const double elapsed = seconds_since(t0);
-    if (bar) bar->update(batcher.batch_index() == 0 ? per_epoch : batcher.batch_index(), epoch_tokens, loss);
+    if (bar)
+      bar->update(batcher.batch_index() == 0 ? per_epoch : batcher.batch_index(), epoch_tokens,
+                  loss);
     if (ta.log_interval > 0 && step % ta.log_interval == 0) {
-      log.log("train", {{"step", step}, {"epoch", epoch}, {"loss", loss_sum / loss_count},
+      log.log("train", {{"step", step},
+                        {"epoch", epoch},
+                        {"loss", loss_sum / loss_count},
                         {"tokens_per_s", tokens_done / std::max(elapsed, 1e-9)},
                         {"lr", lr_schedule.lr_at(step - 1)}});
       loss_sum = 0;
@@ -241,13 +268,15 @@ TrainSummary train(const Config& cfg, const TrainOptions& opts) {
       bar.reset();
     }
     const bool by_steps = ta.eval_interval > 0 && step % ta.eval_interval == 0;
-    const bool by_epochs = ta.eval_interval <= 0 && epoch_done && (epoch + 1) % ta.eval_every_n_epochs == 0;
+    const bool by_epochs =
+        ta.eval_interval <= 0 && epoch_done && (epoch + 1) % ta.eval_every_n_epochs == 0;
     if (by_steps || by_epochs || step == total_steps) {
       if (bar) {
         bar->finish();
         bar.reset();
       }
-      if (summary.evals.empty() || summary.evals.back().step != step) evaluate(epoch_done ? epoch + 1 : epoch);
+      if (summary.evals.empty() || summary.evals.back().step != step)
+        evaluate(epoch_done ? epoch + 1 : epoch);
     }
     if (ta.ckpt_save_interval > 0 && step % ta.ckpt_save_interval == 0)
       save_checkpoint(model, trainer_state(), ckpt_dir);
@@ -256,6 +285,10 @@ TrainSummary train(const Config& cfg, const TrainOptions& opts) {
   summary.train_seconds = seconds_since(t0);
   summary.tokens_per_second = tokens_done / std::max(summary.train_seconds, 1e-9);
   save_checkpoint(model, trainer_state(), ckpt_dir);
+  if (ta.profile) {
+    trace.write(ta.run_dir + "/trace.json");
+    say("timeline: " + ta.run_dir + "/trace.json (chrome://tracing)\n");
+  }
   json::Value s = json::Value::object();
   s["event"] = "summary";
   s["steps"] = step;
