@@ -20,51 +20,56 @@ struct RandomDistribution {
   double low = 0;                     // inclusive lower bound of the sampled value
   double high = -1;                   // exclusive upper bound; -1 = the owner's maximum
   double mean = -1;                   // normal/lognormal mean; -1 = (low+high)/2
-  double std = -1;                    // normal/lognormal std; -1 = (high-low)/4 (normal), mean/2 (lognormal)
-  double alpha = 1.5;                 // zipf exponent (> 1)
+  double std = -1;     // normal/lognormal std; -1 = (high-low)/4 (normal), mean/2 (lognormal)
+  double alpha = 1.5;  // zipf exponent (> 1)
 
   bool operator==(const RandomDistribution&) const = default;
 };
 
 struct TrainerArgs {
-  int64_t train_batch_size = 128;  // sequences per step
-  int64_t eval_batch_size = 128;   // sequences per evaluation batch
-  int64_t eval_interval = 0;       // evaluate every N steps (0 = use eval_every_n_epochs)
-  int64_t eval_every_n_epochs = 1; // evaluate after every N-th epoch (epoch-based runs)
-  int64_t log_interval = 100;      // steps between metrics.jsonl train records
-  int64_t max_train_iters = 0;     // stop after N steps (0 = run num_epochs epochs)
-  int64_t max_eval_iters = 0;      // evaluate at most N batches (0 = the whole split)
-  int64_t num_epochs = 1;          // epochs over the training split (when max_train_iters = 0)
-  int64_t seed = 1234;             // seeds data order, init, dropout and negative sampling
-  int64_t ckpt_save_interval = -1; // save every N steps (-1 = only at the end of the run)
-  std::string ckpt_save_dir = "";  // checkpoint directory ("" = <run_dir>/checkpoints)
-  std::string ckpt_load_dir = "";  // initialise weights from this checkpoint ("" = none)
+  int64_t train_batch_size = 128;       // sequences per step
+  int64_t eval_batch_size = 128;        // sequences per evaluation batch
+  int64_t eval_interval = 0;            // evaluate every N steps (0 = use eval_every_n_epochs)
+  int64_t eval_every_n_epochs = 1;      // evaluate after every N-th epoch (epoch-based runs)
+  int64_t log_interval = 100;           // steps between metrics.jsonl train records
+  int64_t max_train_iters = 0;          // stop after N steps (0 = run num_epochs epochs)
+  int64_t max_eval_iters = 0;           // evaluate at most N batches (0 = the whole split)
+  int64_t num_epochs = 1;               // epochs over the training split (when max_train_iters = 0)
+  int64_t seed = 1234;                  // seeds data order, init, dropout and negative sampling
+  int64_t ckpt_save_interval = -1;      // save every N steps (-1 = only at the end of the run)
+  std::string ckpt_save_dir = "";       // checkpoint directory ("" = <run_dir>/checkpoints)
+  std::string ckpt_load_dir = "";       // initialise weights from this checkpoint ("" = none)
   std::string run_dir = "runs/latest";  // where config, metrics.jsonl and checkpoints go
-  std::string device = "auto";     // auto | cpu | cuda
-  int64_t num_threads = 0;         // CPU threads (0 = all cores)
+  std::string device = "auto";          // auto | cpu | cuda
+  int64_t num_threads = 0;              // CPU threads (0 = all cores)
   std::string select_best_on = "none";  // none | validation: pick the epoch with best val NDCG@10
-  bool profile = false;            // write a Chrome-trace timeline to <run_dir>/trace.json
+  bool profile = false;                 // write a Chrome-trace timeline to <run_dir>/trace.json
   int64_t profile_step_start = 100;
   int64_t profile_step_end = 200;
-  bool deterministic = true;       // GPU: deterministic kernels (CPU is always deterministic)
+  bool deterministic = true;  // GPU: deterministic kernels (CPU is always deterministic)
 
   bool operator==(const TrainerArgs&) const = default;
 };
 
 struct DatasetArgs {
-  std::string dataset_name = "synthetic";  // synthetic | ml-1m | ml-20m | ml-latest | ml-latest-small
-                                           // | ml-100k | amzn-books | kuairand-pure|1k|27k
-  std::string dataset_path = "";           // raw data folder or file ("" = none for synthetic)
-  int64_t max_history_seqlen = 200;        // history items kept per sample (the newest)
-  int64_t max_num_candidates = 0;          // ranking candidates per sample (0 = retrieval)
-  bool shuffle = true;                     // reshuffle sample order every epoch (seeded)
-  std::string split = "paper";             // paper (train: all but last; test: last item)
-                                           // | validation (train: all but 2; val; test)
-  std::string cache_dir = "";              // where `hstu preprocess` output lives ("" = run_dir)
-  std::string tie_break = "file";          // order of a user's events with equal timestamps:
-                                           // file (stable sort, the spec's default) | shuffle
-                                           // (a fixed pseudo-random order, like Meta's
-                                           // preprocessing with pandas' unstable quicksort)
+  std::string dataset_name =
+      "synthetic";                     // synthetic | ml-1m | ml-20m | ml-latest | ml-latest-small
+                                       // | ml-100k | amzn-books | kuairand-pure|1k|27k
+  std::string dataset_path = "";       // raw data folder or file ("" = none for synthetic)
+  int64_t max_history_seqlen = 200;    // history items kept per sample (the newest)
+  int64_t max_num_candidates = 0;      // ranking candidates per sample (0 = retrieval)
+  bool shuffle = true;                 // reshuffle sample order every epoch (seeded)
+  std::string split = "paper";         // paper (train: all but last; test: last item)
+                                       // | validation (train: all but 2; val; test)
+  std::string cache_dir = "";          // where `hstu preprocess` output lives ("" = run_dir)
+  std::string ranking_split = "time";  // ranking: time (per user, newest candidates = eval)
+                                       // | user_70_30 (recsys-examples: first 70% of users)
+  std::string truncate = "newest";     // ranking: keep the newest events (hstu) | oldest
+                                       // (recsys-examples; needs ranking_split user_70_30)
+  std::string tie_break = "file";      // order of a user's events with equal timestamps:
+                                       // file (stable sort, the spec's default) | shuffle
+                                       // (a fixed pseudo-random order, like Meta's
+                                       // preprocessing with pandas' unstable quicksort)
 
   bool operator==(const DatasetArgs&) const = default;
 };
@@ -87,61 +92,61 @@ struct SyntheticArgs {
 
 struct NetworkArgs {
   int64_t num_layers = 2;
-  int64_t hidden_size = 64;           // D, width of the residual stream and embeddings
-  int64_t num_attention_heads = 2;    // H
-  int64_t kv_channels = 32;           // per-head width (dqk = dv)
-  double hidden_dropout = 0.2;        // dropout on u*LN(O) before the output projection
-  double input_dropout = -1;          // dropout on the input embeddings (-1 = hidden_dropout)
+  int64_t hidden_size = 64;         // D, width of the residual stream and embeddings
+  int64_t num_attention_heads = 2;  // H
+  int64_t kv_channels = 32;         // per-head width (dqk = dv)
+  double hidden_dropout = 0.2;      // dropout on u*LN(O) before the output projection
+  double input_dropout = -1;        // dropout on the input embeddings (-1 = hidden_dropout)
   double norm_epsilon = 1e-5;
   bool is_causal = true;
-  std::string dtype_str = "bfloat16"; // GPU activation dtype: bfloat16 | float16 (CPU: fp32)
+  std::string dtype_str = "bfloat16";      // GPU activation dtype: bfloat16 | float16 (CPU: fp32)
   std::string kernel_backend = "cutlass";  // accepted for compatibility; hstu has one backend
   int64_t target_group_size = 1;
   int64_t num_position_buckets = 8192;
   bool recompute_input_layernorm = false;
   bool recompute_input_silu = false;
-  int64_t item_embedding_dim = -1;    // -1 = hidden_size
+  int64_t item_embedding_dim = -1;  // -1 = hidden_size
   int64_t contextual_embedding_dim = -1;
-  int64_t scaling_seqlen = -1;        // the divisor N of the attention (-1 = static max seqlen)
+  int64_t scaling_seqlen = -1;  // the divisor N of the attention (-1 = static max seqlen)
   bool disable_contextual_mask = false;
   // hstu extensions (defaults = recsys-examples' layer; the paper preset sets Meta's values)
-  double attention_alpha = -1;        // scale of q.k (+rab); -1 = 1/sqrt(kv_channels)
+  double attention_alpha = -1;  // scale of q.k (+rab); -1 = 1/sqrt(kv_channels)
   bool learnable_input_layernorm = true;
   bool learnable_output_layernorm = true;
   bool uvqk_bias = true;
   bool output_bias = false;
   bool relative_attention_bias = false;  // Meta's per-layer position + time-bucket bias
   int64_t rab_num_time_buckets = 128;    // time buckets are 0..rab_num_time_buckets
-  int64_t max_attn_len = 0;           // local attention window (0 = none)
-  bool final_layernorm = false;       // LayerNorm before the L2 normalisation of outputs
-  std::string init = "recsys";        // recsys (xavier_uniform) | meta (Meta's research init)
+  int64_t max_attn_len = 0;              // local attention window (0 = none)
+  bool final_layernorm = false;          // LayerNorm before the L2 normalisation of outputs
+  std::string init = "recsys";           // recsys (xavier_uniform) | meta (Meta's research init)
 
   bool operator==(const NetworkArgs&) const = default;
 };
 
 struct OptimizerArgs {
-  std::string optimizer_str = "adam";    // adam | adamw | sgd (dense parameters)
+  std::string optimizer_str = "adam";  // adam | adamw | sgd (dense parameters)
   double learning_rate = 1e-3;
   double adam_beta1 = 0.9;
   double adam_beta2 = 0.999;
   double adam_eps = 1e-8;
-  double weight_decay = 0.0;             // decoupled (AdamW) decay of dense matrices
+  double weight_decay = 0.0;                  // decoupled (AdamW) decay of dense matrices
   std::string sparse_optimizer_str = "adam";  // adam | row_wise_adagrad | sgd | dense_adam
-  double sparse_learning_rate = -1;      // -1 = learning_rate
-  std::string lr_schedule = "constant";  // constant | warmup_cosine | warmup_linear
+  double sparse_learning_rate = -1;           // -1 = learning_rate
+  std::string lr_schedule = "constant";       // constant | warmup_cosine | warmup_linear
   int64_t warmup_steps = 0;
-  double grad_clip_norm = 0;             // global L2 clip of dense gradients (0 = off)
+  double grad_clip_norm = 0;  // global L2 clip of dense gradients (0 = off)
 
   bool operator==(const OptimizerArgs&) const = default;
 };
 
 struct RetrievalArgs {
-  int64_t num_negatives = 128;           // R sampled negatives per query (-1 = #queries)
+  int64_t num_negatives = 128;  // R sampled negatives per query (-1 = #queries)
   std::vector<std::string> eval_metrics = {"HR@10", "NDCG@10"};
   double temperature = 0.05;
   double l2_norm_eps = 1e-6;
   std::string negative_sampler = "uniform";  // uniform (over the catalogue) | in_batch
-  int64_t eval_rank_cap = 2500;          // ranks beyond this count as cap+1
+  int64_t eval_rank_cap = 2500;              // ranks beyond this count as cap+1
 
   bool operator==(const RetrievalArgs&) const = default;
 };

@@ -149,6 +149,12 @@ std::vector<FieldSpec> make_fields() {
           "the second-to-last"),
       str(HSTU_FIELD(DatasetArgs, dataset, cache_dir), {},
           "where `hstu preprocess` output lives (\"\" = run_dir)"),
+      str(HSTU_FIELD(DatasetArgs, dataset, ranking_split), {"time", "user_70_30"},
+          "ranking: time (each user's newest candidates are eval, the ones before train) or "
+          "user_70_30 (recsys-examples: the first 70% of users train, the rest eval)"),
+      str(HSTU_FIELD(DatasetArgs, dataset, truncate), {"newest", "oldest"},
+          "ranking: keep the newest events of long users (hstu) or the oldest (recsys-examples; "
+          "needs ranking_split = user_70_30)"),
       str(HSTU_FIELD(DatasetArgs, dataset, tie_break), {"file", "shuffle"},
           "order of a user's events with equal timestamps: file (stable sort) or shuffle (a "
           "fixed pseudo-random order, as Meta's preprocessing with an unstable sort gives)"),
@@ -767,6 +773,9 @@ void validate(const Config& config) {
               cat("TrainerArgs.profile_step_end (", c.trainer.profile_step_end,
                   ") must be greater than TrainerArgs.profile_step_start (",
                   c.trainer.profile_step_start, ")"));
+  fail_unless(c.dataset.truncate != "oldest" || c.dataset.ranking_split == "user_70_30",
+              "DatasetArgs.truncate = \"oldest\" needs DatasetArgs.ranking_split = \"user_70_30\" "
+              "(with the time split a long user's train and eval windows would coincide)");
   fail_unless(c.trainer.select_best_on != "validation" || c.dataset.split == "validation",
               "TrainerArgs.select_best_on = \"validation\" needs DatasetArgs.split = "
               "\"validation\" (the paper split has no validation items)");

@@ -120,16 +120,17 @@ TrainSummary train_ranking(const Config& cfg, const TrainOptions& opts) {
   const auto t_data = Clock::now();
   DatasetReport report;
   const SequenceDataset ds = open_dataset(cfg, false, &report);
-  const std::string split_rule = cfg.dataset.split == "user_70_30" ? "user_70_30" : "time";
-  const RankingSplits splits = make_ranking_splits(ds, cfg.dataset, split_rule);
+  const RankingSplits splits =
+      make_ranking_splits(ds, cfg.dataset, cfg.dataset.ranking_split, cfg.dataset.truncate);
   char line[512];
   std::snprintf(line, sizeof line,
                 "data: %s — %lld users, %lld items, %lld events, %zu contextual features (%.1fs); "
                 "ranking split '%s': train %zu, eval %zu samples\n",
                 ds.name.c_str(), static_cast<long long>(ds.num_users()),
                 static_cast<long long>(ds.num_items - 1), static_cast<long long>(ds.num_events()),
-                ds.contextual_names.size(), seconds_since(t_data), split_rule.c_str(),
-                splits.train.samples.size(), splits.eval.samples.size());
+                ds.contextual_names.size(), seconds_since(t_data),
+                cfg.dataset.ranking_split.c_str(), splits.train.samples.size(),
+                splits.eval.samples.size());
   say(line);
   HSTU_CHECK(!splits.train.samples.empty(), "dataset '", ds.name,
              "' has no ranking training samples");
