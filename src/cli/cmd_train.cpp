@@ -62,6 +62,13 @@ int cmd_train(const Args& a) {
               << non_default_bindings(cfg);
   const TrainSummary s = train(cfg, opts);
 
+  if (cfg.task == "ranking") {  // ranking reports its classification metrics as they are
+    std::printf("\ndone: %lld steps in %.1fs (%.0f tokens/s), final loss %.4f\neval:",
+                static_cast<long long>(s.steps), s.train_seconds, s.tokens_per_second, s.last_loss);
+    for (const auto& [name, value] : s.final_test) std::printf("  %s %.4f", name.c_str(), value);
+    std::printf("\nrun directory: %s (config.gin, metrics.jsonl)\n", cfg.trainer.run_dir.c_str());
+    return 0;
+  }
   const double hr = metric(s.selected_test, "HR@10"), ndcg = metric(s.selected_test, "NDCG@10");
   const double phr = metric(s.popularity, "HR@10"), pndcg = metric(s.popularity, "NDCG@10");
   std::printf("\ndone: %lld steps in %.1fs (%.0f tokens/s), final loss %.4f\n",
