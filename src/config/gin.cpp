@@ -15,6 +15,7 @@
 #include <system_error>
 
 #include "core/error.h"
+#include "core/utf8.h"
 
 namespace hstu::gin {
 namespace {
@@ -64,25 +65,6 @@ std::string where(const Location& loc) {
 
 [[noreturn]] void error_at(const Location& loc, const std::string& msg) {
   HSTU_THROW(where(loc), ": ", msg);
-}
-
-// Appends code point `cp` as UTF-8.
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
 }
 
 bool read_whole_file(const fs::path& path, std::string* text) {

@@ -39,7 +39,8 @@ void upload_batch(const SequenceBatch& b, const BatchCapacity& cap, BatchTensors
   bt.host = &b;
   put(bt.offsets, b.offsets, b.batch_size + 1, "offsets");
   put(bt.item_ids, b.item_ids, n, "item_ids");
-  std::vector<int32_t> pos(static_cast<size_t>(n));
+  std::vector<int32_t>& pos = bt.host_positions;  // reused: no allocation once at capacity
+  pos.resize(static_cast<size_t>(n));
   const int32_t last = static_cast<int32_t>(std::max<int64_t>(cap.num_positions - 1, 0));
   for (int32_t s = 0; s < b.batch_size; ++s)
     for (int32_t t = b.offsets[s]; t < b.offsets[s + 1]; ++t)

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "core/arena.h"
 #include "core/tensor.h"
@@ -27,6 +28,7 @@ struct BatchTensors {
   Tensor num_targets;
   // Host copies the CPU side needs (sequence boundaries for eval bookkeeping).
   const SequenceBatch* host = nullptr;
+  std::vector<int32_t> host_positions;  // [T] host staging of `positions`
 };
 
 // Capacity of the buffers of a BatchTensors.

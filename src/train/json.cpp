@@ -8,6 +8,8 @@
 #include <iterator>
 #include <unordered_set>
 
+#include "core/utf8.h"
+
 namespace hstu::json {
 
 const char* type_name(Type t) {
@@ -63,24 +65,6 @@ size_t utf8_sequence_length(std::string_view s, size_t i) {
     if (b(i + k) < 0x80 || b(i + k) > 0xBF) return 0;
   }
   return n;
-}
-
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
 }
 
 // ---- writer ------------------------------------------------------------------------------------

@@ -104,14 +104,7 @@ TrainSummary train_ranking(const Config& cfg, const TrainOptions& opts) {
   HSTU_CHECK(device == Device::kCPU,
              "ranking training runs on the CPU only for now; set TrainerArgs.device = 'cpu'");
   HSTU_CHECK(opts.resume_dir.empty(), "ranking runs cannot be resumed yet (no checkpoints)");
-  if (ta.num_threads > 0) omp_set_num_threads(static_cast<int>(ta.num_threads));
-  std::filesystem::create_directories(ta.run_dir);
-  if (!opts.config_text.empty()) {
-    std::FILE* f = std::fopen((ta.run_dir + "/config.gin").c_str(), "w");
-    HSTU_CHECK(f, "cannot write ", ta.run_dir, "/config.gin");
-    std::fputs(opts.config_text.c_str(), f);
-    std::fclose(f);
-  }
+  prepare_run(cfg, opts);
   auto say = [&](const std::string& s) {
     if (!opts.quiet) std::cout << s << std::flush;
   };

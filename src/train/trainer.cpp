@@ -24,6 +24,7 @@
 #include "train/progress.h"
 #include "train/ranking_trainer.h"
 #include "train/runtime.h"
+#include "train/safetensors.h"
 #include "train/step.h"
 
 namespace hstu {
@@ -49,6 +50,13 @@ NamedValues from_json(const json::Value& o) {
 
 }  // namespace
 
+void prepare_run(const Config& cfg, const TrainOptions& opts) {
+  const TrainerArgs& ta = cfg.trainer;
+  if (ta.num_threads > 0) omp_set_num_threads(static_cast<int>(ta.num_threads));
+  std::filesystem::create_directories(ta.run_dir);
+  if (!opts.config_text.empty()) atomic_write_file(ta.run_dir + "/config.gin", opts.config_text);
+}
+
 double metric(const NamedValues& values, const std::string& name) {
   for (const auto& [k, v] : values)
     if (k == name) return v;
@@ -62,14 +70,7 @@ TrainSummary train(const Config& cfg, const TrainOptions& opts) {
              "RetrievalArgs.num_negatives = ", cfg.retrieval.num_negatives,
              " (one negative per query of the batch) is not supported yet; "
              "set a positive count, e.g. 128");
-  if (ta.num_threads > 0) omp_set_num_threads(static_cast<int>(ta.num_threads));
-  std::filesystem::create_directories(ta.run_dir);
-  if (!opts.config_text.empty()) {
-    std::FILE* f = std::fopen((ta.run_dir + "/config.gin").c_str(), "w");
-    HSTU_CHECK(f, "cannot write ", ta.run_dir, "/config.gin");
-    std::fputs(opts.config_text.c_str(), f);
-    std::fclose(f);
-  }
+  prepare_run(cfg, opts);
   auto say = [&](const std::string& s) {
     if (!opts.quiet) std::cout << s << std::flush;
   };

@@ -16,9 +16,9 @@
 namespace hstu {
 
 struct TrainOptions {
-  std::string resume_dir;     // checkpoint folder to continue from ("" = fresh run)
-  std::string config_text;    // the effective config in gin syntax (saved into the run)
-  bool quiet = false;         // no progress bar / tables (tests)
+  std::string resume_dir;   // checkpoint folder to continue from ("" = fresh run)
+  std::string config_text;  // the effective config in gin syntax (saved into the run)
+  bool quiet = false;       // no progress bar / tables (tests)
 };
 
 struct EvalRecord {
@@ -39,6 +39,9 @@ struct TrainSummary {
 
 // Trains `cfg` to completion (or max_train_iters) and returns the summary; prints progress.
 TrainSummary train(const Config& cfg, const TrainOptions& opts);
+
+// Run setup shared by both tasks: CPU threads, the run directory and its config.gin.
+void prepare_run(const Config& cfg, const TrainOptions& opts);
 
 // Looks up a metric by name (NaN if absent).
 double metric(const NamedValues& values, const std::string& name);
