@@ -11,7 +11,9 @@
 namespace hstu {
 
 struct TrainBenchResult {
-  double median_step_ms = 0, tokens_per_s = 0, tflops = 0, mfu = 0;
+  double mean_step_ms = 0;    // pipelined steps (as the trainer runs them): wall time / steps
+  double median_step_ms = 0;  // one step at a time, each waited for
+  double tokens_per_s = 0, tflops = 0, mfu = 0;  // from the pipelined steps
   int64_t steps = 0, tokens_per_step = 0;
   double peak_gib = 0;
 };
@@ -20,7 +22,10 @@ struct TrainBenchResult {
 // halved, FlashAttention-style counting: bwd = 2.5x fwd) and the sampled-softmax head.
 double train_step_flops(const Config& cfg, const SequenceBatch& batch);
 
-// Runs `warmup` untimed then `steps` timed steps and prints a one-line summary.
-TrainBenchResult run_train_bench(const Config& cfg, int64_t warmup, int64_t steps);
+// Runs `warmup` untimed steps, `steps` pipelined steps (timed together) and `steps` steps one
+// at a time (each timed alone), and prints a one-line summary; with `phases`, also the time per
+// phase (core/phase_timer.h) of the one-at-a-time steps.
+TrainBenchResult run_train_bench(const Config& cfg, int64_t warmup, int64_t steps,
+                                 bool phases = false);
 
 }  // namespace hstu

@@ -11,16 +11,19 @@
 namespace hstu::cli {
 
 int cmd_bench(const Args& a) {
-  HSTU_CHECK(!a.positional.empty(),
-             "usage: hstu bench train [config.gin] [--steps N] [--warmup N] | hstu bench attention "
-             "[--shape B,L,H,d]");
+  HSTU_CHECK(
+      !a.positional.empty(),
+      "usage: hstu bench train [config.gin] [--steps N] [--warmup N] [--phases] | hstu bench "
+      "attention "
+      "[--shape B,L,H,d]");
   const std::string what = a.positional[0];
   if (what == "train") {
-    check_known(a, {"steps", "warmup", "device"}, "bench train");
+    check_known(a, {"steps", "warmup", "device", "phases"}, "bench train");
     Args rest = a;
     rest.positional.erase(rest.positional.begin());
     const Config cfg = resolve_config(rest, nullptr);
-    run_train_bench(cfg, std::stoll(a.get("warmup", "3")), std::stoll(a.get("steps", "20")));
+    run_train_bench(cfg, std::stoll(a.get("warmup", "3")), std::stoll(a.get("steps", "20")),
+                    a.has("phases"));
     return 0;
   }
   if (what == "attention")  // its own flags (--shape B,L,H,d ...), passed through unparsed

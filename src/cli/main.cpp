@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
   const std::string cmd = argv[1];
   try {
     using namespace hstu::cli;
-    const std::vector<std::string> flags = {"quiet", "help", "no-baseline"};
+    const std::vector<std::string> flags = {"quiet", "help", "no-baseline", "phases"};
     // `hstu bench attention|layer` have their own flag grammar: pass its arguments through
     // unparsed.
     const bool passthrough = cmd == "bench" && argc > 2 &&

@@ -45,9 +45,13 @@ void Arena::release() {
   base_ = nullptr;
 }
 
-Arena::~Arena() { release(); }
+Arena::~Arena() {
+  release();
+}
 
-Arena::Arena(Arena&& o) noexcept { *this = std::move(o); }
+Arena::Arena(Arena&& o) noexcept {
+  *this = std::move(o);
+}
 
 Arena& Arena::operator=(Arena&& o) noexcept {
   if (this != &o) {
@@ -95,6 +99,22 @@ void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size
 #endif
 }
 
+void copy_bytes_async(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes,
+                      void* stream) {
+  if (bytes == 0) return;
+  if (dst_dev == Device::kCPU && src_dev == Device::kCPU) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+#if defined(HSTU_WITH_CUDA)
+  HSTU_CUDA_CHECK(
+      cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream)));
+#else
+  (void)stream;
+  HSTU_THROW("device copy in a build without CUDA");
+#endif
+}
+
 void fill_zero(const Tensor& t) {
   if (t.numel() == 0) return;
   HSTU_CHECK(t.contiguous(), "fill_zero needs a contiguous tensor, got ", t.str());
@@ -111,7 +131,8 @@ void fill_zero(const Tensor& t) {
 
 void copy_tensor(const Tensor& dst, const Tensor& src) {
   HSTU_CHECK(dst.dtype == src.dtype && dst.ndim == src.ndim, "copy ", src.str(), " -> ", dst.str());
-  for (int i = 0; i < dst.ndim; ++i) HSTU_CHECK(dst.shape[i] == src.shape[i], "copy ", src.str(), " -> ", dst.str());
+  for (int i = 0; i < dst.ndim; ++i)
+    HSTU_CHECK(dst.shape[i] == src.shape[i], "copy ", src.str(), " -> ", dst.str());
   if (dst.contiguous() && src.contiguous()) {
     copy_bytes(dst.data, dst.device, src.data, src.device, src.nbytes());
     return;

@@ -55,6 +55,10 @@ class Arena {
 
 // Memory helpers that work on either device (cudaMemcpy / memcpy).
 void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes);
+// The same, enqueued on `stream` (cudaStream_t) when a device is involved: returns at once when
+// the host side is page-locked (core/host_staging.h). CPU to CPU copies immediately.
+void copy_bytes_async(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes,
+                      void* stream);
 void fill_zero(const Tensor& t);
 // Copies src into dst (same shape; dtypes must match), honouring row strides.
 void copy_tensor(const Tensor& dst, const Tensor& src);

@@ -11,20 +11,24 @@
 namespace hstu {
 
 class Arena;
+class PhaseTimer;
 
 struct Ctx {
   Device device = Device::kCPU;
-  void* stream = nullptr;    // cudaStream_t (CUDA backend only)
-  void* blas = nullptr;      // backend BLAS state: cuBLASLt plan cache (CUDA)
-  Arena* scratch = nullptr;  // temporary workspace for ops that need it (may be null on CPU)
-  int num_threads = 0;       // CPU: OpenMP threads (0 = default)
-  bool deterministic = true; // CUDA: avoid atomics whose order changes results
+  void* stream = nullptr;        // cudaStream_t (CUDA backend only)
+  void* blas = nullptr;          // backend BLAS state: cuBLASLt plan cache (CUDA)
+  Arena* scratch = nullptr;      // temporary workspace for ops that need it (may be null on CPU)
+  int num_threads = 0;           // CPU: OpenMP threads (0 = default)
+  bool deterministic = true;     // CUDA: avoid atomics whose order changes results
+  PhaseTimer* phases = nullptr;  // optional step-phase timing (core/phase_timer.h)
 
   bool cpu() const { return device == Device::kCPU; }
 };
 
 // A CPU context with default settings (tests, tools).
-inline Ctx cpu_ctx() { return Ctx{}; }
+inline Ctx cpu_ctx() {
+  return Ctx{};
+}
 
 }  // namespace hstu
 
@@ -33,6 +37,8 @@ inline Ctx cpu_ctx() { return Ctx{}; }
 #if defined(HSTU_WITH_CUDA)
 #define HSTU_CUDA_DISPATCH(expr) expr
 #else
-#define HSTU_CUDA_DISPATCH(expr) \
-  HSTU_THROW("this hstu binary was built without CUDA; rebuild on a machine with nvcc or use --device cpu")
+#define HSTU_CUDA_DISPATCH(expr)                                                                 \
+  HSTU_THROW(                                                                                    \
+      "this hstu binary was built without CUDA; rebuild on a machine with nvcc or use --device " \
+      "cpu")
 #endif

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/arena.h"
+#include "core/host_staging.h"
 #include "core/tensor.h"
 #include "data/batch.h"
 
@@ -40,7 +41,12 @@ struct BatchCapacity {
 BatchTensors allocate_batch_tensors(Arena& arena, const BatchCapacity& cap);
 
 // Copies `batch` into `bt` (device or host) and narrows the views to its size. Positions are
-// 0-based within each sequence, clamped to cap.num_positions - 1. `staging` is host scratch.
-void upload_batch(const SequenceBatch& batch, const BatchCapacity& cap, BatchTensors& bt);
+// 0-based within each sequence, clamped to cap.num_positions - 1. Without `staging` the copies
+// are synchronous; with it (at least upload_staging_bytes(cap)) the batch is packed into the
+// staging buffer and copied asynchronously on `stream`, so the call returns without waiting for
+// the device (it waits only for the staging buffer's previous copies).
+void upload_batch(const SequenceBatch& batch, const BatchCapacity& cap, BatchTensors& bt,
+                  HostStaging* staging = nullptr, void* stream = nullptr);
+size_t upload_staging_bytes(const BatchCapacity& cap);
 
 }  // namespace hstu

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "core/phase_timer.h"
 #include "ops/activation.h"
 #include "ops/gemm.h"
 #include "ops/hstu_attention.h"
@@ -114,14 +115,20 @@ void HstuLayer::forward(Ctx& ctx, const DenseParams& p, const BatchTensors& b, c
   const Tensor z = first_rows(acts.z, t);
   const Tensor uvqk = first_rows(cfg_.recompute_silu ? scr.uvqk : acts.uvqk, t);
   const Tensor o = first_rows(acts.o, t), y = first_rows(acts.y, t);
+  phase(ctx, "fwd.ln_in");
   layernorm_fwd(ctx, x_in, param(p, ids_.ln_in_w), param(p, ids_.ln_in_b), cfg_.eps, xn,
                 first_rows(acts.ln_mean, t), first_rows(acts.ln_rstd, t));
+  phase(ctx, "fwd.gemm_uvqk");
   gemm(ctx, GemmDesc{}, xn, matrix(p, ids_.w_uvqk), z, bias(p, ids_.b_uvqk));
+  phase(ctx, "fwd.silu");
   activation_fwd(ctx, Activation::kSilu, z, uvqk);
+  phase(ctx, "fwd.attn");
   hstu_attention_fwd(ctx, attention_args(cfg_, p, ids_, b, uvqk), o);
   const DropoutSpec drop{training ? cfg_.dropout : 0.0f, dropout_seed, 0};
+  phase(ctx, "fwd.ln_mul_dropout");
   ln_mul_dropout_fwd(ctx, o, uvqk.cols(0, hd), param(p, ids_.ln_out_w), param(p, ids_.ln_out_b),
                      cfg_.eps, drop, y, first_rows(acts.ln2_mean, t), first_rows(acts.ln2_rstd, t));
+  phase(ctx, "fwd.gemm_out");
   copy_tensor(x_out, x_in);
   gemm(ctx, GemmDesc{false, false, 1.0f, 1.0f}, y, matrix(p, ids_.w_o), x_out, bias(p, ids_.b_o));
 }
@@ -133,6 +140,7 @@ void HstuLayer::backward(Ctx& ctx, const DenseParams& p, const BatchTensors& b, 
   const Tensor z = first_rows(acts.z, t), o = first_rows(acts.o, t), y = first_rows(acts.y, t);
   const Tensor ln_mean = first_rows(acts.ln_mean, t), ln_rstd = first_rows(acts.ln_rstd, t);
   // Recompute what the forward did not keep.
+  phase(ctx, "bwd.recompute");
   Tensor xn = first_rows(acts.xn, t);
   if (cfg_.recompute_ln) {
     xn = first_rows(scr.xn, t);
@@ -147,23 +155,29 @@ void HstuLayer::backward(Ctx& ctx, const DenseParams& p, const BatchTensors& b, 
   const Tensor d_y = first_rows(scr.d_y, t), d_o = first_rows(scr.d_o, t);
   const Tensor d_uvqk = first_rows(scr.d_uvqk, t), d_xn = first_rows(scr.d_xn, t);
   // x_out = x_in + y @ W_o + b_o: the residual passes dx through unchanged.
+  phase(ctx, "bwd.gemm_out");
   gemm(ctx, GemmDesc{false, true, 1.0f, 0.0f}, dx, matrix(p, ids_.w_o), d_y);
   gemm(ctx, GemmDesc{true, false, 1.0f, 1.0f}, y, dx, grad(p, ids_.w_o));
   if (ids_.b_o >= 0) bias_grad(ctx, dx, grad(p, ids_.b_o), true);
   // y = Dropout(u * LN(O)).
   const DropoutSpec drop{training ? cfg_.dropout : 0.0f, dropout_seed, 0};
+  phase(ctx, "bwd.ln_mul_dropout");
   ln_mul_dropout_bwd(ctx, o, uvqk.cols(0, hd), param(p, ids_.ln_out_w), param(p, ids_.ln_out_b),
                      first_rows(acts.ln2_mean, t), first_rows(acts.ln2_rstd, t), drop, d_y, d_o,
                      d_uvqk.cols(0, hd), grad(p, ids_.ln_out_w), grad(p, ids_.ln_out_b));
   // Attention: gradients of v, q, k land in their column blocks of d_uvqk.
+  phase(ctx, "bwd.attn");
   hstu_attention_bwd(ctx, attention_args(cfg_, p, ids_, b, uvqk), d_o, d_uvqk.cols(2 * hd, 3 * hd),
                      d_uvqk.cols(3 * hd, 4 * hd), d_uvqk.cols(hd, 2 * hd), grad(p, ids_.rab_pos),
                      grad(p, ids_.rab_time));
   // SiLU, then the uvqk projection.
+  phase(ctx, "bwd.silu");
   activation_bwd(ctx, Activation::kSilu, z, d_uvqk, d_uvqk);
+  phase(ctx, "bwd.gemm_uvqk");
   gemm(ctx, GemmDesc{true, false, 1.0f, 1.0f}, xn, d_uvqk, grad(p, ids_.w_uvqk));
   if (ids_.b_uvqk >= 0) bias_grad(ctx, d_uvqk, grad(p, ids_.b_uvqk), true);
   gemm(ctx, GemmDesc{false, true, 1.0f, 0.0f}, d_uvqk, matrix(p, ids_.w_uvqk), d_xn);
+  phase(ctx, "bwd.ln_in");
   // Input LayerNorm: accumulate into dx, which already holds the residual gradient.
   layernorm_bwd(ctx, x_in, param(p, ids_.ln_in_w), ln_mean, ln_rstd, d_xn, dx, true,
                 grad(p, ids_.ln_in_w), grad(p, ids_.ln_in_b));

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "core/phase_timer.h"
 #include "core/philox.h"
 #include "ops/embedding.h"
 #include "ops/l2norm.h"
@@ -28,8 +29,9 @@ HstuLayerConfig layer_config(const Config& cfg) {
   c.hidden = n.hidden_size;
   c.heads = n.num_attention_heads;
   c.head_dim = n.kv_channels;
-  c.alpha = static_cast<float>(n.attention_alpha < 0 ? 1.0 / std::sqrt(static_cast<double>(n.kv_channels))
-                                                     : n.attention_alpha);
+  c.alpha =
+      static_cast<float>(n.attention_alpha < 0 ? 1.0 / std::sqrt(static_cast<double>(n.kv_channels))
+                                               : n.attention_alpha);
   const int64_t divisor = n.scaling_seqlen > 0 ? n.scaling_seqlen : cfg.dataset.max_history_seqlen;
   c.scale = 1.0f / static_cast<float>(divisor);
   c.eps = static_cast<float>(n.norm_epsilon);
@@ -53,7 +55,8 @@ HstuLayerConfig layer_config(const Config& cfg) {
 HstuModel::HstuModel(const Config& cfg, const ModelShape& shape, Device device, DType act)
     : cfg_(cfg), shape_(shape), device_(device), act_(act) {
   const HstuLayerConfig lc = layer_config(cfg);
-  for (int64_t l = 0; l < cfg.network.num_layers; ++l) layers_.emplace_back(lc, static_cast<int>(l));
+  for (int64_t l = 0; l < cfg.network.num_layers; ++l)
+    layers_.emplace_back(lc, static_cast<int>(l));
   cap_.max_batch = shape.max_batch;
   cap_.max_tokens = shape.max_tokens;
   cap_.num_negatives = shape.num_negatives;
@@ -65,9 +68,10 @@ void HstuModel::plan(uint64_t seed) {
   const int64_t d = n.hidden_size;
   const bool meta = n.init == "meta";
   // Meta's research init: positions xavier_normal; recsys-examples: U(+-sqrt(1/buckets)).
-  pos_table_ = dense_.add("position_embedding", {n.num_position_buckets, d}, false,
-                          meta ? Init::xavier_normal()
-                               : Init::uniform(std::sqrt(1.0 / static_cast<double>(n.num_position_buckets))));
+  pos_table_ = dense_.add(
+      "position_embedding", {n.num_position_buckets, d}, false,
+      meta ? Init::xavier_normal()
+           : Init::uniform(std::sqrt(1.0 / static_cast<double>(n.num_position_buckets))));
   for (auto& layer : layers_) layer.register_params(dense_);
   if (n.final_layernorm) {
     final_ln_w_ = dense_.add("final_layernorm.weight", {d}, false, Init::ones());
@@ -128,8 +132,8 @@ std::string HstuModel::describe_plan() const {
   os << "memory plan (" << device_name(device_) << ", activations " << dtype_name(act_) << "):\n"
      << "  dense parameters  " << dense_.table().size() << " tensors, " << dense_.size()
      << " floats x4 (param, grad, m, v) = " << mib(dense_.flat_params().nbytes() * 4) << "\n"
-     << "  item embedding    [" << items_.rows << ", " << items_.dim << "] + grad + optimizer = "
-     << mib(items_.arena ? items_.arena->capacity() : 0) << "\n"
+     << "  item embedding    [" << items_.rows << ", " << items_.dim
+     << "] + grad + optimizer = " << mib(items_.arena ? items_.arena->capacity() : 0) << "\n"
      << "  activations       " << layers_.size() << " layers, " << shape_.max_tokens
      << " tokens max = " << mib(activation_bytes_) << "\n";
   return os.str();
@@ -137,12 +141,15 @@ std::string HstuModel::describe_plan() const {
 
 void HstuModel::embed(Ctx& ctx, const BatchTensors& b, bool training, uint64_t seed) {
   const int64_t t = b.num_tokens;
-  const double p = cfg_.network.input_dropout < 0 ? cfg_.network.hidden_dropout : cfg_.network.input_dropout;
+  const double p =
+      cfg_.network.input_dropout < 0 ? cfg_.network.hidden_dropout : cfg_.network.input_dropout;
   const Tensor emb = first_rows(buf_.emb, t);
+  phase(ctx, "fwd.embed");
   embedding_fwd(ctx, items_.weight, b.item_ids.rows(0, t),
                 static_cast<float>(std::sqrt(static_cast<double>(cfg_.network.hidden_size))),
                 dense_.param(pos_table_), b.positions.rows(0, t), emb);
-  dropout_fwd(ctx, emb, DropoutSpec{training ? static_cast<float>(p) : 0.0f, derive_seed(seed, 1000), 0},
+  dropout_fwd(ctx, emb,
+              DropoutSpec{training ? static_cast<float>(p) : 0.0f, derive_seed(seed, 1000), 0},
               first_rows(buf_.xs[0], t));
 }
 
@@ -152,12 +159,13 @@ void HstuModel::run_layers(Ctx& ctx, const BatchTensors& b, bool training, uint6
     layers_[l].forward(ctx, dense_, b, first_rows(buf_.xs[l], t), first_rows(buf_.xs[l + 1], t),
                        buf_.acts[l], buf_.scratch, training, derive_seed(seed, l));
   const Tensor last = first_rows(buf_.xs[layers_.size()], t);
+  phase(ctx, "fwd.output_norm");
   Tensor out = last;
   if (cfg_.network.final_layernorm) {
     out = first_rows(buf_.out, t);
     layernorm_fwd(ctx, last, dense_.param(final_ln_w_), dense_.param(final_ln_b_),
-                  static_cast<float>(cfg_.network.norm_epsilon), out, first_rows(buf_.out_ln_mean, t),
-                  first_rows(buf_.out_ln_rstd, t));
+                  static_cast<float>(cfg_.network.norm_epsilon), out,
+                  first_rows(buf_.out_ln_mean, t), first_rows(buf_.out_ln_rstd, t));
   }
   l2norm_fwd(ctx, out, static_cast<float>(cfg_.retrieval.l2_norm_eps), first_rows(buf_.out_norm, t),
              first_rows(buf_.norms, t));
@@ -170,6 +178,14 @@ Tensor HstuModel::encode(Ctx& ctx, const BatchTensors& b) {
 }
 
 double HstuModel::train_step(Ctx& ctx, const BatchTensors& b, uint64_t seed, double loss_scale) {
+  forward_backward(ctx, b, seed, loss_scale);
+  double loss = 0;
+  copy_bytes(&loss, Device::kCPU, buf_.loss.data, buf_.loss.device, sizeof(double));
+  return loss;
+}
+
+void HstuModel::forward_backward(Ctx& ctx, const BatchTensors& b, uint64_t seed,
+                                 double loss_scale) {
   const int64_t t = b.num_tokens;
   const float eps = static_cast<float>(cfg_.retrieval.l2_norm_eps);
   embed(ctx, b, true, seed);
@@ -180,31 +196,34 @@ double HstuModel::train_step(Ctx& ctx, const BatchTensors& b, uint64_t seed, dou
   spec.eps = eps;
   spec.loss_scale = loss_scale;
   const Tensor d_out = first_rows(buf_.d_out, t), d_x = first_rows(buf_.d_x, t);
+  phase(ctx, "loss.sampled_softmax");
   sampled_softmax(ctx, spec, first_rows(buf_.out_norm, t), b.target_ids.rows(0, t),
-                  b.neg_ids.rows(0, t).reshape({t, cap_.num_negatives}),
-                  items_.weight, buf_.loss, d_out, items_.grad, items_.touched);
+                  b.neg_ids.rows(0, t).reshape({t, cap_.num_negatives}), items_.weight, buf_.loss,
+                  d_out, items_.grad, items_.touched);
   // Back through the output normalisation(s).
+  phase(ctx, "bwd.output_norm");
   if (cfg_.network.final_layernorm) {
     const Tensor d_ln = first_rows(buf_.scratch.d_xn, t);
-    l2norm_bwd(ctx, first_rows(buf_.out_norm, t), first_rows(buf_.norms, t), eps, d_out, d_ln, false);
+    l2norm_bwd(ctx, first_rows(buf_.out_norm, t), first_rows(buf_.norms, t), eps, d_out, d_ln,
+               false);
     layernorm_bwd(ctx, first_rows(buf_.xs[layers_.size()], t), dense_.param(final_ln_w_),
-                  first_rows(buf_.out_ln_mean, t), first_rows(buf_.out_ln_rstd, t), d_ln, d_x, false,
-                  dense_.grad(final_ln_w_), dense_.grad(final_ln_b_));
+                  first_rows(buf_.out_ln_mean, t), first_rows(buf_.out_ln_rstd, t), d_ln, d_x,
+                  false, dense_.grad(final_ln_w_), dense_.grad(final_ln_b_));
   } else {
-    l2norm_bwd(ctx, first_rows(buf_.out_norm, t), first_rows(buf_.norms, t), eps, d_out, d_x, false);
+    l2norm_bwd(ctx, first_rows(buf_.out_norm, t), first_rows(buf_.norms, t), eps, d_out, d_x,
+               false);
   }
   for (size_t l = layers_.size(); l-- > 0;)
     layers_[l].backward(ctx, dense_, b, first_rows(buf_.xs[l], t), buf_.acts[l], buf_.scratch, d_x,
                         true, derive_seed(seed, l));
   // Input: dropout, then embedding rows and positions.
-  const double p = cfg_.network.input_dropout < 0 ? cfg_.network.hidden_dropout : cfg_.network.input_dropout;
+  const double p =
+      cfg_.network.input_dropout < 0 ? cfg_.network.hidden_dropout : cfg_.network.input_dropout;
+  phase(ctx, "bwd.embed");
   dropout_bwd(ctx, d_x, DropoutSpec{static_cast<float>(p), derive_seed(seed, 1000), 0}, d_x);
   embedding_bwd(ctx, d_x, b.item_ids.rows(0, t),
                 static_cast<float>(std::sqrt(static_cast<double>(cfg_.network.hidden_size))),
                 items_.grad, items_.touched, b.positions.rows(0, t), dense_.grad(pos_table_));
-  double loss = 0;
-  copy_bytes(&loss, Device::kCPU, buf_.loss.data, buf_.loss.device, sizeof(double));
-  return loss;
 }
 
 Tensor HstuModel::normalized_items(Ctx& ctx) {

@@ -21,10 +21,10 @@
 namespace hstu {
 
 struct ModelShape {
-  int64_t num_items = 0;       // item table rows (incl. padding 0)
-  int64_t max_batch = 0;       // samples per batch (train or eval, whichever is larger)
-  int64_t max_tokens = 0;      // tokens per batch
-  int64_t num_negatives = 0;   // R
+  int64_t num_items = 0;      // item table rows (incl. padding 0)
+  int64_t max_batch = 0;      // samples per batch (train or eval, whichever is larger)
+  int64_t max_tokens = 0;     // tokens per batch
+  int64_t num_negatives = 0;  // R
 };
 
 // Builds the layer configuration of SPEC §2 from the network arguments.
@@ -39,7 +39,12 @@ class HstuModel {
   std::string describe_plan() const;
 
   // Forward + backward of the retrieval loss on an uploaded batch (neg_ids filled). Gradients
-  // accumulate into the dense/embedding gradient buffers. Returns the scaled loss sum.
+  // accumulate into the dense/embedding gradient buffers; the scaled loss sum is left in
+  // loss_tensor() (on the device: enqueueing the step does not wait for it).
+  void forward_backward(Ctx& ctx, const BatchTensors& batch, uint64_t step_seed, double loss_scale);
+  // f64 [1] on the model's device: the loss of the last forward_backward.
+  const Tensor& loss_tensor() const { return buf_.loss; }
+  // forward_backward, then waits for the loss and returns it.
   double train_step(Ctx& ctx, const BatchTensors& batch, uint64_t step_seed, double loss_scale);
 
   // Forward without dropout; returns the L2-normalised outputs [T, D] of the batch.
@@ -58,16 +63,16 @@ class HstuModel {
 
  private:
   struct Buffers {
-    std::vector<Tensor> xs;          // L+1 residual states [T, D]
-    std::vector<HstuLayerActs> acts; // per layer
+    std::vector<Tensor> xs;           // L+1 residual states [T, D]
+    std::vector<HstuLayerActs> acts;  // per layer
     HstuLayerScratch scratch;
-    Tensor emb;                      // [T, D] input before dropout (for its backward)
-    Tensor out, out_norm;            // [T, D] final (LN'd) output and its L2-normalised form
-    Tensor out_ln_mean, out_ln_rstd; // [T] when final_layernorm
-    Tensor norms;                    // [T] L2 norms
-    Tensor d_x, d_out;               // [T, D] gradients
-    Tensor loss;                     // f64 [1]
-    Tensor items_norm, item_norms;   // [V, D], [V] for evaluation
+    Tensor emb;                       // [T, D] input before dropout (for its backward)
+    Tensor out, out_norm;             // [T, D] final (LN'd) output and its L2-normalised form
+    Tensor out_ln_mean, out_ln_rstd;  // [T] when final_layernorm
+    Tensor norms;                     // [T] L2 norms
+    Tensor d_x, d_out;                // [T, D] gradients
+    Tensor loss;                      // f64 [1]
+    Tensor items_norm, item_norms;    // [V, D], [V] for evaluation
   };
   void allocate(Arena& arena);
   void embed(Ctx& ctx, const BatchTensors& b, bool training, uint64_t seed);

@@ -52,18 +52,24 @@ void init_tensor(const Tensor& t, const Init& init, uint64_t seed, const std::st
   const double fan_out = t.ndim >= 2 ? static_cast<double>(t.shape[1]) : 1.0;
   auto value = [&]() -> double {
     switch (init.kind) {
-      case Init::kZeros: return 0.0;
-      case Init::kOnes: return 1.0;
-      case Init::kNormal: return init.a * rs.normal();
+      case Init::kZeros:
+        return 0.0;
+      case Init::kOnes:
+        return 1.0;
+      case Init::kNormal:
+        return init.a * rs.normal();
       case Init::kTruncNormal: {
         double z;
         do z = rs.normal();
         while (z < -2.0 || z > 2.0);
         return init.a * z;
       }
-      case Init::kUniform: return init.a * (2.0 * rs.next() - 1.0);
-      case Init::kXavierUniform: return std::sqrt(6.0 / (fan_in + fan_out)) * (2.0 * rs.next() - 1.0);
-      case Init::kXavierNormal: return std::sqrt(2.0 / (fan_in + fan_out)) * rs.normal();
+      case Init::kUniform:
+        return init.a * (2.0 * rs.next() - 1.0);
+      case Init::kXavierUniform:
+        return std::sqrt(6.0 / (fan_in + fan_out)) * (2.0 * rs.next() - 1.0);
+      case Init::kXavierNormal:
+        return std::sqrt(2.0 / (fan_in + fan_out)) * rs.normal();
     }
     return 0.0;
   };
@@ -115,7 +121,8 @@ void DenseParams::finalize(Device device, uint64_t seed, DType dtype, DType comp
   // Initialise on the host, then copy (one transfer).
   Arena host(Device::kCPU, bytes + Arena::kAlign, "init");
   Tensor h = host.zeros(dtype, {size_});
-  for (size_t i = 0; i < table_.size(); ++i) init_tensor(view(h, static_cast<int>(i)), table_[i].init, seed, table_[i].name);
+  for (size_t i = 0; i < table_.size(); ++i)
+    init_tensor(view(h, static_cast<int>(i)), table_[i].init, seed, table_[i].name);
   copy_tensor(params_, h);
   if (compute_dtype != dtype) compute_ = arena_->alloc(compute_dtype, {size_});
 }
@@ -144,11 +151,14 @@ void EmbeddingTable::allocate(const std::string& table_name, int64_t num_rows, i
   size_t state_bytes = 0;
   if (optimizer == "adam" || optimizer == "dense_adam") state_bytes = 2 * table_bytes;
   if (optimizer == "row_wise_adagrad") state_bytes = static_cast<size_t>(rows) * es + Arena::kAlign;
-  arena = std::make_unique<Arena>(device, 2 * table_bytes + state_bytes + static_cast<size_t>(rows) * 5 + 4 * Arena::kAlign, "embedding:" + name);
+  arena = std::make_unique<Arena>(
+      device, 2 * table_bytes + state_bytes + static_cast<size_t>(rows) * 5 + 5 * Arena::kAlign,
+      "embedding:" + name);
   weight = arena->zeros(dtype, {rows, dim});
   grad = arena->zeros(dtype, {rows, dim});
   touched = arena->zeros(DType::kU8, {rows});
   row_list = arena->alloc(DType::kI32, {rows});
+  row_count = arena->zeros(DType::kI32, {1});
   if (optimizer == "adam" || optimizer == "dense_adam") {
     m = arena->zeros(dtype, {rows, dim});
     v = arena->zeros(dtype, {rows, dim});

@@ -81,11 +81,12 @@ class DenseParams {
 struct EmbeddingTable {
   std::string name;
   int64_t rows = 0, dim = 0;
-  Tensor weight;   // f32 [V, D]
-  Tensor grad;     // f32 [V, D], non-zero only on touched rows
-  Tensor touched;  // u8 [V]
-  Tensor row_list; // i32 [V] scratch for collect_touched_rows
-  Tensor m, v;     // optimiser state: Adam [V, D] each; row-wise Adagrad: m = [V]; SGD: none
+  Tensor weight;     // f32 [V, D]
+  Tensor grad;       // f32 [V, D], non-zero only on touched rows
+  Tensor touched;    // u8 [V]
+  Tensor row_list;   // i32 [V] scratch for collect_touched_rows
+  Tensor row_count;  // i32 [1] its count (on the table's device)
+  Tensor m, v;       // optimiser state: Adam [V, D] each; row-wise Adagrad: m = [V]; SGD: none
   std::unique_ptr<Arena> arena;
 
   // Allocates on `device`; `optimizer` is "adam" | "row_wise_adagrad" | "sgd" | "dense_adam".

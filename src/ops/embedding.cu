@@ -9,6 +9,7 @@
 // (one radix sort of T keys plus a pass over dout).
 #include <thrust/iterator/counting_iterator.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cub/device/device_select.cuh>
 
@@ -93,18 +94,15 @@ struct SparseOptArgs {
   float* m;
   float* v;
   const int32_t* rows;
-  int64_t n, d;
+  const int32_t* count;  // device: number of listed rows
+  int64_t d;
   float lr, beta1, beta2, eps;
   float bc1, bc2;  // 1 - beta^step
 };
 
-// One warp per listed row: update, then zero the row's gradient.
+// Updates row r of the table (and its optimiser state) and zeroes its gradient; one warp.
 template <SparseOptimizerSpec::Kind K>
-__global__ void sparse_opt_kernel(SparseOptArgs a) {
-  const int lane = threadIdx.x % 32;
-  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + threadIdx.x / 32;
-  if (i >= a.n) return;
-  const int64_t r = a.rows[i];
+__device__ void sparse_opt_row(const SparseOptArgs& a, int64_t r, int lane) {
   float* w = a.table + r * a.ld;
   float* g = a.grad + r * a.ld;
   if constexpr (K == SparseOptimizerSpec::kAdam) {
@@ -137,6 +135,18 @@ __global__ void sparse_opt_kernel(SparseOptArgs a) {
       g[c] = 0.0f;
     }
   }
+}
+
+// One warp per listed row (grid-stride over the device-side count): update, then zero the row's
+// gradient.
+template <SparseOptimizerSpec::Kind K>
+__global__ void sparse_opt_kernel(SparseOptArgs a) {
+  const int lane = threadIdx.x % 32;
+  const int64_t n = *a.count;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + threadIdx.x / 32; i < n;
+       i += warps)
+    sparse_opt_row<K>(a, a.rows[i], lane);
 }
 
 void check_ids(const Tensor& ids, int64_t t, const char* what) {
@@ -268,7 +278,8 @@ void embedding_bwd(Ctx& ctx, const Tensor& dout, const Tensor& ids, float scale,
   });
 }
 
-int64_t collect_touched_rows(Ctx& ctx, const Tensor& touched, const Tensor& rows) {
+void collect_touched_rows(Ctx& ctx, const Tensor& touched, const Tensor& rows,
+                          const Tensor& count) {
   check_cuda_tensor(touched, "collect_touched_rows touched");
   check_shape(touched, {-1}, "collect_touched_rows touched");
   HSTU_CHECK(touched.dtype == DType::kU8, "collect_touched_rows: touched must be u8, got ",
@@ -278,9 +289,15 @@ int64_t collect_touched_rows(Ctx& ctx, const Tensor& touched, const Tensor& rows
   check_shape(rows, {-1}, "collect_touched_rows rows");
   HSTU_CHECK(rows.dtype == DType::kI32 && rows.dim(0) >= v,
              "collect_touched_rows: rows must be i32 with room for ", v, " rows, got ", rows.str());
-  if (v == 0) return 0;
+  check_cuda_tensor(count, "collect_touched_rows count");
+  check_shape(count, {1}, "collect_touched_rows count");
+  HSTU_CHECK(count.dtype == DType::kI32, "collect_touched_rows: count must be i32, got ",
+             count.str());
+  if (v == 0) {
+    HSTU_CUDA_CHECK(cudaMemsetAsync(count.data, 0, sizeof(int32_t), stream_of(ctx)));
+    return;
+  }
   Scratch scratch(ctx, "collect_touched_rows");
-  Tensor count = scratch.alloc(DType::kI32, {1});
   const thrust::counting_iterator<int32_t> first(0);
   size_t temp_bytes = select_temp_bytes(v);
   Tensor temp = scratch.alloc(DType::kU8, {static_cast<int64_t>(std::max<size_t>(temp_bytes, 1))});
@@ -288,18 +305,11 @@ int64_t collect_touched_rows(Ctx& ctx, const Tensor& touched, const Tensor& rows
                                              rows.as<int32_t>(), count.as<int32_t>(), v,
                                              stream_of(ctx)));
   HSTU_CUDA_CHECK(cudaMemsetAsync(touched.data, 0, static_cast<size_t>(v), stream_of(ctx)));
-  int32_t n = 0;
-  // NOTE: the count goes to the host (the optimiser's grid needs it); this is the step's one
-  // intended synchronisation point for embeddings.
-  HSTU_CUDA_CHECK(
-      cudaMemcpyAsync(&n, count.data, sizeof(n), cudaMemcpyDeviceToHost, stream_of(ctx)));
-  HSTU_CUDA_CHECK(cudaStreamSynchronize(stream_of(ctx)));
-  return n;
 }
 
 void sparse_optimizer_step(Ctx& ctx, const SparseOptimizerSpec& spec, const Tensor& table,
-                           const Tensor& grad, const Tensor& rows, int64_t n, const Tensor& m,
-                           const Tensor& v) {
+                           const Tensor& grad, const Tensor& rows, const Tensor& count,
+                           const Tensor& m, const Tensor& v) {
   check_f32_table(table, -1, "sparse optimizer table");
   const int64_t nrows = table.dim(0), d = table.dim(1);
   check_f32_table(grad, d, "sparse optimizer grad");
@@ -309,11 +319,12 @@ void sparse_optimizer_step(Ctx& ctx, const SparseOptimizerSpec& spec, const Tens
   check_cuda_tensor(rows, "sparse optimizer rows");
   check_shape(rows, {-1}, "sparse optimizer rows");
   HSTU_CHECK(rows.dtype == DType::kI32, "sparse optimizer rows must be i32, got ", rows.str());
-  HSTU_CHECK(n >= 0 && n <= rows.dim(0), "sparse optimizer: n = ", n, " rows, but rows is ",
-             rows.str());
+  check_cuda_tensor(count, "sparse optimizer count");
+  check_shape(count, {1}, "sparse optimizer count");
+  HSTU_CHECK(count.dtype == DType::kI32, "sparse optimizer: count must be i32, got ", count.str());
   SparseOptArgs a{};
   a.table = table.as<float>(), a.grad = grad.as<float>(), a.ld = table.row_stride;
-  a.rows = rows.as<int32_t>(), a.n = n, a.d = d;
+  a.rows = rows.as<int32_t>(), a.count = count.as<int32_t>(), a.d = d;
   a.lr = spec.lr, a.beta1 = spec.beta1, a.beta2 = spec.beta2, a.eps = spec.eps;
   if (spec.kind == SparseOptimizerSpec::kAdam) {
     HSTU_CHECK(spec.step >= 1, "sparse Adam: step is 1-based, got ", spec.step);
@@ -332,9 +343,13 @@ void sparse_optimizer_step(Ctx& ctx, const SparseOptimizerSpec& spec, const Tens
     HSTU_CHECK(m.dtype == DType::kF32, "row-wise Adagrad state must be f32, got ", m.str());
     a.m = m.as<float>();
   }
-  if (n == 0) return;
+  // The count is only known on the device: enough warps for every row up to a few waves, the
+  // kernel strides over the rest (and exits at once when nothing was touched).
   constexpr int kWarps = 8;
-  const unsigned grid = static_cast<unsigned>((n + kWarps - 1) / kWarps);
+  const int64_t capacity = std::min(rows.dim(0), nrows);
+  if (capacity == 0) return;
+  const unsigned grid =
+      static_cast<unsigned>(std::min<int64_t>((capacity + kWarps - 1) / kWarps, 8192));
   switch (spec.kind) {
     case SparseOptimizerSpec::kAdam:
       sparse_opt_kernel<SparseOptimizerSpec::kAdam><<<grid, kWarps * 32, 0, stream_of(ctx)>>>(a);

@@ -23,8 +23,9 @@ void embedding_bwd(Ctx& ctx, const Tensor& dout, const Tensor& ids, float scale,
                    const Tensor& d_table, const Tensor& touched, const Tensor& positions,
                    const Tensor& d_pos);
 // Collects the indices of rows with touched[r] != 0 into rows (i32 [V] capacity) in ascending
-// order, clears `touched`, and returns the count.
-int64_t collect_touched_rows(Ctx& ctx, const Tensor& touched, const Tensor& rows);
+// order, writes their number to count (i32 [1] on the op's device) and clears `touched`. The
+// count stays on the device, so the optimiser step needs no host round trip.
+void collect_touched_rows(Ctx& ctx, const Tensor& touched, const Tensor& rows, const Tensor& count);
 
 struct SparseOptimizerSpec {
   enum Kind { kAdam, kRowWiseAdagrad, kSgd } kind = kAdam;
@@ -33,38 +34,38 @@ struct SparseOptimizerSpec {
   int64_t step = 1;  // 1-based Adam step for bias correction (global step count)
 };
 
-// For each r in rows[0:n]: update table[r] from grad[r] (and state), then zero grad[r].
+// For each r in rows[0:count[0]]: update table[r] from grad[r] (and state), then zero grad[r].
+// count is i32 [1] on the op's device (collect_touched_rows writes it).
 // State: Adam -> m[V,D], v[V,D]; row-wise Adagrad -> state[V] (mean squared grad sum), passed
 // as m (v unused); SGD none. rows[0:n] must be ascending and distinct, as collect_touched_rows
 // returns them (rows are updated in parallel).
 void sparse_optimizer_step(Ctx& ctx, const SparseOptimizerSpec& spec, const Tensor& table,
-                           const Tensor& grad, const Tensor& rows, int64_t n, const Tensor& m,
-                           const Tensor& v);
+                           const Tensor& grad, const Tensor& rows, const Tensor& count,
+                           const Tensor& m, const Tensor& v);
 
 namespace cpu {
 void embedding_fwd(Ctx&, const Tensor&, const Tensor&, float, const Tensor&, const Tensor&,
                    const Tensor&);
 void embedding_bwd(Ctx&, const Tensor&, const Tensor&, float, const Tensor&, const Tensor&,
                    const Tensor&, const Tensor&);
-int64_t collect_touched_rows(Ctx&, const Tensor&, const Tensor&);
+void collect_touched_rows(Ctx&, const Tensor&, const Tensor&, const Tensor&);
 void sparse_optimizer_step(Ctx&, const SparseOptimizerSpec&, const Tensor&, const Tensor&,
-                           const Tensor&, int64_t, const Tensor&, const Tensor&);
+                           const Tensor&, const Tensor&, const Tensor&, const Tensor&);
 }  // namespace cpu
 namespace cuda {
 void embedding_fwd(Ctx&, const Tensor&, const Tensor&, float, const Tensor&, const Tensor&,
                    const Tensor&);
 void embedding_bwd(Ctx&, const Tensor&, const Tensor&, float, const Tensor&, const Tensor&,
                    const Tensor&, const Tensor&);
-int64_t collect_touched_rows(Ctx&, const Tensor&, const Tensor&);
+void collect_touched_rows(Ctx&, const Tensor&, const Tensor&, const Tensor&);
 void sparse_optimizer_step(Ctx&, const SparseOptimizerSpec&, const Tensor&, const Tensor&,
-                           const Tensor&, int64_t, const Tensor&, const Tensor&);
+                           const Tensor&, const Tensor&, const Tensor&, const Tensor&);
 }  // namespace cuda
 
 inline void embedding_fwd(Ctx& ctx, const Tensor& table, const Tensor& ids, float scale,
                           const Tensor& pos_table, const Tensor& positions, const Tensor& out) {
   if (ctx.cpu()) return cpu::embedding_fwd(ctx, table, ids, scale, pos_table, positions, out);
-  HSTU_CUDA_DISPATCH(
-      return cuda::embedding_fwd(ctx, table, ids, scale, pos_table, positions, out));
+  HSTU_CUDA_DISPATCH(return cuda::embedding_fwd(ctx, table, ids, scale, pos_table, positions, out));
 }
 inline void embedding_bwd(Ctx& ctx, const Tensor& dout, const Tensor& ids, float scale,
                           const Tensor& d_table, const Tensor& touched, const Tensor& positions,
@@ -74,15 +75,16 @@ inline void embedding_bwd(Ctx& ctx, const Tensor& dout, const Tensor& ids, float
   HSTU_CUDA_DISPATCH(
       return cuda::embedding_bwd(ctx, dout, ids, scale, d_table, touched, positions, d_pos));
 }
-inline int64_t collect_touched_rows(Ctx& ctx, const Tensor& touched, const Tensor& rows) {
-  if (ctx.cpu()) return cpu::collect_touched_rows(ctx, touched, rows);
-  HSTU_CUDA_DISPATCH(return cuda::collect_touched_rows(ctx, touched, rows));
+inline void collect_touched_rows(Ctx& ctx, const Tensor& touched, const Tensor& rows,
+                                 const Tensor& count) {
+  if (ctx.cpu()) return cpu::collect_touched_rows(ctx, touched, rows, count);
+  HSTU_CUDA_DISPATCH(return cuda::collect_touched_rows(ctx, touched, rows, count));
 }
 inline void sparse_optimizer_step(Ctx& ctx, const SparseOptimizerSpec& spec, const Tensor& table,
-                                  const Tensor& grad, const Tensor& rows, int64_t n,
+                                  const Tensor& grad, const Tensor& rows, const Tensor& count,
                                   const Tensor& m, const Tensor& v) {
-  if (ctx.cpu()) return cpu::sparse_optimizer_step(ctx, spec, table, grad, rows, n, m, v);
-  HSTU_CUDA_DISPATCH(return cuda::sparse_optimizer_step(ctx, spec, table, grad, rows, n, m, v));
+  if (ctx.cpu()) return cpu::sparse_optimizer_step(ctx, spec, table, grad, rows, count, m, v);
+  HSTU_CUDA_DISPATCH(return cuda::sparse_optimizer_step(ctx, spec, table, grad, rows, count, m, v));
 }
 
 }  // namespace hstu

@@ -26,6 +26,13 @@ void check_ids(const Tensor& ids, int64_t t, int64_t n, const char* what) {
     HSTU_CHECK(p[i] >= 0 && p[i] < n, what, "[", i, "] = ", p[i], " is outside [0, ", n, ")");
 }
 
+// count i32 [1] in host memory.
+void check_count(const Tensor& count, const char* what) {
+  check_shape(count, {1}, what);
+  detail::check_dtype(count, DType::kI32, what);
+  detail::check_cpu(count, what);
+}
+
 // table [*, D] of the given float dtype.
 void check_table(const Tensor& t, int64_t d, DType dtype, const char* what) {
   check_shape(t, {-1, d}, what);
@@ -107,7 +114,7 @@ void embedding_bwd(Ctx& ctx, const Tensor& dout, const Tensor& ids, float scale,
   for (int64_t i = 0; i < t; ++i) mark[id[i]] = 1;
 }
 
-int64_t collect_touched_rows(Ctx&, const Tensor& touched, const Tensor& rows) {
+void collect_touched_rows(Ctx&, const Tensor& touched, const Tensor& rows, const Tensor& count) {
   check_shape(touched, {-1}, "collect_touched_rows touched");
   detail::check_dtype(touched, DType::kU8, "collect_touched_rows touched");
   const int64_t v = touched.dim(0);
@@ -115,19 +122,22 @@ int64_t collect_touched_rows(Ctx&, const Tensor& touched, const Tensor& rows) {
   detail::check_dtype(rows, DType::kI32, "collect_touched_rows rows");
   HSTU_CHECK(rows.dim(0) >= v, "collect_touched_rows: rows ", rows.str(), " cannot hold all ", v,
              " rows of touched");
+  check_count(count, "collect_touched_rows count");
   uint8_t* mark = touched.as<uint8_t>();
   int32_t* out = rows.as<int32_t>();
   int64_t n = 0;
   for (int64_t r = 0; r < v; ++r)
     if (mark[r]) out[n++] = static_cast<int32_t>(r);
   std::memset(mark, 0, static_cast<size_t>(v));
-  return n;
+  *count.as<int32_t>() = static_cast<int32_t>(n);
 }
 
 void sparse_optimizer_step(Ctx& ctx, const SparseOptimizerSpec& spec, const Tensor& table,
-                           const Tensor& grad, const Tensor& rows, int64_t n, const Tensor& m,
-                           const Tensor& v) {
+                           const Tensor& grad, const Tensor& rows, const Tensor& count,
+                           const Tensor& m, const Tensor& v) {
   check_shape(table, {-1, -1}, "sparse optimizer table");
+  check_count(count, "sparse optimizer count");
+  const int64_t n = *count.as<int32_t>();
   detail::check_cpu(table, "sparse optimizer table");
   const int64_t nrows = table.dim(0), d = table.dim(1);
   check_shape(grad, {nrows, d}, "sparse optimizer grad");

@@ -2,7 +2,9 @@
 #include "train/step.h"
 
 #include <cmath>
+#include <cstring>
 
+#include "core/phase_timer.h"
 #include "core/philox.h"
 #include "data/negatives.h"
 #include "ops/embedding.h"
@@ -21,12 +23,29 @@ int64_t supervised_tokens(const SequenceBatch& b) {
 
 }  // namespace
 
-double TrainStep::run(Ctx& ctx, HstuModel& model, const SequenceBatch& host, int64_t step,
-                      double lr) {
+TrainStep::~TrainStep() {
+  // Queued copies may still read or write the staging buffers.
+  for (auto& b : upload_)
+    if (b) b->wait();
+  for (auto& b : loss_)
+    if (b) b->wait();
+}
+
+void TrainStep::run(Ctx& ctx, HstuModel& model, const SequenceBatch& host, int64_t step,
+                    double lr) {
   BatchTensors& bt = model.batch_tensors();
-  upload_batch(host, model.capacity(), bt);
+  const bool async = !ctx.cpu();
+  if (async && !upload_[0]) {
+    for (auto& b : upload_)
+      b = std::make_unique<HostStaging>(ctx.device, upload_staging_bytes(model.capacity()));
+    for (auto& b : loss_) b = std::make_unique<HostStaging>(ctx.device, sizeof(double));
+  }
+  const int parity = static_cast<int>(runs_++ % 2);
+  phase(ctx, "upload");
+  upload_batch(host, model.capacity(), bt, async ? upload_[parity].get() : nullptr, ctx.stream);
   const int64_t r = cfg_.retrieval.num_negatives;
   const uint64_t seed = static_cast<uint64_t>(cfg_.trainer.seed);
+  phase(ctx, "negatives");
   const Tensor negs = bt.neg_ids.rows(0, bt.num_tokens).reshape({bt.num_tokens, r});
   if (ctx.cpu()) {
     negs_ = sample_negatives(cfg_.retrieval.negative_sampler, host, num_items_, r, seed,
@@ -43,17 +62,55 @@ double TrainStep::run(Ctx& ctx, HstuModel& model, const SequenceBatch& host, int
 #endif
   }
   const int64_t sup = supervised_tokens(host);
-  const double loss =
-      sup > 0 ? model.train_step(ctx, bt, derive_seed(seed, static_cast<uint64_t>(step)), 1.0 / sup)
-              : 0.0;
+  if (sup > 0)
+    model.forward_backward(ctx, bt, derive_seed(seed, static_cast<uint64_t>(step)), 1.0 / sup);
   EmbeddingTable* const tables[] = {&model.items()};
   optimizer_step(ctx, model.dense(), tables, cfg_.optimizer, lr, step + 1);
-  return loss;
+  if (!async) {
+    double loss = 0;
+    if (sup > 0)
+      copy_bytes(&loss, Device::kCPU, model.loss_tensor().data, model.loss_tensor().device,
+                 sizeof loss);
+    ready_.push_back({step, loss});
+    return;
+  }
+  // Losses come back in step order; a loss slot was last used two runs ago, so that step is
+  // accounted before the slot is reused.
+  while (pending_.size() >= 2) finish_oldest();
+  if (sup == 0) {
+    pending_.push_back({step, -1});
+  } else {
+    HostStaging& slot = *loss_[parity];
+    slot.wait();
+    copy_bytes_async(slot.data(), Device::kCPU, model.loss_tensor().data,
+                     model.loss_tensor().device, sizeof(double), ctx.stream);
+    slot.record(ctx.stream);
+    pending_.push_back({step, parity});
+  }
+}
+
+void TrainStep::finish_oldest() {
+  const Pending p = pending_.front();
+  pending_.pop_front();
+  double loss = 0;
+  if (p.slot >= 0) {
+    loss_[p.slot]->wait();
+    std::memcpy(&loss, loss_[p.slot]->data(), sizeof loss);
+  }
+  ready_.push_back({p.step, loss});
+}
+
+std::vector<StepLoss> TrainStep::drain(bool wait_all) {
+  while (pending_.size() > (wait_all ? 0u : 1u)) finish_oldest();
+  std::vector<StepLoss> out;
+  out.swap(ready_);
+  return out;
 }
 
 // Applies the dense and sparse optimisers and clears the gradients.
 void optimizer_step(Ctx& ctx, DenseParams& dense, std::span<EmbeddingTable* const> tables,
                     const OptimizerArgs& o, double lr, int64_t step) {
+  phase(ctx, "opt.dense");
   DenseOptimizerSpec spec;
   spec.kind = o.optimizer_str == "sgd"     ? DenseOptimizerSpec::kSgd
               : o.optimizer_str == "adamw" ? DenseOptimizerSpec::kAdamW
@@ -79,6 +136,7 @@ void optimizer_step(Ctx& ctx, DenseParams& dense, std::span<EmbeddingTable* cons
   fill_zero(dense.flat_grads());
   dense.refresh_compute_copy(ctx);
 
+  phase(ctx, "opt.tables");
   const double sparse_lr = o.sparse_learning_rate > 0 ? o.sparse_learning_rate : lr;
   for (EmbeddingTable* t : tables) {
     if (o.sparse_optimizer_str == "dense_adam") {
@@ -89,7 +147,7 @@ void optimizer_step(Ctx& ctx, DenseParams& dense, std::span<EmbeddingTable* cons
       dense_optimizer_step(ctx, ds, w, t->grad.reshape({w.numel()}), t->m.reshape({w.numel()}),
                            t->v.reshape({w.numel()}));
       fill_zero(t->grad);
-      collect_touched_rows(ctx, t->touched, t->row_list);
+      fill_zero(t->touched);  // every row was updated: no row list needed
       continue;
     }
     SparseOptimizerSpec ss;
@@ -101,8 +159,8 @@ void optimizer_step(Ctx& ctx, DenseParams& dense, std::span<EmbeddingTable* cons
     ss.beta2 = spec.beta2;
     ss.eps = spec.eps;
     ss.step = step;
-    const int64_t rows = collect_touched_rows(ctx, t->touched, t->row_list);
-    sparse_optimizer_step(ctx, ss, t->weight, t->grad, t->row_list, rows, t->m, t->v);
+    collect_touched_rows(ctx, t->touched, t->row_list, t->row_count);
+    sparse_optimizer_step(ctx, ss, t->weight, t->grad, t->row_list, t->row_count, t->m, t->v);
   }
 }
 

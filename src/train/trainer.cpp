@@ -238,23 +238,34 @@ TrainSummary train(const Config& cfg, const TrainOptions& opts) {
     }
     batcher.next(host);
     trace.set_enabled(ta.profile && step >= ta.profile_step_start && step < ta.profile_step_end);
-    double loss = 0;
     {
-      ChromeTrace::Scope scope(trace, "train_step");
-      loss = stepper.run(ctx, model, host, step, lr_schedule.lr_at(step));
+      ChromeTrace::Scope scope(trace, "train_step");  // on CUDA: the time to enqueue the step
+      stepper.run(ctx, model, host, step, lr_schedule.lr_at(step));
     }
     const int64_t batch_tokens = host.num_tokens();
     ++step;
     tokens_done += batch_tokens;
     epoch_tokens += batch_tokens;
-    loss_sum += loss;
-    ++loss_count;
-    summary.last_loss = loss;
+    const bool epoch_done = batcher.batch_index() == 0;
+    const bool log_now = ta.log_interval > 0 && step % ta.log_interval == 0;
+    const bool by_steps = ta.eval_interval > 0 && step % ta.eval_interval == 0;
+    const bool by_epochs =
+        ta.eval_interval <= 0 && epoch_done && (epoch + 1) % ta.eval_every_n_epochs == 0;
+    const bool eval_now = by_steps || by_epochs || step == total_steps;
+    // The newest step's loss may still be in flight on CUDA; it is waited for only where the
+    // numbers are reported (log lines, epoch ends, evaluations).
+    for (const StepLoss& l : stepper.drain(log_now || epoch_done || eval_now)) {
+      HSTU_CHECK(std::isfinite(l.loss), "the training loss is not finite at step ", l.step + 1,
+                 " (", l.loss, "); lower OptimizerArgs.learning_rate or check the data");
+      loss_sum += l.loss;
+      ++loss_count;
+      summary.last_loss = l.loss;
+    }
     const double elapsed = seconds_since(t0);
     if (bar)
       bar->update(batcher.batch_index() == 0 ? per_epoch : batcher.batch_index(), epoch_tokens,
-                  loss);
-    if (ta.log_interval > 0 && step % ta.log_interval == 0) {
+                  summary.last_loss);
+    if (log_now) {
       log.log("train", {{"step", step},
                         {"epoch", epoch},
                         {"loss", loss_sum / loss_count},
@@ -263,15 +274,11 @@ TrainSummary train(const Config& cfg, const TrainOptions& opts) {
       loss_sum = 0;
       loss_count = 0;
     }
-    const bool epoch_done = batcher.batch_index() == 0;
     if (epoch_done && bar) {
       bar->finish();
       bar.reset();
     }
-    const bool by_steps = ta.eval_interval > 0 && step % ta.eval_interval == 0;
-    const bool by_epochs =
-        ta.eval_interval <= 0 && epoch_done && (epoch + 1) % ta.eval_every_n_epochs == 0;
-    if (by_steps || by_epochs || step == total_steps) {
+    if (eval_now) {
       if (bar) {
         bar->finish();
         bar.reset();

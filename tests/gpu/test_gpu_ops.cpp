@@ -406,10 +406,14 @@ void run_touched_rows(const Case& c) {
   const Tensor td = dev(touched, DType::kU8);
   Tensor rows = alloc(DType::kI32, {v});
   Ctx h = cpu();
-  const int64_t n = cpu::collect_touched_rows(h, copy_host(touched), rows);
+  Tensor count = alloc(DType::kI32, {1});
+  cpu::collect_touched_rows(h, copy_host(touched), rows, count);
+  const int64_t n = *count.as<int32_t>();
   Ctx g = gpu::cuda_ctx(c.det);
-  const Tensor rd = out_dev(DType::kI32, {v});
-  const int64_t nd = cuda::collect_touched_rows(g, td, rd);
+  const Tensor rd = out_dev(DType::kI32, {v}), cd = out_dev(DType::kI32, {1});
+  cuda::collect_touched_rows(g, td, rd, cd);
+  int32_t nd = -1;
+  copy_bytes(&nd, Device::kCPU, cd.data, cd.device, sizeof nd);
   ASSERT_EQ(nd, n) << c.name << ": touched row count";
   check_exact(rd.rows(0, n), rows.rows(0, n), c.name + " rows");
   Tensor zeros = alloc(DType::kU8, {v});
@@ -431,18 +435,19 @@ void run_sparse_opt(const Case& c) {
   for (int32_t r = 0; r < v; ++r)
     if (r % 3 != 1) list.push_back(r);
   const int64_t n = static_cast<int64_t>(list.size());
-  Tensor rows = alloc(DType::kI32, {n});
+  Tensor rows = alloc(DType::kI32, {n}), count = alloc(DType::kI32, {1});
   for (int64_t i = 0; i < n; ++i) set(rows, i, list[i]);
+  *count.as<int32_t>() = static_cast<int32_t>(n);
   Tensor table = copy_host(table0), grad = copy_host(grad0), m = copy_host(m0), vv = copy_host(v0);
   Ctx h = cpu();
   const bool adam = spec.kind == SparseOptimizerSpec::kAdam;
   const bool ada = spec.kind == SparseOptimizerSpec::kRowWiseAdagrad;
-  cpu::sparse_optimizer_step(h, spec, table, grad, rows, n, adam || ada ? m : Tensor(),
+  cpu::sparse_optimizer_step(h, spec, table, grad, rows, count, adam || ada ? m : Tensor(),
                              adam ? vv : Tensor());
   Ctx g = gpu::cuda_ctx(c.det);
   const Tensor td = dev(table0, DType::kF32), gd = dev(grad0, DType::kF32);
   const Tensor md = dev(m0, DType::kF32), vd = dev(v0, DType::kF32);
-  cuda::sparse_optimizer_step(g, spec, td, gd, dev(rows, DType::kI32), n,
+  cuda::sparse_optimizer_step(g, spec, td, gd, dev(rows, DType::kI32), dev(count, DType::kI32),
                               adam || ada ? md : Tensor(), adam ? vd : Tensor());
   check(td, table, kBwd, c, "table");
   check_exact(gd, grad, c.name + " grad (zeroed rows, others untouched)");

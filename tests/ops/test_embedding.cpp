@@ -8,7 +8,8 @@
 //    table, accumulating into random prefills; rows without ids keep their prefill bit for bit;
 //    touched marks exactly the ids (and keeps earlier marks); the scatter is bit-identical with
 //    1 and 2 threads;
-//  - collect_touched_rows returns the marked rows ascending, their count, and clears the marks;
+//  - collect_touched_rows lists the marked rows ascending, writes their count, and clears the
+//  marks;
 //  - sparse Adam (bias correction at the global step), row-wise Adagrad (FBGEMM
 //    EXACT_ROWWISE_ADAGRAD) and SGD match hand-written double updates over three steps, f32 and
 //    f64; they touch only the listed rows (others keep table, state and gradient even when that
@@ -128,12 +129,16 @@ TEST(EmbeddingCpu, CollectTouchedRows) {
     if (on) want.push_back(static_cast<int32_t>(r));
   }
   fill_value(rows, -1);
-  const int64_t n = collect_touched_rows(ctx, touched, rows);
+  const Tensor count = alloc(DType::kI32, {1});
+  collect_touched_rows(ctx, touched, rows, count);
+  const int64_t n = *count.as<int32_t>();
   ASSERT_EQ(n, static_cast<int64_t>(want.size()));
   for (int64_t i = 0; i < n; ++i) EXPECT_EQ(get(rows, i), want[static_cast<size_t>(i)]);
   EXPECT_EQ(max_abs(touched), 0.0) << "touched must be cleared";
-  EXPECT_EQ(collect_touched_rows(ctx, touched, rows), 0);
-  EXPECT_THROW(collect_touched_rows(ctx, touched, alloc(DType::kI32, {v - 1})), Error);
+  collect_touched_rows(ctx, touched, rows, count);
+  EXPECT_EQ(*count.as<int32_t>(), 0);
+  EXPECT_THROW(collect_touched_rows(ctx, touched, alloc(DType::kI32, {v - 1}), count), Error);
+  EXPECT_THROW(collect_touched_rows(ctx, touched, rows, alloc(DType::kI64, {1})), Error);
 }
 
 // One reference step of `kind` on row r of a double table copy, with state in m/v (double).
@@ -186,6 +191,7 @@ TEST(SparseOptimizerCpu, StepsMatchReferenceOnListedRowsOnly) {
       fill_value(vv, 0);
       std::vector<double> w = values(table), rm = values(m), rv = values(vv);
       const Tensor touched = alloc(DType::kU8, {v}), rows = alloc(DType::kI32, {v});
+      const Tensor count = alloc(DType::kI32, {1});
       for (int64_t step = 1; step <= 3; ++step) {
         spec.step = step;
         fill_value(touched, 0);
@@ -199,10 +205,11 @@ TEST(SparseOptimizerCpu, StepsMatchReferenceOnListedRowsOnly) {
         }
         set(touched, v - 1, 0);
         const std::vector<double> g = values(grad);
-        const int64_t n = collect_touched_rows(ctx, touched, rows);
+        collect_touched_rows(ctx, touched, rows, count);
+        const int64_t n = *count.as<int32_t>();
         for (int64_t i = 0; i < n; ++i)
           reference_step(spec, w, rm, rv, g, int64_t(get(rows, i)), d);
-        sparse_optimizer_step(ctx, spec, table, grad, rows, n, m, adam ? vv : Tensor());
+        sparse_optimizer_step(ctx, spec, table, grad, rows, count, m, adam ? vv : Tensor());
         for (int64_t r = 0; r < v; ++r)
           for (int64_t c = 0; c < d; ++c) {
             const size_t i = static_cast<size_t>(r * d + c);
@@ -230,12 +237,13 @@ TEST(SparseOptimizerCpu, RejectsBadArguments) {
   const int64_t v = 10, d = 4;
   const Tensor table = alloc(DType::kF32, {v, d}), grad = alloc(DType::kF32, {v, d});
   const Tensor m = alloc(DType::kF32, {v, d}), vv = alloc(DType::kF32, {v, d});
-  const Tensor rows = alloc(DType::kI32, {3});
+  const Tensor rows = alloc(DType::kI32, {3}), count = alloc(DType::kI32, {1});
+  *count.as<int32_t>() = 3;
   SparseOptimizerSpec spec;
   const auto step_with = [&](std::initializer_list<int32_t> r) {
     int64_t i = 0;
     for (int32_t x : r) set(rows, i++, x);
-    sparse_optimizer_step(ctx, spec, table, grad, rows, 3, m, vv);
+    sparse_optimizer_step(ctx, spec, table, grad, rows, count, m, vv);
   };
   EXPECT_THROW(step_with({3, 1, 5}), Error);   // not ascending
   EXPECT_THROW(step_with({1, 1, 5}), Error);   // repeated
