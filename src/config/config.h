@@ -86,6 +86,13 @@ struct SyntheticArgs {
   int64_t max_seqlen = 200;
   RandomDistribution seqlen_dist = {"lognormal", 10, 200, 60, 30, 1.5};
   int64_t seed = 42;
+  // Ranking extensions (defaults = none: the data above, ratings 1..5, no contextual features).
+  int64_t num_contextual_features = 0;  // C per-user categorical features describing the user's
+                                        // preferred clusters
+  int64_t contextual_cardinality = 16;  // values of each contextual feature
+  double contextual_noise = 0.2;        // P(a feature value is uniform noise, not the user's taste)
+  int64_t num_tasks = 0;                // K > 0: actions are K-bit label masks (num_actions 2^K)
+  double label_signal = 1.0;            // scales every task's planted logit (0 = labels are noise)
 
   bool operator==(const SyntheticArgs&) const = default;
 };

@@ -180,6 +180,19 @@ std::vector<FieldSpec> make_fields() {
             "seqlen_dist/RandomDistribution.FIELD"),
       num(HSTU_FIELD(SyntheticArgs, synthetic, seed), at_least(0),
           "generator seed (independent of TrainerArgs.seed)"),
+      num(HSTU_FIELD(SyntheticArgs, synthetic, num_contextual_features), between(0, 1024, false),
+          "per-user categorical features; feature c names the user's preferred cluster c mod "
+          "clusters_per_user through a fixed random code (0 = none)"),
+      num(HSTU_FIELD(SyntheticArgs, synthetic, contextual_cardinality), between(1, 1 << 24, false),
+          "values of each contextual feature"),
+      num(HSTU_FIELD(SyntheticArgs, synthetic, contextual_noise), between(0, 1, false),
+          "P(a contextual value is uniform noise instead of the user's cluster code)"),
+      num(HSTU_FIELD(SyntheticArgs, synthetic, num_tasks), between(0, 16, false),
+          "K > 0: each action is a K-bit label mask, bit k ~ Bernoulli(sigmoid(planted logit "
+          "k)), num_actions 2^K (0 = ratings 1..5)"),
+      num(HSTU_FIELD(SyntheticArgs, synthetic, label_signal), at_least(0),
+          "scale of every task's planted logit around its base rate (0 = labels carry no "
+          "signal)"),
 
       // RandomDistribution
       str(HSTU_FIELD(RandomDistribution, synthetic.seqlen_dist, dist_type),
