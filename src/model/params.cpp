@@ -124,7 +124,12 @@ void DenseParams::finalize(Device device, uint64_t seed, DType dtype, DType comp
   for (size_t i = 0; i < table_.size(); ++i)
     init_tensor(view(h, static_cast<int>(i)), table_[i].init, seed, table_[i].name);
   copy_tensor(params_, h);
-  if (compute_dtype != dtype) compute_ = arena_->alloc(compute_dtype, {size_});
+  if (compute_dtype != dtype) {
+    compute_ = arena_->alloc(compute_dtype, {size_});
+    Ctx ctx;  // the cast needs no stream or scratch
+    ctx.device = device;
+    refresh_compute_copy(ctx);  // the first forward reads it
+  }
 }
 
 void DenseParams::refresh_compute_copy(Ctx& ctx) {

@@ -49,7 +49,8 @@ class DenseParams {
   int add(const std::string& name, std::vector<int64_t> shape, bool decay, Init init);
   // Lays out the table (decay first), allocates params/grads/moments on `device` and
   // initialises the weights with `seed`.
-  // compute_dtype != dtype adds a compute copy of the flat buffer (bf16 weights on CUDA).
+  // compute_dtype != dtype adds a compute copy of the flat buffer (bf16 weights on CUDA), filled
+  // here from the initial weights.
   void finalize(Device device, uint64_t seed, DType dtype = DType::kF32,
                 DType compute_dtype = DType::kF32);
   void refresh_compute_copy(Ctx& ctx);
