@@ -36,52 +36,72 @@ size_t bytes_of(const std::vector<Tensor>& ts) {
 
 }  // namespace
 
-void save_checkpoint(HstuModel& model, const json::Value& state, const std::string& dir) {
+CheckpointTensors checkpoint_tensors(HstuModel& model) {
+  return {&model.dense(), {&model.items()}, model.device()};
+}
+
+void save_checkpoint(const CheckpointTensors& m, const json::Value& state, const std::string& dir) {
   std::filesystem::create_directories(dir);
-  DenseParams& dense = model.dense();
-  EmbeddingTable& items = model.items();
+  DenseParams& dense = *m.dense;
+  const bool host = m.device == Device::kCPU;
   {
-    std::vector<Tensor> all{items.weight};
-    for (size_t i = 0; i < dense.table().size(); ++i) all.push_back(dense.param(static_cast<int>(i)));
-    HostStage stage(model.device() == Device::kCPU ? 0 : bytes_of(all));
+    std::vector<Tensor> all;
+    for (const EmbeddingTable* t : m.tables) all.push_back(t->weight);
+    for (size_t i = 0; i < dense.table().size(); ++i)
+      all.push_back(dense.param(static_cast<int>(i)));
+    HostStage stage(host ? 0 : bytes_of(all));
     for (size_t i = 0; i < dense.table().size(); ++i)
       stage.add(dense.table()[i].name, dense.param(static_cast<int>(i)));
-    stage.add("item_embedding", items.weight);
+    for (const EmbeddingTable* t : m.tables) stage.add(t->name, t->weight);
     save_safetensors(checkpoint_model_path(dir), stage.tensors, {{"format", "hstu"}});
   }
   {
-    std::vector<Tensor> all{dense.flat_m(), dense.flat_v(), items.m, items.v};
-    HostStage stage(model.device() == Device::kCPU ? 0 : bytes_of(all));
+    std::vector<Tensor> all{dense.flat_m(), dense.flat_v()};
+    for (const EmbeddingTable* t : m.tables) {
+      all.push_back(t->m);
+      all.push_back(t->v);
+    }
+    HostStage stage(host ? 0 : bytes_of(all));
     stage.add("dense.adam_m", dense.flat_m());
     stage.add("dense.adam_v", dense.flat_v());
-    stage.add("item_embedding.state_m", items.m);
-    stage.add("item_embedding.state_v", items.v);
+    for (const EmbeddingTable* t : m.tables) {
+      stage.add(t->name + ".state_m", t->m);
+      stage.add(t->name + ".state_v", t->v);
+    }
     save_safetensors(checkpoint_optimizer_path(dir), stage.tensors, {{"format", "hstu"}});
   }
   atomic_write_file(checkpoint_state_path(dir), state.dump(2) + "\n");
 }
 
-json::Value load_checkpoint(HstuModel& model, const std::string& dir, bool with_optimizer) {
+json::Value load_checkpoint(const CheckpointTensors& m, const std::string& dir,
+                            bool with_optimizer) {
   HSTU_CHECK(std::filesystem::exists(checkpoint_state_path(dir)), "no checkpoint in '", dir,
              "': ", checkpoint_state_path(dir), " is missing (an interrupted save leaves none)");
-  DenseParams& dense = model.dense();
-  EmbeddingTable& items = model.items();
+  DenseParams& dense = *m.dense;
   {
     SafetensorsFile f(checkpoint_model_path(dir));
+    const auto need = [&](const std::string& name, const char* what) {
+      HSTU_CHECK(f.contains(name), f.path(), ": ", what, " '", name,
+                 "' is missing (was the checkpoint written with another config?)");
+    };
     for (size_t i = 0; i < dense.table().size(); ++i) {
       const std::string& name = dense.table()[i].name;
-      HSTU_CHECK(f.contains(name), f.path(), ": parameter '", name,
-                 "' is missing (was the checkpoint written with another config?)");
+      need(name, "parameter");
       f.copy_to(name, dense.param(static_cast<int>(i)));
     }
-    f.copy_to("item_embedding", items.weight);
+    for (EmbeddingTable* t : m.tables) {
+      need(t->name, "embedding table");
+      f.copy_to(t->name, t->weight);
+    }
   }
   if (with_optimizer) {
     SafetensorsFile f(checkpoint_optimizer_path(dir));
     f.copy_to("dense.adam_m", dense.flat_m());
     f.copy_to("dense.adam_v", dense.flat_v());
-    if (!items.m.empty()) f.copy_to("item_embedding.state_m", items.m);
-    if (!items.v.empty()) f.copy_to("item_embedding.state_v", items.v);
+    for (EmbeddingTable* t : m.tables) {
+      if (!t->m.empty()) f.copy_to(t->name + ".state_m", t->m);
+      if (!t->v.empty()) f.copy_to(t->name + ".state_v", t->v);
+    }
   }
   return json::parse_file(checkpoint_state_path(dir));
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "model/model.h"
 #include "train/json.h"
@@ -11,17 +12,42 @@
 namespace hstu {
 
 // Files of a checkpoint folder.
-inline std::string checkpoint_model_path(const std::string& dir) { return dir + "/model.safetensors"; }
-inline std::string checkpoint_optimizer_path(const std::string& dir) { return dir + "/optimizer.safetensors"; }
-inline std::string checkpoint_state_path(const std::string& dir) { return dir + "/trainer_state.json"; }
+inline std::string checkpoint_model_path(const std::string& dir) {
+  return dir + "/model.safetensors";
+}
+inline std::string checkpoint_optimizer_path(const std::string& dir) {
+  return dir + "/optimizer.safetensors";
+}
+inline std::string checkpoint_state_path(const std::string& dir) {
+  return dir + "/trainer_state.json";
+}
 
-// Writes model.safetensors (every dense parameter by name + "item_embedding"),
-// optimizer.safetensors (flat Adam moments and the embedding optimiser state) and then
-// trainer_state.json (`state`, supplied by the trainer) into `dir` (created if missing).
-void save_checkpoint(HstuModel& model, const json::Value& state, const std::string& dir);
+// The tensors of a model that a checkpoint stores: its dense parameters and embedding tables.
+// Tables are stored under their names (EmbeddingTable::name, e.g. "item_embedding").
+struct CheckpointTensors {
+  DenseParams* dense = nullptr;
+  std::vector<EmbeddingTable*> tables;
+  Device device = Device::kCPU;
+};
+CheckpointTensors checkpoint_tensors(HstuModel& model);
+
+// Writes model.safetensors (every dense parameter and every table by name), optimizer.safetensors
+// (flat Adam moments and each table's optimiser state) and then trainer_state.json (`state`,
+// supplied by the trainer) into `dir` (created if missing).
+void save_checkpoint(const CheckpointTensors& m, const json::Value& state, const std::string& dir);
 
 // Loads weights (and the optimiser state when with_optimizer) into a planned model and returns
-// the trainer state. Shapes and names must match the model's; errors name the file.
-json::Value load_checkpoint(HstuModel& model, const std::string& dir, bool with_optimizer);
+// the trainer state. Shapes and names must match the model's; errors name the file. The caller
+// refreshes the dense compute copy (DenseParams::refresh_compute_copy) afterwards.
+json::Value load_checkpoint(const CheckpointTensors& m, const std::string& dir,
+                            bool with_optimizer);
+
+// The retrieval model's tensors (checkpoint_tensors(model)).
+inline void save_checkpoint(HstuModel& model, const json::Value& state, const std::string& dir) {
+  save_checkpoint(checkpoint_tensors(model), state, dir);
+}
+inline json::Value load_checkpoint(HstuModel& model, const std::string& dir, bool with_optimizer) {
+  return load_checkpoint(checkpoint_tensors(model), dir, with_optimizer);
+}
 
 }  // namespace hstu
