@@ -9,6 +9,7 @@
 
 #include "core/philox.h"
 #include "model/model.h"
+#include "ops/cast.h"
 #include "ops/embedding.h"
 #include "ops/gemm.h"
 #include "ops/l2norm.h"
@@ -24,12 +25,18 @@ std::string mib(size_t bytes) {
   return s;
 }
 
+// Copies the first n values of src (host) into the prefix of dst (the model's device).
+template <typename T>
+void put(const Tensor& dst, const std::vector<T>& src, int64_t n, const char* what) {
+  HSTU_CHECK(n <= static_cast<int64_t>(src.size()), "ranking batch field ", what, " has ",
+             src.size(), " values, expected ", n);
+  HSTU_CHECK(n <= dst.shape[0], "ranking batch field ", what, " has ", n, " rows, capacity ",
+             dst.shape[0]);
+  if (n > 0) copy_bytes(dst.data, dst.device, src.data(), Device::kCPU, n * sizeof(T));
+}
 template <typename T>
 void put(const Tensor& dst, const std::vector<T>& src, const char* what) {
-  HSTU_CHECK(static_cast<int64_t>(src.size()) <= dst.shape[0], "ranking batch field ", what,
-             " has ", src.size(), " rows, capacity ", dst.shape[0]);
-  if (!src.empty())
-    copy_bytes(dst.data, dst.device, src.data(), Device::kCPU, src.size() * sizeof(T));
+  put(dst, src, static_cast<int64_t>(src.size()), what);
 }
 
 }  // namespace
@@ -51,6 +58,11 @@ RankingModel::RankingModel(const Config& cfg, const RankingShape& shape, Device 
   HSTU_CHECK(!cfg.network.relative_attention_bias,
              "ranking does not support relative_attention_bias yet");
   HSTU_CHECK(shape.num_actions > 0, "ranking needs a dataset with actions (the labels)");
+  const bool lowp = act == DType::kBF16 || act == DType::kF16;
+  HSTU_CHECK(device == Device::kCPU ? act == DType::kF32 || act == DType::kF64 : lowp,
+             "RankingModel on ", device_name(device), " takes ",
+             device == Device::kCPU ? "f32 or f64" : "bf16 or f16 (the CUDA attention's inputs)",
+             " activations, not ", dtype_name(act));
   num_ctx_ = static_cast<int32_t>(shape.contextual_cardinalities.size());
   interleave_ = shape.num_actions > 0;
   const int64_t k = interleave_ ? 2 : 1;
@@ -100,8 +112,10 @@ void RankingModel::plan(uint64_t seed) {
                           : -1);
     in = arch[i];
   }
+  // fp32 masters (f64 for the f64 reference); the GEMMs read a compute copy in the activation
+  // dtype (bf16 on CUDA), filled by finalize and refreshed by optimizer_step after every update.
   const DType param_dtype = act_ == DType::kF64 ? DType::kF64 : DType::kF32;
-  dense_.finalize(device_, seed, param_dtype, param_dtype);
+  dense_.finalize(device_, seed, param_dtype, act_);
 
   auto make_table = [&](EmbeddingTable& t, const std::string& name, int64_t rows) {
     t.allocate(name, rows, d, device_, cfg_.optimizer.sparse_optimizer_str, param_dtype);
@@ -177,7 +191,20 @@ void RankingModel::allocate(Arena& a) {
     buf_.head_d.push_back(a.alloc(act_, {nc, w}));
   }
   buf_.d_logits = a.alloc(act_, {nc, num_outputs()});
+  if (act_ != DType::kF32 && act_ != DType::kF64)
+    buf_.logits = a.alloc(DType::kF32, {nc, num_outputs()});
   buf_.loss = a.alloc(DType::kF64, {1});
+}
+
+ModelShape RankingModel::runtime_shape() const {
+  int64_t ctx_rows = 0;
+  for (int32_t c : shape_.contextual_cardinalities) ctx_rows += c;
+  ModelShape s;
+  s.num_items = std::max({shape_.num_items, shape_.num_actions, ctx_rows});
+  s.max_batch = 0;
+  s.max_tokens = max_tokens_;
+  s.num_negatives = 0;
+  return s;
 }
 
 int64_t RankingModel::num_params() const {
@@ -247,12 +274,10 @@ void RankingModel::upload(const SequenceBatch& b) {
   put(buf_.ev_offsets, b.offsets, "offsets");
   put(buf_.cand_offsets, layout_.candidate_offsets, "candidate_offsets");
   put(buf_.labels, labels_, "labels");
-  std::vector<int32_t> items(b.item_ids.begin(), b.item_ids.begin() + events);
-  put(buf_.item_ids, items, "item_ids");
+  put(buf_.item_ids, b.item_ids, events, "item_ids");
   put(buf_.item_pos, layout_.item_positions, "item_positions");
   if (interleave_) {
-    std::vector<int32_t> acts(b.actions.begin(), b.actions.begin() + events);
-    put(buf_.action_ids, acts, "actions");
+    put(buf_.action_ids, b.actions, events, "actions");
     put(buf_.action_pos, layout_.action_positions, "action_positions");
   }
   if (num_ctx_ > 0) {
@@ -318,7 +343,11 @@ void RankingModel::forward(Ctx& ctx, bool training, uint64_t seed) {
 
 Tensor RankingModel::predict(Ctx& ctx) {
   forward(ctx, false, 0);
-  return buf_.head_h.back().rows(0, num_cand_);
+  const Tensor logits = buf_.head_h.back().rows(0, num_cand_);
+  if (buf_.logits.empty()) return logits;
+  const Tensor out = buf_.logits.rows(0, num_cand_);
+  cast(ctx, logits, out);
+  return out;
 }
 
 double RankingModel::train_step(Ctx& ctx, uint64_t seed, double loss_scale) {

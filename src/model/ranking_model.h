@@ -20,7 +20,11 @@
 //  - the attention divisor N is contextual + k * (max_history_seqlen + max_num_candidates)
 //    (k = 2 with action tokens, else 1) unless NetworkArgs.scaling_seqlen > 0;
 //  - relative attention bias (Meta's layer) is refused: the ranking token sequence has no
-//    per-token timestamps in this model yet.
+//    per-token timestamps in this model yet;
+//  - on CUDA it runs like HstuModel: bf16 (or fp16) activations, fp32 master weights whose
+//    compute copy (the activation dtype) feeds the GEMMs, fp32 embedding tables; the batch
+//    buffers, labels and loss live on the device (the loss is copied back once per step), and
+//    predict() hands out f32 logits. The CPU takes f32 (training) or f64 (gradient checks).
 #pragma once
 
 #include <cstdint>
@@ -34,6 +38,7 @@
 #include "data/batch.h"
 #include "model/batch_tensors.h"
 #include "model/hstu_layer.h"
+#include "model/model.h"
 #include "model/params.h"
 #include "ops/activation.h"
 #include "ops/jagged.h"
@@ -52,17 +57,24 @@ struct RankingShape {
 
 class RankingModel {
  public:
+  // act_dtype: f32 / f64 on the CPU, bf16 / f16 on CUDA (the attention kernels' inputs).
   RankingModel(const Config& cfg, const RankingShape& shape, Device device, DType act_dtype);
 
   void plan(uint64_t seed);
   std::string describe_plan() const;
+  // What the run's CUDA scratch (train/runtime.h: Runtime) must cover for this model: the
+  // ranking token count as max_tokens, the largest embedding table as num_items, no sampled
+  // softmax and no retrieval evaluation (max_batch = 0).
+  ModelShape runtime_shape() const;
 
   // Uploads a ranking batch (make_ranking_batch output) into the model's batch buffers.
   void upload(const SequenceBatch& batch);
   // Forward + backward of the loss on the uploaded batch; gradients accumulate into the dense
   // and embedding gradient buffers. Returns the scaled loss (loss_scale * sum).
   double train_step(Ctx& ctx, uint64_t step_seed, double loss_scale);
-  // Forward without dropout; returns the logits [N, K] of the uploaded batch's candidates.
+  // Forward without dropout; returns the logits [N, K] of the uploaded batch's candidates: a
+  // contiguous view on the model's device, f32 (f64 for an f64 model) whatever the activation
+  // dtype, valid until the next forward — copy it to the host with copy_bytes.
   Tensor predict(Ctx& ctx);
   // The labels of the uploaded batch as the loss reads them (bitmask or class), host copy.
   const std::vector<int32_t>& labels() const { return labels_; }
@@ -91,8 +103,9 @@ class RankingModel {
     Tensor cand, cand_ln, ln_mean, ln_rstd, cand_norm, norms, d_cand, d_cand2;  // [N, D] / [N]
     std::vector<Tensor> head_h, head_a, head_d;  // per head layer [N, w]: pre-activation,
                                                  // activation, gradient
-    Tensor d_logits;
-    Tensor loss;  // f64 [1]
+    Tensor d_logits;                             // [N, K] in the activation dtype
+    Tensor logits;  // [N, K] f32 copy of the logits for predict() (16-bit activations only)
+    Tensor loss;    // f64 [1] on the model's device
   };
   void allocate(Arena& arena);
   void forward(Ctx& ctx, bool training, uint64_t seed);

@@ -13,7 +13,10 @@
 //               0..C-1, history counting on, every candidate token the first post-history slot.
 // The shaping decision: the op takes plain jagged [rows, D] tensors and offsets and is a pure
 // row permutation (forward a gather, backward the inverse gather, every gradient row written
-// exactly once), so it needs no atomics on any backend and the backward overwrites.
+// exactly once), so it needs no atomics on any backend and the backward overwrites. Row moves
+// copy bytes unchanged (CPU: f32/f64 rows; CUDA: f32/bf16/f16/f64 rows), so the backends agree
+// bit for bit. The CPU validates the offsets on the host; CUDA never reads them on the host and
+// trusts them to match the tensors' row counts (ranking_layout's output does).
 #pragma once
 
 #include <cstdint>
@@ -79,7 +82,16 @@ void gather_candidate_rows_bwd(Ctx&, const Tensor&, const Tensor&, const Tensor&
                                const Tensor&);
 }  // namespace cpu
 
-// No CUDA kernels yet: ranking trains on the CPU (the CUDA dispatch throws until they land).
+namespace cuda {
+void ranking_tokens_fwd(Ctx&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, int32_t,
+                        const Tensor&, const Tensor&);
+void ranking_tokens_bwd(Ctx&, const Tensor&, const Tensor&, int32_t, const Tensor&, const Tensor&,
+                        const Tensor&);
+void gather_candidate_rows(Ctx&, const Tensor&, const Tensor&, const Tensor&, int32_t,
+                           const Tensor&);
+void gather_candidate_rows_bwd(Ctx&, const Tensor&, const Tensor&, const Tensor&, int32_t,
+                               const Tensor&);
+}  // namespace cuda
 
 inline void ranking_tokens_fwd(Ctx& ctx, const Tensor& ctx_emb, const Tensor& item_emb,
                                const Tensor& action_emb, const Tensor& offsets,
@@ -88,26 +100,30 @@ inline void ranking_tokens_fwd(Ctx& ctx, const Tensor& ctx_emb, const Tensor& it
   if (ctx.cpu())
     return cpu::ranking_tokens_fwd(ctx, ctx_emb, item_emb, action_emb, offsets, num_contextual, out,
                                    out_offsets);
-  HSTU_THROW("ranking_tokens_fwd: no CUDA kernel yet; ranking runs with --device cpu");
+  HSTU_CUDA_DISPATCH(return cuda::ranking_tokens_fwd(ctx, ctx_emb, item_emb, action_emb, offsets,
+                                                     num_contextual, out, out_offsets));
 }
 inline void ranking_tokens_bwd(Ctx& ctx, const Tensor& d_out, const Tensor& offsets,
                                int32_t num_contextual, const Tensor& d_ctx, const Tensor& d_item,
                                const Tensor& d_action) {
   if (ctx.cpu())
     return cpu::ranking_tokens_bwd(ctx, d_out, offsets, num_contextual, d_ctx, d_item, d_action);
-  HSTU_THROW("ranking_tokens_bwd: no CUDA kernel yet; ranking runs with --device cpu");
+  HSTU_CUDA_DISPATCH(return cuda::ranking_tokens_bwd(ctx, d_out, offsets, num_contextual, d_ctx,
+                                                     d_item, d_action));
 }
 inline void gather_candidate_rows(Ctx& ctx, const Tensor& x, const Tensor& tok_offsets,
                                   const Tensor& cand_offsets, int32_t stride, const Tensor& out) {
   if (ctx.cpu()) return cpu::gather_candidate_rows(ctx, x, tok_offsets, cand_offsets, stride, out);
-  HSTU_THROW("gather_candidate_rows: no CUDA kernel yet; ranking runs with --device cpu");
+  HSTU_CUDA_DISPATCH(
+      return cuda::gather_candidate_rows(ctx, x, tok_offsets, cand_offsets, stride, out));
 }
 inline void gather_candidate_rows_bwd(Ctx& ctx, const Tensor& d_out, const Tensor& tok_offsets,
                                       const Tensor& cand_offsets, int32_t stride,
                                       const Tensor& dx) {
   if (ctx.cpu())
     return cpu::gather_candidate_rows_bwd(ctx, d_out, tok_offsets, cand_offsets, stride, dx);
-  HSTU_THROW("gather_candidate_rows_bwd: no CUDA kernel yet; ranking runs with --device cpu");
+  HSTU_CUDA_DISPATCH(
+      return cuda::gather_candidate_rows_bwd(ctx, d_out, tok_offsets, cand_offsets, stride, dx));
 }
 
 }  // namespace hstu

@@ -12,8 +12,10 @@
 // loss_scale is 1 / (the global number of supervised tokens) for SPEC §3's normalisation.
 // The shaping decision: both are computed in double from the logits with the max-shifted stable
 // forms above (never log(sigmoid) or exp of an unshifted logit), and the per-row losses are
-// summed in row order, so the loss is finite for any finite logits and does not depend on the
-// thread count.
+// summed in a fixed order (CPU: row order; CUDA: fixed per-block trees, then the blocks in
+// order), so the loss is finite for any finite logits and bit-reproducible run to run. CUDA
+// takes f32/bf16/f16 logits; the labels are validated on the host by the CPU backend only (on
+// CUDA an invalid label makes that row's loss and gradient NaN).
 #pragma once
 
 #include "core/context.h"
@@ -21,11 +23,13 @@
 
 namespace hstu {
 
-// loss f64 [1] (host-readable after the call) = the scaled sum; dlogits [N, K] (same dtype as
-// logits) overwritten when non-empty. Labels must be >= 0.
+// loss f64 [1] on the op's device (CPU: host memory; CUDA: device memory, written in stream
+// order — copy it to the host to read it) = the scaled sum; dlogits [N, K] (same dtype as
+// logits) overwritten when non-empty. Labels i32 [N] on the op's device, >= 0.
 void bce_multitask(Ctx& ctx, const Tensor& logits, const Tensor& labels, const Tensor& loss,
                    const Tensor& dlogits, double loss_scale);
-// loss f64 [1] = the scaled sum; dlogits [N, C] overwritten when non-empty.
+// loss f64 [1] (as above) = the scaled sum; dlogits [N, C] overwritten when non-empty. Labels in
+// [0, C).
 void cross_entropy(Ctx& ctx, const Tensor& logits, const Tensor& labels, const Tensor& loss,
                    const Tensor& dlogits, double loss_scale);
 
@@ -34,17 +38,20 @@ void bce_multitask(Ctx&, const Tensor&, const Tensor&, const Tensor&, const Tens
 void cross_entropy(Ctx&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, double);
 }  // namespace cpu
 
-// No CUDA kernels yet: ranking trains on the CPU (the CUDA dispatch throws until they land).
+namespace cuda {
+void bce_multitask(Ctx&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, double);
+void cross_entropy(Ctx&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, double);
+}  // namespace cuda
 
 inline void bce_multitask(Ctx& ctx, const Tensor& logits, const Tensor& labels, const Tensor& loss,
                           const Tensor& dlogits, double loss_scale) {
   if (ctx.cpu()) return cpu::bce_multitask(ctx, logits, labels, loss, dlogits, loss_scale);
-  HSTU_THROW("bce_multitask: no CUDA kernel yet; ranking runs with --device cpu");
+  HSTU_CUDA_DISPATCH(return cuda::bce_multitask(ctx, logits, labels, loss, dlogits, loss_scale));
 }
 inline void cross_entropy(Ctx& ctx, const Tensor& logits, const Tensor& labels, const Tensor& loss,
                           const Tensor& dlogits, double loss_scale) {
   if (ctx.cpu()) return cpu::cross_entropy(ctx, logits, labels, loss, dlogits, loss_scale);
-  HSTU_THROW("cross_entropy: no CUDA kernel yet; ranking runs with --device cpu");
+  HSTU_CUDA_DISPATCH(return cuda::cross_entropy(ctx, logits, labels, loss, dlogits, loss_scale));
 }
 
 }  // namespace hstu
