@@ -11,23 +11,26 @@
 // (FlashAttention's and recsys-examples' rule; m = 2 forward, 5 backward). No magic epsilons.
 //
 // API (namespace hstu::test::gpu):
-//   HSTU_REQUIRE_GPU();                     first statement of every GPU test (GTEST_SKIP without
-//   one) bool has_device(); Arena& device_arena();                  1 GiB (HSTU_TEST_GPU_ARENA_MB)
-//   for test tensors Arena& device_scratch();                256 MiB (HSTU_TEST_GPU_SCRATCH_MB) for
-//   ctx.scratch DeviceScope                             rewinds device_arena() (and the host test
-//   arena) Ctx cuda_ctx(bool deterministic = true) CUDA context: default stream, scratch =
-//   device_scratch(),
-//                                           blas = blas_state()
-//   void* blas_state()                      the cuBLASLt handle/workspace/plan cache of all tests
-//   Tensor device_alloc(DType, {dims})      uninitialised device tensor
-//   Tensor to_device(host, DType)           new contiguous device copy, floats converted
-//   void upload(dev_view, host)             host -> existing device view (may be row-strided)
-//   Tensor to_host(dev)                     new contiguous host copy: floats as f32, ints as is
-//   void poison(dev)                        NaN-fill (all-ones bytes) a float device view
-//   float round_to(DType, float)            value after a round trip through bf16/f16 (f32: as is)
-//   void round_host(host, DType)            rounds every element of an f32/f64 host tensor in place
-//   double max_err(a, b)                    max |a - b| over two host tensors (NaN -> inf)
-//   void expect_lowp_close(gpu, ref, naive, m, atol, what)   the rule above, on host tensors
+//   HSTU_REQUIRE_GPU()           first statement of every GPU test (GTEST_SKIP without a device)
+//   has_device()                 whether a CUDA device is usable
+//   device_arena()               1 GiB (HSTU_TEST_GPU_ARENA_MB) for test tensors
+//   device_scratch()             256 MiB (HSTU_TEST_GPU_SCRATCH_MB) for ctx.scratch
+//   DeviceScope                  rewinds device_arena() (and the host test arena)
+//   cuda_ctx(deterministic)      CUDA context: default stream, scratch, blas = blas_state()
+//   blas_state()                 the cuBLASLt handle/workspace/plan cache of all tests
+//   device_alloc(dtype, dims)    uninitialised device tensor
+//   to_device(host, dtype)       new contiguous device copy, floats converted
+//   upload(dev_view, host)       host -> existing device view (may be row-strided)
+//   to_host(dev)                 new contiguous host copy: floats as f32, ints as is
+//   poison(dev)                  NaN-fill (all-ones bytes) a float device view
+//   round_to(dtype, x)           value after a round trip through bf16/f16 (f32: as is)
+//   round_host(host, dtype)      rounds every element of an f32/f64 host tensor in place
+//   max_err(a, b)                max |a - b| over two host tensors (NaN -> inf)
+//   expect_lowp_close(gpu, ref, naive, m, atol, what)   the rule above, on host tensors
+//   is16(dtype)                  bf16 or f16
+//   rnd(dims, dtype, lo, hi)     host f32 uniform values rounded to dtype (one input for both)
+//   dev(host, dtype, pad)        device copy; pad > 0: a strided view of a wider poisoned buffer
+//   out_dev(dtype, dims, pad)    a poisoned device output (NaN floats, all-ones integers)
 #pragma once
 
 #include <cuda_bf16.h>
@@ -290,6 +293,51 @@ inline void expect_lowp_close(const Tensor& gpu, const Tensor& ref, const Tensor
   EXPECT_LE(err, bound) << what << ": max|gpu - ref| = " << err << ", naive low-precision error "
                         << naive_err << " (x" << m << " + " << atol
                         << "), max|ref| = " << max_abs(ref) << ", seed " << test_seed();
+}
+
+inline bool is16(DType t) {
+  return t == DType::kBF16 || t == DType::kF16;
+}
+
+// Host f32 tensor of uniform values in [lo, hi), rounded to `dt` (so CPU and GPU see one input).
+inline Tensor rnd(std::initializer_list<int64_t> dims, DType dt, double lo = -1.0,
+                  double hi = 1.0) {
+  Tensor t = alloc(DType::kF32, dims);
+  fill_uniform(t, lo, hi);
+  round_host(t, dt);
+  return t;
+}
+
+// Device copy of a host tensor as `dt`; with pad > 0 a strided column view of a wider
+// (poisoned) buffer.
+inline Tensor dev(const Tensor& host, DType dt, int64_t pad = 0) {
+  if (pad == 0 || host.ndim != 2) return to_device(host, dt);
+  Tensor full = device_alloc(dt, {host.dim(0), host.dim(1) + 2 * pad});
+  if (is_float(dt)) poison(full);
+  Tensor view = full.cols(pad, pad + host.dim(1));
+  upload(view, host);
+  return view;
+}
+
+// A poisoned device output (NaN floats, all-ones integers), strided when pad > 0 and 2-D.
+inline Tensor out_dev(DType dt, std::initializer_list<int64_t> dims, int64_t pad = 0) {
+  Tensor t;
+  if (pad > 0 && dims.size() == 2) {
+    const int64_t r = *dims.begin(), c = *(dims.begin() + 1);
+    t = device_alloc(dt, {r, c + 2 * pad}).cols(pad, pad + c);
+  } else {
+    t = device_alloc(dt, dims);
+  }
+  if (t.numel() == 0) return t;
+  if (is_float(dt)) {
+    poison(t);
+  } else {
+    const int64_t rows = t.ndim == 1 ? 1 : t.dim(0), len = t.ndim == 1 ? t.dim(0) : t.row_elems();
+    const size_t es = dtype_size(dt);
+    HSTU_CUDA_CHECK(
+        cudaMemset2D(t.data, (t.ndim == 1 ? len : t.row_stride) * es, 0xFF, len * es, rows));
+  }
+  return t;
 }
 
 }  // namespace hstu::test::gpu

@@ -45,7 +45,9 @@ struct Case {
   float alpha = 0;         // 0: 1/sqrt(dqk)
 };
 // Test listings (ctest, --gtest_list_tests) show the case name instead of raw bytes.
-void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.name;
+}
 
 std::vector<Case> cases() {
   constexpr DType kB = DType::kBF16, kH = DType::kF16;

@@ -86,47 +86,10 @@ void PrintTo(const Case& c, std::ostream* os) {
 
 // ---- helpers --------------------------------------------------------------------------------
 
-bool is16(DType t) {
-  return t == DType::kBF16 || t == DType::kF16;
-}
-
-// Host f32 tensor of uniform values in [lo, hi), rounded to `dt` (so CPU and GPU see one input).
-Tensor rnd(std::initializer_list<int64_t> dims, DType dt, double lo = -1.0, double hi = 1.0) {
-  Tensor t = alloc(DType::kF32, dims);
-  fill_uniform(t, lo, hi);
-  gpu::round_host(t, dt);
-  return t;
-}
-
-// Device copy of a host tensor as `dt`; with pad > 0 a strided column view of a wider buffer.
-Tensor dev(const Tensor& host, DType dt, int64_t pad = 0) {
-  if (pad == 0 || host.ndim != 2) return gpu::to_device(host, dt);
-  Tensor full = gpu::device_alloc(dt, {host.dim(0), host.dim(1) + 2 * pad});
-  if (is_float(dt)) gpu::poison(full);
-  Tensor view = full.cols(pad, pad + host.dim(1));
-  gpu::upload(view, host);
-  return view;
-}
-
-// A poisoned device output of the given dims (strided when pad > 0 and 2-D).
-Tensor out_dev(DType dt, std::initializer_list<int64_t> dims, int64_t pad = 0) {
-  Tensor t;
-  if (pad > 0 && dims.size() == 2) {
-    const int64_t r = *dims.begin(), c = *(dims.begin() + 1);
-    t = gpu::device_alloc(dt, {r, c + 2 * pad}).cols(pad, pad + c);
-  } else {
-    t = gpu::device_alloc(dt, dims);
-  }
-  if (is_float(dt)) {
-    gpu::poison(t);
-  } else {
-    const int64_t rows = t.ndim == 1 ? 1 : t.dim(0), len = t.ndim == 1 ? t.dim(0) : t.row_elems();
-    const size_t es = dtype_size(dt);
-    HSTU_CUDA_CHECK(
-        cudaMemset2D(t.data, (t.ndim == 1 ? len : t.row_stride) * es, 0xFF, len * es, rows));
-  }
-  return t;
-}
+using gpu::dev;
+using gpu::is16;
+using gpu::out_dev;
+using gpu::rnd;
 
 Tensor copy_host(const Tensor& t) {
   return clone(t);

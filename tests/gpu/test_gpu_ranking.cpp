@@ -46,45 +46,10 @@
 namespace hstu::test {
 namespace {
 
-bool is16(DType t) {
-  return t == DType::kBF16 || t == DType::kF16;
-}
-
-// Host f32 tensor of uniform values in [lo, hi), rounded to `dt` (one input for both sides).
-Tensor rnd(std::initializer_list<int64_t> dims, DType dt, double lo = -1.0, double hi = 1.0) {
-  Tensor t = alloc(DType::kF32, dims);
-  fill_uniform(t, lo, hi);
-  gpu::round_host(t, dt);
-  return t;
-}
-
-// Device copy of a host tensor as `dt`; with pad > 0 a strided column view of a wider
-// (poisoned) buffer.
-Tensor dev(const Tensor& host, DType dt, int64_t pad = 0) {
-  if (pad == 0 || host.ndim != 2) return gpu::to_device(host, dt);
-  Tensor full = gpu::device_alloc(dt, {host.dim(0), host.dim(1) + 2 * pad});
-  if (is_float(dt)) gpu::poison(full);
-  Tensor view = full.cols(pad, pad + host.dim(1));
-  gpu::upload(view, host);
-  return view;
-}
-
-// A poisoned (NaN / all-ones) device output, strided when pad > 0 and 2-D.
-Tensor out_dev(DType dt, std::initializer_list<int64_t> dims, int64_t pad = 0) {
-  Tensor t;
-  if (pad > 0 && dims.size() == 2) {
-    const int64_t r = *dims.begin(), c = *(dims.begin() + 1);
-    t = gpu::device_alloc(dt, {r, c + 2 * pad}).cols(pad, pad + c);
-  } else {
-    t = gpu::device_alloc(dt, dims);
-  }
-  const int64_t rows = t.ndim == 1 ? 1 : t.dim(0), len = t.ndim == 1 ? t.dim(0) : t.row_elems();
-  const size_t es = dtype_size(dt);
-  if (t.numel() > 0)
-    HSTU_CUDA_CHECK(
-        cudaMemset2D(t.data, (t.ndim == 1 ? len : t.row_stride) * es, 0xFF, len * es, rows));
-  return t;
-}
+using gpu::dev;
+using gpu::is16;
+using gpu::out_dev;
+using gpu::rnd;
 
 // A host f32 output [rows, d] poisoned with NaN.
 Tensor out_host(int64_t rows, int64_t d) {
