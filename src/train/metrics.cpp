@@ -18,12 +18,11 @@ double softplus(double z) {
   return std::max(z, 0.0) + std::log1p(std::exp(-std::abs(z)));
 }
 
-// AUC, accuracy and log-loss of (logit, label) pairs sorted ascending.
-BinaryResult binary_from_sorted(const std::vector<std::pair<float, uint8_t>>& s) {
-  BinaryResult r;
-  r.count = static_cast<int64_t>(s.size());
-  uint64_t negatives_below = 0, two_u = 0, correct = 0;
-  double loss = 0;
+// Exact ROC AUC of (score, label) pairs sorted ascending by score; NaN without a positive or a
+// negative. Twice the Mann-Whitney U is an exact integer, so no rounding depends on the order.
+template <class Score>
+double auc_from_sorted(const std::vector<std::pair<Score, uint8_t>>& s) {
+  uint64_t negatives_below = 0, two_u = 0, positives = 0;
   for (size_t i = 0; i < s.size();) {
     uint64_t pos = 0, neg = 0;
     size_t j = i;
@@ -31,17 +30,33 @@ BinaryResult binary_from_sorted(const std::vector<std::pair<float, uint8_t>>& s)
     // Positives in this tie group beat every negative below it and half of those beside it.
     two_u += 2 * pos * negatives_below + pos * neg;
     negatives_below += neg;
+    positives += pos;
+    i = j;
+  }
+  const uint64_t neg = s.size() - positives;
+  return positives == 0 || neg == 0
+             ? kNaN
+             : static_cast<double>(two_u) /
+                   (2.0 * static_cast<double>(positives) * static_cast<double>(neg));
+}
+
+// AUC, accuracy and log-loss of (logit, label) pairs sorted ascending.
+BinaryResult binary_from_sorted(const std::vector<std::pair<float, uint8_t>>& s) {
+  BinaryResult r;
+  r.count = static_cast<int64_t>(s.size());
+  uint64_t correct = 0;
+  double loss = 0;
+  for (size_t i = 0; i < s.size();) {
+    uint64_t pos = 0, neg = 0;
+    size_t j = i;
+    for (; j < s.size() && s[j].first == s[i].first; ++j) (s[j].second ? pos : neg) += 1;
     const double x = s[i].first;
     correct += x > 0 ? pos : neg;
     loss += static_cast<double>(pos) * softplus(-x) + static_cast<double>(neg) * softplus(x);
     r.positives += static_cast<int64_t>(pos);
     i = j;
   }
-  const auto pos = static_cast<uint64_t>(r.positives);
-  const uint64_t neg = s.size() - pos;
-  r.auc = pos == 0 || neg == 0 ? kNaN
-                               : static_cast<double>(two_u) /
-                                     (2.0 * static_cast<double>(pos) * static_cast<double>(neg));
+  r.auc = auc_from_sorted(s);
   r.accuracy = s.empty() ? kNaN : static_cast<double>(correct) / static_cast<double>(s.size());
   r.log_loss = s.empty() ? kNaN : loss / static_cast<double>(s.size());
   return r;
@@ -154,8 +169,14 @@ void MulticlassMetrics::add(std::span<const float> logits, int64_t label) {
   }
   double sum = 0;
   const double max = logits[best];
-  for (float x : logits) sum += std::exp(static_cast<double>(x) - max);
+  const size_t row = probs_.size();
+  for (float x : logits) {
+    probs_.push_back(std::exp(static_cast<double>(x) - max));
+    sum += probs_.back();
+  }
+  for (size_t c = 0; c < logits.size(); ++c) probs_[row + c] /= sum;
   losses_.push_back(max + std::log(sum) - static_cast<double>(logits[static_cast<size_t>(label)]));
+  labels_.push_back(static_cast<int32_t>(label));
   correct_ += static_cast<int64_t>(best) == label;
 }
 
@@ -164,6 +185,8 @@ void MulticlassMetrics::merge(const MulticlassMetrics& other) {
              " and ", other.num_classes_, " classes");
   correct_ += other.correct_;
   losses_.insert(losses_.end(), other.losses_.begin(), other.losses_.end());
+  labels_.insert(labels_.end(), other.labels_.begin(), other.labels_.end());
+  probs_.insert(probs_.end(), other.probs_.begin(), other.probs_.end());
 }
 
 double MulticlassMetrics::accuracy() const {
@@ -179,8 +202,34 @@ double MulticlassMetrics::cross_entropy() const {
   return sum / static_cast<double>(s.size());
 }
 
-NamedValues MulticlassMetrics::values() const {
-  return {{"Accuracy", accuracy()}, {"CrossEntropy", cross_entropy()}};
+double MulticlassMetrics::class_auc(int64_t c) const {
+  HSTU_CHECK(c >= 0 && c < num_classes_, "multi-class AUC of class ", c, " out of [0, ",
+             num_classes_, ")");
+  std::vector<std::pair<double, uint8_t>> s(labels_.size());  // (p_c, label == c)
+  for (size_t i = 0; i < s.size(); ++i)
+    s[i] = {probs_[i * static_cast<size_t>(num_classes_) + static_cast<size_t>(c)],
+            static_cast<uint8_t>(labels_[i] == c)};
+  std::sort(s.begin(), s.end());
+  return auc_from_sorted(s);
+}
+
+double MulticlassMetrics::auc() const {
+  double sum = 0;
+  int64_t defined = 0;
+  for (int64_t c = 0; c < num_classes_; ++c) {
+    const double a = class_auc(c);
+    if (std::isnan(a)) continue;  // no positive or no negative: left out (see the header)
+    sum += a;
+    ++defined;
+  }
+  return defined == 0 ? kNaN : sum / static_cast<double>(defined);
+}
+
+NamedValues MulticlassMetrics::values(const std::string& task) const {
+  const std::string suffix = task.empty() ? "" : "/" + task;
+  return {{"AUC" + suffix, auc()},
+          {"Accuracy" + suffix, accuracy()},
+          {"CrossEntropy" + suffix, cross_entropy()}};
 }
 
 }  // namespace hstu

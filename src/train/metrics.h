@@ -1,10 +1,12 @@
 // metrics.h — evaluation metrics: retrieval (HR@K, NDCG@K, MRR from ranks) and ranking (exact
-// ROC AUC, accuracy and log-loss per binary task; accuracy and cross-entropy for multi-class).
+// ROC AUC, accuracy and log-loss per binary task; macro one-vs-rest AUC, accuracy and
+// cross-entropy for multi-class).
 //
 // Results never depend on the order samples arrive in (or on how partial accumulators are
 // merged): retrieval keeps a histogram of ranks and sums it in rank order, binary metrics sort
 // the (score, label) pairs and compute everything from the sorted list, multi-class sums sorted
-// per-sample losses; so a multi-threaded or multi-rank evaluation reports bit-identical numbers.
+// per-sample losses and sorts each class's (probability, label) pairs for its AUC; so a
+// multi-threaded or multi-rank evaluation reports bit-identical numbers.
 #pragma once
 
 #include <cstdint>
@@ -68,22 +70,40 @@ class BinaryMetrics {
 };
 
 // Single-label multi-class classification from logits.
+//
+// auc() is torchmetrics' MulticlassAUROC(average="macro", thresholds=None), which recsys-examples
+// uses for its 10-class MovieLens head: for each class c the exact binary ROC AUC of the softmax
+// probability p_c (computed in double from the logits) with "label == c" as the positive class,
+// ties counting 1/2, then the unweighted mean over classes. One deliberate difference: a class
+// with no positive (or no negative) sample among the evaluated ones has no defined AUC and is
+// left out of the mean (class_auc() is NaN for it); torchmetrics instead warns and scores such a
+// class 0 (its TPR/FPR curve is set to zeros), which drags the macro mean down by an amount that
+// depends only on which classes happen to be absent.
 class MulticlassMetrics {
  public:
   explicit MulticlassMetrics(int64_t num_classes);
 
   void add(std::span<const float> logits, int64_t label);  // logits: [num_classes]
   void merge(const MulticlassMetrics& other);
+  int64_t num_classes() const { return num_classes_; }
   int64_t count() const { return static_cast<int64_t>(losses_.size()); }
   double accuracy() const;       // argmax (lowest index among equal maxima) == label
   double cross_entropy() const;  // mean -log softmax(logits)[label]
-  // {"Accuracy", "CrossEntropy"}.
-  NamedValues values() const;
+  // One-vs-rest AUC of class c on softmax probabilities; NaN when c has no positive or no
+  // negative sample. O(n log n).
+  double class_auc(int64_t c) const;
+  // Macro mean of class_auc over the classes where it is defined; NaN when there is none.
+  double auc() const;
+  // {"AUC", "Accuracy", "CrossEntropy"}, each name suffixed with "/<task>" when task is not
+  // empty.
+  NamedValues values(const std::string& task = "") const;
 
  private:
   int64_t num_classes_;
   int64_t correct_ = 0;
-  std::vector<double> losses_;  // per sample; summed in sorted order
+  std::vector<double> losses_;   // per sample; summed in sorted order
+  std::vector<int32_t> labels_;  // [n]
+  std::vector<double> probs_;    // [n, num_classes] softmax probabilities, row-major
 };
 
 }  // namespace hstu

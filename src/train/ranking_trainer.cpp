@@ -10,17 +10,19 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
-#include <numeric>
 
 #include "core/philox.h"
 #include "data/preprocess.h"
 #include "data/ranking.h"
+#include "data/synthetic_oracle.h"
 #include "model/ranking_model.h"
 #include "ops/embedding.h"
 #include "ops/optimizer.h"
 #include "train/lr_schedule.h"
 #include "train/metrics_log.h"
 #include "train/progress.h"
+#include "train/ranking_baseline.h"
+#include "train/ranking_eval.h"
 #include "train/runtime.h"
 #include "train/step.h"
 
@@ -39,61 +41,6 @@ json::Value to_json(const NamedValues& v) {
   return o;
 }
 
-// Evaluates the whole eval split (or max_eval_iters batches) in sample order.
-NamedValues evaluate_ranking(Ctx& ctx, RankingModel& model, const SequenceDataset& ds,
-                             const RankingSplit& split, int64_t batch_size, int64_t max_iters,
-                             int64_t num_tasks) {
-  const int64_t k = model.num_outputs();
-  std::vector<BinaryMetrics> bin(model.binary() ? static_cast<size_t>(k) : 0);
-  MulticlassMetrics multi(model.binary() ? 2 : k);  // unused (2 classes) for BCE heads
-  SequenceBatch b;
-  std::vector<int64_t> idx;
-  std::vector<float> logits;
-  const int64_t n = static_cast<int64_t>(split.samples.size());
-  int64_t iters = 0;
-  for (int64_t s = 0; s < n; s += batch_size) {
-    if (max_iters > 0 && iters++ >= max_iters) break;
-    idx.resize(static_cast<size_t>(std::min(batch_size, n - s)));
-    std::iota(idx.begin(), idx.end(), s);
-    make_ranking_batch(ds, split, idx, b);
-    model.upload(b);
-    const Tensor out = model.predict(ctx);
-    const int64_t nc = model.num_candidates();
-    logits.resize(static_cast<size_t>(nc * k));
-    if (out.dtype == DType::kF32) {
-      copy_bytes(logits.data(), Device::kCPU, out.data, out.device, logits.size() * sizeof(float));
-    } else {
-      std::vector<double> tmp(logits.size());
-      copy_bytes(tmp.data(), Device::kCPU, out.data, out.device, tmp.size() * sizeof(double));
-      std::copy(tmp.begin(), tmp.end(), logits.begin());
-    }
-    const auto& labels = model.labels();
-    for (int64_t r = 0; r < nc; ++r) {
-      const float* row = logits.data() + r * k;
-      if (model.binary())
-        for (int64_t t = 0; t < k; ++t)
-          bin[static_cast<size_t>(t)].add(row[t], ((labels[static_cast<size_t>(r)] >> t) & 1) != 0);
-      else
-        multi.add(std::span<const float>(row, static_cast<size_t>(k)),
-                  labels[static_cast<size_t>(r)]);
-    }
-  }
-  if (!model.binary()) return multi.values();
-  NamedValues v;
-  double auc_sum = 0;
-  int64_t auc_n = 0;
-  for (int64_t t = 0; t < k && t < std::max<int64_t>(num_tasks, 1); ++t) {
-    const BinaryResult r = bin[static_cast<size_t>(t)].compute();
-    for (auto& p : r.values("task" + std::to_string(t))) v.push_back(p);
-    if (std::isfinite(r.auc)) {
-      auc_sum += r.auc;
-      ++auc_n;
-    }
-  }
-  v.emplace_back("MeanAUC", auc_n > 0 ? auc_sum / static_cast<double>(auc_n) : NAN);
-  return v;
-}
-
 }  // namespace
 
 TrainSummary train_ranking(const Config& cfg, const TrainOptions& opts) {
@@ -101,8 +48,6 @@ TrainSummary train_ranking(const Config& cfg, const TrainOptions& opts) {
   HSTU_CHECK(cfg.dataset.max_num_candidates > 0,
              "ranking needs DatasetArgs.max_num_candidates >= 1");
   const Device device = resolve_device(ta.device);
-  HSTU_CHECK(device == Device::kCPU,
-             "ranking training runs on the CPU only for now; set TrainerArgs.device = 'cpu'");
   HSTU_CHECK(opts.resume_dir.empty(), "ranking runs cannot be resumed yet (no checkpoints)");
   prepare_run(cfg, opts);
   auto say = [&](const std::string& s) {
@@ -138,8 +83,9 @@ TrainSummary train_ranking(const Config& cfg, const TrainOptions& opts) {
   shape.max_events = batch * (cfg.dataset.max_history_seqlen + cfg.dataset.max_num_candidates);
   shape.max_candidates = batch * cfg.dataset.max_num_candidates;
   shape.movielens_ratings = ds.name.rfind("ml-", 0) == 0;
-  Ctx ctx = cpu_ctx();
-  RankingModel model(cfg, shape, device, DType::kF32);
+  RankingModel model(cfg, shape, device, device == Device::kCPU ? DType::kF32 : DType::kBF16);
+  Runtime runtime(device, cfg, model.runtime_shape());
+  Ctx& ctx = runtime.ctx();
   model.plan(static_cast<uint64_t>(ta.seed));
   std::snprintf(line, sizeof line,
                 "model: HSTU ranking %lld layers, D=%lld, %lld heads x %lld, %s head with %lld "
@@ -153,6 +99,39 @@ TrainSummary train_ranking(const Config& cfg, const TrainOptions& opts) {
   say(line);
   say(model.describe_plan());
 
+  // ---- baseline: logistic regression on item popularity + the user's mean (ranking_baseline.h)
+  const int64_t eval_samples =
+      ranking_eval_samples(splits.eval, ta.eval_batch_size, ta.max_eval_iters);
+  const RankingBaseline baseline = ranking_baseline(
+      ds, splits, {model.binary(), model.num_outputs(), shape.movielens_ratings}, eval_samples);
+  std::snprintf(line, sizeof line,
+                "baseline: logistic regression on log(1 + train-split item count) and the user's "
+                "history mean of the %s, fitted on %lld train candidates (%.1fs):\n",
+                model.binary() ? "task bit" : "label class",
+                static_cast<long long>(baseline.train_candidates), baseline.seconds);
+  say(line);
+  say(baseline.describe());
+  json::Value baseline_record = json::Value::object();  // the metrics.jsonl "baseline" event
+  {
+    json::Value& r = baseline_record;
+    r["event"] = "baseline";
+    r["test"] = to_json(baseline.eval);
+    r["train_candidates"] = baseline.train_candidates;
+    r["eval_candidates"] = baseline.eval_candidates;
+    json::Value fits = json::Value::array();
+    for (const LogisticFit& f : baseline.fits) {
+      json::Value o = json::Value::object();
+      json::Value coef = json::Value::array();
+      for (double c : f.coef) coef.push_back(c);
+      o["coef"] = coef;  // [rows, intercept + 2 features], row-major
+      o["rows"] = f.num_rows;
+      o["iterations"] = f.iterations;
+      o["converged"] = f.converged;
+      fits.push_back(o);
+    }
+    r["fits"] = fits;
+  }
+
   Batcher batcher = ranking_batcher(ds, splits.train, ta.train_batch_size, cfg.dataset.shuffle,
                                     static_cast<uint64_t>(ta.seed));
   const int64_t per_epoch = batcher.num_batches();
@@ -161,14 +140,16 @@ TrainSummary train_ranking(const Config& cfg, const TrainOptions& opts) {
   LrSchedule lr_schedule(cfg.optimizer.lr_schedule, cfg.optimizer.learning_rate,
                          cfg.optimizer.warmup_steps, total_steps);
   MetricsLog log(ta.run_dir);
+  log.write(baseline_record);
   TrainSummary summary;
+  summary.popularity = baseline.eval;  // TrainSummary's baseline slot (see ranking_trainer.h)
   int64_t step = 0;
 
   auto evaluate = [&](int64_t epoch) {
     EvalRecord rec{epoch, step, {}, {}};
     if (!splits.eval.samples.empty())
-      rec.test = evaluate_ranking(ctx, model, ds, splits.eval, ta.eval_batch_size,
-                                  ta.max_eval_iters, cfg.ranking.num_tasks);
+      rec.test =
+          evaluate_ranking(ctx, model, ds, splits.eval, ta.eval_batch_size, ta.max_eval_iters);
     summary.evals.push_back(rec);
     summary.final_test = rec.test;
     summary.selected_test = rec.test;
@@ -181,7 +162,7 @@ TrainSummary train_ranking(const Config& cfg, const TrainOptions& opts) {
     log.write(r);
     if (!opts.quiet) {
       std::cout << "\neval after epoch " << epoch << " (step " << step << "):\n";
-      print_eval_table(std::cout, {{"eval", rec.test}});
+      print_eval_table(std::cout, {{"eval", rec.test}, {"baseline", baseline.eval}});
     }
   };
 
@@ -249,6 +230,14 @@ TrainSummary train_ranking(const Config& cfg, const TrainOptions& opts) {
   }
   summary.steps = step;
   summary.train_seconds = seconds_since(t0);
+  if (!opts.quiet && !splits.eval.samples.empty()) {
+    std::snprintf(line, sizeof line,
+                  "final eval vs the logistic baseline: MeanAUC %.4f vs %.4f (%lld eval "
+                  "candidates)\n",
+                  metric(summary.final_test, "MeanAUC"), metric(baseline.eval, "MeanAUC"),
+                  static_cast<long long>(baseline.eval_candidates));
+    say(line);
+  }
   summary.tokens_per_second =
       static_cast<double>(tokens_done) / std::max(summary.train_seconds, 1e-9);
   say("checkpoint: skipped — save_checkpoint stores the retrieval model only; ranking "
@@ -260,8 +249,22 @@ TrainSummary train_ranking(const Config& cfg, const TrainOptions& opts) {
   s["train_seconds"] = summary.train_seconds;
   s["tokens_per_s"] = summary.tokens_per_second;
   s["final_test"] = to_json(summary.final_test);
+  s["baseline"] = to_json(baseline.eval);
   s["checkpoint"] = "skipped (not implemented for ranking)";
   log.write(s);
+
+  // ---- synthetic data: the planted signal's oracle AUC per task beside the model's --------
+  if (ds.name == "synthetic" && cfg.synthetic.num_tasks > 0 && !splits.eval.samples.empty()) {
+    const SyntheticOracle oracle = synthetic_oracle(
+        cfg.synthetic, ds, splits.eval,
+        ta.max_eval_iters > 0 ? ta.max_eval_iters * ta.eval_batch_size : -1, roc_auc);
+    say(synthetic_oracle_report(oracle, summary.final_test));
+    json::Value o = json::Value::object(), auc = json::Value::array();
+    for (double a : oracle.auc) auc.push_back(std::isfinite(a) ? json::Value(a) : json::Value());
+    o["event"] = "synthetic_oracle";
+    o["oracle_auc"] = auc;
+    log.write(o);
+  }
   return summary;
 }
 

@@ -1,7 +1,9 @@
 // ranking_trainer.h — the training loop of a generative RANKING run on the CPU: ranking samples
 // (make_ranking_splits), the RankingModel, dense + per-table sparse optimisers, evaluation every
-// N epochs on the eval split (per-task AUC, accuracy and log-loss for BCE heads; accuracy and
-// cross-entropy for a multi-class head), metrics.jsonl records and the progress bar.
+// N epochs / eval_interval steps on the eval split (ranking_eval.h: per-task AUC, accuracy and
+// log-loss for BCE heads; macro one-vs-rest AUC, accuracy and cross-entropy for a multi-class
+// head), a logistic baseline scored on the same candidates by the same metric code
+// (ranking_baseline.h; printed beside every eval), metrics.jsonl records and the progress bar.
 //
 // Not yet: CUDA (refused with an error), checkpoints (save_checkpoint takes a retrieval
 // HstuModel; the ranking run says so and writes none) and resume.
@@ -13,8 +15,11 @@
 namespace hstu {
 
 // Trains cfg (task = "ranking") and returns the summary: evals[i].test holds the eval split's
-// metrics ("AUC/task<k>", "Accuracy/task<k>", "LogLoss/task<k>", "MeanAUC"; or "Accuracy",
-// "CrossEntropy"), final_test / selected_test the last evaluation's.
+// metrics ("AUC/task<k>", "Accuracy/task<k>", "LogLoss/task<k>", "MeanAUC"; or "AUC/task0",
+// "Accuracy/task0", "CrossEntropy/task0", "MeanAUC"), final_test / selected_test the last
+// evaluation's, and `popularity` (TrainSummary's baseline slot) the logistic baseline's metrics.
+// metrics.jsonl gets a "baseline" event (metrics and coefficients) before training and the
+// baseline's metrics under "baseline" in the summary record.
 TrainSummary train_ranking(const Config& cfg, const TrainOptions& opts);
 
 }  // namespace hstu

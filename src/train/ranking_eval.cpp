@@ -1,0 +1,98 @@
+// ranking_eval.cpp — ranking metrics per head type and the model's eval pass (ranking_eval.h).
+#include "train/ranking_eval.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <string>
+
+#include "core/error.h"
+
+namespace hstu {
+
+RankingMetrics::RankingMetrics(bool binary, int64_t num_outputs)
+    : binary_(binary),
+      num_outputs_(num_outputs),
+      tasks_(binary ? static_cast<size_t>(num_outputs) : 0),
+      multi_(binary ? 2 : num_outputs) {
+  HSTU_CHECK(num_outputs >= 1, "a ranking head needs >= 1 output, got ", num_outputs);
+  HSTU_CHECK(binary || num_outputs >= 2, "a cross-entropy ranking head needs >= 2 classes");
+}
+
+void RankingMetrics::add(std::span<const float> logits, int32_t label) {
+  HSTU_CHECK(static_cast<int64_t>(logits.size()) == num_outputs_,
+             "ranking metrics: ", logits.size(), " logits for a head of ", num_outputs_,
+             " outputs");
+  ++count_;
+  if (!binary_) {
+    multi_.add(logits, label);
+    return;
+  }
+  for (int64_t t = 0; t < num_outputs_; ++t)
+    tasks_[static_cast<size_t>(t)].add(logits[static_cast<size_t>(t)], ((label >> t) & 1) != 0);
+}
+
+NamedValues RankingMetrics::values() const {
+  if (!binary_) {
+    NamedValues v = multi_.values("task0");
+    v.emplace_back("MeanAUC", multi_.auc());
+    return v;
+  }
+  NamedValues v;
+  double auc_sum = 0;
+  int64_t auc_n = 0;
+  for (int64_t t = 0; t < num_outputs_; ++t) {
+    const BinaryResult r = tasks_[static_cast<size_t>(t)].compute();
+    for (auto& p : r.values("task" + std::to_string(t))) v.push_back(p);
+    if (std::isfinite(r.auc)) {
+      auc_sum += r.auc;
+      ++auc_n;
+    }
+  }
+  v.emplace_back("MeanAUC", auc_n > 0 ? auc_sum / static_cast<double>(auc_n)
+                                      : std::numeric_limits<double>::quiet_NaN());
+  return v;
+}
+
+int64_t ranking_eval_samples(const RankingSplit& split, int64_t batch_size, int64_t max_iters) {
+  const int64_t n = static_cast<int64_t>(split.samples.size());
+  return max_iters > 0 ? std::min(n, max_iters * batch_size) : n;
+}
+
+NamedValues evaluate_ranking(Ctx& ctx, RankingModel& model, const SequenceDataset& ds,
+                             const RankingSplit& split, int64_t batch_size, int64_t max_iters) {
+  HSTU_CHECK(batch_size >= 1, "ranking eval batch size ", batch_size, " must be >= 1");
+  const int64_t k = model.num_outputs();
+  RankingMetrics metrics(model.binary(), k);
+  SequenceBatch b;
+  std::vector<int64_t> idx;
+  std::vector<float> logits;  // [N, K] of one batch, host copy
+  std::vector<double> tmp;    // the same in f64 when the model computes in f64
+  const int64_t n = ranking_eval_samples(split, batch_size, max_iters);
+  for (int64_t s = 0; s < n; s += batch_size) {
+    idx.resize(static_cast<size_t>(std::min(batch_size, n - s)));
+    std::iota(idx.begin(), idx.end(), s);
+    make_ranking_batch(ds, split, idx, b);
+    model.upload(b);
+    const Tensor out = model.predict(ctx);  // [N, K]
+    const int64_t nc = model.num_candidates();
+    logits.resize(static_cast<size_t>(nc * k));
+    HSTU_CHECK(out.dtype == DType::kF32 || out.dtype == DType::kF64,
+               "ranking eval reads f32 or f64 logits");
+    if (out.dtype == DType::kF32) {
+      copy_bytes(logits.data(), Device::kCPU, out.data, out.device, logits.size() * sizeof(float));
+    } else {
+      tmp.resize(logits.size());
+      copy_bytes(tmp.data(), Device::kCPU, out.data, out.device, tmp.size() * sizeof(double));
+      std::copy(tmp.begin(), tmp.end(), logits.begin());
+    }
+    const std::vector<int32_t>& labels = model.labels();  // [N]
+    for (int64_t r = 0; r < nc; ++r)
+      metrics.add(std::span<const float>(logits.data() + r * k, static_cast<size_t>(k)),
+                  labels[static_cast<size_t>(r)]);
+  }
+  return metrics.values();
+}
+
+}  // namespace hstu
