@@ -66,6 +66,8 @@ struct DatasetArgs {
                                        // | user_70_30 (recsys-examples: first 70% of users)
   std::string truncate = "newest";     // ranking: keep the newest events (hstu) | oldest
                                        // (recsys-examples; needs ranking_split user_70_30)
+  int64_t ranking_train_windows = 1;   // ranking, time split: training candidate windows per
+                                       // user, newest first (0 = every window with history)
   std::string tie_break = "file";      // order of a user's events with equal timestamps:
                                        // file (stable sort, the spec's default) | shuffle
                                        // (a fixed pseudo-random order, like Meta's

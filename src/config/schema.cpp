@@ -155,6 +155,10 @@ std::vector<FieldSpec> make_fields() {
       str(HSTU_FIELD(DatasetArgs, dataset, truncate), {"newest", "oldest"},
           "ranking: keep the newest events of long users (hstu) or the oldest (recsys-examples; "
           "needs ranking_split = user_70_30)"),
+      num(HSTU_FIELD(DatasetArgs, dataset, ranking_train_windows), at_least(0),
+          "ranking, time split: training samples per user, each C candidates ending where the "
+          "next begins (1: the window just before the eval candidates, as recsys-examples' one "
+          "sample per user; 0: every window with at least one history event)"),
       str(HSTU_FIELD(DatasetArgs, dataset, tie_break), {"file", "shuffle"},
           "order of a user's events with equal timestamps: file (stable sort) or shuffle (a "
           "fixed pseudo-random order, as Meta's preprocessing with an unstable sort gives)"),

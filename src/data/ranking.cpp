@@ -46,6 +46,10 @@ RankingSplits make_ranking_splits(const SequenceDataset& ds, const DatasetArgs& 
   RankingSplits out;
   RankingSample s{};
   if (split == "time") {
+    const int64_t max_windows = args.ranking_train_windows;
+    HSTU_CHECK(max_windows >= 0, "DatasetArgs.ranking_train_windows = ", max_windows,
+               " (>= 0; 0 = every window)");
+    std::vector<std::vector<RankingSample>> by_rank;  // [k-1]: every user's k-th newest window
     for (int64_t u = 0; u < ds.num_users(); ++u) {
       const int32_t user = static_cast<int32_t>(u);
       const int64_t first = ds.user_offsets[u], end = ds.user_offsets[u + 1];
@@ -54,12 +58,16 @@ RankingSplits make_ranking_splits(const SequenceDataset& ds, const DatasetArgs& 
       } else {
         ++out.eval.skipped_users;
       }
-      if (window(user, first, end - c, h, c, s)) {
-        out.train.samples.push_back(s);
-      } else {
-        ++out.train.skipped_users;
+      int64_t k = 1;
+      for (; max_windows == 0 || k <= max_windows; ++k) {
+        if (!window(user, first, end - k * c, h, c, s)) break;
+        if (by_rank.size() < static_cast<size_t>(k)) by_rank.emplace_back();
+        by_rank[static_cast<size_t>(k - 1)].push_back(s);
       }
+      if (k == 1) ++out.train.skipped_users;
     }
+    for (size_t k = by_rank.size(); k-- > 0;)
+      out.train.samples.insert(out.train.samples.end(), by_rank[k].begin(), by_rank[k].end());
     return out;
   }
 

@@ -6,6 +6,11 @@
 // max_num_candidates, H = max_history_seqlen and a user's events e_0 .. e_{n-1}:
 //   eval   candidates e_{n-C} .. e_{n-1},   history = the newest <= H events before them
 //   train  candidates e_{n-2C} .. e_{n-C-1}, history = the newest <= H events before them
+//          and, with args.ranking_train_windows = W > 1 (0: as many as have history), also
+//          the windows e_{n-(k+1)C} .. e_{n-kC-1} for k = 2 .. W, each with its own history.
+//          Train samples are ordered oldest window rank first (all users' k = W windows, then
+//          k = W - 1, ..., then k = 1), users ascending within a rank, so an unshuffled epoch
+//          mixes users in every batch and ends with the windows nearest the eval candidates.
 // so for every user the model is trained only on events older than the ones it is evaluated
 // on, and long sequences keep their newest events. (Across users the split is not a global time
 // cut: one user's train window may be newer than another user's eval window.) A split needs at

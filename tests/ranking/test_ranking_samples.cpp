@@ -82,6 +82,29 @@ TEST(RankingSplits, TimeSplitWindows) {
   EXPECT_EQ(s.train.samples[1].end, s.eval.samples[2].candidates);
 }
 
+TEST(RankingSplits, TimeSplitMoreTrainWindows) {
+  const SequenceDataset ds = four_users();
+  DatasetArgs a = args(3, 2);
+  a.ranking_train_windows = 0;  // every window with history
+  const RankingSplits all = make_ranking_splits(ds, a);
+  // Oldest rank first: u2's third window, its second, then every user's first (as W = 1).
+  expect_samples(all.train, {{2, 8, 10, 12}, {2, 9, 12, 14}, {1, 3, 4, 6}, {2, 11, 14, 16}}, 2);
+  expect_samples(all.eval, {{0, 0, 1, 3}, {1, 3, 6, 8}, {2, 13, 16, 18}}, 1);
+  a.ranking_train_windows = 2;
+  expect_samples(make_ranking_splits(ds, a).train, {{2, 9, 12, 14}, {1, 3, 4, 6}, {2, 11, 14, 16}},
+                 2);
+  // No train candidate is at or after its user's eval candidates.
+  for (const RankingSample& t : all.train.samples) {
+    for (const RankingSample& e : all.eval.samples) {
+      if (t.user == e.user) {
+        EXPECT_LE(t.end, e.candidates);
+      }
+    }
+  }
+  a.ranking_train_windows = -1;
+  EXPECT_THROW(make_ranking_splits(ds, a), Error);
+}
+
 TEST(RankingSplits, User70_30) {
   const SequenceDataset ds = four_users();
   const RankingSplits oldest = make_ranking_splits(ds, args(3, 2), "user_70_30", "oldest");
