@@ -1,5 +1,6 @@
-// cmd_eval.cpp — `hstu eval <run_dir>`: evaluates a run's checkpoint on its test split (and
-// validation split when the config has one) with the training-time protocol.
+// cmd_eval.cpp — `hstu eval <run_dir>`: evaluates a run's checkpoint with the training-time
+// protocol: a retrieval run on its test split (and validation split when the config has one), a
+// ranking run on its eval split (per-task AUC etc.).
 #include <cstdio>
 #include <iostream>
 
@@ -7,13 +8,39 @@
 #include "config/load.h"
 #include "config/schema.h"
 #include "data/preprocess.h"
+#include "data/ranking.h"
 #include "data/splits.h"
+#include "model/ranking_model.h"
 #include "train/checkpoint.h"
 #include "train/evaluator.h"
 #include "train/metrics_log.h"
+#include "train/ranking_eval.h"
 #include "train/runtime.h"
 
 namespace hstu::cli {
+
+namespace {
+
+// A ranking run's checkpoint on its eval split.
+int eval_ranking(const Config& cfg, const SequenceDataset& ds, const std::string& ckpt) {
+  const RankingSplits splits =
+      make_ranking_splits(ds, cfg.dataset, cfg.dataset.ranking_split, cfg.dataset.truncate);
+  const Device device = resolve_device(cfg.trainer.device);
+  RankingModel model(cfg, ranking_shape(cfg, ds), device,
+                     device == Device::kCPU ? DType::kF32 : DType::kBF16);
+  Runtime runtime(device, cfg, model.runtime_shape());
+  Ctx& ctx = runtime.ctx();
+  model.plan(0);
+  load_checkpoint({&model.dense(), model.tables(), device}, ckpt, false);
+  model.dense().refresh_compute_copy(ctx);
+  const NamedValues v = evaluate_ranking(ctx, model, ds, splits.eval, cfg.trainer.eval_batch_size,
+                                         cfg.trainer.max_eval_iters);
+  std::cout << "checkpoint " << ckpt << " (" << splits.eval.samples.size() << " eval samples):\n";
+  print_eval_table(std::cout, {{"eval", v}});
+  return 0;
+}
+
+}  // namespace
 
 int cmd_eval(const Args& a) {
   check_known(a, {"device", "checkpoint"}, "eval");
@@ -24,6 +51,8 @@ int cmd_eval(const Args& a) {
   std::vector<std::string> warnings;
   const Config cfg = load_config(run_dir + "/config.gin", sets, &warnings);
   const SequenceDataset ds = open_dataset(cfg);
+  const std::string ckpt = a.get("checkpoint", run_dir + "/checkpoints");
+  if (cfg.task == "ranking") return eval_ranking(cfg, ds, ckpt);
   const DataSplits splits = make_splits(ds, cfg.dataset.split, cfg.dataset.max_history_seqlen);
   const Device device = resolve_device(cfg.trainer.device);
   ModelShape shape;
@@ -33,15 +62,19 @@ int cmd_eval(const Args& a) {
   shape.num_negatives = 1;
   HstuModel model(cfg, shape, device, device == Device::kCPU ? DType::kF32 : DType::kBF16);
   model.plan(0);
-  const std::string ckpt = a.get("checkpoint", run_dir + "/checkpoints");
   load_checkpoint(model, ckpt, false);
   Runtime runtime(device, cfg, shape);
   Ctx& ctx = runtime.ctx();
   model.dense().refresh_compute_copy(ctx);
   std::vector<EvalRow> rows;
   if (!splits.validation.samples.empty())
-    rows.push_back({"val", RetrievalEvaluator(ds, splits.validation, cfg.trainer.eval_batch_size, 0, model).run(ctx, model).values()});
-  rows.push_back({"test", RetrievalEvaluator(ds, splits.test, cfg.trainer.eval_batch_size, 0, model).run(ctx, model).values()});
+    rows.push_back(
+        {"val", RetrievalEvaluator(ds, splits.validation, cfg.trainer.eval_batch_size, 0, model)
+                    .run(ctx, model)
+                    .values()});
+  rows.push_back({"test", RetrievalEvaluator(ds, splits.test, cfg.trainer.eval_batch_size, 0, model)
+                              .run(ctx, model)
+                              .values()});
   std::cout << "checkpoint " << ckpt << ":\n";
   print_eval_table(std::cout, rows);
   return 0;

@@ -84,6 +84,19 @@ Activation RankingModel::head_act() const {
   return cfg_.ranking.prediction_head_act_type == "gelu" ? Activation::kGelu : Activation::kRelu;
 }
 
+RankingShape ranking_shape(const Config& cfg, const SequenceDataset& ds) {
+  const int64_t batch = std::max(cfg.trainer.train_batch_size, cfg.trainer.eval_batch_size);
+  RankingShape shape;
+  shape.num_items = ds.num_items;
+  shape.num_actions = ds.num_actions;
+  shape.contextual_cardinalities = ds.contextual_cardinalities;
+  shape.max_batch = batch;
+  shape.max_events = batch * (cfg.dataset.max_history_seqlen + cfg.dataset.max_num_candidates);
+  shape.max_candidates = batch * cfg.dataset.max_num_candidates;
+  shape.movielens_ratings = ds.name.rfind("ml-", 0) == 0;
+  return shape;
+}
+
 std::vector<EmbeddingTable*> RankingModel::tables() {
   std::vector<EmbeddingTable*> t{&items_};
   if (interleave_) t.push_back(&actions_);

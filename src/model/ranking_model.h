@@ -36,6 +36,7 @@
 #include "core/arena.h"
 #include "core/context.h"
 #include "data/batch.h"
+#include "data/dataset.h"
 #include "model/batch_tensors.h"
 #include "model/hstu_layer.h"
 #include "model/model.h"
@@ -54,6 +55,10 @@ struct RankingShape {
   int64_t max_candidates = 0;      // candidates per batch
   bool movielens_ratings = false;  // cross-entropy labels are action - 1
 };
+
+// The shape of the ranking model of `cfg` over `ds`, planned for batches of
+// max(train_batch_size, eval_batch_size) samples.
+RankingShape ranking_shape(const Config& cfg, const SequenceDataset& ds);
 
 class RankingModel {
  public:

@@ -83,4 +83,17 @@ void print_eval_table(std::ostream& out, const std::vector<EvalRow>& rows, int p
   out << format_eval_table(rows, precision) << std::flush;
 }
 
+json::Value metrics_to_json(const NamedValues& v) {
+  json::Value o = json::Value::object();
+  for (const auto& [k, x] : v) o[k] = std::isfinite(x) ? json::Value(x) : json::Value();
+  return o;
+}
+
+NamedValues metrics_from_json(const json::Value& o) {
+  NamedValues v;
+  if (o.is_object())
+    for (const auto& [k, x] : o.as_object()) v.emplace_back(k, x.is_null() ? NAN : x.as_double());
+  return v;
+}
+
 }  // namespace hstu

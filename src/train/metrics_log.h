@@ -37,6 +37,10 @@ class MetricsLog {
   std::FILE* file_ = nullptr;
 };
 
+// Metric values as a JSON object (non-finite values as null) and back (null as NaN).
+json::Value metrics_to_json(const NamedValues& v);
+NamedValues metrics_from_json(const json::Value& o);
+
 // One row of the eval table: a split ("val", "test", "baseline") and its metric values.
 struct EvalRow {
   std::string split;

@@ -18,6 +18,7 @@
 #include "model/ranking_model.h"
 #include "ops/embedding.h"
 #include "ops/optimizer.h"
+#include "train/checkpoint.h"
 #include "train/lr_schedule.h"
 #include "train/metrics_log.h"
 #include "train/progress.h"
@@ -35,12 +36,6 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-json::Value to_json(const NamedValues& v) {
-  json::Value o = json::Value::object();
-  for (const auto& [k, x] : v) o[k] = std::isfinite(x) ? json::Value(x) : json::Value();
-  return o;
-}
-
 }  // namespace
 
 TrainSummary train_ranking(const Config& cfg, const TrainOptions& opts) {
@@ -48,7 +43,6 @@ TrainSummary train_ranking(const Config& cfg, const TrainOptions& opts) {
   HSTU_CHECK(cfg.dataset.max_num_candidates > 0,
              "ranking needs DatasetArgs.max_num_candidates >= 1");
   const Device device = resolve_device(ta.device);
-  HSTU_CHECK(opts.resume_dir.empty(), "ranking runs cannot be resumed yet (no checkpoints)");
   prepare_run(cfg, opts);
   auto say = [&](const std::string& s) {
     if (!opts.quiet) std::cout << s << std::flush;
@@ -74,15 +68,7 @@ TrainSummary train_ranking(const Config& cfg, const TrainOptions& opts) {
              "' has no ranking training samples");
 
   // ---- model --------------------------------------------------------------------------------
-  const int64_t batch = std::max(ta.train_batch_size, ta.eval_batch_size);
-  RankingShape shape;
-  shape.num_items = ds.num_items;
-  shape.num_actions = ds.num_actions;
-  shape.contextual_cardinalities = ds.contextual_cardinalities;
-  shape.max_batch = batch;
-  shape.max_events = batch * (cfg.dataset.max_history_seqlen + cfg.dataset.max_num_candidates);
-  shape.max_candidates = batch * cfg.dataset.max_num_candidates;
-  shape.movielens_ratings = ds.name.rfind("ml-", 0) == 0;
+  const RankingShape shape = ranking_shape(cfg, ds);
   RankingModel model(cfg, shape, device, device == Device::kCPU ? DType::kF32 : DType::kBF16);
   Runtime runtime(device, cfg, model.runtime_shape());
   Ctx& ctx = runtime.ctx();
@@ -115,7 +101,7 @@ TrainSummary train_ranking(const Config& cfg, const TrainOptions& opts) {
   {
     json::Value& r = baseline_record;
     r["event"] = "baseline";
-    r["test"] = to_json(baseline.eval);
+    r["test"] = metrics_to_json(baseline.eval);
     r["train_candidates"] = baseline.train_candidates;
     r["eval_candidates"] = baseline.eval_candidates;
     json::Value fits = json::Value::array();
@@ -145,6 +131,50 @@ TrainSummary train_ranking(const Config& cfg, const TrainOptions& opts) {
   summary.popularity = baseline.eval;  // TrainSummary's baseline slot (see ranking_trainer.h)
   int64_t step = 0;
 
+  // ---- checkpoints: weights only (ckpt_load_dir) or everything (--resume) -------------------
+  const CheckpointTensors ckpt{&model.dense(), model.tables(), device};
+  const std::string ckpt_dir =
+      ta.ckpt_save_dir.empty() ? ta.run_dir + "/checkpoints" : ta.ckpt_save_dir;
+  if (opts.resume_dir.empty() && !ta.ckpt_load_dir.empty()) {
+    load_checkpoint(ckpt, ta.ckpt_load_dir, false);
+    model.dense().refresh_compute_copy(ctx);
+    say("initialised weights from " + ta.ckpt_load_dir + "\n");
+  }
+  if (!opts.resume_dir.empty()) {
+    const json::Value st = load_checkpoint(ckpt, opts.resume_dir, true);
+    const json::Value* task = st.find("task");
+    HSTU_CHECK(task && task->is_string() && task->as_string() == "ranking", opts.resume_dir,
+               ": not a ranking checkpoint (its trainer_state.json has no task \"ranking\")");
+    step = st.at("step").as_int();
+    batcher.set_position(st.at("epoch").as_int(), st.at("batch_index").as_int());
+    for (const auto& e : st.at("evals").as_array())
+      summary.evals.push_back(
+          {e.at("epoch").as_int(), e.at("step").as_int(), {}, metrics_from_json(e.at("test"))});
+    if (!summary.evals.empty())
+      summary.final_test = summary.selected_test = summary.evals.back().test;
+    model.dense().refresh_compute_copy(ctx);
+    say("resumed from " + opts.resume_dir + " at step " + std::to_string(step) + "\n");
+  }
+  auto trainer_state = [&]() {
+    json::Value st = json::Value::object();
+    st["task"] = "ranking";
+    st["step"] = step;
+    st["epoch"] = batcher.epoch();
+    st["batch_index"] = batcher.batch_index();
+    st["seed"] = ta.seed;
+    json::Value evals = json::Value::array();
+    for (const auto& e : summary.evals) {
+      json::Value r = json::Value::object();
+      r["epoch"] = e.epoch;
+      r["step"] = e.step;
+      r["test"] = metrics_to_json(e.test);
+      evals.push_back(r);
+    }
+    st["evals"] = evals;
+    st["config"] = opts.config_text;
+    return st;
+  };
+
   auto evaluate = [&](int64_t epoch) {
     EvalRecord rec{epoch, step, {}, {}};
     if (!splits.eval.samples.empty())
@@ -158,7 +188,7 @@ TrainSummary train_ranking(const Config& cfg, const TrainOptions& opts) {
     r["event"] = "eval";
     r["epoch"] = epoch;
     r["step"] = step;
-    r["test"] = to_json(rec.test);
+    r["test"] = metrics_to_json(rec.test);
     log.write(r);
     if (!opts.quiet) {
       std::cout << "\neval after epoch " << epoch << " (step " << step << "):\n";
@@ -227,6 +257,8 @@ TrainSummary train_ranking(const Config& cfg, const TrainOptions& opts) {
       if (summary.evals.empty() || summary.evals.back().step != step)
         evaluate(epoch_done ? epoch + 1 : epoch);
     }
+    if (ta.ckpt_save_interval > 0 && step % ta.ckpt_save_interval == 0)
+      save_checkpoint(ckpt, trainer_state(), ckpt_dir);
   }
   summary.steps = step;
   summary.train_seconds = seconds_since(t0);
@@ -240,17 +272,17 @@ TrainSummary train_ranking(const Config& cfg, const TrainOptions& opts) {
   }
   summary.tokens_per_second =
       static_cast<double>(tokens_done) / std::max(summary.train_seconds, 1e-9);
-  say("checkpoint: skipped — save_checkpoint stores the retrieval model only; ranking "
-      "checkpoints are not implemented yet\n");
+  save_checkpoint(ckpt, trainer_state(), ckpt_dir);
+  say("checkpoint: " + ckpt_dir + "\n");
   json::Value s = json::Value::object();
   s["event"] = "summary";
   s["task"] = "ranking";
   s["steps"] = step;
   s["train_seconds"] = summary.train_seconds;
   s["tokens_per_s"] = summary.tokens_per_second;
-  s["final_test"] = to_json(summary.final_test);
-  s["baseline"] = to_json(baseline.eval);
-  s["checkpoint"] = "skipped (not implemented for ranking)";
+  s["final_test"] = metrics_to_json(summary.final_test);
+  s["baseline"] = metrics_to_json(baseline.eval);
+  s["checkpoint"] = ckpt_dir;
   log.write(s);
 
   // ---- synthetic data: the planted signal's oracle AUC per task beside the model's --------

@@ -1,12 +1,12 @@
-// ranking_trainer.h — the training loop of a generative RANKING run on the CPU: ranking samples
-// (make_ranking_splits), the RankingModel, dense + per-table sparse optimisers, evaluation every
-// N epochs / eval_interval steps on the eval split (ranking_eval.h: per-task AUC, accuracy and
-// log-loss for BCE heads; macro one-vs-rest AUC, accuracy and cross-entropy for a multi-class
+// ranking_trainer.h — the training loop of a generative RANKING run (CPU, or CUDA in bf16): ranking
+// samples (make_ranking_splits), the RankingModel, dense + per-table sparse optimisers, evaluation
+// every N epochs / eval_interval steps on the eval split (ranking_eval.h: per-task AUC, accuracy
+// and log-loss for BCE heads; macro one-vs-rest AUC, accuracy and cross-entropy for a multi-class
 // head), a logistic baseline scored on the same candidates by the same metric code
-// (ranking_baseline.h; printed beside every eval), metrics.jsonl records and the progress bar.
-//
-// Not yet: CUDA (refused with an error), checkpoints (save_checkpoint takes a retrieval
-// HstuModel; the ranking run says so and writes none) and resume.
+// (ranking_baseline.h; printed beside every eval), metrics.jsonl records, the progress bar and
+// checkpoints (every ckpt_save_interval steps and at the end: dense parameters, the item /
+// action / contextual tables and their optimiser state; `--resume` continues bit-exactly on the
+// CPU, TrainerArgs.ckpt_load_dir loads weights only).
 #pragma once
 
 #include "config/config.h"

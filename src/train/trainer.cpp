@@ -36,18 +36,6 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-json::Value to_json(const NamedValues& v) {
-  json::Value o = json::Value::object();
-  for (const auto& [k, x] : v) o[k] = x;
-  return o;
-}
-NamedValues from_json(const json::Value& o) {
-  NamedValues v;
-  if (o.is_object())
-    for (const auto& [k, x] : o.as_object()) v.emplace_back(k, x.is_null() ? NAN : x.as_double());
-  return v;
-}
-
 }  // namespace
 
 void prepare_run(const Config& cfg, const TrainOptions& opts) {
@@ -152,10 +140,11 @@ TrainSummary train(const Config& cfg, const TrainOptions& opts) {
     batcher.set_position(st.at("epoch").as_int(), st.at("batch_index").as_int());
     best_val = st.at("best_validation").as_double();
     summary.selected_epoch = st.at("selected_epoch").as_int();
-    summary.selected_test = from_json(st.at("selected_test"));
+    summary.selected_test = metrics_from_json(st.at("selected_test"));
     for (const auto& e : st.at("evals").as_array())
       summary.evals.push_back({e.at("epoch").as_int(), e.at("step").as_int(),
-                               from_json(e.at("validation")), from_json(e.at("test"))});
+                               metrics_from_json(e.at("validation")),
+                               metrics_from_json(e.at("test"))});
     model.dense().refresh_compute_copy(ctx);
     say("resumed from " + opts.resume_dir + " at step " + std::to_string(step) + "\n");
   }
@@ -170,14 +159,14 @@ TrainSummary train(const Config& cfg, const TrainOptions& opts) {
     st["seed"] = ta.seed;
     st["best_validation"] = best_val;
     st["selected_epoch"] = summary.selected_epoch;
-    st["selected_test"] = to_json(summary.selected_test);
+    st["selected_test"] = metrics_to_json(summary.selected_test);
     json::Value evals = json::Value::array();
     for (const auto& e : summary.evals) {
       json::Value r = json::Value::object();
       r["epoch"] = e.epoch;
       r["step"] = e.step;
-      r["validation"] = to_json(e.validation);
-      r["test"] = to_json(e.test);
+      r["validation"] = metrics_to_json(e.validation);
+      r["test"] = metrics_to_json(e.test);
       evals.push_back(r);
     }
     st["evals"] = evals;
@@ -210,8 +199,8 @@ TrainSummary train(const Config& cfg, const TrainOptions& opts) {
     r["event"] = "eval";
     r["epoch"] = epoch;
     r["step"] = step;
-    if (val_eval) r["validation"] = to_json(rec.validation);
-    r["test"] = to_json(rec.test);
+    if (val_eval) r["validation"] = metrics_to_json(rec.validation);
+    r["test"] = metrics_to_json(rec.test);
     log.write(r);
     if (!opts.quiet) {
       std::cout << "\neval after epoch " << epoch << " (step " << step << "):\n";
@@ -303,9 +292,9 @@ TrainSummary train(const Config& cfg, const TrainOptions& opts) {
   s["train_seconds"] = summary.train_seconds;
   s["tokens_per_s"] = summary.tokens_per_second;
   s["selected_epoch"] = summary.selected_epoch;
-  s["selected_test"] = to_json(summary.selected_test);
-  s["final_test"] = to_json(summary.final_test);
-  s["popularity"] = to_json(summary.popularity);
+  s["selected_test"] = metrics_to_json(summary.selected_test);
+  s["final_test"] = metrics_to_json(summary.final_test);
+  s["popularity"] = metrics_to_json(summary.popularity);
   log.write(s);
   return summary;
 }

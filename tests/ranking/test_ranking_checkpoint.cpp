@@ -1,0 +1,128 @@
+// test_ranking_checkpoint.cpp — ranking checkpoints: N steps straight give bit-identical weights
+// (dense parameters and the item / action / contextual tables) to N/2 steps, save, --resume,
+// N/2 steps; a retrieval checkpoint is refused by a ranking resume.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include "config/config.h"
+#include "data/data_test_util.h"
+#include "train/checkpoint.h"
+#include "train/ranking_trainer.h"
+#include "train/safetensors.h"
+
+namespace hstu {
+namespace {
+
+// A small synthetic ranking run: 3 contextual features, 3 tasks, 2 layers on the CPU.
+Config tiny_ranking(const std::string& run_dir) {
+  Config c;
+  c.task = "ranking";
+  c.dataset.dataset_name = "synthetic";
+  c.dataset.max_history_seqlen = 12;
+  c.dataset.max_num_candidates = 4;
+  c.synthetic.num_users = 120;
+  c.synthetic.num_items = 80;
+  c.synthetic.num_clusters = 8;
+  c.synthetic.min_seqlen = 10;
+  c.synthetic.max_seqlen = 30;
+  c.synthetic.num_contextual_features = 3;
+  c.synthetic.contextual_cardinality = 5;
+  c.synthetic.num_tasks = 3;
+  c.network.num_layers = 2;
+  c.network.hidden_size = 16;
+  c.network.num_attention_heads = 2;
+  c.network.kv_channels = 8;
+  c.network.num_position_buckets = 64;
+  c.ranking.prediction_head_arch = {16, 3};
+  c.ranking.num_tasks = 3;
+  c.trainer.train_batch_size = 16;
+  c.trainer.eval_batch_size = 32;
+  c.trainer.eval_interval = 100;  // no evaluation in between
+  c.trainer.num_threads = 1;
+  c.trainer.device = "cpu";
+  c.trainer.seed = 5;
+  c.trainer.run_dir = run_dir;
+  return c;
+}
+
+std::map<std::string, std::string> tensors(const std::string& path) {
+  SafetensorsFile f(path);
+  std::map<std::string, std::string> out;
+  for (const auto& n : f.names()) {
+    const auto& e = f.get(n);
+    out[n] = std::string(reinterpret_cast<const char*>(e.bytes.data()), e.bytes.size());
+  }
+  return out;
+}
+
+TEST(RankingCheckpoint, ResumeIsBitIdentical) {
+  test::TempDir dir;
+  TrainOptions opts;
+  opts.quiet = true;
+  Config a = tiny_ranking(dir.file("straight"));
+  a.trainer.max_train_iters = 8;
+  train_ranking(a, opts);
+
+  Config b = tiny_ranking(dir.file("resumed"));
+  b.trainer.max_train_iters = 4;
+  train_ranking(b, opts);
+  b.trainer.max_train_iters = 8;
+  TrainOptions resume = opts;
+  resume.resume_dir = b.trainer.run_dir + "/checkpoints";
+  const TrainSummary sb = train_ranking(b, resume);
+  EXPECT_EQ(sb.steps, 8);
+
+  for (const char* file : {"model.safetensors", "optimizer.safetensors"}) {
+    const auto wa = tensors(a.trainer.run_dir + "/checkpoints/" + file);
+    const auto wb = tensors(b.trainer.run_dir + "/checkpoints/" + file);
+    ASSERT_EQ(wa.size(), wb.size()) << file;
+    for (const auto& [name, bytes] : wa) {
+      ASSERT_TRUE(wb.count(name)) << file << ": " << name;
+      EXPECT_TRUE(bytes == wb.at(name)) << file << ": " << name << " differs after resume";
+    }
+  }
+  // Every table is in the checkpoint, and training moved the weights (not vacuous).
+  const auto w8 = tensors(a.trainer.run_dir + "/checkpoints/model.safetensors");
+  for (const char* t : {"item_embedding", "action_embedding", "contextual_embedding"})
+    EXPECT_TRUE(w8.count(t)) << t;
+  Config c = tiny_ranking(dir.file("short"));
+  c.trainer.max_train_iters = 4;
+  train_ranking(c, opts);
+  const auto w4 = tensors(c.trainer.run_dir + "/checkpoints/model.safetensors");
+  EXPECT_FALSE(w4.at("item_embedding") == w8.at("item_embedding"));
+}
+
+TEST(RankingCheckpoint, RefusesARetrievalCheckpoint) {
+  test::TempDir dir;
+  Config c = tiny_ranking(dir.file("run"));
+  c.trainer.max_train_iters = 2;
+  TrainOptions opts;
+  opts.quiet = true;
+  train_ranking(c, opts);
+  // Rewrite the trainer state without the task, as a retrieval run writes it.
+  const std::string ckpt = c.trainer.run_dir + "/checkpoints";
+  json::Value st = json::parse_file(checkpoint_state_path(ckpt));
+  std::erase_if(st.as_object(), [](const auto& kv) { return kv.first == "task"; });
+  {
+    std::FILE* f = std::fopen(checkpoint_state_path(ckpt).c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    const std::string text = st.dump(2);
+    std::fwrite(text.data(), 1, text.size(), f);
+    std::fclose(f);
+  }
+  opts.resume_dir = ckpt;
+  c.trainer.max_train_iters = 4;
+  try {
+    train_ranking(c, opts);
+    FAIL() << "resumed from a checkpoint without task = ranking";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not a ranking checkpoint"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace hstu
