@@ -16,7 +16,7 @@ struct GemmDesc {
   bool trans_a = false;  // use A^T: A is stored [K, M]
   bool trans_b = false;  // use B^T: B is stored [N, K]
   float alpha = 1.0f;
-  float beta = 0.0f;     // 0: overwrite C; 1: accumulate into C
+  float beta = 0.0f;  // 0: overwrite C; 1: accumulate into C
 };
 
 // C[M,N] = alpha * op(A)[M,K] @ op(B)[K,N] + beta * C  (+ bias[N] broadcast over rows if given).
@@ -25,6 +25,10 @@ void gemm(Ctx& ctx, const GemmDesc& desc, const Tensor& a, const Tensor& b, cons
 
 // db[N] (+)= column sums of dy[M,N] — the gradient of a broadcast bias.
 void bias_grad(Ctx& ctx, const Tensor& dy, const Tensor& db, bool accumulate);
+
+// Caps the threads the CPU BLAS library starts for itself (OpenBLAS keeps its own pool, apart
+// from OpenMP's); n <= 0 leaves its default. A no-op with a BLAS that has no such control.
+void set_cpu_blas_threads(int n);
 
 namespace cpu {
 void gemm(Ctx& ctx, const GemmDesc& desc, const Tensor& a, const Tensor& b, const Tensor& c,

@@ -14,6 +14,16 @@
 #include "ops/gemm.h"
 #include "ops/ops_cpu_common.h"
 
+// OpenBLAS's thread control, resolved at link time when the BLAS is OpenBLAS (weak: other BLAS
+// libraries leave it null).
+extern "C" void openblas_set_num_threads(int) __attribute__((weak));
+
+namespace hstu {
+void set_cpu_blas_threads(int n) {
+  if (n > 0 && openblas_set_num_threads) openblas_set_num_threads(n);
+}
+}  // namespace hstu
+
 namespace hstu::cpu {
 namespace {
 

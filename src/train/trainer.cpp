@@ -16,6 +16,7 @@
 #include "data/preprocess.h"
 #include "data/splits.h"
 #include "model/model.h"
+#include "ops/gemm.h"
 #include "train/checkpoint.h"
 #include "train/chrome_trace.h"
 #include "train/evaluator.h"
@@ -40,7 +41,10 @@ double seconds_since(Clock::time_point t0) {
 
 void prepare_run(const Config& cfg, const TrainOptions& opts) {
   const TrainerArgs& ta = cfg.trainer;
-  if (ta.num_threads > 0) omp_set_num_threads(static_cast<int>(ta.num_threads));
+  if (ta.num_threads > 0) {
+    omp_set_num_threads(static_cast<int>(ta.num_threads));
+    set_cpu_blas_threads(static_cast<int>(ta.num_threads));
+  }
   std::filesystem::create_directories(ta.run_dir);
   if (!opts.config_text.empty()) atomic_write_file(ta.run_dir + "/config.gin", opts.config_text);
 }
