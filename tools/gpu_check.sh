@@ -79,6 +79,7 @@ fi
 # name | hstu arguments. The ML-1M HSTU-large step (the CUDA issue's 6 ms target) is cut into phases.
 benches=(
   "attention|bench attention"
+  "attention small-d|bench attention --full --no-validate --shape 128,200,2,25 --shape 128,200,2,32 --shape 128,200,2,16 --shape 128,200,1,64 --shape 128,200,2,50 --shape 128,200,2,64"
   "layer|bench layer"
   "train|bench train"
   "train ml1m-large|bench train configs/bench-ml1m-large.gin --phases"
