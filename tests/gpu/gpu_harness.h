@@ -31,6 +31,8 @@
 //   rnd(dims, dtype, lo, hi)     host f32 uniform values rounded to dtype (one input for both)
 //   dev(host, dtype, pad)        device copy; pad > 0: a strided view of a wider poisoned buffer
 //   out_dev(dtype, dims, pad)    a poisoned device output (NaN floats, all-ones integers)
+//   check_exact(dev, ref, what)  element-wise equality with a host reference
+//   bytes_of(dev)                a device view's raw bytes (bit-exact comparisons)
 #pragma once
 
 #include <cuda_bf16.h>
@@ -338,6 +340,32 @@ inline Tensor out_dev(DType dt, std::initializer_list<int64_t> dims, int64_t pad
         cudaMemset2D(t.data, (t.ndim == 1 ? len : t.row_stride) * es, 0xFF, len * es, rows));
   }
   return t;
+}
+
+// Exact equality of a device output with a host reference (NaN never equals: unwritten
+// elements fail).
+inline void check_exact(const Tensor& dev_out, const Tensor& ref, const std::string& what) {
+  sync();
+  const Tensor got = to_host(dev_out);
+  ASSERT_EQ(got.numel(), ref.numel()) << what;
+  int64_t bad = 0;
+  for (int64_t i = 0; i < ref.numel(); ++i)
+    if (!(get(got, i) == get(ref, i)) && ++bad <= 5)
+      ADD_FAILURE() << what << "[" << i << "]: gpu " << get(got, i) << " vs cpu " << get(ref, i);
+  EXPECT_EQ(bad, 0) << what << ": " << bad << " elements differ (seed " << test_seed() << ")";
+}
+
+// Raw bytes of a device view (row by row), for bit-exact comparisons.
+inline std::vector<unsigned char> bytes_of(const Tensor& d) {
+  sync();
+  const size_t es = dtype_size(d.dtype);
+  const int64_t rows = d.ndim == 1 ? 1 : d.dim(0), len = d.ndim == 1 ? d.dim(0) : d.row_elems();
+  std::vector<unsigned char> out(static_cast<size_t>(rows * len) * es);
+  if (out.empty()) return out;
+  HSTU_CUDA_CHECK(cudaMemcpy2D(out.data(), len * es, d.data,
+                               (d.ndim == 1 ? len : d.row_stride) * es, len * es, rows,
+                               cudaMemcpyDeviceToHost));
+  return out;
 }
 
 }  // namespace hstu::test::gpu

@@ -86,6 +86,8 @@ void PrintTo(const Case& c, std::ostream* os) {
 
 // ---- helpers --------------------------------------------------------------------------------
 
+using gpu::bytes_of;
+using gpu::check_exact;
 using gpu::dev;
 using gpu::is16;
 using gpu::out_dev;
@@ -111,31 +113,6 @@ void check(const Tensor& dev_out, const Tensor& ref, double m, const Case& c,
     EXPECT_LE(err, c.f32_rtol * scale) << label << ": max|gpu - ref| = " << err
                                        << ", max|ref| = " << scale << ", seed " << test_seed();
   }
-}
-
-// Exact equality of integer (or exactly representable) results.
-void check_exact(const Tensor& dev_out, const Tensor& ref, const std::string& what) {
-  gpu::sync();
-  const Tensor got = gpu::to_host(dev_out);
-  ASSERT_EQ(got.numel(), ref.numel()) << what;
-  int64_t bad = 0;
-  for (int64_t i = 0; i < ref.numel(); ++i)
-    if (get(got, i) != get(ref, i) && ++bad <= 5)
-      ADD_FAILURE() << what << "[" << i << "]: gpu " << get(got, i) << " vs " << get(ref, i);
-  EXPECT_EQ(bad, 0) << what << ": " << bad << " elements differ (seed " << test_seed() << ")";
-}
-
-// Raw bytes of a device view (row by row), for bit-exact comparisons.
-std::vector<unsigned char> bytes_of(const Tensor& d) {
-  gpu::sync();
-  const size_t es = dtype_size(d.dtype);
-  const int64_t rows = d.ndim == 1 ? 1 : d.dim(0), len = d.ndim == 1 ? d.dim(0) : d.row_elems();
-  std::vector<unsigned char> out(static_cast<size_t>(rows * len) * es);
-  if (out.empty()) return out;
-  HSTU_CUDA_CHECK(cudaMemcpy2D(out.data(), len * es, d.data,
-                               (d.ndim == 1 ? len : d.row_stride) * es, len * es, rows,
-                               cudaMemcpyDeviceToHost));
-  return out;
 }
 
 Ctx cpu() {
