@@ -62,11 +62,14 @@ int cmd_train(const Args& a) {
               << non_default_bindings(cfg);
   const TrainSummary s = train(cfg, opts);
 
-  if (cfg.task == "ranking") {  // ranking reports its classification metrics as they are
-    std::printf("\ndone: %lld steps in %.1fs (%.0f tokens/s), final loss %.4f\neval:",
+  if (cfg.task == "ranking") {  // the headline: mean AUC over the tasks, beside the baseline's
+    std::printf("\ndone: %lld steps in %.1fs (%.0f tokens/s), final loss %.4f\n",
                 static_cast<long long>(s.steps), s.train_seconds, s.tokens_per_second, s.last_loss);
-    for (const auto& [name, value] : s.final_test) std::printf("  %s %.4f", name.c_str(), value);
-    std::printf("\nrun directory: %s (config.gin, metrics.jsonl)\n", cfg.trainer.run_dir.c_str());
+    std::printf("eval (step %lld):  MeanAUC %.4f\nlogistic baseline:  MeanAUC %.4f\n",
+                static_cast<long long>(s.evals.empty() ? 0 : s.evals.back().step),
+                metric(s.final_test, "MeanAUC"), metric(s.popularity, "MeanAUC"));
+    std::printf("run directory: %s (config.gin, metrics.jsonl, checkpoints/)\n",
+                cfg.trainer.run_dir.c_str());
     return 0;
   }
   const double hr = metric(s.selected_test, "HR@10"), ndcg = metric(s.selected_test, "NDCG@10");
