@@ -4,7 +4,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -28,16 +27,6 @@
 #include "train/step.h"
 
 namespace hstu {
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-}  // namespace
-
 TrainSummary train_ranking(const Config& cfg, const TrainOptions& opts) {
   const TrainerArgs& ta = cfg.trainer;
   HSTU_CHECK(cfg.dataset.max_num_candidates > 0,
@@ -49,7 +38,7 @@ TrainSummary train_ranking(const Config& cfg, const TrainOptions& opts) {
   };
 
   // ---- data ---------------------------------------------------------------------------------
-  const auto t_data = Clock::now();
+  const double t_data = ProgressBar::steady_seconds();
   DatasetReport report;
   const SequenceDataset ds = open_dataset(cfg, false, &report);
   const RankingSplits splits =
@@ -60,7 +49,7 @@ TrainSummary train_ranking(const Config& cfg, const TrainOptions& opts) {
                 "ranking split '%s': train %zu, eval %zu samples\n",
                 ds.name.c_str(), static_cast<long long>(ds.num_users()),
                 static_cast<long long>(ds.num_items - 1), static_cast<long long>(ds.num_events()),
-                ds.contextual_names.size(), seconds_since(t_data),
+                ds.contextual_names.size(), (ProgressBar::steady_seconds() - t_data),
                 cfg.dataset.ranking_split.c_str(), splits.train.samples.size(),
                 splits.eval.samples.size());
   say(line);
@@ -198,7 +187,7 @@ TrainSummary train_ranking(const Config& cfg, const TrainOptions& opts) {
 
   // ---- loop ---------------------------------------------------------------------------------
   SequenceBatch host;
-  const auto t0 = Clock::now();
+  const double t0 = ProgressBar::steady_seconds();
   int64_t tokens_done = 0, epoch_tokens = 0, loss_count = 0;
   double loss_sum = 0;
   std::unique_ptr<ProgressBar> bar;
@@ -227,7 +216,7 @@ TrainSummary train_ranking(const Config& cfg, const TrainOptions& opts) {
     ++loss_count;
     summary.last_loss = loss;
     HSTU_CHECK(std::isfinite(loss), "ranking loss is not finite at step ", step);
-    const double elapsed = seconds_since(t0);
+    const double elapsed = (ProgressBar::steady_seconds() - t0);
     if (bar)
       bar->update(batcher.batch_index() == 0 ? per_epoch : batcher.batch_index(), epoch_tokens,
                   loss);
@@ -261,7 +250,7 @@ TrainSummary train_ranking(const Config& cfg, const TrainOptions& opts) {
       save_checkpoint(ckpt, trainer_state(), ckpt_dir);
   }
   summary.steps = step;
-  summary.train_seconds = seconds_since(t0);
+  summary.train_seconds = (ProgressBar::steady_seconds() - t0);
   if (!opts.quiet && !splits.eval.samples.empty()) {
     std::snprintf(line, sizeof line,
                   "final eval vs the logistic baseline: MeanAUC %.4f vs %.4f (%lld eval "

@@ -3,7 +3,6 @@
 
 #include <omp.h>
 
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -29,16 +28,6 @@
 #include "train/step.h"
 
 namespace hstu {
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-}  // namespace
-
 void prepare_run(const Config& cfg, const TrainOptions& opts) {
   const TrainerArgs& ta = cfg.trainer;
   if (ta.num_threads > 0) {
@@ -68,7 +57,7 @@ TrainSummary train(const Config& cfg, const TrainOptions& opts) {
   };
 
   // ---- data ---------------------------------------------------------------------------------
-  const auto t_data = Clock::now();
+  const double t_data = ProgressBar::steady_seconds();
   DatasetReport report;
   const SequenceDataset ds = open_dataset(cfg, false, &report);
   const DataSplits splits = make_splits(ds, cfg.dataset.split, cfg.dataset.max_history_seqlen);
@@ -80,8 +69,8 @@ TrainSummary train(const Config& cfg, const TrainOptions& opts) {
       ds.name.c_str(), static_cast<long long>(ds.num_users()),
       static_cast<long long>(ds.num_items - 1), static_cast<long long>(ds.num_events()),
       report.dir.empty() ? "generated" : (report.reused_cache ? "cached" : "preprocessed"),
-      seconds_since(t_data), splits.train.samples.size(), splits.validation.samples.size(),
-      splits.test.samples.size());
+      ProgressBar::steady_seconds() - t_data, splits.train.samples.size(),
+      splits.validation.samples.size(), splits.test.samples.size());
   say(line);
   HSTU_CHECK(!splits.train.samples.empty(), "dataset '", ds.name, "' has no training samples");
 
@@ -215,7 +204,7 @@ TrainSummary train(const Config& cfg, const TrainOptions& opts) {
   // ---- loop ---------------------------------------------------------------------------------
   SequenceBatch host;
   TrainStep stepper(cfg, ds.num_items);
-  const auto t0 = Clock::now();
+  const double t0 = ProgressBar::steady_seconds();
   int64_t tokens_done = 0, epoch_tokens = 0;
   double loss_sum = 0;
   int64_t loss_count = 0;
@@ -254,7 +243,7 @@ TrainSummary train(const Config& cfg, const TrainOptions& opts) {
       ++loss_count;
       summary.last_loss = l.loss;
     }
-    const double elapsed = seconds_since(t0);
+    const double elapsed = (ProgressBar::steady_seconds() - t0);
     if (bar)
       bar->update(batcher.batch_index() == 0 ? per_epoch : batcher.batch_index(), epoch_tokens,
                   summary.last_loss);
@@ -283,7 +272,7 @@ TrainSummary train(const Config& cfg, const TrainOptions& opts) {
       save_checkpoint(model, trainer_state(), ckpt_dir);
   }
   summary.steps = step;
-  summary.train_seconds = seconds_since(t0);
+  summary.train_seconds = (ProgressBar::steady_seconds() - t0);
   summary.tokens_per_second = tokens_done / std::max(summary.train_seconds, 1e-9);
   save_checkpoint(model, trainer_state(), ckpt_dir);
   if (ta.profile) {
