@@ -110,7 +110,6 @@ int run_layer_bench(const std::vector<std::string>& args) {
     DenseParams params;
     layer.register_params(params);
     params.finalize(device, 1, DType::kF32, act);
-    params.refresh_compute_copy(ctx);
 
     Arena measure = Arena::measuring(device, "bench");
     auto plan = [&](Arena& a) {

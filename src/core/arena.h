@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <string>
 
 #include "core/tensor.h"
@@ -24,6 +25,16 @@ class Arena {
   Arena(Device device, size_t bytes, std::string name);
   // A measuring arena: allocations return tensors with null data and only the peak is tracked.
   static Arena measuring(Device device, std::string name);
+  // A memory plan: runs allocate(arena) on a measuring arena, then allocates exactly its peak
+  // and runs allocate on that arena, whose tensors the caller keeps.
+  template <typename F>
+  static std::unique_ptr<Arena> planned(Device device, const std::string& name, F&& allocate) {
+    Arena measure = measuring(device, name);
+    allocate(measure);
+    auto arena = std::make_unique<Arena>(device, measure.peak(), name);
+    allocate(*arena);
+    return arena;
+  }
   ~Arena();
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;

@@ -90,11 +90,7 @@ void HstuModel::plan(uint64_t seed) {
     copy_tensor(items_.weight, h);
   }
 
-  Arena measure = Arena::measuring(device_, "activations");
-  allocate(measure);
-  activation_bytes_ = measure.peak();
-  arena_ = std::make_unique<Arena>(device_, activation_bytes_, "activations");
-  allocate(*arena_);
+  arena_ = Arena::planned(device_, "activations", [this](Arena& a) { allocate(a); });
 }
 
 void HstuModel::allocate(Arena& a) {
@@ -135,7 +131,7 @@ std::string HstuModel::describe_plan() const {
      << "  item embedding    [" << items_.rows << ", " << items_.dim
      << "] + grad + optimizer = " << mib(items_.arena ? items_.arena->capacity() : 0) << "\n"
      << "  activations       " << layers_.size() << " layers, " << shape_.max_tokens
-     << " tokens max = " << mib(activation_bytes_) << "\n";
+     << " tokens max = " << mib(arena_ ? arena_->capacity() : 0) << "\n";
   return os.str();
 }
 

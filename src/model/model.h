@@ -90,7 +90,6 @@ class HstuModel {
   std::unique_ptr<Arena> arena_;
   Buffers buf_;
   BatchTensors batch_;
-  size_t activation_bytes_ = 0;
 };
 
 }  // namespace hstu

@@ -145,11 +145,7 @@ void RankingModel::plan(uint64_t seed) {
     make_table(contextual_, "contextual_embedding", std::max<int64_t>(rows, 1));
   }
 
-  Arena measure = Arena::measuring(device_, "activations");
-  allocate(measure);
-  activation_bytes_ = measure.peak();
-  arena_ = std::make_unique<Arena>(device_, activation_bytes_, "activations");
-  allocate(*arena_);
+  arena_ = Arena::planned(device_, "activations", [this](Arena& a) { allocate(a); });
 }
 
 void RankingModel::allocate(Arena& a) {
@@ -238,7 +234,8 @@ std::string RankingModel::describe_plan() const {
      << " + grad + optimizer = "
      << mib(table_bytes(items_) + table_bytes(actions_) + table_bytes(contextual_)) << "\n"
      << "  activations       " << layers_.size() << " layers, " << max_tokens_ << " tokens / "
-     << shape_.max_candidates << " candidates max = " << mib(activation_bytes_) << "\n";
+     << shape_.max_candidates << " candidates max = " << mib(arena_ ? arena_->capacity() : 0)
+     << "\n";
   return os.str();
 }
 

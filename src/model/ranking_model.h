@@ -132,7 +132,6 @@ class RankingModel {
   std::unique_ptr<Arena> arena_;
   Buffers buf_;
   BatchTensors batch_;
-  size_t activation_bytes_ = 0;
   // host staging of the uploaded batch
   RankingLayout layout_;
   std::vector<int32_t> labels_, ctx_ids_h_;
