@@ -9,7 +9,10 @@
 # summary states each stage's outcome. Exit status: 0 only when the build and every test passed.
 #
 # Before the device call, run tools/pack_devdeps.sh here (GoogleTest sources -> .devdeps/) and
-# carry .devdeps along. Environment: JOBS (default 16), ARCHS (default 90a), BENCH_TIMEOUT (s).
+# carry .devdeps along. Environment: JOBS (default 16), ARCHS (default 90a), BENCH_TIMEOUT (s),
+# SEEDS (ml-latest-small retrieval runs on the GPU, run side by side after the benchmarks, e.g.
+# "42 1 2"; needs .devdeps/data/ml-latest-small), KUAIRAND=1 (the kuairand_1k_ranking.gin keys on a
+# generated 1000-user fixture, 4 GPU steps, losses printed for comparison with the CPU run).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -108,6 +111,32 @@ for entry in "${benches[@]}"; do
   fi
 done
 
+# ---- quality runs (optional) ------------------------------------------------------------------
+if [[ -n "${SEEDS:-}" && -x "$BUILD/hstu" && -d .devdeps/data/ml-latest-small ]]; then
+  for seed in $SEEDS; do
+    timeout "${QUALITY_TIMEOUT:-240}" "$BUILD/hstu" train configs/ml-1m-hstu.gin --device cuda --quiet \
+      --set DatasetArgs.dataset_name=ml-latest-small \
+      --set DatasetArgs.dataset_path=.devdeps/data/ml-latest-small \
+      --set TrainerArgs.seed="$seed" --run-dir "runs/mls-$seed" > "$LOG/mls_seed$seed.log" 2>&1 &
+  done
+  wait
+  for seed in $SEEDS; do
+    row "ml-latest-small s$seed" "$(grep -E 'last 10|HR@10' "$LOG/mls_seed$seed.log" | tail -1)"
+  done
+fi
+if [[ "${KUAIRAND:-0}" == 1 && -x "$BUILD/hstu" ]]; then
+  kr=/tmp/hstu-kr1k
+  python3 tools/make_kuairand_fixture.py --out "$kr" --variant 1k --users 1000 --mean-events 2000 \
+    --seed 7 > "$LOG/kuairand_fixture.log" 2>&1
+  timeout "${QUALITY_TIMEOUT:-240}" "$BUILD/hstu" train configs/kuairand-1k-ranking.gin --quiet \
+    --set DatasetArgs.dataset_path="$kr" --set TrainerArgs.device=cuda \
+    --set TrainerArgs.max_train_iters=4 --set TrainerArgs.eval_interval=4 \
+    --set TrainerArgs.max_eval_iters=2 --set TrainerArgs.log_interval=1 \
+    --run-dir runs/kr1k-gpu > "$LOG/kuairand_gpu.log" 2>&1
+  losses=$(grep -o '"loss": *[0-9.e+-]*' runs/kr1k-gpu/metrics.jsonl 2>/dev/null | sed 's/.*: *//' | tr '\n' ' ')
+  row "kuairand-1k 4 steps" "losses ${losses:-none} (CPU: 5.5571 5.3469 5.0548 4.6528)"
+fi
+
 # ---- summary ---------------------------------------------------------------------------------
 {
   echo "=== gpu_check summary (logs: $LOG) ==="
@@ -124,5 +153,9 @@ done
       tail -"$([[ $name == *phases* || $name == "train ml1m-large" ]] && echo 40 || echo 8)" "$LOG/$file"
     fi
   done
+  if [[ -s "$LOG/kuairand_gpu.log" ]]; then
+    echo "--- kuairand-1k on the GPU (last lines) ---"
+    tail -4 "$LOG/kuairand_gpu.log"
+  fi
 } | tee "$LOG/summary.txt"
 exit $status
