@@ -83,6 +83,7 @@ fi
 benches=(
   "attention|bench attention"
   "attention small-d|bench attention --full --no-validate --shape 128,200,2,25 --shape 128,200,2,32 --shape 128,200,2,16 --shape 128,200,1,64 --shape 128,200,2,50 --shape 128,200,2,64"
+  "attention rab|bench attention --full --no-validate --rab --shape 128,200,2,25 --shape 128,200,2,50 --shape 32,1024,4,128"
   "layer|bench layer"
   "train|bench train"
   "train ml1m-large|bench train configs/bench-ml1m-large.gin --phases"

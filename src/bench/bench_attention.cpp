@@ -52,6 +52,7 @@ struct Options {
   std::vector<Shape> shapes;
   DType dtype = DType::kBF16;
   bool causal = true, validate = true, fwd_only = false;
+  bool rab = false;  // relative attention bias (positions + 128 time buckets) with its gradient
   int warmup = 3, reps = 20;
 };
 
@@ -152,6 +153,43 @@ struct DeviceProblem {
     args.scale = 1.0f / static_cast<float>(args.max_seqlen);
     args.causal = causal;
   }
+
+  // Relative attention bias as the paper's configs use it: a position table of 2 max_len - 1
+  // entries, 128 log time buckets, timestamps in sessions (gaps of seconds, or days apart).
+  Tensor d_rab_pos, d_rab_time;
+  void add_rab(std::mt19937_64& g) {
+    const int64_t np = 2 * int64_t(args.max_seqlen) - 1, nt = 129;
+    std::vector<float> pos(np), tim(nt);
+    std::uniform_real_distribution<float> u(-0.1f, 0.1f);
+    for (float& x : pos) x = u(g);
+    for (float& x : tim) x = u(g);
+    std::vector<int64_t> ts;
+    std::exponential_distribution<double> days(1.0 / (2 * 86400.0));
+    std::uniform_int_distribution<int> secs(0, 120);
+    for (int l : len) {
+      int64_t t = 978300000;  // ML-1M's first year
+      for (int k = 0; k < l; ++k) {
+        t += (g() % 2) ? secs(g) : static_cast<int64_t>(days(g));
+        ts.push_back(t);
+      }
+    }
+    scratch_rab =
+        Arena(Device::kCUDA, size_t(np + nt) * 8 + ts.size() * 8 + 64 * 1024, "bench-rab");
+    Tensor p = scratch_rab.alloc(DType::kF32, {np}), t = scratch_rab.alloc(DType::kF32, {nt});
+    Tensor tsd = scratch_rab.alloc(DType::kI64, {T});
+    d_rab_pos = scratch_rab.alloc(DType::kF32, {np});
+    d_rab_time = scratch_rab.alloc(DType::kF32, {nt});
+    copy_bytes(p.data, Device::kCUDA, pos.data(), Device::kCPU, pos.size() * 4);
+    copy_bytes(t.data, Device::kCUDA, tim.data(), Device::kCPU, tim.size() * 4);
+    copy_bytes(tsd.data, Device::kCUDA, ts.data(), Device::kCPU, ts.size() * 8);
+    HSTU_CUDA_CHECK(cudaMemset(d_rab_pos.data, 0, np * 4));
+    HSTU_CUDA_CHECK(cudaMemset(d_rab_time.data, 0, nt * 4));
+    args.rab_pos = p;
+    args.rab_time = t;
+    args.ts_query = tsd;
+    args.ts_key = tsd;
+  }
+  Arena scratch_rab;
 };
 
 // Fills a device tensor with random values in [-1, 1] by tiling a 1M-element host block.
@@ -314,6 +352,8 @@ Options parse(const std::vector<std::string>& args) {
       o.validate = false;
     } else if (a == "--fwd-only") {
       o.fwd_only = true;
+    } else if (a == "--rab") {
+      o.rab = true;
     } else {
       HSTU_THROW("bench attention: unknown option '", a, "'");
     }
@@ -348,9 +388,10 @@ int run_attention_bench(const std::vector<std::string>& args) {
   }
   cudaDeviceProp prop{};
   HSTU_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("HSTU attention on %s (%d SMs), %s, %s; median of %d reps after %d warm-up\n",
-              prop.name, prop.multiProcessorCount, dtype_name(opt.dtype),
-              opt.causal ? "causal" : "non-causal", opt.reps, opt.warmup);
+  std::printf(
+      "HSTU attention on %s (%d SMs), %s, %s%s; median of %d reps after %d warm-up\n", prop.name,
+      prop.multiProcessorCount, dtype_name(opt.dtype), opt.causal ? "causal" : "non-causal",
+      opt.rab ? ", rab (positions + 128 time buckets) with gradients" : "", opt.reps, opt.warmup);
   std::printf(
       "FLOPs FlashAttention-style: fwd = 4 H d sum(L_b^2)%s, bwd = 2.5 fwd. Baselines "
       "(H100 bf16): FA2 = FlashAttention-2 (FA3 paper), NV = NVIDIA CUTLASS HSTU (B=32, "
@@ -371,6 +412,7 @@ int run_attention_bench(const std::vector<std::string>& args) {
     DeviceProblem dp(s, len, opt.dtype, opt.causal);
     fill_random(dp.uvqk, opt.dtype, g);
     fill_random(dp.d_o, opt.dtype, g);
+    if (opt.rab) dp.add_rab(g);
     double sum_l2 = 0;
     for (int l : len) sum_l2 += double(l) * l;
     const double fwd_flops = 4.0 * s.H * s.d * sum_l2 * (opt.causal ? 0.5 : 1.0);
@@ -387,12 +429,14 @@ int run_attention_bench(const std::vector<std::string>& args) {
     if (!opt.fwd_only) {
       tb = time_ms(
           [&] {
-            hstu_attention_bwd(det, dp.args, dp.d_o, dp.dq, dp.dk, dp.dv, Tensor(), Tensor());
+            hstu_attention_bwd(det, dp.args, dp.d_o, dp.dq, dp.dk, dp.dv, dp.d_rab_pos,
+                               dp.d_rab_time);
           },
           opt.warmup, opt.reps);
       ta = time_ms(
           [&] {
-            hstu_attention_bwd(atom, dp.args, dp.d_o, dp.dq, dp.dk, dp.dv, Tensor(), Tensor());
+            hstu_attention_bwd(atom, dp.args, dp.d_o, dp.dq, dp.dk, dp.dv, dp.d_rab_pos,
+                               dp.d_rab_time);
           },
           opt.warmup, opt.reps);
     }

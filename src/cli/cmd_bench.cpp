@@ -14,8 +14,8 @@ int cmd_bench(const Args& a) {
   HSTU_CHECK(
       !a.positional.empty(),
       "usage: hstu bench train [config.gin] [--steps N] [--warmup N] [--phases] | hstu bench "
-      "attention "
-      "[--shape B,L,H,d]");
+      "attention [--shape B,L,H,d]... [--full|--jagged] [--rab] [--dtype bf16|fp16] "
+      "[--non-causal] [--fwd-only] [--no-validate] | hstu bench layer");
   const std::string what = a.positional[0];
   if (what == "train") {
     check_known(a, {"steps", "warmup", "device", "phases"}, "bench train");

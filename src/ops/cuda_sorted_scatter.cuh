@@ -1,16 +1,18 @@
 // cuda_sorted_scatter.cuh — deterministic scatter-add of rows into a dense fp32 gradient table:
-// dst[key_p] += coef_p * src_row_p for items p = 0..n-1, bit-reproducible run to run.
+// dst[key_p] += coef_p * src_row_p for items p = 0..n-1, bit-reproducible run to run. A source may
+// add a per-key term, dst[k] += (sum over k's items of key_coef_p) * key_row(k), in the same pass.
 //
 // The one decision: no float atomics. Items are sorted by key with a stable CUB radix sort (so
 // items of one key stay in item order), the sorted list is cut into fixed pieces of kPiece
 // items, and one block per piece sums each key's items in order. A key that lies inside one
 // piece is written by that block alone; a key spanning pieces leaves per-piece partial rows
 // (head / tail slots in scratch), which a second kernel adds in piece order. Every sum thus has
-// a fixed order that depends only on the inputs. Used by embedding_bwd and sampled_softmax in
-// ctx.deterministic mode.
+// a fixed order that depends only on the inputs (the key term is linear, so partial rows carry
+// their piece's share of it). Used by embedding_bwd and sampled_softmax in ctx.deterministic mode.
 #pragma once
 
 #include <cub/device/device_radix_sort.cuh>
+#include <utility>
 
 #include "ops/cuda_ops_common.cuh"
 
@@ -74,17 +76,47 @@ inline size_t row_sum_scratch_bytes(int64_t n, int64_t d) {
   return 2 * arena_bytes(4 * static_cast<size_t>(pieces * d));
 }
 
+// A row source with the optional per-key term: key_coef(p) (a scalar per item) and key_row(key)
+// (an f32 row per key), adding (sum of the key's key_coef) * key_row(key) to dst[key].
+template <typename Src>
+concept HasKeyTerm = requires(const Src& src, int32_t i) {
+  src.key_coef(i);
+  src.key_row(i);
+};
+
+// V elements at p as fp32 through the read-only cache (sources are never written here).
+template <int V, typename T>
+__device__ __forceinline__ void load_ro(const T* p, float (&out)[V]) {
+  if constexpr (V * sizeof(T) % 16 == 0) {
+    load_vec<V>(p, out);
+  } else {
+#pragma unroll
+    for (int i = 0; i < V; ++i) out[i] = to_f32(__ldg(p + i));
+  }
+}
+
 // One block per piece of kPiece sorted items; threads cover the row's columns V at a time.
-// Src provides `row(p)` (a pointer to item p's source row, f32/bf16/f16) and `coef(p)`.
+// Src provides `row(p)` (a pointer to item p's source row, f32/bf16/f16) and `coef(p)`, and
+// optionally the key term (HasKeyTerm). Row pointers and coefficients are staged in shared
+// memory once per piece; each thread then loads kAhead items' source values before summing them
+// (several loads in flight instead of one dependent load per item), in item order.
 template <int V, typename Src>
-__global__ void piece_sum_kernel(Sorted s, Src src, float* dst, int64_t ldd, int64_t d, float* head,
-                                 float* tail) {
-  __shared__ int32_t keys[kPiece], items[kPiece];
+__global__ void piece_sum_kernel(Sorted s, Src src, float* __restrict__ dst, int64_t ldd, int64_t d,
+                                 float* __restrict__ head, float* __restrict__ tail) {
+  using Row = decltype(std::declval<const Src&>().row(int32_t{0}));
+  constexpr bool kKey = HasKeyTerm<Src>;
+  constexpr int kAhead = V >= 8 ? 4 : 8;
+  __shared__ int32_t keys[kPiece];
+  __shared__ Row rows[kPiece];
+  __shared__ float coefs[kPiece], key_coefs[kKey ? kPiece : 1];
   const int64_t b = blockIdx.x * static_cast<int64_t>(kPiece);
-  const int e = static_cast<int>(min(static_cast<int64_t>(kPiece), s.n - b));
+  const int e = static_cast<int>(min(static_cast<int64_t>(kPiece), s.n - b));  // >= 1
   for (int i = threadIdx.x; i < e; i += blockDim.x) {
+    const int32_t p = s.items[b + i];
     keys[i] = s.keys[b + i];
-    items[i] = s.items[b + i];
+    rows[i] = src.row(p);
+    coefs[i] = src.coef(p);
+    if constexpr (kKey) key_coefs[i] = src.key_coef(p);
   }
   __syncthreads();
   const int32_t prev_key = b > 0 ? s.keys[b - 1] : -1;
@@ -94,33 +126,48 @@ __global__ void piece_sum_kernel(Sorted s, Src src, float* dst, int64_t ldd, int
   for (int64_t c = static_cast<int64_t>(threadIdx.x) * V; c < d;
        c += static_cast<int64_t>(blockDim.x) * V) {
     float acc[V] = {};
+    float key_acc = 0.0f;
     int seg_start = 0;
-    for (int i = 0; i < e; ++i) {
-      const int32_t p = items[i];
-      float v[V];
-      load_vec<V>(src.row(p) + c, v);
-      const float k = src.coef(p);
+    for (int i0 = 0; i0 < e; i0 += kAhead) {
+      float v[kAhead][V];
 #pragma unroll
-      for (int j = 0; j < V; ++j) acc[j] += k * v[j];
-      if (i + 1 < e && keys[i + 1] == keys[i]) continue;
-      // End of this piece's part of a segment: own it, or leave a partial for the combine.
-      const int32_t key = keys[i];
-      float* out;
-      if (seg_start == 0 && key == prev_key) {
-        out = head_row + c;
-      } else if (i + 1 == e && key == next_key) {
-        out = tail_row + c;
-      } else {
-        out = dst + key * ldd + c;
-        float old[V];
-        load_vec_rw<V>(out, old);
+      for (int u = 0; u < kAhead; ++u)  // past the end: reload the last row (valid, unused)
+        load_ro<V>(rows[min(i0 + u, e - 1)] + c, v[u]);
 #pragma unroll
-        for (int j = 0; j < V; ++j) acc[j] += old[j];
+      for (int u = 0; u < kAhead; ++u) {
+        const int i = i0 + u;
+        if (i >= e) break;
+        const float k = coefs[i];
+#pragma unroll
+        for (int j = 0; j < V; ++j) acc[j] += k * v[u][j];
+        if constexpr (kKey) key_acc += key_coefs[i];
+        if (i + 1 < e && keys[i + 1] == keys[i]) continue;
+        // End of this piece's part of a segment: own it, or leave a partial for the combine.
+        const int32_t key = keys[i];
+        if constexpr (kKey) {
+          float x[V];
+          load_ro<V>(src.key_row(key) + c, x);
+#pragma unroll
+          for (int j = 0; j < V; ++j) acc[j] += key_acc * x[j];
+          key_acc = 0.0f;
+        }
+        float* out;
+        if (seg_start == 0 && key == prev_key) {
+          out = head_row + c;
+        } else if (i + 1 == e && key == next_key) {
+          out = tail_row + c;
+        } else {
+          out = dst + key * ldd + c;
+          float old[V];
+          load_vec_rw<V>(out, old);
+#pragma unroll
+          for (int j = 0; j < V; ++j) acc[j] += old[j];
+        }
+        store_vec<V>(out, acc);
+#pragma unroll
+        for (int j = 0; j < V; ++j) acc[j] = 0.0f;
+        seg_start = i + 1;
       }
-      store_vec<V>(out, acc);
-#pragma unroll
-      for (int j = 0; j < V; ++j) acc[j] = 0.0f;
-      seg_start = i + 1;
     }
   }
 }
@@ -153,8 +200,9 @@ __global__ void combine_kernel(Sorted s, float* dst, int64_t ldd, int64_t d, con
   }
 }
 
-// dst[key] += sum over the key's items p (in item order) of src.coef(p) * src.row(p)[0:d].
-// vec8: every source row and dst row allows 8-wide access (d % 8 == 0, 16-byte aligned).
+// dst[key] += sum over the key's items p (in item order) of src.coef(p) * src.row(p)[0:d], plus
+// (sum of src.key_coef(p)) * src.key_row(key)[0:d] for a source with the key term.
+// vec8: every source row, key row and dst row allows 8-wide access (d % 8 == 0, 16-byte aligned).
 template <typename Src>
 void row_sum(Ctx& ctx, const Sorted& s, const Src& src, float* dst, int64_t ldd, int64_t d,
              bool vec8) {

@@ -150,6 +150,9 @@ HstuAttnParams make_params(const HstuAttentionArgs& a) {
     check_1d(a.rab_time, DType::kF32, -1, "rab_time");
     HSTU_CHECK(a.rab_pos.shape[0] >= 1 && a.rab_time.shape[0] >= 1,
                "hstu_attention: empty rab tables");
+    HSTU_CHECK(a.rab_time.shape[0] <= 65536,
+               "hstu_attention: the CUDA kernels take at most 65535 time buckets, got ",
+               a.rab_time.shape[0] - 1);
     check_1d(a.ts_query, DType::kI64, T, "ts_query");
     check_1d(a.ts_key, DType::kI64, T, "ts_key");
     p.rab_pos = static_cast<const float*>(a.rab_pos.data);

@@ -707,6 +707,15 @@ std::vector<Case> cases() {
        .dtype = bf, .f32_rtol = 2e-5, .why = lowp + "; fp32 loss/d_table vs f64"});
   add({.name = "sampled_softmax_odd_strided_f32_det", .op = Op::kSampledSoftmax, .m = 37, .n = 50,
        .k = 7, .dtype = f32, .pad = 3, .f32_rtol = 2e-5, .why = "fp32 vs the f64 reference"});
+  // The kernel's three widths: 8-wide (d = 128), 2-wide (d = 50, the ML-1M configs' width, with
+  // R = 128 and 300 tokens so keys span many scatter pieces), 1-wide (odd strides above).
+  add({.name = "sampled_softmax_d128_f32_det", .op = Op::kSampledSoftmax, .m = 40, .n = 128,
+       .k = 16, .dtype = f32, .f32_rtol = 2e-5, .why = "fp32 vs the f64 reference"});
+  add({.name = "sampled_softmax_d128_bf16_atomic", .op = Op::kSampledSoftmax, .m = 40, .n = 128,
+       .k = 16, .dtype = bf, .det = false, .f32_rtol = 2e-5,
+       .why = lowp + "; atomics order"});
+  add({.name = "sampled_softmax_d50_r128_f32_det", .op = Op::kSampledSoftmax, .m = 300, .n = 50,
+       .k = 128, .dtype = f32, .f32_rtol = 2e-5, .why = "fp32 vs the f64 reference"});
 
   add({.name = "negatives_uniform", .op = Op::kNegatives, .m = 37, .n = 16, .k = 1000, .variant = 0,
        .why = "exact (same formula)"});

@@ -12,8 +12,15 @@
 // dS^T (for dQ) goes through shared memory. dQ is either accumulated here with fp32 atomics into
 // a scratch buffer (then converted), or — deterministic mode — computed by a second, query-major
 // kernel (dq kernel: S, dP, dQ += dS K; no atomics), at the price of recomputing two GEMMs.
-// d_rab is summed per tile in shared memory and flushed with 64-bit integer (fixed point 2^-40)
-// atomics, which are order-independent, hence deterministic in both modes.
+// (Fusing the two into one grid for d <= 64 measured slower on an H100: 0.205 vs 0.136 ms at
+// 128 x 200, 2 x 25; the fused kernel takes the larger register count of the two.)
+// d_rab: each slab warp writes its tile of alpha scale dS^T (and the time buckets) to a private
+// shared slab; the warp then sums the slab's diagonals (one lane per diagonal) and runs of equal
+// time bucket down each query column (one lane per column), and adds those sums to per-CTA
+// 64-bit fixed-point (2^-40) accumulators, flushed to global memory with integer atomics. Sums in
+// a fixed order plus order-independent integer adds: deterministic in both modes. (Adding every
+// element with its own shared atomic serialised on the few hot buckets: ~5x the rab-free time
+// at the MovieLens shape.)
 //
 // The shaping decision: keep P^T and dS^T in registers by choosing the key-major orientation for
 // every per-warp GEMM; the price is that a warp's dK/dV accumulators cover a whole head width,
@@ -30,18 +37,20 @@ namespace hstu::cuda::attn {
 //   in:  s = Q.K (without rab), dp = dO.V
 //   out: s = SiLU(S) (= P / scale), dp = dP * SiLU'(S) (= dS / (alpha scale)); masked -> 0.
 // kKeyMajor: accumulator rows are keys (dkdv kernel) instead of queries (dq kernel). tr: the
-// timestamps of the thread's two accumulator rows. With rab_grad, alpha scale dS is added (fixed
-// point) to s_pos[j - i + pos_base] and to s_time[bucket] (or straight to global memory).
-template <bool kKeyMajor, bool kHasRab, bool kFullTile, int kNT>
+// timestamps of the thread's two accumulator rows. With a rab slab (key-major only), alpha scale
+// dS and the time bucket of every element (0 where masked) go to slab_ds[row][col] and
+// slab_bkt[row][col] (both with pitch kPitch) for rab_slab_flush.
+template <bool kKeyMajor, bool kHasRab, bool kFullTile, int kNT, int kPitch = 0>
 __device__ __forceinline__ void bwd_scores(float (&s)[1][kNT][4], float (&dp)[1][kNT][4],
                                            const HstuAttnParams& p, const SeqInfo& si,
                                            const int64_t* thr, int r0, int c0,
-                                           const int64_t (&tr)[2], int lane, bool rab_grad,
-                                           unsigned long long* s_pos, int pos_base,
-                                           unsigned long long* s_time) {
+                                           const int64_t (&tr)[2], int lane,
+                                           float* slab_ds = nullptr, uint16_t* slab_bkt = nullptr) {
   const float grad_mul = p.alpha * p.scale;
 #pragma unroll
-  for (int nt = 0; nt < kNT; ++nt)
+  for (int nt = 0; nt < kNT; ++nt) {
+    float rv[4];
+    int rb[4];
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int r = r0 + (lane >> 2) + (e >> 1) * 8;
@@ -62,18 +71,55 @@ __device__ __forceinline__ void bwd_scores(float (&s)[1][kNT][4], float (&dp)[1]
       const float ds = dp[0][nt][e] * sig * fmaf(x, 1.f - sig, 1.f);
       s[0][nt][e] = ok ? x * sig : 0.f;
       dp[0][nt][e] = ok ? ds : 0.f;
-      if constexpr (kHasRab && kKeyMajor) {
-        if (rab_grad && ok) {
-          const unsigned long long fx = to_fixed(ds * grad_mul);
-          atomicAdd(s_pos + (j - i) + pos_base, fx);
-          if (s_time) {
-            atomicAdd(s_time + bucket, fx);
-          } else {
-            atomicAdd(p.drab_accum + p.rab_pos_len + bucket, fx);
-          }
-        }
+      rv[e] = ok ? ds * grad_mul : 0.f;
+      rb[e] = ok ? bucket : 0;
+    }
+    if constexpr (kHasRab && kKeyMajor && kPitch > 0) {
+      if (slab_ds) {  // rows lane/4 and lane/4 + 8, columns 8 nt + 2 (lane % 4) + {0, 1}
+        const int rr = lane >> 2, cc = nt * 8 + (lane & 3) * 2;
+        *reinterpret_cast<float2*>(slab_ds + rr * kPitch + cc) = make_float2(rv[0], rv[1]);
+        *reinterpret_cast<float2*>(slab_ds + (rr + 8) * kPitch + cc) = make_float2(rv[2], rv[3]);
+        *reinterpret_cast<ushort2*>(slab_bkt + rr * kPitch + cc) =
+            make_ushort2(static_cast<uint16_t>(rb[0]), static_cast<uint16_t>(rb[1]));
+        *reinterpret_cast<ushort2*>(slab_bkt + (rr + 8) * kPitch + cc) =
+            make_ushort2(static_cast<uint16_t>(rb[2]), static_cast<uint16_t>(rb[3]));
       }
     }
+  }
+}
+
+// Sums one warp's rab slab (16 keys x kBM queries of alpha scale dS^T, with time buckets) into the
+// CTA's fixed-point accumulators: lane l sums diagonals key - query = l - (kBM - 1) (+32 ...)
+// top to bottom into s_pos[key_base + diagonal index], and walks query columns l (+32 ...) down
+// the 16 keys adding each run of equal bucket to time_acc[bucket] (shared or global).
+template <int kBM, int kPitch>
+__device__ __forceinline__ void rab_slab_flush(const float* slab_ds, const uint16_t* slab_bkt,
+                                               int lane, unsigned long long* s_pos, int key_base,
+                                               unsigned long long* time_acc) {
+  __syncwarp();
+  for (int dg = lane; dg < kBM + 15; dg += 32) {
+    const int rr0 = dg - (kBM - 1) > 0 ? dg - (kBM - 1) : 0;
+    const int rr1 = dg < 15 ? dg : 15;
+    float sum = 0.f;
+    for (int rr = rr0; rr <= rr1; ++rr) sum += slab_ds[rr * kPitch + rr - dg + kBM - 1];
+    if (sum != 0.f) atomicAdd(s_pos + key_base + dg, to_fixed(sum));
+  }
+  for (int cc = lane; cc < kBM; cc += 32) {
+    int run_bucket = slab_bkt[cc];
+    float run = 0.f;
+#pragma unroll
+    for (int rr = 0; rr < 16; ++rr) {
+      const int b = slab_bkt[rr * kPitch + cc];
+      if (b != run_bucket) {
+        if (run != 0.f) atomicAdd(time_acc + run_bucket, to_fixed(run));
+        run_bucket = b;
+        run = 0.f;
+      }
+      run += slab_ds[rr * kPitch + cc];
+    }
+    if (run != 0.f) atomicAdd(time_acc + run_bucket, to_fixed(run));
+  }
+  __syncwarp();
 }
 
 __device__ __forceinline__ void atomic_add2(float* dst, float a, float b) {
@@ -104,14 +150,20 @@ struct DkdvKernel {
   static constexpr int kQDW = kHD / kQWarpsD;
   static_assert(kQWarpsM * 16 == kBM && kQDW % 16 == 0, "dQ warp partition");
   // Shared memory: K, V [kBN][kHD] | (Q, dO [kBM][kHD]) x kStages | dS^T [kBN][kBM] |
-  // rab: thresholds, per-tile diagonal sums, per-CTA time-bucket sums.
+  // rab: thresholds, per-CTA time-bucket sums, per-tile diagonal sums, and per slab warp a slab
+  // of alpha scale dS^T [16][kRabPitch] f32 plus its time buckets [16][kRabPitch] u16 (the pitch
+  // makes the warp's 8-byte fragment stores conflict-free).
   static constexpr int kKVElems = kBN * kHD, kQElems = kBM * kHD;
   static constexpr int kDSElems = kAtomicDq ? kBN * kBM : 0;
   static constexpr int kPosAcc = kBM + kBN;
+  static constexpr int kRabPitch = kBM + 8;
+  static constexpr int kRabSlab = 16 * kRabPitch;  // elements per slab warp
   static constexpr size_t kTileBytes =
       sizeof(T) * (2 * kKVElems + 2 * kStages * kQElems + kDSElems);
   static constexpr size_t kSmemBytes =
-      kTileBytes + (kHasRab ? sizeof(int64_t) * (2 * (kMaxTimeTable + 1) + kPosAcc) : 0);
+      kTileBytes + (kHasRab ? sizeof(int64_t) * (2 * (kMaxTimeTable + 1) + kPosAcc) +
+                                  (sizeof(float) + sizeof(uint16_t)) * kSlabs * kRabSlab
+                            : 0);
 };
 
 template <typename T, int kHeadDim, bool kHasRab, bool kAtomicDq>
@@ -128,6 +180,8 @@ __global__ void __launch_bounds__(DkdvKernel<T, kHeadDim, kHasRab, kAtomicDq>::k
   int64_t* s_thr = reinterpret_cast<int64_t*>(smem_raw + K::kTileBytes);
   unsigned long long* s_time = reinterpret_cast<unsigned long long*>(s_thr + kMaxTimeTable + 1);
   unsigned long long* s_pos = s_time + kMaxTimeTable + 1;
+  float* slab_ds = reinterpret_cast<float*>(s_pos + K::kPosAcc);
+  uint16_t* slab_bkt = reinterpret_cast<uint16_t*>(slab_ds + K::kSlabs * K::kRabSlab);
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int slab = warp % K::kSlabs, dh = warp / K::kSlabs;
@@ -147,6 +201,9 @@ __global__ void __launch_bounds__(DkdvKernel<T, kHeadDim, kHasRab, kAtomicDq>::k
 
   const bool rab_grad = kHasRab && p.drab_accum != nullptr;
   unsigned long long* s_time_acc = nullptr;  // null: time-bucket sums go straight to global
+  // With kSplitD = 2 both warps of a slab compute the same dS: only the first adds d_rab.
+  float* warp_slab_ds = rab_grad && dh == 0 ? slab_ds + slab * K::kRabSlab : nullptr;
+  uint16_t* warp_slab_bkt = slab_bkt + slab * K::kRabSlab;
   if constexpr (kHasRab) {
     load_time_thresholds(p, s_thr, tid, kThreads);
     if (p.rab_time_len <= kMaxTimeTable + 1) s_time_acc = s_time;
@@ -204,15 +261,17 @@ __global__ void __launch_bounds__(DkdvKernel<T, kHeadDim, kHasRab, kAtomicDq>::k
     gemm_nt<T, 1, kMT, kHD, kHD, kHD>(s, sK, krow, sQ, 0, lane);    // S^T  = K Q^T
     gemm_nt<T, 1, kMT, kHD, kHD, kHD>(dp, sV, krow, sdO, 0, lane);  // dP^T = V dO^T
     const int kind = tile_kind(si, p, m0, kBM, n0, kBN);
-    const int pos_base = m0 - n0 + kBM - 1;
-    // With kSplitD = 2 both warps of a slab compute the same dS: only the first adds d_rab.
-    const bool warp_rab_grad = rab_grad && dh == 0;
     if (kind == kFull) {
-      bwd_scores<true, kHasRab, true>(s, dp, p, si, s_thr, n0 + krow, m0, tk, lane, warp_rab_grad,
-                                      s_pos, pos_base, s_time_acc);
+      bwd_scores<true, kHasRab, true, kMT, K::kRabPitch>(s, dp, p, si, s_thr, n0 + krow, m0, tk,
+                                                         lane, warp_slab_ds, warp_slab_bkt);
     } else {
-      bwd_scores<true, kHasRab, false>(s, dp, p, si, s_thr, n0 + krow, m0, tk, lane, warp_rab_grad,
-                                       s_pos, pos_base, s_time_acc);
+      bwd_scores<true, kHasRab, false, kMT, K::kRabPitch>(s, dp, p, si, s_thr, n0 + krow, m0, tk,
+                                                          lane, warp_slab_ds, warp_slab_bkt);
+    }
+    if constexpr (kHasRab) {
+      if (warp_slab_ds)  // diagonal key - query = krow + dg - (kBM - 1): s_pos[krow + dg]
+        rab_slab_flush<kBM, K::kRabPitch>(warp_slab_ds, warp_slab_bkt, lane, s_pos, krow,
+                                          s_time_acc ? s_time_acc : p.drab_accum + p.rab_pos_len);
     }
     {
       uint32_t pa[1][kMT / 2][4];
@@ -234,6 +293,7 @@ __global__ void __launch_bounds__(DkdvKernel<T, kHeadDim, kHasRab, kAtomicDq>::k
     }
     if constexpr (kHasRab) {
       if (rab_grad) {  // flush this tile's diagonal sums: diagonal j - i = k - pos_base
+        const int pos_base = m0 - n0 + kBM - 1;
         const int half = (p.rab_pos_len + 1) / 2;
         for (int k = tid; k < kBM + kBN - 1; k += kThreads) {
           const unsigned long long v = s_pos[k];
@@ -373,11 +433,9 @@ __global__ void __launch_bounds__(DqKernel<T, kHeadDim, kHasRab>::kThreads)
     gemm_nt<T, 1, kNT, kHD, kHD, kHD>(dp, sdO, wrow, sV, 0, lane);  // dP = dO V^T
     const int kind = tile_kind(si, p, m0, kBM, n * kBN, kBN);
     if (kind == kFull) {
-      bwd_scores<false, kHasRab, true>(s, dp, p, si, s_thr, m0 + wrow, n * kBN, tq, lane, false,
-                                       nullptr, 0, nullptr);
+      bwd_scores<false, kHasRab, true>(s, dp, p, si, s_thr, m0 + wrow, n * kBN, tq, lane);
     } else {
-      bwd_scores<false, kHasRab, false>(s, dp, p, si, s_thr, m0 + wrow, n * kBN, tq, lane, false,
-                                        nullptr, 0, nullptr);
+      bwd_scores<false, kHasRab, false>(s, dp, p, si, s_thr, m0 + wrow, n * kBN, tq, lane);
     }
     uint32_t da[1][kNT / 2][4];
     acc_to_a<T>(dp, da);
