@@ -36,62 +36,55 @@ namespace hstu::cuda::attn {
 // Element-wise step of the backward on one score tile held as accumulators.
 //   in:  s = Q.K (without rab), dp = dO.V
 //   out: s = SiLU(S) (= P / scale), dp = dP * SiLU'(S) (= dS / (alpha scale)); masked -> 0.
-// kKeyMajor: accumulator rows are keys (dkdv kernel) instead of queries (dq kernel). tr: the
-// timestamps of the thread's two accumulator rows. With a rab slab (key-major only), alpha scale
-// dS and the time bucket of every element (0 where masked) go to slab_ds[row][col] and
-// slab_bkt[row][col] (both with pitch kPitch) for rab_slab_flush.
-template <bool kKeyMajor, bool kHasRab, bool kFullTile, int kNT, int kPitch = 0>
+// kKeyMajor: accumulator rows are keys (dkdv kernel) instead of queries (dq kernel). bias: the
+// warp's rows of the tile's rab (pitch kPitch, same orientation), read only with kHasRab. With
+// slab_ds (key-major only), alpha scale dS (0 where masked) also goes to slab_ds[row][col]
+// (pitch kPitch) for rab_slab_flush.
+template <bool kKeyMajor, bool kHasRab, bool kFullTile, int kNT, int kPitch>
 __device__ __forceinline__ void bwd_scores(float (&s)[1][kNT][4], float (&dp)[1][kNT][4],
                                            const HstuAttnParams& p, const SeqInfo& si,
-                                           const int64_t* thr, int r0, int c0,
-                                           const int64_t (&tr)[2], int lane,
-                                           float* slab_ds = nullptr, uint16_t* slab_bkt = nullptr) {
+                                           const float* bias, int r0, int c0, int lane,
+                                           float* slab_ds = nullptr) {
   const float grad_mul = p.alpha * p.scale;
 #pragma unroll
   for (int nt = 0; nt < kNT; ++nt) {
+    const int rr = lane >> 2, cc = nt * 8 + (lane & 3) * 2;  // fragment rows rr, rr + 8
+    float2 rab[2] = {};
+    if constexpr (kHasRab) {
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf)
+        rab[hf] = *reinterpret_cast<const float2*>(bias + (rr + hf * 8) * kPitch + cc);
+    }
     float rv[4];
-    int rb[4];
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      const int r = r0 + (lane >> 2) + (e >> 1) * 8;
-      const int c = c0 + nt * 8 + (lane & 3) * 2 + (e & 1);
+      const int r = r0 + rr + (e >> 1) * 8;
+      const int c = c0 + cc + (e & 1);
       const int i = kKeyMajor ? c : r, j = kKeyMajor ? r : c;
       const bool ok = kFullTile || attend(si, p, i, j);
       float x = s[0][nt][e];
-      int bucket = 0;
-      if constexpr (kHasRab) {
-        if (ok) {
-          const int64_t tc = __ldg((kKeyMajor ? p.ts_query : p.ts_key) + si.start + c);
-          x += rab_value(p, thr, i, j, kKeyMajor ? tc : tr[e >> 1], kKeyMajor ? tr[e >> 1] : tc,
-                         bucket);
-        }
-      }
+      if constexpr (kHasRab) x += (e & 1) ? rab[e >> 1].y : rab[e >> 1].x;
       x *= p.alpha;
       const float sig = sigmoid_accurate(x);
       const float ds = dp[0][nt][e] * sig * fmaf(x, 1.f - sig, 1.f);
       s[0][nt][e] = ok ? x * sig : 0.f;
       dp[0][nt][e] = ok ? ds : 0.f;
       rv[e] = ok ? ds * grad_mul : 0.f;
-      rb[e] = ok ? bucket : 0;
     }
-    if constexpr (kHasRab && kKeyMajor && kPitch > 0) {
-      if (slab_ds) {  // rows lane/4 and lane/4 + 8, columns 8 nt + 2 (lane % 4) + {0, 1}
-        const int rr = lane >> 2, cc = nt * 8 + (lane & 3) * 2;
+    if constexpr (kHasRab && kKeyMajor) {
+      if (slab_ds) {
         *reinterpret_cast<float2*>(slab_ds + rr * kPitch + cc) = make_float2(rv[0], rv[1]);
         *reinterpret_cast<float2*>(slab_ds + (rr + 8) * kPitch + cc) = make_float2(rv[2], rv[3]);
-        *reinterpret_cast<ushort2*>(slab_bkt + rr * kPitch + cc) =
-            make_ushort2(static_cast<uint16_t>(rb[0]), static_cast<uint16_t>(rb[1]));
-        *reinterpret_cast<ushort2*>(slab_bkt + (rr + 8) * kPitch + cc) =
-            make_ushort2(static_cast<uint16_t>(rb[2]), static_cast<uint16_t>(rb[3]));
       }
     }
   }
 }
 
-// Sums one warp's rab slab (16 keys x kBM queries of alpha scale dS^T, with time buckets) into the
-// CTA's fixed-point accumulators: lane l sums diagonals key - query = l - (kBM - 1) (+32 ...)
-// top to bottom into s_pos[key_base + diagonal index], and walks query columns l (+32 ...) down
-// the 16 keys adding each run of equal bucket to time_acc[bucket] (shared or global).
+// Sums one warp's rab slab (16 keys x kBM queries of alpha scale dS^T; slab_bkt: the same rows
+// of the tile's time buckets) into the CTA's fixed-point accumulators: lane l sums diagonals
+// key - query = l - (kBM - 1) (+32 ...) top to bottom into s_pos[key_base + diagonal index], and
+// walks query columns l (+32 ...) down the 16 keys adding each run of equal bucket to
+// time_acc[bucket] (shared or global).
 template <int kBM, int kPitch>
 __device__ __forceinline__ void rab_slab_flush(const float* slab_ds, const uint16_t* slab_bkt,
                                                int lane, unsigned long long* s_pos, int key_base,
@@ -150,19 +143,20 @@ struct DkdvKernel {
   static constexpr int kQDW = kHD / kQWarpsD;
   static_assert(kQWarpsM * 16 == kBM && kQDW % 16 == 0, "dQ warp partition");
   // Shared memory: K, V [kBN][kHD] | (Q, dO [kBM][kHD]) x kStages | dS^T [kBN][kBM] |
-  // rab: thresholds, per-CTA time-bucket sums, per-tile diagonal sums, and per slab warp a slab
-  // of alpha scale dS^T [16][kRabPitch] f32 plus its time buckets [16][kRabPitch] u16 (the pitch
-  // makes the warp's 8-byte fragment stores conflict-free).
+  // rab: thresholds, per-CTA time-bucket sums, per-tile diagonal sums, the tile's bias
+  // [kBN][kRabPitch] f32 and time buckets [kBN][kRabPitch] u16 (keys x queries), and per slab
+  // warp a slab of alpha scale dS^T [16][kRabPitch] f32.
   static constexpr int kKVElems = kBN * kHD, kQElems = kBM * kHD;
   static constexpr int kDSElems = kAtomicDq ? kBN * kBM : 0;
   static constexpr int kPosAcc = kBM + kBN;
-  static constexpr int kRabPitch = kBM + 8;
+  static constexpr int kRabPitch = rab_pitch<kBM>();
   static constexpr int kRabSlab = 16 * kRabPitch;  // elements per slab warp
   static constexpr size_t kTileBytes =
       sizeof(T) * (2 * kKVElems + 2 * kStages * kQElems + kDSElems);
   static constexpr size_t kSmemBytes =
       kTileBytes + (kHasRab ? sizeof(int64_t) * (2 * (kMaxTimeTable + 1) + kPosAcc) +
-                                  (sizeof(float) + sizeof(uint16_t)) * kSlabs * kRabSlab
+                                  (sizeof(float) + sizeof(uint16_t)) * kBN * kRabPitch +
+                                  sizeof(float) * kSlabs * kRabSlab
                             : 0);
 };
 
@@ -180,8 +174,9 @@ __global__ void __launch_bounds__(DkdvKernel<T, kHeadDim, kHasRab, kAtomicDq>::k
   int64_t* s_thr = reinterpret_cast<int64_t*>(smem_raw + K::kTileBytes);
   unsigned long long* s_time = reinterpret_cast<unsigned long long*>(s_thr + kMaxTimeTable + 1);
   unsigned long long* s_pos = s_time + kMaxTimeTable + 1;
-  float* slab_ds = reinterpret_cast<float*>(s_pos + K::kPosAcc);
-  uint16_t* slab_bkt = reinterpret_cast<uint16_t*>(slab_ds + K::kSlabs * K::kRabSlab);
+  float* s_bias = reinterpret_cast<float*>(s_pos + K::kPosAcc);
+  float* slab_ds = s_bias + kBN * K::kRabPitch;
+  uint16_t* s_bkt = reinterpret_cast<uint16_t*>(slab_ds + K::kSlabs * K::kRabSlab);
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int slab = warp % K::kSlabs, dh = warp / K::kSlabs;
@@ -203,7 +198,6 @@ __global__ void __launch_bounds__(DkdvKernel<T, kHeadDim, kHasRab, kAtomicDq>::k
   unsigned long long* s_time_acc = nullptr;  // null: time-bucket sums go straight to global
   // With kSplitD = 2 both warps of a slab compute the same dS: only the first adds d_rab.
   float* warp_slab_ds = rab_grad && dh == 0 ? slab_ds + slab * K::kRabSlab : nullptr;
-  uint16_t* warp_slab_bkt = slab_bkt + slab * K::kRabSlab;
   if constexpr (kHasRab) {
     load_time_thresholds(p, s_thr, tid, kThreads);
     if (p.rab_time_len <= kMaxTimeTable + 1) s_time_acc = s_time;
@@ -230,14 +224,6 @@ __global__ void __launch_bounds__(DkdvKernel<T, kHeadDim, kHasRab, kAtomicDq>::k
   cp_async_commit();
 
   const int krow = slab * 16;  // the warp's first key row in the block
-  int64_t tk[2] = {0, 0};
-  if constexpr (kHasRab) {
-#pragma unroll
-    for (int hf = 0; hf < 2; ++hf) {
-      const int j = n0 + krow + (lane >> 2) + 8 * hf;
-      if (j < si.L) tk[hf] = __ldg(p.ts_key + si.start + j);
-    }
-  }
 
   float acc_dk[1][kDW / 8][4], acc_dv[1][kDW / 8][4];
   zero(acc_dk);
@@ -255,22 +241,29 @@ __global__ void __launch_bounds__(DkdvKernel<T, kHeadDim, kHasRab, kAtomicDq>::k
     const T* sdO = sQ + K::kQElems;
     const int m0 = m * kBM;
 
+    if constexpr (kHasRab)  // the bias and buckets of this tile (keys x queries)
+      rab_tile<kBN, kBM, kThreads, true>(p, si, s_thr, n0, m0, s_bias, rab_grad ? s_bkt : nullptr,
+                                         tid);
+
     float s[1][kMT][4], dp[1][kMT][4];
     zero(s);
     zero(dp);
     gemm_nt<T, 1, kMT, kHD, kHD, kHD>(s, sK, krow, sQ, 0, lane);    // S^T  = K Q^T
     gemm_nt<T, 1, kMT, kHD, kHD, kHD>(dp, sV, krow, sdO, 0, lane);  // dP^T = V dO^T
+    if constexpr (kHasRab) __syncthreads();
+    const float* bias = s_bias + krow * K::kRabPitch;
     const int kind = tile_kind(si, p, m0, kBM, n0, kBN);
     if (kind == kFull) {
-      bwd_scores<true, kHasRab, true, kMT, K::kRabPitch>(s, dp, p, si, s_thr, n0 + krow, m0, tk,
-                                                         lane, warp_slab_ds, warp_slab_bkt);
+      bwd_scores<true, kHasRab, true, kMT, K::kRabPitch>(s, dp, p, si, bias, n0 + krow, m0, lane,
+                                                         warp_slab_ds);
     } else {
-      bwd_scores<true, kHasRab, false, kMT, K::kRabPitch>(s, dp, p, si, s_thr, n0 + krow, m0, tk,
-                                                          lane, warp_slab_ds, warp_slab_bkt);
+      bwd_scores<true, kHasRab, false, kMT, K::kRabPitch>(s, dp, p, si, bias, n0 + krow, m0, lane,
+                                                          warp_slab_ds);
     }
     if constexpr (kHasRab) {
       if (warp_slab_ds)  // diagonal key - query = krow + dg - (kBM - 1): s_pos[krow + dg]
-        rab_slab_flush<kBM, K::kRabPitch>(warp_slab_ds, warp_slab_bkt, lane, s_pos, krow,
+        rab_slab_flush<kBM, K::kRabPitch>(warp_slab_ds, s_bkt + krow * K::kRabPitch, lane, s_pos,
+                                          krow,
                                           s_time_acc ? s_time_acc : p.drab_accum + p.rab_pos_len);
     }
     {
@@ -351,14 +344,18 @@ __global__ void __launch_bounds__(DkdvKernel<T, kHeadDim, kHasRab, kAtomicDq>::k
 
 template <typename T, int kHeadDim, bool kHasRab>
 struct DqKernel {
-  using Cfg = typename AttnTiles<kHeadDim>::Dq;
+  using Cfg = std::conditional_t<kHasRab, typename AttnTiles<kHeadDim>::DqRab,
+                                 typename AttnTiles<kHeadDim>::Dq>;
   static constexpr int kBM = Cfg::kBlockM, kBN = Cfg::kBlockN, kHD = kHeadDim;
   static constexpr int kThreads = Cfg::kNThreads, kNT = kBN / 8;
   static_assert(kBM == 16 * Cfg::kNWarps && Cfg::kStages == 2, "dq tiles");
-  // Shared memory: Q, dO [kBM][kHD] | (K, V [kBN][kHD]) x 2 stages | thresholds (rab).
+  // Shared memory: Q, dO [kBM][kHD] | (K, V [kBN][kHD]) x 2 stages | rab: thresholds, the
+  // tile's bias [kBM][kRabPitch] f32.
   static constexpr int kQElems = kBM * kHD, kKVElems = kBN * kHD;
-  static constexpr size_t kSmemBytes = sizeof(T) * (2 * kQElems + 4 * kKVElems) +
-                                       (kHasRab ? sizeof(int64_t) * (kMaxTimeTable + 1) : 0);
+  static constexpr int kRabPitch = rab_pitch<kBN>();
+  static constexpr size_t kSmemBytes =
+      sizeof(T) * (2 * kQElems + 4 * kKVElems) +
+      (kHasRab ? sizeof(int64_t) * (kMaxTimeTable + 1) + sizeof(float) * kBM * kRabPitch : 0);
 };
 
 template <typename T, int kHeadDim, bool kHasRab>
@@ -371,6 +368,7 @@ __global__ void __launch_bounds__(DqKernel<T, kHeadDim, kHasRab>::kThreads)
   T* sdO = sQ + K::kQElems;
   T* sKV = sdO + K::kQElems;  // stage st: K at sKV + 2 st kKVElems, V right after
   int64_t* s_thr = reinterpret_cast<int64_t*>(sKV + 4 * K::kKVElems);
+  float* s_bias = reinterpret_cast<float*>(s_thr + kMaxTimeTable + 1);  // rab only
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int m_block = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z;
@@ -405,14 +403,6 @@ __global__ void __launch_bounds__(DqKernel<T, kHeadDim, kHasRab>::kThreads)
   cp_async_commit();
 
   const int wrow = warp * 16;
-  int64_t tq[2] = {0, 0};
-  if constexpr (kHasRab) {
-#pragma unroll
-    for (int hf = 0; hf < 2; ++hf) {
-      const int i = m0 + wrow + (lane >> 2) + 8 * hf;
-      if (i < si.L) tq[hf] = __ldg(p.ts_query + si.start + i);
-    }
-  }
 
   float acc_dq[1][kHD / 8][4];
   zero(acc_dq);
@@ -426,16 +416,23 @@ __global__ void __launch_bounds__(DqKernel<T, kHeadDim, kHasRab>::kThreads)
     const T* sK = sKV + 2 * st * K::kKVElems;
     const T* sV = sK + K::kKVElems;
 
+    if constexpr (kHasRab)  // the bias of this tile (the barrier above retired the last one)
+      rab_tile<kBM, kBN, kThreads, false>(p, si, s_thr, m0, n * kBN, s_bias, nullptr, tid);
+
     float s[1][kNT][4], dp[1][kNT][4];
     zero(s);
     zero(dp);
     gemm_nt<T, 1, kNT, kHD, kHD, kHD>(s, sQ, wrow, sK, 0, lane);    // S  = Q K^T
     gemm_nt<T, 1, kNT, kHD, kHD, kHD>(dp, sdO, wrow, sV, 0, lane);  // dP = dO V^T
+    if constexpr (kHasRab) __syncthreads();
+    const float* bias = s_bias + wrow * K::kRabPitch;
     const int kind = tile_kind(si, p, m0, kBM, n * kBN, kBN);
     if (kind == kFull) {
-      bwd_scores<false, kHasRab, true>(s, dp, p, si, s_thr, m0 + wrow, n * kBN, tq, lane);
+      bwd_scores<false, kHasRab, true, kNT, K::kRabPitch>(s, dp, p, si, bias, m0 + wrow, n * kBN,
+                                                          lane);
     } else {
-      bwd_scores<false, kHasRab, false>(s, dp, p, si, s_thr, m0 + wrow, n * kBN, tq, lane);
+      bwd_scores<false, kHasRab, false, kNT, K::kRabPitch>(s, dp, p, si, bias, m0 + wrow, n * kBN,
+                                                           lane);
     }
     uint32_t da[1][kNT / 2][4];
     acc_to_a<T>(dp, da);

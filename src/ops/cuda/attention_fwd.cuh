@@ -37,38 +37,45 @@ struct FwdKernel {
   static constexpr int kNT = kBN / 8;  // accumulator atoms of a score row block
   static_assert(kBM == 16 * kMT * Cfg::kNWarps, "kMT 16-row slabs per warp");
   static_assert(Cfg::kStages == 2, "the forward pipeline is two-stage");
-  // Shared memory: Q [kBM][kHD] | (K [kBN][kHD], V [kBN][kHD]) x 2 stages | thresholds (rab).
+  // Shared memory: Q [kBM][kHD] | (K [kBN][kHD], V [kBN][kHD]) x 2 stages | rab: thresholds,
+  // the tile's bias [kBM][kRabPitch] f32.
   static constexpr int kQElems = kBM * kHD, kKVElems = kBN * kHD;
+  static constexpr int kRabPitch = rab_pitch<kBN>();
   static constexpr size_t kSmemBytes =
-      sizeof(T) * (kQElems + 4 * kKVElems) + (kHasRab ? sizeof(int64_t) * (kMaxTimeTable + 1) : 0);
+      sizeof(T) * (kQElems + 4 * kKVElems) +
+      (kHasRab ? sizeof(int64_t) * (kMaxTimeTable + 1) + sizeof(float) * kBM * kRabPitch : 0);
 };
 
 // P = SiLU(alpha (S + rab)) on the accumulators of one score tile, masked elements set to 0.
-// Accumulator row mt*16 + ... is query i0 + mt*16 + ...; tq[mt][half] its ts_query.
-template <bool kHasRab, bool kFullTile, bool kFastSigmoid, int kMT, int kNT>
+// Accumulator row mt*16 + ... is query i0 + mt*16 + ...; bias: the warp's rows of the tile's
+// rab (pitch kPitch), read only with kHasRab.
+template <bool kHasRab, bool kFullTile, bool kFastSigmoid, int kMT, int kNT, int kPitch>
 __device__ __forceinline__ void fwd_scores(float (&s)[kMT][kNT][4], const HstuAttnParams& p,
-                                           const SeqInfo& si, const int64_t* thr, int i0, int j0,
-                                           const int64_t (&tq)[kMT][2], int lane) {
+                                           const SeqInfo& si, const float* bias, int i0, int j0,
+                                           int lane) {
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
-    for (int nt = 0; nt < kNT; ++nt)
+    for (int nt = 0; nt < kNT; ++nt) {
+      float2 rab[2] = {};
+      if constexpr (kHasRab) {
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf)
+          rab[hf] = *reinterpret_cast<const float2*>(
+              bias + (mt * 16 + (lane >> 2) + hf * 8) * kPitch + nt * 8 + (lane & 3) * 2);
+      }
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int i = i0 + mt * 16 + (lane >> 2) + (e >> 1) * 8;
         const int j = j0 + nt * 8 + (lane & 3) * 2 + (e & 1);
         float x = s[mt][nt][e];
         const bool ok = kFullTile || attend(si, p, i, j);
-        if constexpr (kHasRab) {
-          if (ok) {
-            int bucket;
-            x += rab_value(p, thr, i, j, tq[mt][e >> 1], __ldg(p.ts_key + si.start + j), bucket);
-          }
-        }
+        if constexpr (kHasRab) x += (e & 1) ? rab[e >> 1].y : rab[e >> 1].x;
         x *= p.alpha;
         const float y = x * (kFastSigmoid ? sigmoid_fast(x) : sigmoid_accurate(x));
         s[mt][nt][e] = ok ? y : 0.f;
       }
+    }
 }
 
 template <typename T, int kHeadDim, bool kHasRab, int kVariant>
@@ -81,6 +88,7 @@ __global__ void __launch_bounds__(FwdKernel<T, kHeadDim, kHasRab, kVariant>::kTh
   T* sQ = reinterpret_cast<T*>(smem_raw);
   T* sKV = sQ + K::kQElems;  // stage st: K at sKV + 2 st kKVElems, V right after
   int64_t* s_thr = reinterpret_cast<int64_t*>(sKV + 4 * K::kKVElems);
+  float* s_bias = reinterpret_cast<float*>(s_thr + kMaxTimeTable + 1);  // rab only
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   // NOTE: heavy (late, causal) query blocks first, so the tail of the grid is short blocks.
@@ -116,16 +124,6 @@ __global__ void __launch_bounds__(FwdKernel<T, kHeadDim, kHasRab, kVariant>::kTh
   cp_async_commit();
 
   const int wrow = warp * 16 * kMT;  // the warp's first query row in the tile
-  int64_t tq[kMT][2] = {};           // ts_query of the thread's rows
-  if constexpr (kHasRab) {
-#pragma unroll
-    for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        const int i = m0 + wrow + mt * 16 + (lane >> 2) + 8 * hf;
-        if (i < si.L) tq[mt][hf] = __ldg(p.ts_query + si.start + i);
-      }
-  }
 
   float acc_o[kMT][kHD / 8][4];
   zero(acc_o);
@@ -140,14 +138,21 @@ __global__ void __launch_bounds__(FwdKernel<T, kHeadDim, kHasRab, kVariant>::kTh
     const T* sK = sKV + 2 * st * K::kKVElems;
     const T* sV = sK + K::kKVElems;
 
+    if constexpr (kHasRab)  // the bias of this tile (the barrier above retired the last one)
+      rab_tile<kBM, kBN, kThreads, false>(p, si, s_thr, m0, n * kBN, s_bias, nullptr, tid);
+
     float s[kMT][kNT][4];
     zero(s);
     gemm_nt<T, kMT, kNT, kHD, kHD, kHD>(s, sQ, wrow, sK, 0, lane);
+    if constexpr (kHasRab) __syncthreads();
+    const float* bias = s_bias + wrow * K::kRabPitch;
     const int kind = tile_kind(si, p, m0, kBM, n * kBN, kBN);
     if (kind == kFull) {
-      fwd_scores<kHasRab, true, K::kFastSigmoid>(s, p, si, s_thr, m0 + wrow, n * kBN, tq, lane);
+      fwd_scores<kHasRab, true, K::kFastSigmoid, kMT, kNT, K::kRabPitch>(s, p, si, bias, m0 + wrow,
+                                                                         n * kBN, lane);
     } else {
-      fwd_scores<kHasRab, false, K::kFastSigmoid>(s, p, si, s_thr, m0 + wrow, n * kBN, tq, lane);
+      fwd_scores<kHasRab, false, K::kFastSigmoid, kMT, kNT, K::kRabPitch>(s, p, si, bias, m0 + wrow,
+                                                                          n * kBN, lane);
     }
     uint32_t pa[kMT][kNT / 2][4];
     acc_to_a<T>(s, pa);

@@ -104,6 +104,41 @@ __device__ __forceinline__ unsigned long long to_fixed(float x) {
   return static_cast<unsigned long long>(__float2ll_rn(x * static_cast<float>(kRabFixedScale)));
 }
 
+// Pitch (floats) of a shared rab tile with kCols columns: == 8 (mod 32), so the 8-byte reads of
+// one accumulator fragment (8 rows x 4 column pairs per half warp) hit distinct banks.
+template <int kCols>
+constexpr int rab_pitch() {
+  return kCols + 8;
+}
+
+// Fills a shared tile with the relative attention bias of rows [r0, r0 + kRows) x columns
+// [c0, c0 + kCols) of sequence si: bias[r][c] = rab(i, j) with (i, j) = (query, key) =
+// (row, col), or (col, row) when kKeyMajor; bkt[r][c] (when not null) the time bucket. Outside
+// the sequence both are 0. All threads of the block take part.
+//
+// The one decision: the bias is computed here, once per tile element in a rolled loop, instead of
+// inside the fully unrolled accumulator loops. There the timestamp loads, the log and the table
+// lookups of every element were unrolled into code that missed the instruction cache and held
+// registers; the accumulator loops now add one shared-memory read per element.
+template <int kRows, int kCols, int kThreads, bool kKeyMajor>
+__device__ __forceinline__ void rab_tile(const HstuAttnParams& p, const SeqInfo& si,
+                                         const int64_t* thr, int r0, int c0, float* bias,
+                                         uint16_t* bkt, int tid) {
+  constexpr int kPitch = rab_pitch<kCols>();
+#pragma unroll 1
+  for (int idx = tid; idx < kRows * kCols; idx += kThreads) {
+    const int r = idx / kCols, c = idx % kCols;
+    const int i = kKeyMajor ? c0 + c : r0 + r, j = kKeyMajor ? r0 + r : c0 + c;
+    float v = 0.f;
+    int bucket = 0;
+    if (i < si.L && j < si.L)
+      v = rab_value(p, thr, i, j, __ldg(p.ts_query + si.start + i), __ldg(p.ts_key + si.start + j),
+                    bucket);
+    bias[r * kPitch + c] = v;
+    if (bkt) bkt[r * kPitch + c] = static_cast<uint16_t>(bucket);
+  }
+}
+
 // Copies the time-bucket thresholds into shared memory (rab kernels, before the first barrier).
 __device__ __forceinline__ void load_time_thresholds(const HstuAttnParams& p, int64_t* s_thr,
                                                      int tid, int nthreads) {

@@ -99,6 +99,7 @@ struct AttnTiles<32> {
   using Dkdv = TileCfg<64, 64, 4, 2>;  // smem  32 KB (+ rab)
   using DkdvRab = Dkdv;
   using Dq = TileCfg<64, 64, 4, 2>;  // smem  24 KB
+  using DqRab = Dq;
 };
 template <>
 struct AttnTiles<64> {
@@ -110,6 +111,7 @@ struct AttnTiles<64> {
   using Dkdv = TileCfg<64, 64, 4, 2>;  // smem  56 KB
   using DkdvRab = Dkdv;
   using Dq = TileCfg<64, 64, 4, 2>;  // smem  48 KB
+  using DqRab = Dq;
 };
 template <>
 struct AttnTiles<128> {
@@ -121,6 +123,7 @@ struct AttnTiles<128> {
   using Dkdv = TileCfg<64, 128, 8, 2>;     // smem 144 KB
   using DkdvRab = TileCfg<32, 128, 8, 2>;  // smem 104 KB (+ rab): fewer registers
   using Dq = TileCfg<64, 64, 4, 2>;        // smem  96 KB
+  using DqRab = TileCfg<64, 32, 4, 2>;     // smem  64 KB (+ 12 KB rab): two CTAs per SM
 };
 template <>
 struct AttnTiles<256> {
@@ -132,6 +135,7 @@ struct AttnTiles<256> {
   using Dkdv = TileCfg<32, 64, 8, 2, 2>;  // smem 132 KB; 4 key slabs x 2 halves of d
   using DkdvRab = Dkdv;
   using Dq = TileCfg<64, 32, 4, 2>;  // smem 128 KB
+  using DqRab = Dq;
 };
 
 }  // namespace hstu::cuda::attn
