@@ -76,7 +76,7 @@ size_t GemmPlanKeyHash::operator()(const GemmPlanKey& k) const {
   mix(static_cast<uint64_t>(k.a) | static_cast<uint64_t>(k.b) << 8 |
       static_cast<uint64_t>(k.c) << 16 | static_cast<uint64_t>(k.bias) << 24);
   mix(static_cast<uint64_t>(k.trans_a) | k.trans_b << 1 | k.has_bias << 2 | k.accumulate << 3 |
-      k.tf32 << 4);
+      k.tf32 << 4 | k.exact << 5);
   mix(static_cast<uint64_t>(k.align_a) | static_cast<uint64_t>(k.align_b) << 16 |
       static_cast<uint64_t>(k.align_c) << 32 | static_cast<uint64_t>(k.align_bias) << 48);
   return static_cast<size_t>(h);
@@ -136,6 +136,27 @@ const GemmPlan& BlasState::plan(const GemmPlanKey& key, const void* bias_ptr) {
              key.align_b, "/", key.align_c, " bytes)");
   ++plans_created;
   return *plans.emplace(key, std::move(plan)).first->second;
+}
+
+int64_t gemm_size_bucket(int64_t x) {
+  if (x <= 128) return x;
+  int64_t p = 1;
+  while (p * 2 <= x) p *= 2;
+  const int64_t step = p / 8;
+  return (x + step - 1) / step * step;
+}
+
+void set_plan_sizes(const GemmPlan& plan, const GemmPlanKey& key, int64_t m, int64_t n, int64_t k) {
+  const auto set = [](cublasLtMatrixLayout_t l, uint64_t rows, uint64_t cols) {
+    HSTU_CUBLAS_CHECK(
+        cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_ROWS, &rows, sizeof(rows)));
+    HSTU_CUBLAS_CHECK(
+        cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_COLS, &cols, sizeof(cols)));
+  };
+  // The same column-major view as BlasState::plan.
+  set(plan.layout_a, key.trans_b ? k : n, key.trans_b ? n : k);
+  set(plan.layout_b, key.trans_a ? m : k, key.trans_a ? k : m);
+  set(plan.layout_c, n, m);
 }
 
 BlasState& blas_state(const Ctx& ctx) {

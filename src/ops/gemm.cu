@@ -107,7 +107,11 @@ void gemm(Ctx& ctx, const GemmDesc& desc, const Tensor& a, const Tensor& b, cons
 
   BlasState& s = blas_state(ctx);
   GemmPlanKey key;
-  key.m = m, key.n = n, key.k = k;
+  // Only sizes that are no layout's leading extent are bucketed (cuBLASLt requires ld >= rows):
+  // m unless A is transposed, k when only A is; in the model these are the token counts.
+  key.m = desc.trans_a ? m : gemm_size_bucket(m);
+  key.n = n;
+  key.k = desc.trans_a && !desc.trans_b ? gemm_size_bucket(k) : k;
   key.lda = a.row_stride, key.ldb = b.row_stride, key.ldc = c.row_stride;
   key.a = a.dtype, key.b = b.dtype, key.c = c.dtype;
   key.trans_a = desc.trans_a, key.trans_b = desc.trans_b;
@@ -118,20 +122,27 @@ void gemm(Ctx& ctx, const GemmDesc& desc, const Tensor& a, const Tensor& b, cons
   key.align_a = ptr_alignment(a.data), key.align_b = ptr_alignment(b.data);
   key.align_c = ptr_alignment(c.data);
   key.align_bias = key.has_bias ? ptr_alignment(bias.data) : 0;
-  const GemmPlan& plan = s.plan(key, bias.data);
-
-  if (plan.bias_in_epilogue) {
-    const void* bp = bias.data;
-    HSTU_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                     &bp, sizeof(bp)));
-  }
   const float alpha = desc.alpha, beta = desc.beta;
-  // cuBLASLt's A is our B (see cublaslt_plans.cpp); C and D are the same buffer.
-  HSTU_CUBLAS_CHECK(cublasLtMatmul(s.handle, plan.desc, &alpha, b.data, plan.layout_a, a.data,
-                                   plan.layout_b, &beta, c.data, plan.layout_c, c.data,
-                                   plan.layout_c, &plan.algo, s.workspace, s.workspace_bytes,
-                                   stream_of(ctx)));
-  if (key.has_bias && !plan.bias_in_epilogue) {
+  const auto run = [&](const GemmPlan& plan) {
+    set_plan_sizes(plan, key, m, n, k);
+    if (plan.bias_in_epilogue) {
+      const void* bp = bias.data;
+      HSTU_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                       &bp, sizeof(bp)));
+    }
+    // cuBLASLt's A is our B (see cublaslt_plans.cpp); C and D are the same buffer.
+    return cublasLtMatmul(s.handle, plan.desc, &alpha, b.data, plan.layout_a, a.data, plan.layout_b,
+                          &beta, c.data, plan.layout_c, c.data, plan.layout_c, &plan.algo,
+                          s.workspace, s.workspace_bytes, stream_of(ctx));
+  };
+  const GemmPlan* plan = &s.plan(key, bias.data);
+  if (run(*plan) != CUBLAS_STATUS_SUCCESS) {  // the bucket's algorithm refused this size
+    key.m = m, key.n = n, key.k = k, key.exact = true;
+    plan = &s.plan(key, bias.data);
+    HSTU_CUBLAS_CHECK(run(*plan));
+  }
+  const bool bias_in_epilogue = plan->bias_in_epilogue;
+  if (key.has_bias && !bias_in_epilogue) {
     dispatch_io(c.dtype, "gemm C", [&](auto tc) {
       using TC = typename decltype(tc)::type;
       dispatch_io(bias.dtype, "gemm bias", [&](auto tb) {

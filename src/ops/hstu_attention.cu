@@ -9,9 +9,9 @@
 //
 // Determinism (ctx.deterministic): dK, dV and O are always written without atomics. dQ is
 // computed by a separate query-major kernel in deterministic mode (bit-identical across runs, ~1.4x
-// the backward FLOPs) or accumulated with fp32 atomics in a scratch buffer otherwise. The rab
-// gradients use 64-bit fixed-point (2^-40) integer atomics in both modes, which are
-// order-independent and therefore deterministic.
+// the backward FLOPs; it runs on a side stream beside the dK/dV kernel) or accumulated with fp32
+// atomics in a scratch buffer otherwise. The rab gradients are summed per warp in a fixed order
+// and added as 64-bit fixed-point (2^-40) integers, which are order-independent in both modes.
 //
 // Scratch (ctx.scratch): 8 * (|rab_pos| + |rab_time|) bytes with rab gradients, plus
 // 4 * T * H * Dpad bytes for the dQ accumulator when not deterministic.
@@ -188,17 +188,40 @@ void fwd_bucket(int hdp, const HstuAttnParams& p, cudaStream_t s) {
   }
 }
 template <typename T>
-void bwd_bucket(int hdp, const HstuAttnParams& p, bool det, cudaStream_t s) {
+void bwd_bucket(int hdp, const HstuAttnParams& p, bool det, cudaStream_t s, cudaStream_t dq_s) {
   switch (hdp) {
     case 32:
-      return attn::run_bwd<T, 32>(p, det, s);
+      return attn::run_bwd<T, 32>(p, det, s, dq_s);
     case 64:
-      return attn::run_bwd<T, 64>(p, det, s);
+      return attn::run_bwd<T, 64>(p, det, s, dq_s);
     case 128:
-      return attn::run_bwd<T, 128>(p, det, s);
+      return attn::run_bwd<T, 128>(p, det, s, dq_s);
     default:
-      return attn::run_bwd<T, 256>(p, det, s);
+      return attn::run_bwd<T, 256>(p, det, s, dq_s);
   }
+}
+
+// The deterministic backward's second stream: the dQ kernel runs beside the dK/dV kernel. One
+// non-blocking stream and a fork / join event pair per device, created on first use (the warm-up
+// step) and kept for the process.
+struct SideStream {
+  cudaStream_t stream = nullptr;
+  cudaEvent_t fork = nullptr, join = nullptr;
+};
+SideStream& side_stream() {
+  static std::mutex mu;
+  static SideStream per_device[64];
+  int dev = 0;
+  HSTU_CUDA_CHECK(cudaGetDevice(&dev));
+  HSTU_CHECK(dev >= 0 && dev < 64, "hstu_attention: device ordinal ", dev, " out of range");
+  std::lock_guard<std::mutex> lock(mu);
+  SideStream& s = per_device[dev];
+  if (!s.stream) {
+    HSTU_CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
+    HSTU_CUDA_CHECK(cudaEventCreateWithFlags(&s.fork, cudaEventDisableTiming));
+    HSTU_CUDA_CHECK(cudaEventCreateWithFlags(&s.join, cudaEventDisableTiming));
+  }
+  return s;
 }
 
 // d_rab_pos / d_rab_time += fixed-point accumulators * 2^-40.
@@ -252,12 +275,25 @@ void hstu_attention_bwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& d
   const cudaStream_t stream = stream_of(ctx);
   const bool rab_grad = args.has_rab() && !d_rab_pos.empty();
   const bool det = ctx.deterministic;
-  if (!rab_grad && det) {  // no scratch needed
-    if (dt == DType::kBF16) {
-      bwd_bucket<bf16>(hdp, p, det, stream);
-    } else {
-      bwd_bucket<f16>(hdp, p, det, stream);
+  // Deterministic: the dQ kernel goes on the side stream, forked from and joined back to ours.
+  const SideStream* side = det ? &side_stream() : nullptr;
+  auto run = [&] {
+    if (side) {
+      HSTU_CUDA_CHECK(cudaEventRecord(side->fork, stream));
+      HSTU_CUDA_CHECK(cudaStreamWaitEvent(side->stream, side->fork, 0));
     }
+    if (dt == DType::kBF16) {
+      bwd_bucket<bf16>(hdp, p, det, stream, side ? side->stream : stream);
+    } else {
+      bwd_bucket<f16>(hdp, p, det, stream, side ? side->stream : stream);
+    }
+    if (side) {
+      HSTU_CUDA_CHECK(cudaEventRecord(side->join, side->stream));
+      HSTU_CUDA_CHECK(cudaStreamWaitEvent(stream, side->join, 0));
+    }
+  };
+  if (!rab_grad && det) {  // no scratch needed
+    run();
     return;
   }
   Scratch scratch(ctx, "hstu_attention_bwd");
@@ -276,11 +312,7 @@ void hstu_attention_bwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& d
     p.dq_accum = static_cast<float*>(acc.data);
     p.dq_accum_head_stride = hdp;
   }
-  if (dt == DType::kBF16) {
-    bwd_bucket<bf16>(hdp, p, det, stream);
-  } else {
-    bwd_bucket<f16>(hdp, p, det, stream);
-  }
+  run();
   if (rab_grad) {
     const int n = p.rab_pos_len + p.rab_time_len;
     drab_finish_kernel<<<(n + 255) / 256, 256, 0, stream>>>(p);

@@ -4,5 +4,5 @@
 #include "ops/cuda/attention_bwd.cuh"
 
 namespace hstu::cuda::attn {
-template void run_bwd<__half, 128>(const HstuAttnParams&, bool, cudaStream_t);
+template void run_bwd<__half, 128>(const HstuAttnParams&, bool, cudaStream_t, cudaStream_t);
 }  // namespace hstu::cuda::attn

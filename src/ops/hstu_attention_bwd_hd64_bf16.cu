@@ -4,5 +4,5 @@
 #include "ops/cuda/attention_bwd.cuh"
 
 namespace hstu::cuda::attn {
-template void run_bwd<__nv_bfloat16, 64>(const HstuAttnParams&, bool, cudaStream_t);
+template void run_bwd<__nv_bfloat16, 64>(const HstuAttnParams&, bool, cudaStream_t, cudaStream_t);
 }  // namespace hstu::cuda::attn

@@ -627,6 +627,11 @@ std::vector<Case> cases() {
   add({.name = "gemm_tn_wgrad_acc_bf16_f32", .op = Op::kGemm, .m = 64, .n = 48, .k = 300,
        .dtype = bf, .out = f32, .a = true, .acc = true, .f32_rtol = 1e-5,
        .why = "fp32 accumulation order over K = 300: ~sqrt(K) 2^-24 |C| on each side"});
+  // Token counts above 128 run on a plan built for their size bucket (gemm_size_bucket).
+  add({.name = "gemm_nt_tokens_bias_bf16", .op = Op::kGemm, .m = 1001, .n = 100, .k = 50,
+       .dtype = bf, .out = bf, .b = true, .variant = 1, .why = lowp + "; m in bucket 1024"});
+  add({.name = "gemm_nn_tokens_odd_bf16", .op = Op::kGemm, .m = 333, .n = 50, .k = 100,
+       .dtype = bf, .out = bf, .why = lowp + "; m in bucket 352"});
   add({.name = "gemm_odd_f32", .op = Op::kGemm, .m = 37, .n = 29, .k = 61, .dtype = f32, .out = f32,
        .b = true, .variant = 1, .f32_rtol = 5e-6,
        .why = "fp32 (no TF32) summation order over K = 61"});
@@ -803,6 +808,13 @@ TEST(GpuGemmPlans, CreatedOncePerShape) {
   EXPECT_EQ(after_first, before + 1);
   for (int i = 0; i < 3; ++i) cuda::gemm(g, desc, a, b, c, Tensor());
   EXPECT_EQ(cuda::gemm_plans_created(g.blas), after_first) << "a warm shape created a plan";
+  // Token counts in one size bucket (130 and 140 -> 144) share a plan.
+  const Tensor a130 = dev(rnd({130, 32}, DType::kBF16), DType::kBF16);
+  const Tensor a140 = dev(rnd({140, 32}, DType::kBF16), DType::kBF16);
+  cuda::gemm(g, desc, a130, b, out_dev(DType::kBF16, {130, 24}), Tensor());
+  const int64_t after_bucket = cuda::gemm_plans_created(g.blas);
+  cuda::gemm(g, desc, a140, b, out_dev(DType::kBF16, {140, 24}), Tensor());
+  EXPECT_EQ(cuda::gemm_plans_created(g.blas), after_bucket) << "one bucket built two plans";
   gpu::sync();
 }
 

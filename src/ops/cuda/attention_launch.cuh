@@ -20,9 +20,11 @@ namespace hstu::cuda::attn {
 template <typename T, int kHeadDim>
 void run_fwd(const HstuAttnParams& p, cudaStream_t stream);
 // Backward: dk, dv (and d_rab) from a key-major kernel; dq from fp32 atomics (deterministic =
-// false) or from a separate query-major kernel (deterministic = true).
+// false) or from a separate query-major kernel (deterministic = true) launched on dq_stream,
+// which the caller has made wait for `stream` and joins back afterwards.
 template <typename T, int kHeadDim>
-void run_bwd(const HstuAttnParams& p, bool deterministic, cudaStream_t stream);
+void run_bwd(const HstuAttnParams& p, bool deterministic, cudaStream_t stream,
+             cudaStream_t dq_stream);
 
 // Launches kKernel with `smem` bytes of dynamic shared memory, raising its limit once per device.
 template <auto kKernel>
