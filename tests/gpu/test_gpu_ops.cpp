@@ -28,6 +28,7 @@
 #include "gpu/gpu_harness.h"
 #include "ops/activation.h"
 #include "ops/cast.h"
+#include "ops/cublaslt_plans.h"
 #include "ops/cuda_runtime_state.h"
 #include "ops/embedding.h"
 #include "ops/gemm.h"
@@ -791,6 +792,26 @@ TEST_P(GpuOps, MatchesCpuReference) {
 
 INSTANTIATE_TEST_SUITE_P(Table, GpuOps, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
+
+// Plan buckets (host arithmetic: runs without a GPU): exact up to 128, never below the size,
+// at most 12.5% above it, monotone, and few enough that a training run builds a handful of plans.
+TEST(GemmSizeBucket, RoundsUpByAtMostAnEighth) {
+  int64_t prev = 0, distinct = 0;
+  for (int64_t x = 1; x <= 300000; ++x) {
+    const int64_t b = cuda::gemm_size_bucket(x);
+    if (x <= 128) {
+      ASSERT_EQ(b, x);
+    } else {
+      ASSERT_GE(b, x) << x;
+      ASSERT_LE(8 * b, 9 * x) << x;
+    }
+    ASSERT_GE(b, prev) << x;
+    distinct += b != prev;
+    prev = b;
+  }
+  EXPECT_LT(distinct, 128 + 8 * 12) << "sizes 129..300000 should fall into ~8 buckets per octave";
+  EXPECT_EQ(cuda::gemm_size_bucket(25600), 26624);  // ML-1M-large's 128 x 200 token capacity
+}
 
 // The step loop must not build GEMM plans: a repeated shape reuses its plan.
 TEST(GpuGemmPlans, CreatedOncePerShape) {
