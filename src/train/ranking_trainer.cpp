@@ -25,6 +25,7 @@
 #include "train/ranking_eval.h"
 #include "train/runtime.h"
 #include "train/step.h"
+#include "train/train_loop.h"
 
 namespace hstu {
 TrainSummary train_ranking(const Config& cfg, const TrainOptions& opts) {
@@ -151,15 +152,7 @@ TrainSummary train_ranking(const Config& cfg, const TrainOptions& opts) {
     st["epoch"] = batcher.epoch();
     st["batch_index"] = batcher.batch_index();
     st["seed"] = ta.seed;
-    json::Value evals = json::Value::array();
-    for (const auto& e : summary.evals) {
-      json::Value r = json::Value::object();
-      r["epoch"] = e.epoch;
-      r["step"] = e.step;
-      r["test"] = metrics_to_json(e.test);
-      evals.push_back(r);
-    }
-    st["evals"] = evals;
+    st["evals"] = evals_to_json(summary.evals, false);
     st["config"] = opts.config_text;
     return st;
   };
@@ -188,19 +181,13 @@ TrainSummary train_ranking(const Config& cfg, const TrainOptions& opts) {
   // ---- loop ---------------------------------------------------------------------------------
   SequenceBatch host;
   const double t0 = ProgressBar::steady_seconds();
-  int64_t tokens_done = 0, epoch_tokens = 0, loss_count = 0;
-  double loss_sum = 0;
-  std::unique_ptr<ProgressBar> bar;
+  int64_t tokens_done = 0;
+  RunningLoss running;
+  EpochProgress progress(opts.quiet, per_epoch, total_steps);
   const uint64_t seed = static_cast<uint64_t>(ta.seed);
   while (step < total_steps) {
     const int64_t epoch = batcher.epoch();
-    if (!bar && !opts.quiet) {
-      bar = std::make_unique<ProgressBar>(
-          "epoch " + std::to_string(epoch + 1) + "/" +
-              std::to_string((total_steps + per_epoch - 1) / per_epoch),
-          per_epoch);
-      epoch_tokens = 0;
-    }
+    progress.open(epoch);
     batcher.next(host);
     model.upload(host);
     const int64_t nc = model.num_candidates();
@@ -211,43 +198,20 @@ TrainSummary train_ranking(const Config& cfg, const TrainOptions& opts) {
                    step + 1);
     ++step;
     tokens_done += model.num_tokens();
-    epoch_tokens += model.num_tokens();
-    loss_sum += loss;
-    ++loss_count;
+    running.add(loss);
     summary.last_loss = loss;
     HSTU_CHECK(std::isfinite(loss), "ranking loss is not finite at step ", step);
-    const double elapsed = (ProgressBar::steady_seconds() - t0);
-    if (bar)
-      bar->update(batcher.batch_index() == 0 ? per_epoch : batcher.batch_index(), epoch_tokens,
-                  loss);
-    if (ta.log_interval > 0 && step % ta.log_interval == 0) {
-      log.log("train",
-              {{"step", step},
-               {"epoch", epoch},
-               {"loss", loss_sum / static_cast<double>(loss_count)},
-               {"tokens_per_s", static_cast<double>(tokens_done) / std::max(elapsed, 1e-9)},
-               {"lr", lr_schedule.lr_at(step - 1)}});
-      loss_sum = 0;
-      loss_count = 0;
-    }
-    const bool epoch_done = batcher.batch_index() == 0;
-    if (epoch_done && bar) {
-      bar->finish();
-      bar.reset();
-    }
-    const bool by_steps = ta.eval_interval > 0 && step % ta.eval_interval == 0;
-    const bool by_epochs = ta.eval_interval <= 0 && epoch_done &&
-                           (epoch + 1) % std::max<int64_t>(ta.eval_every_n_epochs, 1) == 0;
-    if (by_steps || by_epochs || step == total_steps) {
-      if (bar) {
-        bar->finish();
-        bar.reset();
-      }
-      if (summary.evals.empty() || summary.evals.back().step != step)
-        evaluate(epoch_done ? epoch + 1 : epoch);
-    }
-    if (ta.ckpt_save_interval > 0 && step % ta.ckpt_save_interval == 0)
-      save_checkpoint(ckpt, trainer_state(), ckpt_dir);
+    const StepEvents due = step_events(ta, step, total_steps, epoch, batcher.batch_index() == 0);
+    progress.update(batcher.batch_index(), model.num_tokens(), loss);
+    if (due.log)
+      running.write_train_line(
+          log, step, epoch,
+          static_cast<double>(tokens_done) / std::max(ProgressBar::steady_seconds() - t0, 1e-9),
+          lr_schedule.lr_at(step - 1));
+    if (due.epoch_done || due.eval) progress.close();
+    if (due.eval && (summary.evals.empty() || summary.evals.back().step != step))
+      evaluate(due.epoch_done ? epoch + 1 : epoch);
+    if (due.checkpoint) save_checkpoint(ckpt, trainer_state(), ckpt_dir);
   }
   summary.steps = step;
   summary.train_seconds = (ProgressBar::steady_seconds() - t0);

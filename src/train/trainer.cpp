@@ -26,6 +26,7 @@
 #include "train/runtime.h"
 #include "train/safetensors.h"
 #include "train/step.h"
+#include "train/train_loop.h"
 
 namespace hstu {
 void prepare_run(const Config& cfg, const TrainOptions& opts) {
@@ -153,16 +154,7 @@ TrainSummary train(const Config& cfg, const TrainOptions& opts) {
     st["best_validation"] = best_val;
     st["selected_epoch"] = summary.selected_epoch;
     st["selected_test"] = metrics_to_json(summary.selected_test);
-    json::Value evals = json::Value::array();
-    for (const auto& e : summary.evals) {
-      json::Value r = json::Value::object();
-      r["epoch"] = e.epoch;
-      r["step"] = e.step;
-      r["validation"] = metrics_to_json(e.validation);
-      r["test"] = metrics_to_json(e.test);
-      evals.push_back(r);
-    }
-    st["evals"] = evals;
+    st["evals"] = evals_to_json(summary.evals, true);
     st["config"] = opts.config_text;
     return st;
   };
@@ -205,19 +197,12 @@ TrainSummary train(const Config& cfg, const TrainOptions& opts) {
   SequenceBatch host;
   TrainStep stepper(cfg, ds.num_items);
   const double t0 = ProgressBar::steady_seconds();
-  int64_t tokens_done = 0, epoch_tokens = 0;
-  double loss_sum = 0;
-  int64_t loss_count = 0;
-  std::unique_ptr<ProgressBar> bar;
+  int64_t tokens_done = 0;
+  RunningLoss running;
+  EpochProgress progress(opts.quiet, per_epoch, total_steps);
   while (step < total_steps) {
     const int64_t epoch = batcher.epoch();
-    if (!bar && !opts.quiet) {
-      bar = std::make_unique<ProgressBar>(
-          "epoch " + std::to_string(epoch + 1) + "/" +
-              std::to_string((total_steps + per_epoch - 1) / per_epoch),
-          per_epoch);
-      epoch_tokens = 0;
-    }
+    progress.open(epoch);
     batcher.next(host);
     trace.set_enabled(ta.profile && step >= ta.profile_step_start && step < ta.profile_step_end);
     {
@@ -227,49 +212,24 @@ TrainSummary train(const Config& cfg, const TrainOptions& opts) {
     const int64_t batch_tokens = host.num_tokens();
     ++step;
     tokens_done += batch_tokens;
-    epoch_tokens += batch_tokens;
-    const bool epoch_done = batcher.batch_index() == 0;
-    const bool log_now = ta.log_interval > 0 && step % ta.log_interval == 0;
-    const bool by_steps = ta.eval_interval > 0 && step % ta.eval_interval == 0;
-    const bool by_epochs =
-        ta.eval_interval <= 0 && epoch_done && (epoch + 1) % ta.eval_every_n_epochs == 0;
-    const bool eval_now = by_steps || by_epochs || step == total_steps;
+    const StepEvents due = step_events(ta, step, total_steps, epoch, batcher.batch_index() == 0);
     // The newest step's loss may still be in flight on CUDA; it is waited for only where the
     // numbers are reported (log lines, epoch ends, evaluations).
-    for (const StepLoss& l : stepper.drain(log_now || epoch_done || eval_now)) {
+    for (const StepLoss& l : stepper.drain(due.log || due.epoch_done || due.eval)) {
       HSTU_CHECK(std::isfinite(l.loss), "the training loss is not finite at step ", l.step + 1,
                  " (", l.loss, "); lower OptimizerArgs.learning_rate or check the data");
-      loss_sum += l.loss;
-      ++loss_count;
+      running.add(l.loss);
       summary.last_loss = l.loss;
     }
-    const double elapsed = (ProgressBar::steady_seconds() - t0);
-    if (bar)
-      bar->update(batcher.batch_index() == 0 ? per_epoch : batcher.batch_index(), epoch_tokens,
-                  summary.last_loss);
-    if (log_now) {
-      log.log("train", {{"step", step},
-                        {"epoch", epoch},
-                        {"loss", loss_sum / loss_count},
-                        {"tokens_per_s", tokens_done / std::max(elapsed, 1e-9)},
-                        {"lr", lr_schedule.lr_at(step - 1)}});
-      loss_sum = 0;
-      loss_count = 0;
-    }
-    if (epoch_done && bar) {
-      bar->finish();
-      bar.reset();
-    }
-    if (eval_now) {
-      if (bar) {
-        bar->finish();
-        bar.reset();
-      }
-      if (summary.evals.empty() || summary.evals.back().step != step)
-        evaluate(epoch_done ? epoch + 1 : epoch);
-    }
-    if (ta.ckpt_save_interval > 0 && step % ta.ckpt_save_interval == 0)
-      save_checkpoint(model, trainer_state(), ckpt_dir);
+    progress.update(batcher.batch_index(), batch_tokens, summary.last_loss);
+    if (due.log)
+      running.write_train_line(log, step, epoch,
+                               tokens_done / std::max(ProgressBar::steady_seconds() - t0, 1e-9),
+                               lr_schedule.lr_at(step - 1));
+    if (due.epoch_done || due.eval) progress.close();
+    if (due.eval && (summary.evals.empty() || summary.evals.back().step != step))
+      evaluate(due.epoch_done ? epoch + 1 : epoch);
+    if (due.checkpoint) save_checkpoint(model, trainer_state(), ckpt_dir);
   }
   summary.steps = step;
   summary.train_seconds = (ProgressBar::steady_seconds() - t0);

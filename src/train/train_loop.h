@@ -1,0 +1,70 @@
+// train_loop.h — the bookkeeping the retrieval and ranking trainers share around their step:
+// which reports a finished step triggers (TrainerArgs' log / eval / checkpoint intervals), the
+// progress bar of the current epoch, the running loss behind metrics.jsonl's "train" lines, and
+// the evaluation history as it is saved in trainer_state.json.
+//
+// The one decision: the trainers keep their own step and evaluation code (they differ in what a
+// step and an evaluation are); only the schedule and the reporting live here, so a change to
+// when things happen applies to both.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "config/config.h"
+#include "train/json.h"
+#include "train/metrics_log.h"
+#include "train/progress.h"
+#include "train/trainer.h"
+
+namespace hstu {
+
+// What is due after step `step` (1-based: the number of steps done) of `total_steps`.
+struct StepEvents {
+  bool epoch_done = false;  // the step finished an epoch
+  bool log = false;         // a "train" line (log_interval)
+  bool eval = false;        // every eval_interval steps, or every eval_every_n_epochs epochs when
+                            // eval_interval <= 0; always after the last step
+  bool checkpoint = false;  // every ckpt_save_interval steps (the trainers also save at the end)
+};
+StepEvents step_events(const TrainerArgs& ta, int64_t step, int64_t total_steps, int64_t epoch,
+                       bool epoch_done);
+
+// The progress bar of the current epoch; none when quiet.
+class EpochProgress {
+ public:
+  EpochProgress(bool quiet, int64_t steps_per_epoch, int64_t total_steps);
+  // Opens the bar of `epoch` (0-based) unless one is open.
+  void open(int64_t epoch);
+  // After a step of `tokens` tokens: batch_index is the batcher's position (0 = epoch done).
+  void update(int64_t batch_index, int64_t tokens, double loss);
+  // Ends the line (at an epoch's end, and before an evaluation prints its table).
+  void close();
+
+ private:
+  bool quiet_;
+  int64_t per_epoch_, total_steps_, tokens_ = 0;
+  std::unique_ptr<ProgressBar> bar_;
+};
+
+// The mean loss since the last "train" line.
+class RunningLoss {
+ public:
+  void add(double loss) {
+    sum_ += loss;
+    ++count_;
+  }
+  // Appends {"event": "train", step, epoch, loss (the mean), tokens_per_s, lr}; starts over.
+  void write_train_line(MetricsLog& log, int64_t step, int64_t epoch, double tokens_per_s,
+                        double lr);
+
+ private:
+  double sum_ = 0;
+  int64_t count_ = 0;
+};
+
+// The evaluation history for trainer_state.json: [{epoch, step, [validation,] test}, ...].
+json::Value evals_to_json(const std::vector<EvalRecord>& evals, bool with_validation);
+
+}  // namespace hstu
