@@ -67,13 +67,13 @@ int cmd_train(const Args& a) {
                 static_cast<long long>(s.steps), s.train_seconds, s.tokens_per_second, s.last_loss);
     std::printf("eval (step %lld):  MeanAUC %.4f\nlogistic baseline:  MeanAUC %.4f\n",
                 static_cast<long long>(s.evals.empty() ? 0 : s.evals.back().step),
-                metric(s.final_test, "MeanAUC"), metric(s.popularity, "MeanAUC"));
+                metric(s.final_test, "MeanAUC"), metric(s.baseline, "MeanAUC"));
     std::printf("run directory: %s (config.gin, metrics.jsonl, checkpoints/)\n",
                 cfg.trainer.run_dir.c_str());
     return 0;
   }
   const double hr = metric(s.selected_test, "HR@10"), ndcg = metric(s.selected_test, "NDCG@10");
-  const double phr = metric(s.popularity, "HR@10"), pndcg = metric(s.popularity, "NDCG@10");
+  const double phr = metric(s.baseline, "HR@10"), pndcg = metric(s.baseline, "NDCG@10");
   std::printf("\ndone: %lld steps in %.1fs (%.0f tokens/s), final loss %.4f\n",
               static_cast<long long>(s.steps), s.train_seconds, s.tokens_per_second, s.last_loss);
   std::printf("test (epoch %lld):  HR@10 %.4f  NDCG@10 %.4f\n",

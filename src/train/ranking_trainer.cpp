@@ -118,7 +118,7 @@ TrainSummary train_ranking(const Config& cfg, const TrainOptions& opts) {
   MetricsLog log(ta.run_dir);
   log.write(baseline_record);
   TrainSummary summary;
-  summary.popularity = baseline.eval;  // TrainSummary's baseline slot (see ranking_trainer.h)
+  summary.baseline = baseline.eval;
   int64_t step = 0;
 
   // ---- checkpoints: weights only (ckpt_load_dir) or everything (--resume) -------------------

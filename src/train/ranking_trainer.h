@@ -17,7 +17,7 @@ namespace hstu {
 // Trains cfg (task = "ranking") and returns the summary: evals[i].test holds the eval split's
 // metrics ("AUC/task<k>", "Accuracy/task<k>", "LogLoss/task<k>", "MeanAUC"; or "AUC/task0",
 // "Accuracy/task0", "CrossEntropy/task0", "MeanAUC"), final_test / selected_test the last
-// evaluation's, and `popularity` (TrainSummary's baseline slot) the logistic baseline's metrics.
+// evaluation's, and `baseline` the logistic baseline's metrics.
 // metrics.jsonl gets a "baseline" event (metrics and coefficients) before training and the
 // baseline's metrics under "baseline" in the summary record.
 TrainSummary train_ranking(const Config& cfg, const TrainOptions& opts);

@@ -111,7 +111,7 @@ TrainSummary train(const Config& cfg, const TrainOptions& opts) {
     const auto ranks = popularity_ranks(ds, splits.test, counts, cfg.retrieval.eval_rank_cap);
     RetrievalMetrics m;
     for (int32_t r : ranks) m.add(r);
-    summary.popularity = m.values();
+    summary.baseline = m.values();
   }
 
   // ---- schedule and state -------------------------------------------------------------------
@@ -171,7 +171,7 @@ TrainSummary train(const Config& cfg, const TrainOptions& opts) {
     }
     rec.test = test_eval->run(ctx, model).values();
     rows.push_back({"test", rec.test});
-    rows.push_back({"popularity", summary.popularity});
+    rows.push_back({"popularity", summary.baseline});
     summary.evals.push_back(rec);
     summary.final_test = rec.test;
     const double score = metric(val_eval ? rec.validation : rec.test, "NDCG@10");
@@ -247,7 +247,7 @@ TrainSummary train(const Config& cfg, const TrainOptions& opts) {
   s["selected_epoch"] = summary.selected_epoch;
   s["selected_test"] = metrics_to_json(summary.selected_test);
   s["final_test"] = metrics_to_json(summary.final_test);
-  s["popularity"] = metrics_to_json(summary.popularity);
+  s["popularity"] = metrics_to_json(summary.baseline);
   log.write(s);
   return summary;
 }

@@ -28,7 +28,8 @@ struct EvalRecord {
 
 struct TrainSummary {
   std::vector<EvalRecord> evals;
-  NamedValues popularity;     // the popularity baseline on the test split
+  NamedValues baseline;       // the task's baseline on the test split: item popularity
+                              // (retrieval) or the logistic regression (ranking_baseline.h)
   NamedValues final_test;     // test metrics of the last evaluation
   NamedValues selected_test;  // test metrics at the best validation epoch (or the last)
   int64_t selected_epoch = -1;

@@ -65,7 +65,7 @@ TEST(TrainE2E, SyntheticRunBeatsPopularityThreeTimes) {
   TrainOptions opts;
   opts.quiet = true;
   const TrainSummary s = train(cfg, opts);
-  const double hr = metric(s.final_test, "HR@10"), pop = metric(s.popularity, "HR@10");
+  const double hr = metric(s.final_test, "HR@10"), pop = metric(s.baseline, "HR@10");
   std::printf("[e2e] HR@10 model %.4f, popularity %.4f\n", hr, pop);
   EXPECT_GT(pop, 0.0);
   EXPECT_GE(hr, 3.0 * pop) << "model HR@10 " << hr << " vs popularity " << pop;

@@ -165,11 +165,11 @@ TEST(RankingTrain, KuaiRandFixtureLearns) {
 
   // The logistic baseline is scored on the same candidates with the same metric names, and
   // logged: a "baseline" event before training and a "baseline" key in the summary record.
-  ASSERT_EQ(s.popularity.size(), s.final_test.size());
-  for (size_t i = 0; i < s.popularity.size(); ++i)
-    EXPECT_EQ(s.popularity[i].first, s.final_test[i].first);
-  for (const auto& [k, v] : s.popularity) std::printf("  baseline %s = %.4f\n", k.c_str(), v);
-  EXPECT_TRUE(std::isfinite(metric(s.popularity, "MeanAUC")));
+  ASSERT_EQ(s.baseline.size(), s.final_test.size());
+  for (size_t i = 0; i < s.baseline.size(); ++i)
+    EXPECT_EQ(s.baseline[i].first, s.final_test[i].first);
+  for (const auto& [k, v] : s.baseline) std::printf("  baseline %s = %.4f\n", k.c_str(), v);
+  EXPECT_TRUE(std::isfinite(metric(s.baseline, "MeanAUC")));
   std::ifstream log(cfg.trainer.run_dir + "/metrics.jsonl");
   std::string line, first, last;
   while (std::getline(log, line)) {
