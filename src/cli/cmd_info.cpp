@@ -24,11 +24,9 @@ int cmd_info(const Args& a) {
   std::printf("  CPU BLAS     built-in fallback GEMM (install libopenblas-dev for speed)\n");
 #endif
   std::printf("  OpenMP       %d threads available\n", omp_get_max_threads());
+  std::printf("%s", describe_cuda_build().c_str());
 #if defined(HSTU_WITH_CUDA)
-  std::printf("  CUDA         compiled in (kernels: sm_80 mma.sync path; see hstu bench attention)\n");
   std::printf("%s", describe_cuda_devices().c_str());
-#else
-  std::printf("  CUDA         not compiled in (no nvcc at build time); --device cpu only\n");
 #endif
   return 0;
 }

@@ -2,8 +2,12 @@
 #include "core/device_info.h"
 
 #include <cstdio>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #if defined(HSTU_WITH_CUDA)
+#include <cublasLt.h>
 #include <cuda_runtime.h>
 #endif
 
@@ -36,7 +40,8 @@ double cuda_bf16_peak_tflops() {
 #if defined(HSTU_WITH_CUDA)
   int dev = 0;
   cudaDeviceProp p{};
-  if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&p, dev) != cudaSuccess) return 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&p, dev) != cudaSuccess)
+    return 0;
   const std::string name = p.name;
   // Dense (non-sparse) bf16 tensor-core peaks of the SXM parts, from the vendor datasheets.
   if (name.find("H100") != std::string::npos || name.find("H200") != std::string::npos) return 989;
@@ -49,19 +54,76 @@ double cuda_bf16_peak_tflops() {
 #endif
 }
 
+#if defined(HSTU_WITH_CUDA)
+namespace {
+// "80,90a" -> {80, 90}: the compute capabilities (x10) with native code in this build.
+std::vector<int> compiled_archs() {
+  std::vector<int> out;
+  std::stringstream ss(HSTU_CUDA_ARCHS_STR);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    int v = 0;
+    for (char c : item)
+      if (c >= '0' && c <= '9') v = v * 10 + (c - '0');
+    if (v > 0) out.push_back(v);
+  }
+  return out;
+}
+std::string version(int v) {  // 13000 -> "13.0"
+  return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+}
+}  // namespace
+#endif
+
+std::string describe_cuda_build() {
+#if defined(HSTU_WITH_CUDA)
+  int runtime = 0, driver = 0;
+  cudaRuntimeGetVersion(&runtime);
+  cudaDriverGetVersion(&driver);
+  const size_t lt = cublasLtGetVersion();
+  std::string archs = "sm_";
+  for (const char* c = HSTU_CUDA_ARCHS_STR; *c; ++c)
+    archs += *c == ',' ? std::string(", sm_") : std::string(1, *c);
+  std::string out = "  CUDA         runtime " + version(runtime) + ", driver " +
+                    (driver > 0 ? version(driver) : std::string("none")) + ", cuBLASLt " +
+                    std::to_string(lt / 10000) + "." + std::to_string(lt / 100 % 100) + "." +
+                    std::to_string(lt % 100) + "\n";
+  out += "  code for     " + archs +
+         " (and the first one's PTX, which the driver compiles for newer GPUs)\n";
+  out +=
+      "  kernels      HSTU attention fwd/bwd on mma.sync tensor cores (bf16, fp16; head widths\n"
+      "               padded to 32/64/128/256; every mask, rab), cuBLASLt GEMMs, fused\n"
+      "               LayerNorm / SiLU / sampled softmax / ranking losses, sparse optimisers,\n"
+      "               on-GPU negatives and evaluation\n";
+  return out;
+#else
+  return "  CUDA         not compiled in (no nvcc at build time); --device cpu only\n";
+#endif
+}
+
 std::string describe_cuda_devices() {
 #if defined(HSTU_WITH_CUDA)
   int n = 0;
   const cudaError_t err = cudaGetDeviceCount(&n);
-  if (err != cudaSuccess) return std::string("  no CUDA device: ") + cudaGetErrorString(err) + "\n";
+  if (err != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky error
+    return std::string("  no CUDA device: ") + cudaGetErrorString(err) + "\n";
+  }
+  const std::vector<int> archs = compiled_archs();
   std::string out;
   for (int i = 0; i < n; ++i) {
     cudaDeviceProp p{};
     if (cudaGetDeviceProperties(&p, i) != cudaSuccess) continue;
+    // Native SASS runs on the same major version at an equal or higher minor (sm_80 on 8.6).
+    const int cc = p.major * 10 + p.minor;
+    bool native = false;
+    for (int a : archs) native = native || (a / 10 == p.major && a <= cc);
     char line[512];
-    std::snprintf(line, sizeof line, "  GPU %d: %s, compute capability %d.%d, %d SMs, %.1f GiB\n", i,
-                  p.name, p.major, p.minor, p.multiProcessorCount,
-                  static_cast<double>(p.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0));
+    std::snprintf(line, sizeof line,
+                  "  GPU %d: %s, compute capability %d.%d, %d SMs, %.1f GiB, %s\n", i, p.name,
+                  p.major, p.minor, p.multiProcessorCount,
+                  static_cast<double>(p.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0),
+                  native ? "native code" : "PTX compiled by the driver at first use");
     out += line;
   }
   return n == 0 ? "  no CUDA device found\n" : out;

@@ -13,7 +13,10 @@ int64_t cuda_memory_used_bytes();
 // Dense bf16 tensor-core peak of the current device in TFLOPS, from its name (H100/H200 989,
 // A100 312, ...; 0 when unknown) — the denominator of MFU.
 double cuda_bf16_peak_tflops();
-// One line per device: name, compute capability, SMs, memory; or why there is none.
+// One line per device: name, compute capability, SMs, memory, and whether this build has
+// native code for it (else PTX compiled by the driver at first use); or why there is none.
 std::string describe_cuda_devices();
+// The CUDA build: runtime, driver and cuBLASLt versions and the compiled architectures.
+std::string describe_cuda_build();
 
 }  // namespace hstu
