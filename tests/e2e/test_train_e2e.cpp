@@ -5,6 +5,8 @@
 //   - the hstu binary reports bad input (missing config file, unknown key) with exit code 1 and
 //     a message naming the file and line.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -12,9 +14,6 @@
 #include <fstream>
 #include <sstream>
 #include <string>
-
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "config/load.h"
 #include "train/checkpoint.h"
@@ -25,7 +24,8 @@ namespace hstu {
 namespace {
 
 std::string temp_dir(const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() / ("hstu_e2e_" + name + "_" + std::to_string(::getpid()));
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("hstu_e2e_" + name + "_" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir.string();
@@ -141,6 +141,22 @@ TEST(CliE2E, BadInputGivesClearErrors) {
   out.clear();
   EXPECT_EQ(run(std::string(bin) + " train --set NetworkArgs.hidden_dropout=1.5", &out), 1);
   EXPECT_NE(out.find("hidden_dropout"), std::string::npos) << out;
+}
+
+// `hstu info` names the build's BLAS and, in CUDA builds, the compiled architectures (whatever
+// the machine has: no GPU is needed to describe the build).
+TEST(CliE2E, InfoDescribesTheBuild) {
+  const char* bin = std::getenv("HSTU_BIN");
+  if (!bin || !std::filesystem::exists(bin)) GTEST_SKIP() << "HSTU_BIN not built";
+  std::string out;
+  ASSERT_EQ(run(std::string(bin) + " info", &out), 0) << out;
+  EXPECT_NE(out.find("CPU BLAS"), std::string::npos) << out;
+#if defined(HSTU_WITH_CUDA)
+  EXPECT_NE(out.find("code for     sm_"), std::string::npos) << out;
+  EXPECT_NE(out.find("cuBLASLt"), std::string::npos) << out;
+#else
+  EXPECT_NE(out.find("CUDA         not compiled in"), std::string::npos) << out;
+#endif
 }
 
 }  // namespace
