@@ -28,8 +28,10 @@ Args parse_args(int argc, char** argv, int first, const std::vector<std::string>
     } else {
       value = "1";
     }
-    if (key == "set") a.sets.push_back(value);
-    else a.options[key] = value;
+    if (key == "set")
+      a.sets.push_back(value);
+    else
+      a.options[key] = value;
   }
   return a;
 }

@@ -13,9 +13,10 @@ int cmd_preprocess(const Args& a) {
   if (!a.positional.empty()) cfg = resolve_config(a, nullptr);
   if (a.has("dataset")) cfg.dataset.dataset_name = a.get("dataset");
   if (a.has("path")) cfg.dataset.dataset_path = a.get("path");
-  HSTU_CHECK(cfg.dataset.dataset_name != "synthetic",
-             "hstu preprocess needs a raw dataset: --dataset ml-1m|ml-20m|ml-latest|ml-latest-small|"
-             "ml-100k|amzn-books --path <folder or file> [--out DIR]");
+  HSTU_CHECK(
+      cfg.dataset.dataset_name != "synthetic",
+      "hstu preprocess needs a raw dataset: --dataset ml-1m|ml-20m|ml-latest|ml-latest-small|"
+      "ml-100k|amzn-books --path <folder or file> [--out DIR]");
   const std::string out = a.get("out", dataset_cache_dir(cfg));
   DatasetReport rep;
   const SequenceDataset ds =
@@ -25,7 +26,8 @@ int cmd_preprocess(const Args& a) {
               static_cast<long long>(ds.num_items - 1), static_cast<long long>(ds.num_events()),
               out.c_str());
   if (rep.num_malformed > 0)
-    std::printf("skipped %lld malformed rows (e.g. %s)\n", static_cast<long long>(rep.num_malformed),
+    std::printf("skipped %lld malformed rows (e.g. %s)\n",
+                static_cast<long long>(rep.num_malformed),
                 rep.malformed_examples.empty() ? "" : rep.malformed_examples[0].c_str());
   if (rep.num_filtered > 0)
     std::printf("filtered %lld rows (dataset filter)\n", static_cast<long long>(rep.num_filtered));

@@ -8,27 +8,27 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
-#define HSTU_CUDA_CHECK(call)                                                         \
-  do {                                                                                \
-    const cudaError_t hstu_err_ = (call);                                             \
-    if (hstu_err_ != cudaSuccess)                                                     \
-      HSTU_THROW("CUDA error in ", #call, ": ", cudaGetErrorString(hstu_err_));        \
+#define HSTU_CUDA_CHECK(call)                                                   \
+  do {                                                                          \
+    const cudaError_t hstu_err_ = (call);                                       \
+    if (hstu_err_ != cudaSuccess)                                               \
+      HSTU_THROW("CUDA error in ", #call, ": ", cudaGetErrorString(hstu_err_)); \
   } while (0)
 
-#define HSTU_CUBLAS_CHECK(call)                                                         \
-  do {                                                                                  \
-    const cublasStatus_t hstu_st_ = (call);                                             \
-    if (hstu_st_ != CUBLAS_STATUS_SUCCESS)                                              \
-      HSTU_THROW("cuBLAS error in ", #call, ": status ", static_cast<int>(hstu_st_));    \
+#define HSTU_CUBLAS_CHECK(call)                                                       \
+  do {                                                                                \
+    const cublasStatus_t hstu_st_ = (call);                                           \
+    if (hstu_st_ != CUBLAS_STATUS_SUCCESS)                                            \
+      HSTU_THROW("cuBLAS error in ", #call, ": status ", static_cast<int>(hstu_st_)); \
   } while (0)
 
 // Checks the last kernel launch (always) and, in debug builds, waits for it to finish so the
 // failing kernel is the one reported.
 #ifndef NDEBUG
-#define HSTU_CUDA_CHECK_LAUNCH()                   \
-  do {                                             \
-    HSTU_CUDA_CHECK(cudaGetLastError());           \
-    HSTU_CUDA_CHECK(cudaDeviceSynchronize());      \
+#define HSTU_CUDA_CHECK_LAUNCH()              \
+  do {                                        \
+    HSTU_CUDA_CHECK(cudaGetLastError());      \
+    HSTU_CUDA_CHECK(cudaDeviceSynchronize()); \
   } while (0)
 #else
 #define HSTU_CUDA_CHECK_LAUNCH() HSTU_CUDA_CHECK(cudaGetLastError())

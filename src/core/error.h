@@ -42,8 +42,9 @@ inline std::string check_message(const char* cond, const std::string& msg) {
 #define HSTU_THROW(...) throw ::hstu::Error(::hstu::detail::cat(__VA_ARGS__), __FILE__, __LINE__)
 
 // Checks a condition; on failure throws with the message (or the condition text if none).
-#define HSTU_CHECK(cond, ...)                                                                  \
-  do {                                                                                         \
-    if (!(cond))                                                                               \
-      HSTU_THROW(::hstu::detail::check_message(#cond, ::hstu::detail::cat("" __VA_OPT__(, ) __VA_ARGS__))); \
+#define HSTU_CHECK(cond, ...)                                          \
+  do {                                                                 \
+    if (!(cond))                                                       \
+      HSTU_THROW(::hstu::detail::check_message(                        \
+          #cond, ::hstu::detail::cat("" __VA_OPT__(, ) __VA_ARGS__))); \
   } while (0)

@@ -52,7 +52,9 @@ HSTU_HD uint64_t derive_seed(uint64_t seed, uint64_t site) {
 }
 
 // Uniform float in [0, 1) from one 32-bit word (24 mantissa bits; never returns 1).
-HSTU_HD float u32_to_unit_float(uint32_t r) { return static_cast<float>(r >> 8) * (1.0f / 16777216.0f); }
+HSTU_HD float u32_to_unit_float(uint32_t r) {
+  return static_cast<float>(r >> 8) * (1.0f / 16777216.0f);
+}
 
 // Uniform integer in [0, n) from one 32-bit word (Lemire's multiply-shift; bias < n / 2^32).
 HSTU_HD uint32_t u32_to_range(uint32_t r, uint32_t n) {

@@ -7,18 +7,27 @@ namespace hstu {
 
 const char* dtype_name(DType t) {
   switch (t) {
-    case DType::kF32: return "f32";
-    case DType::kF64: return "f64";
-    case DType::kBF16: return "bf16";
-    case DType::kF16: return "f16";
-    case DType::kI32: return "i32";
-    case DType::kI64: return "i64";
-    case DType::kU8: return "u8";
+    case DType::kF32:
+      return "f32";
+    case DType::kF64:
+      return "f64";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kF16:
+      return "f16";
+    case DType::kI32:
+      return "i32";
+    case DType::kI64:
+      return "i64";
+    case DType::kU8:
+      return "u8";
   }
   return "?";
 }
 
-const char* device_name(Device d) { return d == Device::kCPU ? "cpu" : "cuda"; }
+const char* device_name(Device d) {
+  return d == Device::kCPU ? "cpu" : "cuda";
+}
 
 Tensor::Tensor(void* p, DType t, Device d, std::initializer_list<int64_t> dims)
     : data(p), dtype(t), device(d) {
@@ -87,7 +96,8 @@ void check_shape(const Tensor& t, std::initializer_list<int64_t> dims, const cha
     std::ostringstream want;
     want << "[";
     i = 0;
-    for (int64_t d : dims) want << (i++ ? "," : "") << (d < 0 ? std::string("*") : std::to_string(d));
+    for (int64_t d : dims)
+      want << (i++ ? "," : "") << (d < 0 ? std::string("*") : std::to_string(d));
     want << "]";
     HSTU_THROW(what, ": expected shape ", want.str(), ", got ", t.str());
   }

@@ -21,29 +21,53 @@ enum class Device : uint8_t { kCPU, kCUDA };
 inline size_t dtype_size(DType t) {
   switch (t) {
     case DType::kF64:
-    case DType::kI64: return 8;
+    case DType::kI64:
+      return 8;
     case DType::kF32:
-    case DType::kI32: return 4;
+    case DType::kI32:
+      return 4;
     case DType::kBF16:
-    case DType::kF16: return 2;
-    case DType::kU8: return 1;
+    case DType::kF16:
+      return 2;
+    case DType::kU8:
+      return 1;
   }
   return 0;
 }
 const char* dtype_name(DType t);
 const char* device_name(Device d);
-inline bool is_float(DType t) { return t == DType::kF32 || t == DType::kF64 || t == DType::kBF16 || t == DType::kF16; }
+inline bool is_float(DType t) {
+  return t == DType::kF32 || t == DType::kF64 || t == DType::kBF16 || t == DType::kF16;
+}
 
 // Dtype of per-row statistics (LayerNorm mean/rstd, L2 norms): f64 for f64 activations, else f32.
-inline DType stats_dtype(DType act) { return act == DType::kF64 ? DType::kF64 : DType::kF32; }
+inline DType stats_dtype(DType act) {
+  return act == DType::kF64 ? DType::kF64 : DType::kF32;
+}
 
 // Maps a C++ element type to its DType (for checked typed access).
-template <typename T> struct DTypeOf;
-template <> struct DTypeOf<float> { static constexpr DType value = DType::kF32; };
-template <> struct DTypeOf<double> { static constexpr DType value = DType::kF64; };
-template <> struct DTypeOf<int32_t> { static constexpr DType value = DType::kI32; };
-template <> struct DTypeOf<int64_t> { static constexpr DType value = DType::kI64; };
-template <> struct DTypeOf<uint8_t> { static constexpr DType value = DType::kU8; };
+template <typename T>
+struct DTypeOf;
+template <>
+struct DTypeOf<float> {
+  static constexpr DType value = DType::kF32;
+};
+template <>
+struct DTypeOf<double> {
+  static constexpr DType value = DType::kF64;
+};
+template <>
+struct DTypeOf<int32_t> {
+  static constexpr DType value = DType::kI32;
+};
+template <>
+struct DTypeOf<int64_t> {
+  static constexpr DType value = DType::kI64;
+};
+template <>
+struct DTypeOf<uint8_t> {
+  static constexpr DType value = DType::kU8;
+};
 
 struct Tensor {
   void* data = nullptr;

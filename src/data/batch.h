@@ -12,22 +12,22 @@
 namespace hstu {
 
 struct SequenceBatch {
-  int32_t batch_size = 0;   // B, samples in this batch (may be < configured for the last batch)
-  int32_t max_seqlen = 0;   // longest sample in tokens (items only, before interleaving)
-  std::vector<int32_t> offsets;           // [B+1] token offsets, offsets[0] = 0
-  std::vector<int32_t> item_ids;          // [T] dense item ids of the history (and candidates)
-  std::vector<int32_t> actions;           // [T] action values (empty if the dataset has none)
-  std::vector<int64_t> timestamps;        // [T] event time (seconds)
+  int32_t batch_size = 0;  // B, samples in this batch (may be < configured for the last batch)
+  int32_t max_seqlen = 0;  // longest sample in tokens (items only, before interleaving)
+  std::vector<int32_t> offsets;     // [B+1] token offsets, offsets[0] = 0
+  std::vector<int32_t> item_ids;    // [T] dense item ids of the history (and candidates)
+  std::vector<int32_t> actions;     // [T] action values (empty if the dataset has none)
+  std::vector<int64_t> timestamps;  // [T] event time (seconds)
   // Retrieval supervision (training): the next item for every history position; 0 = none.
-  std::vector<int32_t> target_ids;        // [T]
+  std::vector<int32_t> target_ids;  // [T]
   // Timestamp of the item each position predicts (ts[i+1]; the target's time for the last one).
   std::vector<int64_t> query_timestamps;  // [T]
   // Evaluation: the held-out item of each sample (retrieval), 0 if none.
-  std::vector<int32_t> eval_targets;      // [B]
-  std::vector<int32_t> user_ids;          // [B] dense user index of each sample
+  std::vector<int32_t> eval_targets;  // [B]
+  std::vector<int32_t> user_ids;      // [B] dense user index of each sample
   // Ranking.
-  std::vector<int32_t> num_candidates;    // [B] candidates at the end of each sample (0 = none)
-  std::vector<int32_t> contextual;        // [B*C] contextual feature values per sample
+  std::vector<int32_t> num_candidates;  // [B] candidates at the end of each sample (0 = none)
+  std::vector<int32_t> contextual;      // [B*C] contextual feature values per sample
 
   int32_t num_tokens() const { return offsets.empty() ? 0 : offsets.back(); }
 };

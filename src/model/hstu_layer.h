@@ -24,11 +24,11 @@ struct HstuLayerConfig {
   int64_t heads = 1;     // H
   int64_t head_dim = 0;  // d (dqk = dv)
   float alpha = 1.0f;
-  float scale = 1.0f;    // 1/N
+  float scale = 1.0f;  // 1/N
   float eps = 1e-5f;
   bool ln_in_affine = true, ln_out_affine = true, uvqk_bias = true, out_bias = false;
   bool rab = false;
-  int64_t rab_positions = 0;    // P: rab pos table has 2P-1 weights
+  int64_t rab_positions = 0;  // P: rab pos table has 2P-1 weights
   int64_t rab_time_buckets = 128;
   float dropout = 0.0f;
   bool causal = true;
@@ -59,10 +59,10 @@ struct HstuLayerActs {
 
 // Scratch shared by all layers (forward recomputation and backward gradients).
 struct HstuLayerScratch {
-  Tensor xn, uvqk;    // [T, D], [T, 4Hd] recomputation targets
-  Tensor d_y, d_o;    // [T, Hd]
-  Tensor d_uvqk;      // [T, 4Hd]
-  Tensor d_xn;        // [T, D]
+  Tensor xn, uvqk;  // [T, D], [T, 4Hd] recomputation targets
+  Tensor d_y, d_o;  // [T, Hd]
+  Tensor d_uvqk;    // [T, 4Hd]
+  Tensor d_xn;      // [T, D]
 };
 
 class HstuLayer {
@@ -76,8 +76,8 @@ class HstuLayer {
 
   // x_out[T,D] = layer(x_in[T,D]); saves activations into `acts`.
   void forward(Ctx& ctx, const DenseParams& p, const BatchTensors& batch, const Tensor& x_in,
-               const Tensor& x_out, HstuLayerActs& acts, HstuLayerScratch& scratch,
-               bool training, uint64_t dropout_seed) const;
+               const Tensor& x_out, HstuLayerActs& acts, HstuLayerScratch& scratch, bool training,
+               uint64_t dropout_seed) const;
   // dx: gradient of x_out on entry, gradient of x_in on return.
   void backward(Ctx& ctx, const DenseParams& p, const BatchTensors& batch, const Tensor& x_in,
                 const HstuLayerActs& acts, HstuLayerScratch& scratch, const Tensor& dx,
@@ -100,6 +100,8 @@ class HstuLayer {
 };
 
 // Narrows a [T_max, ...] activation buffer to the batch's T rows (empty stays empty).
-inline Tensor first_rows(const Tensor& t, int64_t n) { return t.empty() ? t : t.rows(0, n); }
+inline Tensor first_rows(const Tensor& t, int64_t n) {
+  return t.empty() ? t : t.rows(0, n);
+}
 
 }  // namespace hstu

@@ -22,16 +22,16 @@
 namespace hstu {
 
 struct HstuAttentionArgs {
-  Tensor q;             // [T, H*dqk]
-  Tensor k;             // [T, H*dqk]
-  Tensor v;             // [T, H*dv]
-  Tensor cu_seqlens;    // i32 [B+1], on the op's device
-  Tensor num_contexts;  // i32 [B] or empty (no contextual prefix / mask disabled)
-  Tensor num_targets;   // i32 [B] or empty (no targets)
+  Tensor q;                // [T, H*dqk]
+  Tensor k;                // [T, H*dqk]
+  Tensor v;                // [T, H*dv]
+  Tensor cu_seqlens;       // i32 [B+1], on the op's device
+  Tensor num_contexts;     // i32 [B] or empty (no contextual prefix / mask disabled)
+  Tensor num_targets;      // i32 [B] or empty (no targets)
   int32_t max_seqlen = 0;  // longest sequence of the batch (host value; sizes the grid)
   int32_t num_heads = 1;
   float alpha = 1.0f;
-  float scale = 1.0f;      // 1/N
+  float scale = 1.0f;  // 1/N
   bool causal = true;
   int32_t target_group_size = 1;
   int32_t max_attn_len = 0;  // local window; 0 = none
@@ -69,13 +69,13 @@ void hstu_attention_bwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& d
 
 namespace cpu {
 void hstu_attention_fwd(Ctx&, const HstuAttentionArgs&, const Tensor&);
-void hstu_attention_bwd(Ctx&, const HstuAttentionArgs&, const Tensor&, const Tensor&,
-                        const Tensor&, const Tensor&, const Tensor&, const Tensor&);
+void hstu_attention_bwd(Ctx&, const HstuAttentionArgs&, const Tensor&, const Tensor&, const Tensor&,
+                        const Tensor&, const Tensor&, const Tensor&);
 }  // namespace cpu
 namespace cuda {
 void hstu_attention_fwd(Ctx&, const HstuAttentionArgs&, const Tensor&);
-void hstu_attention_bwd(Ctx&, const HstuAttentionArgs&, const Tensor&, const Tensor&,
-                        const Tensor&, const Tensor&, const Tensor&, const Tensor&);
+void hstu_attention_bwd(Ctx&, const HstuAttentionArgs&, const Tensor&, const Tensor&, const Tensor&,
+                        const Tensor&, const Tensor&, const Tensor&);
 }  // namespace cuda
 
 inline void hstu_attention_fwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& o) {

@@ -47,8 +47,8 @@ void dropout_bwd(Ctx& ctx, const Tensor& dy, const DropoutSpec& drop, const Tens
 namespace cpu {
 void layernorm_fwd(Ctx&, const Tensor&, const Tensor&, const Tensor&, float, const Tensor&,
                    const Tensor&, const Tensor&);
-void layernorm_bwd(Ctx&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                   const Tensor&, const Tensor&, bool, const Tensor&, const Tensor&);
+void layernorm_bwd(Ctx&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                   const Tensor&, bool, const Tensor&, const Tensor&);
 void ln_mul_dropout_fwd(Ctx&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, float,
                         const DropoutSpec&, const Tensor&, const Tensor&, const Tensor&);
 void ln_mul_dropout_bwd(Ctx&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
@@ -60,8 +60,8 @@ void dropout_bwd(Ctx&, const Tensor&, const DropoutSpec&, const Tensor&);
 namespace cuda {
 void layernorm_fwd(Ctx&, const Tensor&, const Tensor&, const Tensor&, float, const Tensor&,
                    const Tensor&, const Tensor&);
-void layernorm_bwd(Ctx&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                   const Tensor&, const Tensor&, bool, const Tensor&, const Tensor&);
+void layernorm_bwd(Ctx&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                   const Tensor&, bool, const Tensor&, const Tensor&);
 void ln_mul_dropout_fwd(Ctx&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, float,
                         const DropoutSpec&, const Tensor&, const Tensor&, const Tensor&);
 void ln_mul_dropout_bwd(Ctx&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
@@ -84,8 +84,8 @@ inline void layernorm_bwd(Ctx& ctx, const Tensor& x, const Tensor& w, const Tens
       return cuda::layernorm_bwd(ctx, x, w, mean, rstd, dy, dx, accumulate_dx, dw, db));
 }
 inline void ln_mul_dropout_fwd(Ctx& ctx, const Tensor& o, const Tensor& u, const Tensor& w,
-                               const Tensor& b, float eps, const DropoutSpec& drop,
-                               const Tensor& y, const Tensor& mean, const Tensor& rstd) {
+                               const Tensor& b, float eps, const DropoutSpec& drop, const Tensor& y,
+                               const Tensor& mean, const Tensor& rstd) {
   if (ctx.cpu()) return cpu::ln_mul_dropout_fwd(ctx, o, u, w, b, eps, drop, y, mean, rstd);
   HSTU_CUDA_DISPATCH(return cuda::ln_mul_dropout_fwd(ctx, o, u, w, b, eps, drop, y, mean, rstd));
 }

@@ -18,8 +18,8 @@ namespace hstu {
 
 struct SampledSoftmaxSpec {
   float temperature = 0.05f;
-  float eps = 1e-6f;         // L2-norm clamp of item embeddings
-  double loss_scale = 1.0;   // multiplies the summed loss and all gradients
+  float eps = 1e-6f;        // L2-norm clamp of item embeddings
+  double loss_scale = 1.0;  // multiplies the summed loss and all gradients
 };
 
 // q[T,D] (L2-normalised queries), targets[T] i32, neg_ids[T,R] i32, table[V,D] f32.
@@ -31,14 +31,12 @@ void sampled_softmax(Ctx& ctx, const SampledSoftmaxSpec& spec, const Tensor& q,
                      const Tensor& touched);
 
 namespace cpu {
-void sampled_softmax(Ctx&, const SampledSoftmaxSpec&, const Tensor&, const Tensor&,
-                     const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                     const Tensor&);
+void sampled_softmax(Ctx&, const SampledSoftmaxSpec&, const Tensor&, const Tensor&, const Tensor&,
+                     const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&);
 }  // namespace cpu
 namespace cuda {
-void sampled_softmax(Ctx&, const SampledSoftmaxSpec&, const Tensor&, const Tensor&,
-                     const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                     const Tensor&);
+void sampled_softmax(Ctx&, const SampledSoftmaxSpec&, const Tensor&, const Tensor&, const Tensor&,
+                     const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&);
 }  // namespace cuda
 
 inline void sampled_softmax(Ctx& ctx, const SampledSoftmaxSpec& spec, const Tensor& q,

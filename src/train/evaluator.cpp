@@ -33,13 +33,16 @@ RetrievalMetrics RetrievalEvaluator::run(Ctx& ctx, HstuModel& model) {
     upload_batch(host_, model.capacity(), bt);
     const Tensor out = model.encode(ctx, bt);  // [T, D] L2-normalised
     last.resize(static_cast<size_t>(b));
-    for (int32_t s = 0; s < b; ++s) last[static_cast<size_t>(s)] = host_.offsets[static_cast<size_t>(s) + 1] - 1;
+    for (int32_t s = 0; s < b; ++s)
+      last[static_cast<size_t>(s)] = host_.offsets[static_cast<size_t>(s) + 1] - 1;
     const Tensor last_idx = last_idx_.rows(0, b), queries = queries_.rows(0, b);
     const Tensor targets = targets_.rows(0, b), ranks_t = ranks_.rows(0, b);
     copy_bytes(last_idx.data, last_idx.device, last.data(), Device::kCPU, b * sizeof(int32_t));
-    copy_bytes(targets.data, targets.device, host_.eval_targets.data(), Device::kCPU, b * sizeof(int32_t));
+    copy_bytes(targets.data, targets.device, host_.eval_targets.data(), Device::kCPU,
+               b * sizeof(int32_t));
     embedding_fwd(ctx, out, last_idx, 1.0f, Tensor(), Tensor(), queries);
-    retrieval_rank(ctx, queries, items, targets, bt.offsets.rows(0, b + 1), bt.item_ids.rows(0, bt.num_tokens),
+    retrieval_rank(ctx, queries, items, targets, bt.offsets.rows(0, b + 1),
+                   bt.item_ids.rows(0, bt.num_tokens),
                    static_cast<int32_t>(model.config().retrieval.eval_rank_cap), ranks_t);
     ranks.resize(static_cast<size_t>(b));
     copy_bytes(ranks.data(), Device::kCPU, ranks_t.data, ranks_t.device, b * sizeof(int32_t));

@@ -46,10 +46,11 @@ Runtime::Runtime(Device device, const Config& cfg, const ModelShape& shape) {
     // Attention backward: an fp32 dQ accumulator (head dims padded up to 256 at most) and the
     // fixed-point rab-gradient accumulators.
     const int64_t dpad = std::min<int64_t>(256, std::max<int64_t>(32, n.kv_channels * 2));
-    const size_t attn = static_cast<size_t>(4 * shape.max_tokens * n.num_attention_heads * dpad) +
-                        8 * static_cast<size_t>(2 * n.num_position_buckets + n.rab_num_time_buckets + 2);
-    scratch_ = std::make_unique<Arena>(Device::kCUDA, cuda::ops_scratch_bytes(needs) + attn + (4u << 20),
-                                       "scratch");
+    const size_t attn =
+        static_cast<size_t>(4 * shape.max_tokens * n.num_attention_heads * dpad) +
+        8 * static_cast<size_t>(2 * n.num_position_buckets + n.rab_num_time_buckets + 2);
+    scratch_ = std::make_unique<Arena>(
+        Device::kCUDA, cuda::ops_scratch_bytes(needs) + attn + (4u << 20), "scratch");
     ctx_.scratch = scratch_.get();
   }
 #else

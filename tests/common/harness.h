@@ -40,7 +40,8 @@ inline Tensor alloc(DType t, std::initializer_list<int64_t> dims) {
 
 // Element i of a float tensor (f32/f64, contiguous or row-strided), as double.
 inline double get(const Tensor& t, int64_t i) {
-  const int64_t r = t.row_elems() ? i / t.row_elems() : 0, c = t.row_elems() ? i % t.row_elems() : 0;
+  const int64_t r = t.row_elems() ? i / t.row_elems() : 0,
+                c = t.row_elems() ? i % t.row_elems() : 0;
   const int64_t off = r * t.row_stride + c;
   if (t.dtype == DType::kF64) return static_cast<const double*>(t.data)[off];
   if (t.dtype == DType::kF32) return static_cast<const float*>(t.data)[off];
@@ -51,14 +52,21 @@ inline double get(const Tensor& t, int64_t i) {
   return 0;
 }
 inline void set(const Tensor& t, int64_t i, double v) {
-  const int64_t r = t.row_elems() ? i / t.row_elems() : 0, c = t.row_elems() ? i % t.row_elems() : 0;
+  const int64_t r = t.row_elems() ? i / t.row_elems() : 0,
+                c = t.row_elems() ? i % t.row_elems() : 0;
   const int64_t off = r * t.row_stride + c;
-  if (t.dtype == DType::kF64) static_cast<double*>(t.data)[off] = v;
-  else if (t.dtype == DType::kF32) static_cast<float*>(t.data)[off] = static_cast<float>(v);
-  else if (t.dtype == DType::kI32) static_cast<int32_t*>(t.data)[off] = static_cast<int32_t>(v);
-  else if (t.dtype == DType::kI64) static_cast<int64_t*>(t.data)[off] = static_cast<int64_t>(v);
-  else if (t.dtype == DType::kU8) static_cast<uint8_t*>(t.data)[off] = static_cast<uint8_t>(v);
-  else ADD_FAILURE() << "set() on " << t.str();
+  if (t.dtype == DType::kF64)
+    static_cast<double*>(t.data)[off] = v;
+  else if (t.dtype == DType::kF32)
+    static_cast<float*>(t.data)[off] = static_cast<float>(v);
+  else if (t.dtype == DType::kI32)
+    static_cast<int32_t*>(t.data)[off] = static_cast<int32_t>(v);
+  else if (t.dtype == DType::kI64)
+    static_cast<int64_t*>(t.data)[off] = static_cast<int64_t>(v);
+  else if (t.dtype == DType::kU8)
+    static_cast<uint8_t*>(t.data)[off] = static_cast<uint8_t>(v);
+  else
+    ADD_FAILURE() << "set() on " << t.str();
 }
 
 // Fresh random inputs every run: the seed comes from the clock unless HSTU_TEST_SEED is set;
