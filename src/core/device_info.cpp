@@ -2,6 +2,7 @@
 #include "core/device_info.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -56,17 +57,12 @@ double cuda_bf16_peak_tflops() {
 
 #if defined(HSTU_WITH_CUDA)
 namespace {
-// "80,90a" -> {80, 90}: the compute capabilities (x10) with native code in this build.
-std::vector<int> compiled_archs() {
-  std::vector<int> out;
+// "80,90a" -> {"80", "90a"}: the architectures this build has native code for.
+std::vector<std::string> compiled_archs() {
+  std::vector<std::string> out;
   std::stringstream ss(HSTU_CUDA_ARCHS_STR);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    int v = 0;
-    for (char c : item)
-      if (c >= '0' && c <= '9') v = v * 10 + (c - '0');
-    if (v > 0) out.push_back(v);
-  }
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) out.push_back(item);
   return out;
 }
 std::string version(int v) {  // 13000 -> "13.0"
@@ -81,9 +77,8 @@ std::string describe_cuda_build() {
   cudaRuntimeGetVersion(&runtime);
   cudaDriverGetVersion(&driver);
   const size_t lt = cublasLtGetVersion();
-  std::string archs = "sm_";
-  for (const char* c = HSTU_CUDA_ARCHS_STR; *c; ++c)
-    archs += *c == ',' ? std::string(", sm_") : std::string(1, *c);
+  std::string archs;
+  for (const std::string& a : compiled_archs()) archs += (archs.empty() ? "sm_" : ", sm_") + a;
   std::string out = "  CUDA         runtime " + version(runtime) + ", driver " +
                     (driver > 0 ? version(driver) : std::string("none")) + ", cuBLASLt " +
                     std::to_string(lt / 10000) + "." + std::to_string(lt / 100 % 100) + "." +
@@ -109,7 +104,7 @@ std::string describe_cuda_devices() {
     cudaGetLastError();  // clear the sticky error
     return std::string("  no CUDA device: ") + cudaGetErrorString(err) + "\n";
   }
-  const std::vector<int> archs = compiled_archs();
+  const std::vector<std::string> archs = compiled_archs();
   std::string out;
   for (int i = 0; i < n; ++i) {
     cudaDeviceProp p{};
@@ -117,7 +112,10 @@ std::string describe_cuda_devices() {
     // Native SASS runs on the same major version at an equal or higher minor (sm_80 on 8.6).
     const int cc = p.major * 10 + p.minor;
     bool native = false;
-    for (int a : archs) native = native || (a / 10 == p.major && a <= cc);
+    for (const std::string& name : archs) {
+      const int a = std::atoi(name.c_str());  // "90a" -> 90
+      native = native || (a / 10 == p.major && a <= cc);
+    }
     char line[512];
     std::snprintf(line, sizeof line,
                   "  GPU %d: %s, compute capability %d.%d, %d SMs, %.1f GiB, %s\n", i, p.name,

@@ -450,35 +450,23 @@ __global__ void __launch_bounds__(DqKernel<T, kHeadDim, kHasRab>::kThreads)
   store_tile<kBM, kHD, kThreads>(gdq, p.dq_row_stride, sQ, rows_q, p.d_qk, p.vec_io, tid);
 }
 
-// dq[t, h d + c] = alpha scale dq_accum[t, h, c] (atomic mode), V columns per thread: V = 8 when
-// vec_io (d_qk % 8 == 0, 16-byte aligned rows: two 16-byte loads, one 16-byte store), else 1.
-// (At 32 x 4096, 4 x 128 the conversion moves 400 MB; one column per thread was instruction-bound.)
-template <typename T, int V>
+// dq[t, h d + c] = alpha scale dq_accum[t, h, c] (atomic mode).
+template <typename T>
 __global__ void hstu_attn_dq_convert_kernel(const __grid_constant__ HstuAttnParams p) {
-  const int chunks = p.d_qk / V;
-  const int64_t per_token = int64_t(p.num_heads) * chunks;
-  const int64_t n = p.total_tokens * per_token;
+  const int64_t width = int64_t(p.num_heads) * p.d_qk;
+  const int64_t n = p.total_tokens * width;
   const float mul = p.alpha * p.scale;
   for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < n;
        idx += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t t = idx / per_token;
-    const int r = static_cast<int>(idx - t * per_token);
-    const int h = r / chunks, c = (r - h * chunks) * V;
-    const float* src = p.dq_accum + (t * p.num_heads + h) * p.dq_accum_head_stride + c;
-    T* dst = static_cast<T*>(p.dq) + t * p.dq_row_stride + h * p.d_qk + c;
-    if constexpr (V == 8) {
-      const float4 a = reinterpret_cast<const float4*>(src)[0];
-      const float4 b = reinterpret_cast<const float4*>(src)[1];
-      uint4 out;
-      out.x = Mma<T>::pack(a.x * mul, a.y * mul);
-      out.y = Mma<T>::pack(a.z * mul, a.w * mul);
-      out.z = Mma<T>::pack(b.x * mul, b.y * mul);
-      out.w = Mma<T>::pack(b.z * mul, b.w * mul);
-      *reinterpret_cast<uint4*>(dst) = out;
-    } else if constexpr (std::is_same_v<T, __half>) {
-      *dst = __float2half_rn(*src * mul);
+    const int64_t t = idx / width;
+    const int r = static_cast<int>(idx - t * width);
+    const int h = r / p.d_qk, c = r - h * p.d_qk;
+    const float v = p.dq_accum[(t * p.num_heads + h) * p.dq_accum_head_stride + c] * mul;
+    T* dst = static_cast<T*>(p.dq) + t * p.dq_row_stride + r;
+    if constexpr (std::is_same_v<T, __half>) {
+      *dst = __float2half_rn(v);
     } else {
-      *dst = __float2bfloat16_rn(*src * mul);
+      *dst = __float2bfloat16_rn(v);
     }
   }
 }
@@ -502,14 +490,9 @@ void run_bwd(const HstuAttnParams& p, bool deterministic, cudaStream_t stream,
       const dim3 grid_kv((p.max_seqlen + KV::kBN - 1) / KV::kBN, p.num_heads, p.batch);
       launch<hstu_attn_dkdv_kernel<T, kHeadDim, kRab, true>>(grid_kv, KV::kThreads, KV::kSmemBytes,
                                                              stream, p);
-      const bool vec = p.vec_io && p.d_qk % 8 == 0;
-      const int64_t n = p.total_tokens * p.num_heads * (vec ? p.d_qk / 8 : p.d_qk);
-      const int blocks = static_cast<int>(std::min<int64_t>((n + 255) / 256, 8192));
-      if (vec) {
-        launch<hstu_attn_dq_convert_kernel<T, 8>>(dim3(blocks), 256, 0, stream, p);
-      } else {
-        launch<hstu_attn_dq_convert_kernel<T, 1>>(dim3(blocks), 256, 0, stream, p);
-      }
+      const int64_t n = p.total_tokens * p.num_heads * p.d_qk;
+      const int blocks = static_cast<int>(std::min<int64_t>((n + 255) / 256, 4096));
+      launch<hstu_attn_dq_convert_kernel<T>>(dim3(blocks), 256, 0, stream, p);
     }
   };
   if (p.rab_pos) {
