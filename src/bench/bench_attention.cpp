@@ -3,9 +3,12 @@
 // repetitions) over a sweep of shapes and print ms, TFLOPS and the ratio to FlashAttention-2 on
 // H100 (FA3 paper figures; performance-references.md §2) and to NVIDIA's HSTU kernel (§1.2).
 //
-// The one decision: inputs live in fused [T, u|v|q|k] buffers and q, k, v are column views, as
-// in the HSTU layer, so the timed memory paths (16-byte or scalar for odd head widths) are the
-// ones training uses.
+// The decisions: inputs live in fused [T, u|v|q|k] buffers and q, k, v are column views, as in
+// the HSTU layer, so the timed memory paths (16-byte or scalar for odd head widths) are the ones
+// training uses. Each repetition is device time with a cold L2 (Triton's do_bench method): a
+// memset of twice the L2 size runs first, the events bracket the op's kernels, and the op's
+// host-side launch work overlaps the memset as it overlaps the previous op in a training step's
+// stream (without it, short shapes would time the host's launch latency on an idle GPU).
 #include "bench/bench_attention.h"
 
 #include <algorithm>
@@ -213,14 +216,31 @@ double median_ms(std::vector<float> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
+// The L2 flush buffer: twice the device's L2 size, written before every timed repetition.
+struct L2Flush {
+  void* buf = nullptr;
+  size_t bytes = 0;
+  L2Flush() {
+    int dev = 0, l2 = 0;
+    HSTU_CUDA_CHECK(cudaGetDevice(&dev));
+    HSTU_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
+    bytes = std::max<size_t>(size_t(2) * l2, size_t(64) << 20);
+    HSTU_CUDA_CHECK(cudaMalloc(&buf, bytes));
+  }
+  ~L2Flush() { cudaFree(buf); }
+  void run() const { HSTU_CUDA_CHECK(cudaMemsetAsync(buf, 0, bytes)); }
+};
+
 template <typename F>
 double time_ms(F&& f, int warmup, int reps) {
+  static const L2Flush flush;
   for (int i = 0; i < warmup; ++i) f();
   cudaEvent_t a, b;
   HSTU_CUDA_CHECK(cudaEventCreate(&a));
   HSTU_CUDA_CHECK(cudaEventCreate(&b));
   std::vector<float> ms;
   for (int i = 0; i < reps; ++i) {
+    flush.run();
     HSTU_CUDA_CHECK(cudaEventRecord(a));
     f();
     HSTU_CUDA_CHECK(cudaEventRecord(b));
@@ -389,8 +409,10 @@ int run_attention_bench(const std::vector<std::string>& args) {
   cudaDeviceProp prop{};
   HSTU_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf(
-      "HSTU attention on %s (%d SMs), %s, %s%s; median of %d reps after %d warm-up\n", prop.name,
-      prop.multiProcessorCount, dtype_name(opt.dtype), opt.causal ? "causal" : "non-causal",
+      "HSTU attention on %s (%d SMs), %s, %s%s; device time, cold L2, median of %d reps after %d "
+      "warm-up\n",
+      prop.name, prop.multiProcessorCount, dtype_name(opt.dtype),
+      opt.causal ? "causal" : "non-causal",
       opt.rab ? ", rab (positions + 128 time buckets) with gradients" : "", opt.reps, opt.warmup);
   std::printf(
       "FLOPs FlashAttention-style: fwd = 4 H d sum(L_b^2)%s, bwd = 2.5 fwd. Baselines "

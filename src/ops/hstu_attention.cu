@@ -26,16 +26,6 @@
 
 namespace hstu::cuda {
 
-namespace attn {
-int fwd_variant() {
-  static const int v = [] {
-    const char* e = std::getenv("HSTU_ATTN_FWD_VARIANT");
-    return e ? std::atoi(e) : 0;
-  }();
-  return v;
-}
-}  // namespace attn
-
 namespace {
 
 using attn::HstuAttnParams;

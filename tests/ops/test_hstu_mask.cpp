@@ -108,6 +108,71 @@ TEST(HstuMask, MatchesSpecConstructionForAllCombinations) {
   EXPECT_GT(combos, 300);
 }
 
+// hstu_tile_kind against hstu_attend on every tile of every small geometry, tiles overhanging
+// the sequence end included: skip means no visible pair inside the sequence, full every pair,
+// causal exactly the pairs j <= i. Also checks that the cheap kinds are actually claimed.
+TEST(HstuMask, TileKindAgreesWithAttendOnEveryTile) {
+  int64_t tiles = 0, cheap = 0;
+  for (int c : {0, 2, 5}) {
+    for (int t : {0, 1, 4}) {
+      for (int g : {1, 3}) {
+        for (int w : {0, 3, 17}) {
+          for (bool causal : {true, false}) {
+            if (!causal && t > 0) continue;
+            for (int L : {1, 7, 16, 23, 40}) {
+              if (c + t > L) continue;
+              for (int tm : {4, 8}) {
+                for (int tn : {4, 16}) {
+                  for (int r0 = 0; r0 < L + tm; r0 += tm) {
+                    for (int c0 = 0; c0 < L + tn; c0 += tn) {
+                      const int kind = hstu_tile_kind(r0, tm, c0, tn, L, c, t, g, w, causal);
+                      int visible = 0, total = 0;
+                      bool causal_shape = true;
+                      for (int i = r0; i < std::min(r0 + tm, L); ++i) {
+                        for (int j = c0; j < std::min(c0 + tn, L); ++j) {
+                          const bool v = hstu_attend(i, j, L, c, t, g, w, causal);
+                          visible += v;
+                          ++total;
+                          causal_shape = causal_shape && (v == (j <= i));
+                        }
+                      }
+                      const std::string where =
+                          "L=" + std::to_string(L) + " c=" + std::to_string(c) +
+                          " t=" + std::to_string(t) + " g=" + std::to_string(g) +
+                          " w=" + std::to_string(w) + " causal=" + std::to_string(causal) +
+                          " tile r0=" + std::to_string(r0) + " x" + std::to_string(tm) +
+                          " c0=" + std::to_string(c0) + " x" + std::to_string(tn) +
+                          " kind=" + std::to_string(kind);
+                      EXPECT_TRUE(kind != kTileSkip || visible == 0) << where;
+                      EXPECT_TRUE(kind != kTileFull || visible == total) << where;
+                      EXPECT_TRUE(kind != kTileCausal || causal_shape) << where;
+                      EXPECT_TRUE(total == 0 || visible > 0 || kind == kTileSkip) << where;
+                      cheap += kind == kTileFull || kind == kTileCausal;
+                      ++tiles;
+                    }
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(tiles, 10000);
+  EXPECT_GT(cheap, tiles / 4);  // most visible tiles must not need the per-element test
+}
+
+// The diagonal tiles of plain causal attention are kTileCausal, also where they overhang L.
+TEST(HstuMask, PlainCausalDiagonalTilesAreCausal) {
+  EXPECT_EQ(hstu_tile_kind(192, 64, 192, 32, 200, 0, 0, 1, 0, true), kTileCausal);
+  EXPECT_EQ(hstu_tile_kind(192, 64, 0, 32, 200, 0, 0, 1, 0, true), kTileFull);
+  EXPECT_EQ(hstu_tile_kind(0, 64, 64, 32, 200, 0, 0, 1, 0, true), kTileSkip);
+  EXPECT_EQ(hstu_tile_kind(0, 64, 32, 32, 200, 0, 0, 1, 0, true), kTileCausal);
+  EXPECT_EQ(hstu_tile_kind(0, 64, 32, 32, 200, 0, 2, 1, 0, true), kTileCausal);  // targets later
+  EXPECT_EQ(hstu_tile_kind(192, 64, 192, 32, 200, 0, 2, 1, 0, true), kTilePartial);
+}
+
 TEST(HstuMask, ContextAndSingleTargets) {  // L=6, c=1, t=2, g=1
   const auto want = literal({"111100",     // contextual row: contextual + history
                              "110000",     // history: context + causal

@@ -41,7 +41,7 @@ namespace hstu::cuda::attn {
 // warp's rows of the tile's rab (pitch kPitch, same orientation), read only with kHasRab. With
 // slab_ds (key-major only), alpha scale dS (0 where masked) also goes to slab_ds[row][col]
 // (pitch kPitch) for rab_slab_flush.
-template <bool kKeyMajor, bool kHasRab, bool kFullTile, int kNT, int kPitch>
+template <bool kKeyMajor, bool kHasRab, int kKind, int kNT, int kPitch>
 __device__ __forceinline__ void bwd_scores(float (&s)[1][kNT][4], float (&dp)[1][kNT][4],
                                            const HstuAttnParams& p, const SeqInfo& si,
                                            const float* bias, int r0, int c0, int lane,
@@ -62,7 +62,7 @@ __device__ __forceinline__ void bwd_scores(float (&s)[1][kNT][4], float (&dp)[1]
       const int r = r0 + rr + (e >> 1) * 8;
       const int c = c0 + cc + (e & 1);
       const int i = kKeyMajor ? c : r, j = kKeyMajor ? r : c;
-      const bool ok = kFullTile || attend(si, p, i, j);
+      const bool ok = tile_attend<kKind>(si, p, i, j);
       float x = s[0][nt][e];
       if constexpr (kHasRab) x += (e & 1) ? rab[e >> 1].y : rab[e >> 1].x;
       x *= p.alpha;
@@ -136,6 +136,7 @@ struct DkdvKernel {
   static constexpr int kStages = Cfg::kStages, kSplitD = Cfg::kSplitD;
   static constexpr int kSlabs = kBN / 16;
   static_assert(kSlabs * kSplitD == kNWarps, "warps = key slabs x d splits");
+  static_assert(kStages == 2, "the Q / dO pipeline is two-stage");
   static constexpr int kDW = kHD / kSplitD;  // dK / dV columns per warp
   static constexpr int kMT = kBM / 8;        // accumulator atoms over the query block
   // dQ = dS K partition: kQWarpsM x kQWarpsD warps, 16 query rows x kQDW columns each.
@@ -186,8 +187,6 @@ __global__ void __launch_bounds__(DkdvKernel<T, kHeadDim, kHasRab, kAtomicDq>::k
   const int n0 = n_block * kBN;
   if (n0 >= si.L) return;
 
-  const T* gq = static_cast<const T*>(p.q) + si.start * p.q_row_stride + h * p.d_qk;
-  const T* gdo = static_cast<const T*>(p.d_o) + si.start * p.do_row_stride + h * p.d_v;
   const T* gk = static_cast<const T*>(p.k) + (si.start + n0) * p.k_row_stride + h * p.d_qk;
   const T* gv = static_cast<const T*>(p.v) + (si.start + n0) * p.v_row_stride + h * p.d_v;
   const int rows_k = min(kBN, si.L - n0);
@@ -208,18 +207,19 @@ __global__ void __launch_bounds__(DkdvKernel<T, kHeadDim, kHasRab, kAtomicDq>::k
 
   const int m_blocks = (si.L + kBM - 1) / kBM;
   auto next_visible = [&](int m) {
-    while (m < m_blocks && tile_kind(si, p, m * kBM, kBM, n0, kBN) == kSkip) ++m;
+    while (m < m_blocks && tile_kind(si, p, m * kBM, kBM, n0, kBN) == kTileSkip) ++m;
     return m;
   };
+  const T* gq = static_cast<const T*>(p.q) + si.start * p.q_row_stride + h * p.d_qk;
+  const T* gdo = static_cast<const T*>(p.d_o) + si.start * p.do_row_stride + h * p.d_v;
+  auto stage = [&](int st) { return sQdO + 2 * st * K::kQElems; };  // Q; dO follows
   auto load_qdo = [&](int m, int st) {
     const int rows = min(kBM, si.L - m * kBM);
-    T* sQ = sQdO + 2 * st * K::kQElems;
-    load_tile<kBM, kHD, kThreads>(sQ, gq + int64_t(m) * kBM * p.q_row_stride, p.q_row_stride, rows,
-                                  p.d_qk, p.vec_io, tid);
-    load_tile<kBM, kHD, kThreads>(sQ + K::kQElems, gdo + int64_t(m) * kBM * p.do_row_stride,
+    load_tile<kBM, kHD, kThreads>(stage(st), gq + int64_t(m) * kBM * p.q_row_stride, p.q_row_stride,
+                                  rows, p.d_qk, p.vec_io, tid);
+    load_tile<kBM, kHD, kThreads>(stage(st) + K::kQElems, gdo + int64_t(m) * kBM * p.do_row_stride,
                                   p.do_row_stride, rows, p.d_v, p.vec_io, tid);
   };
-
   int m = next_visible(0);
   if (m < m_blocks) load_qdo(m, 0);
   cp_async_commit();
@@ -234,11 +234,9 @@ __global__ void __launch_bounds__(DkdvKernel<T, kHeadDim, kHasRab, kAtomicDq>::k
     const int m_next = next_visible(m + 1);
     cp_async_wait<0>();
     __syncthreads();
-    if constexpr (K::kStages == 2) {
-      if (m_next < m_blocks) load_qdo(m_next, st ^ 1);
-      cp_async_commit();
-    }
-    const T* sQ = sQdO + 2 * st * K::kQElems;
+    if (m_next < m_blocks) load_qdo(m_next, st ^ 1);
+    cp_async_commit();
+    const T* sQ = stage(st);
     const T* sdO = sQ + K::kQElems;
     const int m0 = m * kBM;
 
@@ -253,14 +251,10 @@ __global__ void __launch_bounds__(DkdvKernel<T, kHeadDim, kHasRab, kAtomicDq>::k
     gemm_nt<T, 1, kMT, kHD, kHD, kHD>(dp, sV, krow, sdO, 0, lane);  // dP^T = V dO^T
     if constexpr (kHasRab) __syncthreads();
     const float* bias = s_bias + krow * K::kRabPitch;
-    const int kind = tile_kind(si, p, m0, kBM, n0, kBN);
-    if (kind == kFull) {
-      bwd_scores<true, kHasRab, true, kMT, K::kRabPitch>(s, dp, p, si, bias, n0 + krow, m0, lane,
-                                                         warp_slab_ds);
-    } else {
-      bwd_scores<true, kHasRab, false, kMT, K::kRabPitch>(s, dp, p, si, bias, n0 + krow, m0, lane,
-                                                          warp_slab_ds);
-    }
+    with_tile_kind(tile_kind(si, p, m0, kBM, n0, kBN), [&](auto kind) {
+      bwd_scores<true, kHasRab, decltype(kind)::value, kMT, K::kRabPitch>(
+          s, dp, p, si, bias, n0 + krow, m0, lane, warp_slab_ds);
+    });
     if constexpr (kHasRab) {
       if (warp_slab_ds)  // diagonal key - query = krow + dg - (kBM - 1): s_pos[krow + dg]
         rab_slab_flush<kBM, K::kRabPitch>(warp_slab_ds, s_bkt + krow * K::kRabPitch, lane, s_pos,
@@ -281,10 +275,6 @@ __global__ void __launch_bounds__(DkdvKernel<T, kHeadDim, kHasRab, kAtomicDq>::k
       if (dh == 0) acc_to_smem<T, kBM>(sdS, dp, krow, 0, 1.f, lane);
     }
     __syncthreads();
-    if constexpr (K::kStages == 1) {
-      if (m_next < m_blocks) load_qdo(m_next, 0);
-      cp_async_commit();
-    }
     if constexpr (kHasRab) {
       if (rab_grad) {  // flush this tile's diagonal sums: diagonal j - i = k - pos_base
         const int pos_base = m0 - n0 + kBM - 1;
@@ -318,7 +308,7 @@ __global__ void __launch_bounds__(DkdvKernel<T, kHeadDim, kHasRab, kAtomicDq>::k
       }
     }
     m = m_next;
-    if constexpr (K::kStages == 2) st ^= 1;
+    st ^= 1;
   }
 
   // Epilogue: stage dK, dV (scaled, converted) in sK / sV once every warp is done with them.
@@ -379,8 +369,6 @@ __global__ void __launch_bounds__(DqKernel<T, kHeadDim, kHasRab>::kThreads)
 
   const T* gq = static_cast<const T*>(p.q) + (si.start + m0) * p.q_row_stride + h * p.d_qk;
   const T* gdo = static_cast<const T*>(p.d_o) + (si.start + m0) * p.do_row_stride + h * p.d_v;
-  const T* gk = static_cast<const T*>(p.k) + si.start * p.k_row_stride + h * p.d_qk;
-  const T* gv = static_cast<const T*>(p.v) + si.start * p.v_row_stride + h * p.d_v;
   const int rows_q = min(kBM, si.L - m0);
   load_tile<kBM, kHD, kThreads>(sQ, gq, p.q_row_stride, rows_q, p.d_qk, p.vec_io, tid);
   load_tile<kBM, kHD, kThreads>(sdO, gdo, p.do_row_stride, rows_q, p.d_v, p.vec_io, tid);
@@ -388,15 +376,17 @@ __global__ void __launch_bounds__(DqKernel<T, kHeadDim, kHasRab>::kThreads)
 
   const int n_blocks = (si.L + kBN - 1) / kBN;
   auto next_visible = [&](int n) {
-    while (n < n_blocks && tile_kind(si, p, m0, kBM, n * kBN, kBN) == kSkip) ++n;
+    while (n < n_blocks && tile_kind(si, p, m0, kBM, n * kBN, kBN) == kTileSkip) ++n;
     return n;
   };
+  const T* gk = static_cast<const T*>(p.k) + si.start * p.k_row_stride + h * p.d_qk;
+  const T* gv = static_cast<const T*>(p.v) + si.start * p.v_row_stride + h * p.d_v;
+  auto stage = [&](int st) { return sKV + 2 * st * K::kKVElems; };  // K; V follows
   auto load_kv = [&](int n, int st) {
     const int rows = min(kBN, si.L - n * kBN);
-    T* sK = sKV + 2 * st * K::kKVElems;
-    load_tile<kBN, kHD, kThreads>(sK, gk + int64_t(n) * kBN * p.k_row_stride, p.k_row_stride, rows,
-                                  p.d_qk, p.vec_io, tid);
-    load_tile<kBN, kHD, kThreads>(sK + K::kKVElems, gv + int64_t(n) * kBN * p.v_row_stride,
+    load_tile<kBN, kHD, kThreads>(stage(st), gk + int64_t(n) * kBN * p.k_row_stride, p.k_row_stride,
+                                  rows, p.d_qk, p.vec_io, tid);
+    load_tile<kBN, kHD, kThreads>(stage(st) + K::kKVElems, gv + int64_t(n) * kBN * p.v_row_stride,
                                   p.v_row_stride, rows, p.d_v, p.vec_io, tid);
   };
   int n = next_visible(0);
@@ -414,7 +404,7 @@ __global__ void __launch_bounds__(DqKernel<T, kHeadDim, kHasRab>::kThreads)
     __syncthreads();
     if (n_next < n_blocks) load_kv(n_next, st ^ 1);
     cp_async_commit();
-    const T* sK = sKV + 2 * st * K::kKVElems;
+    const T* sK = stage(st);
     const T* sV = sK + K::kKVElems;
 
     if constexpr (kHasRab)  // the bias of this tile (the barrier above retired the last one)
@@ -427,14 +417,10 @@ __global__ void __launch_bounds__(DqKernel<T, kHeadDim, kHasRab>::kThreads)
     gemm_nt<T, 1, kNT, kHD, kHD, kHD>(dp, sdO, wrow, sV, 0, lane);  // dP = dO V^T
     if constexpr (kHasRab) __syncthreads();
     const float* bias = s_bias + wrow * K::kRabPitch;
-    const int kind = tile_kind(si, p, m0, kBM, n * kBN, kBN);
-    if (kind == kFull) {
-      bwd_scores<false, kHasRab, true, kNT, K::kRabPitch>(s, dp, p, si, bias, m0 + wrow, n * kBN,
-                                                          lane);
-    } else {
-      bwd_scores<false, kHasRab, false, kNT, K::kRabPitch>(s, dp, p, si, bias, m0 + wrow, n * kBN,
-                                                           lane);
-    }
+    with_tile_kind(tile_kind(si, p, m0, kBM, n * kBN, kBN), [&](auto kind) {
+      bwd_scores<false, kHasRab, decltype(kind)::value, kNT, K::kRabPitch>(
+          s, dp, p, si, bias, m0 + wrow, n * kBN, lane);
+    });
     uint32_t da[1][kNT / 2][4];
     acc_to_a<T>(dp, da);
     gemm_rs<T, 1, kHD / 8, kNT / 2, kHD>(acc_dq, da, sK, 0, 0, lane);  // dQ += dS K

@@ -18,20 +18,11 @@
 
 namespace hstu::cuda::attn {
 
-// kVariant 0: the default (Fwd, or FwdRab with rab; tanh sigmoid for bf16 when kFastSigmoidBf16).
-// Tuning variants 1..7 (HSTU_ATTN_FWD_VARIANT; compiled for bf16, d = 128, no rab only):
-// bit 0 = 4 warps x 32 rows (FwdMT2) instead of 8 x 16 (FwdMT1), bit 2 = with bit 0, 32-key
-// blocks (FwdMT2N32), bit 1 = tanh sigmoid.
-template <typename T, int kHeadDim, bool kHasRab, int kVariant = 0>
+template <typename T, int kHeadDim, bool kHasRab>
 struct FwdKernel {
   using Tiles = AttnTiles<kHeadDim>;
-  using Tuned = std::conditional_t<
-      (kVariant & 1) == 0, typename Tiles::FwdMT1,
-      std::conditional_t<(kVariant & 4) != 0, typename Tiles::FwdMT2N32, typename Tiles::FwdMT2>>;
-  using Default = std::conditional_t<kHasRab, typename Tiles::FwdRab, typename Tiles::Fwd>;
-  using Cfg = std::conditional_t<kVariant == 0, Default, Tuned>;
-  static constexpr bool kFastSigmoid =
-      kVariant == 0 ? (kFastSigmoidBf16 && std::is_same_v<T, __nv_bfloat16>) : (kVariant & 2) != 0;
+  using Cfg = std::conditional_t<kHasRab, typename Tiles::FwdRab, typename Tiles::Fwd>;
+  static constexpr bool kFastSigmoid = kFastSigmoidBf16 && std::is_same_v<T, __nv_bfloat16>;
   static constexpr int kBM = Cfg::kBlockM, kBN = Cfg::kBlockN, kHD = kHeadDim, kMT = Cfg::kMT;
   static constexpr int kThreads = Cfg::kNThreads;
   static constexpr int kNT = kBN / 8;  // accumulator atoms of a score row block
@@ -46,10 +37,11 @@ struct FwdKernel {
       (kHasRab ? sizeof(int64_t) * (kMaxTimeTable + 1) + sizeof(float) * kBM * kRabPitch : 0);
 };
 
-// P = SiLU(alpha (S + rab)) on the accumulators of one score tile, masked elements set to 0.
+// P = SiLU(alpha (S + rab)) on the accumulators of one score tile of kind kKind (tile_attend),
+// masked elements set to 0.
 // Accumulator row mt*16 + ... is query i0 + mt*16 + ...; bias: the warp's rows of the tile's
 // rab (pitch kPitch), read only with kHasRab.
-template <bool kHasRab, bool kFullTile, bool kFastSigmoid, int kMT, int kNT, int kPitch>
+template <bool kHasRab, int kKind, bool kFastSigmoid, int kMT, int kNT, int kPitch>
 __device__ __forceinline__ void fwd_scores(float (&s)[kMT][kNT][4], const HstuAttnParams& p,
                                            const SeqInfo& si, const float* bias, int i0, int j0,
                                            int lane) {
@@ -69,7 +61,7 @@ __device__ __forceinline__ void fwd_scores(float (&s)[kMT][kNT][4], const HstuAt
         const int i = i0 + mt * 16 + (lane >> 2) + (e >> 1) * 8;
         const int j = j0 + nt * 8 + (lane & 3) * 2 + (e & 1);
         float x = s[mt][nt][e];
-        const bool ok = kFullTile || attend(si, p, i, j);
+        const bool ok = tile_attend<kKind>(si, p, i, j);
         if constexpr (kHasRab) x += (e & 1) ? rab[e >> 1].y : rab[e >> 1].x;
         x *= p.alpha;
         const float y = x * (kFastSigmoid ? sigmoid_fast(x) : sigmoid_accurate(x));
@@ -78,10 +70,10 @@ __device__ __forceinline__ void fwd_scores(float (&s)[kMT][kNT][4], const HstuAt
     }
 }
 
-template <typename T, int kHeadDim, bool kHasRab, int kVariant>
-__global__ void __launch_bounds__(FwdKernel<T, kHeadDim, kHasRab, kVariant>::kThreads)
+template <typename T, int kHeadDim, bool kHasRab>
+__global__ void __launch_bounds__(FwdKernel<T, kHeadDim, kHasRab>::kThreads)
     hstu_attn_fwd_kernel(const __grid_constant__ HstuAttnParams p) {
-  using K = FwdKernel<T, kHeadDim, kHasRab, kVariant>;
+  using K = FwdKernel<T, kHeadDim, kHasRab>;
   constexpr int kBM = K::kBM, kBN = K::kBN, kHD = K::kHD, kNT = K::kNT, kMT = K::kMT;
   constexpr int kThreads = K::kThreads;
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -107,7 +99,7 @@ __global__ void __launch_bounds__(FwdKernel<T, kHeadDim, kHasRab, kVariant>::kTh
 
   const int n_blocks = (si.L + kBN - 1) / kBN;
   auto next_visible = [&](int n) {
-    while (n < n_blocks && tile_kind(si, p, m0, kBM, n * kBN, kBN) == kSkip) ++n;
+    while (n < n_blocks && tile_kind(si, p, m0, kBM, n * kBN, kBN) == kTileSkip) ++n;
     return n;
   };
   auto load_kv = [&](int n, int st) {
@@ -146,14 +138,10 @@ __global__ void __launch_bounds__(FwdKernel<T, kHeadDim, kHasRab, kVariant>::kTh
     gemm_nt<T, kMT, kNT, kHD, kHD, kHD>(s, sQ, wrow, sK, 0, lane);
     if constexpr (kHasRab) __syncthreads();
     const float* bias = s_bias + wrow * K::kRabPitch;
-    const int kind = tile_kind(si, p, m0, kBM, n * kBN, kBN);
-    if (kind == kFull) {
-      fwd_scores<kHasRab, true, K::kFastSigmoid, kMT, kNT, K::kRabPitch>(s, p, si, bias, m0 + wrow,
-                                                                         n * kBN, lane);
-    } else {
-      fwd_scores<kHasRab, false, K::kFastSigmoid, kMT, kNT, K::kRabPitch>(s, p, si, bias, m0 + wrow,
-                                                                          n * kBN, lane);
-    }
+    with_tile_kind(tile_kind(si, p, m0, kBM, n * kBN, kBN), [&](auto kind) {
+      fwd_scores<kHasRab, decltype(kind)::value, K::kFastSigmoid, kMT, kNT, K::kRabPitch>(
+          s, p, si, bias, m0 + wrow, n * kBN, lane);
+    });
     uint32_t pa[kMT][kNT / 2][4];
     acc_to_a<T>(s, pa);
     gemm_rs<T, kMT, kHD / 8, kNT / 2, kHD>(acc_o, pa, sV, 0, 0, lane);
@@ -172,41 +160,19 @@ __global__ void __launch_bounds__(FwdKernel<T, kHeadDim, kHasRab, kVariant>::kTh
   store_tile<kBM, kHD, kThreads>(go, p.o_row_stride, sQ, rows_q, p.d_v, p.vec_io, tid);
 }
 
-// Forward variant for tuning runs (HSTU_ATTN_FWD_VARIANT=0,1,2,3,5,7, see FwdKernel); else 0.
-int fwd_variant();
-
 template <typename T, int kHeadDim>
 void run_fwd(const HstuAttnParams& p, cudaStream_t stream) {
-  auto go = [&](auto has_rab, auto variant) {
+  auto go = [&](auto has_rab) {
     constexpr bool kRab = decltype(has_rab)::value;
-    constexpr int kVar = decltype(variant)::value;
-    using K = FwdKernel<T, kHeadDim, kRab, kVar>;
+    using K = FwdKernel<T, kHeadDim, kRab>;
     const dim3 grid((p.max_seqlen + K::kBM - 1) / K::kBM, p.num_heads, p.batch);
-    launch<hstu_attn_fwd_kernel<T, kHeadDim, kRab, kVar>>(grid, K::kThreads, K::kSmemBytes, stream,
-                                                          p);
+    launch<hstu_attn_fwd_kernel<T, kHeadDim, kRab>>(grid, K::kThreads, K::kSmemBytes, stream, p);
   };
-  using V0 = std::integral_constant<int, 0>;
   if (p.rab_pos) {
-    go(std::true_type{}, V0{});
-    return;
+    go(std::true_type{});
+  } else {
+    go(std::false_type{});
   }
-  if constexpr (kHeadDim == 128 && std::is_same_v<T, __nv_bfloat16>) {
-    switch (fwd_variant()) {
-      case 1:
-        return go(std::false_type{}, std::integral_constant<int, 1>{});
-      case 2:
-        return go(std::false_type{}, std::integral_constant<int, 2>{});
-      case 3:
-        return go(std::false_type{}, std::integral_constant<int, 3>{});
-      case 5:
-        return go(std::false_type{}, std::integral_constant<int, 5>{});
-      case 7:
-        return go(std::false_type{}, std::integral_constant<int, 7>{});
-      default:
-        break;
-    }
-  }
-  go(std::false_type{}, V0{});
 }
 
 }  // namespace hstu::cuda::attn

@@ -2,13 +2,16 @@
 // bias of the HSTU attention kernels.
 //
 // The shaping decision: masks are never template parameters. A tile (query rows x key columns)
-// is classified at run time as skipped (nothing visible), full (everything visible: no per-element
-// test) or partial (each element goes through hstu_attend, the one mask definition shared with
-// the CPU reference). The classification is conservative — "skip" and "full" are only claimed
-// when certain — so correctness rests on hstu_attend alone, and causal runs skip ~half the tiles.
+// is classified at run time (hstu_tile_kind, next to hstu_attend in hstu_mask.h) as skipped
+// (nothing visible), full (no per-element test), causal (one compare per element: the diagonal
+// tiles of plain causal attention) or partial (each element goes through hstu_attend, the one
+// mask definition shared with the CPU reference). Causal runs skip ~half the tiles, and the
+// classification looks only at pairs inside the sequence: the rows and columns past its end are
+// zero-filled in shared memory, so they contribute nothing whatever the mask says.
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "ops/cuda/attention_params.cuh"
 #include "ops/hstu_attention.h"
@@ -32,45 +35,33 @@ __device__ __forceinline__ SeqInfo seq_info(const HstuAttnParams& p, int b) {
   return s;
 }
 
-enum TileKind : int { kSkip = 0, kPartial = 1, kFull = 2 };
-
-// Kind of the tile rows [r0, r0 + nr) x columns [c0, c0 + nc) of sequence s. Follows
-// hstu_attend: targets (columns >= h = L - t) are seen only by target rows of the same group,
-// up to the diagonal; contextual rows/columns are always visible below h; otherwise causal with
-// an optional window w measured from min(i, h).
+// Kind of the tile rows [r0, r0 + nr) x columns [c0, c0 + nc) of sequence s (hstu_tile_kind).
 __host__ __device__ __forceinline__ int tile_kind(const SeqInfo& s, const HstuAttnParams& p, int r0,
                                                   int nr, int c0, int nc) {
-  const int L = s.L;
-  if (r0 >= L || c0 >= L) return kSkip;
-  const int r1 = min(r0 + nr, L) - 1, c1 = min(c0 + nc, L) - 1;  // inclusive, clipped
-  const int h = L - s.t, g = p.target_group_size, w = p.window;
-  bool any = false;
-  if (c1 >= h && r1 >= h) {  // target rows x target columns: same group, j <= i
-    const int ri0 = max(r0, h), cj0 = max(c0, h);
-    any = cj0 <= r1 && (cj0 - h) / g <= (r1 - h) / g && (ri0 - h) / g <= (c1 - h) / g;
-  }
-  if (!any && c0 < h) {
-    if (c0 < s.c || r0 < s.c || !p.causal) {
-      any = true;
-    } else {  // all rows >= c, columns [c0, cc1] of the history, causal: need j <= ie <= j + w
-      const int cc1 = min(c1, h - 1);
-      const int ie_min = min(r0, h), ie_max = min(r1, h);
-      any = c0 <= ie_max && (w <= 0 || ie_min <= cc1 + w);
-    }
-  }
-  if (!any) return kSkip;
-  if (r0 + nr > L || c0 + nc > L || c1 >= h) return kPartial;
-  if (c1 < s.c || r1 < s.c || !p.causal) return kFull;
-  const int rr0 = max(r0, s.c);  // first non-contextual row of the tile
-  const int ie_min = min(rr0, h), ie_max = min(r1, h);
-  if (c1 <= ie_min && (w <= 0 || ie_max - c0 <= w)) return kFull;
-  return kPartial;
+  return hstu_tile_kind(r0, nr, c0, nc, s.L, s.c, s.t, p.target_group_size, p.window, p.causal);
 }
 
-__host__ __device__ __forceinline__ bool attend(const SeqInfo& s, const HstuAttnParams& p, int i,
-                                                int j) {
+// Whether query i sees key j in a tile of kind kKind (kTileFull / kTileCausal / kTilePartial).
+template <int kKind>
+__device__ __forceinline__ bool tile_attend(const SeqInfo& s, const HstuAttnParams& p, int i,
+                                            int j) {
+  if constexpr (kKind == kTileFull) return true;
+  if constexpr (kKind == kTileCausal) return j <= i;
   return i < s.L && j < s.L &&
          hstu_attend(i, j, s.L, s.c, s.t, p.target_group_size, p.window, p.causal);
+}
+
+// Calls f(std::integral_constant<int, kind>) with the tile kind as a compile-time constant, so
+// each kind gets its own element loop (kind is never kTileSkip here).
+template <typename F>
+__device__ __forceinline__ void with_tile_kind(int kind, F&& f) {
+  if (kind == kTileFull) {
+    f(std::integral_constant<int, kTileFull>{});
+  } else if (kind == kTileCausal) {
+    f(std::integral_constant<int, kTileCausal>{});
+  } else {
+    f(std::integral_constant<int, kTilePartial>{});
+  }
 }
 
 // Time bucket of dt: with the threshold table (thr[k] = smallest |dt| of bucket >= k, in shared

@@ -86,7 +86,9 @@ struct TileCfg {
 // m atoms and measured 1.23x (MT2, 32-key blocks) over 8 warps x 16 rows at d = 128 on an H200
 // (B=32, L=4096, H=4, causal: 201 vs 164 TFLOPS; 216 with the tanh sigmoid, bf16). The rab
 // forward keeps the 8-warp layout (fewer registers next to the rab gathers).
-// FwdMT1 / FwdMT2 / FwdMT2N32 are the explicit layouts of the tuning variants (d = 128 only).
+// The 4-warp 128 x 64 tile measured 213 TFLOPS there, with 160 B of register spills (ptxas). A
+// three-stage K/V pipeline measured no gain on an H100 (202 vs 201 TFLOPS at d = 128; 0.036 vs
+// 0.035 ms at 128 x 200, 2 x 32): with two CTAs per SM the other CTA already hides the loads.
 template <int kHeadDim>
 struct AttnTiles;
 template <>
@@ -97,10 +99,7 @@ struct AttnTiles<32> {
   // 64-key forward tile is faster (0.116 vs 0.136 for 32-key).
   using Fwd = TileCfg<64, 32, 2, 2, 1, 2>;  // smem  12 KB; 2 warps x 32 rows
   using FwdRab = TileCfg<64, 64, 4, 2>;     // smem  20 KB (+ rab)
-  using FwdMT1 = Fwd;
-  using FwdMT2 = Fwd;
-  using FwdMT2N32 = Fwd;
-  using Dkdv = TileCfg<32, 64, 4, 2>;  // smem  24 KB (+ rab)
+  using Dkdv = TileCfg<32, 64, 4, 2>;       // smem  24 KB (+ rab)
   using DkdvRab = Dkdv;
   using Dq = TileCfg<64, 64, 4, 2>;  // smem  24 KB
   using DqRab = Dq;
@@ -109,10 +108,7 @@ template <>
 struct AttnTiles<64> {
   using Fwd = TileCfg<128, 64, 4, 2, 1, 2>;  // smem  48 KB; 4 warps x 32 rows
   using FwdRab = TileCfg<128, 64, 8, 2>;     // smem  48 KB
-  using FwdMT1 = Fwd;
-  using FwdMT2 = Fwd;
-  using FwdMT2N32 = Fwd;
-  using Dkdv = TileCfg<64, 64, 4, 2>;  // smem  56 KB
+  using Dkdv = TileCfg<64, 64, 4, 2>;        // smem  56 KB
   using DkdvRab = Dkdv;
   using Dq = TileCfg<64, 64, 4, 2>;  // smem  48 KB
   using DqRab = Dq;
@@ -121,21 +117,15 @@ template <>
 struct AttnTiles<128> {
   using Fwd = TileCfg<128, 32, 4, 2, 1, 2>;  // smem  64 KB; 4 warps x 32 rows, 32-key blocks
   using FwdRab = TileCfg<128, 64, 8, 2>;     // smem  96 KB
-  using FwdMT1 = TileCfg<128, 64, 8, 2>;
-  using FwdMT2 = TileCfg<128, 64, 4, 2, 1, 2>;  // 160 B of spills (ptxas), still 213 TFLOPS
-  using FwdMT2N32 = Fwd;
-  using Dkdv = TileCfg<64, 128, 8, 2>;     // smem 144 KB
-  using DkdvRab = TileCfg<32, 128, 8, 2>;  // smem 104 KB (+ rab): fewer registers
-  using Dq = TileCfg<64, 64, 4, 2>;        // smem  96 KB
-  using DqRab = TileCfg<64, 32, 4, 2>;     // smem  64 KB (+ 12 KB rab): two CTAs per SM
+  using Dkdv = TileCfg<64, 128, 8, 2>;       // smem 144 KB
+  using DkdvRab = TileCfg<32, 128, 8, 2>;    // smem 104 KB (+ rab): fewer registers
+  using Dq = TileCfg<64, 64, 4, 2>;          // smem  96 KB
+  using DqRab = TileCfg<64, 32, 4, 2>;       // smem  64 KB (+ 12 KB rab): two CTAs per SM
 };
 template <>
 struct AttnTiles<256> {
   using Fwd = TileCfg<128, 32, 8, 2>;  // smem 128 KB
   using FwdRab = Fwd;
-  using FwdMT1 = Fwd;
-  using FwdMT2 = Fwd;
-  using FwdMT2N32 = Fwd;
   using Dkdv = TileCfg<32, 64, 8, 2, 2>;  // smem 132 KB; 4 key slabs x 2 halves of d
   using DkdvRab = Dkdv;
   using Dq = TileCfg<64, 32, 4, 2>;  // smem 128 KB
