@@ -3,8 +3,8 @@
 // repetitions) over a sweep of shapes and print ms, TFLOPS and the ratio to FlashAttention-2 on
 // H100 (FA3 paper figures; performance-references.md §2) and to NVIDIA's HSTU kernel (§1.2).
 //
-// The decisions: inputs live in fused [T, u|v|q|k] buffers and q, k, v are column views, as in
-// the HSTU layer, so the timed memory paths (16-byte or scalar for odd head widths) are the ones
+// The decisions: inputs live in fused [T, u|v|q|k] buffers in the HSTU layer's UvqkLayout (heads
+// padded to 16-byte strides) and q, k, v are column views, so the timed memory paths are the ones
 // training uses. Each repetition is device time with a cold L2 (Triton's do_bench method): a
 // memset of twice the L2 size runs first, the events bracket the op's kernels, and the op's
 // host-side launch work overlaps the memset as it overlaps the previous op in a training step's
@@ -23,6 +23,7 @@
 #include "core/arena.h"
 #include "core/context.h"
 #include "core/error.h"
+#include "model/hstu_layer.h"
 #include "ops/hstu_attention.h"
 
 #if defined(HSTU_WITH_CUDA)
@@ -130,7 +131,8 @@ struct DeviceProblem {
   DeviceProblem(const Shape& s, const std::vector<int>& lengths, DType dt, bool causal)
       : len(lengths) {
     for (int l : len) T += l;
-    const int64_t hd = int64_t(s.H) * s.d, W = 4 * hd;
+    const UvqkLayout lay{s.H, s.d};
+    const int64_t hd = int64_t(s.H) * s.d, W = lay.width();
     const int hdp = s.d <= 32 ? 32 : (s.d <= 64 ? 64 : (s.d <= 128 ? 128 : 256));
     const size_t bytes = size_t(T) * (2 * W + 2 * hd) * 2 + 4 * (len.size() + 1) + 64 * 1024;
     mem = Arena(Device::kCUDA, bytes + 8 * Arena::kAlign, "bench-attention");
@@ -143,12 +145,13 @@ struct DeviceProblem {
     std::vector<int32_t> cuh(1, 0);
     for (int l : len) cuh.push_back(cuh.back() + l);
     copy_bytes(cu.data, Device::kCUDA, cuh.data(), Device::kCPU, cuh.size() * 4);
-    args.v = uvqk.cols(hd, 2 * hd);
-    args.q = uvqk.cols(2 * hd, 3 * hd);
-    args.k = uvqk.cols(3 * hd, 4 * hd);
-    dv = duvqk.cols(hd, 2 * hd);
-    dq = duvqk.cols(2 * hd, 3 * hd);
-    dk = duvqk.cols(3 * hd, 4 * hd);
+    args.v = uvqk.cols(lay.v0(), lay.q0());
+    args.q = uvqk.cols(lay.q0(), lay.k0());
+    args.k = uvqk.cols(lay.k0(), W);
+    args.dim_qk = args.dim_v = s.d;
+    dv = duvqk.cols(lay.v0(), lay.q0());
+    dq = duvqk.cols(lay.q0(), lay.k0());
+    dk = duvqk.cols(lay.k0(), W);
     args.cu_seqlens = cu;
     args.max_seqlen = *std::max_element(len.begin(), len.end());
     args.num_heads = s.H;
@@ -271,7 +274,8 @@ bool validate(DType dt, int d, std::mt19937_64& g) {
   const Shape s{3, 300, 2, d, true};
   const std::vector<int> len = {1, 157, 300};
   DeviceProblem dp(s, len, dt, true);
-  const int64_t T = dp.T, hd = int64_t(s.H) * d, W = 4 * hd;
+  const UvqkLayout lay{s.H, d};
+  const int64_t T = dp.T, hd = int64_t(s.H) * d, W = lay.width();
   // Random rounded inputs on the host, uploaded.
   std::uniform_real_distribution<float> u(-1.f, 1.f);
   std::vector<uint16_t> uvqk(size_t(T) * W), dout(size_t(T) * hd);
@@ -305,22 +309,26 @@ bool validate(DType dt, int d, std::mt19937_64& g) {
   std::vector<int32_t> cuh(1, 0);
   for (int l : len) cuh.push_back(cuh.back() + l);
   HstuAttentionArgs ha = dp.args;
-  ha.v = huvqk.cols(hd, 2 * hd);
-  ha.q = huvqk.cols(2 * hd, 3 * hd);
-  ha.k = huvqk.cols(3 * hd, 4 * hd);
+  ha.v = huvqk.cols(lay.v0(), lay.q0());
+  ha.q = huvqk.cols(lay.q0(), lay.k0());
+  ha.k = huvqk.cols(lay.k0(), W);
   ha.cu_seqlens = Tensor(cuh.data(), DType::kI32, Device::kCPU, {4});
   ha.num_contexts = Tensor(const_cast<int32_t*>(nctx.data()), DType::kI32, Device::kCPU, {3});
   ha.num_targets = Tensor(const_cast<int32_t*>(ntgt.data()), DType::kI32, Device::kCPU, {3});
   Ctx cctx = cpu_ctx();
   cpu::hstu_attention_fwd(cctx, ha, ho);
-  cpu::hstu_attention_bwd(cctx, ha, hdo, hgrad.cols(2 * hd, 3 * hd), hgrad.cols(3 * hd, 4 * hd),
-                          hgrad.cols(hd, 2 * hd), Tensor(), Tensor());
+  const Tensor hdq = hgrad.cols(lay.q0(), lay.k0()), hdk = hgrad.cols(lay.k0(), W),
+               hdv = hgrad.cols(lay.v0(), lay.q0());
+  cpu::hstu_attention_bwd(cctx, ha, hdo, hdq, hdk, hdv, Tensor(), Tensor());
 
+  // Max error over the heads' first d columns (head padding is never written).
   auto rel = [&](const Tensor& gpu, const Tensor& ref) {
     const std::vector<float> a = download(gpu, dt);
+    const int64_t stride = head_stride(ref, s.H);
     double err = 0, mx = 0;
     for (int64_t r = 0; r < T; ++r)
       for (int64_t c = 0; c < ref.shape[1]; ++c) {
+        if (c % stride >= d) continue;
         const double e = static_cast<const float*>(ref.data)[r * ref.row_stride + c];
         const double x = a[size_t(r) * ref.shape[1] + c];
         err = std::isnan(x) ? INFINITY : std::max(err, std::fabs(x - e));
@@ -328,8 +336,7 @@ bool validate(DType dt, int d, std::mt19937_64& g) {
       }
     return err / std::max(mx, 1e-30);
   };
-  const double eo = rel(dp.o, ho), eq = rel(dp.dq, hgrad.cols(2 * hd, 3 * hd)),
-               ek = rel(dp.dk, hgrad.cols(3 * hd, 4 * hd)), ev = rel(dp.dv, hgrad.cols(hd, 2 * hd));
+  const double eo = rel(dp.o, ho), eq = rel(dp.dq, hdq), ek = rel(dp.dk, hdk), ev = rel(dp.dv, hdv);
   const double bound = 3e-2;  // a few bf16 ulps of the largest output
   const bool ok = eo < bound && eq < bound && ek < bound && ev < bound;
   std::printf("validate d=%d %s: max rel error o %.2e dq %.2e dk %.2e dv %.2e (bound %.0e): %s\n",

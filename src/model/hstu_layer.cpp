@@ -46,7 +46,7 @@ HstuLayerActs HstuLayer::allocate_acts(Arena& a, int64_t t, DType act) const {
   s.ln_rstd = a.alloc(st, {t});
   if (!cfg_.recompute_ln) s.xn = a.alloc(act, {t, d});
   s.z = a.alloc(act, {t, 4 * hd});
-  if (!cfg_.recompute_silu) s.uvqk = a.alloc(act, {t, 4 * hd});
+  if (!cfg_.recompute_silu) s.uvqk = a.alloc(act, {t, cfg_.uvqk_layout().width()});
   s.o = a.alloc(act, {t, hd});
   s.ln2_mean = a.alloc(st, {t});
   s.ln2_rstd = a.alloc(st, {t});
@@ -58,10 +58,12 @@ HstuLayerScratch HstuLayer::allocate_scratch(Arena& a, int64_t t, DType act) con
   const int64_t d = cfg_.hidden, hd = cfg_.hd();
   HstuLayerScratch s;
   if (cfg_.recompute_ln) s.xn = a.alloc(act, {t, d});
-  if (cfg_.recompute_silu) s.uvqk = a.alloc(act, {t, 4 * hd});
+  const UvqkLayout lay = cfg_.uvqk_layout();
+  if (cfg_.recompute_silu) s.uvqk = a.alloc(act, {t, lay.width()});
   s.d_y = a.alloc(act, {t, hd});
   s.d_o = a.alloc(act, {t, hd});
-  s.d_uvqk = a.alloc(act, {t, 4 * hd});
+  s.d_uvqk = a.alloc(act, {t, lay.width()});
+  if (!lay.dense()) s.d_z = a.alloc(act, {t, 4 * hd});
   s.d_xn = a.alloc(act, {t, d});
   return s;
 }
@@ -79,15 +81,34 @@ Tensor HstuLayer::grad(const DenseParams& p, int id) const {
   return id < 0 ? Tensor() : p.grad(id);
 }
 
-// Attention arguments over the u|v|q|k column blocks of one [T, 4Hd] buffer.
+// uvqk = SiLU(z): u as one block, v | q | k as 3H heads into their padded places.
+static void silu_fwd(Ctx& ctx, const UvqkLayout& l, const Tensor& z, const Tensor& uvqk) {
+  if (l.dense()) return activation_fwd(ctx, Activation::kSilu, z, uvqk);
+  const int64_t hd = l.heads * l.head_dim;
+  activation_fwd(ctx, Activation::kSilu, z.cols(0, hd), uvqk.cols(0, hd));
+  activation_fwd(ctx, Activation::kSilu, z.cols(hd, 4 * hd), uvqk.cols(l.v0(), l.width()),
+                 {3 * l.heads, l.head_dim});
+}
+// d_z = d_uvqk * SiLU'(z), from the padded layout back to the dense one (in place when dense).
+static void silu_bwd(Ctx& ctx, const UvqkLayout& l, const Tensor& z, const Tensor& d_uvqk,
+                     const Tensor& d_z) {
+  if (l.dense()) return activation_bwd(ctx, Activation::kSilu, z, d_uvqk, d_z);
+  const int64_t hd = l.heads * l.head_dim;
+  activation_bwd(ctx, Activation::kSilu, z.cols(0, hd), d_uvqk.cols(0, hd), d_z.cols(0, hd));
+  activation_bwd(ctx, Activation::kSilu, z.cols(hd, 4 * hd), d_uvqk.cols(l.v0(), l.width()),
+                 d_z.cols(hd, 4 * hd), {3 * l.heads, l.head_dim});
+}
+
+// Attention arguments over the v, q, k blocks of a buffer in UvqkLayout.
 static HstuAttentionArgs attention_args(const HstuLayerConfig& c, const DenseParams& p,
                                         const HstuLayerParams& ids, const BatchTensors& b,
                                         const Tensor& uvqk) {
-  const int64_t hd = c.hd();
+  const UvqkLayout l = c.uvqk_layout();
   HstuAttentionArgs a;
-  a.v = uvqk.cols(hd, 2 * hd);
-  a.q = uvqk.cols(2 * hd, 3 * hd);
-  a.k = uvqk.cols(3 * hd, 4 * hd);
+  a.v = uvqk.cols(l.v0(), l.q0());
+  a.q = uvqk.cols(l.q0(), l.k0());
+  a.k = uvqk.cols(l.k0(), l.width());
+  a.dim_qk = a.dim_v = static_cast<int32_t>(c.head_dim);
   a.cu_seqlens = b.offsets.rows(0, b.batch_size + 1);
   if (!b.num_contexts.empty()) a.num_contexts = b.num_contexts.rows(0, b.batch_size);
   if (!b.num_targets.empty()) a.num_targets = b.num_targets.rows(0, b.batch_size);
@@ -121,7 +142,7 @@ void HstuLayer::forward(Ctx& ctx, const DenseParams& p, const BatchTensors& b, c
   phase(ctx, "fwd.gemm_uvqk");
   gemm(ctx, GemmDesc{}, xn, matrix(p, ids_.w_uvqk), z, bias(p, ids_.b_uvqk));
   phase(ctx, "fwd.silu");
-  activation_fwd(ctx, Activation::kSilu, z, uvqk);
+  silu_fwd(ctx, cfg_.uvqk_layout(), z, uvqk);
   phase(ctx, "fwd.attn");
   hstu_attention_fwd(ctx, attention_args(cfg_, p, ids_, b, uvqk), o);
   const DropoutSpec drop{training ? cfg_.dropout : 0.0f, dropout_seed, 0};
@@ -150,10 +171,12 @@ void HstuLayer::backward(Ctx& ctx, const DenseParams& p, const BatchTensors& b, 
   Tensor uvqk = first_rows(acts.uvqk, t);
   if (cfg_.recompute_silu) {
     uvqk = first_rows(scr.uvqk, t);
-    activation_fwd(ctx, Activation::kSilu, z, uvqk);
+    silu_fwd(ctx, cfg_.uvqk_layout(), z, uvqk);
   }
   const Tensor d_y = first_rows(scr.d_y, t), d_o = first_rows(scr.d_o, t);
+  const UvqkLayout lay = cfg_.uvqk_layout();
   const Tensor d_uvqk = first_rows(scr.d_uvqk, t), d_xn = first_rows(scr.d_xn, t);
+  const Tensor d_z = lay.dense() ? d_uvqk : first_rows(scr.d_z, t);
   // x_out = x_in + y @ W_o + b_o: the residual passes dx through unchanged.
   phase(ctx, "bwd.gemm_out");
   gemm(ctx, GemmDesc{false, true, 1.0f, 0.0f}, dx, matrix(p, ids_.w_o), d_y);
@@ -167,16 +190,17 @@ void HstuLayer::backward(Ctx& ctx, const DenseParams& p, const BatchTensors& b, 
                      d_uvqk.cols(0, hd), grad(p, ids_.ln_out_w), grad(p, ids_.ln_out_b));
   // Attention: gradients of v, q, k land in their column blocks of d_uvqk.
   phase(ctx, "bwd.attn");
-  hstu_attention_bwd(ctx, attention_args(cfg_, p, ids_, b, uvqk), d_o, d_uvqk.cols(2 * hd, 3 * hd),
-                     d_uvqk.cols(3 * hd, 4 * hd), d_uvqk.cols(hd, 2 * hd), grad(p, ids_.rab_pos),
+  hstu_attention_bwd(ctx, attention_args(cfg_, p, ids_, b, uvqk), d_o,
+                     d_uvqk.cols(lay.q0(), lay.k0()), d_uvqk.cols(lay.k0(), lay.width()),
+                     d_uvqk.cols(lay.v0(), lay.q0()), grad(p, ids_.rab_pos),
                      grad(p, ids_.rab_time));
   // SiLU, then the uvqk projection.
   phase(ctx, "bwd.silu");
-  activation_bwd(ctx, Activation::kSilu, z, d_uvqk, d_uvqk);
+  silu_bwd(ctx, lay, z, d_uvqk, d_z);
   phase(ctx, "bwd.gemm_uvqk");
-  gemm(ctx, GemmDesc{true, false, 1.0f, 1.0f}, xn, d_uvqk, grad(p, ids_.w_uvqk));
-  if (ids_.b_uvqk >= 0) bias_grad(ctx, d_uvqk, grad(p, ids_.b_uvqk), true);
-  gemm(ctx, GemmDesc{false, true, 1.0f, 0.0f}, d_uvqk, matrix(p, ids_.w_uvqk), d_xn);
+  gemm(ctx, GemmDesc{true, false, 1.0f, 1.0f}, xn, d_z, grad(p, ids_.w_uvqk));
+  if (ids_.b_uvqk >= 0) bias_grad(ctx, d_z, grad(p, ids_.b_uvqk), true);
+  gemm(ctx, GemmDesc{false, true, 1.0f, 0.0f}, d_z, matrix(p, ids_.w_uvqk), d_xn);
   phase(ctx, "bwd.ln_in");
   // Input LayerNorm: accumulate into dx, which already holds the residual gradient.
   layernorm_bwd(ctx, x_in, param(p, ids_.ln_in_w), ln_mean, ln_rstd, d_xn, dx, true,

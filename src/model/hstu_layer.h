@@ -1,6 +1,6 @@
 // hstu_layer.h — one HSTU layer: forward, explicit backward and its activation plan.
 //
-//   xn = LN(x);  z = xn @ W_uvqk (+ b);  [u | v | q | k] = SiLU(z)
+//   xn = LN(x);  z = xn @ W_uvqk (+ b);  [u | v | q | k] = SiLU(z)  (stored in UvqkLayout)
 //   O  = HstuAttention(q, k, v)          y = Dropout(u * LN(O));  x' = x + y @ W_o (+ b_o)
 //
 // Every option of SPEC §2 (alpha, affine or non-affine LayerNorms, biases, divisor N, rab,
@@ -18,6 +18,25 @@
 #include "model/params.h"
 
 namespace hstu {
+
+// Column layout of the activated projection SiLU(z) (acts.uvqk) and of its gradient
+// (scratch.d_uvqk): u dense in [0, Hd); then v, q and k, each H heads at a stride of the head
+// width rounded up to 8 elements, v starting at Hd rounded up to 8. Every head then starts on a
+// 16-byte boundary, so the attention kernels move whole 16-byte chunks (the paper's widths 25 and
+// 50 would otherwise be copied element by element); the padding columns are never read or
+// written. With widths that are multiples of 8 this is the dense [T, 4Hd]. z and its gradient
+// stay dense [T, 4Hd], the GEMMs' layout.
+struct UvqkLayout {
+  int64_t heads = 1, head_dim = 0;
+
+  static int64_t round8(int64_t x) { return (x + 7) / 8 * 8; }
+  int64_t stride() const { return round8(head_dim); }  // head stride of v, q, k
+  int64_t v0() const { return round8(heads * head_dim); }
+  int64_t q0() const { return v0() + heads * stride(); }
+  int64_t k0() const { return q0() + heads * stride(); }
+  int64_t width() const { return k0() + heads * stride(); }
+  bool dense() const { return width() == 4 * heads * head_dim; }
+};
 
 struct HstuLayerConfig {
   int64_t hidden = 0;    // D
@@ -38,6 +57,7 @@ struct HstuLayerConfig {
   std::string init = "recsys";  // recsys | meta
 
   int64_t hd() const { return heads * head_dim; }
+  UvqkLayout uvqk_layout() const { return {heads, head_dim}; }
 };
 
 // Indices of the layer's parameters in DenseParams (-1 = absent).
@@ -51,7 +71,7 @@ struct HstuLayerActs {
   Tensor ln_mean, ln_rstd;    // [T] stats of the input LayerNorm
   Tensor xn;                  // [T, D]   (empty when recompute_ln)
   Tensor z;                   // [T, 4Hd] pre-activation
-  Tensor uvqk;                // [T, 4Hd] SiLU(z) (empty when recompute_silu)
+  Tensor uvqk;                // [T, W]   SiLU(z) in UvqkLayout (empty when recompute_silu)
   Tensor o;                   // [T, Hd]  attention output
   Tensor ln2_mean, ln2_rstd;  // [T] stats of LN(O)
   Tensor y;                   // [T, Hd]  Dropout(u * LN(O)), the input of W_o
@@ -59,9 +79,10 @@ struct HstuLayerActs {
 
 // Scratch shared by all layers (forward recomputation and backward gradients).
 struct HstuLayerScratch {
-  Tensor xn, uvqk;  // [T, D], [T, 4Hd] recomputation targets
+  Tensor xn, uvqk;  // [T, D], [T, W] recomputation targets
   Tensor d_y, d_o;  // [T, Hd]
-  Tensor d_uvqk;    // [T, 4Hd]
+  Tensor d_uvqk;    // [T, W]   gradient of SiLU(z), in UvqkLayout
+  Tensor d_z;       // [T, 4Hd] gradient of z (empty with a dense layout: d_uvqk serves)
   Tensor d_xn;      // [T, D]
 };
 

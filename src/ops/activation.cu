@@ -3,7 +3,10 @@
 // The one decision: a single element-wise launcher (ew2d_kernel) with the activation as a
 // compile-time functor, fp32 math, 8-wide vector access when every view allows it; in-place
 // calls (y == x, dx == dy) are safe because each element is read before it is written by the
-// same thread.
+// same thread. Each thread takes 8 consecutive columns: one 16-byte vector per tensor when every
+// view allows it, else 8 element accesses (odd widths such as the layer's 25 / 50). A head
+// structure (ActHeads) maps grid column c to column (c / width) * stride + c % width of each
+// tensor; a vector never straddles two heads (width % 8 == 0 then).
 #include "ops/activation.h"
 #include "ops/cuda_ops_common.cuh"
 
@@ -39,38 +42,97 @@ __device__ __forceinline__ float act_grad(float x) {
   }
 }
 
-template <Activation A, typename TX, typename TY>
+// One tensor of a call: element (r, head h, column e) at p + r * ld + h * hs + e.
+template <typename T>
+struct ActView {
+  T* p;
+  int64_t ld, hs;
+  __device__ T* at(int64_t r, int h, int64_t e) const { return p + r * ld + h * hs + e; }
+};
+
+// Grid column c as (head, column in head); width 0: one head, no division.
+__device__ __forceinline__ int head_of(int64_t c, int width, int64_t& e) {
+  if (width == 0) {
+    e = c;
+    return 0;
+  }
+  const int h = static_cast<int>(c) / width;
+  e = c - int64_t(h) * width;
+  return h;
+}
+
+// Calls f(h, e, j) for the grid columns c + j (j < V, c + j < cols) as (head, column in head):
+// the 8-wide step of a call that cannot use vectors (odd head widths or misaligned views), so
+// the index math is paid once per 8 elements.
+template <int V, typename F>
+__device__ __forceinline__ void for_cols(int64_t c, int64_t cols, int width, F&& f) {
+  int64_t e;
+  int h = head_of(c, width, e);
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    if (c + j < cols) f(h, e, j);
+    if (++e == width) {
+      e = 0;
+      ++h;
+    }
+  }
+}
+
+// kVec: 16-byte vectors (every view aligned, width % 8 == 0); otherwise element by element.
+template <Activation A, typename TX, typename TY, bool kVec>
 struct ActFwdOp {
-  const TX* x;
-  int64_t ldx;
-  TY* y;
-  int64_t ldy;
+  ActView<const TX> x;
+  ActView<TY> y;
+  int width;  // columns per head; 0 with one head
+  int64_t cols;
   template <int V>
   __device__ void apply(int64_t r, int64_t c) const {
-    float v[V];
-    load_vec_rw<V>(x + r * ldx + c, v);
+    if constexpr (kVec) {
+      int64_t e;
+      const int h = head_of(c, width, e);
+      float v[V];
+      load_vec_rw<V>(x.at(r, h, e), v);
 #pragma unroll
-    for (int j = 0; j < V; ++j) v[j] = act_fwd<A>(v[j]);
-    store_vec<V>(y + r * ldy + c, v);
+      for (int j = 0; j < V; ++j) v[j] = act_fwd<A>(v[j]);
+      store_vec<V>(y.at(r, h, e), v);
+    } else {
+      for_cols<V>(c, cols, width, [&](int h, int64_t e, int) {
+        float v[1];
+        load_vec_rw<1>(x.at(r, h, e), v);
+        v[0] = act_fwd<A>(v[0]);
+        store_vec<1>(y.at(r, h, e), v);
+      });
+    }
   }
 };
 
-template <Activation A, typename TX, typename TG>
+template <Activation A, typename TX, typename TG, bool kVec>
 struct ActBwdOp {
-  const TX* x;
-  int64_t ldx;
-  const TG* dy;
-  int64_t lddy;
-  TG* dx;
-  int64_t lddx;
+  ActView<const TX> x;
+  ActView<const TG> dy;
+  ActView<TG> dx;
+  int width;
+  int64_t cols;
   template <int V>
   __device__ void apply(int64_t r, int64_t c) const {
-    float xv[V], g[V];
-    load_vec<V>(x + r * ldx + c, xv);
-    load_vec_rw<V>(dy + r * lddy + c, g);
+    if constexpr (kVec) {
+      int64_t e;
+      const int h = head_of(c, width, e);
+      float xv[V], g[V];
+      load_vec<V>(x.at(r, h, e), xv);
+      load_vec_rw<V>(dy.at(r, h, e), g);
 #pragma unroll
-    for (int j = 0; j < V; ++j) g[j] *= act_grad<A>(xv[j]);
-    store_vec<V>(dx + r * lddx + c, g);
+      for (int j = 0; j < V; ++j) g[j] *= act_grad<A>(xv[j]);
+      store_vec<V>(dx.at(r, h, e), g);
+    } else {
+      for_cols<V>(c, cols, width, [&](int h, int64_t e, int) {
+        float xv[1], g[1];
+        load_vec<1>(x.at(r, h, e), xv);
+        load_vec_rw<1>(dy.at(r, h, e), g);
+        g[0] *= act_grad<A>(xv[0]);
+        store_vec<1>(dx.at(r, h, e), g);
+      });
+    }
   }
 };
 
@@ -87,54 +149,77 @@ void dispatch_act(Activation act, F&& f) {
   HSTU_THROW("unknown activation ", static_cast<int>(act));
 }
 
-void check_same_shape(const Tensor& a, const Tensor& b, const char* op) {
-  check_cuda_tensor(a, op);
-  check_cuda_tensor(b, op);
-  bool same = a.ndim == b.ndim;
-  for (int i = 0; same && i < a.ndim; ++i) same = a.dim(i) == b.dim(i);
-  HSTU_CHECK(same, op, ": shapes differ (", a.str(), ", ", b.str(), ")");
+// The launch geometry of a call: a rows x (count * width) grid and each tensor's view of it
+// (width 0 with one head: rc may then be one long row of contiguous tensors).
+struct ActGrid {
+  Rows2d rc;
+  int64_t count = 1, width = 0;
+  bool vec8 = false;
+  template <typename T>
+  ActView<T> view(const Tensor& t) const {
+    return {static_cast<T*>(t.data), pitch(t, rc), count > 1 ? t.shape[1] / count : 0};
+  }
+};
+ActGrid act_grid(const ActHeads& heads, const Tensor& x, std::initializer_list<const Tensor*> ts,
+                 const char* op) {
+  ActGrid g;
+  g.width = check_act_heads(heads, x, ts, op);
+  g.count = heads.count;
+  for (const Tensor* t : ts) check_cuda_tensor(*t, op);
+  check_cuda_tensor(x, op);
+  if (g.count == 1) {
+    g.rc = rows2d(ts);
+    g.width = 0;
+    g.vec8 = can_vec8_2d(g.rc, ts);
+    return g;
+  }
+  g.rc = {x.shape[0], g.count * g.width};
+  HSTU_CHECK(g.rc.cols < (int64_t(1) << 31), op, ": rows of ", g.rc.cols, " elements");
+  g.vec8 = g.width % 8 == 0;
+  for (const Tensor* t : ts)  // rows and head starts 16-byte aligned
+    g.vec8 = g.vec8 && vec_alignment(*t) >= 16 &&
+             (t->shape[1] / g.count * dtype_size(t->dtype)) % 16 == 0;
+  return g;
 }
 
 }  // namespace
 
-void activation_fwd(Ctx& ctx, Activation act, const Tensor& x, const Tensor& y) {
-  check_same_shape(x, y, "activation_fwd");
-  const Rows2d rc = rows2d({&x, &y});
+void activation_fwd(Ctx& ctx, Activation act, const Tensor& x, const Tensor& y, ActHeads heads) {
+  const ActGrid grid = act_grid(heads, x, {&x, &y}, "activation_fwd");
   dispatch_act(act, [&](auto atag) {
     constexpr Activation A = decltype(atag)::value;
-    dispatch_vec(can_vec8_2d(rc, {&x, &y}), [&](auto vtag) {
-      constexpr int V = decltype(vtag)::value;
+    dispatch_bool(grid.vec8, [&](auto vtag) {
+      constexpr bool kVec = decltype(vtag)::value;
       dispatch_io(x.dtype, "activation_fwd x", [&](auto tx) {
         using TX = typename decltype(tx)::type;
         dispatch_io(y.dtype, "activation_fwd y", [&](auto ty) {
           using TY = typename decltype(ty)::type;
-          launch_ew2d<V>(ctx, rc,
-                         ActFwdOp<A, TX, TY>{static_cast<const TX*>(x.data), pitch(x, rc),
-                                             static_cast<TY*>(y.data), pitch(y, rc)});
+          launch_ew2d<8>(ctx, grid.rc,
+                         ActFwdOp<A, TX, TY, kVec>{grid.view<const TX>(x), grid.view<TY>(y),
+                                                   static_cast<int>(grid.width), grid.rc.cols});
         });
       });
     });
   });
 }
 
-void activation_bwd(Ctx& ctx, Activation act, const Tensor& x, const Tensor& dy, const Tensor& dx) {
-  check_same_shape(x, dy, "activation_bwd");
-  check_same_shape(x, dx, "activation_bwd");
+void activation_bwd(Ctx& ctx, Activation act, const Tensor& x, const Tensor& dy, const Tensor& dx,
+                    ActHeads heads) {
+  const ActGrid grid = act_grid(heads, x, {&x, &dy, &dx}, "activation_bwd");
   HSTU_CHECK(dy.dtype == dx.dtype, "activation_bwd: dy and dx dtypes differ (", dy.str(), ", ",
              dx.str(), ")");
-  const Rows2d rc = rows2d({&x, &dy, &dx});
   dispatch_act(act, [&](auto atag) {
     constexpr Activation A = decltype(atag)::value;
-    dispatch_vec(can_vec8_2d(rc, {&x, &dy, &dx}), [&](auto vtag) {
-      constexpr int V = decltype(vtag)::value;
+    dispatch_bool(grid.vec8, [&](auto vtag) {
+      constexpr bool kVec = decltype(vtag)::value;
       dispatch_io(x.dtype, "activation_bwd x", [&](auto tx) {
         using TX = typename decltype(tx)::type;
         dispatch_io(dy.dtype, "activation_bwd dy", [&](auto tg) {
           using TG = typename decltype(tg)::type;
-          launch_ew2d<V>(ctx, rc,
-                         ActBwdOp<A, TX, TG>{static_cast<const TX*>(x.data), pitch(x, rc),
-                                             static_cast<const TG*>(dy.data), pitch(dy, rc),
-                                             static_cast<TG*>(dx.data), pitch(dx, rc)});
+          launch_ew2d<8>(ctx, grid.rc,
+                         ActBwdOp<A, TX, TG, kVec>{grid.view<const TX>(x), grid.view<const TG>(dy),
+                                                   grid.view<TG>(dx), static_cast<int>(grid.width),
+                                                   grid.rc.cols});
         });
       });
     });

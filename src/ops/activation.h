@@ -12,28 +12,47 @@ namespace hstu {
 
 enum class Activation { kSilu, kRelu, kGelu };
 
-// y = act(x); y may alias x. Both may be strided 2-D views of the same shape.
-void activation_fwd(Ctx& ctx, Activation act, const Tensor& x, const Tensor& y);
-// dx = dy * act'(x); dx may alias dy.
-void activation_bwd(Ctx& ctx, Activation act, const Tensor& x, const Tensor& dy, const Tensor& dx);
+// Optional head structure of a call: every tensor holds `count` heads at its own head stride
+// (its columns / count), and only the first `width` columns of each head take part; the columns
+// between width and stride are neither read nor written. This lets the HSTU layer write SiLU(z)
+// into a layout whose heads start on 16-byte boundaries (hstu_attention.h). The default is one
+// head of all columns (a plain element-wise call).
+struct ActHeads {
+  int64_t count = 1;
+  int64_t width = 0;  // 0: x's head stride
+};
+
+// y = act(x); y may alias x (same layout). Both may be strided 2-D views, of the same shape when
+// heads.count == 1.
+void activation_fwd(Ctx& ctx, Activation act, const Tensor& x, const Tensor& y,
+                    ActHeads heads = {});
+// dx = dy * act'(x); dx may alias dy (same layout).
+void activation_bwd(Ctx& ctx, Activation act, const Tensor& x, const Tensor& dy, const Tensor& dx,
+                    ActHeads heads = {});
+
+// Throws unless every tensor is a 2-D [rows, count * stride] view with stride >= width, of x's
+// rows and dtype family; returns the width (heads.width, or x's head stride when 0).
+int64_t check_act_heads(const ActHeads& heads, const Tensor& x,
+                        std::initializer_list<const Tensor*> others, const char* op);
 
 namespace cpu {
-void activation_fwd(Ctx&, Activation, const Tensor&, const Tensor&);
-void activation_bwd(Ctx&, Activation, const Tensor&, const Tensor&, const Tensor&);
+void activation_fwd(Ctx&, Activation, const Tensor&, const Tensor&, ActHeads = {});
+void activation_bwd(Ctx&, Activation, const Tensor&, const Tensor&, const Tensor&, ActHeads = {});
 }  // namespace cpu
 namespace cuda {
-void activation_fwd(Ctx&, Activation, const Tensor&, const Tensor&);
-void activation_bwd(Ctx&, Activation, const Tensor&, const Tensor&, const Tensor&);
+void activation_fwd(Ctx&, Activation, const Tensor&, const Tensor&, ActHeads = {});
+void activation_bwd(Ctx&, Activation, const Tensor&, const Tensor&, const Tensor&, ActHeads = {});
 }  // namespace cuda
 
-inline void activation_fwd(Ctx& ctx, Activation act, const Tensor& x, const Tensor& y) {
-  if (ctx.cpu()) return cpu::activation_fwd(ctx, act, x, y);
-  HSTU_CUDA_DISPATCH(return cuda::activation_fwd(ctx, act, x, y));
+inline void activation_fwd(Ctx& ctx, Activation act, const Tensor& x, const Tensor& y,
+                           ActHeads heads) {
+  if (ctx.cpu()) return cpu::activation_fwd(ctx, act, x, y, heads);
+  HSTU_CUDA_DISPATCH(return cuda::activation_fwd(ctx, act, x, y, heads));
 }
 inline void activation_bwd(Ctx& ctx, Activation act, const Tensor& x, const Tensor& dy,
-                           const Tensor& dx) {
-  if (ctx.cpu()) return cpu::activation_bwd(ctx, act, x, dy, dx);
-  HSTU_CUDA_DISPATCH(return cuda::activation_bwd(ctx, act, x, dy, dx));
+                           const Tensor& dx, ActHeads heads) {
+  if (ctx.cpu()) return cpu::activation_bwd(ctx, act, x, dy, dx, heads);
+  HSTU_CUDA_DISPATCH(return cuda::activation_bwd(ctx, act, x, dy, dx, heads));
 }
 
 }  // namespace hstu

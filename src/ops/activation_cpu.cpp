@@ -3,6 +3,8 @@
 // GELU is the tanh approximation 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (PyTorch's
 // approximate="tanh"), the form the CUDA kernels use, so both backends compute the same
 // function. Math is done in the element type; the backward differentiates the forward input x.
+// With a head structure (ActHeads) element c of head h of row r sits at column h * stride + c of
+// each tensor, its stride being its columns / heads.
 #include <cmath>
 
 #include "ops/activation.h"
@@ -38,24 +40,34 @@ struct Gelu {
   }
 };
 
-template <typename T, typename Fn>
-void fwd_impl(Ctx& ctx, const Tensor& x, const Tensor& y) {
-  const int64_t rows = x.dim(0), cols = x.row_elems();
-  const Rows<const T> xr = rows_of<const T>(x);
-  const Rows<T> yr = rows_of<T>(y);
-#pragma omp parallel for num_threads(detail::threads_for(ctx, 8 * rows * cols))
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) yr[r][c] = Fn::fwd(xr[r][c]);
+// Head stride of t under a head structure of `count` heads (0 for one head: unused).
+int64_t hstride(const Tensor& t, int64_t count) {
+  return count > 1 ? t.row_elems() / count : 0;
 }
 
 template <typename T, typename Fn>
-void bwd_impl(Ctx& ctx, const Tensor& x, const Tensor& dy, const Tensor& dx) {
-  const int64_t rows = x.dim(0), cols = x.row_elems();
+void fwd_impl(Ctx& ctx, const Tensor& x, const Tensor& y, int64_t count, int64_t width) {
+  const int64_t rows = x.dim(0), hx = hstride(x, count), hy = hstride(y, count);
+  const Rows<const T> xr = rows_of<const T>(x);
+  const Rows<T> yr = rows_of<T>(y);
+#pragma omp parallel for num_threads(detail::threads_for(ctx, 8 * rows * count * width))
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t h = 0; h < count; ++h)
+      for (int64_t c = 0; c < width; ++c) yr[r][h * hy + c] = Fn::fwd(xr[r][h * hx + c]);
+}
+
+template <typename T, typename Fn>
+void bwd_impl(Ctx& ctx, const Tensor& x, const Tensor& dy, const Tensor& dx, int64_t count,
+              int64_t width) {
+  const int64_t rows = x.dim(0), hx = hstride(x, count), hdy = hstride(dy, count),
+                hdx = hstride(dx, count);
   const Rows<const T> xr = rows_of<const T>(x), dyr = rows_of<const T>(dy);
   const Rows<T> dxr = rows_of<T>(dx);
-#pragma omp parallel for num_threads(detail::threads_for(ctx, 8 * rows * cols))
+#pragma omp parallel for num_threads(detail::threads_for(ctx, 8 * rows * count * width))
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) dxr[r][c] = dyr[r][c] * Fn::grad(xr[r][c]);
+    for (int64_t h = 0; h < count; ++h)
+      for (int64_t c = 0; c < width; ++c)
+        dxr[r][h * hdx + c] = dyr[r][h * hdy + c] * Fn::grad(xr[r][h * hx + c]);
 }
 
 // Calls f.template operator()<T, Fn>() for the tensor's dtype and the activation.
@@ -74,29 +86,24 @@ void dispatch(Activation act, const Tensor& x, const char* op, F&& f) {
   });
 }
 
-void check_like(const Tensor& t, const Tensor& x, const char* what) {
-  detail::check_dtype(t, x.dtype, what);
-  HSTU_CHECK(t.ndim == x.ndim && t.dim(0) == x.dim(0) && t.row_elems() == x.row_elems(), what,
-             " is ", t.str(), ", expected the shape of x ", x.str());
-}
-
 }  // namespace
 
-void activation_fwd(Ctx& ctx, Activation act, const Tensor& x, const Tensor& y) {
-  HSTU_CHECK(!x.empty(), "activation_fwd: x is empty");
+void activation_fwd(Ctx& ctx, Activation act, const Tensor& x, const Tensor& y, ActHeads heads) {
+  const int64_t width = check_act_heads(heads, x, {&y}, "activation_fwd");
   detail::check_cpu(x, "activation x");
-  check_like(y, x, "activation y");
+  detail::check_dtype(y, x.dtype, "activation y");
   dispatch(act, x, "activation_fwd",
-           [&]<typename T, typename Fn>() { fwd_impl<T, Fn>(ctx, x, y); });
+           [&]<typename T, typename Fn>() { fwd_impl<T, Fn>(ctx, x, y, heads.count, width); });
 }
 
-void activation_bwd(Ctx& ctx, Activation act, const Tensor& x, const Tensor& dy, const Tensor& dx) {
-  HSTU_CHECK(!x.empty(), "activation_bwd: x is empty");
+void activation_bwd(Ctx& ctx, Activation act, const Tensor& x, const Tensor& dy, const Tensor& dx,
+                    ActHeads heads) {
+  const int64_t width = check_act_heads(heads, x, {&dy, &dx}, "activation_bwd");
   detail::check_cpu(x, "activation x");
-  check_like(dy, x, "activation dy");
-  check_like(dx, x, "activation dx");
+  detail::check_dtype(dy, x.dtype, "activation dy");
+  detail::check_dtype(dx, x.dtype, "activation dx");
   dispatch(act, x, "activation_bwd",
-           [&]<typename T, typename Fn>() { bwd_impl<T, Fn>(ctx, x, dy, dx); });
+           [&]<typename T, typename Fn>() { bwd_impl<T, Fn>(ctx, x, dy, dx, heads.count, width); });
 }
 
 }  // namespace hstu::cpu

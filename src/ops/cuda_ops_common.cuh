@@ -200,6 +200,12 @@ decltype(auto) dispatch_vec(bool vec8, F&& f) {
   if (vec8) return f(std::integral_constant<int, 8>{});
   return f(std::integral_constant<int, 1>{});
 }
+// Calls f(std::bool_constant<b>{}).
+template <typename F>
+decltype(auto) dispatch_bool(bool b, F&& f) {
+  if (b) return f(std::true_type{});
+  return f(std::false_type{});
+}
 
 inline void check_cuda_tensor(const Tensor& t, const char* what) {
   HSTU_CHECK(t.device == Device::kCUDA, what, " must be on the CUDA device, got ", t.str());
@@ -308,7 +314,9 @@ inline Ew2dLaunch ew2d_launch(const Rows2d& rc, int V) {
 template <int V, typename Op>
 __global__ void __launch_bounds__(256)
     ew2d_kernel(int64_t rows, int64_t cols, int64_t col_blocks, Op op) {
-  const int64_t cb = blockIdx.x % col_blocks, rb = blockIdx.x / col_blocks;
+  // 32-bit division (blocks < 2^31, checked at launch): the 64-bit one is a long subroutine.
+  const uint32_t ncb = static_cast<uint32_t>(col_blocks);
+  const int64_t cb = blockIdx.x % ncb, rb = blockIdx.x / ncb;
   const int64_t r = rb * blockDim.y + threadIdx.y;
   const int64_t c = (cb * blockDim.x + threadIdx.x) * V;
   if (r >= rows || c >= cols) return;

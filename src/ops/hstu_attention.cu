@@ -4,8 +4,9 @@
 // hstu_attention_{fwd,bwd}_hd<D>_<dtype>.cu files.
 //
 // The shaping decision: head widths are padded internally to the next of 32/64/128/256 (zero
-// columns in shared memory; the tensors stay unpadded), so one kernel per bucket serves every
-// width — the paper's 25 and 50 included.
+// columns in shared memory), so one kernel per bucket serves every width — the paper's 25 and 50
+// included. Each operand that is 16-byte aligned per row and per head (its head stride padded by
+// the producer, see HstuAttentionArgs) moves in 16-byte chunks; others element by element.
 //
 // Determinism (ctx.deterministic): dK, dV and O are always written without atomics. dQ is
 // computed by a separate query-major kernel in deterministic mode (bit-identical across runs, ~1.4x
@@ -37,11 +38,21 @@ int head_dim_bucket(int d) {
   return 256;
 }
 
-void check_2d(const Tensor& t, DType dtype, int64_t rows, int64_t cols, const char* what) {
-  HSTU_CHECK(t.ndim == 2 && t.device == Device::kCUDA && t.dtype == dtype, "hstu_attention: ", what,
-             " must be a 2-D CUDA tensor of ", dtype_name(dtype), ", got ", t.str());
-  HSTU_CHECK(t.shape[0] == rows && t.shape[1] == cols, "hstu_attention: ", what, " is ", t.str(),
-             ", expected [", rows, ", ", cols, "]");
+void check_operand(const Tensor& t, DType dtype, int64_t rows, int heads, int width,
+                   const char* what) {
+  HSTU_CHECK(t.device == Device::kCUDA && t.dtype == dtype, "hstu_attention: ", what,
+             " must be a CUDA tensor of ", dtype_name(dtype), ", got ", t.str());
+  check_heads(t, rows, heads, width, what);
+}
+
+// The kernels' view of a checked operand.
+attn::HeadsView heads_view(const Tensor& t, int heads) {
+  attn::HeadsView v;
+  v.ptr = const_cast<void*>(static_cast<const void*>(t.data));
+  v.row_stride = t.row_stride;
+  v.head_stride = head_stride(t, heads);
+  v.vec = vec_alignment(t) >= 16 && (v.head_stride * dtype_size(t.dtype)) % 16 == 0;
+  return v;
 }
 
 void check_1d(const Tensor& t, DType dtype, int64_t n, const char* what) {
@@ -91,14 +102,11 @@ HstuAttnParams make_params(const HstuAttentionArgs& a) {
   HSTU_CHECK(a.num_heads >= 1, "hstu_attention: num_heads ", a.num_heads);
   HSTU_CHECK(a.q.ndim == 2, "hstu_attention: q must be 2-D, got ", a.q.str());
   const int64_t T = a.q.shape[0];
-  HSTU_CHECK(a.q.shape[1] % a.num_heads == 0 && a.v.ndim == 2 && a.v.shape[1] % a.num_heads == 0,
-             "hstu_attention: widths of q ", a.q.str(), " / v ", a.v.str(),
-             " are not divisible by ", a.num_heads, " heads");
-  check_2d(a.q, dt, T, a.q.shape[1], "q");
-  check_2d(a.k, dt, T, a.q.shape[1], "k");
-  check_2d(a.v, dt, T, a.v.shape[1], "v");
   const int dqk = a.head_dim_qk(), dv = a.head_dim_v();
-  HSTU_CHECK(dqk >= 1 && dv >= 1 && dqk <= 256 && dv <= 256,
+  check_operand(a.q, dt, T, a.num_heads, dqk, "q");
+  check_operand(a.k, dt, T, a.num_heads, dqk, "k");
+  check_operand(a.v, dt, T, a.num_heads, dv, "v");
+  HSTU_CHECK(dqk <= 256 && dv <= 256,
              "hstu_attention: CUDA kernels support head widths 1..256, got q/k ", dqk, ", v ", dv);
   HSTU_CHECK(a.cu_seqlens.ndim == 1 && a.cu_seqlens.shape[0] >= 1,
              "hstu_attention: cu_seqlens must be [B+1], got ", a.cu_seqlens.str());
@@ -114,12 +122,9 @@ HstuAttnParams make_params(const HstuAttentionArgs& a) {
   HSTU_CHECK(a.max_attn_len >= 0, "hstu_attention: max_attn_len ", a.max_attn_len);
 
   HstuAttnParams p;
-  p.q = a.q.data;
-  p.k = a.k.data;
-  p.v = a.v.data;
-  p.q_row_stride = a.q.row_stride;
-  p.k_row_stride = a.k.row_stride;
-  p.v_row_stride = a.v.row_stride;
+  p.q = heads_view(a.q, a.num_heads);
+  p.k = heads_view(a.k, a.num_heads);
+  p.v = heads_view(a.v, a.num_heads);
   p.d_qk = dqk;
   p.d_v = dv;
   p.num_heads = a.num_heads;
@@ -155,13 +160,6 @@ HstuAttnParams make_params(const HstuAttentionArgs& a) {
     if (p.time_table) time_thresholds(p.rab_time_len - 1, p.time_thr);
   }
   return p;
-}
-
-bool all_vec16(int dqk, int dv, std::initializer_list<const Tensor*> ts) {
-  if (dqk % 8 != 0 || dv % 8 != 0) return false;
-  for (const Tensor* t : ts)
-    if (vec_alignment(*t) < 16) return false;
-  return true;
 }
 
 template <typename T>
@@ -229,10 +227,8 @@ __global__ void drab_finish_kernel(const __grid_constant__ HstuAttnParams p) {
 
 void hstu_attention_fwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& o) {
   HstuAttnParams p = make_params(args);
-  check_2d(o, args.q.dtype, p.total_tokens, args.v.shape[1], "o");
-  p.o = o.data;
-  p.o_row_stride = o.row_stride;
-  p.vec_io = all_vec16(p.d_qk, p.d_v, {&args.q, &args.k, &args.v, &o});
+  check_operand(o, args.q.dtype, p.total_tokens, p.num_heads, p.d_v, "o");
+  p.o = heads_view(o, p.num_heads);
   if (p.batch == 0 || p.total_tokens == 0 || p.max_seqlen == 0) return;
   const int hdp = head_dim_bucket(std::max(p.d_qk, p.d_v));
   if (args.q.dtype == DType::kBF16) {
@@ -247,19 +243,14 @@ void hstu_attention_bwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& d
                         const Tensor& d_rab_pos, const Tensor& d_rab_time) {
   HstuAttnParams p = make_params(args);
   const DType dt = args.q.dtype;
-  check_2d(d_o, dt, p.total_tokens, args.v.shape[1], "d_o");
-  check_2d(dq, dt, p.total_tokens, args.q.shape[1], "dq");
-  check_2d(dk, dt, p.total_tokens, args.k.shape[1], "dk");
-  check_2d(dv, dt, p.total_tokens, args.v.shape[1], "dv");
-  p.d_o = d_o.data;
-  p.do_row_stride = d_o.row_stride;
-  p.dq = dq.data;
-  p.dk = dk.data;
-  p.dv = dv.data;
-  p.dq_row_stride = dq.row_stride;
-  p.dk_row_stride = dk.row_stride;
-  p.dv_row_stride = dv.row_stride;
-  p.vec_io = all_vec16(p.d_qk, p.d_v, {&args.q, &args.k, &args.v, &d_o, &dq, &dk, &dv});
+  check_operand(d_o, dt, p.total_tokens, p.num_heads, p.d_v, "d_o");
+  check_operand(dq, dt, p.total_tokens, p.num_heads, p.d_qk, "dq");
+  check_operand(dk, dt, p.total_tokens, p.num_heads, p.d_qk, "dk");
+  check_operand(dv, dt, p.total_tokens, p.num_heads, p.d_v, "dv");
+  p.d_o = heads_view(d_o, p.num_heads);
+  p.dq = heads_view(dq, p.num_heads);
+  p.dk = heads_view(dk, p.num_heads);
+  p.dv = heads_view(dv, p.num_heads);
   if (p.batch == 0 || p.total_tokens == 0 || p.max_seqlen == 0) return;
   const int hdp = head_dim_bucket(std::max(p.d_qk, p.d_v));
   const cudaStream_t stream = stream_of(ctx);

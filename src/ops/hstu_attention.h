@@ -21,10 +21,17 @@
 
 namespace hstu {
 
+// Every [T, ...] operand (q, k, v, o and the gradients) holds H heads at a fixed column stride,
+// its own width / H (its "head stride"): head h of q is columns h*sq .. h*sq + dim_qk - 1 with
+// sq = q.shape[1] / H >= dim_qk. The columns between a head's width and its stride are neither
+// read nor written, so a producer may pad each head to a 16-byte boundary (the HSTU layer does,
+// for the widths 25 and 50) and the CUDA kernels then move whole 16-byte chunks.
 struct HstuAttentionArgs {
-  Tensor q;                // [T, H*dqk]
-  Tensor k;                // [T, H*dqk]
-  Tensor v;                // [T, H*dv]
+  Tensor q;                // [T, H*sq]
+  Tensor k;                // [T, H*sk], sk >= dim_qk
+  Tensor v;                // [T, H*sv], sv >= dim_v
+  int32_t dim_qk = 0;      // head width of q and k; 0 = q's head stride
+  int32_t dim_v = 0;       // head width of v and o; 0 = v's head stride
   Tensor cu_seqlens;       // i32 [B+1], on the op's device
   Tensor num_contexts;     // i32 [B] or empty (no contextual prefix / mask disabled)
   Tensor num_targets;      // i32 [B] or empty (no targets)
@@ -42,9 +49,27 @@ struct HstuAttentionArgs {
   Tensor ts_key;    // i64 [T]: timestamp of each position's own item
 
   bool has_rab() const { return !rab_pos.empty(); }
-  int32_t head_dim_qk() const { return static_cast<int32_t>(q.shape[1] / num_heads); }
-  int32_t head_dim_v() const { return static_cast<int32_t>(v.shape[1] / num_heads); }
+  int32_t head_dim_qk() const {
+    return dim_qk > 0 ? dim_qk : static_cast<int32_t>(q.shape[1] / num_heads);
+  }
+  int32_t head_dim_v() const {
+    return dim_v > 0 ? dim_v : static_cast<int32_t>(v.shape[1] / num_heads);
+  }
 };
+
+// Columns between the starts of consecutive heads of an operand.
+inline int64_t head_stride(const Tensor& x, int32_t heads) {
+  return x.shape[1] / heads;
+}
+
+// Throws unless x is a 2-D [rows, H*s] operand whose head stride s holds `width` columns.
+inline void check_heads(const Tensor& x, int64_t rows, int32_t heads, int32_t width,
+                        const char* what) {
+  HSTU_CHECK(x.ndim == 2 && x.shape[0] == rows && heads >= 1 && x.shape[1] % heads == 0 &&
+                 x.shape[1] / heads >= width && width >= 1,
+             "hstu_attention: ", what, " is ", x.str(), ", expected [", rows, ", ", heads,
+             " heads x a stride of at least ", width, " columns]");
+}
 
 // Time bucket of Meta's relative attention bias.
 HSTU_HD int rab_time_bucket(int64_t dt, int num_buckets) {

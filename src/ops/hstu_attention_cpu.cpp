@@ -55,11 +55,11 @@ Geometry validate(const Ctx& ctx, const HstuAttentionArgs& a) {
   HSTU_CHECK(ctx.cpu(), "cpu::hstu_attention called with a non-CPU context");
   HSTU_CHECK(a.num_heads >= 1, "num_heads ", a.num_heads);
   const int64_t T = a.q.shape[0];
-  check_shape(a.q, {T, -1}, "hstu_attention q");
-  detail::check_2d(a.k, T, a.q.shape[1], a.q.dtype, "hstu_attention k");
-  detail::check_2d(a.v, T, -1, a.q.dtype, "hstu_attention v");
-  HSTU_CHECK(a.q.shape[1] % a.num_heads == 0 && a.v.shape[1] % a.num_heads == 0, "widths of q ",
-             a.q.str(), " / v ", a.v.str(), " not divisible by ", a.num_heads, " heads");
+  HSTU_CHECK(a.q.ndim == 2, "hstu_attention: q must be 2-D, got ", a.q.str());
+  check_heads(a.q, T, a.num_heads, a.head_dim_qk(), "q");
+  check_heads(a.k, T, a.num_heads, a.head_dim_qk(), "k");
+  check_heads(a.v, T, a.num_heads, a.head_dim_v(), "v");
+  for (const Tensor* x : {&a.k, &a.v}) detail::check_dtype(*x, a.q.dtype, "hstu_attention k/v");
   HSTU_CHECK(a.target_group_size >= 1, "target_group_size ", a.target_group_size);
   HSTU_CHECK(a.max_attn_len >= 0, "max_attn_len ", a.max_attn_len);
   HSTU_CHECK(a.cu_seqlens.ndim == 1 && a.cu_seqlens.shape[0] >= 1, "cu_seqlens ",
@@ -273,14 +273,14 @@ struct Workspace {
   }
 };
 
-// Head-h columns of rows [start, start+L) of x (width d): transposed into dst [d, ld] and/or
+// Columns [c0, c0+d) (one head) of rows [start, start+L) of x: transposed into dst [d, ld] and/or
 // as padded rows into rows_dst [L, ldr] (either may be null).
 template <typename T>
-void gather_head(const Tensor& x, int64_t start, int L, int h, int d, T* dst, int ld, T* rows_dst,
-                 int ldr) {
+void gather_head(const Tensor& x, int64_t start, int L, int64_t c0, int d, T* dst, int ld,
+                 T* rows_dst, int ldr) {
   const auto src = detail::rows_of<const T>(x);
   for (int j = 0; j < L; ++j) {
-    const T* row = src[start + j] + int64_t(h) * d;
+    const T* row = src[start + j] + c0;
     if (dst) {
       for (int e = 0; e < d; ++e) dst[int64_t(e) * ld + j] = row[e];
     }
@@ -288,13 +288,14 @@ void gather_head(const Tensor& x, int64_t start, int L, int h, int d, T* dst, in
   }
 }
 
-// Block rows of head h of x into tile [kRows, ld] (rows past the block stay zero).
+// Block rows of columns [c0, c0+d) (one head) of x into tile [kRows, ld] (rows past the block
+// are zero).
 template <typename T>
-void gather_block(const Tensor& x, int64_t start, const Block<T>& blk, int h, int d, T* tile,
+void gather_block(const Tensor& x, int64_t start, const Block<T>& blk, int64_t c0, int d, T* tile,
                   int ld) {
   const auto src = detail::rows_of<const T>(x);
   for (int r = 0; r < blk.rows; ++r) {
-    const T* row = src[start + blk.i0 + r] + int64_t(h) * d;
+    const T* row = src[start + blk.i0 + r] + c0;
     std::copy(row, row + d, tile + int64_t(r) * ld);
   }
   for (int r = blk.rows; r < kRows; ++r)
@@ -448,16 +449,17 @@ void forward(const Ctx& ctx, const HstuAttentionArgs& a, const Geometry& g, cons
       const int64_t start = g.cu[b];
       const int L = g.cu[b + 1] - g.cu[b];
       for (int h = 0; h < g.heads; ++h) {
-        gather_head(a.k, start, L, h, g.dqk, ws.kt.data() + size_t(h) * g.dqk * ws.ldt, ws.ldt,
-                    static_cast<T*>(nullptr), 0);
-        gather_head(a.v, start, L, h, g.dv, static_cast<T*>(nullptr), 0,
+        gather_head(a.k, start, L, h * head_stride(a.k, g.heads), g.dqk,
+                    ws.kt.data() + size_t(h) * g.dqk * ws.ldt, ws.ldt, static_cast<T*>(nullptr), 0);
+        gather_head(a.v, start, L, h * head_stride(a.v, g.heads), g.dv, static_cast<T*>(nullptr), 0,
                     ws.rows.data() + size_t(h) * g.max_len * ws.dvp, ws.dvp);
       }
       for (int i0 = 0; i0 < L; i0 += kRows) {
         blk.build(i0, L, g.c(b), g.t(b), a);
         block_mask_rab(blk, rab, start, ws);
         for (int h = 0; h < g.heads; ++h) {
-          gather_block(a.q, start, blk, h, g.dqk, ws.qb.data(), ws.dqkp);
+          gather_block(a.q, start, blk, h * head_stride(a.q, g.heads), g.dqk, ws.qb.data(),
+                       ws.dqkp);
           tile_dot(blk, ws.qb.data(), ws.dqkp, g.dqk, ws.kt.data() + size_t(h) * g.dqk * ws.ldt,
                    ws.ldt, ws.s.data(), ld);
           for (int r = 0; r < kRows; ++r) {
@@ -475,7 +477,7 @@ void forward(const Ctx& ctx, const HstuAttentionArgs& a, const Geometry& g, cons
           tile_times_rows(blk, ws.s.data(), ld, ws.rows.data() + size_t(h) * g.max_len * ws.dvp,
                           ws.dvp, ws.acc.data());
           for (int r = 0; r < blk.rows; ++r) {
-            T* oi = out[start + blk.i0 + r] + int64_t(h) * g.dv;
+            T* oi = out[start + blk.i0 + r] + h * head_stride(o, g.heads);
             for (int e = 0; e < g.dv; ++e) oi[e] = scale * ws.acc[r * ws.dvp + e];
           }
         }
@@ -511,10 +513,12 @@ void backward(const Ctx& ctx, const HstuAttentionArgs& a, const Geometry& g, con
         const int64_t start = g.cu[b];
         const int L = g.cu[b + 1] - g.cu[b];
         for (int h = 0; h < g.heads; ++h) {
-          gather_head(a.k, start, L, h, g.dqk, ws.kt.data() + size_t(h) * g.dqk * ws.ldt, ws.ldt,
+          gather_head(a.k, start, L, h * head_stride(a.k, g.heads), g.dqk,
+                      ws.kt.data() + size_t(h) * g.dqk * ws.ldt, ws.ldt,
                       ws.rows.data() + size_t(h) * g.max_len * ws.dqkp, ws.dqkp);
-          gather_head(a.v, start, L, h, g.dv, ws.vt.data() + size_t(h) * g.dv * ws.ldt, ws.ldt,
-                      static_cast<T*>(nullptr), 0);
+          gather_head(a.v, start, L, h * head_stride(a.v, g.heads), g.dv,
+                      ws.vt.data() + size_t(h) * g.dv * ws.ldt, ws.ldt, static_cast<T*>(nullptr),
+                      0);
           std::fill_n(ws.dk.data() + size_t(h) * g.max_len * ws.dqkp, size_t(L) * ws.dqkp, T(0));
           std::fill_n(ws.dv.data() + size_t(h) * g.max_len * ws.dvp, size_t(L) * ws.dvp, T(0));
         }
@@ -527,8 +531,10 @@ void backward(const Ctx& ctx, const HstuAttentionArgs& a, const Geometry& g, con
           for (int h = 0; h < g.heads; ++h) {
             const T* kt = ws.kt.data() + size_t(h) * g.dqk * ws.ldt;
             const T* vt = ws.vt.data() + size_t(h) * g.dv * ws.ldt;
-            gather_block(a.q, start, blk, h, g.dqk, ws.qb.data(), ws.dqkp);
-            gather_block(d_o, start, blk, h, g.dv, ws.ob.data(), ws.dvp);
+            gather_block(a.q, start, blk, h * head_stride(a.q, g.heads), g.dqk, ws.qb.data(),
+                         ws.dqkp);
+            gather_block(d_o, start, blk, h * head_stride(d_o, g.heads), g.dv, ws.ob.data(),
+                         ws.dvp);
             tile_dot(blk, ws.qb.data(), ws.dqkp, g.dqk, kt, ws.ldt, ws.s.data(), ld);
             tile_dot(blk, ws.ob.data(), ws.dvp, g.dv, vt, ws.ldt, ws.p2.data(), ld);
             // s <- P = scale * SiLU(S); p2 <- dS = dL/d(q.k + rab) = alpha*scale * dO.v * SiLU'(S).
@@ -556,7 +562,7 @@ void backward(const Ctx& ctx, const HstuAttentionArgs& a, const Geometry& g, con
                             ws.dqkp, ws.acc.data());
             for (int r = 0; r < blk.rows; ++r) {
               std::copy_n(ws.acc.data() + r * ws.dqkp, g.dqk,
-                          dq_rows[start + blk.i0 + r] + int64_t(h) * g.dqk);
+                          dq_rows[start + blk.i0 + r] + h * head_stride(dq, g.heads));
             }
             tile_t_times_rows(blk, ws.s.data(), ld, ws.ob.data(), ws.dvp,
                               ws.dv.data() + size_t(h) * g.max_len * ws.dvp);
@@ -569,8 +575,10 @@ void backward(const Ctx& ctx, const HstuAttentionArgs& a, const Geometry& g, con
           const T* dkh = ws.dk.data() + size_t(h) * g.max_len * ws.dqkp;
           const T* dvh = ws.dv.data() + size_t(h) * g.max_len * ws.dvp;
           for (int j = 0; j < L; ++j) {
-            std::copy_n(dkh + int64_t(j) * ws.dqkp, g.dqk, dk_rows[start + j] + int64_t(h) * g.dqk);
-            std::copy_n(dvh + int64_t(j) * ws.dvp, g.dv, dv_rows[start + j] + int64_t(h) * g.dv);
+            std::copy_n(dkh + int64_t(j) * ws.dqkp, g.dqk,
+                        dk_rows[start + j] + h * head_stride(dk, g.heads));
+            std::copy_n(dvh + int64_t(j) * ws.dvp, g.dv,
+                        dv_rows[start + j] + h * head_stride(dv, g.heads));
           }
         }
       }
@@ -594,7 +602,8 @@ void backward(const Ctx& ctx, const HstuAttentionArgs& a, const Geometry& g, con
 
 void hstu_attention_fwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& o) {
   const Geometry g = validate(ctx, args);
-  detail::check_2d(o, args.v.shape[0], args.v.shape[1], args.q.dtype, "hstu_attention o");
+  check_heads(o, args.q.shape[0], g.heads, g.dv, "o");
+  detail::check_dtype(o, args.q.dtype, "hstu_attention o");
   detail::dispatch_float(args.q, "hstu_attention_fwd",
                          [&](auto t) { forward<decltype(t)>(ctx, args, g, o); });
 }
@@ -604,10 +613,12 @@ void hstu_attention_bwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& d
                         const Tensor& d_rab_pos, const Tensor& d_rab_time) {
   const Geometry g = validate(ctx, args);
   const DType dt = args.q.dtype;
-  detail::check_2d(d_o, args.v.shape[0], args.v.shape[1], dt, "hstu_attention d_o");
-  detail::check_2d(dq, args.q.shape[0], args.q.shape[1], dt, "hstu_attention dq");
-  detail::check_2d(dk, args.k.shape[0], args.k.shape[1], dt, "hstu_attention dk");
-  detail::check_2d(dv, args.v.shape[0], args.v.shape[1], dt, "hstu_attention dv");
+  const int64_t T = args.q.shape[0];
+  check_heads(d_o, T, g.heads, g.dv, "d_o");
+  check_heads(dq, T, g.heads, g.dqk, "dq");
+  check_heads(dk, T, g.heads, g.dqk, "dk");
+  check_heads(dv, T, g.heads, g.dv, "dv");
+  for (const Tensor* x : {&d_o, &dq, &dk, &dv}) detail::check_dtype(*x, dt, "hstu_attention grads");
   if (args.has_rab() && !d_rab_pos.empty()) {
     check_shape(d_rab_pos, {args.rab_pos.shape[0]}, "hstu_attention d_rab_pos");
     check_shape(d_rab_time, {args.rab_time.shape[0]}, "hstu_attention d_rab_time");

@@ -188,6 +188,25 @@ inline bool padding_intact(const Tensor& view, int64_t pad) {
   return true;
 }
 
+// The first `width` columns of each of the `heads` heads of a 2-D tensor whose head stride is its
+// columns / heads, as a dense [rows, heads * width] f64 tensor. The columns past `width` (head
+// padding) must still be NaN, i.e. never written by the op under test.
+inline Tensor unpad_heads(const Tensor& x, int64_t heads, int64_t width, const char* what) {
+  const int64_t rows = x.dim(0), stride = x.dim(1) / heads;
+  Tensor r = alloc(DType::kF64, {rows, heads * width});
+  for (int64_t t = 0; t < rows; ++t)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t e = 0; e < stride; ++e) {
+        const double v = get(x, (t * heads + h) * stride + e);
+        if (e < width) {
+          set(r, (t * heads + h) * width + e, v);
+        } else {
+          EXPECT_TRUE(std::isnan(v)) << what << ": head padding written at row " << t;
+        }
+      }
+  return r;
+}
+
 // A contiguous copy of t (same dtype and dims) in the test arena.
 inline Tensor clone(const Tensor& t) {
   Tensor c = alloc(t.dtype, {t.numel()});

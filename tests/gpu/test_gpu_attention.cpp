@@ -2,7 +2,9 @@
 // fp32 CPU reference on fresh random jagged batches: every mask kind (causal, contexts, targets
 // with group sizes 1 and 3, window, non-causal), rab on/off (with the time-bucket table and its
 // exact fallback), head widths 25..256 (padded and unpadded, equal and unequal q/k and v widths),
-// bf16 and fp16, 16-byte and scalar (misaligned) memory paths, deterministic and atomic dQ.
+// bf16 and fp16, 16-byte and scalar (misaligned) memory paths, heads padded to a 16-byte stride
+// (the layer's layout for widths 25 and 50: padding never read or written), deterministic and
+// atomic dQ.
 //
 // The shaping decision: the tolerance is "m x the error of a naive low-precision implementation"
 // (gpu_harness.h; m = 2 forward, 5 backward). The naive implementation below is the textbook
@@ -40,9 +42,10 @@ struct Case {
   bool causal = true, contexts = false, targets = false;
   int group = 1, window = 0;
   bool rab = false;
-  int time_buckets = 128;  // NB (rab_time has NB + 1 entries)
-  int pad = 0;             // extra leading columns of the fused buffers (misalignment)
-  float alpha = 0;         // 0: 1/sqrt(dqk)
+  int time_buckets = 128;     // NB (rab_time has NB + 1 entries)
+  int pad = 0;                // extra leading columns of the fused buffers (misalignment)
+  bool padded_heads = false;  // heads of v, q, k (and their gradients) at a stride of 8 elements
+  float alpha = 0;            // 0: 1/sqrt(dqk)
 };
 // Test listings (ctest, --gtest_list_tests) show the case name instead of raw bytes.
 void PrintTo(const Case& c, std::ostream* os) {
@@ -99,6 +102,13 @@ std::vector<Case> cases() {
     x.targets = true;
     x.pad = 1;
   });
+  add("padded_heads_targets_d25_bf16", kB, 25, 25, [](Case& x) {  // the layer's ML-1M layout
+    x.targets = x.padded_heads = true;
+    x.alpha = 1.0f;
+  });
+  add("padded_heads_context_rab_d50_fp16", kH, 50, 50,
+      [](Case& x) { x.contexts = x.rab = x.padded_heads = true; });
+  add("padded_heads_dqk20_dv36_bf16", kB, 20, 36, [](Case& x) { x.heads = 3; });
   add("all_masks_rab_d64_bf16", kB, 64, 64, [](Case& x) {
     x.heads = 3;
     x.contexts = x.targets = x.rab = true;
@@ -117,6 +127,8 @@ std::vector<Case> cases() {
 struct Problem {
   Case cs;
   int B = 0, T = 0, H = 0, W = 0, max_len = 0;
+  int sqk = 0, sv = 0;             // head strides of q / k and v
+  int64_t v0 = 0, q0 = 0, k0 = 0;  // first columns of v, q, k in the fused buffer
   std::vector<int> len, cu, ctx, tgt;
   Tensor uvqk, d_o;                    // host f32 [T, W], [T, H dv]
   Tensor q, k, v;                      // views of uvqk
@@ -151,13 +163,19 @@ struct Problem {
       ctx.push_back(cc);
       tgt.push_back(tt);
     }
-    W = c.pad + 2 * H * c.dv + 2 * H * c.dqk;
+    const auto up8 = [&](int x) { return c.padded_heads ? (x + 7) / 8 * 8 : x; };
+    sqk = up8(c.dqk);
+    sv = up8(c.dv);
+    v0 = c.pad + up8(H * c.dv);  // after u
+    q0 = v0 + int64_t(H) * sv;
+    k0 = q0 + int64_t(H) * sqk;
+    W = static_cast<int>(k0 + int64_t(H) * sqk);
     uvqk = alloc(DType::kF32, {T, W});
-    fill_uniform(uvqk, -1.0, 1.0);
+    fill_uniform(uvqk, -1.0, 1.0);  // head padding too: random values the op must not read
     gpu::round_host(uvqk, c.dtype);
-    v = uvqk.cols(c.pad + H * c.dv, c.pad + 2 * H * c.dv);
-    q = uvqk.cols(c.pad + 2 * H * c.dv, c.pad + 2 * H * c.dv + H * c.dqk);
-    k = uvqk.cols(c.pad + 2 * H * c.dv + H * c.dqk, W);
+    v = uvqk.cols(v0, q0);
+    q = uvqk.cols(q0, k0);
+    k = uvqk.cols(k0, W);
     d_o = alloc(DType::kF32, {T, H * c.dv});
     fill_uniform(d_o, -1.0, 1.0);
     gpu::round_host(d_o, c.dtype);
@@ -213,6 +231,8 @@ struct Problem {
     a.num_targets = tgt_;
     a.max_seqlen = max_len;
     a.num_heads = H;
+    a.dim_qk = cs.dqk;
+    a.dim_v = cs.dv;
     a.alpha = alpha;
     a.scale = scale;
     a.causal = cs.causal;
@@ -262,8 +282,8 @@ Outputs naive_lowp(const Problem& pb) {
           if (!m[ij]) continue;
           float acc = 0;  // fp32 accumulation of exact bf16/fp16 products
           for (int e = 0; e < c.dqk; ++e)
-            acc += static_cast<float>(at(pb.q, s0 + i, h * c.dqk + e) *
-                                      at(pb.k, s0 + j, h * c.dqk + e));
+            acc += static_cast<float>(at(pb.q, s0 + i, h * pb.sqk + e) *
+                                      at(pb.k, s0 + j, h * pb.sqk + e));
           double s = rnd(acc);
           if (c.rab) {
             const int bk = rab_time_bucket(tq[s0 + i] - tk[s0 + j], c.time_buckets);
@@ -278,7 +298,7 @@ Outputs naive_lowp(const Problem& pb) {
           float acc = 0;
           for (int j = 0; j < L; ++j)
             if (m[size_t(i) * L + j])
-              acc += static_cast<float>(P[size_t(i) * L + j] * at(pb.v, s0 + j, h * c.dv + e));
+              acc += static_cast<float>(P[size_t(i) * L + j] * at(pb.v, s0 + j, h * pb.sv + e));
           set(r.o, int64_t(s0 + i) * pb.H * c.dv + h * c.dv + e, rnd(acc));
         }
       // Backward.
@@ -292,7 +312,7 @@ Outputs naive_lowp(const Problem& pb) {
           float acc = 0;
           for (int e = 0; e < c.dv; ++e)
             acc += static_cast<float>(at(pb.d_o, s0 + i, h * c.dv + e) *
-                                      at(pb.v, s0 + j, h * c.dv + e));
+                                      at(pb.v, s0 + j, h * pb.sv + e));
           const double dp = rnd(acc);
           const double sig = 1.0 / (1.0 + std::exp(-x[ij]));
           dS[ij] = rnd(pb.alpha * pb.scale * dp * sig * (1.0 + x[ij] * (1.0 - sig)));
@@ -311,7 +331,7 @@ Outputs naive_lowp(const Problem& pb) {
         for (int e = 0; e < c.dqk; ++e) {
           float acc = 0;
           for (int i = 0; i < L; ++i)
-            acc += static_cast<float>(dS[size_t(i) * L + j] * at(pb.q, s0 + i, h * c.dqk + e));
+            acc += static_cast<float>(dS[size_t(i) * L + j] * at(pb.q, s0 + i, h * pb.sqk + e));
           set(r.dk, int64_t(s0 + j) * pb.H * c.dqk + h * c.dqk + e, rnd(acc));
         }
       }
@@ -319,7 +339,7 @@ Outputs naive_lowp(const Problem& pb) {
         for (int e = 0; e < c.dqk; ++e) {
           float acc = 0;
           for (int j = 0; j < L; ++j)
-            acc += static_cast<float>(dS[size_t(i) * L + j] * at(pb.k, s0 + j, h * c.dqk + e));
+            acc += static_cast<float>(dS[size_t(i) * L + j] * at(pb.k, s0 + j, h * pb.sqk + e));
           set(r.dq, int64_t(s0 + i) * pb.H * c.dqk + h * c.dqk + e, rnd(acc));
         }
     }
@@ -365,13 +385,12 @@ struct GpuRun {
     const Case& c = pb.cs;
     uvqk = gpu::to_device(pb.uvqk, c.dtype);
     duvqk = gpu::to_device(pb.uvqk, c.dtype);  // same geometry; poisoned before each backward
-    const int64_t v0 = c.pad + pb.H * c.dv, q0 = c.pad + 2 * pb.H * c.dv, k0 = q0 + pb.H * c.dqk;
-    v = uvqk.cols(v0, q0);
-    q = uvqk.cols(q0, k0);
-    k = uvqk.cols(k0, pb.W);
-    dv = duvqk.cols(v0, q0);
-    dq = duvqk.cols(q0, k0);
-    dk = duvqk.cols(k0, pb.W);
+    v = uvqk.cols(pb.v0, pb.q0);
+    q = uvqk.cols(pb.q0, pb.k0);
+    k = uvqk.cols(pb.k0, pb.W);
+    dv = duvqk.cols(pb.v0, pb.q0);
+    dq = duvqk.cols(pb.q0, pb.k0);
+    dk = duvqk.cols(pb.k0, pb.W);
     d_o = gpu::to_device(pb.d_o, c.dtype);
     o = gpu::device_alloc(c.dtype, {pb.T, pb.H * c.dv});
     cu = gpu::to_device(pb.cu_t, DType::kI32);
@@ -404,9 +423,9 @@ struct GpuRun {
     gpu::sync();
     Outputs r;
     r.o = gpu::to_host(o);
-    r.dq = gpu::to_host(dq);
-    r.dk = gpu::to_host(dk);
-    r.dv = gpu::to_host(dv);
+    r.dq = unpad_heads(gpu::to_host(dq), pb.H, pb.cs.dqk, "dq");
+    r.dk = unpad_heads(gpu::to_host(dk), pb.H, pb.cs.dqk, "dk");
+    r.dv = unpad_heads(gpu::to_host(dv), pb.H, pb.cs.dv, "dv");
     if (pb.cs.rab) {
       r.drab_pos = gpu::to_host(drab_pos);
       r.drab_time = gpu::to_host(drab_time);

@@ -67,7 +67,7 @@ enum class Op {
 struct Case {
   std::string name;
   Op op = Op::kGemm;
-  int64_t m = 0, n = 0, k = 0;  // op shape (rows, cols, inner / table rows / negatives)
+  int64_t m = 0, n = 0, k = 0;  // op shape (rows, cols, inner / table rows / negatives / heads)
   DType dtype = DType::kBF16;   // GPU activation dtype (inputs; outputs too unless `out`)
   DType out = DType::kBF16;     // output dtype where the op allows a different one
   int64_t pad = 0;              // > 0: inputs and outputs are strided column views
@@ -99,21 +99,25 @@ Tensor copy_host(const Tensor& t) {
 }
 
 // The comparison rule of the file header for a device output against the f32 reference.
-void check(const Tensor& dev_out, const Tensor& ref, double m, const Case& c,
-           const std::string& what) {
-  gpu::sync();
-  const Tensor got = gpu::to_host(dev_out);
+// `got` is the host copy of a device output of dtype `dt`.
+void check_host(const Tensor& got, DType dt, const Tensor& ref, double m, const Case& c,
+                const std::string& what) {
   const std::string label = c.name + " " + what + " (" + c.why + ")";
   const double scale = std::max(max_abs(ref), 1e-30);
-  if (is16(dev_out.dtype)) {
+  if (is16(dt)) {
     Tensor naive = clone(ref);
-    gpu::round_host(naive, dev_out.dtype);
+    gpu::round_host(naive, dt);
     gpu::expect_lowp_close(got, ref, naive, m, 1e-6 * scale, label);
   } else {
     const double err = max_abs_diff(got, ref);
     EXPECT_LE(err, c.f32_rtol * scale) << label << ": max|gpu - ref| = " << err
                                        << ", max|ref| = " << scale << ", seed " << test_seed();
   }
+}
+void check(const Tensor& dev_out, const Tensor& ref, double m, const Case& c,
+           const std::string& what) {
+  gpu::sync();
+  check_host(gpu::to_host(dev_out), dev_out.dtype, ref, m, c, what);
 }
 
 Ctx cpu() {
@@ -288,6 +292,22 @@ void run_activation(const Case& c) {
   const Tensor dyd = dev(dy, c.dtype, c.pad);
   cuda::activation_bwd(g, act, xd, dyd, dyd);  // in place: dx aliases dy
   check(dyd, dx, kBwd, c, "dx");
+  if (c.k == 0) return;
+  // Head structure (the layer's SiLU into 16-byte-aligned heads): c.k heads of width n / k; y and
+  // dy padded to a stride of 8 elements (padding NaN: never read, never written), x and dx dense.
+  const int64_t heads = c.k, w = c.n / heads, stride = (w + 7) / 8 * 8;
+  const Tensor yp = out_dev(c.out, {c.m, heads * stride});
+  cuda::activation_fwd(g, act, xd, yp, {heads, w});
+  gpu::sync();
+  check_host(unpad_heads(gpu::to_host(yp), heads, w, "y"), c.out, y, kFwd, c, "y (heads)");
+  Tensor dyp = alloc(DType::kF32, {c.m, heads * stride});
+  poison(dyp);
+  for (int64_t t = 0; t < c.m; ++t)
+    for (int64_t i = 0; i < c.n; ++i)
+      set(dyp, t * heads * stride + (i / w) * stride + i % w, get(dy, t * c.n + i));
+  const Tensor dxd = out_dev(c.dtype, {c.m, c.n});
+  cuda::activation_bwd(g, act, xd, gpu::to_device(dyp, c.dtype), dxd, {heads, w});
+  check(dxd, dx, kBwd, c, "dx (heads)");
 }
 
 void run_embedding(const Case& c) {
@@ -678,6 +698,10 @@ std::vector<Case> cases() {
        .pad = 8, .variant = static_cast<int>(Activation::kSilu), .why = lowp});
   add({.name = "relu_odd_f32", .op = Op::kActivation, .m = 13, .n = 7, .dtype = f32, .out = f32,
        .variant = static_cast<int>(Activation::kRelu), .f32_rtol = 1e-7, .why = "exact in fp32"});
+  add({.name = "silu_heads_25_bf16", .op = Op::kActivation, .m = 70, .n = 150, .k = 6,
+       .dtype = bf, .out = bf, .variant = static_cast<int>(Activation::kSilu), .why = lowp});
+  add({.name = "silu_heads_16_bf16", .op = Op::kActivation, .m = 33, .n = 96, .k = 6,
+       .dtype = bf, .out = bf, .variant = static_cast<int>(Activation::kSilu), .why = lowp});
   add({.name = "gelu_fp16", .op = Op::kActivation, .m = 16, .n = 40, .dtype = f16, .out = f16,
        .variant = static_cast<int>(Activation::kGelu), .why = lowp});
   add({.name = "silu_f32_to_bf16", .op = Op::kActivation, .m = 8, .n = 24, .dtype = f32, .out = bf,

@@ -6,6 +6,8 @@
 //    outside the view), and in place (y aliasing x);
 //  - the backward (from the forward input x) matches float64 finite differences of <g, act(x)>,
 //    on strided views, including dx aliasing dy (ReLU inputs kept away from the kink at 0);
+//  - with a head structure (ActHeads), each head's first `width` columns match the plain call on
+//    dense copies and the head padding is neither read (NaN there) nor written;
 //  - mismatched shapes raise hstu::Error.
 #include <cmath>
 
@@ -91,6 +93,35 @@ TEST(ActivationCpu, BackwardMatchesFiniteDifferences) {
       };
       expect_grad_matches_fd(loss, x, dx, "dx", 256);
     }
+}
+
+TEST(ActivationCpu, HeadStructureMatchesDenseCalls) {
+  ArenaScope scope;
+  Ctx ctx = cpu_ctx();
+  const int64_t rows = 11, heads = 3, w = 5, stride = 8;
+  const Tensor x = alloc(DType::kF64, {rows, heads * w});  // dense heads
+  fill_uniform(x, -4, 4);
+  const Tensor y = alloc(DType::kF64, {rows, heads * stride});  // padded heads
+  poison(y);
+  activation_fwd(ctx, Activation::kSilu, x, y, {heads, w});
+  const Tensor want = alloc(DType::kF64, {rows, heads * w});
+  activation_fwd(ctx, Activation::kSilu, x, want);
+  expect_close(unpad_heads(y, heads, w, "y"), want, 0, 0, "y");
+  // Backward: dy padded (NaN padding: must not be read), x and dx dense.
+  const Tensor dy = alloc(DType::kF64, {rows, heads * stride}),
+               g = alloc(DType::kF64, {rows, heads * w});
+  poison(dy);
+  fill_uniform(g, -1, 1);
+  for (int64_t t = 0; t < rows; ++t)
+    for (int64_t i = 0; i < heads * w; ++i)
+      set(dy, t * heads * stride + (i / w) * stride + i % w, get(g, t * heads * w + i));
+  const Tensor dx = alloc(DType::kF64, {rows, heads * w}),
+               dx_want = alloc(DType::kF64, {rows, heads * w});
+  activation_bwd(ctx, Activation::kSilu, x, dy, dx, {heads, w});
+  activation_bwd(ctx, Activation::kSilu, x, g, dx_want);
+  expect_close(dx, dx_want, 0, 0, "dx");
+  EXPECT_THROW(activation_fwd(ctx, Activation::kSilu, x, y, {heads, stride + 1}), Error);
+  EXPECT_THROW(activation_fwd(ctx, Activation::kSilu, x, y, {4, w}), Error);
 }
 
 TEST(ActivationCpu, RejectsMismatchedShapes) {

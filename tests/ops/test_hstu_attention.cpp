@@ -4,7 +4,9 @@
 // The reference pads each sequence to [N, N], builds the dense score matrix, the mask from the
 // test's own set construction (spec_mask, test_hstu_mask.cpp) and the dense rab from pos_w,
 // time_w and the timestamps, all in long double; the op under test reads q, k, v as strided
-// column views of one fused [T, 2*H*dv + 2*H*dqk] buffer, exactly as the layer passes them.
+// column views of one fused u | v | q | k buffer, exactly as the layer passes them, optionally
+// with each head of v, q, k padded to a wider head stride (the padding holds random values the
+// op must not read, and output padding must stay untouched).
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -62,12 +64,13 @@ struct Shape {
   std::vector<int> lengths;
   int heads = 1, dqk = 4, dv = 4;
   bool rab = true;
+  int pad = 0;  // extra columns per head of v, q, k (and of o in the forward test)
 };
 
 // One random jagged problem: the fused uvqk buffer with q, k, v views, the mask tensors, the rab.
 struct Problem {
   HstuAttentionArgs args;
-  Tensor uvqk;  // [T, 2*H*dv + 2*H*dqk]: u | v | q | k
+  Tensor uvqk;  // [T, H*dv + H*(dv+pad) + 2*H*(dqk+pad)]: u | v | q | k
   std::vector<int> len, ctx, tgt;
   int total = 0;
 
@@ -103,12 +106,17 @@ struct Problem {
       if (want_ctx) set(a.num_contexts, b, ctx[b]);
       if (want_tgt) set(a.num_targets, b, tgt[b]);
     }
-    const int64_t hv = int64_t(H) * s.dv, hqk = int64_t(H) * s.dqk;
-    uvqk = alloc(dt, {total, 2 * hv + 2 * hqk});
+    const int64_t hu = int64_t(H) * s.dv, hv = int64_t(H) * (s.dv + s.pad),
+                  hqk = int64_t(H) * (s.dqk + s.pad);
+    uvqk = alloc(dt, {total, hu + hv + 2 * hqk});
     fill_uniform(uvqk, -1, 1);
-    a.v = uvqk.cols(hv, 2 * hv);
-    a.q = uvqk.cols(2 * hv, 2 * hv + hqk);
-    a.k = uvqk.cols(2 * hv + hqk, 2 * hv + 2 * hqk);
+    a.v = uvqk.cols(hu, hu + hv);
+    a.q = uvqk.cols(hu + hv, hu + hv + hqk);
+    a.k = uvqk.cols(hu + hv + hqk, hu + hv + 2 * hqk);
+    if (s.pad > 0) {
+      a.dim_qk = s.dqk;
+      a.dim_v = s.dv;
+    }
     if (s.rab) {
       const int P = std::max(2, a.max_seqlen - 2);  // shorter than some sequences: clamping used
       a.rab_pos = alloc(dt, {2 * P - 1});
@@ -137,6 +145,7 @@ struct Problem {
 std::vector<long double> dense_reference(const Problem& p) {
   const HstuAttentionArgs& a = p.args;
   const int H = a.num_heads, dqk = p.dqk(), dv = p.dv(), N = a.max_seqlen;
+  const int64_t sq = head_stride(a.q, H), sk = head_stride(a.k, H), sv = head_stride(a.v, H);
   std::vector<long double> out(static_cast<size_t>(p.total) * H * dv, 0);
   int start = 0;
   for (size_t b = 0; b < p.len.size(); ++b) {
@@ -168,14 +177,14 @@ std::vector<long double> dense_reference(const Problem& p) {
           if (!m[size_t(i) * N + j]) continue;
           long double qk = 0;
           for (int e = 0; e < dqk; ++e) {
-            qk += static_cast<long double>(get(a.q, int64_t(start + i) * H * dqk + h * dqk + e)) *
-                  get(a.k, int64_t(start + j) * H * dqk + h * dqk + e);
+            qk += static_cast<long double>(get(a.q, (start + i) * H * sq + h * sq + e)) *
+                  get(a.k, (start + j) * H * sk + h * sk + e);
           }
           const long double s = a.alpha * (qk + rab[size_t(i) * N + j]);
           const long double silu = s / (1 + std::exp(-s));
           for (int e = 0; e < dv; ++e) {
             out[(size_t(start + i) * H + h) * dv + e] +=
-                a.scale * silu * get(a.v, int64_t(start + j) * H * dv + h * dv + e);
+                a.scale * silu * get(a.v, (start + j) * H * sv + h * sv + e);
           }
         }
       }
@@ -188,7 +197,8 @@ std::vector<long double> dense_reference(const Problem& p) {
 std::string describe(const Shape& s, MaskKind m, DType dt) {
   std::string r = std::string(mask_name(m)) + " " + dtype_name(dt) +
                   " H=" + std::to_string(s.heads) + " dqk=" + std::to_string(s.dqk) +
-                  " dv=" + std::to_string(s.dv) + (s.rab ? " rab" : " no-rab") + " lengths=";
+                  " dv=" + std::to_string(s.dv) + " pad=" + std::to_string(s.pad) +
+                  (s.rab ? " rab" : " no-rab") + " lengths=";
   for (int L : s.lengths) r += std::to_string(L) + ",";
   return r + " seed=" + std::to_string(test_seed());
 }
@@ -205,18 +215,26 @@ std::vector<int> random_lengths(int batch, int max_len) {
 void check_forward(const Shape& s, MaskKind mask, DType dt) {
   ArenaScope scope;
   Problem p(s, mask, dt);
-  Tensor o = alloc(dt, {p.total, int64_t(s.heads) * s.dv});
+  const int so = s.dv + s.pad;  // o's head stride
+  Tensor o = alloc(dt, {p.total, int64_t(s.heads) * so});
   poison(o);
   Ctx ctx = cpu_ctx();
   hstu_attention_fwd(ctx, p.args, o);
   const auto want = dense_reference(p);
   const double tol = dt == DType::kF64 ? 1e-12 : 2e-6;
   double worst = 0;
-  for (int64_t i = 0; i < o.numel(); ++i) {
-    const double err = std::fabs(get(o, i) - static_cast<double>(want[i])) /
-                       (1 + std::fabs(static_cast<double>(want[i])));
-    worst = std::isnan(err) ? INFINITY : std::max(worst, err);
-  }
+  for (int64_t t = 0; t < p.total; ++t)
+    for (int h = 0; h < s.heads; ++h)
+      for (int e = 0; e < so; ++e) {
+        const double got = get(o, (t * s.heads + h) * so + e);
+        if (e >= s.dv) {  // padding: never written
+          ASSERT_TRUE(std::isnan(got)) << "o padding written, " << describe(s, mask, dt);
+          continue;
+        }
+        const double ref = static_cast<double>(want[(t * s.heads + h) * s.dv + e]);
+        const double err = std::fabs(got - ref) / (1 + std::fabs(ref));
+        worst = std::isnan(err) ? INFINITY : std::max(worst, err);
+      }
   EXPECT_LE(worst, tol) << describe(s, mask, dt);
 }
 
@@ -229,6 +247,7 @@ TEST(HstuAttentionCpu, ForwardMatchesDenseReference) {
         check_forward({random_lengths(6, 13), 2, 5, 5, rab}, mask, dt);  // dqk == dv
         check_forward({random_lengths(4, 9), 3, 4, 6, rab}, mask, dt);   // dqk != dv
         check_forward({random_lengths(3, 20), 1, 7, 3, rab}, mask, dt);
+        check_forward({random_lengths(5, 11), 2, 5, 3, rab, 3}, mask, dt);  // padded heads
       }
     }
   }
@@ -293,27 +312,37 @@ TEST(HstuAttentionCpu, RabTimeBucketsExactAtBoundaries) {
 
 TEST(HstuAttentionCpu, BackwardMatchesFiniteDifferences) {
   for (MaskKind mask : kAllMasks) {
-    for (const Shape& s : {Shape{random_lengths(4, 10), 2, 3, 3, true},
-                           Shape{random_lengths(3, 8), 1, 4, 2, true}}) {
+    for (const Shape& s :
+         {Shape{random_lengths(4, 10), 2, 3, 3, true}, Shape{random_lengths(3, 8), 1, 4, 2, true},
+          Shape{random_lengths(3, 7), 2, 3, 2, true, 2}}) {
       SCOPED_TRACE(describe(s, mask, DType::kF64));
       ArenaScope scope;
       Problem p(s, mask, DType::kF64);
       const HstuAttentionArgs& a = p.args;
-      const int64_t T = p.total, hv = int64_t(s.heads) * s.dv;
-      Tensor o = alloc(DType::kF64, {T, hv}), g = alloc(DType::kF64, {T, hv});
+      const int64_t T = p.total, hu = int64_t(s.heads) * s.dv, hv = a.v.shape[1];
+      // o and its gradient are unpadded whatever the padding of q, k, v (the layer's layout).
+      Tensor o = alloc(DType::kF64, {T, hu}), g = alloc(DType::kF64, {T, hu});
       fill_uniform(g, -1, 1);
       // Gradients land in a fused buffer too (strided views), like the layer's d_uvqk.
       Tensor duvqk = alloc(DType::kF64, {T, p.uvqk.shape[1]});
       poison(duvqk);
-      const Tensor dv = duvqk.cols(hv, 2 * hv), dq = duvqk.cols(2 * hv, 2 * hv + a.q.shape[1]),
-                   dk = duvqk.cols(2 * hv + a.q.shape[1], duvqk.shape[1]);
+      const Tensor dv = duvqk.cols(hu, hu + hv), dq = duvqk.cols(hu + hv, hu + hv + a.q.shape[1]),
+                   dk = duvqk.cols(hu + hv + a.q.shape[1], duvqk.shape[1]);
+      // Head padding of the gradients starts at 0; its finite-difference gradient is 0 (the op
+      // must not read q, k, v padding), so the checks below also fail if the op writes there.
+      for (const Tensor* x : {&dq, &dk, &dv}) {
+        const int64_t stride = head_stride(*x, s.heads), w = x == &dv ? s.dv : s.dqk;
+        for (int64_t t = 0; t < T; ++t)
+          for (int h = 0; h < s.heads; ++h)
+            for (int64_t e = w; e < stride; ++e) set(*x, (t * s.heads + h) * stride + e, 0.0);
+      }
       Tensor drp = alloc(DType::kF64, {a.rab_pos.shape[0]});
       Tensor drt = alloc(DType::kF64, {a.rab_time.shape[0]});
       fill_value(drp, 0);
       fill_value(drt, 0);
       Ctx ctx = cpu_ctx();
       hstu_attention_bwd(ctx, a, g, dq, dk, dv, drp, drt);
-      const Tensor du = duvqk.cols(0, hv);  // not a gradient of this op: must stay poisoned
+      const Tensor du = duvqk.cols(0, hu);  // not a gradient of this op: must stay poisoned
       for (int64_t i = 0; i < du.numel(); ++i)
         ASSERT_TRUE(std::isnan(get(du, i))) << "du[" << i << "]";
       const auto loss = [&] {

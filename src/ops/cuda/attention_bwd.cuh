@@ -187,12 +187,12 @@ __global__ void __launch_bounds__(DkdvKernel<T, kHeadDim, kHasRab, kAtomicDq>::k
   const int n0 = n_block * kBN;
   if (n0 >= si.L) return;
 
-  const T* gk = static_cast<const T*>(p.k) + (si.start + n0) * p.k_row_stride + h * p.d_qk;
-  const T* gv = static_cast<const T*>(p.v) + (si.start + n0) * p.v_row_stride + h * p.d_v;
+  const T* gk = p.k.head<const T>(si.start + n0, h);
+  const T* gv = p.v.head<const T>(si.start + n0, h);
   const int rows_k = min(kBN, si.L - n0);
 
-  load_tile<kBN, kHD, kThreads>(sK, gk, p.k_row_stride, rows_k, p.d_qk, p.vec_io, tid);
-  load_tile<kBN, kHD, kThreads>(sV, gv, p.v_row_stride, rows_k, p.d_v, p.vec_io, tid);
+  load_tile<kBN, kHD, kThreads>(sK, gk, p.k.row_stride, rows_k, p.d_qk, p.k.vec, tid);
+  load_tile<kBN, kHD, kThreads>(sV, gv, p.v.row_stride, rows_k, p.d_v, p.v.vec, tid);
 
   const bool rab_grad = kHasRab && p.drab_accum != nullptr;
   unsigned long long* s_time_acc = nullptr;  // null: time-bucket sums go straight to global
@@ -210,15 +210,15 @@ __global__ void __launch_bounds__(DkdvKernel<T, kHeadDim, kHasRab, kAtomicDq>::k
     while (m < m_blocks && tile_kind(si, p, m * kBM, kBM, n0, kBN) == kTileSkip) ++m;
     return m;
   };
-  const T* gq = static_cast<const T*>(p.q) + si.start * p.q_row_stride + h * p.d_qk;
-  const T* gdo = static_cast<const T*>(p.d_o) + si.start * p.do_row_stride + h * p.d_v;
+  const T* gq = p.q.head<const T>(si.start, h);
+  const T* gdo = p.d_o.head<const T>(si.start, h);
   auto stage = [&](int st) { return sQdO + 2 * st * K::kQElems; };  // Q; dO follows
   auto load_qdo = [&](int m, int st) {
     const int rows = min(kBM, si.L - m * kBM);
-    load_tile<kBM, kHD, kThreads>(stage(st), gq + int64_t(m) * kBM * p.q_row_stride, p.q_row_stride,
-                                  rows, p.d_qk, p.vec_io, tid);
-    load_tile<kBM, kHD, kThreads>(stage(st) + K::kQElems, gdo + int64_t(m) * kBM * p.do_row_stride,
-                                  p.do_row_stride, rows, p.d_v, p.vec_io, tid);
+    load_tile<kBM, kHD, kThreads>(stage(st), gq + int64_t(m) * kBM * p.q.row_stride, p.q.row_stride,
+                                  rows, p.d_qk, p.q.vec, tid);
+    load_tile<kBM, kHD, kThreads>(stage(st) + K::kQElems, gdo + int64_t(m) * kBM * p.d_o.row_stride,
+                                  p.d_o.row_stride, rows, p.d_v, p.d_o.vec, tid);
   };
   int m = next_visible(0);
   if (m < m_blocks) load_qdo(m, 0);
@@ -317,10 +317,10 @@ __global__ void __launch_bounds__(DkdvKernel<T, kHeadDim, kHasRab, kAtomicDq>::k
   acc_to_smem<T, kHD>(sK, acc_dk, krow, dh * kDW, p.alpha * p.scale, lane);
   acc_to_smem<T, kHD>(sV, acc_dv, krow, dh * kDW, p.scale, lane);
   __syncthreads();
-  T* gdk = static_cast<T*>(p.dk) + (si.start + n0) * p.dk_row_stride + h * p.d_qk;
-  T* gdv = static_cast<T*>(p.dv) + (si.start + n0) * p.dv_row_stride + h * p.d_v;
-  store_tile<kBN, kHD, kThreads>(gdk, p.dk_row_stride, sK, rows_k, p.d_qk, p.vec_io, tid);
-  store_tile<kBN, kHD, kThreads>(gdv, p.dv_row_stride, sV, rows_k, p.d_v, p.vec_io, tid);
+  T* gdk = p.dk.head<T>(si.start + n0, h);
+  T* gdv = p.dv.head<T>(si.start + n0, h);
+  store_tile<kBN, kHD, kThreads>(gdk, p.dk.row_stride, sK, rows_k, p.d_qk, p.dk.vec, tid);
+  store_tile<kBN, kHD, kThreads>(gdv, p.dv.row_stride, sV, rows_k, p.d_v, p.dv.vec, tid);
   if constexpr (kHasRab) {
     if (rab_grad && s_time_acc) {
       for (int k = tid; k < p.rab_time_len; k += kThreads) {
@@ -367,11 +367,11 @@ __global__ void __launch_bounds__(DqKernel<T, kHeadDim, kHasRab>::kThreads)
   const int m0 = m_block * kBM;
   if (m0 >= si.L) return;
 
-  const T* gq = static_cast<const T*>(p.q) + (si.start + m0) * p.q_row_stride + h * p.d_qk;
-  const T* gdo = static_cast<const T*>(p.d_o) + (si.start + m0) * p.do_row_stride + h * p.d_v;
+  const T* gq = p.q.head<const T>(si.start + m0, h);
+  const T* gdo = p.d_o.head<const T>(si.start + m0, h);
   const int rows_q = min(kBM, si.L - m0);
-  load_tile<kBM, kHD, kThreads>(sQ, gq, p.q_row_stride, rows_q, p.d_qk, p.vec_io, tid);
-  load_tile<kBM, kHD, kThreads>(sdO, gdo, p.do_row_stride, rows_q, p.d_v, p.vec_io, tid);
+  load_tile<kBM, kHD, kThreads>(sQ, gq, p.q.row_stride, rows_q, p.d_qk, p.q.vec, tid);
+  load_tile<kBM, kHD, kThreads>(sdO, gdo, p.d_o.row_stride, rows_q, p.d_v, p.d_o.vec, tid);
   if constexpr (kHasRab) load_time_thresholds(p, s_thr, tid, kThreads);
 
   const int n_blocks = (si.L + kBN - 1) / kBN;
@@ -379,15 +379,15 @@ __global__ void __launch_bounds__(DqKernel<T, kHeadDim, kHasRab>::kThreads)
     while (n < n_blocks && tile_kind(si, p, m0, kBM, n * kBN, kBN) == kTileSkip) ++n;
     return n;
   };
-  const T* gk = static_cast<const T*>(p.k) + si.start * p.k_row_stride + h * p.d_qk;
-  const T* gv = static_cast<const T*>(p.v) + si.start * p.v_row_stride + h * p.d_v;
+  const T* gk = p.k.head<const T>(si.start, h);
+  const T* gv = p.v.head<const T>(si.start, h);
   auto stage = [&](int st) { return sKV + 2 * st * K::kKVElems; };  // K; V follows
   auto load_kv = [&](int n, int st) {
     const int rows = min(kBN, si.L - n * kBN);
-    load_tile<kBN, kHD, kThreads>(stage(st), gk + int64_t(n) * kBN * p.k_row_stride, p.k_row_stride,
-                                  rows, p.d_qk, p.vec_io, tid);
-    load_tile<kBN, kHD, kThreads>(stage(st) + K::kKVElems, gv + int64_t(n) * kBN * p.v_row_stride,
-                                  p.v_row_stride, rows, p.d_v, p.vec_io, tid);
+    load_tile<kBN, kHD, kThreads>(stage(st), gk + int64_t(n) * kBN * p.k.row_stride, p.k.row_stride,
+                                  rows, p.d_qk, p.k.vec, tid);
+    load_tile<kBN, kHD, kThreads>(stage(st) + K::kKVElems, gv + int64_t(n) * kBN * p.v.row_stride,
+                                  p.v.row_stride, rows, p.d_v, p.v.vec, tid);
   };
   int n = next_visible(0);
   if (n < n_blocks) load_kv(n, 0);
@@ -432,11 +432,11 @@ __global__ void __launch_bounds__(DqKernel<T, kHeadDim, kHasRab>::kThreads)
   __syncthreads();
   acc_to_smem<T, kHD>(sQ, acc_dq, wrow, 0, p.alpha * p.scale, lane);
   __syncthreads();
-  T* gdq = static_cast<T*>(p.dq) + (si.start + m0) * p.dq_row_stride + h * p.d_qk;
-  store_tile<kBM, kHD, kThreads>(gdq, p.dq_row_stride, sQ, rows_q, p.d_qk, p.vec_io, tid);
+  T* gdq = p.dq.head<T>(si.start + m0, h);
+  store_tile<kBM, kHD, kThreads>(gdq, p.dq.row_stride, sQ, rows_q, p.d_qk, p.dq.vec, tid);
 }
 
-// dq[t, h d + c] = alpha scale dq_accum[t, h, c] (atomic mode).
+// dq[t, head h, c] = alpha scale dq_accum[t, h, c] (atomic mode).
 template <typename T>
 __global__ void hstu_attn_dq_convert_kernel(const __grid_constant__ HstuAttnParams p) {
   const int64_t width = int64_t(p.num_heads) * p.d_qk;
@@ -448,7 +448,7 @@ __global__ void hstu_attn_dq_convert_kernel(const __grid_constant__ HstuAttnPara
     const int r = static_cast<int>(idx - t * width);
     const int h = r / p.d_qk, c = r - h * p.d_qk;
     const float v = p.dq_accum[(t * p.num_heads + h) * p.dq_accum_head_stride + c] * mul;
-    T* dst = static_cast<T*>(p.dq) + t * p.dq_row_stride + r;
+    T* dst = p.dq.head<T>(t, h) + c;
     if constexpr (std::is_same_v<T, __half>) {
       *dst = __float2half_rn(v);
     } else {

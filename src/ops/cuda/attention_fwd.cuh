@@ -89,12 +89,12 @@ __global__ void __launch_bounds__(FwdKernel<T, kHeadDim, kHasRab>::kThreads)
   const int m0 = m_block * kBM;
   if (m0 >= si.L) return;
 
-  const T* gq = static_cast<const T*>(p.q) + (si.start + m0) * p.q_row_stride + h * p.d_qk;
-  const T* gk = static_cast<const T*>(p.k) + si.start * p.k_row_stride + h * p.d_qk;
-  const T* gv = static_cast<const T*>(p.v) + si.start * p.v_row_stride + h * p.d_v;
+  const T* gq = p.q.head<const T>(si.start + m0, h);
+  const T* gk = p.k.head<const T>(si.start, h);
+  const T* gv = p.v.head<const T>(si.start, h);
   const int rows_q = min(kBM, si.L - m0);
 
-  load_tile<kBM, kHD, kThreads>(sQ, gq, p.q_row_stride, rows_q, p.d_qk, p.vec_io, tid);
+  load_tile<kBM, kHD, kThreads>(sQ, gq, p.q.row_stride, rows_q, p.d_qk, p.q.vec, tid);
   if constexpr (kHasRab) load_time_thresholds(p, s_thr, tid, kThreads);
 
   const int n_blocks = (si.L + kBN - 1) / kBN;
@@ -105,10 +105,10 @@ __global__ void __launch_bounds__(FwdKernel<T, kHeadDim, kHasRab>::kThreads)
   auto load_kv = [&](int n, int st) {
     const int rows = min(kBN, si.L - n * kBN);
     T* sK = sKV + 2 * st * K::kKVElems;
-    load_tile<kBN, kHD, kThreads>(sK, gk + int64_t(n) * kBN * p.k_row_stride, p.k_row_stride, rows,
-                                  p.d_qk, p.vec_io, tid);
-    load_tile<kBN, kHD, kThreads>(sK + K::kKVElems, gv + int64_t(n) * kBN * p.v_row_stride,
-                                  p.v_row_stride, rows, p.d_v, p.vec_io, tid);
+    load_tile<kBN, kHD, kThreads>(sK, gk + int64_t(n) * kBN * p.k.row_stride, p.k.row_stride, rows,
+                                  p.d_qk, p.k.vec, tid);
+    load_tile<kBN, kHD, kThreads>(sK + K::kKVElems, gv + int64_t(n) * kBN * p.v.row_stride,
+                                  p.v.row_stride, rows, p.d_v, p.v.vec, tid);
   };
 
   int n = next_visible(0);
@@ -156,8 +156,8 @@ __global__ void __launch_bounds__(FwdKernel<T, kHeadDim, kHasRab>::kThreads)
   __syncthreads();
   acc_to_smem<T, kHD>(sQ, acc_o, wrow, 0, p.scale, lane);
   __syncthreads();
-  T* go = static_cast<T*>(p.o) + (si.start + m0) * p.o_row_stride + h * p.d_v;
-  store_tile<kBM, kHD, kThreads>(go, p.o_row_stride, sQ, rows_q, p.d_v, p.vec_io, tid);
+  T* go = p.o.head<T>(si.start + m0, h);
+  store_tile<kBM, kHD, kThreads>(go, p.o.row_stride, sQ, rows_q, p.d_v, p.o.vec, tid);
 }
 
 template <typename T, int kHeadDim>

@@ -20,20 +20,24 @@ constexpr int kMaxTimeTable = 256;
 // Resolution 2^-40 ~ 9.1e-13, range +-2^23 ~ 8.4e6 (intermediate wrap-around cancels out).
 constexpr double kRabFixedScale = 1099511627776.0;  // 2^40
 
+// One [T, H heads] operand: element c of head h of row t sits at
+// ptr + t * row_stride + h * head_stride + c (in elements). vec: ptr, row_stride and head_stride
+// are all 16-byte aligned, so tiles move in 16-byte chunks; the partial last chunk of a head
+// (widths such as 25) is zero-filled by the copy on load and written element by element on store,
+// so the columns between a head's width and its stride are never touched.
+struct HeadsView {
+  void* ptr = nullptr;  // inputs are stored here too (the kernels never write them)
+  int64_t row_stride = 0, head_stride = 0;
+  bool vec = false;
+  template <typename T>
+  __host__ __device__ T* head(int64_t row, int h) const {
+    return static_cast<T*>(ptr) + row * row_stride + h * head_stride;
+  }
+};
+
 struct HstuAttnParams {
-  // ---- inputs: element pointers at column 0 of head 0; head h starts at column h * d_qk (q, k)
-  // or h * d_v (v, o, d_o); row strides in elements.
-  const void* q = nullptr;
-  const void* k = nullptr;
-  const void* v = nullptr;
-  const void* d_o = nullptr;
-  int64_t q_row_stride = 0, k_row_stride = 0, v_row_stride = 0, do_row_stride = 0;
-  // ---- outputs
-  void* o = nullptr;
-  void* dq = nullptr;
-  void* dk = nullptr;
-  void* dv = nullptr;
-  int64_t o_row_stride = 0, dq_row_stride = 0, dk_row_stride = 0, dv_row_stride = 0;
+  HeadsView q, k, v, d_o;   // inputs
+  HeadsView o, dq, dk, dv;  // outputs
 
   int d_qk = 0, d_v = 0;  // true head widths (<= the kernel's padded kHeadDim)
   int num_heads = 1, batch = 0, max_seqlen = 0;
@@ -59,9 +63,8 @@ struct HstuAttnParams {
   int64_t time_thr[kMaxTimeTable + 1] = {};
 
   // ---- backward
-  bool vec_io = false;               // every q/k/v/o/d_o/dq/dk/dv access may use 16-byte vectors
-  float* dq_accum = nullptr;         // fp32 [T, H, kHeadDim] (atomic-dQ mode only)
-  int64_t dq_accum_head_stride = 0;  // = kHeadDim
+  float* dq_accum = nullptr;                 // fp32 [T, H, kHeadDim] (atomic-dQ mode only)
+  int64_t dq_accum_head_stride = 0;          // = kHeadDim
   unsigned long long* drab_accum = nullptr;  // fixed point [rab_pos_len + rab_time_len] or null
   float* d_rab_pos = nullptr;
   float* d_rab_time = nullptr;
@@ -78,6 +81,7 @@ struct TileCfg {
   static constexpr int kStages = kStages_;  // buffers of the streamed operand (1 or 2)
   static constexpr int kSplitD = kSplitD_;  // dkdv: warps sharing one 16-key slab, split over d
   static constexpr int kMT = kMT_;          // fwd: 16-row m atoms per warp (B fragments reused)
+  static constexpr int kSubN = kSubN_;      // fwd: keys per S = QK^T / PV step (<= kBlockN; no rab)
 };
 
 // NOTE: tiles start from NVIDIA's Ampere HSTU kernels (fwd 128 x 64, bwd 64 x 128 with 8 warps),
@@ -86,9 +90,10 @@ struct TileCfg {
 // m atoms and measured 1.23x (MT2, 32-key blocks) over 8 warps x 16 rows at d = 128 on an H200
 // (B=32, L=4096, H=4, causal: 201 vs 164 TFLOPS; 216 with the tanh sigmoid, bf16). The rab
 // forward keeps the 8-warp layout (fewer registers next to the rab gathers).
-// The 4-warp 128 x 64 tile measured 213 TFLOPS there, with 160 B of register spills (ptxas). A
-// three-stage K/V pipeline measured no gain on an H100 (202 vs 201 TFLOPS at d = 128; 0.036 vs
-// 0.035 ms at 128 x 200, 2 x 32): with two CTAs per SM the other CTA already hides the loads.
+// At d = 128 the 64-key block wins despite ~250 B of register spills (ptxas): on an H100, same
+// call, 256 vs 230 TFLOPS (32-key blocks) and 243 for 64-key blocks computed as two 32-key steps
+// (no spills, more instructions per key). A three-stage K/V pipeline measured no gain (202 vs
+// 201 TFLOPS; 0.036 vs 0.035 ms at 128 x 200, 2 x 32): the second CTA per SM hides the loads.
 template <int kHeadDim>
 struct AttnTiles;
 template <>
@@ -115,7 +120,7 @@ struct AttnTiles<64> {
 };
 template <>
 struct AttnTiles<128> {
-  using Fwd = TileCfg<128, 32, 4, 2, 1, 2>;  // smem  64 KB; 4 warps x 32 rows, 32-key blocks
+  using Fwd = TileCfg<128, 64, 4, 2, 1, 2>;  // smem  96 KB; 4 warps x 32 rows, 64-key blocks
   using FwdRab = TileCfg<128, 64, 8, 2>;     // smem  96 KB
   using Dkdv = TileCfg<64, 128, 8, 2>;       // smem 144 KB
   using DkdvRab = TileCfg<32, 128, 8, 2>;    // smem 104 KB (+ rab): fewer registers

@@ -73,7 +73,8 @@ __device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], const void* p) {
                : "r"(smem_u32(p)));
 }
 
-// 16-byte async copy global -> shared; src_bytes = 0 zero-fills the destination (no read).
+// 16-byte async copy global -> shared: src_bytes (0..16) bytes are read, the rest of the 16 bytes
+// are zero-filled (src_bytes = 0 reads nothing).
 __device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, int src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(smem)), "l"(gmem),
                "r"(src_bytes));
@@ -118,9 +119,10 @@ __device__ __forceinline__ int swz(int r, int c) {
 }
 
 // Copies a [kRows, kCols] tile from global (row 0 at g, row stride in elements) into swizzled
-// shared memory, zero-filling rows >= rows and columns >= cols. vec: every 16-byte chunk of the
-// tile is 16-byte aligned in global memory (then cols % 8 == 0) and goes through cp.async;
-// otherwise elements are read one by one (odd head widths such as 25 or 50).
+// shared memory, zero-filling rows >= rows and columns >= cols. vec: g and the stride are 16-byte
+// aligned, so every chunk goes through cp.async; a chunk that straddles `cols` (widths such as
+// 25) copies only its leading columns and the copy zero-fills the rest, so nothing past `cols` is
+// read. Otherwise elements are read one by one.
 template <int kRows, int kCols, int kThreads, typename T>
 __device__ __forceinline__ void load_tile(T* s, const T* g, int64_t stride, int rows, int cols,
                                           bool vec, int tid) {
@@ -133,7 +135,8 @@ __device__ __forceinline__ void load_tile(T* s, const T* g, int64_t stride, int 
       if (kChunks % kThreads == 0 || idx < kChunks) {
         const int r = idx / kCpr, c = (idx % kCpr) * 8;
         const bool ok = r < rows && c < cols;
-        cp_async_16(s + swz<kCols>(r, c), ok ? g + r * stride + c : g, ok ? 16 : 0);
+        const int bytes = ok ? min(8, cols - c) * int(sizeof(T)) : 0;
+        cp_async_16(s + swz<kCols>(r, c), ok ? g + r * stride + c : g, bytes);
       }
     }
   } else {
@@ -153,7 +156,9 @@ __device__ __forceinline__ void load_tile(T* s, const T* g, int64_t stride, int 
   }
 }
 
-// Copies rows < rows, columns < cols of a swizzled shared tile to global memory.
+// Copies rows < rows, columns < cols of a swizzled shared tile to global memory: whole 16-byte
+// chunks when vec (g and the stride 16-byte aligned) and the chunk lies inside `cols`, element by
+// element otherwise.
 template <int kRows, int kCols, int kThreads, typename T>
 __device__ __forceinline__ void store_tile(T* g, int64_t stride, const T* s, int rows, int cols,
                                            bool vec, int tid) {
@@ -163,7 +168,7 @@ __device__ __forceinline__ void store_tile(T* g, int64_t stride, const T* s, int
     const int r = idx / kCpr, c = (idx % kCpr) * 8;
     if (r >= rows || c >= cols) continue;
     const uint4 v = *reinterpret_cast<const uint4*>(s + swz<kCols>(r, c));
-    if (vec) {
+    if (vec && c + 8 <= cols) {
       *reinterpret_cast<uint4*>(g + r * stride + c) = v;
     } else {
       const uint32_t w[4] = {v.x, v.y, v.z, v.w};
