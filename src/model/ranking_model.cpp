@@ -25,19 +25,42 @@ std::string mib(size_t bytes) {
   return s;
 }
 
-// Copies the first n values of src (host) into the prefix of dst (the model's device).
-template <typename T>
-void put(const Tensor& dst, const std::vector<T>& src, int64_t n, const char* what) {
-  HSTU_CHECK(n <= static_cast<int64_t>(src.size()), "ranking batch field ", what, " has ",
-             src.size(), " values, expected ", n);
-  HSTU_CHECK(n <= dst.shape[0], "ranking batch field ", what, " has ", n, " rows, capacity ",
-             dst.shape[0]);
-  if (n > 0) copy_bytes(dst.data, dst.device, src.data(), Device::kCPU, n * sizeof(T));
+// The uploaded batch fields start Arena::kAlign-aligned in the upload block, as separately
+// allocated buffers would.
+constexpr int64_t kFieldAlign = static_cast<int64_t>(Arena::kAlign / sizeof(int32_t));
+int64_t aligned(int64_t n) {
+  return (n + kFieldAlign - 1) / kFieldAlign * kFieldAlign;
 }
-template <typename T>
-void put(const Tensor& dst, const std::vector<T>& src, const char* what) {
-  put(dst, src, static_cast<int64_t>(src.size()), what);
-}
+
+// Packs i32 batch fields one after the other into `host`, laid out as the device block they
+// are copied into, and hands out each field's view of the block.
+class FieldPacker {
+ public:
+  FieldPacker(int32_t* host, const Tensor& block) : host_(host), block_(block) {}
+
+  // The first n values of src.
+  Tensor put(const std::vector<int32_t>& src, int64_t n, const char* what) {
+    HSTU_CHECK(n <= static_cast<int64_t>(src.size()), "ranking batch field ", what, " has ",
+               src.size(), " values, expected ", n);
+    HSTU_CHECK(at_ + n <= block_.dim(0), "ranking batch field ", what,
+               " overflows the upload block of ", block_.dim(0), " values");
+    std::copy_n(src.data(), n, host_ + at_);
+    const Tensor view = block_.rows(at_, at_ + n);
+    end_ = at_ + n;
+    at_ += aligned(n);
+    return view;
+  }
+  Tensor put(const std::vector<int32_t>& src, const char* what) {
+    return put(src, static_cast<int64_t>(src.size()), what);
+  }
+  // The bytes to copy: up to the end of the last field.
+  size_t bytes() const { return static_cast<size_t>(end_) * sizeof(int32_t); }
+
+ private:
+  int32_t* host_;
+  const Tensor& block_;
+  int64_t at_ = 0, end_ = 0;
+};
 
 }  // namespace
 
@@ -155,29 +178,10 @@ void RankingModel::allocate(Arena& a) {
   const int64_t bc = std::max<int64_t>(b * num_ctx_, 1);
   const DType st = stats_dtype(act_);
   buf_ = Buffers{};
-  BatchCapacity cap;
-  cap.max_batch = b;
-  cap.max_tokens = t;
-  cap.num_negatives = 1;
-  cap.num_positions = cfg_.network.num_position_buckets;
-  batch_ = allocate_batch_tensors(a, cap);
-  batch_.num_contexts = a.alloc(DType::kI32, {b});
-  batch_.num_targets = a.alloc(DType::kI32, {b});
-  buf_.ev_offsets = a.alloc(DType::kI32, {b + 1});
-  buf_.item_ids = a.alloc(DType::kI32, {e});
-  buf_.item_pos = a.alloc(DType::kI32, {e});
-  if (interleave_) {
-    buf_.action_ids = a.alloc(DType::kI32, {e});
-    buf_.action_pos = a.alloc(DType::kI32, {e});
-    buf_.action_emb = a.alloc(act_, {e, d});
-  }
-  if (num_ctx_ > 0) {
-    buf_.ctx_ids = a.alloc(DType::kI32, {bc});
-    buf_.ctx_pos = a.alloc(DType::kI32, {bc});
-    buf_.ctx_emb = a.alloc(act_, {bc, d});
-  }
-  buf_.cand_offsets = a.alloc(DType::kI32, {b + 1});
-  buf_.labels = a.alloc(DType::kI32, {nc});
+  batch_ = BatchTensors{};
+  buf_.upload = a.alloc(DType::kI32, {upload_capacity()});
+  if (interleave_) buf_.action_emb = a.alloc(act_, {e, d});
+  if (num_ctx_ > 0) buf_.ctx_emb = a.alloc(act_, {bc, d});
   buf_.item_emb = a.alloc(act_, {e, d});
   buf_.emb = a.alloc(act_, {t, d});
   for (size_t l = 0; l <= layers_.size(); ++l) buf_.xs.push_back(a.alloc(act_, {t, d}));
@@ -203,6 +207,23 @@ void RankingModel::allocate(Arena& a) {
   if (act_ != DType::kF32 && act_ != DType::kF64)
     buf_.logits = a.alloc(DType::kF32, {nc, num_outputs()});
   buf_.loss = a.alloc(DType::kF64, {1});
+}
+
+// The most values upload() packs: its fields, each at its capacity, in the same order.
+int64_t RankingModel::upload_capacity() const {
+  const int64_t b = std::max<int64_t>(shape_.max_batch, 1);
+  const int64_t e = shape_.max_events, bc = b * num_ctx_;
+  int64_t n = aligned(b + 1) + 2 * aligned(b)   // token offsets, contexts, targets
+              + 2 * aligned(b + 1)              // event and candidate offsets
+              + aligned(shape_.max_candidates)  // labels
+              + 2 * aligned(e);                 // item ids and positions
+  if (interleave_) n += 2 * aligned(e);         // action ids and positions
+  if (num_ctx_ > 0) n += 2 * aligned(bc);       // contextual ids and positions
+  return std::max<int64_t>(n, 1);
+}
+
+size_t RankingModel::upload_staging_bytes() const {
+  return static_cast<size_t>(upload_capacity()) * sizeof(int32_t);
 }
 
 ModelShape RankingModel::runtime_shape() const {
@@ -239,7 +260,7 @@ std::string RankingModel::describe_plan() const {
   return os.str();
 }
 
-void RankingModel::upload(const SequenceBatch& b) {
+void RankingModel::upload(const SequenceBatch& b, HostStaging* staging, void* stream) {
   const int64_t events = b.num_tokens();
   HSTU_CHECK(b.batch_size <= shape_.max_batch && events <= shape_.max_events, "ranking batch of ",
              b.batch_size, " samples / ", events, " events exceeds the planned ", shape_.max_batch,
@@ -277,22 +298,40 @@ void RankingModel::upload(const SequenceBatch& b) {
   batch_.host = &b;
   HSTU_CHECK(batch_.num_tokens <= max_tokens_, "ranking batch has ", batch_.num_tokens,
              " tokens, planned ", max_tokens_);
-  put(batch_.offsets, layout_.token_offsets, "token_offsets");
-  put(batch_.positions, layout_.positions, "positions");
-  put(batch_.num_contexts, layout_.num_contexts, "num_contexts");
-  put(batch_.num_targets, layout_.num_targets, "num_targets");
-  put(buf_.ev_offsets, b.offsets, "offsets");
-  put(buf_.cand_offsets, layout_.candidate_offsets, "candidate_offsets");
-  put(buf_.labels, labels_, "labels");
-  put(buf_.item_ids, b.item_ids, events, "item_ids");
-  put(buf_.item_pos, layout_.item_positions, "item_positions");
+  // Pack the fields in the block's layout: into the block itself on the CPU, else into the
+  // staging buffer (once its previous copy has read it) or a host buffer; then one copy.
+  int32_t* host = buf_.upload.as<int32_t>();
+  if (staging) {
+    HSTU_CHECK(staging->size() >= upload_staging_bytes(), "ranking upload staging of ",
+               staging->size(), " bytes, needs ", upload_staging_bytes());
+    staging->wait();
+    host = reinterpret_cast<int32_t*>(staging->data());
+  } else if (device_ != Device::kCPU) {
+    upload_host_.resize(static_cast<size_t>(buf_.upload.numel()));  // once: no allocation later
+    host = upload_host_.data();
+  }
+  FieldPacker pack(host, buf_.upload);
+  batch_.offsets = pack.put(layout_.token_offsets, "token_offsets");
+  batch_.num_contexts = pack.put(layout_.num_contexts, "num_contexts");
+  batch_.num_targets = pack.put(layout_.num_targets, "num_targets");
+  buf_.ev_offsets = pack.put(b.offsets, "offsets");
+  buf_.cand_offsets = pack.put(layout_.candidate_offsets, "candidate_offsets");
+  buf_.labels = pack.put(labels_, "labels");
+  buf_.item_ids = pack.put(b.item_ids, events, "item_ids");
+  buf_.item_pos = pack.put(layout_.item_positions, "item_positions");
   if (interleave_) {
-    put(buf_.action_ids, b.actions, events, "actions");
-    put(buf_.action_pos, layout_.action_positions, "action_positions");
+    buf_.action_ids = pack.put(b.actions, events, "actions");
+    buf_.action_pos = pack.put(layout_.action_positions, "action_positions");
   }
   if (num_ctx_ > 0) {
-    put(buf_.ctx_ids, ctx_ids_h_, "contextual");
-    put(buf_.ctx_pos, layout_.context_positions, "context_positions");
+    buf_.ctx_ids = pack.put(ctx_ids_h_, "contextual");
+    buf_.ctx_pos = pack.put(layout_.context_positions, "context_positions");
+  }
+  if (staging) {
+    copy_bytes_async(buf_.upload.data, device_, host, Device::kCPU, pack.bytes(), stream);
+    staging->record(stream);
+  } else if (host != buf_.upload.data) {
+    copy_bytes(buf_.upload.data, device_, host, Device::kCPU, pack.bytes());
   }
 }
 
@@ -361,6 +400,13 @@ Tensor RankingModel::predict(Ctx& ctx) {
 }
 
 double RankingModel::train_step(Ctx& ctx, uint64_t seed, double loss_scale) {
+  forward_backward(ctx, seed, loss_scale);
+  double loss = 0;
+  copy_bytes(&loss, Device::kCPU, buf_.loss.data, buf_.loss.device, sizeof(double));
+  return loss;
+}
+
+void RankingModel::forward_backward(Ctx& ctx, uint64_t seed, double loss_scale) {
   const int64_t t = batch_.num_tokens, e = num_events_, nc = num_cand_;
   const int64_t bc = int64_t{batch_.batch_size} * num_ctx_;
   forward(ctx, true, seed);
@@ -425,9 +471,6 @@ double RankingModel::train_step(Ctx& ctx, uint64_t seed, double loss_scale) {
   if (num_ctx_ > 0)
     embedding_bwd(ctx, d_ctx, buf_.ctx_ids.rows(0, bc), sq, contextual_.grad, contextual_.touched,
                   buf_.ctx_pos.rows(0, bc), d_pos);
-  double loss = 0;
-  copy_bytes(&loss, Device::kCPU, buf_.loss.data, buf_.loss.device, sizeof(double));
-  return loss;
 }
 
 }  // namespace hstu

@@ -23,8 +23,10 @@
 //    per-token timestamps in this model yet;
 //  - on CUDA it runs like HstuModel: bf16 (or fp16) activations, fp32 master weights whose
 //    compute copy (the activation dtype) feeds the GEMMs, fp32 embedding tables; the batch
-//    buffers, labels and loss live on the device (the loss is copied back once per step), and
-//    predict() hands out f32 logits. The CPU takes f32 (training) or f64 (gradient checks).
+//    fields (offsets, ids, positions, labels) go up packed into one device block in one copy
+//    (asynchronous through the caller's page-locked staging), the loss stays on the device until
+//    the caller reads it, and predict() hands out f32 logits. The CPU takes f32 (training) or f64
+//    (gradient checks).
 #pragma once
 
 #include <cstdint>
@@ -35,6 +37,7 @@
 #include "config/config.h"
 #include "core/arena.h"
 #include "core/context.h"
+#include "core/host_staging.h"
 #include "data/batch.h"
 #include "data/dataset.h"
 #include "model/batch_tensors.h"
@@ -72,10 +75,20 @@ class RankingModel {
   // softmax and no retrieval evaluation (max_batch = 0).
   ModelShape runtime_shape() const;
 
-  // Uploads a ranking batch (make_ranking_batch output) into the model's batch buffers.
-  void upload(const SequenceBatch& batch);
+  // Uploads a ranking batch (make_ranking_batch output) into the model's batch block: the
+  // fields are packed into host memory laid out as the block and copied in one go. Without
+  // `staging` the copy is synchronous (on the CPU the fields are packed into the block itself);
+  // with it (at least upload_staging_bytes()) they are packed there and copied asynchronously on
+  // `stream`: the call waits only for the staging buffer's previous copy.
+  void upload(const SequenceBatch& batch, HostStaging* staging = nullptr, void* stream = nullptr);
+  size_t upload_staging_bytes() const;
   // Forward + backward of the loss on the uploaded batch; gradients accumulate into the dense
-  // and embedding gradient buffers. Returns the scaled loss (loss_scale * sum).
+  // and embedding gradient buffers; the scaled loss (loss_scale * sum) is left in loss_tensor()
+  // (on the device: enqueueing the step does not wait for it).
+  void forward_backward(Ctx& ctx, uint64_t step_seed, double loss_scale);
+  // f64 [1] on the model's device: the loss of the last forward_backward.
+  const Tensor& loss_tensor() const { return buf_.loss; }
+  // forward_backward, then waits for the loss and returns it.
   double train_step(Ctx& ctx, uint64_t step_seed, double loss_scale);
   // Forward without dropout; returns the logits [N, K] of the uploaded batch's candidates: a
   // contiguous view on the model's device, f32 (f64 for an f64 model) whatever the activation
@@ -96,7 +109,8 @@ class RankingModel {
 
  private:
   struct Buffers {
-    // event-level inputs
+    Tensor upload;  // i32: the uploaded batch's fields, packed (upload_capacity() values)
+    // event-level inputs: views of `upload`, set by each upload
     Tensor ev_offsets, item_ids, action_ids, item_pos, action_pos, ctx_ids, ctx_pos;
     Tensor cand_offsets, labels;
     Tensor item_emb, action_emb, ctx_emb;  // per-feature embeddings (+ positions)
@@ -113,6 +127,7 @@ class RankingModel {
     Tensor loss;    // f64 [1] on the model's device
   };
   void allocate(Arena& arena);
+  int64_t upload_capacity() const;
   void forward(Ctx& ctx, bool training, uint64_t seed);
   Activation head_act() const;
 
@@ -131,10 +146,11 @@ class RankingModel {
   std::vector<int> head_w_, head_b_;
   std::unique_ptr<Arena> arena_;
   Buffers buf_;
-  BatchTensors batch_;
+  BatchTensors batch_;  // offsets, num_contexts, num_targets: views of buf_.upload
   // host staging of the uploaded batch
   RankingLayout layout_;
   std::vector<int32_t> labels_, ctx_ids_h_;
+  std::vector<int32_t> upload_host_;  // the packed fields of a synchronous upload to CUDA
   int64_t num_events_ = 0, num_cand_ = 0;
 };
 

@@ -3,10 +3,8 @@
 // The one decision: a single element-wise launcher (ew2d_kernel) with the activation as a
 // compile-time functor, fp32 math, 8-wide vector access when every view allows it; in-place
 // calls (y == x, dx == dy) are safe because each element is read before it is written by the
-// same thread. Each thread takes 8 consecutive columns: one 16-byte vector per tensor when every
-// view allows it, else 8 element accesses (odd widths such as the layer's 25 / 50). A head
-// structure (ActHeads) maps grid column c to column (c / width) * stride + c % width of each
-// tensor; a vector never straddles two heads (width % 8 == 0 then).
+// same thread. A head structure (ActHeads) maps grid column c to column (c / width) * stride +
+// c % width of each tensor; a vector never straddles two heads (width % 8 == 0 then).
 #include "ops/activation.h"
 #include "ops/cuda_ops_common.cuh"
 
@@ -61,78 +59,39 @@ __device__ __forceinline__ int head_of(int64_t c, int width, int64_t& e) {
   return h;
 }
 
-// Calls f(h, e, j) for the grid columns c + j (j < V, c + j < cols) as (head, column in head):
-// the 8-wide step of a call that cannot use vectors (odd head widths or misaligned views), so
-// the index math is paid once per 8 elements.
-template <int V, typename F>
-__device__ __forceinline__ void for_cols(int64_t c, int64_t cols, int width, F&& f) {
-  int64_t e;
-  int h = head_of(c, width, e);
-#pragma unroll
-  for (int j = 0; j < V; ++j) {
-    if (c + j < cols) f(h, e, j);
-    if (++e == width) {
-      e = 0;
-      ++h;
-    }
-  }
-}
-
-// kVec: 16-byte vectors (every view aligned, width % 8 == 0); otherwise element by element.
-template <Activation A, typename TX, typename TY, bool kVec>
+template <Activation A, typename TX, typename TY>
 struct ActFwdOp {
   ActView<const TX> x;
   ActView<TY> y;
   int width;  // columns per head; 0 with one head
-  int64_t cols;
   template <int V>
   __device__ void apply(int64_t r, int64_t c) const {
-    if constexpr (kVec) {
-      int64_t e;
-      const int h = head_of(c, width, e);
-      float v[V];
-      load_vec_rw<V>(x.at(r, h, e), v);
+    int64_t e;
+    const int h = head_of(c, width, e);
+    float v[V];
+    load_vec_rw<V>(x.at(r, h, e), v);
 #pragma unroll
-      for (int j = 0; j < V; ++j) v[j] = act_fwd<A>(v[j]);
-      store_vec<V>(y.at(r, h, e), v);
-    } else {
-      for_cols<V>(c, cols, width, [&](int h, int64_t e, int) {
-        float v[1];
-        load_vec_rw<1>(x.at(r, h, e), v);
-        v[0] = act_fwd<A>(v[0]);
-        store_vec<1>(y.at(r, h, e), v);
-      });
-    }
+    for (int j = 0; j < V; ++j) v[j] = act_fwd<A>(v[j]);
+    store_vec<V>(y.at(r, h, e), v);
   }
 };
 
-template <Activation A, typename TX, typename TG, bool kVec>
+template <Activation A, typename TX, typename TG>
 struct ActBwdOp {
   ActView<const TX> x;
   ActView<const TG> dy;
   ActView<TG> dx;
   int width;
-  int64_t cols;
   template <int V>
   __device__ void apply(int64_t r, int64_t c) const {
-    if constexpr (kVec) {
-      int64_t e;
-      const int h = head_of(c, width, e);
-      float xv[V], g[V];
-      load_vec<V>(x.at(r, h, e), xv);
-      load_vec_rw<V>(dy.at(r, h, e), g);
+    int64_t e;
+    const int h = head_of(c, width, e);
+    float xv[V], g[V];
+    load_vec<V>(x.at(r, h, e), xv);
+    load_vec_rw<V>(dy.at(r, h, e), g);
 #pragma unroll
-      for (int j = 0; j < V; ++j) g[j] *= act_grad<A>(xv[j]);
-      store_vec<V>(dx.at(r, h, e), g);
-    } else {
-      for_cols<V>(c, cols, width, [&](int h, int64_t e, int) {
-        float xv[1], g[1];
-        load_vec<1>(x.at(r, h, e), xv);
-        load_vec_rw<1>(dy.at(r, h, e), g);
-        g[0] *= act_grad<A>(xv[0]);
-        store_vec<1>(dx.at(r, h, e), g);
-      });
-    }
+    for (int j = 0; j < V; ++j) g[j] *= act_grad<A>(xv[j]);
+    store_vec<V>(dx.at(r, h, e), g);
   }
 };
 
@@ -188,15 +147,15 @@ void activation_fwd(Ctx& ctx, Activation act, const Tensor& x, const Tensor& y, 
   const ActGrid grid = act_grid(heads, x, {&x, &y}, "activation_fwd");
   dispatch_act(act, [&](auto atag) {
     constexpr Activation A = decltype(atag)::value;
-    dispatch_bool(grid.vec8, [&](auto vtag) {
-      constexpr bool kVec = decltype(vtag)::value;
+    dispatch_vec(grid.vec8, [&](auto vtag) {
+      constexpr int V = decltype(vtag)::value;
       dispatch_io(x.dtype, "activation_fwd x", [&](auto tx) {
         using TX = typename decltype(tx)::type;
         dispatch_io(y.dtype, "activation_fwd y", [&](auto ty) {
           using TY = typename decltype(ty)::type;
-          launch_ew2d<8>(ctx, grid.rc,
-                         ActFwdOp<A, TX, TY, kVec>{grid.view<const TX>(x), grid.view<TY>(y),
-                                                   static_cast<int>(grid.width), grid.rc.cols});
+          launch_ew2d<V>(ctx, grid.rc,
+                         ActFwdOp<A, TX, TY>{grid.view<const TX>(x), grid.view<TY>(y),
+                                             static_cast<int>(grid.width)});
         });
       });
     });
@@ -210,16 +169,15 @@ void activation_bwd(Ctx& ctx, Activation act, const Tensor& x, const Tensor& dy,
              dx.str(), ")");
   dispatch_act(act, [&](auto atag) {
     constexpr Activation A = decltype(atag)::value;
-    dispatch_bool(grid.vec8, [&](auto vtag) {
-      constexpr bool kVec = decltype(vtag)::value;
+    dispatch_vec(grid.vec8, [&](auto vtag) {
+      constexpr int V = decltype(vtag)::value;
       dispatch_io(x.dtype, "activation_bwd x", [&](auto tx) {
         using TX = typename decltype(tx)::type;
         dispatch_io(dy.dtype, "activation_bwd dy", [&](auto tg) {
           using TG = typename decltype(tg)::type;
-          launch_ew2d<8>(ctx, grid.rc,
-                         ActBwdOp<A, TX, TG, kVec>{grid.view<const TX>(x), grid.view<const TG>(dy),
-                                                   grid.view<TG>(dx), static_cast<int>(grid.width),
-                                                   grid.rc.cols});
+          launch_ew2d<V>(ctx, grid.rc,
+                         ActBwdOp<A, TX, TG>{grid.view<const TX>(x), grid.view<const TG>(dy),
+                                             grid.view<TG>(dx), static_cast<int>(grid.width)});
         });
       });
     });

@@ -200,12 +200,6 @@ decltype(auto) dispatch_vec(bool vec8, F&& f) {
   if (vec8) return f(std::integral_constant<int, 8>{});
   return f(std::integral_constant<int, 1>{});
 }
-// Calls f(std::bool_constant<b>{}).
-template <typename F>
-decltype(auto) dispatch_bool(bool b, F&& f) {
-  if (b) return f(std::true_type{});
-  return f(std::false_type{});
-}
 
 inline void check_cuda_tensor(const Tensor& t, const char* what) {
   HSTU_CHECK(t.device == Device::kCUDA, what, " must be on the CUDA device, got ", t.str());

@@ -12,6 +12,7 @@
 // consistent with the tensors' row counts, as ranking_layout produces them.
 #include "ops/cuda_ops_common.cuh"
 #include "ops/jagged.h"
+#include "ops/jagged_checks.h"
 
 namespace hstu::cuda {
 namespace {
@@ -66,38 +67,37 @@ struct TokenRows {
   }
 };
 
-// Candidate row n <- its item token row of the layer output.
-struct CandidateRows {
-  const int32_t* tok;   // [B+1]
-  const int32_t* cand;  // [B+1]
+// The fields of both candidate maps: the offsets and the rows moved from src to dst.
+struct CandidateMove {
+  const int32_t* tok;   // [B+1] token offsets of the layer output
+  const int32_t* cand;  // [B+1] candidate offsets
   int64_t batch, stride;
-  const char* x;  // [T', D]
-  int64_t ldx;
-  char* out;  // [N, D]
-  int64_t ldo;
+  const char* src;
+  int64_t ld_src;
+  char* dst;
+  int64_t ld_dst;
+};
+
+// The gather, one entry per candidate: candidate row n of dst (out [N, D]) <- its item token
+// row of src (the layer output x [T', D]).
+struct CandidateRows : CandidateMove {
   __device__ RowPair operator()(int64_t n) const {
     const int64_t b = sample_of(n, batch, [&](int64_t s) { return int64_t{cand[s]}; });
     const int64_t nc = cand[b + 1] - cand[b];
-    const int64_t src = tok[b + 1] - stride * nc + stride * (n - cand[b]);
-    return {x + src * ldx, out + n * ldo};
+    const int64_t row = tok[b + 1] - stride * nc + stride * (n - cand[b]);
+    return {src + row * ld_src, dst + n * ld_dst};
   }
 };
 
-// Token row r of the gradient <- its candidate's gradient row, or zero.
-struct CandidateRowsBwd {
-  const int32_t* tok;
-  const int32_t* cand;
-  int64_t batch, stride;
-  const char* d_out;  // [N, D]
-  int64_t ldo;
-  char* dx;  // [T', D]
-  int64_t ldx;
+// Its inverse, one entry per TOKEN row so that every row of dst (dx [T', D]) is written: token
+// row r <- its candidate's gradient row of src (d_out [N, D]), or zero for a non-candidate row.
+struct CandidateRowsBwd : CandidateMove {
   __device__ RowPair operator()(int64_t r) const {
     const int64_t b = sample_of(r, batch, [&](int64_t s) { return int64_t{tok[s]}; });
     const int64_t nc = cand[b + 1] - cand[b];
     const int64_t d = r - (tok[b + 1] - stride * nc);
-    const char* src = d >= 0 && d % stride == 0 ? d_out + (cand[b] + d / stride) * ldo : nullptr;
-    return {src, dx + r * ldx};
+    const char* from = d >= 0 && d % stride == 0 ? src + (cand[b] + d / stride) * ld_src : nullptr;
+    return {from, dst + r * ld_dst};
   }
 };
 
@@ -164,52 +164,7 @@ void launch_move(Ctx& ctx, const Map& map, int64_t rows, int64_t row_bytes, int 
   HSTU_CUDA_CHECK_LAUNCH();
 }
 
-void check_offsets(const Tensor& t, const char* what) {
-  check_cuda_tensor(t, what);
-  check_shape(t, {-1}, what);
-  HSTU_CHECK(t.dtype == DType::kI32, what, " must be i32, got ", t.str());
-  HSTU_CHECK(t.dim(0) >= 1, what, " needs B+1 >= 1 entries, got ", t.str());
-}
-
-// Throws unless t is a CUDA float tensor [rows, d] of dtype dt.
-void check_rows(const Tensor& t, int64_t rows, int64_t d, DType dt, const char* what) {
-  check_cuda_tensor(t, what);
-  check_shape(t, {rows, d}, what);
-  HSTU_CHECK(t.dtype == dt, what, " is ", t.str(), ", expected ", dtype_name(dt));
-}
-
-// The checked shapes of ranking_tokens_fwd / _bwd (the events T come from the item rows).
-struct TokenArgs {
-  int64_t batch = 0, events = 0, c = 0, k = 1, d = 0;
-};
-
-TokenArgs check_tokens(const Tensor& ctx_emb, const Tensor& item_emb, const Tensor& action_emb,
-                       const Tensor& offsets, int32_t num_contextual, const Tensor& seq,
-                       const char* op) {
-  TokenArgs a;
-  check_offsets(offsets, "ranking tokens offsets");
-  a.batch = offsets.dim(0) - 1;
-  a.c = num_contextual;
-  a.k = action_emb.empty() ? 1 : 2;
-  HSTU_CHECK(a.c >= 0, op, ": num_contextual = ", a.c);
-  check_cuda_tensor(item_emb, "ranking tokens item rows");
-  check_shape(item_emb, {-1, -1}, "ranking tokens item rows");
-  HSTU_CHECK(is_float(item_emb.dtype), op, ": rows must be floating point, got ", item_emb.str());
-  a.events = item_emb.dim(0);
-  a.d = item_emb.dim(1);
-  const DType dt = item_emb.dtype;
-  if (a.k == 2) check_rows(action_emb, a.events, a.d, dt, "ranking tokens action rows");
-  if (a.c > 0) {
-    check_rows(ctx_emb, a.batch * a.c, a.d, dt, "ranking tokens contextual rows");
-  } else {
-    HSTU_CHECK(ctx_emb.empty() || ctx_emb.dim(0) == 0, op,
-               ": contextual rows given with num_contextual = 0");
-  }
-  check_rows(seq, a.batch * a.c + a.k * a.events, a.d, dt, "ranking tokens sequence rows");
-  return a;
-}
-
-TokenRows token_rows(const TokenArgs& a, const Tensor& offsets, const Tensor& ctx_emb,
+TokenRows token_rows(const RankingTokenShape& a, const Tensor& offsets, const Tensor& ctx_emb,
                      const Tensor& item_emb, const Tensor& action_emb, const Tensor& seq,
                      bool to_seq) {
   const int64_t es = static_cast<int64_t>(dtype_size(seq.dtype));
@@ -227,16 +182,25 @@ TokenRows token_rows(const TokenArgs& a, const Tensor& offsets, const Tensor& ct
   return m;
 }
 
+// Moves candidate rows src -> dst with Map (CandidateRows or CandidateRowsBwd), one map entry per
+// dst row.
+template <typename Map>
+void move_candidate_rows(Ctx& ctx, const Tensor& src, const Tensor& dst, const Tensor& tok_offsets,
+                         const Tensor& cand_offsets, int64_t batch, int32_t stride) {
+  const int64_t es = static_cast<int64_t>(dtype_size(src.dtype)), row_bytes = src.dim(1) * es;
+  const Map map{CandidateMove{tok_offsets.as<int32_t>(), cand_offsets.as<int32_t>(), batch, stride,
+                              static_cast<const char*>(src.data), src.row_stride * es,
+                              static_cast<char*>(dst.data), dst.row_stride * es}};
+  launch_move(ctx, map, dst.dim(0), row_bytes, chunk_bytes(row_bytes, {&src, &dst}));
+}
+
 }  // namespace
 
 void ranking_tokens_fwd(Ctx& ctx, const Tensor& ctx_emb, const Tensor& item_emb,
                         const Tensor& action_emb, const Tensor& offsets, int32_t num_contextual,
                         const Tensor& out, const Tensor& out_offsets) {
-  const TokenArgs a = check_tokens(ctx_emb, item_emb, action_emb, offsets, num_contextual, out,
-                                   "ranking_tokens_fwd");
-  check_offsets(out_offsets, "ranking_tokens_fwd out_offsets");
-  check_shape(out_offsets, {a.batch + 1}, "ranking_tokens_fwd out_offsets");
-  HSTU_CHECK(out.dim(0) < (int64_t(1) << 31), "ranking_tokens_fwd: more than 2^31 tokens");
+  const RankingTokenShape a = check_ranking_tokens_fwd(
+      ctx_emb, item_emb, action_emb, offsets, num_contextual, out, out_offsets, Device::kCUDA);
   token_offsets_kernel<<<static_cast<unsigned>((a.batch + 1 + kThreads - 1) / kThreads), kThreads,
                          0, stream_of(ctx)>>>(offsets.as<int32_t>(), a.batch, a.c, a.k,
                                               out_offsets.as<int32_t>());
@@ -249,63 +213,25 @@ void ranking_tokens_fwd(Ctx& ctx, const Tensor& ctx_emb, const Tensor& item_emb,
 void ranking_tokens_bwd(Ctx& ctx, const Tensor& d_out, const Tensor& offsets,
                         int32_t num_contextual, const Tensor& d_ctx, const Tensor& d_item,
                         const Tensor& d_action) {
-  const TokenArgs a =
-      check_tokens(d_ctx, d_item, d_action, offsets, num_contextual, d_out, "ranking_tokens_bwd");
+  const RankingTokenShape a = check_ranking_tokens_bwd(d_out, offsets, num_contextual, d_ctx,
+                                                       d_item, d_action, Device::kCUDA);
   const int64_t row_bytes = a.d * static_cast<int64_t>(dtype_size(d_out.dtype));
   launch_move(ctx, token_rows(a, offsets, d_ctx, d_item, d_action, d_out, false), d_out.dim(0),
               row_bytes, chunk_bytes(row_bytes, {&d_ctx, &d_item, &d_action, &d_out}));
 }
 
-namespace {
-
-// Checks the candidate gather's tensors: x [T', D] (the sequence side), out [N, D].
-int64_t check_candidates(const Tensor& x, const Tensor& tok_offsets, const Tensor& cand_offsets,
-                         int32_t stride, const Tensor& out, const char* op) {
-  check_offsets(tok_offsets, "candidate rows token offsets");
-  check_offsets(cand_offsets, "candidate rows candidate offsets");
-  const int64_t batch = tok_offsets.dim(0) - 1;
-  HSTU_CHECK(cand_offsets.dim(0) == batch + 1, op, ": ", cand_offsets.dim(0),
-             " candidate offsets for ", batch + 1, " token offsets");
-  HSTU_CHECK(stride >= 1, op, ": stride = ", stride);
-  check_cuda_tensor(x, "candidate rows sequence");
-  check_shape(x, {-1, -1}, "candidate rows sequence");
-  HSTU_CHECK(is_float(x.dtype), op, ": rows must be floating point, got ", x.str());
-  check_rows(out, -1, x.dim(1), x.dtype, "candidate rows");
-  return batch;
-}
-
-}  // namespace
-
 void gather_candidate_rows(Ctx& ctx, const Tensor& x, const Tensor& tok_offsets,
                            const Tensor& cand_offsets, int32_t stride, const Tensor& out) {
   const int64_t batch =
-      check_candidates(x, tok_offsets, cand_offsets, stride, out, "gather_candidate_rows");
-  const int64_t es = static_cast<int64_t>(dtype_size(x.dtype)), row_bytes = x.dim(1) * es;
-  const CandidateRows map{tok_offsets.as<int32_t>(),
-                          cand_offsets.as<int32_t>(),
-                          batch,
-                          stride,
-                          static_cast<const char*>(x.data),
-                          x.row_stride * es,
-                          static_cast<char*>(out.data),
-                          out.row_stride * es};
-  launch_move(ctx, map, out.dim(0), row_bytes, chunk_bytes(row_bytes, {&x, &out}));
+      check_gather_candidate_rows(x, tok_offsets, cand_offsets, stride, out, Device::kCUDA);
+  move_candidate_rows<CandidateRows>(ctx, x, out, tok_offsets, cand_offsets, batch, stride);
 }
 
 void gather_candidate_rows_bwd(Ctx& ctx, const Tensor& d_out, const Tensor& tok_offsets,
                                const Tensor& cand_offsets, int32_t stride, const Tensor& dx) {
   const int64_t batch =
-      check_candidates(dx, tok_offsets, cand_offsets, stride, d_out, "gather_candidate_rows_bwd");
-  const int64_t es = static_cast<int64_t>(dtype_size(dx.dtype)), row_bytes = dx.dim(1) * es;
-  const CandidateRowsBwd map{tok_offsets.as<int32_t>(),
-                             cand_offsets.as<int32_t>(),
-                             batch,
-                             stride,
-                             static_cast<const char*>(d_out.data),
-                             d_out.row_stride * es,
-                             static_cast<char*>(dx.data),
-                             dx.row_stride * es};
-  launch_move(ctx, map, dx.dim(0), row_bytes, chunk_bytes(row_bytes, {&d_out, &dx}));
+      check_gather_candidate_rows_bwd(d_out, tok_offsets, cand_offsets, stride, dx, Device::kCUDA);
+  move_candidate_rows<CandidateRowsBwd>(ctx, d_out, dx, tok_offsets, cand_offsets, batch, stride);
 }
 
 }  // namespace hstu::cuda

@@ -2,12 +2,14 @@
 // scatter, and the host ranking layout (token offsets, targets, positions).
 //
 // Every op is a row permutation, parallel over samples: each output row is written by exactly
-// one thread, so results are exact copies and independent of the thread count. Offsets are
-// validated on the host before any row moves (first 0, non-decreasing, last = rows).
+// one thread, so results are exact copies and independent of the thread count. Shapes, dtypes
+// and devices are checked by jagged_checks.h (shared with CUDA); the offsets' values are
+// validated here, on the host, before any row moves (first 0, non-decreasing, last = rows).
 #include <algorithm>
 #include <cstring>
 
 #include "ops/jagged.h"
+#include "ops/jagged_checks.h"
 #include "ops/ops_cpu_common.h"
 
 namespace hstu::cpu {
@@ -16,22 +18,19 @@ namespace {
 using detail::Rows;
 using detail::rows_of;
 
-// Validates i32 offsets [B+1] (first 0, non-decreasing) and returns them.
-const int32_t* checked_offsets(const Tensor& t, const char* what) {
-  check_shape(t, {-1}, what);
-  detail::check_dtype(t, DType::kI32, what);
-  HSTU_CHECK(t.dim(0) >= 1, what, " needs B+1 >= 1 entries, got ", t.str());
+// The values of offsets whose shape jagged_checks.h passed: first 0, non-decreasing, last = the
+// `rows` rows of `rows_what`. Returns them.
+const int32_t* checked_offsets(const Tensor& t, int64_t rows, const char* what,
+                               const char* rows_what) {
   const int32_t* o = t.as<int32_t>();
+  const int64_t batch = t.dim(0) - 1;
   HSTU_CHECK(o[0] == 0, what, "[0] = ", o[0], ", expected 0");
-  for (int64_t b = 0; b + 1 < t.dim(0); ++b) {
+  for (int64_t b = 0; b < batch; ++b) {
     HSTU_CHECK(o[b + 1] >= o[b], what, " decrease at ", b, " (", o[b], " -> ", o[b + 1], ")");
   }
+  HSTU_CHECK(o[batch] == rows, what, " end at ", o[batch], ", but ", rows_what, " has ", rows,
+             " rows");
   return o;
-}
-
-// Throws unless t is a CPU [rows, d] tensor of dtype `dt`.
-void check_rows(const Tensor& t, int64_t rows, int64_t d, DType dt, const char* what) {
-  detail::check_2d(t, rows, d, dt, what);
 }
 
 template <typename T>
@@ -39,48 +38,17 @@ void copy_row(const T* src, T* dst, int64_t d) {
   std::memcpy(dst, src, static_cast<size_t>(d) * sizeof(T));
 }
 
-// The checked arguments of ranking_tokens_fwd / _bwd.
-struct TokenArgs {
-  const int32_t* off = nullptr;
-  int64_t batch = 0, events = 0, c = 0, k = 1, d = 0;
-};
-
-TokenArgs check_tokens(const Tensor& ctx_emb, const Tensor& item_emb, const Tensor& action_emb,
-                       const Tensor& offsets, int32_t num_contextual, const Tensor& out,
-                       const char* op) {
-  TokenArgs a;
-  a.off = checked_offsets(offsets, "ranking tokens offsets");
-  a.batch = offsets.dim(0) - 1;
-  a.events = a.off[a.batch];
-  a.c = num_contextual;
-  a.k = action_emb.empty() ? 1 : 2;
-  HSTU_CHECK(a.c >= 0, op, ": num_contextual = ", a.c);
-  check_shape(item_emb, {a.events, -1}, "ranking tokens item rows");
-  detail::check_cpu(item_emb, "ranking tokens item rows");
-  a.d = item_emb.dim(1);
-  const DType dt = item_emb.dtype;
-  if (a.k == 2) check_rows(action_emb, a.events, a.d, dt, "ranking tokens action rows");
-  if (a.c > 0) {
-    check_rows(ctx_emb, a.batch * a.c, a.d, dt, "ranking tokens contextual rows");
-  } else {
-    HSTU_CHECK(ctx_emb.empty() || ctx_emb.dim(0) == 0, op,
-               ": contextual rows given with num_contextual = 0");
-  }
-  check_rows(out, a.batch * a.c + a.k * a.events, a.d, dt, "ranking tokens sequence rows");
-  return a;
-}
-
 }  // namespace
 
 void ranking_tokens_fwd(Ctx& ctx, const Tensor& ctx_emb, const Tensor& item_emb,
                         const Tensor& action_emb, const Tensor& offsets, int32_t num_contextual,
                         const Tensor& out, const Tensor& out_offsets) {
-  const TokenArgs a = check_tokens(ctx_emb, item_emb, action_emb, offsets, num_contextual, out,
-                                   "ranking_tokens_fwd");
-  check_shape(out_offsets, {a.batch + 1}, "ranking_tokens_fwd out_offsets");
-  detail::check_dtype(out_offsets, DType::kI32, "ranking_tokens_fwd out_offsets");
+  const RankingTokenShape a = check_ranking_tokens_fwd(
+      ctx_emb, item_emb, action_emb, offsets, num_contextual, out, out_offsets, Device::kCPU);
+  const int32_t* off =
+      checked_offsets(offsets, a.events, "ranking tokens offsets", "ranking tokens item rows");
   int32_t* oo = out_offsets.as<int32_t>();
-  for (int64_t b = 0; b <= a.batch; ++b) oo[b] = static_cast<int32_t>(b * a.c + a.k * a.off[b]);
+  for (int64_t b = 0; b <= a.batch; ++b) oo[b] = static_cast<int32_t>(b * a.c + a.k * off[b]);
   detail::dispatch_float(item_emb, "ranking_tokens_fwd", [&]<typename T>(T) {
     const Rows<const T> cr = a.c > 0 ? rows_of<const T>(ctx_emb) : Rows<const T>{};
     const Rows<const T> ir = rows_of<const T>(item_emb);
@@ -89,7 +57,7 @@ void ranking_tokens_fwd(Ctx& ctx, const Tensor& ctx_emb, const Tensor& item_emb,
 #pragma omp parallel for schedule(dynamic, 4) \
     num_threads(detail::threads_for(ctx, out.dim(0) * a.d))
     for (int64_t b = 0; b < a.batch; ++b) {
-      const int64_t o = a.off[b], n = a.off[b + 1] - o, base = oo[b];
+      const int64_t o = off[b], n = off[b + 1] - o, base = oo[b];
       for (int64_t c = 0; c < a.c; ++c) copy_row(cr[b * a.c + c], yr[base + c], a.d);
       for (int64_t i = 0; i < n; ++i) {
         copy_row(ir[o + i], yr[base + a.c + a.k * i], a.d);
@@ -102,8 +70,10 @@ void ranking_tokens_fwd(Ctx& ctx, const Tensor& ctx_emb, const Tensor& item_emb,
 void ranking_tokens_bwd(Ctx& ctx, const Tensor& d_out, const Tensor& offsets,
                         int32_t num_contextual, const Tensor& d_ctx, const Tensor& d_item,
                         const Tensor& d_action) {
-  const TokenArgs a =
-      check_tokens(d_ctx, d_item, d_action, offsets, num_contextual, d_out, "ranking_tokens_bwd");
+  const RankingTokenShape a = check_ranking_tokens_bwd(d_out, offsets, num_contextual, d_ctx,
+                                                       d_item, d_action, Device::kCPU);
+  const int32_t* off =
+      checked_offsets(offsets, a.events, "ranking tokens offsets", "ranking tokens item rows");
   detail::dispatch_float(d_item, "ranking_tokens_bwd", [&]<typename T>(T) {
     const Rows<T> cr = a.c > 0 ? rows_of<T>(d_ctx) : Rows<T>{};
     const Rows<T> ir = rows_of<T>(d_item);
@@ -112,7 +82,7 @@ void ranking_tokens_bwd(Ctx& ctx, const Tensor& d_out, const Tensor& offsets,
 #pragma omp parallel for schedule(dynamic, 4) \
     num_threads(detail::threads_for(ctx, d_out.dim(0) * a.d))
     for (int64_t b = 0; b < a.batch; ++b) {
-      const int64_t o = a.off[b], n = a.off[b + 1] - o, base = b * a.c + a.k * o;
+      const int64_t o = off[b], n = off[b + 1] - o, base = b * a.c + a.k * o;
       for (int64_t c = 0; c < a.c; ++c) copy_row(yr[base + c], cr[b * a.c + c], a.d);
       for (int64_t i = 0; i < n; ++i) {
         copy_row(yr[base + a.c + a.k * i], ir[o + i], a.d);
@@ -124,26 +94,23 @@ void ranking_tokens_bwd(Ctx& ctx, const Tensor& d_out, const Tensor& offsets,
 
 namespace {
 
-// The checked arguments of gather_candidate_rows / _bwd.
+// The validated offsets of gather_candidate_rows / _bwd (whose shapes check_gather_candidate_rows
+// passed): x [T', D] is the sequence side, out [N, D] the candidate side.
 struct CandidateArgs {
   const int32_t* tok = nullptr;
   const int32_t* cand = nullptr;
   int64_t batch = 0;
 };
 
-CandidateArgs check_candidates(const Tensor& x, const Tensor& tok_offsets,
-                               const Tensor& cand_offsets, int32_t stride, const Tensor& out,
-                               const char* op) {
+CandidateArgs checked_candidates(const Tensor& x, const Tensor& tok_offsets,
+                                 const Tensor& cand_offsets, int32_t stride, const Tensor& out,
+                                 const char* op) {
   CandidateArgs a;
-  a.tok = checked_offsets(tok_offsets, "candidate rows token offsets");
-  a.cand = checked_offsets(cand_offsets, "candidate rows candidate offsets");
   a.batch = tok_offsets.dim(0) - 1;
-  HSTU_CHECK(cand_offsets.dim(0) == a.batch + 1, op, ": ", cand_offsets.dim(0),
-             " candidate offsets for ", a.batch + 1, " token offsets");
-  HSTU_CHECK(stride >= 1, op, ": stride = ", stride);
-  check_shape(x, {a.tok[a.batch], -1}, "candidate rows sequence");
-  detail::check_cpu(x, "candidate rows sequence");
-  check_rows(out, a.cand[a.batch], x.dim(1), x.dtype, "candidate rows");
+  a.tok = checked_offsets(tok_offsets, x.dim(0), "candidate rows token offsets",
+                          "candidate rows sequence");
+  a.cand = checked_offsets(cand_offsets, out.dim(0), "candidate rows candidate offsets",
+                           "candidate rows");
   for (int64_t b = 0; b < a.batch; ++b) {
     const int64_t nc = a.cand[b + 1] - a.cand[b], len = a.tok[b + 1] - a.tok[b];
     HSTU_CHECK(int64_t{stride} * nc <= len, op, ": sample ", b, " has ", nc, " candidates of ",
@@ -156,8 +123,9 @@ CandidateArgs check_candidates(const Tensor& x, const Tensor& tok_offsets,
 
 void gather_candidate_rows(Ctx& ctx, const Tensor& x, const Tensor& tok_offsets,
                            const Tensor& cand_offsets, int32_t stride, const Tensor& out) {
+  check_gather_candidate_rows(x, tok_offsets, cand_offsets, stride, out, Device::kCPU);
   const CandidateArgs a =
-      check_candidates(x, tok_offsets, cand_offsets, stride, out, "gather_candidate_rows");
+      checked_candidates(x, tok_offsets, cand_offsets, stride, out, "gather_candidate_rows");
   const int64_t d = x.dim(1);
   detail::dispatch_float(x, "gather_candidate_rows", [&]<typename T>(T) {
     const Rows<const T> xr = rows_of<const T>(x);
@@ -172,8 +140,9 @@ void gather_candidate_rows(Ctx& ctx, const Tensor& x, const Tensor& tok_offsets,
 
 void gather_candidate_rows_bwd(Ctx& ctx, const Tensor& d_out, const Tensor& tok_offsets,
                                const Tensor& cand_offsets, int32_t stride, const Tensor& dx) {
+  check_gather_candidate_rows_bwd(d_out, tok_offsets, cand_offsets, stride, dx, Device::kCPU);
   const CandidateArgs a =
-      check_candidates(dx, tok_offsets, cand_offsets, stride, d_out, "gather_candidate_rows_bwd");
+      checked_candidates(dx, tok_offsets, cand_offsets, stride, d_out, "gather_candidate_rows_bwd");
   const int64_t d = dx.dim(1);
   detail::dispatch_float(dx, "gather_candidate_rows_bwd", [&]<typename T>(T) {
     const Rows<const T> yr = rows_of<const T>(d_out);

@@ -10,7 +10,6 @@
 #include <iostream>
 #include <memory>
 
-#include "core/philox.h"
 #include "data/preprocess.h"
 #include "data/ranking.h"
 #include "data/synthetic_oracle.h"
@@ -184,25 +183,23 @@ TrainSummary train_ranking(const Config& cfg, const TrainOptions& opts) {
   int64_t tokens_done = 0;
   RunningLoss running;
   EpochProgress progress(opts.quiet, per_epoch, total_steps);
-  const uint64_t seed = static_cast<uint64_t>(ta.seed);
+  RankingTrainStep stepper(cfg);
   while (step < total_steps) {
     const int64_t epoch = batcher.epoch();
     progress.open(epoch);
     batcher.next(host);
-    model.upload(host);
-    const int64_t nc = model.num_candidates();
-    const double loss =
-        nc > 0 ? model.train_step(ctx, derive_seed(seed, static_cast<uint64_t>(step)), 1.0 / nc)
-               : 0.0;
-    optimizer_step(ctx, model.dense(), model.tables(), cfg.optimizer, lr_schedule.lr_at(step),
-                   step + 1);
+    stepper.run(ctx, model, host, step, lr_schedule.lr_at(step));
     ++step;
     tokens_done += model.num_tokens();
-    running.add(loss);
-    summary.last_loss = loss;
-    HSTU_CHECK(std::isfinite(loss), "ranking loss is not finite at step ", step);
     const StepEvents due = step_events(ta, step, total_steps, epoch, batcher.batch_index() == 0);
-    progress.update(batcher.batch_index(), model.num_tokens(), loss);
+    // The newest step's loss may still be in flight on CUDA; it is waited for only where the
+    // numbers are reported (log lines, epoch ends, evaluations).
+    for (const StepLoss& l : stepper.drain(due.log || due.epoch_done || due.eval)) {
+      running.add(l.loss);
+      summary.last_loss = l.loss;
+      HSTU_CHECK(std::isfinite(l.loss), "ranking loss is not finite at step ", l.step + 1);
+    }
+    progress.update(batcher.batch_index(), model.num_tokens(), summary.last_loss);
     if (due.log)
       running.write_train_line(
           log, step, epoch,

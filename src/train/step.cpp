@@ -1,4 +1,5 @@
-// step.cpp — the retrieval training step and the optimiser application.
+// step.cpp — the retrieval and ranking training steps, their staging and the optimiser
+// application.
 #include "train/step.h"
 
 #include <cmath>
@@ -23,7 +24,7 @@ int64_t supervised_tokens(const SequenceBatch& b) {
 
 }  // namespace
 
-TrainStep::~TrainStep() {
+StepStaging::~StepStaging() {
   // Queued copies may still read or write the staging buffers.
   for (auto& b : upload_)
     if (b) b->wait();
@@ -31,18 +32,64 @@ TrainStep::~TrainStep() {
     if (b) b->wait();
 }
 
+HostStaging* StepStaging::next_upload(const Ctx& ctx, size_t bytes) {
+  if (ctx.cpu()) return nullptr;
+  if (!upload_[0]) {  // all at the first step, before any work is queued
+    for (auto& b : upload_) b = std::make_unique<HostStaging>(ctx.device, bytes);
+    for (auto& b : loss_) b = std::make_unique<HostStaging>(ctx.device, sizeof(double));
+  }
+  HostStaging& b = *upload_[uploads_++ % 2];
+  HSTU_CHECK(b.size() >= bytes, "upload staging of ", b.size(), " bytes, needs ", bytes);
+  return &b;
+}
+
+void StepStaging::record_loss(Ctx& ctx, int64_t step, const Tensor& loss) {
+  if (ctx.cpu()) {
+    double value = 0;
+    if (!loss.empty()) copy_bytes(&value, Device::kCPU, loss.data, loss.device, sizeof value);
+    ready_.push_back({step, value});
+    return;
+  }
+  const int parity = static_cast<int>(losses_++ % 2);
+  // Losses come back in step order; a loss slot was last used two steps ago, so that step is
+  // accounted before the slot is reused.
+  while (pending_.size() >= 2) finish_oldest();
+  if (loss.empty()) {
+    pending_.push_back({step, -1});
+    return;
+  }
+  HSTU_CHECK(loss_[parity], "StepStaging: record_loss before the step's next_upload");
+  HostStaging& slot = *loss_[parity];
+  slot.wait();
+  copy_bytes_async(slot.data(), Device::kCPU, loss.data, loss.device, sizeof(double), ctx.stream);
+  slot.record(ctx.stream);
+  pending_.push_back({step, parity});
+}
+
+void StepStaging::finish_oldest() {
+  const Pending p = pending_.front();
+  pending_.pop_front();
+  double loss = 0;
+  if (p.slot >= 0) {
+    loss_[p.slot]->wait();
+    std::memcpy(&loss, loss_[p.slot]->data(), sizeof loss);
+  }
+  ready_.push_back({p.step, loss});
+}
+
+std::vector<StepLoss> StepStaging::drain(bool wait_all) {
+  while (pending_.size() > (wait_all ? 0u : 1u)) finish_oldest();
+  std::vector<StepLoss> out;
+  out.swap(ready_);
+  return out;
+}
+
 void TrainStep::run(Ctx& ctx, HstuModel& model, const SequenceBatch& host, int64_t step,
                     double lr) {
   BatchTensors& bt = model.batch_tensors();
-  const bool async = !ctx.cpu();
-  if (async && !upload_[0]) {
-    for (auto& b : upload_)
-      b = std::make_unique<HostStaging>(ctx.device, upload_staging_bytes(model.capacity()));
-    for (auto& b : loss_) b = std::make_unique<HostStaging>(ctx.device, sizeof(double));
-  }
-  const int parity = static_cast<int>(runs_++ % 2);
   phase(ctx, "upload");
-  upload_batch(host, model.capacity(), bt, async ? upload_[parity].get() : nullptr, ctx.stream);
+  upload_batch(host, model.capacity(), bt,
+               staging_.next_upload(ctx, upload_staging_bytes(model.capacity())), ctx.stream);
   const int64_t r = cfg_.retrieval.num_negatives;
   const uint64_t seed = static_cast<uint64_t>(cfg_.trainer.seed);
   phase(ctx, "negatives");
@@ -66,45 +113,18 @@ void TrainStep::run(Ctx& ctx, HstuModel& model, const SequenceBatch& host, int64
     model.forward_backward(ctx, bt, derive_seed(seed, static_cast<uint64_t>(step)), 1.0 / sup);
   EmbeddingTable* const tables[] = {&model.items()};
   optimizer_step(ctx, model.dense(), tables, cfg_.optimizer, lr, step + 1);
-  if (!async) {
-    double loss = 0;
-    if (sup > 0)
-      copy_bytes(&loss, Device::kCPU, model.loss_tensor().data, model.loss_tensor().device,
-                 sizeof loss);
-    ready_.push_back({step, loss});
-    return;
-  }
-  // Losses come back in step order; a loss slot was last used two runs ago, so that step is
-  // accounted before the slot is reused.
-  while (pending_.size() >= 2) finish_oldest();
-  if (sup == 0) {
-    pending_.push_back({step, -1});
-  } else {
-    HostStaging& slot = *loss_[parity];
-    slot.wait();
-    copy_bytes_async(slot.data(), Device::kCPU, model.loss_tensor().data,
-                     model.loss_tensor().device, sizeof(double), ctx.stream);
-    slot.record(ctx.stream);
-    pending_.push_back({step, parity});
-  }
+  staging_.record_loss(ctx, step, sup > 0 ? model.loss_tensor() : Tensor());
 }
 
-void TrainStep::finish_oldest() {
-  const Pending p = pending_.front();
-  pending_.pop_front();
-  double loss = 0;
-  if (p.slot >= 0) {
-    loss_[p.slot]->wait();
-    std::memcpy(&loss, loss_[p.slot]->data(), sizeof loss);
-  }
-  ready_.push_back({p.step, loss});
-}
-
-std::vector<StepLoss> TrainStep::drain(bool wait_all) {
-  while (pending_.size() > (wait_all ? 0u : 1u)) finish_oldest();
-  std::vector<StepLoss> out;
-  out.swap(ready_);
-  return out;
+void RankingTrainStep::run(Ctx& ctx, RankingModel& model, const SequenceBatch& batch, int64_t step,
+                           double lr) {
+  model.upload(batch, staging_.next_upload(ctx, model.upload_staging_bytes()), ctx.stream);
+  const int64_t nc = model.num_candidates();
+  const uint64_t seed =
+      derive_seed(static_cast<uint64_t>(cfg_.trainer.seed), static_cast<uint64_t>(step));
+  if (nc > 0) model.forward_backward(ctx, seed, 1.0 / nc);
+  optimizer_step(ctx, model.dense(), model.tables(), cfg_.optimizer, lr, step + 1);
+  staging_.record_loss(ctx, step, nc > 0 ? model.loss_tensor() : Tensor());
 }
 
 // Applies the dense and sparse optimisers and clears the gradients.

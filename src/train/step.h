@@ -1,11 +1,13 @@
 // step.h — one training step of the retrieval model, shared by the trainer and `hstu bench
 // train`: upload the batch, draw negatives, forward + backward, then the dense and sparse
-// optimisers (which also clear the gradients).
+// optimisers (which also clear the gradients); and the ranking model's step (upload, forward +
+// backward, optimisers).
 //
 // The shaping decision: on CUDA a step never waits for the device. Nothing in it reads a device
 // value on the host (the touched-row count stays on the device, the loss comes back through a
 // page-locked slot read one step later), so the host runs up to one step ahead and the GPU never
-// idles while the next batch is assembled and launched.
+// idles while the next batch is assembled and launched. StepStaging holds what both steps need
+// for that.
 #pragma once
 
 #include <cstdint>
@@ -19,27 +21,34 @@
 #include "core/host_staging.h"
 #include "data/batch.h"
 #include "model/model.h"
+#include "model/ranking_model.h"
 
 namespace hstu {
 
-// The loss of one finished step (the mean over its supervised tokens; 0 when it had none).
+// The loss of one finished step (retrieval: the mean over its supervised tokens; ranking: over
+// its candidates; 0 when it had none).
 struct StepLoss {
   int64_t step = 0;
   double loss = 0;
 };
 
-class TrainStep {
+// The page-locked buffers of steps that do not wait for the device, used in turn: two batch
+// upload buffers (a step refills the one whose copy is the older) and two f64 loss read-back
+// slots, with the steps whose loss is still on its way back. On the CPU there are none: a batch
+// is copied directly and a step's loss read when it is recorded.
+class StepStaging {
  public:
-  TrainStep(const Config& cfg, int64_t num_items) : cfg_(cfg), num_items_(num_items) {}
-  ~TrainStep();
-  TrainStep(const TrainStep&) = delete;
-  TrainStep& operator=(const TrainStep&) = delete;
+  StepStaging() = default;
+  ~StepStaging();
+  StepStaging(const StepStaging&) = delete;
+  StepStaging& operator=(const StepStaging&) = delete;
 
-  // Enqueues step `step` (0-based) on `batch` with learning rate `lr`. On the CPU it runs to the
-  // end; on CUDA it returns once the work is queued: the batch goes up through page-locked
-  // staging (two buffers in turn) and the loss comes back the same way, so the host prepares the
-  // next batch while the device computes. `batch` may be reused as soon as this returns.
-  void run(Ctx& ctx, HstuModel& model, const SequenceBatch& batch, int64_t step, double lr);
+  // The buffer (at least `bytes`) to upload the next step's batch through; nullptr on the CPU.
+  // The first call allocates all the buffers.
+  HostStaging* next_upload(const Ctx& ctx, size_t bytes);
+  // Queues the read-back of step `step`'s loss once the step (which took its upload buffer
+  // first) is enqueued: `loss` is f64 [1] on ctx's device, or empty when the step has none (0).
+  void record_loss(Ctx& ctx, int64_t step, const Tensor& loss);
   // The losses of finished steps, oldest first, each once. wait_all = false leaves the newest
   // step in flight (it waits only for older ones, which are normally done); true waits for all.
   std::vector<StepLoss> drain(bool wait_all);
@@ -47,18 +56,48 @@ class TrainStep {
  private:
   struct Pending {
     int64_t step;
-    int slot;  // loss staging slot; -1: no supervised token (loss 0)
+    int slot;  // loss staging slot; -1: no loss (0)
   };
   void finish_oldest();
 
-  const Config& cfg_;
-  int64_t num_items_;
-  std::vector<int32_t> negs_;
   std::unique_ptr<HostStaging> upload_[2];  // batch staging, used in turn
   std::unique_ptr<HostStaging> loss_[2];    // f64 loss readback slots, used in turn
   std::deque<Pending> pending_;
   std::vector<StepLoss> ready_;
-  int64_t runs_ = 0;
+  int64_t uploads_ = 0, losses_ = 0;
+};
+
+class TrainStep {
+ public:
+  TrainStep(const Config& cfg, int64_t num_items) : cfg_(cfg), num_items_(num_items) {}
+
+  // Enqueues step `step` (0-based) on `batch` with learning rate `lr`. On the CPU it runs to the
+  // end; on CUDA it returns once the work is queued: the batch goes up through page-locked
+  // staging (two buffers in turn) and the loss comes back the same way, so the host prepares the
+  // next batch while the device computes. `batch` may be reused as soon as this returns.
+  void run(Ctx& ctx, HstuModel& model, const SequenceBatch& batch, int64_t step, double lr);
+  // The losses of finished steps (StepStaging::drain).
+  std::vector<StepLoss> drain(bool wait_all) { return staging_.drain(wait_all); }
+
+ private:
+  const Config& cfg_;
+  int64_t num_items_;
+  std::vector<int32_t> negs_;
+  StepStaging staging_;
+};
+
+// The ranking model's training step, enqueued like TrainStep's: the batch goes up in one copy
+// through page-locked staging, the loss (scaled by 1 / candidates) comes back a step later.
+class RankingTrainStep {
+ public:
+  explicit RankingTrainStep(const Config& cfg) : cfg_(cfg) {}
+
+  void run(Ctx& ctx, RankingModel& model, const SequenceBatch& batch, int64_t step, double lr);
+  std::vector<StepLoss> drain(bool wait_all) { return staging_.drain(wait_all); }
+
+ private:
+  const Config& cfg_;
+  StepStaging staging_;
 };
 
 // Applies the dense optimiser (one call per decay group of the flat buffer) and each embedding

@@ -9,6 +9,7 @@
 
 #include "config/config.h"
 #include "data/data_test_util.h"
+#include "ranking/ranking_test_util.h"
 #include "train/checkpoint.h"
 #include "train/ranking_trainer.h"
 #include "train/safetensors.h"
@@ -18,33 +19,27 @@ namespace {
 
 // A small synthetic ranking run: 3 contextual features, 3 tasks, 2 layers on the CPU.
 Config tiny_ranking(const std::string& run_dir) {
-  Config c;
-  c.task = "ranking";
-  c.dataset.dataset_name = "synthetic";
-  c.dataset.max_history_seqlen = 12;
-  c.dataset.max_num_candidates = 4;
-  c.synthetic.num_users = 120;
-  c.synthetic.num_items = 80;
-  c.synthetic.num_clusters = 8;
-  c.synthetic.min_seqlen = 10;
-  c.synthetic.max_seqlen = 30;
-  c.synthetic.num_contextual_features = 3;
-  c.synthetic.contextual_cardinality = 5;
-  c.synthetic.num_tasks = 3;
-  c.network.num_layers = 2;
-  c.network.hidden_size = 16;
-  c.network.num_attention_heads = 2;
-  c.network.kv_channels = 8;
-  c.network.num_position_buckets = 64;
-  c.ranking.prediction_head_arch = {16, 3};
-  c.ranking.num_tasks = 3;
-  c.trainer.train_batch_size = 16;
-  c.trainer.eval_batch_size = 32;
+  Config c = test::ranking_config(
+      {.num_layers = 2,
+       .hidden_size = 16,
+       .num_attention_heads = 2,
+       .kv_channels = 8,
+       .num_position_buckets = 64,
+       .head_arch = {16, 3},
+       .num_tasks = 3,
+       .max_history_seqlen = 12,
+       .max_num_candidates = 4},
+      {.train_batch_size = 16, .eval_batch_size = 32, .seed = 5, .run_dir = run_dir},
+      {.num_users = 120,
+       .num_items = 80,
+       .num_clusters = 8,
+       .min_seqlen = 10,
+       .max_seqlen = 30,
+       .num_contextual_features = 3,
+       .contextual_cardinality = 5,
+       .num_tasks = 3});
   c.trainer.eval_interval = 100;  // no evaluation in between
   c.trainer.num_threads = 1;
-  c.trainer.device = "cpu";
-  c.trainer.seed = 5;
-  c.trainer.run_dir = run_dir;
   return c;
 }
 

@@ -15,6 +15,7 @@
 #include "config/config.h"
 #include "data/data_test_util.h"
 #include "model/ranking_model.h"
+#include "ranking/ranking_test_util.h"
 #include "train/ranking_trainer.h"
 
 namespace hstu {
@@ -30,23 +31,21 @@ class RankingGrad : public ::testing::TestWithParam<GradCase> {};
 
 TEST_P(RankingGrad, MatchesFiniteDifferences) {
   const GradCase c = GetParam();
-  Config cfg;
-  cfg.task = "ranking";
-  cfg.network.num_layers = 2;
-  cfg.network.hidden_size = 8;
-  cfg.network.num_attention_heads = 2;
-  cfg.network.kv_channels = 3;
+  Config cfg = test::ranking_config(
+      {.num_layers = 2,
+       .hidden_size = 8,
+       .num_attention_heads = 2,
+       .kv_channels = 3,
+       .num_position_buckets = 12,
+       .head_arch = c.bce ? std::vector<int64_t>{5, 3} : std::vector<int64_t>{5, 4},
+       .num_tasks = c.bce ? 3 : 1,
+       .max_history_seqlen = 4,
+       .max_num_candidates = 2});
   cfg.network.hidden_dropout = 0.0;
   cfg.network.input_dropout = 0.0;
-  cfg.network.num_position_buckets = 12;
   cfg.network.final_layernorm = c.final_ln;
-  cfg.dataset.max_history_seqlen = 4;
-  cfg.dataset.max_num_candidates = 2;
   // gelu keeps the head smooth for the differences (relu has kinks).
   cfg.ranking.prediction_head_act_type = "gelu";
-  cfg.ranking.prediction_head_arch =
-      c.bce ? std::vector<int64_t>{5, 3} : std::vector<int64_t>{5, 4};
-  cfg.ranking.num_tasks = c.bce ? 3 : 1;
   RankingShape shape;
   shape.num_items = 20;
   shape.num_actions = 8;
@@ -120,28 +119,23 @@ TEST(RankingTrain, KuaiRandFixtureLearns) {
                           "/tools/make_kuairand_fixture.py --out " + data +
                           " --variant 1k --users 60 > /dev/null";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  Config cfg;
-  cfg.task = "ranking";
+  Config cfg = test::ranking_config(
+      {.num_layers = 1,
+       .hidden_size = 16,
+       .num_attention_heads = 1,
+       .kv_channels = 16,
+       .num_position_buckets = 256,
+       .head_arch = {32, 8},
+       .num_tasks = 8,
+       .max_history_seqlen = 64,
+       .max_num_candidates = 16},
+      {.train_batch_size = 16, .eval_batch_size = 32, .seed = 1, .run_dir = dir.file("run")});
   cfg.dataset.dataset_name = "kuairand-1k";
   cfg.dataset.dataset_path = data;
   cfg.dataset.cache_dir = dir.file("cache");
-  cfg.dataset.max_history_seqlen = 64;
-  cfg.dataset.max_num_candidates = 16;
-  cfg.network.num_layers = 1;
-  cfg.network.hidden_size = 16;
-  cfg.network.num_attention_heads = 1;
-  cfg.network.kv_channels = 16;
-  cfg.network.num_position_buckets = 256;
-  cfg.ranking.prediction_head_arch = {32, 8};
-  cfg.ranking.num_tasks = 8;
-  cfg.trainer.train_batch_size = 16;
-  cfg.trainer.eval_batch_size = 32;
   cfg.trainer.num_epochs = 40;
   cfg.trainer.eval_every_n_epochs = 20;
   cfg.trainer.log_interval = 10;
-  cfg.trainer.device = "cpu";
-  cfg.trainer.seed = 1;
-  cfg.trainer.run_dir = dir.file("run");
   cfg.optimizer.learning_rate = 3e-3;
   TrainOptions opts;
   opts.quiet = true;

@@ -17,6 +17,7 @@
 #include "data/ranking.h"
 #include "data/synthetic.h"
 #include "data/synthetic_oracle.h"
+#include "ranking/ranking_test_util.h"
 #include "train/metrics.h"
 #include "train/ranking_trainer.h"
 
@@ -70,38 +71,32 @@ TEST(SyntheticOracle, NoSignalIsChance) {
 // the model recovers 0.74 .. 0.91 of each task's oracle margin; the bar asks for 0.5.
 TEST(SyntheticRankingTrain, SmallRunReachesTheOracleBar) {
   test::TempDir dir;
-  Config cfg;
-  cfg.task = "ranking";
-  cfg.dataset.dataset_name = "synthetic";
-  cfg.dataset.max_history_seqlen = 16;
-  cfg.dataset.max_num_candidates = 8;
-  cfg.synthetic.num_users = 3000;
-  cfg.synthetic.num_items = 200;
-  cfg.synthetic.num_clusters = 10;
+  Config cfg = test::ranking_config(
+      {.num_layers = 1,
+       .hidden_size = 128,
+       .num_attention_heads = 2,
+       .kv_channels = 32,
+       .num_position_buckets = 64,
+       .head_arch = {64, 8},
+       .num_tasks = 8,
+       .max_history_seqlen = 16,
+       .max_num_candidates = 8},
+      {.train_batch_size = 64, .eval_batch_size = 100, .seed = 1, .run_dir = dir.file("run")},
+      {.num_users = 3000,
+       .num_items = 200,
+       .num_clusters = 10,
+       .min_seqlen = 20,
+       .max_seqlen = 50,
+       .num_contextual_features = 4,
+       .contextual_cardinality = 8,
+       .num_tasks = 8});
   cfg.synthetic.clusters_per_user = 2;
-  cfg.synthetic.min_seqlen = 20;
-  cfg.synthetic.max_seqlen = 50;
   cfg.synthetic.seqlen_dist = {"uniform", 20, 51, -1, -1, 1.5};
-  cfg.synthetic.num_contextual_features = 4;
-  cfg.synthetic.contextual_cardinality = 8;
-  cfg.synthetic.num_tasks = 8;
-  cfg.network.num_layers = 1;
-  cfg.network.hidden_size = 128;
-  cfg.network.num_attention_heads = 2;
-  cfg.network.kv_channels = 32;
-  cfg.network.num_position_buckets = 64;
   cfg.network.disable_contextual_mask = true;
-  cfg.ranking.prediction_head_arch = {64, 8};
-  cfg.ranking.num_tasks = 8;
-  cfg.trainer.train_batch_size = 64;
-  cfg.trainer.eval_batch_size = 100;
   cfg.trainer.num_epochs = 4;
   cfg.trainer.eval_every_n_epochs = 4;
   cfg.trainer.log_interval = 50;
-  cfg.trainer.device = "cpu";
   cfg.trainer.num_threads = 1;  // small steps: OpenMP's waiting costs more than it brings
-  cfg.trainer.seed = 1;
-  cfg.trainer.run_dir = dir.file("run");
   cfg.optimizer.learning_rate = 3e-3;
   cfg.optimizer.adam_beta2 = 0.98;
   TrainOptions opts;

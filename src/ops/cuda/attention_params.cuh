@@ -81,7 +81,6 @@ struct TileCfg {
   static constexpr int kStages = kStages_;  // buffers of the streamed operand (1 or 2)
   static constexpr int kSplitD = kSplitD_;  // dkdv: warps sharing one 16-key slab, split over d
   static constexpr int kMT = kMT_;          // fwd: 16-row m atoms per warp (B fragments reused)
-  static constexpr int kSubN = kSubN_;      // fwd: keys per S = QK^T / PV step (<= kBlockN; no rab)
 };
 
 // NOTE: tiles start from NVIDIA's Ampere HSTU kernels (fwd 128 x 64, bwd 64 x 128 with 8 warps),
