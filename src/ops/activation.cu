@@ -124,8 +124,7 @@ ActGrid act_grid(const ActHeads& heads, const Tensor& x, std::initializer_list<c
   ActGrid g;
   g.width = check_act_heads(heads, x, ts, op);
   g.count = heads.count;
-  for (const Tensor* t : ts) check_cuda_tensor(*t, op);
-  check_cuda_tensor(x, op);
+  for (const Tensor* t : ts) check_cuda_tensor(*t, op);  // x is one of ts
   if (g.count == 1) {
     g.rc = rows2d(ts);
     g.width = 0;

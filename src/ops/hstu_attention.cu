@@ -100,8 +100,7 @@ HstuAttnParams make_params(const HstuAttentionArgs& a) {
              "CUDA hstu_attention takes bf16 or fp16 q/k/v, got ", dtype_name(dt),
              " (fp32 attention runs on the CPU backend: --device cpu)");
   HSTU_CHECK(a.num_heads >= 1, "hstu_attention: num_heads ", a.num_heads);
-  HSTU_CHECK(a.q.ndim == 2, "hstu_attention: q must be 2-D, got ", a.q.str());
-  const int64_t T = a.q.shape[0];
+  const int64_t T = a.q.shape[0];  // check_operand rejects a q that is not 2-D
   const int dqk = a.head_dim_qk(), dv = a.head_dim_v();
   check_operand(a.q, dt, T, a.num_heads, dqk, "q");
   check_operand(a.k, dt, T, a.num_heads, dqk, "k");

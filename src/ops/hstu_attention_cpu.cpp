@@ -55,7 +55,6 @@ Geometry validate(const Ctx& ctx, const HstuAttentionArgs& a) {
   HSTU_CHECK(ctx.cpu(), "cpu::hstu_attention called with a non-CPU context");
   HSTU_CHECK(a.num_heads >= 1, "num_heads ", a.num_heads);
   const int64_t T = a.q.shape[0];
-  HSTU_CHECK(a.q.ndim == 2, "hstu_attention: q must be 2-D, got ", a.q.str());
   check_heads(a.q, T, a.num_heads, a.head_dim_qk(), "q");
   check_heads(a.k, T, a.num_heads, a.head_dim_qk(), "k");
   check_heads(a.v, T, a.num_heads, a.head_dim_v(), "v");
