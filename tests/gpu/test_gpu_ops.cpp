@@ -52,6 +52,7 @@ enum class Op {
   kLnMulDropout,
   kDropout,
   kActivation,
+  kActHeads,
   kEmbedding,
   kTouchedRows,
   kSparseOpt,
@@ -71,6 +72,7 @@ struct Case {
   DType dtype = DType::kBF16;   // GPU activation dtype (inputs; outputs too unless `out`)
   DType out = DType::kBF16;     // output dtype where the op allows a different one
   int64_t pad = 0;              // > 0: inputs and outputs are strided column views
+  int64_t stride = 0;           // kActHeads: head stride of y / dy (0: width rounded up to 8)
   bool a = false, b = false;    // op flags (GEMM: trans_a/trans_b; LN: affine; ...)
   bool acc = false;             // accumulate / beta = 1
   float p = 0.0f;               // dropout probability
@@ -308,6 +310,90 @@ void run_activation(const Case& c) {
   const Tensor dxd = out_dev(c.dtype, {c.m, c.n});
   cuda::activation_bwd(g, act, xd, gpu::to_device(dyp, c.dtype), dxd, {heads, w});
   check(dxd, dx, kBwd, c, "dx (heads)");
+}
+
+// The HSTU layer's head layouts in device buffers [m, off + heads * stride]: a view of `heads`
+// heads of `stride` columns from column `off`, of which the first `width` hold values; the other
+// columns hold a fill value (NaN: unwritten outputs; a number where act(NaN) = NaN would hide an
+// in-place call writing them).
+struct HeadLayout {
+  int64_t off = 0, heads = 1, width = 0, stride = 0;
+  int64_t cols() const { return off + heads * stride; }
+};
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+// The buffer, with `vals` (host [m, heads * width]) in its heads when given.
+Tensor head_buffer(DType dt, int64_t m, const HeadLayout& l, const Tensor* vals,
+                   double fill = kNaN) {
+  Tensor host = alloc(DType::kF32, {m, l.cols()});
+  for (int64_t i = 0; i < host.numel(); ++i) set(host, i, fill);
+  const int64_t n = l.heads * l.width;
+  if (vals != nullptr)
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t i = 0; i < n; ++i)
+        set(host, r * l.cols() + l.off + i / l.width * l.stride + i % l.width,
+            get(*vals, r * n + i));
+  return gpu::to_device(host, dt);
+}
+Tensor head_view(const Tensor& buf, const HeadLayout& l) {
+  return buf.cols(l.off, l.cols());
+}
+// Every element of the device buffer: `ref` (host [m, heads * width]) inside the heads by the
+// file's tolerance rule, still `fill` everywhere else (head padding, the columns before `off`).
+void check_heads(const Tensor& buf, const HeadLayout& l, double fill, const Tensor& ref, double m,
+                 const Case& c, const std::string& what) {
+  gpu::sync();
+  const Tensor got = gpu::to_host(buf);
+  const int64_t rows = got.dim(0), n = l.heads * l.width;
+  Tensor inside = alloc(DType::kF32, {rows, n});
+  int64_t written = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t col = 0; col < l.cols(); ++col) {
+      const double v = get(got, r * l.cols() + col);
+      const int64_t hc = col - l.off, h = hc / l.stride, e = hc % l.stride;
+      if (hc >= 0 && e < l.width)
+        set(inside, r * n + h * l.width + e, v);
+      else if (!(std::isnan(fill) ? std::isnan(v) : v == fill) && ++written <= 5)
+        ADD_FAILURE() << c.name << " " << what << ": row " << r << " column " << col
+                      << " lies outside the heads and was written (" << v << ")";
+    }
+  EXPECT_EQ(written, 0) << c.name << " " << what << ": elements outside the heads written";
+  check_host(inside, buf.dtype, ref, m, c, what);
+}
+
+// Head-structured activations in the layer's layouts (the staged kernel: widths that are not
+// multiples of 8, unaligned views): x and dx dense [m, k heads x n / k] at column `pad` of
+// their buffers (the layer's z.cols(hd, 4 hd)), y and dy at head stride `stride` from column
+// round8(pad) (uvqk's padded v | q | k). k = 0: a plain call, one head with y / dy at their own
+// pitch. c.a: in place (y = x, dx = dy), both in the padded layout with -3 in the padding (a
+// value every activation and gradient changes). x in c.dtype, y / dy / dx in c.out.
+void run_act_heads(const Case& c) {
+  const Activation act = static_cast<Activation>(c.variant);
+  const bool plain = c.k == 0;
+  const int64_t heads = plain ? 1 : c.k, w = c.n / heads;
+  const ActHeads hs = plain ? ActHeads{} : ActHeads{heads, w};
+  const HeadLayout dense{c.pad, heads, w, w};
+  const HeadLayout padded{(c.pad + 7) / 8 * 8, heads, w,
+                          plain ? w : (c.stride > 0 ? c.stride : (w + 7) / 8 * 8)};
+  const Tensor x = rnd({c.m, c.n}, c.dtype, -4.0, 4.0), dy = rnd({c.m, c.n}, c.out);
+  Tensor y = alloc(DType::kF32, {c.m, c.n}), dx = alloc(DType::kF32, {c.m, c.n});
+  Ctx h = cpu();
+  cpu::activation_fwd(h, act, x, y);
+  cpu::activation_bwd(h, act, x, dy, dx);
+  Ctx g = gpu::cuda_ctx(c.det);
+
+  const double fill = c.a ? -3.0 : kNaN;  // of the outputs' padding
+  const HeadLayout& xl = c.a ? padded : dense;
+  const Tensor xbuf = head_buffer(c.dtype, c.m, xl, &x, fill);
+  const Tensor ybuf = c.a ? xbuf : head_buffer(c.out, c.m, padded, nullptr);
+  cuda::activation_fwd(g, act, head_view(xbuf, xl), head_view(ybuf, padded), hs);
+  check_heads(ybuf, padded, fill, y, kFwd, c, "y");
+
+  const Tensor xd = head_view(head_buffer(c.dtype, c.m, dense, &x), dense);
+  const Tensor dybuf = head_buffer(c.out, c.m, padded, &dy, fill);
+  const HeadLayout& dxl = c.a ? padded : dense;
+  const Tensor dxbuf = c.a ? dybuf : head_buffer(c.out, c.m, dense, nullptr);
+  cuda::activation_bwd(g, act, xd, head_view(dybuf, padded), head_view(dxbuf, dxl), hs);
+  check_heads(dxbuf, dxl, fill, dx, kBwd, c, "dx");
 }
 
 void run_embedding(const Case& c) {
@@ -707,6 +793,37 @@ std::vector<Case> cases() {
   add({.name = "silu_f32_to_bf16", .op = Op::kActivation, .m = 8, .n = 24, .dtype = f32, .out = bf,
        .variant = static_cast<int>(Activation::kSilu), .f32_rtol = 1e-6,
        .why = lowp + "; f32 backward: expf vs std::exp"});
+  // Head layouts of the staged kernel (widths not multiples of 8; whole buffers checked, so a
+  // written padding column or a dropped partial chunk fails). Row counts are not multiples of
+  // its rows per block. pad = 50 is the layer's z.cols(hd, 4 hd) for H * d = 50.
+  add({.name = "act_heads_25_layer_bf16", .op = Op::kActHeads, .m = 203, .n = 150, .k = 6,
+       .dtype = bf, .out = bf, .pad = 50, .variant = static_cast<int>(Activation::kSilu),
+       .why = lowp});
+  add({.name = "act_heads_50_layer_bf16", .op = Op::kActHeads, .m = 131, .n = 150, .k = 3,
+       .dtype = bf, .out = bf, .pad = 50, .variant = static_cast<int>(Activation::kSilu),
+       .why = lowp});
+  add({.name = "act_heads_25_inplace_bf16", .op = Op::kActHeads, .m = 97, .n = 150, .k = 6,
+       .dtype = bf, .out = bf, .a = true, .variant = static_cast<int>(Activation::kSilu),
+       .why = lowp});
+  add({.name = "act_heads_50_inplace_gelu_f32", .op = Op::kActHeads, .m = 45, .n = 100, .k = 2,
+       .dtype = f32, .out = f32, .pad = 8, .a = true,
+       .variant = static_cast<int>(Activation::kGelu), .f32_rtol = 2e-6,
+       .why = "fp32 tanhf / expf vs std::tanh"});
+  add({.name = "act_heads_25_unaligned_fp16", .op = Op::kActHeads, .m = 77, .n = 75, .k = 3,
+       .dtype = f16, .out = f16, .pad = 3, .stride = 27,
+       .variant = static_cast<int>(Activation::kSilu),
+       .why = lowp + "; rows at varying offsets within 16 bytes"});
+  add({.name = "act_heads_25_f32_to_bf16", .op = Op::kActHeads, .m = 150, .n = 150, .k = 6,
+       .dtype = f32, .out = bf, .pad = 50, .variant = static_cast<int>(Activation::kSilu),
+       .why = lowp});
+  add({.name = "act_heads_12_relu_bf16", .op = Op::kActHeads, .m = 300, .n = 48, .k = 4,
+       .dtype = bf, .out = bf, .pad = 16, .variant = static_cast<int>(Activation::kRelu),
+       .why = lowp});
+  add({.name = "act_plain_strided_50_bf16", .op = Op::kActHeads, .m = 129, .n = 50, .dtype = bf,
+       .out = bf, .pad = 50, .variant = static_cast<int>(Activation::kSilu), .why = lowp});
+  add({.name = "act_plain_odd_inplace_relu_f32", .op = Op::kActHeads, .m = 300, .n = 7,
+       .dtype = f32, .out = f32, .pad = 1, .a = true,
+       .variant = static_cast<int>(Activation::kRelu), .f32_rtol = 1e-7, .why = "exact in fp32"});
 
   // Embeddings: V small so ids repeat; atomics and the sorted deterministic path.
   add({.name = "embedding_pos_bf16_atomic", .op = Op::kEmbedding, .m = 300, .n = 64, .k = 40,
@@ -793,6 +910,8 @@ TEST_P(GpuOps, MatchesCpuReference) {
       return run_dropout(c);
     case Op::kActivation:
       return run_activation(c);
+    case Op::kActHeads:
+      return run_act_heads(c);
     case Op::kEmbedding:
       return run_embedding(c);
     case Op::kTouchedRows:

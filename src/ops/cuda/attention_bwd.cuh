@@ -37,14 +37,16 @@ namespace hstu::cuda::attn {
 // Element-wise step of the backward on one score tile held as accumulators.
 //   in:  s = Q.K (without rab), dp = dO.V
 //   out: s = SiLU(S) (= P / scale), dp = dP * SiLU'(S) (= dS / (alpha scale)); masked -> 0.
-// kKeyMajor: accumulator rows are keys (dkdv kernel) instead of queries (dq kernel). bias: the
-// warp's rows of the tile's rab (pitch kPitch, same orientation), read only with kHasRab. With
-// slab_ds (key-major only), alpha scale dS (0 where masked) also goes to slab_ds[row][col]
-// (pitch kPitch) for rab_slab_flush.
+// kKeyMajor: accumulator rows are keys (dkdv kernel) instead of queries (dq kernel); the warp's
+// rows are tile rows wrow.. and sequence positions r0.., its columns c0... bias: the warp's rows
+// of the tile's rab (pitch kPitch, same orientation), read only with kHasRab; mask: the tile's
+// mask_tile bits (same orientation), read only for partial tiles. With slab_ds (key-major only),
+// alpha scale dS (0 where masked) also goes to slab_ds[row][col] (pitch kPitch) for
+// rab_slab_flush.
 template <bool kKeyMajor, bool kHasRab, int kKind, int kNT, int kPitch>
 __device__ __forceinline__ void bwd_scores(float (&s)[1][kNT][4], float (&dp)[1][kNT][4],
-                                           const HstuAttnParams& p, const SeqInfo& si,
-                                           const float* bias, int r0, int c0, int lane,
+                                           const HstuAttnParams& p, const float* bias,
+                                           const uint32_t* mask, int wrow, int r0, int c0, int lane,
                                            float* slab_ds = nullptr) {
   const float grad_mul = p.alpha * p.scale;
 #pragma unroll
@@ -59,10 +61,9 @@ __device__ __forceinline__ void bwd_scores(float (&s)[1][kNT][4], float (&dp)[1]
     float rv[4];
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      const int r = r0 + rr + (e >> 1) * 8;
-      const int c = c0 + cc + (e & 1);
-      const int i = kKeyMajor ? c : r, j = kKeyMajor ? r : c;
-      const bool ok = tile_attend<kKind>(si, p, i, j);
+      const int r = rr + (e >> 1) * 8, c = cc + (e & 1);  // in the warp's block
+      const int i = kKeyMajor ? c0 + c : r0 + r, j = kKeyMajor ? r0 + r : c0 + c;
+      const bool ok = tile_visible<kKind, mask_words<kNT * 8>()>(mask, wrow + r, c, i, j);
       float x = s[0][nt][e];
       if constexpr (kHasRab) x += (e & 1) ? rab[e >> 1].y : rab[e >> 1].x;
       x *= p.alpha;
@@ -139,22 +140,31 @@ struct DkdvKernel {
   static_assert(kStages == 2, "the Q / dO pipeline is two-stage");
   static constexpr int kDW = kHD / kSplitD;  // dK / dV columns per warp
   static constexpr int kMT = kBM / 8;        // accumulator atoms over the query block
-  // dQ = dS K partition: kQWarpsM x kQWarpsD warps, 16 query rows x kQDW columns each.
-  static constexpr int kQWarpsM = kNWarps < kBM / 16 ? kNWarps : kBM / 16;
+  // dQ = dS K partition: kQWarpsM x kQWarpsD warps, 16 kQMT query rows x kQDW columns each.
+  // Two m atoms per warp where the columns allow: every K fragment then feeds two MMAs, and this
+  // kernel is bound by shared-memory reads (ldmatrix), not by the tensor cores. At d = 128
+  // (64 x 128 tile, 8 warps) that is 32 instead of 40 ldmatrix per warp for the dQ GEMM.
+  static constexpr int dq_mt() {
+    if (kBM % 32 != 0 || kNWarps % (kBM / 32) != 0) return 1;
+    return (kHD / (kNWarps / (kBM / 32))) % 16 == 0 ? 2 : 1;
+  }
+  static constexpr int kQMT = dq_mt();
+  static constexpr int kQWarpsM = kNWarps < kBM / (16 * kQMT) ? kNWarps : kBM / (16 * kQMT);
   static constexpr int kQWarpsD = kNWarps / kQWarpsM;
   static constexpr int kQDW = kHD / kQWarpsD;
-  static_assert(kQWarpsM * 16 == kBM && kQDW % 16 == 0, "dQ warp partition");
+  static_assert(kQWarpsM * 16 * kQMT == kBM && kQDW % 16 == 0, "dQ warp partition");
   // Shared memory: K, V [kBN][kHD] | (Q, dO [kBM][kHD]) x kStages | dS^T [kBN][kBM] |
-  // rab: thresholds, per-CTA time-bucket sums, per-tile diagonal sums, the tile's bias
-  // [kBN][kRabPitch] f32 and time buckets [kBN][kRabPitch] u16 (keys x queries), and per slab
-  // warp a slab of alpha scale dS^T [16][kRabPitch] f32.
+  // partial-tile mask [kBN][kBM / 32] u32 | rab: thresholds, per-CTA time-bucket sums, per-tile
+  // diagonal sums, the tile's bias [kBN][kRabPitch] f32 and time buckets [kBN][kRabPitch] u16 (keys
+  // x queries), and per slab warp a slab of alpha scale dS^T [16][kRabPitch] f32.
   static constexpr int kKVElems = kBN * kHD, kQElems = kBM * kHD;
   static constexpr int kDSElems = kAtomicDq ? kBN * kBM : 0;
   static constexpr int kPosAcc = kBM + kBN;
   static constexpr int kRabPitch = rab_pitch<kBM>();
   static constexpr int kRabSlab = 16 * kRabPitch;  // elements per slab warp
+  static constexpr int kMaskWords = kBN * mask_words<kBM>();
   static constexpr size_t kTileBytes =
-      sizeof(T) * (2 * kKVElems + 2 * kStages * kQElems + kDSElems);
+      sizeof(T) * (2 * kKVElems + 2 * kStages * kQElems + kDSElems) + sizeof(uint32_t) * kMaskWords;
   static constexpr size_t kSmemBytes =
       kTileBytes + (kHasRab ? sizeof(int64_t) * (2 * (kMaxTimeTable + 1) + kPosAcc) +
                                   (sizeof(float) + sizeof(uint16_t)) * kBN * kRabPitch +
@@ -162,8 +172,9 @@ struct DkdvKernel {
                             : 0);
 };
 
-template <typename T, int kHeadDim, bool kHasRab, bool kAtomicDq>
-__global__ void __launch_bounds__(DkdvKernel<T, kHeadDim, kHasRab, kAtomicDq>::kThreads)
+template <typename T, int kHeadDim, bool kHasRab, bool kAtomicDq, bool kVecIn>
+__global__ void __launch_bounds__(DkdvKernel<T, kHeadDim, kHasRab, kAtomicDq>::kThreads,
+                                  DkdvKernel<T, kHeadDim, kHasRab, kAtomicDq>::Cfg::kMinCtas)
     hstu_attn_dkdv_kernel(const __grid_constant__ HstuAttnParams p) {
   using K = DkdvKernel<T, kHeadDim, kHasRab, kAtomicDq>;
   constexpr int kBM = K::kBM, kBN = K::kBN, kHD = K::kHD, kThreads = K::kThreads;
@@ -173,6 +184,7 @@ __global__ void __launch_bounds__(DkdvKernel<T, kHeadDim, kHasRab, kAtomicDq>::k
   T* sV = sK + K::kKVElems;
   T* sQdO = sV + K::kKVElems;  // stage st: Q at sQdO + 2 st kQElems, dO right after
   T* sdS = sQdO + 2 * K::kStages * K::kQElems;
+  uint32_t* s_mask = reinterpret_cast<uint32_t*>(sdS + K::kDSElems);
   int64_t* s_thr = reinterpret_cast<int64_t*>(smem_raw + K::kTileBytes);
   unsigned long long* s_time = reinterpret_cast<unsigned long long*>(s_thr + kMaxTimeTable + 1);
   unsigned long long* s_pos = s_time + kMaxTimeTable + 1;
@@ -191,8 +203,8 @@ __global__ void __launch_bounds__(DkdvKernel<T, kHeadDim, kHasRab, kAtomicDq>::k
   const T* gv = p.v.head<const T>(si.start + n0, h);
   const int rows_k = min(kBN, si.L - n0);
 
-  load_tile<kBN, kHD, kThreads>(sK, gk, p.k.row_stride, rows_k, p.d_qk, p.k.vec, tid);
-  load_tile<kBN, kHD, kThreads>(sV, gv, p.v.row_stride, rows_k, p.d_v, p.v.vec, tid);
+  load_tile<kBN, kHD, kThreads, kVecIn>(sK, gk, p.k.row_stride, rows_k, p.d_qk, p.k.vec, tid);
+  load_tile<kBN, kHD, kThreads, kVecIn>(sV, gv, p.v.row_stride, rows_k, p.d_v, p.v.vec, tid);
 
   const bool rab_grad = kHasRab && p.drab_accum != nullptr;
   unsigned long long* s_time_acc = nullptr;  // null: time-bucket sums go straight to global
@@ -215,10 +227,11 @@ __global__ void __launch_bounds__(DkdvKernel<T, kHeadDim, kHasRab, kAtomicDq>::k
   auto stage = [&](int st) { return sQdO + 2 * st * K::kQElems; };  // Q; dO follows
   auto load_qdo = [&](int m, int st) {
     const int rows = min(kBM, si.L - m * kBM);
-    load_tile<kBM, kHD, kThreads>(stage(st), gq + int64_t(m) * kBM * p.q.row_stride, p.q.row_stride,
-                                  rows, p.d_qk, p.q.vec, tid);
-    load_tile<kBM, kHD, kThreads>(stage(st) + K::kQElems, gdo + int64_t(m) * kBM * p.d_o.row_stride,
-                                  p.d_o.row_stride, rows, p.d_v, p.d_o.vec, tid);
+    load_tile<kBM, kHD, kThreads, kVecIn>(stage(st), gq + int64_t(m) * kBM * p.q.row_stride,
+                                          p.q.row_stride, rows, p.d_qk, p.q.vec, tid);
+    load_tile<kBM, kHD, kThreads, kVecIn>(stage(st) + K::kQElems,
+                                          gdo + int64_t(m) * kBM * p.d_o.row_stride,
+                                          p.d_o.row_stride, rows, p.d_v, p.d_o.vec, tid);
   };
   int m = next_visible(0);
   if (m < m_blocks) load_qdo(m, 0);
@@ -240,20 +253,23 @@ __global__ void __launch_bounds__(DkdvKernel<T, kHeadDim, kHasRab, kAtomicDq>::k
     const T* sdO = sQ + K::kQElems;
     const int m0 = m * kBM;
 
-    if constexpr (kHasRab)  // the bias and buckets of this tile (keys x queries)
+    // The bias, buckets and partial-tile mask of this tile (keys x queries).
+    const int kind = tile_kind(si, p, m0, kBM, n0, kBN);
+    if constexpr (kHasRab)
       rab_tile<kBN, kBM, kThreads, true>(p, si, s_thr, n0, m0, s_bias, rab_grad ? s_bkt : nullptr,
                                          tid);
+    if (kind == kTilePartial) mask_tile<kBN, kBM, kThreads, true>(p, si, n0, m0, s_mask, tid);
 
     float s[1][kMT][4], dp[1][kMT][4];
     zero(s);
     zero(dp);
     gemm_nt<T, 1, kMT, kHD, kHD, kHD>(s, sK, krow, sQ, 0, lane);    // S^T  = K Q^T
     gemm_nt<T, 1, kMT, kHD, kHD, kHD>(dp, sV, krow, sdO, 0, lane);  // dP^T = V dO^T
-    if constexpr (kHasRab) __syncthreads();
+    if (kHasRab || kind == kTilePartial) __syncthreads();
     const float* bias = s_bias + krow * K::kRabPitch;
-    with_tile_kind(tile_kind(si, p, m0, kBM, n0, kBN), [&](auto kind) {
-      bwd_scores<true, kHasRab, decltype(kind)::value, kMT, K::kRabPitch>(
-          s, dp, p, si, bias, n0 + krow, m0, lane, warp_slab_ds);
+    with_tile_kind(kind, [&](auto kd) {
+      bwd_scores<true, kHasRab, decltype(kd)::value, kMT, K::kRabPitch>(
+          s, dp, p, bias, s_mask, krow, n0 + krow, m0, lane, warp_slab_ds);
     });
     if constexpr (kHasRab) {
       if (warp_slab_ds)  // diagonal key - query = krow + dg - (kBM - 1): s_pos[krow + dg]
@@ -291,21 +307,24 @@ __global__ void __launch_bounds__(DkdvKernel<T, kHeadDim, kHasRab, kAtomicDq>::k
       }
     }
     if constexpr (kAtomicDq) {  // dQ[m0.., :] += dS K, into the fp32 scratch accumulator
+      constexpr int kQMT = K::kQMT;
       const int qm = warp % K::kQWarpsM, qd = warp / K::kQWarpsM;
-      float aq[1][kQDW / 8][4];
+      float aq[kQMT][kQDW / 8][4];
       zero(aq);
-      gemm_tt<T, 1, kQDW / 8, kBN, kBM, kHD>(aq, sdS, qm * 16, sK, qd * kQDW, lane);
+      gemm_tt<T, kQMT, kQDW / 8, kBN, kBM, kHD>(aq, sdS, qm * 16 * kQMT, sK, qd * kQDW, lane);
 #pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        const int i = m0 + qm * 16 + (lane >> 2) + 8 * hf;
-        if (i < si.L) {
-          float* dst = p.dq_accum + ((si.start + i) * p.num_heads + h) * int64_t(kHD) + qd * kQDW +
-                       (lane & 3) * 2;
+      for (int mt = 0; mt < kQMT; ++mt)
 #pragma unroll
-          for (int nt = 0; nt < kQDW / 8; ++nt)
-            atomic_add2(dst + nt * 8, aq[0][nt][2 * hf], aq[0][nt][2 * hf + 1]);
+        for (int hf = 0; hf < 2; ++hf) {
+          const int i = m0 + (qm * kQMT + mt) * 16 + (lane >> 2) + 8 * hf;
+          if (i < si.L) {
+            float* dst = p.dq_accum + ((si.start + i) * p.num_heads + h) * int64_t(kHD) +
+                         qd * kQDW + (lane & 3) * 2;
+#pragma unroll
+            for (int nt = 0; nt < kQDW / 8; ++nt)
+              atomic_add2(dst + nt * 8, aq[mt][nt][2 * hf], aq[mt][nt][2 * hf + 1]);
+          }
         }
-      }
     }
     m = m_next;
     st ^= 1;
@@ -340,16 +359,17 @@ struct DqKernel {
   static constexpr int kBM = Cfg::kBlockM, kBN = Cfg::kBlockN, kHD = kHeadDim;
   static constexpr int kThreads = Cfg::kNThreads, kNT = kBN / 8;
   static_assert(kBM == 16 * Cfg::kNWarps && Cfg::kStages == 2, "dq tiles");
-  // Shared memory: Q, dO [kBM][kHD] | (K, V [kBN][kHD]) x 2 stages | rab: thresholds, the
-  // tile's bias [kBM][kRabPitch] f32.
+  // Shared memory: Q, dO [kBM][kHD] | (K, V [kBN][kHD]) x 2 stages | partial-tile mask
+  // [kBM][kBN / 32] u32 | rab: thresholds, the tile's bias [kBM][kRabPitch] f32.
   static constexpr int kQElems = kBM * kHD, kKVElems = kBN * kHD;
+  static constexpr int kMaskWords = kBM * mask_words<kBN>();
   static constexpr int kRabPitch = rab_pitch<kBN>();
   static constexpr size_t kSmemBytes =
-      sizeof(T) * (2 * kQElems + 4 * kKVElems) +
+      sizeof(T) * (2 * kQElems + 4 * kKVElems) + sizeof(uint32_t) * kMaskWords +
       (kHasRab ? sizeof(int64_t) * (kMaxTimeTable + 1) + sizeof(float) * kBM * kRabPitch : 0);
 };
 
-template <typename T, int kHeadDim, bool kHasRab>
+template <typename T, int kHeadDim, bool kHasRab, bool kVecIn>
 __global__ void __launch_bounds__(DqKernel<T, kHeadDim, kHasRab>::kThreads)
     hstu_attn_dq_kernel(const __grid_constant__ HstuAttnParams p) {
   using K = DqKernel<T, kHeadDim, kHasRab>;
@@ -358,7 +378,8 @@ __global__ void __launch_bounds__(DqKernel<T, kHeadDim, kHasRab>::kThreads)
   T* sQ = reinterpret_cast<T*>(smem_raw);
   T* sdO = sQ + K::kQElems;
   T* sKV = sdO + K::kQElems;  // stage st: K at sKV + 2 st kKVElems, V right after
-  int64_t* s_thr = reinterpret_cast<int64_t*>(sKV + 4 * K::kKVElems);
+  uint32_t* s_mask = reinterpret_cast<uint32_t*>(sKV + 4 * K::kKVElems);
+  int64_t* s_thr = reinterpret_cast<int64_t*>(s_mask + K::kMaskWords);
   float* s_bias = reinterpret_cast<float*>(s_thr + kMaxTimeTable + 1);  // rab only
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -370,8 +391,8 @@ __global__ void __launch_bounds__(DqKernel<T, kHeadDim, kHasRab>::kThreads)
   const T* gq = p.q.head<const T>(si.start + m0, h);
   const T* gdo = p.d_o.head<const T>(si.start + m0, h);
   const int rows_q = min(kBM, si.L - m0);
-  load_tile<kBM, kHD, kThreads>(sQ, gq, p.q.row_stride, rows_q, p.d_qk, p.q.vec, tid);
-  load_tile<kBM, kHD, kThreads>(sdO, gdo, p.d_o.row_stride, rows_q, p.d_v, p.d_o.vec, tid);
+  load_tile<kBM, kHD, kThreads, kVecIn>(sQ, gq, p.q.row_stride, rows_q, p.d_qk, p.q.vec, tid);
+  load_tile<kBM, kHD, kThreads, kVecIn>(sdO, gdo, p.d_o.row_stride, rows_q, p.d_v, p.d_o.vec, tid);
   if constexpr (kHasRab) load_time_thresholds(p, s_thr, tid, kThreads);
 
   const int n_blocks = (si.L + kBN - 1) / kBN;
@@ -384,10 +405,11 @@ __global__ void __launch_bounds__(DqKernel<T, kHeadDim, kHasRab>::kThreads)
   auto stage = [&](int st) { return sKV + 2 * st * K::kKVElems; };  // K; V follows
   auto load_kv = [&](int n, int st) {
     const int rows = min(kBN, si.L - n * kBN);
-    load_tile<kBN, kHD, kThreads>(stage(st), gk + int64_t(n) * kBN * p.k.row_stride, p.k.row_stride,
-                                  rows, p.d_qk, p.k.vec, tid);
-    load_tile<kBN, kHD, kThreads>(stage(st) + K::kKVElems, gv + int64_t(n) * kBN * p.v.row_stride,
-                                  p.v.row_stride, rows, p.d_v, p.v.vec, tid);
+    load_tile<kBN, kHD, kThreads, kVecIn>(stage(st), gk + int64_t(n) * kBN * p.k.row_stride,
+                                          p.k.row_stride, rows, p.d_qk, p.k.vec, tid);
+    load_tile<kBN, kHD, kThreads, kVecIn>(stage(st) + K::kKVElems,
+                                          gv + int64_t(n) * kBN * p.v.row_stride, p.v.row_stride,
+                                          rows, p.d_v, p.v.vec, tid);
   };
   int n = next_visible(0);
   if (n < n_blocks) load_kv(n, 0);
@@ -407,19 +429,22 @@ __global__ void __launch_bounds__(DqKernel<T, kHeadDim, kHasRab>::kThreads)
     const T* sK = stage(st);
     const T* sV = sK + K::kKVElems;
 
-    if constexpr (kHasRab)  // the bias of this tile (the barrier above retired the last one)
+    // The bias and partial-tile mask of this tile (the barrier above retired the last ones).
+    const int kind = tile_kind(si, p, m0, kBM, n * kBN, kBN);
+    if constexpr (kHasRab)
       rab_tile<kBM, kBN, kThreads, false>(p, si, s_thr, m0, n * kBN, s_bias, nullptr, tid);
+    if (kind == kTilePartial) mask_tile<kBM, kBN, kThreads, false>(p, si, m0, n * kBN, s_mask, tid);
 
     float s[1][kNT][4], dp[1][kNT][4];
     zero(s);
     zero(dp);
     gemm_nt<T, 1, kNT, kHD, kHD, kHD>(s, sQ, wrow, sK, 0, lane);    // S  = Q K^T
     gemm_nt<T, 1, kNT, kHD, kHD, kHD>(dp, sdO, wrow, sV, 0, lane);  // dP = dO V^T
-    if constexpr (kHasRab) __syncthreads();
+    if (kHasRab || kind == kTilePartial) __syncthreads();
     const float* bias = s_bias + wrow * K::kRabPitch;
-    with_tile_kind(tile_kind(si, p, m0, kBM, n * kBN, kBN), [&](auto kind) {
-      bwd_scores<false, kHasRab, decltype(kind)::value, kNT, K::kRabPitch>(
-          s, dp, p, si, bias, m0 + wrow, n * kBN, lane);
+    with_tile_kind(kind, [&](auto kd) {
+      bwd_scores<false, kHasRab, decltype(kd)::value, kNT, K::kRabPitch>(
+          s, dp, p, bias, s_mask, wrow, m0 + wrow, n * kBN, lane);
     });
     uint32_t da[1][kNT / 2][4];
     acc_to_a<T>(dp, da);
@@ -460,32 +485,34 @@ __global__ void hstu_attn_dq_convert_kernel(const __grid_constant__ HstuAttnPara
 template <typename T, int kHeadDim>
 void run_bwd(const HstuAttnParams& p, bool deterministic, cudaStream_t stream,
              cudaStream_t dq_stream) {
-  auto go = [&](auto has_rab) {
-    constexpr bool kRab = decltype(has_rab)::value;
+  auto go = [&](auto has_rab, auto vec_in) {
+    constexpr bool kRab = decltype(has_rab)::value, kVec = decltype(vec_in)::value;
     if (deterministic) {
       using KV = DkdvKernel<T, kHeadDim, kRab, false>;
       const dim3 grid_kv((p.max_seqlen + KV::kBN - 1) / KV::kBN, p.num_heads, p.batch);
-      launch<hstu_attn_dkdv_kernel<T, kHeadDim, kRab, false>>(grid_kv, KV::kThreads, KV::kSmemBytes,
-                                                              stream, p);
+      launch<hstu_attn_dkdv_kernel<T, kHeadDim, kRab, false, kVec>>(grid_kv, KV::kThreads,
+                                                                    KV::kSmemBytes, stream, p);
       using Q = DqKernel<T, kHeadDim, kRab>;
       const dim3 grid_q((p.max_seqlen + Q::kBM - 1) / Q::kBM, p.num_heads, p.batch);
-      launch<hstu_attn_dq_kernel<T, kHeadDim, kRab>>(grid_q, Q::kThreads, Q::kSmemBytes, dq_stream,
-                                                     p);
+      launch<hstu_attn_dq_kernel<T, kHeadDim, kRab, kVec>>(grid_q, Q::kThreads, Q::kSmemBytes,
+                                                           dq_stream, p);
     } else {
       using KV = DkdvKernel<T, kHeadDim, kRab, true>;
       const dim3 grid_kv((p.max_seqlen + KV::kBN - 1) / KV::kBN, p.num_heads, p.batch);
-      launch<hstu_attn_dkdv_kernel<T, kHeadDim, kRab, true>>(grid_kv, KV::kThreads, KV::kSmemBytes,
-                                                             stream, p);
+      launch<hstu_attn_dkdv_kernel<T, kHeadDim, kRab, true, kVec>>(grid_kv, KV::kThreads,
+                                                                   KV::kSmemBytes, stream, p);
       const int64_t n = p.total_tokens * p.num_heads * p.d_qk;
       const int blocks = static_cast<int>(std::min<int64_t>((n + 255) / 256, 4096));
       launch<hstu_attn_dq_convert_kernel<T>>(dim3(blocks), 256, 0, stream, p);
     }
   };
-  if (p.rab_pos) {
-    go(std::true_type{});
-  } else {
-    go(std::false_type{});
-  }
+  with_vec_in(p.q.vec && p.k.vec && p.v.vec && p.d_o.vec, [&](auto vec_in) {
+    if (p.rab_pos) {
+      go(std::true_type{}, vec_in);
+    } else {
+      go(std::false_type{}, vec_in);
+    }
+  });
 }
 
 }  // namespace hstu::cuda::attn

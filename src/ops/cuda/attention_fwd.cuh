@@ -28,23 +28,24 @@ struct FwdKernel {
   static constexpr int kNT = kBN / 8;  // accumulator atoms of a score row block
   static_assert(kBM == 16 * kMT * Cfg::kNWarps, "kMT 16-row slabs per warp");
   static_assert(Cfg::kStages == 2, "the forward pipeline is two-stage");
-  // Shared memory: Q [kBM][kHD] | (K [kBN][kHD], V [kBN][kHD]) x 2 stages | rab: thresholds,
-  // the tile's bias [kBM][kRabPitch] f32.
+  // Shared memory: Q [kBM][kHD] | (K [kBN][kHD], V [kBN][kHD]) x 2 stages | partial-tile mask
+  // [kBM][kBN / 32] u32 | rab: thresholds, the tile's bias [kBM][kRabPitch] f32.
   static constexpr int kQElems = kBM * kHD, kKVElems = kBN * kHD;
+  static constexpr int kMaskWords = kBM * mask_words<kBN>();
   static constexpr int kRabPitch = rab_pitch<kBN>();
   static constexpr size_t kSmemBytes =
-      sizeof(T) * (kQElems + 4 * kKVElems) +
+      sizeof(T) * (kQElems + 4 * kKVElems) + sizeof(uint32_t) * kMaskWords +
       (kHasRab ? sizeof(int64_t) * (kMaxTimeTable + 1) + sizeof(float) * kBM * kRabPitch : 0);
 };
 
-// P = SiLU(alpha (S + rab)) on the accumulators of one score tile of kind kKind (tile_attend),
-// masked elements set to 0.
-// Accumulator row mt*16 + ... is query i0 + mt*16 + ...; bias: the warp's rows of the tile's
-// rab (pitch kPitch), read only with kHasRab.
+// P = SiLU(alpha (S + rab)) on the accumulators of one score tile of kind kKind (tile_visible),
+// masked elements set to 0. Accumulator row mt*16 + ... is tile row wrow + mt*16 + ..., query
+// i0 + mt*16 + ...; bias: the warp's rows of the tile's rab (pitch kPitch), read only with
+// kHasRab; mask: the tile's mask_tile bits, read only for partial tiles.
 template <bool kHasRab, int kKind, bool kFastSigmoid, int kMT, int kNT, int kPitch>
 __device__ __forceinline__ void fwd_scores(float (&s)[kMT][kNT][4], const HstuAttnParams& p,
-                                           const SeqInfo& si, const float* bias, int i0, int j0,
-                                           int lane) {
+                                           const float* bias, const uint32_t* mask, int wrow,
+                                           int i0, int j0, int lane) {
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
@@ -58,10 +59,11 @@ __device__ __forceinline__ void fwd_scores(float (&s)[kMT][kNT][4], const HstuAt
       }
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int i = i0 + mt * 16 + (lane >> 2) + (e >> 1) * 8;
-        const int j = j0 + nt * 8 + (lane & 3) * 2 + (e & 1);
+        const int r = mt * 16 + (lane >> 2) + (e >> 1) * 8;
+        const int c = nt * 8 + (lane & 3) * 2 + (e & 1);
         float x = s[mt][nt][e];
-        const bool ok = tile_attend<kKind>(si, p, i, j);
+        const bool ok =
+            tile_visible<kKind, mask_words<kNT * 8>()>(mask, wrow + r, c, i0 + r, j0 + c);
         if constexpr (kHasRab) x += (e & 1) ? rab[e >> 1].y : rab[e >> 1].x;
         x *= p.alpha;
         const float y = x * (kFastSigmoid ? sigmoid_fast(x) : sigmoid_accurate(x));
@@ -70,8 +72,9 @@ __device__ __forceinline__ void fwd_scores(float (&s)[kMT][kNT][4], const HstuAt
     }
 }
 
-template <typename T, int kHeadDim, bool kHasRab>
-__global__ void __launch_bounds__(FwdKernel<T, kHeadDim, kHasRab>::kThreads)
+template <typename T, int kHeadDim, bool kHasRab, bool kVecIn>
+__global__ void __launch_bounds__(FwdKernel<T, kHeadDim, kHasRab>::kThreads,
+                                  FwdKernel<T, kHeadDim, kHasRab>::Cfg::kMinCtas)
     hstu_attn_fwd_kernel(const __grid_constant__ HstuAttnParams p) {
   using K = FwdKernel<T, kHeadDim, kHasRab>;
   constexpr int kBM = K::kBM, kBN = K::kBN, kHD = K::kHD, kNT = K::kNT, kMT = K::kMT;
@@ -79,7 +82,8 @@ __global__ void __launch_bounds__(FwdKernel<T, kHeadDim, kHasRab>::kThreads)
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* sQ = reinterpret_cast<T*>(smem_raw);
   T* sKV = sQ + K::kQElems;  // stage st: K at sKV + 2 st kKVElems, V right after
-  int64_t* s_thr = reinterpret_cast<int64_t*>(sKV + 4 * K::kKVElems);
+  uint32_t* s_mask = reinterpret_cast<uint32_t*>(sKV + 4 * K::kKVElems);
+  int64_t* s_thr = reinterpret_cast<int64_t*>(s_mask + K::kMaskWords);
   float* s_bias = reinterpret_cast<float*>(s_thr + kMaxTimeTable + 1);  // rab only
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -94,7 +98,7 @@ __global__ void __launch_bounds__(FwdKernel<T, kHeadDim, kHasRab>::kThreads)
   const T* gv = p.v.head<const T>(si.start, h);
   const int rows_q = min(kBM, si.L - m0);
 
-  load_tile<kBM, kHD, kThreads>(sQ, gq, p.q.row_stride, rows_q, p.d_qk, p.q.vec, tid);
+  load_tile<kBM, kHD, kThreads, kVecIn>(sQ, gq, p.q.row_stride, rows_q, p.d_qk, p.q.vec, tid);
   if constexpr (kHasRab) load_time_thresholds(p, s_thr, tid, kThreads);
 
   const int n_blocks = (si.L + kBN - 1) / kBN;
@@ -105,10 +109,10 @@ __global__ void __launch_bounds__(FwdKernel<T, kHeadDim, kHasRab>::kThreads)
   auto load_kv = [&](int n, int st) {
     const int rows = min(kBN, si.L - n * kBN);
     T* sK = sKV + 2 * st * K::kKVElems;
-    load_tile<kBN, kHD, kThreads>(sK, gk + int64_t(n) * kBN * p.k.row_stride, p.k.row_stride, rows,
-                                  p.d_qk, p.k.vec, tid);
-    load_tile<kBN, kHD, kThreads>(sK + K::kKVElems, gv + int64_t(n) * kBN * p.v.row_stride,
-                                  p.v.row_stride, rows, p.d_v, p.v.vec, tid);
+    load_tile<kBN, kHD, kThreads, kVecIn>(sK, gk + int64_t(n) * kBN * p.k.row_stride,
+                                          p.k.row_stride, rows, p.d_qk, p.k.vec, tid);
+    load_tile<kBN, kHD, kThreads, kVecIn>(sK + K::kKVElems, gv + int64_t(n) * kBN * p.v.row_stride,
+                                          p.v.row_stride, rows, p.d_v, p.v.vec, tid);
   };
 
   int n = next_visible(0);
@@ -130,17 +134,20 @@ __global__ void __launch_bounds__(FwdKernel<T, kHeadDim, kHasRab>::kThreads)
     const T* sK = sKV + 2 * st * K::kKVElems;
     const T* sV = sK + K::kKVElems;
 
-    if constexpr (kHasRab)  // the bias of this tile (the barrier above retired the last one)
+    // The bias and partial-tile mask of this tile (the barrier above retired the last ones).
+    const int kind = tile_kind(si, p, m0, kBM, n * kBN, kBN);
+    if constexpr (kHasRab)
       rab_tile<kBM, kBN, kThreads, false>(p, si, s_thr, m0, n * kBN, s_bias, nullptr, tid);
+    if (kind == kTilePartial) mask_tile<kBM, kBN, kThreads, false>(p, si, m0, n * kBN, s_mask, tid);
 
     float s[kMT][kNT][4];
     zero(s);
     gemm_nt<T, kMT, kNT, kHD, kHD, kHD>(s, sQ, wrow, sK, 0, lane);
-    if constexpr (kHasRab) __syncthreads();
+    if (kHasRab || kind == kTilePartial) __syncthreads();
     const float* bias = s_bias + wrow * K::kRabPitch;
-    with_tile_kind(tile_kind(si, p, m0, kBM, n * kBN, kBN), [&](auto kind) {
-      fwd_scores<kHasRab, decltype(kind)::value, K::kFastSigmoid, kMT, kNT, K::kRabPitch>(
-          s, p, si, bias, m0 + wrow, n * kBN, lane);
+    with_tile_kind(kind, [&](auto kd) {
+      fwd_scores<kHasRab, decltype(kd)::value, K::kFastSigmoid, kMT, kNT, K::kRabPitch>(
+          s, p, bias, s_mask, wrow, m0 + wrow, n * kBN, lane);
     });
     uint32_t pa[kMT][kNT / 2][4];
     acc_to_a<T>(s, pa);
@@ -162,17 +169,20 @@ __global__ void __launch_bounds__(FwdKernel<T, kHeadDim, kHasRab>::kThreads)
 
 template <typename T, int kHeadDim>
 void run_fwd(const HstuAttnParams& p, cudaStream_t stream) {
-  auto go = [&](auto has_rab) {
-    constexpr bool kRab = decltype(has_rab)::value;
+  auto go = [&](auto has_rab, auto vec_in) {
+    constexpr bool kRab = decltype(has_rab)::value, kVec = decltype(vec_in)::value;
     using K = FwdKernel<T, kHeadDim, kRab>;
     const dim3 grid((p.max_seqlen + K::kBM - 1) / K::kBM, p.num_heads, p.batch);
-    launch<hstu_attn_fwd_kernel<T, kHeadDim, kRab>>(grid, K::kThreads, K::kSmemBytes, stream, p);
+    launch<hstu_attn_fwd_kernel<T, kHeadDim, kRab, kVec>>(grid, K::kThreads, K::kSmemBytes, stream,
+                                                          p);
   };
-  if (p.rab_pos) {
-    go(std::true_type{});
-  } else {
-    go(std::false_type{});
-  }
+  with_vec_in(p.q.vec && p.k.vec && p.v.vec, [&](auto vec_in) {
+    if (p.rab_pos) {
+      go(std::true_type{}, vec_in);
+    } else {
+      go(std::false_type{}, vec_in);
+    }
+  });
 }
 
 }  // namespace hstu::cuda::attn

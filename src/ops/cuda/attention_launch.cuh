@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <type_traits>
 
 #include "core/cuda_check.h"
 #include "ops/cuda/attention_params.cuh"
@@ -25,6 +26,18 @@ void run_fwd(const HstuAttnParams& p, cudaStream_t stream);
 template <typename T, int kHeadDim>
 void run_bwd(const HstuAttnParams& p, bool deterministic, cudaStream_t stream,
              cudaStream_t dq_stream);
+
+// Calls f(std::bool_constant<v>): kernels whose streamed inputs all move in 16-byte chunks (the
+// common case: head strides padded to 8 elements) are compiled without the element-wise load path,
+// whose registers would otherwise count inside the main loop.
+template <typename F>
+void with_vec_in(bool v, F&& f) {
+  if (v) {
+    f(std::true_type{});
+  } else {
+    f(std::false_type{});
+  }
+}
 
 // Launches kKernel with `smem` bytes of dynamic shared memory, raising its limit once per device.
 template <auto kKernel>

@@ -41,14 +41,48 @@ __host__ __device__ __forceinline__ int tile_kind(const SeqInfo& s, const HstuAt
   return hstu_tile_kind(r0, nr, c0, nc, s.L, s.c, s.t, p.target_group_size, p.window, p.causal);
 }
 
-// Whether query i sees key j in a tile of kind kKind (kTileFull / kTileCausal / kTilePartial).
-template <int kKind>
-__device__ __forceinline__ bool tile_attend(const SeqInfo& s, const HstuAttnParams& p, int i,
-                                            int j) {
+// Words of a partial tile's visibility mask per row: one bit per column.
+template <int kCols>
+constexpr int mask_words() {
+  static_assert(kCols % 32 == 0, "tile widths are multiples of 32 columns");
+  return kCols / 32;
+}
+
+// Fills the visibility mask of a partial tile, rows [r0, r0 + kRows) x columns [c0, c0 + kCols)
+// of sequence si: bit c % 32 of mask[r * kWords + c / 32] says whether (query i, key j) = (row,
+// col), or (col, row) when kKeyMajor, is visible (hstu_attend; 0 outside the sequence). All
+// threads of the block take part.
+//
+// The one decision: the general mask (contexts, targets, windows) is evaluated here, once per
+// tile element in a rolled loop, and the fully unrolled accumulator loops test one bit. Evaluated
+// inline there, it held registers next to the accumulators in every kernel, partial tile or not
+// (ptxas: the d = 128 dK/dV kernel spilled ~200 B with it inline, none without).
+template <int kRows, int kCols, int kThreads, bool kKeyMajor>
+__device__ __forceinline__ void mask_tile(const HstuAttnParams& p, const SeqInfo& si, int r0,
+                                          int c0, uint32_t* mask, int tid) {
+  constexpr int kWords = mask_words<kCols>();
+#pragma unroll 1
+  for (int w = tid; w < kRows * kWords; w += kThreads) {
+    const int r = w / kWords, cw = (w % kWords) * 32;
+    uint32_t bits = 0;
+#pragma unroll 1
+    for (int k = 0; k < 32; ++k) {
+      const int i = kKeyMajor ? c0 + cw + k : r0 + r, j = kKeyMajor ? r0 + r : c0 + cw + k;
+      const bool ok = i < si.L && j < si.L &&
+                      hstu_attend(i, j, si.L, si.c, si.t, p.target_group_size, p.window, p.causal);
+      bits |= uint32_t(ok) << k;
+    }
+    mask[w] = bits;
+  }
+}
+
+// Whether tile element (r, c) — query i, key j — is visible in a tile of kind kKind (kTileFull /
+// kTileCausal / kTilePartial, whose mask_tile bits are `mask`, kWords per row).
+template <int kKind, int kWords>
+__device__ __forceinline__ bool tile_visible(const uint32_t* mask, int r, int c, int i, int j) {
   if constexpr (kKind == kTileFull) return true;
   if constexpr (kKind == kTileCausal) return j <= i;
-  return i < s.L && j < s.L &&
-         hstu_attend(i, j, s.L, s.c, s.t, p.target_group_size, p.window, p.causal);
+  return (mask[r * kWords + (c >> 5)] >> (c & 31)) & 1u;
 }
 
 // Calls f(std::integral_constant<int, kind>) with the tile kind as a compile-time constant, so

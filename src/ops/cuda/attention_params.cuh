@@ -72,15 +72,17 @@ struct HstuAttnParams {
 
 // Tile configuration of one kernel. kBlockM query rows x kBlockN key rows per tile, kNWarps warps;
 // each warp owns 16 kMT rows of the "resident" operand (queries in fwd / dq, keys in dkdv).
-template <int kBlockM_, int kBlockN_, int kNWarps_, int kStages_, int kSplitD_ = 1, int kMT_ = 1>
+template <int kBlockM_, int kBlockN_, int kNWarps_, int kStages_, int kSplitD_ = 1, int kMT_ = 1,
+          int kMinCtas_ = 0>
 struct TileCfg {
   static constexpr int kBlockM = kBlockM_;
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kNWarps = kNWarps_;
   static constexpr int kNThreads = kNWarps * 32;
-  static constexpr int kStages = kStages_;  // buffers of the streamed operand (1 or 2)
-  static constexpr int kSplitD = kSplitD_;  // dkdv: warps sharing one 16-key slab, split over d
-  static constexpr int kMT = kMT_;          // fwd: 16-row m atoms per warp (B fragments reused)
+  static constexpr int kStages = kStages_;    // buffers of the streamed operand (1 or 2)
+  static constexpr int kSplitD = kSplitD_;    // dkdv: warps sharing one 16-key slab, split over d
+  static constexpr int kMT = kMT_;            // fwd: 16-row m atoms per warp (B fragments reused)
+  static constexpr int kMinCtas = kMinCtas_;  // CTAs per SM the registers must allow (0: any)
 };
 
 // NOTE: tiles start from NVIDIA's Ampere HSTU kernels (fwd 128 x 64, bwd 64 x 128 with 8 warps),
@@ -89,10 +91,14 @@ struct TileCfg {
 // m atoms and measured 1.23x (MT2, 32-key blocks) over 8 warps x 16 rows at d = 128 on an H200
 // (B=32, L=4096, H=4, causal: 201 vs 164 TFLOPS; 216 with the tanh sigmoid, bf16). The rab
 // forward keeps the 8-warp layout (fewer registers next to the rab gathers).
-// At d = 128 the 64-key block wins despite ~250 B of register spills (ptxas): on an H100, same
-// call, 256 vs 230 TFLOPS (32-key blocks) and 243 for 64-key blocks computed as two 32-key steps
-// (no spills, more instructions per key). A three-stage K/V pipeline measured no gain (202 vs
-// 201 TFLOPS; 0.036 vs 0.035 ms at 128 x 200, 2 x 32): the second CTA per SM hides the loads.
+// At d = 128 the 64-key block wins despite register spills (ptxas): on an H100, same call, 256 vs
+// 230 TFLOPS (32-key blocks) and 243 for 64-key blocks computed as two 32-key steps (no spills,
+// more instructions per key). A three-stage K/V pipeline measured no gain (202 vs 201 TFLOPS;
+// 0.036 vs 0.035 ms at 128 x 200, 2 x 32): the second CTA per SM hides the loads.
+// kMinCtas: ptxas allocates registers differently for __launch_bounds__(n) (kMinCtas = 0) and
+// (n, 1), with the same limit. Measured on one H200, B=32, L=4096, 4 x 128: the forward is
+// faster without the minimum (298 vs 294 TFLOPS; spill stores 44 B vs 144 B); the atomic dK/dV
+// kernel spills less with it (60 B vs 108 B) and ran at 200 TFLOPS so (not timed without).
 template <int kHeadDim>
 struct AttnTiles;
 template <>
@@ -101,30 +107,33 @@ struct AttnTiles<32> {
   // small CTAs let more of them run at once. Measured on an H100 at 128 x 200, 2 x 25 (fwd /
   // bwd-deterministic ms): 128x64 8 warps 0.059 / 0.138 -> these tiles 0.046 / 0.125; with rab the
   // 64-key forward tile is faster (0.116 vs 0.136 for 32-key).
-  using Fwd = TileCfg<64, 32, 2, 2, 1, 2>;  // smem  12 KB; 2 warps x 32 rows
-  using FwdRab = TileCfg<64, 64, 4, 2>;     // smem  20 KB (+ rab)
-  using Dkdv = TileCfg<32, 64, 4, 2>;       // smem  24 KB (+ rab)
+  // The forward keeps 8 CTAs per SM (<= 128 registers): 128 x 200 x 2 heads is 1024 CTAs, one
+  // wave on 132 SMs; at 140 registers (7 CTAs) it took two (H200: 0.022 -> 0.027 ms).
+  using Fwd = TileCfg<64, 32, 2, 2, 1, 2, 8>;   // smem  12 KB; 2 warps x 32 rows
+  using FwdRab = TileCfg<64, 64, 4, 2>;         // smem  20 KB (+ rab)
+  using Dkdv = TileCfg<32, 64, 4, 2, 1, 1, 4>;  // smem  24 KB (+ rab); <= 128 registers
+  // 128 registers with ~100 B of spills beat 3 CTAs per SM (H200, rab bwd: 0.205 vs 0.24 ms).
   using DkdvRab = Dkdv;
   using Dq = TileCfg<64, 64, 4, 2>;  // smem  24 KB
   using DqRab = Dq;
 };
 template <>
 struct AttnTiles<64> {
-  using Fwd = TileCfg<128, 64, 4, 2, 1, 2>;  // smem  48 KB; 4 warps x 32 rows
-  using FwdRab = TileCfg<128, 64, 8, 2>;     // smem  48 KB
-  using Dkdv = TileCfg<64, 64, 4, 2>;        // smem  56 KB
+  using Fwd = TileCfg<128, 64, 4, 2, 1, 2>;        // smem  48 KB; 4 warps x 32 rows
+  using FwdRab = TileCfg<128, 64, 8, 2, 1, 1, 2>;  // smem  48 KB; two CTAs per SM
+  using Dkdv = TileCfg<64, 64, 4, 2>;              // smem  56 KB
   using DkdvRab = Dkdv;
   using Dq = TileCfg<64, 64, 4, 2>;  // smem  48 KB
   using DqRab = Dq;
 };
 template <>
 struct AttnTiles<128> {
-  using Fwd = TileCfg<128, 64, 4, 2, 1, 2>;  // smem  96 KB; 4 warps x 32 rows, 64-key blocks
-  using FwdRab = TileCfg<128, 64, 8, 2>;     // smem  96 KB
-  using Dkdv = TileCfg<64, 128, 8, 2>;       // smem 144 KB
-  using DkdvRab = TileCfg<32, 128, 8, 2>;    // smem 104 KB (+ rab): fewer registers
-  using Dq = TileCfg<64, 64, 4, 2>;          // smem  96 KB
-  using DqRab = TileCfg<64, 32, 4, 2>;       // smem  64 KB (+ 12 KB rab): two CTAs per SM
+  using Fwd = TileCfg<128, 64, 4, 2, 1, 2>;      // smem  96 KB; 4 warps x 32 rows, 64-key blocks
+  using FwdRab = TileCfg<128, 64, 8, 2>;         // smem  96 KB
+  using Dkdv = TileCfg<64, 128, 8, 2, 1, 1, 1>;  // smem 144 KB; kMinCtas: see above
+  using DkdvRab = TileCfg<32, 128, 8, 2>;        // smem 104 KB (+ rab): fewer registers
+  using Dq = TileCfg<64, 64, 4, 2>;              // smem  96 KB
+  using DqRab = TileCfg<64, 32, 4, 2>;           // smem  64 KB (+ 12 KB rab): two CTAs per SM
 };
 template <>
 struct AttnTiles<256> {

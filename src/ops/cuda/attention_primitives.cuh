@@ -122,22 +122,29 @@ __device__ __forceinline__ int swz(int r, int c) {
 // shared memory, zero-filling rows >= rows and columns >= cols. vec: g and the stride are 16-byte
 // aligned, so every chunk goes through cp.async; a chunk that straddles `cols` (widths such as
 // 25) copies only its leading columns and the copy zero-fills the rest, so nothing past `cols` is
-// read. Otherwise elements are read one by one.
-template <int kRows, int kCols, int kThreads, typename T>
+// read. Otherwise elements are read one by one. kVec: vec is known true at compile time, so the
+// element-wise path (and the registers it would hold inside a kernel's main loop) is not compiled.
+template <int kRows, int kCols, int kThreads, bool kVec, typename T>
 __device__ __forceinline__ void load_tile(T* s, const T* g, int64_t stride, int rows, int cols,
                                           bool vec, int tid) {
   constexpr int kCpr = kCols / 8;  // chunks per row
   constexpr int kChunks = kRows * kCpr;
-  if (vec) {
+  if (kVec || vec) {
+    // A thread copies one chunk column c of rows r0, r0 + kRowStep, ...: one running source
+    // pointer, so no per-chunk 64-bit offsets are kept alive across a kernel's main loop.
+    static_assert(kThreads % kCpr == 0, "whole rows per pass");
+    constexpr int kRowStep = kThreads / kCpr;
+    const int r0 = tid / kCpr, c = (tid % kCpr) * 8;
+    const int col_bytes = c < cols ? min(8, cols - c) * int(sizeof(T)) : 0;
+    const T* src = g + r0 * stride + c;
 #pragma unroll
-    for (int idx0 = 0; idx0 < kChunks; idx0 += kThreads) {
-      const int idx = idx0 + tid;
-      if (kChunks % kThreads == 0 || idx < kChunks) {
-        const int r = idx / kCpr, c = (idx % kCpr) * 8;
-        const bool ok = r < rows && c < cols;
-        const int bytes = ok ? min(8, cols - c) * int(sizeof(T)) : 0;
-        cp_async_16(s + swz<kCols>(r, c), ok ? g + r * stride + c : g, bytes);
+    for (int i = 0; i < (kRows + kRowStep - 1) / kRowStep; ++i) {
+      const int r = r0 + i * kRowStep;
+      if (kRows % kRowStep == 0 || r < kRows) {
+        const int bytes = r < rows ? col_bytes : 0;
+        cp_async_16(s + swz<kCols>(r, c), bytes ? src : g, bytes);
       }
+      src += kRowStep * stride;
     }
   } else {
     const uint16_t* gr = reinterpret_cast<const uint16_t*>(g);
