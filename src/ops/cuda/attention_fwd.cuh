@@ -46,6 +46,7 @@ template <bool kHasRab, int kKind, bool kFastSigmoid, int kMT, int kNT, int kPit
 __device__ __forceinline__ void fwd_scores(float (&s)[kMT][kNT][4], const HstuAttnParams& p,
                                            const float* bias, const uint32_t* mask, int wrow,
                                            int i0, int j0, int lane) {
+  const float half_alpha = 0.5f * p.alpha;
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
@@ -65,8 +66,13 @@ __device__ __forceinline__ void fwd_scores(float (&s)[kMT][kNT][4], const HstuAt
         const bool ok =
             tile_visible<kKind, mask_words<kNT * 8>()>(mask, wrow + r, c, i0 + r, j0 + c);
         if constexpr (kHasRab) x += (e & 1) ? rab[e >> 1].y : rab[e >> 1].x;
-        x *= p.alpha;
-        const float y = x * (kFastSigmoid ? sigmoid_fast(x) : sigmoid_accurate(x));
+        float y;
+        if constexpr (kFastSigmoid) {
+          y = silu_fast_half(x * half_alpha);
+        } else {
+          x *= p.alpha;
+          y = x * sigmoid_accurate(x);
+        }
         s[mt][nt][e] = ok ? y : 0.f;
       }
     }

@@ -89,12 +89,13 @@ __device__ __forceinline__ void cp_async_wait() {
 
 // ---- SiLU -----------------------------------------------------------------------------------
 
-// sigmoid(x) = 0.5 tanh(x/2) + 0.5: one MUFU op per score (tanh.approx, rel. error ~2^-11), the
-// form NVIDIA's Hopper HSTU kernel uses.
-__device__ __forceinline__ float sigmoid_fast(float x) {
+// SiLU(x) from h = x / 2 in the tanh form: x sigmoid(x) = h (1 + tanh h), with sigmoid(x) =
+// 0.5 tanh(x / 2) + 0.5 — one MUFU op (tanh.approx, rel. error ~2^-11, the form NVIDIA's Hopper
+// HSTU kernel uses) and one FMA per score; the halving folds into the caller's alpha.
+__device__ __forceinline__ float silu_fast_half(float h) {
   float t;
-  asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(0.5f * x));
-  return fmaf(0.5f, t, 0.5f);
+  asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(h));
+  return fmaf(h, t, h);
 }
 // exp + fast reciprocal (two MUFU ops, ~2 ulp). The backward multiplies by
 // SiLU'(x) = sig (1 + x (1 - sig)), where an error in sig is amplified by |x|, and always uses it.
