@@ -126,6 +126,7 @@ TrainBenchResult run_train_bench(const Config& cfg, int64_t warmup, int64_t step
         "host thread per pipelined step: %.2f ms building the batch, %.2f ms in the step call "
         "(enqueue; waits for a free staging buffer), %.2f ms reading the lagged loss\n",
         host_batch_ms / n, host_run_ms / n, host_drain_ms / n);
+    std::printf("%s\n", stepper.graph().describe().c_str());
   }
   if (phases)
     std::printf("step phases (one step at a time, median per step):\n%s", timer.report().c_str());

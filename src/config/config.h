@@ -47,6 +47,7 @@ struct TrainerArgs {
   int64_t profile_step_start = 100;
   int64_t profile_step_end = 200;
   bool deterministic = true;  // GPU: deterministic kernels (CPU is always deterministic)
+  bool cuda_graph = true;     // GPU: launch each training step as one CUDA graph
 
   bool operator==(const TrainerArgs&) const = default;
 };

@@ -128,6 +128,9 @@ std::vector<FieldSpec> make_fields() {
           "profiling stops before this step"),
       plain(HSTU_FIELD(TrainerArgs, trainer, deterministic),
             "GPU: deterministic kernels (the CPU backend is always deterministic)"),
+      plain(HSTU_FIELD(TrainerArgs, trainer, cuda_graph),
+            "GPU: launch each training step's kernels as one CUDA graph, updated in place step "
+            "to step"),
       ignored("TrainerArgs", "pipeline_type", FieldType::kString, {"none", "native", "prefetch"},
               "hstu's step loop has one pipeline"),
       ignored("TrainerArgs", "enable_balanced_shuffler", FieldType::kBool, {},

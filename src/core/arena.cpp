@@ -115,7 +115,7 @@ void copy_bytes_async(void* dst, Device dst_dev, const void* src, Device src_dev
 #endif
 }
 
-void fill_zero(const Tensor& t) {
+void fill_zero(const Tensor& t, void* stream) {
   if (t.numel() == 0) return;
   HSTU_CHECK(t.contiguous(), "fill_zero needs a contiguous tensor, got ", t.str());
   if (t.device == Device::kCPU) {
@@ -123,26 +123,35 @@ void fill_zero(const Tensor& t) {
     return;
   }
 #if defined(HSTU_WITH_CUDA)
-  HSTU_CUDA_CHECK(cudaMemset(t.data, 0, t.nbytes()));
+  HSTU_CUDA_CHECK(cudaMemsetAsync(t.data, 0, t.nbytes(), static_cast<cudaStream_t>(stream)));
 #else
+  (void)stream;
   HSTU_THROW("device memset in a build without CUDA");
 #endif
 }
 
-void copy_tensor(const Tensor& dst, const Tensor& src) {
+void copy_tensor(const Tensor& dst, const Tensor& src, void* stream) {
   HSTU_CHECK(dst.dtype == src.dtype && dst.ndim == src.ndim, "copy ", src.str(), " -> ", dst.str());
   for (int i = 0; i < dst.ndim; ++i)
     HSTU_CHECK(dst.shape[i] == src.shape[i], "copy ", src.str(), " -> ", dst.str());
   if (dst.contiguous() && src.contiguous()) {
-    copy_bytes(dst.data, dst.device, src.data, src.device, src.nbytes());
+    if (stream)
+      copy_bytes_async(dst.data, dst.device, src.data, src.device, src.nbytes(), stream);
+    else
+      copy_bytes(dst.data, dst.device, src.data, src.device, src.nbytes());
     return;
   }
   const size_t row_bytes = static_cast<size_t>(src.row_elems()) * dtype_size(src.dtype);
   const size_t es = dtype_size(src.dtype);
 #if defined(HSTU_WITH_CUDA)
   if (dst.device != Device::kCPU || src.device != Device::kCPU) {
-    HSTU_CUDA_CHECK(cudaMemcpy2D(dst.data, dst.row_stride * es, src.data, src.row_stride * es,
-                                 row_bytes, src.shape[0], cudaMemcpyDefault));
+    if (stream)
+      HSTU_CUDA_CHECK(cudaMemcpy2DAsync(dst.data, dst.row_stride * es, src.data,
+                                        src.row_stride * es, row_bytes, src.shape[0],
+                                        cudaMemcpyDefault, static_cast<cudaStream_t>(stream)));
+    else
+      HSTU_CUDA_CHECK(cudaMemcpy2D(dst.data, dst.row_stride * es, src.data, src.row_stride * es,
+                                   row_bytes, src.shape[0], cudaMemcpyDefault));
     return;
   }
 #endif

@@ -70,8 +70,12 @@ void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size
 // the host side is page-locked (core/host_staging.h). CPU to CPU copies immediately.
 void copy_bytes_async(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes,
                       void* stream);
-void fill_zero(const Tensor& t);
-// Copies src into dst (same shape; dtypes must match), honouring row strides.
-void copy_tensor(const Tensor& dst, const Tensor& src);
+// Zero-fills t (contiguous). With a `stream` (cudaStream_t) the CUDA memset is enqueued on it, so
+// it is ordered with the stream's kernels and can be captured into a CUDA graph; without one it
+// goes to the legacy default stream.
+void fill_zero(const Tensor& t, void* stream = nullptr);
+// Copies src into dst (same shape; dtypes must match), honouring row strides. Without a `stream`
+// a copy that involves a device returns when it is done; with one it is enqueued there.
+void copy_tensor(const Tensor& dst, const Tensor& src, void* stream = nullptr);
 
 }  // namespace hstu

@@ -22,13 +22,21 @@
       HSTU_THROW("cuBLAS error in ", #call, ": status ", static_cast<int>(hstu_st_)); \
   } while (0)
 
-// Checks the last kernel launch (always) and, in debug builds, waits for it to finish so the
-// failing kernel is the one reported.
+namespace hstu {
+// True while this thread captures a CUDA graph (core/step_graph.h), which forbids synchronising.
+inline bool& cuda_capturing() {
+  static thread_local bool on = false;
+  return on;
+}
+}  // namespace hstu
+
+// Checks the last kernel launch (always) and, in debug builds outside graph capture, waits for it
+// to finish so the failing kernel is the one reported.
 #ifndef NDEBUG
-#define HSTU_CUDA_CHECK_LAUNCH()              \
-  do {                                        \
-    HSTU_CUDA_CHECK(cudaGetLastError());      \
-    HSTU_CUDA_CHECK(cudaDeviceSynchronize()); \
+#define HSTU_CUDA_CHECK_LAUNCH()                                             \
+  do {                                                                       \
+    HSTU_CUDA_CHECK(cudaGetLastError());                                     \
+    if (!::hstu::cuda_capturing()) HSTU_CUDA_CHECK(cudaDeviceSynchronize()); \
   } while (0)
 #else
 #define HSTU_CUDA_CHECK_LAUNCH() HSTU_CUDA_CHECK(cudaGetLastError())

@@ -150,7 +150,7 @@ void HstuLayer::forward(Ctx& ctx, const DenseParams& p, const BatchTensors& b, c
   ln_mul_dropout_fwd(ctx, o, uvqk.cols(0, hd), param(p, ids_.ln_out_w), param(p, ids_.ln_out_b),
                      cfg_.eps, drop, y, first_rows(acts.ln2_mean, t), first_rows(acts.ln2_rstd, t));
   phase(ctx, "fwd.gemm_out");
-  copy_tensor(x_out, x_in);
+  copy_tensor(x_out, x_in, ctx.stream);
   gemm(ctx, GemmDesc{false, false, 1.0f, 1.0f}, y, matrix(p, ids_.w_o), x_out, bias(p, ids_.b_o));
 }
 

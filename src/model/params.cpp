@@ -112,12 +112,13 @@ void DenseParams::finalize(Device device, uint64_t seed, DType dtype, DType comp
   size_ = off;
   const size_t bytes = static_cast<size_t>(size_) * dtype_size(dtype);
   const size_t compute_bytes = compute_dtype == dtype ? 0 : size_ * dtype_size(compute_dtype);
-  arena_ = std::make_unique<Arena>(device, 4 * bytes + compute_bytes + 5 * Arena::kAlign,
+  arena_ = std::make_unique<Arena>(device, 4 * bytes + compute_bytes + 7 * Arena::kAlign,
                                    "dense-params");
   params_ = arena_->zeros(dtype, {size_});
   grads_ = arena_->zeros(dtype, {size_});
   m_ = arena_->zeros(dtype, {size_});
   v_ = arena_->zeros(dtype, {size_});
+  grad_sumsq_ = arena_->zeros(DType::kF64, {1});
   // Initialise on the host, then copy (one transfer).
   Arena host(Device::kCPU, bytes + Arena::kAlign, "init");
   Tensor h = host.zeros(dtype, {size_});

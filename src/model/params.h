@@ -67,6 +67,8 @@ class DenseParams {
   Tensor flat_grads() const { return grads_; }
   Tensor flat_m() const { return m_; }
   Tensor flat_v() const { return v_; }
+  // f64 [1]: the squared norm of the gradients, for clipping (filled by the optimiser step).
+  Tensor grad_sumsq() const { return grad_sumsq_; }
   int64_t num_decay() const { return num_decay_; }  // elements [0, num_decay) take decay
   int64_t size() const { return size_; }
 
@@ -74,7 +76,7 @@ class DenseParams {
   Tensor view(const Tensor& flat, int i) const;
   std::vector<ParamInfo> table_;
   std::unique_ptr<Arena> arena_;
-  Tensor params_, grads_, m_, v_, compute_;
+  Tensor params_, grads_, m_, v_, compute_, grad_sumsq_;
   int64_t size_ = 0, num_decay_ = 0;
 };
 

@@ -58,7 +58,7 @@ size_t ops_scratch_bytes(const OpsScratchNeeds& n) {
                                     n.deterministic),
       in_batch_negatives_scratch_bytes(t),
       retrieval_rank_scratch_bytes(n.max_eval_users, n.max_table_rows),
-      arena_bytes(sizeof(double) * 1025),  // sum_squares partials
+      arena_bytes(sizeof(double)) + arena_bytes(sizeof(double) * 1024),  // sum_squares
   };
   size_t most = 0;
   for (size_t b : per_op) most = std::max(most, b);

@@ -3,8 +3,9 @@
 //
 // The one decision: the step is one fused element-wise pass (params, grads, m, v read once, 8
 // floats per thread through 16-byte accesses), with the bias corrections precomputed on the host
-// in double; sum_squares splits the buffer into a fixed number of blocks determined by its size
-// alone, so the clipping norm is bit-identical on every run and every GPU model.
+// in double and the clipping factor read from the device (no host round trip); sum_squares splits
+// the buffer into a fixed number of blocks determined by its size alone, so the clipping norm is
+// bit-identical on every run and every GPU model.
 #include <cmath>
 
 #include "ops/cuda_ops_common.cuh"
@@ -19,7 +20,9 @@ struct DenseArgs {
   float* m;
   float* v;
   float lr, beta1, beta2, eps, wd, gs;
-  float bc1, bc2;  // 1 - beta^step
+  float bc1, bc2;       // 1 - beta^step
+  const double* sumsq;  // clipping: the squared gradient norm (nullptr: no clipping)
+  double clip;
 };
 
 template <DenseOptimizerSpec::Kind K>
@@ -30,16 +33,17 @@ struct DenseStepOp {
     float p[V], g[V];
     load_vec_rw<V>(a.p + c, p);
     load_vec<V>(a.g + c, g);
+    const float gs = a.sumsq ? a.gs * clip_factor(a.clip, *a.sumsq) : a.gs;
     if constexpr (K == DenseOptimizerSpec::kSgd) {
 #pragma unroll
-      for (int j = 0; j < V; ++j) p[j] -= a.lr * (a.gs * g[j] + a.wd * p[j]);
+      for (int j = 0; j < V; ++j) p[j] -= a.lr * (gs * g[j] + a.wd * p[j]);
     } else {
       float m[V], v[V];
       load_vec_rw<V>(a.m + c, m);
       load_vec_rw<V>(a.v + c, v);
 #pragma unroll
       for (int j = 0; j < V; ++j) {
-        float gj = a.gs * g[j];
+        float gj = gs * g[j];
         if constexpr (K == DenseOptimizerSpec::kAdamW) {
           p[j] -= a.lr * a.wd * p[j];  // decoupled decay of the weight itself
         } else {
@@ -109,6 +113,13 @@ void dense_optimizer_step(Ctx& ctx, const DenseOptimizerSpec& spec, const Tensor
   a.p = params.as<float>(), a.g = grads.as<float>();
   a.lr = spec.lr, a.beta1 = spec.beta1, a.beta2 = spec.beta2, a.eps = spec.eps;
   a.wd = spec.weight_decay, a.gs = spec.grad_scale;
+  if (spec.clip_norm > 0) {
+    check_cuda_tensor(spec.grad_sumsq, "dense optimizer grad_sumsq");
+    HSTU_CHECK(spec.grad_sumsq.dtype == DType::kF64 && spec.grad_sumsq.numel() == 1,
+               "dense optimizer grad_sumsq must be f64 [1], got ", spec.grad_sumsq.str());
+    a.sumsq = spec.grad_sumsq.as<double>();
+    a.clip = spec.clip_norm;
+  }
   if (spec.kind != DenseOptimizerSpec::kSgd) {
     HSTU_CHECK(spec.step >= 1, "dense Adam: step is 1-based, got ", spec.step);
     check_flat(m, n, "dense optimizer m");
@@ -133,24 +144,36 @@ void dense_optimizer_step(Ctx& ctx, const DenseOptimizerSpec& spec, const Tensor
   });
 }
 
-double sum_squares(Ctx& ctx, const Tensor& x) {
+void sum_squares_into(Ctx& ctx, const Tensor& x, const Tensor& out) {
   const int64_t n = x.numel();
   check_flat(x, n, "sum_squares x");
-  if (n == 0) return 0.0;
+  check_cuda_tensor(out, "sum_squares out");
+  HSTU_CHECK(out.dtype == DType::kF64 && out.numel() == 1, "sum_squares: out must be f64 [1], got ",
+             out.str());
+  if (n == 0) {
+    HSTU_CUDA_CHECK(cudaMemsetAsync(out.data, 0, sizeof(double), stream_of(ctx)));
+    return;
+  }
   Scratch scratch(ctx, "sum_squares");
   // NOTE: the partition depends on n only (not on the SM count): the same bits on any GPU.
   const int64_t parts = std::min(kSumMaxBlocks, (n + 4095) / 4096);
   const int64_t chunk = (n + parts - 1) / parts;
-  Tensor partial = scratch.alloc(DType::kF64, {parts + 1});
+  Tensor partial = scratch.alloc(DType::kF64, {parts});
   double* pp = static_cast<double*>(partial.data);
   sum_squares_partial_kernel<<<static_cast<unsigned>(parts), kSumThreads, 0, stream_of(ctx)>>>(
       x.as<float>(), n, chunk, pp);
   HSTU_CUDA_CHECK_LAUNCH();
-  sum_partials_kernel<<<1, kSumThreads, 0, stream_of(ctx)>>>(pp, parts, pp + parts);
+  sum_partials_kernel<<<1, kSumThreads, 0, stream_of(ctx)>>>(pp, parts, out.as<double>());
   HSTU_CUDA_CHECK_LAUNCH();
+}
+
+double sum_squares(Ctx& ctx, const Tensor& x) {
+  Scratch scratch(ctx, "sum_squares result");
+  const Tensor out = scratch.alloc(DType::kF64, {1});
+  cuda::sum_squares_into(ctx, x, out);
   double result = 0.0;
   HSTU_CUDA_CHECK(
-      cudaMemcpyAsync(&result, pp + parts, sizeof(double), cudaMemcpyDeviceToHost, stream_of(ctx)));
+      cudaMemcpyAsync(&result, out.data, sizeof(double), cudaMemcpyDeviceToHost, stream_of(ctx)));
   HSTU_CUDA_CHECK(cudaStreamSynchronize(stream_of(ctx)));
   return result;
 }

@@ -6,6 +6,7 @@
 // decay group updates everything.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "core/context.h"
@@ -18,31 +19,54 @@ struct DenseOptimizerSpec {
   float lr = 1e-3f;
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
   float weight_decay = 0.0f;  // AdamW: p -= lr*wd*p; Adam: L2 added to the gradient; SGD: L2
-  float grad_scale = 1.0f;    // multiplies gradients first (clipping)
+  float grad_scale = 1.0f;    // multiplies gradients first
   int64_t step = 1;           // 1-based, for bias correction
+  // Clipping to a global norm without a host round trip: when clip_norm > 0, gradients are also
+  // scaled by clip_norm / sqrt(grad_sumsq) where that norm exceeds clip_norm. grad_sumsq is f64
+  // [1] on the buffers' device (sum_squares_into), read by the update itself.
+  double clip_norm = 0;
+  Tensor grad_sumsq;
 };
+
+// The clipping factor of a gradient with squared norm `sumsq`: 1, or clip / norm above clip.
+#if defined(__CUDACC__)
+__host__ __device__
+#endif
+    inline float
+    clip_factor(double clip, double sumsq) {
+  const double norm = sqrt(sumsq);
+  return norm > clip ? static_cast<float>(clip / norm) : 1.0f;
+}
 
 // params, grads, m, v: f32 [n] (m, v unused by SGD). Gradients are left untouched.
 void dense_optimizer_step(Ctx& ctx, const DenseOptimizerSpec& spec, const Tensor& params,
                           const Tensor& grads, const Tensor& m, const Tensor& v);
-// Sum of squares of a f32 buffer, in f64.
+// Sum of squares of a f32 buffer, in f64, into `out` (f64 [1] on x's device; enqueued on CUDA).
+void sum_squares_into(Ctx& ctx, const Tensor& x, const Tensor& out);
+// The same, returned to the host (waits for the device).
 double sum_squares(Ctx& ctx, const Tensor& x);
 
 namespace cpu {
 void dense_optimizer_step(Ctx&, const DenseOptimizerSpec&, const Tensor&, const Tensor&,
                           const Tensor&, const Tensor&);
 double sum_squares(Ctx&, const Tensor&);
+void sum_squares_into(Ctx&, const Tensor&, const Tensor&);
 }  // namespace cpu
 namespace cuda {
 void dense_optimizer_step(Ctx&, const DenseOptimizerSpec&, const Tensor&, const Tensor&,
                           const Tensor&, const Tensor&);
 double sum_squares(Ctx&, const Tensor&);
+void sum_squares_into(Ctx&, const Tensor&, const Tensor&);
 }  // namespace cuda
 
 inline void dense_optimizer_step(Ctx& ctx, const DenseOptimizerSpec& spec, const Tensor& params,
                                  const Tensor& grads, const Tensor& m, const Tensor& v) {
   if (ctx.cpu()) return cpu::dense_optimizer_step(ctx, spec, params, grads, m, v);
   HSTU_CUDA_DISPATCH(return cuda::dense_optimizer_step(ctx, spec, params, grads, m, v));
+}
+inline void sum_squares_into(Ctx& ctx, const Tensor& x, const Tensor& out) {
+  if (ctx.cpu()) return cpu::sum_squares_into(ctx, x, out);
+  HSTU_CUDA_DISPATCH(return cuda::sum_squares_into(ctx, x, out));
 }
 inline double sum_squares(Ctx& ctx, const Tensor& x) {
   if (ctx.cpu()) return cpu::sum_squares(ctx, x);

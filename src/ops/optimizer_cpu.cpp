@@ -25,7 +25,11 @@ void dense_step(Ctx& ctx, const DenseOptimizerSpec& spec, const Tensor& params, 
   const int64_t n = params.numel();
   T* p = params.as<T>();
   const T* g = grads.as<T>();
-  const double lr = spec.lr, wd = spec.weight_decay, gs = spec.grad_scale;
+  const double lr = spec.lr, wd = spec.weight_decay;
+  const double gs =
+      spec.clip_norm > 0
+          ? spec.grad_scale * clip_factor(spec.clip_norm, spec.grad_sumsq.as<double>()[0])
+          : spec.grad_scale;
   const auto kind = spec.kind;
   if (kind == DenseOptimizerSpec::kSgd) {
 #pragma omp parallel for num_threads(detail::threads_for(ctx, 4 * n))
@@ -62,6 +66,10 @@ void dense_optimizer_step(Ctx& ctx, const DenseOptimizerSpec& spec, const Tensor
   detail::check_cpu(params, "dense optimizer params");
   HSTU_CHECK(params.contiguous(), "dense optimizer: params ", params.str(), " must be contiguous");
   check_flat(grads, params, "dense optimizer grads");
+  if (spec.clip_norm > 0) {
+    detail::check_cpu(spec.grad_sumsq, "dense optimizer grad_sumsq");
+    detail::check_dtype(spec.grad_sumsq, DType::kF64, "dense optimizer grad_sumsq");
+  }
   if (spec.kind != DenseOptimizerSpec::kSgd) {
     HSTU_CHECK(spec.step >= 1, "dense Adam: step is 1-based, got ", spec.step);
     check_flat(m, params, "dense optimizer m");
@@ -89,6 +97,13 @@ double sum_squares(Ctx& ctx, const Tensor& x) {
     for (double s : part) total += s;
     return total;
   });
+}
+
+void sum_squares_into(Ctx& ctx, const Tensor& x, const Tensor& out) {
+  detail::check_cpu(out, "sum_squares out");
+  detail::check_dtype(out, DType::kF64, "sum_squares out");
+  HSTU_CHECK(out.numel() == 1, "sum_squares: out ", out.str(), " must hold one f64");
+  out.as<double>()[0] = cpu::sum_squares(ctx, x);
 }
 
 }  // namespace hstu::cpu

@@ -212,6 +212,7 @@ TrainSummary train_ranking(const Config& cfg, const TrainOptions& opts) {
   }
   summary.steps = step;
   summary.train_seconds = (ProgressBar::steady_seconds() - t0);
+  if (device == Device::kCUDA) say(stepper.graph().describe() + "\n");
   if (!opts.quiet && !splits.eval.samples.empty()) {
     std::snprintf(line, sizeof line,
                   "final eval vs the logistic baseline: MeanAUC %.4f vs %.4f (%lld eval "

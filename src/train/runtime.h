@@ -1,5 +1,6 @@
-// runtime.h — the execution context of a run: a CPU Ctx, or on CUDA the cuBLASLt state (plan
-// cache + workspace) and the scratch arena sized once for the model's largest shapes.
+// runtime.h — the execution context of a run: a CPU Ctx, or on CUDA the run's stream, the
+// cuBLASLt state (plan cache + workspace) and the scratch arena sized once for the model's
+// largest shapes.
 #pragma once
 
 #include <memory>

@@ -92,27 +92,30 @@ void TrainStep::run(Ctx& ctx, HstuModel& model, const SequenceBatch& host, int64
                staging_.next_upload(ctx, upload_staging_bytes(model.capacity())), ctx.stream);
   const int64_t r = cfg_.retrieval.num_negatives;
   const uint64_t seed = static_cast<uint64_t>(cfg_.trainer.seed);
-  phase(ctx, "negatives");
-  const Tensor negs = bt.neg_ids.rows(0, bt.num_tokens).reshape({bt.num_tokens, r});
-  if (ctx.cpu()) {
-    negs_ = sample_negatives(cfg_.retrieval.negative_sampler, host, num_items_, r, seed,
-                             static_cast<uint64_t>(step));
-    copy_bytes(negs.data, negs.device, negs_.data(), Device::kCPU, negs_.size() * sizeof(int32_t));
-  } else {
-#if defined(HSTU_WITH_CUDA)
-    // The same per-element formula on the device: no [T, R] host buffer or copy per step.
-    if (cfg_.retrieval.negative_sampler == "in_batch")
-      cuda::sample_in_batch_negatives(ctx, bt.target_ids.rows(0, bt.num_tokens), seed,
-                                      static_cast<uint64_t>(step), negs);
-    else
-      cuda::sample_uniform_negatives(ctx, num_items_, seed, static_cast<uint64_t>(step), negs);
-#endif
-  }
   const int64_t sup = supervised_tokens(host);
-  if (sup > 0)
-    model.forward_backward(ctx, bt, derive_seed(seed, static_cast<uint64_t>(step)), 1.0 / sup);
-  EmbeddingTable* const tables[] = {&model.items()};
-  optimizer_step(ctx, model.dense(), tables, cfg_.optimizer, lr, step + 1);
+  graph_.run(ctx, [&] {
+    phase(ctx, "negatives");
+    const Tensor negs = bt.neg_ids.rows(0, bt.num_tokens).reshape({bt.num_tokens, r});
+    if (ctx.cpu()) {
+      negs_ = sample_negatives(cfg_.retrieval.negative_sampler, host, num_items_, r, seed,
+                               static_cast<uint64_t>(step));
+      copy_bytes(negs.data, negs.device, negs_.data(), Device::kCPU,
+                 negs_.size() * sizeof(int32_t));
+    } else {
+#if defined(HSTU_WITH_CUDA)
+      // The same per-element formula on the device: no [T, R] host buffer or copy per step.
+      if (cfg_.retrieval.negative_sampler == "in_batch")
+        cuda::sample_in_batch_negatives(ctx, bt.target_ids.rows(0, bt.num_tokens), seed,
+                                        static_cast<uint64_t>(step), negs);
+      else
+        cuda::sample_uniform_negatives(ctx, num_items_, seed, static_cast<uint64_t>(step), negs);
+#endif
+    }
+    if (sup > 0)
+      model.forward_backward(ctx, bt, derive_seed(seed, static_cast<uint64_t>(step)), 1.0 / sup);
+    EmbeddingTable* const tables[] = {&model.items()};
+    optimizer_step(ctx, model.dense(), tables, cfg_.optimizer, lr, step + 1);
+  });
   staging_.record_loss(ctx, step, sup > 0 ? model.loss_tensor() : Tensor());
 }
 
@@ -122,8 +125,10 @@ void RankingTrainStep::run(Ctx& ctx, RankingModel& model, const SequenceBatch& b
   const int64_t nc = model.num_candidates();
   const uint64_t seed =
       derive_seed(static_cast<uint64_t>(cfg_.trainer.seed), static_cast<uint64_t>(step));
-  if (nc > 0) model.forward_backward(ctx, seed, 1.0 / nc);
-  optimizer_step(ctx, model.dense(), model.tables(), cfg_.optimizer, lr, step + 1);
+  graph_.run(ctx, [&] {
+    if (nc > 0) model.forward_backward(ctx, seed, 1.0 / nc);
+    optimizer_step(ctx, model.dense(), model.tables(), cfg_.optimizer, lr, step + 1);
+  });
   staging_.record_loss(ctx, step, nc > 0 ? model.loss_tensor() : Tensor());
 }
 
@@ -140,9 +145,10 @@ void optimizer_step(Ctx& ctx, DenseParams& dense, std::span<EmbeddingTable* cons
   spec.beta2 = static_cast<float>(o.adam_beta2);
   spec.eps = static_cast<float>(o.adam_eps);
   spec.step = step;
-  if (o.grad_clip_norm > 0) {
-    const double norm = std::sqrt(sum_squares(ctx, dense.flat_grads()));
-    if (norm > o.grad_clip_norm) spec.grad_scale = static_cast<float>(o.grad_clip_norm / norm);
+  if (o.grad_clip_norm > 0) {  // the factor is applied on the device: the host does not wait
+    sum_squares_into(ctx, dense.flat_grads(), dense.grad_sumsq());
+    spec.clip_norm = o.grad_clip_norm;
+    spec.grad_sumsq = dense.grad_sumsq();
   }
   const int64_t nd = dense.num_decay(), n = dense.size();
   spec.weight_decay = static_cast<float>(o.weight_decay);
@@ -153,7 +159,7 @@ void optimizer_step(Ctx& ctx, DenseParams& dense, std::span<EmbeddingTable* cons
   if (n > nd)
     dense_optimizer_step(ctx, spec, dense.flat_params().rows(nd, n), dense.flat_grads().rows(nd, n),
                          dense.flat_m().rows(nd, n), dense.flat_v().rows(nd, n));
-  fill_zero(dense.flat_grads());
+  fill_zero(dense.flat_grads(), ctx.stream);
   dense.refresh_compute_copy(ctx);
 
   phase(ctx, "opt.tables");
@@ -166,8 +172,8 @@ void optimizer_step(Ctx& ctx, DenseParams& dense, std::span<EmbeddingTable* cons
       const Tensor w = t->weight.reshape({t->weight.numel()});
       dense_optimizer_step(ctx, ds, w, t->grad.reshape({w.numel()}), t->m.reshape({w.numel()}),
                            t->v.reshape({w.numel()}));
-      fill_zero(t->grad);
-      fill_zero(t->touched);  // every row was updated: no row list needed
+      fill_zero(t->grad, ctx.stream);
+      fill_zero(t->touched, ctx.stream);  // every row was updated: no row list needed
       continue;
     }
     SparseOptimizerSpec ss;

@@ -4,10 +4,11 @@
 // backward, optimisers).
 //
 // The shaping decision: on CUDA a step never waits for the device. Nothing in it reads a device
-// value on the host (the touched-row count stays on the device, the loss comes back through a
-// page-locked slot read one step later), so the host runs up to one step ahead and the GPU never
-// idles while the next batch is assembled and launched. StepStaging holds what both steps need
-// for that.
+// value on the host (the touched-row count stays on the device, the clipping norm is applied
+// where the update runs, the loss comes back through a page-locked slot read one step later), so
+// the host runs up to one step ahead and the GPU never idles while the next batch is assembled
+// and launched. StepStaging holds what both steps need for that. Between the batch upload and
+// the loss read-back, the step's device work is one CUDA graph (core/step_graph.h).
 #pragma once
 
 #include <cstdint>
@@ -19,6 +20,7 @@
 #include "config/config.h"
 #include "core/context.h"
 #include "core/host_staging.h"
+#include "core/step_graph.h"
 #include "data/batch.h"
 #include "model/model.h"
 #include "model/ranking_model.h"
@@ -69,7 +71,8 @@ class StepStaging {
 
 class TrainStep {
  public:
-  TrainStep(const Config& cfg, int64_t num_items) : cfg_(cfg), num_items_(num_items) {}
+  TrainStep(const Config& cfg, int64_t num_items)
+      : cfg_(cfg), num_items_(num_items), graph_(cfg.trainer.cuda_graph) {}
 
   // Enqueues step `step` (0-based) on `batch` with learning rate `lr`. On the CPU it runs to the
   // end; on CUDA it returns once the work is queued: the batch goes up through page-locked
@@ -78,26 +81,30 @@ class TrainStep {
   void run(Ctx& ctx, HstuModel& model, const SequenceBatch& batch, int64_t step, double lr);
   // The losses of finished steps (StepStaging::drain).
   std::vector<StepLoss> drain(bool wait_all) { return staging_.drain(wait_all); }
+  const StepGraph& graph() const { return graph_; }
 
  private:
   const Config& cfg_;
   int64_t num_items_;
   std::vector<int32_t> negs_;
   StepStaging staging_;
+  StepGraph graph_;
 };
 
 // The ranking model's training step, enqueued like TrainStep's: the batch goes up in one copy
 // through page-locked staging, the loss (scaled by 1 / candidates) comes back a step later.
 class RankingTrainStep {
  public:
-  explicit RankingTrainStep(const Config& cfg) : cfg_(cfg) {}
+  explicit RankingTrainStep(const Config& cfg) : cfg_(cfg), graph_(cfg.trainer.cuda_graph) {}
 
   void run(Ctx& ctx, RankingModel& model, const SequenceBatch& batch, int64_t step, double lr);
   std::vector<StepLoss> drain(bool wait_all) { return staging_.drain(wait_all); }
+  const StepGraph& graph() const { return graph_; }
 
  private:
   const Config& cfg_;
   StepStaging staging_;
+  StepGraph graph_;
 };
 
 // Applies the dense optimiser (one call per decay group of the flat buffer) and each embedding

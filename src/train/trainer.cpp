@@ -234,6 +234,7 @@ TrainSummary train(const Config& cfg, const TrainOptions& opts) {
   summary.steps = step;
   summary.train_seconds = (ProgressBar::steady_seconds() - t0);
   summary.tokens_per_second = tokens_done / std::max(summary.train_seconds, 1e-9);
+  if (device == Device::kCUDA) say(stepper.graph().describe() + "\n");
   save_checkpoint(model, trainer_state(), ckpt_dir);
   if (ta.profile) {
     trace.write(ta.run_dir + "/trace.json");

@@ -639,6 +639,18 @@ void run_dense_opt(const Case& c) {
   const double got = cuda::sum_squares(g, gd);
   EXPECT_NEAR(got, want, 1e-12 * want) << c.name << ": sum_squares (f64 sums of the same squares)";
   EXPECT_EQ(got, cuda::sum_squares(g, gd)) << c.name << ": sum_squares not reproducible";
+
+  // A second step clipped to 0.3 of the gradient norm, the norm read on the device.
+  spec.step = 4;
+  spec.clip_norm = 0.3 * std::sqrt(want);
+  spec.grad_sumsq = alloc(DType::kF64, {1});
+  cpu::sum_squares_into(h, g0, spec.grad_sumsq);
+  cpu::dense_optimizer_step(h, spec, p, g0, m, v);
+  spec.grad_sumsq = gpu::device_alloc(DType::kF64, {1});
+  cuda::sum_squares_into(g, gd, spec.grad_sumsq);
+  cuda::dense_optimizer_step(g, spec, pd, gd, md, vd);
+  check(pd, p, kBwd, c, "params after a clipped step");
+  if (spec.kind != DenseOptimizerSpec::kSgd) check(md, m, kBwd, c, "m after a clipped step");
 }
 
 void run_cast(const Case& c) {

@@ -6,6 +6,8 @@
 //    hand-written double update, f32 and f64, on an odd-sized buffer; gradients are untouched;
 //  - sum_squares matches a naive double sum (f32 and f64, odd size, empty buffer) and is
 //    bit-identical with 1 and 2 threads;
+//  - clipping from a squared norm (clip_norm + grad_sumsq, as the step applies it on the device)
+//    equals scaling by clip / norm when the norm exceeds clip, and leaves gradients alone below;
 //  - mismatched buffers and a 0 Adam step raise hstu::Error.
 #include <cmath>
 
@@ -85,6 +87,38 @@ TEST(DenseOptimizerCpu, SumSquares) {
     EXPECT_NEAR(one, want, 1e-10 * want);  // both sums in double; different orders
     EXPECT_EQ(one, two) << "fixed blocks: the same bits whatever the thread count";
     EXPECT_EQ(sum_squares(ctx, alloc(dt, {0})), 0.0);
+  }
+}
+
+TEST(DenseOptimizerCpu, ClipFromSumOfSquaresMatchesGradScale) {
+  ArenaScope scope;
+  Ctx ctx = cpu_ctx();
+  const int64_t n = 1001;
+  const Tensor g = alloc(DType::kF32, {n}), sumsq = alloc(DType::kF64, {1});
+  fill_uniform(g, -1, 1);
+  sum_squares_into(ctx, g, sumsq);
+  const double norm = std::sqrt(get(sumsq, 0));
+  ASSERT_GT(norm, 0.0);
+  for (double clip : {0.25 * norm, 4.0 * norm}) {
+    SCOPED_TRACE(testing::Message() << "clip " << clip << ", norm " << norm);
+    const Tensor pa = alloc(DType::kF32, {n}), ma = alloc(DType::kF32, {n}),
+                 va = alloc(DType::kF32, {n});
+    const Tensor pb = alloc(DType::kF32, {n}), mb = alloc(DType::kF32, {n}),
+                 vb = alloc(DType::kF32, {n});
+    fill_uniform(pa, -1, 1);
+    copy_tensor(pb, pa);
+    for (const Tensor& t : {ma, va, mb, vb}) fill_value(t, 0);
+    DenseOptimizerSpec scaled;  // the host-side way: the factor computed here
+    scaled.grad_scale = clip < norm ? static_cast<float>(clip / norm) : 1.0f;
+    dense_optimizer_step(ctx, scaled, pa, g, ma, va);
+    DenseOptimizerSpec clipped;  // the step's way: the factor read from the squared norm
+    clipped.clip_norm = clip;
+    clipped.grad_sumsq = sumsq;
+    dense_optimizer_step(ctx, clipped, pb, g, mb, vb);
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(get(pa, i), get(pb, i)) << "param " << i;
+      ASSERT_EQ(get(ma, i), get(mb, i)) << "m " << i;
+    }
   }
 }
 
