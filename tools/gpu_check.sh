@@ -153,7 +153,7 @@ fi
     file="${entry#*|}"
     if [[ -s "$LOG/$file" ]]; then
       echo "--- bench $name (last lines) ---"
-      tail -"$([[ $name == *phases* || $name == "train ml1m-large" ]] && echo 40 || echo 8)" "$LOG/$file"
+      tail -"$([[ $name == *direct* ]] && echo 40 || echo 8)" "$LOG/$file"
     fi
   done
   if [[ -s "$LOG/kuairand_gpu.log" ]]; then
