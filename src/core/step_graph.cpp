@@ -11,7 +11,7 @@ namespace hstu {
 StepGraph::~StepGraph() {
 #if defined(HSTU_WITH_CUDA)
   // An executable graph still running is freed when its launch completes.
-  if (exec_) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec_));
+  for (void* e : execs_) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(e));
 #endif
 }
 
@@ -57,15 +57,17 @@ bool StepGraph::capture(Ctx& ctx, const std::function<void()>& body) {
                  error.c_str());
     return false;
   }
-  auto exec = static_cast<cudaGraphExec_t>(exec_);
-  if (exec) {
+  // The most recently used graph first: an update succeeds when the nodes match.
+  cudaGraphExec_t exec = nullptr;
+  for (size_t i = 0; i < execs_.size() && !exec; ++i) {
+    const auto candidate = static_cast<cudaGraphExec_t>(execs_[i]);
     cudaGraphExecUpdateResultInfo info{};
-    if (cudaGraphExecUpdate(exec, graph, &info) == cudaSuccess) {
+    if (cudaGraphExecUpdate(candidate, graph, &info) == cudaSuccess) {
+      exec = candidate;
+      execs_.erase(execs_.begin() + static_cast<std::ptrdiff_t>(i));
       ++stats_.updates;
-    } else {  // other nodes: instantiate anew (a launch still in flight completes first)
+    } else {
       (void)cudaGetLastError();
-      cudaGraphExecDestroy(exec);
-      exec = nullptr;
     }
   }
   if (!exec) {
@@ -73,10 +75,14 @@ bool StepGraph::capture(Ctx& ctx, const std::function<void()>& body) {
     cudaGraphDestroy(graph);
     HSTU_CUDA_CHECK(err);
     ++stats_.instantiations;
+    if (execs_.size() >= kMaxGraphs) {  // a launch still in flight completes first
+      cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(execs_.back()));
+      execs_.pop_back();
+    }
   } else {
     cudaGraphDestroy(graph);
   }
-  exec_ = exec;
+  execs_.insert(execs_.begin(), exec);
   HSTU_CUDA_CHECK(cudaGraphLaunch(exec, stream));
   return true;
 #else

@@ -9,10 +9,12 @@
 // The shaping decision: capture every step and update, rather than replay one frozen graph. The
 // step's kernels take per-step values by value (learning rate, Adam bias corrections, dropout and
 // negative-sampling seeds, loss scale 1 / supervised) and a jagged batch changes the token count
-// and the grids with it, so a frozen graph would be wrong for the next batch. An update keeps the
+// and the grids with it, so a frozen graph would be wrong for the next batch. An update keeps an
 // instantiated graph as long as the step has the same nodes in the same order (the usual case:
-// only parameters, grid sizes and cuBLASLt's kernel choices change); when it does not (say, a
-// step without supervised tokens skips the model), the graph is instantiated again.
+// only parameters, grid sizes and cuBLASLt's kernel choices change). A few node layouts recur (a
+// library picks a different number of kernels at some token counts; a step without supervised
+// tokens skips the model), so the executable graphs of the last four layouts are kept and tried
+// in turn, and only a layout not among them is instantiated (milliseconds of host time).
 //
 // Where capture is not possible the step runs directly on the stream: on the CPU, when disabled
 // (TrainerArgs.cuda_graph = False), while phases are timed (ctx.phases: events between kernels),
@@ -24,6 +26,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "core/context.h"
 
@@ -54,8 +57,11 @@ class StepGraph {
  private:
   bool capture(Ctx& ctx, const std::function<void()>& body);
 
+  // Executable graphs of the step's node layouts seen lately, most recently used first.
+  static constexpr size_t kMaxGraphs = 4;
+
   bool enabled_;
-  void* exec_ = nullptr;  // cudaGraphExec_t
+  std::vector<void*> execs_;  // cudaGraphExec_t
   Stats stats_;
 };
 
