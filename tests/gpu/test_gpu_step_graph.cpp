@@ -46,9 +46,24 @@ double lr_at(int64_t step) {
   return 1e-3 * static_cast<double>(step + 1) / kSteps;  // changes every step
 }
 
-template <typename Stepper>
-void collect(Stepper& stepper, StepRun& r, bool wait_all) {
-  for (const StepLoss& l : stepper.drain(wait_all)) r.losses.push_back(l.loss);
+Config config_with_graph(const char* gin, bool graph) {
+  return load_config_text(gin, "<step-graph>",
+                          {std::string("TrainerArgs.cuda_graph=") + (graph ? "True" : "False")},
+                          nullptr);
+}
+
+// kSteps steps of `stepper` on `model`, losses and graph statistics into r.
+template <typename Stepper, typename Model>
+void train(Stepper& stepper, Model& model, Batcher& batcher, Runtime& runtime, StepRun& r) {
+  SequenceBatch batch;
+  for (int64_t step = 0; step < kSteps; ++step) {
+    batcher.next(batch);
+    stepper.run(runtime.ctx(), model, batch, step, lr_at(step));
+    for (const StepLoss& l : stepper.drain(false)) r.losses.push_back(l.loss);
+  }
+  for (const StepLoss& l : stepper.drain(true)) r.losses.push_back(l.loss);
+  runtime.synchronize();
+  r.stats = stepper.graph().stats();
 }
 
 const char* kRetrievalGin = R"(
@@ -70,9 +85,7 @@ RetrievalArgs.num_negatives = 32
 )";
 
 StepRun run_retrieval(bool graph) {
-  const Config cfg = load_config_text(
-      kRetrievalGin, "<step-graph>",
-      {std::string("TrainerArgs.cuda_graph=") + (graph ? "True" : "False")}, nullptr);
+  const Config cfg = config_with_graph(kRetrievalGin, graph);
   const SequenceDataset ds = open_dataset(cfg);
   const DataSplits splits = make_splits(ds, cfg.dataset.split, cfg.dataset.max_history_seqlen);
   Batcher batcher(ds, splits.train, cfg.trainer.train_batch_size, true, 7);
@@ -86,18 +99,10 @@ StepRun run_retrieval(bool graph) {
   Runtime runtime(Device::kCUDA, cfg, shape);
   TrainStep stepper(cfg, ds.num_items);
   StepRun r;
-  SequenceBatch batch;
-  for (int64_t step = 0; step < kSteps; ++step) {
-    batcher.next(batch);
-    stepper.run(runtime.ctx(), model, batch, step, lr_at(step));
-    collect(stepper, r, false);
-  }
-  collect(stepper, r, true);
-  runtime.synchronize();
+  train(stepper, model, batcher, runtime, r);
   for (const Tensor& t : {model.dense().flat_params(), model.dense().flat_m(),
                           model.dense().flat_v(), model.items().weight})
     r.state.push_back(host_copy(t));
-  r.stats = stepper.graph().stats();
   return r;
 }
 
@@ -123,9 +128,7 @@ OptimizerArgs.grad_clip_norm = 0.05
 )";
 
 StepRun run_ranking(bool graph) {
-  const Config cfg = load_config_text(
-      kRankingGin, "<step-graph>",
-      {std::string("TrainerArgs.cuda_graph=") + (graph ? "True" : "False")}, nullptr);
+  const Config cfg = config_with_graph(kRankingGin, graph);
   const SequenceDataset ds = open_dataset(cfg);
   const RankingSplits splits =
       make_ranking_splits(ds, cfg.dataset, cfg.dataset.ranking_split, cfg.dataset.truncate);
@@ -135,19 +138,11 @@ StepRun run_ranking(bool graph) {
   model.plan(11);
   RankingTrainStep stepper(cfg);
   StepRun r;
-  SequenceBatch batch;
-  for (int64_t step = 0; step < kSteps; ++step) {
-    batcher.next(batch);
-    stepper.run(runtime.ctx(), model, batch, step, lr_at(step));
-    collect(stepper, r, false);
-  }
-  collect(stepper, r, true);
-  runtime.synchronize();
+  train(stepper, model, batcher, runtime, r);
   for (const Tensor& t :
        {model.dense().flat_params(), model.dense().flat_m(), model.dense().flat_v()})
     r.state.push_back(host_copy(t));
   for (EmbeddingTable* t : model.tables()) r.state.push_back(host_copy(t->weight));
-  r.stats = stepper.graph().stats();
   return r;
 }
 
