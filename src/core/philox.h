@@ -8,11 +8,7 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define HSTU_HD __host__ __device__ __forceinline__
-#else
-#define HSTU_HD inline
-#endif
+#include "core/host_device.h"
 
 namespace hstu {
 

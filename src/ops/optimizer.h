@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "core/context.h"
+#include "core/host_device.h"
 #include "core/tensor.h"
 
 namespace hstu {
@@ -29,11 +30,7 @@ struct DenseOptimizerSpec {
 };
 
 // The clipping factor of a gradient with squared norm `sumsq`: 1, or clip / norm above clip.
-#if defined(__CUDACC__)
-__host__ __device__
-#endif
-    inline float
-    clip_factor(double clip, double sumsq) {
+HSTU_HD float clip_factor(double clip, double sumsq) {
   const double norm = sqrt(sumsq);
   return norm > clip ? static_cast<float>(clip / norm) : 1.0f;
 }

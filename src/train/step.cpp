@@ -2,7 +2,6 @@
 // application.
 #include "train/step.h"
 
-#include <cmath>
 #include <cstring>
 
 #include "core/phase_timer.h"
