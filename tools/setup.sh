@@ -7,7 +7,7 @@
 set -euo pipefail
 need=()
 for pkg in build-essential cmake ninja-build libopenblas-dev libgtest-dev googletest python3 python3-pip \
-    clang-format; do
+    clang-format-14; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

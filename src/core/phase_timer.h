@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/context.h"
+#include "core/nvtx.h"
 
 namespace hstu {
 
@@ -51,8 +52,10 @@ class PhaseTimer {
   int64_t steps_ = 0;
 };
 
-// Starts segment `name` when a timer is attached to ctx.
+// Starts segment `name`: an NVTX range (core/nvtx.h), and a timed segment when a timer is
+// attached to ctx.
 inline void phase(Ctx& ctx, const char* name) {
+  nvtx::phase(name);
   if (ctx.phases) ctx.phases->mark(name, ctx.stream);
 }
 

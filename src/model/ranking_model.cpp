@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "core/phase_timer.h"
 #include "core/philox.h"
 #include "model/model.h"
 #include "ops/cast.h"
@@ -340,6 +341,7 @@ void RankingModel::forward(Ctx& ctx, bool training, uint64_t seed) {
   const int64_t bc = int64_t{batch_.batch_size} * num_ctx_;
   const float sq = static_cast<float>(std::sqrt(static_cast<double>(cfg_.network.hidden_size)));
   const Tensor pos = dense_.param(pos_table_);
+  phase(ctx, "fwd.embed");
   embedding_fwd(ctx, items_.weight, buf_.item_ids.rows(0, e), sq, pos, buf_.item_pos.rows(0, e),
                 buf_.item_emb.rows(0, e));
   if (interleave_)
@@ -363,6 +365,7 @@ void RankingModel::forward(Ctx& ctx, bool training, uint64_t seed) {
                        first_rows(buf_.xs[l + 1], t), buf_.acts[l], buf_.scratch, training,
                        derive_seed(seed, l));
   // Candidates' item rows -> (final LN) -> L2 norm -> MLP head.
+  phase(ctx, "fwd.head");
   const int32_t stride = interleave_ ? 2 : 1;
   const Tensor cand = buf_.cand.rows(0, nc);
   gather_candidate_rows(ctx, first_rows(buf_.xs[layers_.size()], t),
@@ -413,11 +416,13 @@ void RankingModel::forward_backward(Ctx& ctx, uint64_t seed, double loss_scale) 
   const size_t nh = head_w_.size();
   const Tensor logits = buf_.head_h.back().rows(0, nc);
   const Tensor d_logits = buf_.d_logits.rows(0, nc);
+  phase(ctx, "loss");
   if (binary_)
     bce_multitask(ctx, logits, buf_.labels.rows(0, nc), buf_.loss, d_logits, loss_scale);
   else
     cross_entropy(ctx, logits, buf_.labels.rows(0, nc), buf_.loss, d_logits, loss_scale);
   // MLP head backward: d_h holds the gradient of layer i's pre-activation.
+  phase(ctx, "bwd.head");
   Tensor d_h = d_logits;
   for (size_t i = nh; i-- > 0;) {
     const Tensor in = i == 0 ? buf_.cand_norm.rows(0, nc) : buf_.head_a[i - 1].rows(0, nc);
@@ -454,6 +459,7 @@ void RankingModel::forward_backward(Ctx& ctx, uint64_t seed, double loss_scale) 
                         d_x, true, derive_seed(seed, l));
   const double p =
       cfg_.network.input_dropout < 0 ? cfg_.network.hidden_dropout : cfg_.network.input_dropout;
+  phase(ctx, "bwd.embed");
   dropout_bwd(ctx, d_x, DropoutSpec{static_cast<float>(p), derive_seed(seed, 1000), 0}, d_x);
   // Split the token gradient per feature (reusing the forward's embedding buffers) and scatter.
   const Tensor d_item = buf_.item_emb.rows(0, e);

@@ -120,6 +120,7 @@ void TrainStep::run(Ctx& ctx, HstuModel& model, const SequenceBatch& host, int64
 
 void RankingTrainStep::run(Ctx& ctx, RankingModel& model, const SequenceBatch& batch, int64_t step,
                            double lr) {
+  phase(ctx, "upload");
   model.upload(batch, staging_.next_upload(ctx, model.upload_staging_bytes()), ctx.stream);
   const int64_t nc = model.num_candidates();
   const uint64_t seed =

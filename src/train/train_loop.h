@@ -1,11 +1,7 @@
-// train_loop.h — the bookkeeping the retrieval and ranking trainers share around their step:
+// train_loop.h — the parts of the training loop (trainer.cpp) that are tested on their own:
 // which reports a finished step triggers (TrainerArgs' log / eval / checkpoint intervals), the
 // progress bar of the current epoch, the running loss behind metrics.jsonl's "train" lines, and
 // the evaluation history as it is saved in trainer_state.json.
-//
-// The one decision: the trainers keep their own step and evaluation code (they differ in what a
-// step and an evaluation are); only the schedule and the reporting live here, so a change to
-// when things happen applies to both.
 #pragma once
 
 #include <cstdint>

@@ -1,34 +1,232 @@
-// trainer.cpp — the retrieval training loop (see trainer.h).
+// trainer.cpp — the one training loop (see trainer.h), for every task (task.h): schedule,
+// progress, metrics.jsonl, the timeline, best-epoch selection, checkpoints and resume.
 #include "train/trainer.h"
 
 #include <omp.h>
 
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <limits>
 #include <memory>
 
-#include "data/batcher.h"
-#include "data/popularity.h"
-#include "data/preprocess.h"
-#include "data/splits.h"
-#include "model/model.h"
+#include "core/nvtx.h"
 #include "ops/gemm.h"
 #include "train/checkpoint.h"
 #include "train/chrome_trace.h"
-#include "train/evaluator.h"
 #include "train/lr_schedule.h"
 #include "train/metrics_log.h"
 #include "train/progress.h"
-#include "train/ranking_trainer.h"
-#include "train/runtime.h"
 #include "train/safetensors.h"
-#include "train/step.h"
+#include "train/task.h"
 #include "train/train_loop.h"
 
 namespace hstu {
+namespace {
+
+// The loop's state and the records it writes; a checkpoint stores all of it (trainer_state()).
+class Loop {
+ public:
+  Loop(const Config& cfg, const TrainOptions& opts, Task& task)
+      : cfg_(cfg),
+        ta_(cfg.trainer),
+        opts_(opts),
+        task_(task),
+        log_(ta_.run_dir),
+        ckpt_dir_(ta_.ckpt_save_dir.empty() ? ta_.run_dir + "/checkpoints" : ta_.ckpt_save_dir) {
+    summary_.baseline = task.baseline();
+  }
+
+  TrainSummary run();
+
+ private:
+  void say(const std::string& s) const {
+    if (!opts_.quiet) std::cout << s << std::flush;
+  }
+  void load();
+  json::Value trainer_state() const;
+  void save() {
+    const nvtx::Range range("checkpoint");
+    save_checkpoint(task_.checkpoint_tensors(), trainer_state(), ckpt_dir_);
+  }
+  void evaluate(int64_t epoch);
+  void write_summary_record();
+
+  const Config& cfg_;
+  const TrainerArgs& ta_;
+  const TrainOptions& opts_;
+  Task& task_;
+  MetricsLog log_;
+  const std::string ckpt_dir_;
+  TrainSummary summary_;
+  int64_t step_ = 0;
+  double best_val_ = -1;
+  bool has_validation_ = false;  // whether the task's evaluations carry a validation split
+  ChromeTrace trace_{false};     // steps [profile_step_start, profile_step_end) and evaluations
+};
+
+// Weights only (TrainerArgs.ckpt_load_dir, fresh optimiser) or everything (--resume).
+void Loop::load() {
+  const CheckpointTensors ckpt = task_.checkpoint_tensors();
+  if (opts_.resume_dir.empty() && !ta_.ckpt_load_dir.empty()) {
+    load_checkpoint(ckpt, ta_.ckpt_load_dir, false);
+    ckpt.dense->refresh_compute_copy(task_.ctx());
+    say("initialised weights from " + ta_.ckpt_load_dir + "\n");
+  }
+  if (opts_.resume_dir.empty()) return;
+  const json::Value st = load_checkpoint(ckpt, opts_.resume_dir, true);
+  const json::Value* task = st.find("task");  // absent in retrieval checkpoints before 0.8
+  const std::string saved = task && task->is_string() ? task->as_string() : "retrieval";
+  HSTU_CHECK(saved == task_.name(), opts_.resume_dir, ": a ", saved, " checkpoint cannot resume a ",
+             task_.name(), " run");
+  step_ = st.at("step").as_int();
+  task_.batcher().set_position(st.at("epoch").as_int(), st.at("batch_index").as_int());
+  if (const json::Value* b = st.find("best_validation")) best_val_ = b->as_double();
+  if (const json::Value* e = st.find("selected_epoch")) summary_.selected_epoch = e->as_int();
+  if (const json::Value* t = st.find("selected_test"))
+    summary_.selected_test = metrics_from_json(*t);
+  for (const auto& e : st.at("evals").as_array()) {
+    const json::Value* v = e.find("validation");
+    summary_.evals.push_back({e.at("epoch").as_int(), e.at("step").as_int(),
+                              v ? metrics_from_json(*v) : NamedValues{},
+                              metrics_from_json(e.at("test"))});
+  }
+  for (const EvalRecord& e : summary_.evals) has_validation_ |= !e.validation.empty();
+  if (!summary_.evals.empty()) {
+    summary_.final_test = summary_.evals.back().test;
+    if (summary_.selected_test.empty()) summary_.selected_test = summary_.final_test;
+  }
+  ckpt.dense->refresh_compute_copy(task_.ctx());
+  say("resumed from " + opts_.resume_dir + " at step " + std::to_string(step_) + "\n");
+}
+
+json::Value Loop::trainer_state() const {
+  const Batcher& b = task_.batcher();
+  json::Value st = json::Value::object();
+  st["task"] = task_.name();
+  st["step"] = step_;
+  st["epoch"] = b.epoch();
+  st["batch_index"] = b.batch_index();
+  st["seed"] = ta_.seed;
+  st["best_validation"] = best_val_;
+  st["selected_epoch"] = summary_.selected_epoch;
+  st["selected_test"] = metrics_to_json(summary_.selected_test);
+  st["evals"] = evals_to_json(summary_.evals, has_validation_);
+  st["config"] = opts_.config_text;
+  return st;
+}
+
+// Evaluates, selects the best epoch (by validation NDCG@10 when select_best_on = "validation"
+// and the task has a validation split; else the latest), logs and prints the table.
+void Loop::evaluate(int64_t epoch) {
+  const nvtx::Range range("eval");
+  ChromeTrace::Scope scope(trace_, "eval");
+  EvalRecord rec{epoch, step_, {}, {}};
+  task_.evaluate(rec);
+  has_validation_ = !rec.validation.empty();
+  summary_.evals.push_back(rec);
+  summary_.final_test = rec.test;
+  const double score = metric(has_validation_ ? rec.validation : rec.test, "NDCG@10");
+  if (ta_.select_best_on != "validation" || !has_validation_ || score > best_val_) {
+    best_val_ = std::max(best_val_, score);
+    summary_.selected_epoch = epoch;
+    summary_.selected_test = rec.test;
+  }
+  json::Value r = json::Value::object();
+  r["event"] = "eval";
+  r["epoch"] = epoch;
+  r["step"] = step_;
+  if (has_validation_) r["validation"] = metrics_to_json(rec.validation);
+  r["test"] = metrics_to_json(rec.test);
+  log_.write(r);
+  if (opts_.quiet) return;
+  std::vector<EvalRow> rows;
+  if (has_validation_) rows.push_back({"val", rec.validation});
+  rows.push_back({task_.test_label(), rec.test});
+  rows.push_back({task_.baseline_label(), summary_.baseline});
+  std::cout << "\neval after epoch " << epoch << " (step " << step_ << "):\n";
+  print_eval_table(std::cout, rows);
+}
+
+void Loop::write_summary_record() {
+  json::Value s = json::Value::object();
+  s["event"] = "summary";
+  s["task"] = task_.name();
+  s["steps"] = step_;
+  s["train_seconds"] = summary_.train_seconds;
+  s["tokens_per_s"] = summary_.tokens_per_second;
+  s["selected_epoch"] = summary_.selected_epoch;
+  s["selected_test"] = metrics_to_json(summary_.selected_test);
+  s["final_test"] = metrics_to_json(summary_.final_test);
+  s[task_.baseline_label()] = metrics_to_json(summary_.baseline);
+  s["checkpoint"] = ckpt_dir_;
+  log_.write(s);
+}
+
+TrainSummary Loop::run() {
+  task_.log_setup(log_);
+  load();
+  Batcher& batcher = task_.batcher();
+  const int64_t per_epoch = batcher.num_batches();
+  const int64_t total_steps =
+      ta_.max_train_iters > 0 ? ta_.max_train_iters : ta_.num_epochs * per_epoch;
+  LrSchedule lr_schedule(cfg_.optimizer.lr_schedule, cfg_.optimizer.learning_rate,
+                         cfg_.optimizer.warmup_steps, total_steps);
+  SequenceBatch host;
+  const double t0 = ProgressBar::steady_seconds();
+  int64_t tokens_done = 0;
+  RunningLoss running;
+  EpochProgress progress(opts_.quiet, per_epoch, total_steps);
+  while (step_ < total_steps) {
+    const int64_t epoch = batcher.epoch();
+    progress.open(epoch);
+    batcher.next(host);
+    trace_.set_enabled(ta_.profile && step_ >= ta_.profile_step_start &&
+                       step_ < ta_.profile_step_end);
+    int64_t batch_tokens;
+    {
+      const nvtx::Range range("train_step");
+      ChromeTrace::Scope scope(trace_, "train_step");  // on CUDA: the time to enqueue the step
+      batch_tokens = task_.step(host, step_, lr_schedule.lr_at(step_));
+    }
+    ++step_;
+    tokens_done += batch_tokens;
+    const StepEvents due = step_events(ta_, step_, total_steps, epoch, batcher.batch_index() == 0);
+    // The newest step's loss may still be in flight on CUDA; it is waited for only where the
+    // numbers are reported (log lines, epoch ends, evaluations).
+    for (const StepLoss& l : task_.drain(due.log || due.epoch_done || due.eval)) {
+      HSTU_CHECK(std::isfinite(l.loss), "the training loss is not finite at step ", l.step + 1,
+                 " (", l.loss, "); lower OptimizerArgs.learning_rate or check the data");
+      running.add(l.loss);
+      summary_.last_loss = l.loss;
+    }
+    progress.update(batcher.batch_index(), batch_tokens, summary_.last_loss);
+    if (due.log)
+      running.write_train_line(log_, step_, epoch,
+                               tokens_done / std::max(ProgressBar::steady_seconds() - t0, 1e-9),
+                               lr_schedule.lr_at(step_ - 1));
+    if (due.epoch_done || due.eval) progress.close();
+    if (due.eval && (summary_.evals.empty() || summary_.evals.back().step != step_))
+      evaluate(due.epoch_done ? epoch + 1 : epoch);
+    if (due.checkpoint) save();
+  }
+  summary_.steps = step_;
+  summary_.train_seconds = ProgressBar::steady_seconds() - t0;
+  summary_.tokens_per_second = tokens_done / std::max(summary_.train_seconds, 1e-9);
+  if (task_.ctx().device == Device::kCUDA) say(task_.graph().describe() + "\n");
+  save();
+  say("checkpoint: " + ckpt_dir_ + "\n");
+  if (ta_.profile) {
+    trace_.write(ta_.run_dir + "/trace.json");
+    say("timeline: " + ta_.run_dir + "/trace.json (chrome://tracing)\n");
+  }
+  write_summary_record();
+  task_.finish(summary_, log_, opts_.quiet ? nullptr : &std::cout);
+  return summary_;
+}
+
+}  // namespace
+
 void prepare_run(const Config& cfg, const TrainOptions& opts) {
   const TrainerArgs& ta = cfg.trainer;
   if (ta.num_threads > 0) {
@@ -45,212 +243,14 @@ double metric(const NamedValues& values, const std::string& name) {
   return std::numeric_limits<double>::quiet_NaN();
 }
 
+std::unique_ptr<Task> make_task(const Config& cfg, std::ostream* out) {
+  return cfg.task == "ranking" ? make_ranking_task(cfg, out) : make_retrieval_task(cfg, out);
+}
+
 TrainSummary train(const Config& cfg, const TrainOptions& opts) {
-  const TrainerArgs& ta = cfg.trainer;
-  if (cfg.task == "ranking") return train_ranking(cfg, opts);
-  HSTU_CHECK(cfg.retrieval.num_negatives > 0,
-             "RetrievalArgs.num_negatives = ", cfg.retrieval.num_negatives,
-             " (one negative per query of the batch) is not supported yet; "
-             "set a positive count, e.g. 128");
   prepare_run(cfg, opts);
-  auto say = [&](const std::string& s) {
-    if (!opts.quiet) std::cout << s << std::flush;
-  };
-
-  // ---- data ---------------------------------------------------------------------------------
-  const double t_data = ProgressBar::steady_seconds();
-  DatasetReport report;
-  const SequenceDataset ds = open_dataset(cfg, false, &report);
-  const DataSplits splits = make_splits(ds, cfg.dataset.split, cfg.dataset.max_history_seqlen);
-  char line[512];
-  std::snprintf(
-      line, sizeof line,
-      "data: %s — %lld users, %lld items, %lld events (%s, %.1fs); train %zu, val %zu, "
-      "test %zu samples\n",
-      ds.name.c_str(), static_cast<long long>(ds.num_users()),
-      static_cast<long long>(ds.num_items - 1), static_cast<long long>(ds.num_events()),
-      report.dir.empty() ? "generated" : (report.reused_cache ? "cached" : "preprocessed"),
-      ProgressBar::steady_seconds() - t_data, splits.train.samples.size(),
-      splits.validation.samples.size(), splits.test.samples.size());
-  say(line);
-  HSTU_CHECK(!splits.train.samples.empty(), "dataset '", ds.name, "' has no training samples");
-
-  // ---- model --------------------------------------------------------------------------------
-  const Device device = resolve_device(ta.device);
-  const int64_t batch = std::max(ta.train_batch_size, ta.eval_batch_size);
-  ModelShape shape;
-  shape.num_items = ds.num_items;
-  shape.max_batch = batch;
-  shape.max_tokens = batch * cfg.dataset.max_history_seqlen;
-  shape.num_negatives = cfg.retrieval.num_negatives;
-  Runtime runtime(device, cfg, shape);
-  Ctx& ctx = runtime.ctx();
-  HstuModel model(cfg, shape, device, device == Device::kCPU ? DType::kF32 : DType::kBF16);
-  model.plan(static_cast<uint64_t>(ta.seed));
-  std::snprintf(line, sizeof line,
-                "model: HSTU %lld layers, D=%lld, %lld heads x %lld, %.2fM parameters\n",
-                static_cast<long long>(cfg.network.num_layers),
-                static_cast<long long>(cfg.network.hidden_size),
-                static_cast<long long>(cfg.network.num_attention_heads),
-                static_cast<long long>(cfg.network.kv_channels), model.num_params() / 1e6);
-  say(line);
-  say(model.describe_plan());
-
-  Batcher batcher(ds, splits.train, ta.train_batch_size, cfg.dataset.shuffle,
-                  static_cast<uint64_t>(ta.seed));
-  std::unique_ptr<RetrievalEvaluator> val_eval, test_eval;
-  if (!splits.validation.samples.empty())
-    val_eval = std::make_unique<RetrievalEvaluator>(ds, splits.validation, ta.eval_batch_size,
-                                                    ta.max_eval_iters, model);
-  test_eval = std::make_unique<RetrievalEvaluator>(ds, splits.test, ta.eval_batch_size,
-                                                   ta.max_eval_iters, model);
-
-  TrainSummary summary;
-  {  // the popularity baseline, ranked with the same protocol
-    const auto counts = popularity_counts(ds, splits.train);
-    const auto ranks = popularity_ranks(ds, splits.test, counts, cfg.retrieval.eval_rank_cap);
-    RetrievalMetrics m;
-    for (int32_t r : ranks) m.add(r);
-    summary.baseline = m.values();
-  }
-
-  // ---- schedule and state -------------------------------------------------------------------
-  const int64_t per_epoch = batcher.num_batches();
-  const int64_t total_steps =
-      ta.max_train_iters > 0 ? ta.max_train_iters : ta.num_epochs * per_epoch;
-  LrSchedule lr_schedule(cfg.optimizer.lr_schedule, cfg.optimizer.learning_rate,
-                         cfg.optimizer.warmup_steps, total_steps);
-  int64_t step = 0;
-  double best_val = -1;
-  MetricsLog log(ta.run_dir);
-  if (opts.resume_dir.empty() && !ta.ckpt_load_dir.empty()) {  // weights only, fresh optimiser
-    load_checkpoint(model, ta.ckpt_load_dir, false);
-    model.dense().refresh_compute_copy(ctx);
-    say("initialised weights from " + ta.ckpt_load_dir + "\n");
-  }
-  if (!opts.resume_dir.empty()) {
-    const json::Value st = load_checkpoint(model, opts.resume_dir, true);
-    step = st.at("step").as_int();
-    batcher.set_position(st.at("epoch").as_int(), st.at("batch_index").as_int());
-    best_val = st.at("best_validation").as_double();
-    summary.selected_epoch = st.at("selected_epoch").as_int();
-    summary.selected_test = metrics_from_json(st.at("selected_test"));
-    for (const auto& e : st.at("evals").as_array())
-      summary.evals.push_back({e.at("epoch").as_int(), e.at("step").as_int(),
-                               metrics_from_json(e.at("validation")),
-                               metrics_from_json(e.at("test"))});
-    model.dense().refresh_compute_copy(ctx);
-    say("resumed from " + opts.resume_dir + " at step " + std::to_string(step) + "\n");
-  }
-  const std::string ckpt_dir =
-      ta.ckpt_save_dir.empty() ? ta.run_dir + "/checkpoints" : ta.ckpt_save_dir;
-
-  auto trainer_state = [&]() {
-    json::Value st = json::Value::object();
-    st["step"] = step;
-    st["epoch"] = batcher.epoch();
-    st["batch_index"] = batcher.batch_index();
-    st["seed"] = ta.seed;
-    st["best_validation"] = best_val;
-    st["selected_epoch"] = summary.selected_epoch;
-    st["selected_test"] = metrics_to_json(summary.selected_test);
-    st["evals"] = evals_to_json(summary.evals, true);
-    st["config"] = opts.config_text;
-    return st;
-  };
-
-  // Chrome-trace timeline of steps [profile_step_start, profile_step_end) and evaluations.
-  ChromeTrace trace(false);
-  auto evaluate = [&](int64_t epoch) {
-    ChromeTrace::Scope scope(trace, "eval");
-    EvalRecord rec{epoch, step, {}, {}};
-    std::vector<EvalRow> rows;
-    if (val_eval) {
-      rec.validation = val_eval->run(ctx, model).values();
-      rows.push_back({"val", rec.validation});
-    }
-    rec.test = test_eval->run(ctx, model).values();
-    rows.push_back({"test", rec.test});
-    rows.push_back({"popularity", summary.baseline});
-    summary.evals.push_back(rec);
-    summary.final_test = rec.test;
-    const double score = metric(val_eval ? rec.validation : rec.test, "NDCG@10");
-    if (ta.select_best_on != "validation" || !val_eval || score > best_val) {
-      best_val = std::max(best_val, score);
-      summary.selected_epoch = epoch;
-      summary.selected_test = rec.test;
-    }
-    json::Value r = json::Value::object();
-    r["event"] = "eval";
-    r["epoch"] = epoch;
-    r["step"] = step;
-    if (val_eval) r["validation"] = metrics_to_json(rec.validation);
-    r["test"] = metrics_to_json(rec.test);
-    log.write(r);
-    if (!opts.quiet) {
-      std::cout << "\neval after epoch " << epoch << " (step " << step << "):\n";
-      print_eval_table(std::cout, rows);
-    }
-  };
-
-  // ---- loop ---------------------------------------------------------------------------------
-  SequenceBatch host;
-  TrainStep stepper(cfg, ds.num_items);
-  const double t0 = ProgressBar::steady_seconds();
-  int64_t tokens_done = 0;
-  RunningLoss running;
-  EpochProgress progress(opts.quiet, per_epoch, total_steps);
-  while (step < total_steps) {
-    const int64_t epoch = batcher.epoch();
-    progress.open(epoch);
-    batcher.next(host);
-    trace.set_enabled(ta.profile && step >= ta.profile_step_start && step < ta.profile_step_end);
-    {
-      ChromeTrace::Scope scope(trace, "train_step");  // on CUDA: the time to enqueue the step
-      stepper.run(ctx, model, host, step, lr_schedule.lr_at(step));
-    }
-    const int64_t batch_tokens = host.num_tokens();
-    ++step;
-    tokens_done += batch_tokens;
-    const StepEvents due = step_events(ta, step, total_steps, epoch, batcher.batch_index() == 0);
-    // The newest step's loss may still be in flight on CUDA; it is waited for only where the
-    // numbers are reported (log lines, epoch ends, evaluations).
-    for (const StepLoss& l : stepper.drain(due.log || due.epoch_done || due.eval)) {
-      HSTU_CHECK(std::isfinite(l.loss), "the training loss is not finite at step ", l.step + 1,
-                 " (", l.loss, "); lower OptimizerArgs.learning_rate or check the data");
-      running.add(l.loss);
-      summary.last_loss = l.loss;
-    }
-    progress.update(batcher.batch_index(), batch_tokens, summary.last_loss);
-    if (due.log)
-      running.write_train_line(log, step, epoch,
-                               tokens_done / std::max(ProgressBar::steady_seconds() - t0, 1e-9),
-                               lr_schedule.lr_at(step - 1));
-    if (due.epoch_done || due.eval) progress.close();
-    if (due.eval && (summary.evals.empty() || summary.evals.back().step != step))
-      evaluate(due.epoch_done ? epoch + 1 : epoch);
-    if (due.checkpoint) save_checkpoint(model, trainer_state(), ckpt_dir);
-  }
-  summary.steps = step;
-  summary.train_seconds = (ProgressBar::steady_seconds() - t0);
-  summary.tokens_per_second = tokens_done / std::max(summary.train_seconds, 1e-9);
-  if (device == Device::kCUDA) say(stepper.graph().describe() + "\n");
-  save_checkpoint(model, trainer_state(), ckpt_dir);
-  if (ta.profile) {
-    trace.write(ta.run_dir + "/trace.json");
-    say("timeline: " + ta.run_dir + "/trace.json (chrome://tracing)\n");
-  }
-  json::Value s = json::Value::object();
-  s["event"] = "summary";
-  s["steps"] = step;
-  s["train_seconds"] = summary.train_seconds;
-  s["tokens_per_s"] = summary.tokens_per_second;
-  s["selected_epoch"] = summary.selected_epoch;
-  s["selected_test"] = metrics_to_json(summary.selected_test);
-  s["final_test"] = metrics_to_json(summary.final_test);
-  s["popularity"] = metrics_to_json(summary.baseline);
-  log.write(s);
-  return summary;
+  const std::unique_ptr<Task> task = make_task(cfg, opts.quiet ? nullptr : &std::cout);
+  return Loop(cfg, opts, *task).run();
 }
 
 }  // namespace hstu

@@ -1,5 +1,6 @@
-// trainer.h — the training loop of a retrieval run: data, model, optimisers, periodic
-// evaluation with best-epoch selection, metrics.jsonl, progress display, checkpoints, resume.
+// trainer.h — the training loop of every run, retrieval or ranking (the task, task.h): periodic
+// evaluation with best-epoch selection, metrics.jsonl, progress display, the timeline
+// (TrainerArgs.profile), checkpoints and resume.
 //
 // Everything a resumed run needs is a pure function of what the checkpoint stores: batch order
 // is a function of (seed, epoch), dropout and negatives of (seed, step), so N steps straight and
@@ -38,7 +39,10 @@ struct TrainSummary {
   double last_loss = 0;
 };
 
-// Trains `cfg` to completion (or max_train_iters) and returns the summary; prints progress.
+// Trains `cfg` (its task: cfg.task) to completion (or max_train_iters) and returns the summary;
+// prints progress unless opts.quiet. Ranking runs: evals[i].test holds the eval split's metrics
+// (ranking_eval.h), `baseline` the logistic baseline's, and metrics.jsonl gets a "baseline"
+// event before training.
 TrainSummary train(const Config& cfg, const TrainOptions& opts);
 
 // Run setup shared by both tasks: CPU threads, the run directory and its config.gin.

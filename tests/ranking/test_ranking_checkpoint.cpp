@@ -11,8 +11,8 @@
 #include "data/data_test_util.h"
 #include "ranking/ranking_test_util.h"
 #include "train/checkpoint.h"
-#include "train/ranking_trainer.h"
 #include "train/safetensors.h"
+#include "train/trainer.h"
 
 namespace hstu {
 namespace {
@@ -59,15 +59,15 @@ TEST(RankingCheckpoint, ResumeIsBitIdentical) {
   opts.quiet = true;
   Config a = tiny_ranking(dir.file("straight"));
   a.trainer.max_train_iters = 8;
-  train_ranking(a, opts);
+  train(a, opts);
 
   Config b = tiny_ranking(dir.file("resumed"));
   b.trainer.max_train_iters = 4;
-  train_ranking(b, opts);
+  train(b, opts);
   b.trainer.max_train_iters = 8;
   TrainOptions resume = opts;
   resume.resume_dir = b.trainer.run_dir + "/checkpoints";
-  const TrainSummary sb = train_ranking(b, resume);
+  const TrainSummary sb = train(b, resume);
   EXPECT_EQ(sb.steps, 8);
 
   for (const char* file : {"model.safetensors", "optimizer.safetensors"}) {
@@ -85,7 +85,7 @@ TEST(RankingCheckpoint, ResumeIsBitIdentical) {
     EXPECT_TRUE(w8.count(t)) << t;
   Config c = tiny_ranking(dir.file("short"));
   c.trainer.max_train_iters = 4;
-  train_ranking(c, opts);
+  train(c, opts);
   const auto w4 = tensors(c.trainer.run_dir + "/checkpoints/model.safetensors");
   EXPECT_FALSE(w4.at("item_embedding") == w8.at("item_embedding"));
 }
@@ -96,8 +96,9 @@ TEST(RankingCheckpoint, RefusesARetrievalCheckpoint) {
   c.trainer.max_train_iters = 2;
   TrainOptions opts;
   opts.quiet = true;
-  train_ranking(c, opts);
-  // Rewrite the trainer state without the task, as a retrieval run writes it.
+  train(c, opts);
+  // Rewrite the trainer state without the task, as retrieval runs wrote it before the task key
+  // existed.
   const std::string ckpt = c.trainer.run_dir + "/checkpoints";
   json::Value st = json::parse_file(checkpoint_state_path(ckpt));
   std::erase_if(st.as_object(), [](const auto& kv) { return kv.first == "task"; });
@@ -111,10 +112,11 @@ TEST(RankingCheckpoint, RefusesARetrievalCheckpoint) {
   opts.resume_dir = ckpt;
   c.trainer.max_train_iters = 4;
   try {
-    train_ranking(c, opts);
+    train(c, opts);
     FAIL() << "resumed from a checkpoint without task = ranking";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("not a ranking checkpoint"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("a retrieval checkpoint cannot resume a ranking run"),
+              std::string::npos)
         << e.what();
   }
 }

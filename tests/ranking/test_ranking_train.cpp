@@ -16,7 +16,7 @@
 #include "data/data_test_util.h"
 #include "model/ranking_model.h"
 #include "ranking/ranking_test_util.h"
-#include "train/ranking_trainer.h"
+#include "train/trainer.h"
 
 namespace hstu {
 namespace {
@@ -139,7 +139,7 @@ TEST(RankingTrain, KuaiRandFixtureLearns) {
   cfg.optimizer.learning_rate = 3e-3;
   TrainOptions opts;
   opts.quiet = true;
-  const TrainSummary s = train_ranking(cfg, opts);
+  const TrainSummary s = train(cfg, opts);
   ASSERT_FALSE(s.evals.empty());
   EXPECT_GT(s.steps, 0);
   EXPECT_TRUE(std::isfinite(s.last_loss));

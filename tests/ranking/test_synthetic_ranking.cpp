@@ -19,7 +19,7 @@
 #include "data/synthetic_oracle.h"
 #include "ranking/ranking_test_util.h"
 #include "train/metrics.h"
-#include "train/ranking_trainer.h"
+#include "train/trainer.h"
 
 namespace hstu {
 namespace {
@@ -102,7 +102,7 @@ TEST(SyntheticRankingTrain, SmallRunReachesTheOracleBar) {
   TrainOptions opts;
   opts.quiet = true;
   const int threads = omp_get_max_threads();
-  const TrainSummary s = train_ranking(cfg, opts);
+  const TrainSummary s = train(cfg, opts);
   omp_set_num_threads(threads);  // num_threads = 1 is process-wide: restore it for other tests
   ASSERT_FALSE(s.evals.empty());
   const SyntheticOracle o = oracle_of(cfg);
