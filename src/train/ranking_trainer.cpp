@@ -13,13 +13,14 @@
 #include "data/preprocess.h"
 #include "data/ranking.h"
 #include "data/synthetic_oracle.h"
+#include "io/metrics_log.h"
+#include "io/progress.h"
 #include "model/ranking_model.h"
 #include "ops/embedding.h"
 #include "ops/optimizer.h"
 #include "train/checkpoint.h"
+#include "train/eval_report.h"
 #include "train/lr_schedule.h"
-#include "train/metrics_log.h"
-#include "train/progress.h"
 #include "train/ranking_baseline.h"
 #include "train/ranking_eval.h"
 #include "train/runtime.h"
@@ -86,17 +87,17 @@ TrainSummary train_ranking(const Config& cfg, const TrainOptions& opts) {
                 static_cast<long long>(baseline.train_candidates), baseline.seconds);
   say(line);
   say(baseline.describe());
-  json::Value baseline_record = json::Value::object();  // the metrics.jsonl "baseline" event
+  Json baseline_record = Json::object();  // the metrics.jsonl "baseline" event
   {
-    json::Value& r = baseline_record;
+    Json& r = baseline_record;
     r["event"] = "baseline";
     r["test"] = metrics_to_json(baseline.eval);
     r["train_candidates"] = baseline.train_candidates;
     r["eval_candidates"] = baseline.eval_candidates;
-    json::Value fits = json::Value::array();
+    Json fits = Json::array();
     for (const LogisticFit& f : baseline.fits) {
-      json::Value o = json::Value::object();
-      json::Value coef = json::Value::array();
+      Json o = Json::object();
+      Json coef = Json::array();
       for (double c : f.coef) coef.push_back(c);
       o["coef"] = coef;  // [rows, intercept + 2 features], row-major
       o["rows"] = f.num_rows;
@@ -130,22 +131,24 @@ TrainSummary train_ranking(const Config& cfg, const TrainOptions& opts) {
     say("initialised weights from " + ta.ckpt_load_dir + "\n");
   }
   if (!opts.resume_dir.empty()) {
-    const json::Value st = load_checkpoint(ckpt, opts.resume_dir, true);
-    const json::Value* task = st.find("task");
-    HSTU_CHECK(task && task->is_string() && task->as_string() == "ranking", opts.resume_dir,
+    const Json st = load_checkpoint(ckpt, opts.resume_dir, true);
+    const auto task = st.find("task");
+    HSTU_CHECK(task != st.end() && *task == "ranking", opts.resume_dir,
                ": not a ranking checkpoint (its trainer_state.json has no task \"ranking\")");
-    step = st.at("step").as_int();
-    batcher.set_position(st.at("epoch").as_int(), st.at("batch_index").as_int());
-    for (const auto& e : st.at("evals").as_array())
-      summary.evals.push_back(
-          {e.at("epoch").as_int(), e.at("step").as_int(), {}, metrics_from_json(e.at("test"))});
+    step = json::int_at(st, "step");
+    batcher.set_position(json::int_at(st, "epoch"), json::int_at(st, "batch_index"));
+    for (const Json& e : json::array_at(st, "evals"))
+      summary.evals.push_back({json::int_at(e, "epoch"),
+                               json::int_at(e, "step"),
+                               {},
+                               metrics_from_json(json::at(e, "test"))});
     if (!summary.evals.empty())
       summary.final_test = summary.selected_test = summary.evals.back().test;
     model.dense().refresh_compute_copy(ctx);
     say("resumed from " + opts.resume_dir + " at step " + std::to_string(step) + "\n");
   }
   auto trainer_state = [&]() {
-    json::Value st = json::Value::object();
+    Json st = Json::object();
     st["task"] = "ranking";
     st["step"] = step;
     st["epoch"] = batcher.epoch();
@@ -165,7 +168,7 @@ TrainSummary train_ranking(const Config& cfg, const TrainOptions& opts) {
     summary.final_test = rec.test;
     summary.selected_test = rec.test;
     summary.selected_epoch = epoch;
-    json::Value r = json::Value::object();
+    Json r = Json::object();
     r["event"] = "eval";
     r["epoch"] = epoch;
     r["step"] = step;
@@ -225,7 +228,7 @@ TrainSummary train_ranking(const Config& cfg, const TrainOptions& opts) {
       static_cast<double>(tokens_done) / std::max(summary.train_seconds, 1e-9);
   save_checkpoint(ckpt, trainer_state(), ckpt_dir);
   say("checkpoint: " + ckpt_dir + "\n");
-  json::Value s = json::Value::object();
+  Json s = Json::object();
   s["event"] = "summary";
   s["task"] = "ranking";
   s["steps"] = step;
@@ -242,8 +245,8 @@ TrainSummary train_ranking(const Config& cfg, const TrainOptions& opts) {
         cfg.synthetic, ds, splits.eval,
         ta.max_eval_iters > 0 ? ta.max_eval_iters * ta.eval_batch_size : -1, roc_auc);
     say(synthetic_oracle_report(oracle, summary.final_test));
-    json::Value o = json::Value::object(), auc = json::Value::array();
-    for (double a : oracle.auc) auc.push_back(std::isfinite(a) ? json::Value(a) : json::Value());
+    Json o = Json::object(), auc = Json::array();
+    for (double a : oracle.auc) auc.push_back(std::isfinite(a) ? Json(a) : Json());
     o["event"] = "synthetic_oracle";
     o["oracle_auc"] = auc;
     log.write(o);

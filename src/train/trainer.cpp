@@ -14,17 +14,18 @@
 #include "data/popularity.h"
 #include "data/preprocess.h"
 #include "data/splits.h"
+#include "io/atomic_file.h"
+#include "io/chrome_trace.h"
+#include "io/metrics_log.h"
+#include "io/progress.h"
 #include "model/model.h"
 #include "ops/gemm.h"
 #include "train/checkpoint.h"
-#include "train/chrome_trace.h"
+#include "train/eval_report.h"
 #include "train/evaluator.h"
 #include "train/lr_schedule.h"
-#include "train/metrics_log.h"
-#include "train/progress.h"
 #include "train/ranking_trainer.h"
 #include "train/runtime.h"
-#include "train/safetensors.h"
 #include "train/step.h"
 #include "train/train_loop.h"
 
@@ -129,16 +130,16 @@ TrainSummary train(const Config& cfg, const TrainOptions& opts) {
     say("initialised weights from " + ta.ckpt_load_dir + "\n");
   }
   if (!opts.resume_dir.empty()) {
-    const json::Value st = load_checkpoint(model, opts.resume_dir, true);
-    step = st.at("step").as_int();
-    batcher.set_position(st.at("epoch").as_int(), st.at("batch_index").as_int());
-    best_val = st.at("best_validation").as_double();
-    summary.selected_epoch = st.at("selected_epoch").as_int();
-    summary.selected_test = metrics_from_json(st.at("selected_test"));
-    for (const auto& e : st.at("evals").as_array())
-      summary.evals.push_back({e.at("epoch").as_int(), e.at("step").as_int(),
-                               metrics_from_json(e.at("validation")),
-                               metrics_from_json(e.at("test"))});
+    const Json st = load_checkpoint(model, opts.resume_dir, true);
+    step = json::int_at(st, "step");
+    batcher.set_position(json::int_at(st, "epoch"), json::int_at(st, "batch_index"));
+    best_val = json::double_at(st, "best_validation");
+    summary.selected_epoch = json::int_at(st, "selected_epoch");
+    summary.selected_test = metrics_from_json(json::at(st, "selected_test"));
+    for (const Json& e : json::array_at(st, "evals"))
+      summary.evals.push_back({json::int_at(e, "epoch"), json::int_at(e, "step"),
+                               metrics_from_json(json::at(e, "validation")),
+                               metrics_from_json(json::at(e, "test"))});
     model.dense().refresh_compute_copy(ctx);
     say("resumed from " + opts.resume_dir + " at step " + std::to_string(step) + "\n");
   }
@@ -146,7 +147,7 @@ TrainSummary train(const Config& cfg, const TrainOptions& opts) {
       ta.ckpt_save_dir.empty() ? ta.run_dir + "/checkpoints" : ta.ckpt_save_dir;
 
   auto trainer_state = [&]() {
-    json::Value st = json::Value::object();
+    Json st = Json::object();
     st["step"] = step;
     st["epoch"] = batcher.epoch();
     st["batch_index"] = batcher.batch_index();
@@ -180,7 +181,7 @@ TrainSummary train(const Config& cfg, const TrainOptions& opts) {
       summary.selected_epoch = epoch;
       summary.selected_test = rec.test;
     }
-    json::Value r = json::Value::object();
+    Json r = Json::object();
     r["event"] = "eval";
     r["epoch"] = epoch;
     r["step"] = step;
@@ -240,7 +241,7 @@ TrainSummary train(const Config& cfg, const TrainOptions& opts) {
     trace.write(ta.run_dir + "/trace.json");
     say("timeline: " + ta.run_dir + "/trace.json (chrome://tracing)\n");
   }
-  json::Value s = json::Value::object();
+  Json s = Json::object();
   s["event"] = "summary";
   s["steps"] = step;
   s["train_seconds"] = summary.train_seconds;
