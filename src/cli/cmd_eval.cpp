@@ -12,8 +12,8 @@
 #include "data/splits.h"
 #include "model/ranking_model.h"
 #include "train/checkpoint.h"
+#include "train/eval_report.h"
 #include "train/evaluator.h"
-#include "train/metrics_log.h"
 #include "train/ranking_eval.h"
 #include "train/runtime.h"
 

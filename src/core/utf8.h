@@ -1,4 +1,4 @@
-// utf8.h — UTF-8 encoding of a code point, shared by the gin and JSON parsers' escape handling.
+// utf8.h — UTF-8 encoding of a code point, for the gin parser's escape handling.
 #pragma once
 
 #include <cstdint>

@@ -14,11 +14,9 @@
 #include <bit>
 #include <cerrno>
 #include <climits>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <memory>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
@@ -26,6 +24,8 @@
 #include "core/error.h"
 #include "core/philox.h"
 #include "data/synthetic.h"
+#include "io/atomic_file.h"
+#include "io/json.h"
 
 namespace hstu {
 
@@ -60,16 +60,10 @@ uint64_t pad8(uint64_t n) {
   return (n + 7) & ~uint64_t{7};
 }
 
-// Streams 8-byte-padded sections to a file while hashing its words.
+// Streams 8-byte-padded sections to an AtomicFile while hashing its words.
 class SectionWriter {
  public:
-  explicit SectionWriter(const std::string& path)
-      : path_(path), file_(std::fopen(path.c_str(), "wb")) {
-    if (!file_) {
-      const int err = errno;
-      HSTU_THROW(path, ": cannot create (", std::strerror(err), ")");
-    }
-  }
+  explicit SectionWriter(const std::string& path) : file_(path) {}
 
   void put(const void* data, size_t bytes) {
     const auto* p = static_cast<const unsigned char*>(data);
@@ -79,43 +73,31 @@ class SectionWriter {
       std::memcpy(&w, p + 8 * i, 8);
       hash(w);
     }
-    write(p, bytes);
+    file_.write(p, bytes);
     if (bytes % 8 != 0) {  // the last partial word is zero-padded
       uint64_t w = 0;
       std::memcpy(&w, p + 8 * full, bytes % 8);
       hash(w);
       const unsigned char zeros[8] = {};
-      write(zeros, 8 - bytes % 8);
+      file_.write(zeros, 8 - bytes % 8);
     }
   }
 
   uint64_t bytes_written() const { return words_ * 8; }
   uint64_t checksum() const { return hash_; }
 
-  // Rewrites the first bytes (the header) and closes the file.
+  // Rewrites the first bytes (the header) and commits the file.
   void finish(const void* header, size_t bytes) {
-    if (std::fseek(file_.get(), 0, SEEK_SET) != 0) HSTU_THROW(path_, ": seek failed");
-    write(header, bytes);
-    if (std::fflush(file_.get()) != 0) HSTU_THROW(path_, ": write failed (disk full?)");
-    std::FILE* f = file_.release();
-    if (std::fclose(f) != 0) HSTU_THROW(path_, ": close failed (disk full?)");
+    file_.write_at(0, header, bytes);
+    file_.commit();
   }
 
  private:
   void hash(uint64_t w) {
     if (words_++ != kChecksumWord) hash_ = (hash_ ^ w) * kFnvPrime;
   }
-  void write(const void* p, size_t bytes) {
-    if (bytes > 0 && std::fwrite(p, 1, bytes, file_.get()) != bytes) {
-      HSTU_THROW(path_, ": write failed (disk full?)");
-    }
-  }
 
-  std::string path_;
-  struct Closer {
-    void operator()(std::FILE* f) const { std::fclose(f); }
-  };
-  std::unique_ptr<std::FILE, Closer> file_;
+  AtomicFile file_;
   uint64_t hash_ = kFnvOffset;
   uint64_t words_ = 0;
 };
@@ -199,23 +181,6 @@ std::string csv_field(const std::string& s) {
   return out + "\"";
 }
 
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
-
 // `path` made absolute and normal (for cache keys); errors become hstu::Error.
 std::string absolute_path(const std::string& path) {
   std::error_code ec;
@@ -224,53 +189,34 @@ std::string absolute_path(const std::string& path) {
   return p.lexically_normal().string();
 }
 
-// Renames a finished temporary file into place.
-void rename_into_place(const std::string& tmp, const std::string& path) {
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) HSTU_THROW(path, ": cannot move ", tmp, " into place (", ec.message(), ")");
-}
-
-// The text of source.json for the current raw files and options.
-std::string source_description(const DatasetArgs& args, bool skip_malformed) {
-  const std::vector<std::string> files = raw_source_files(args.dataset_name, args.dataset_path);
-  std::ostringstream os;
-  os << "{\n  \"format_version\": " << kSequenceFileVersion
-     << ",\n  \"dataset_name\": " << json_string(args.dataset_name)
-     << ",\n  \"dataset_path\": " << json_string(absolute_path(args.dataset_path))
-     << ",\n  \"skip_malformed\": " << (skip_malformed ? "true" : "false")
-     << ",\n  \"tie_break\": " << json_string(args.tie_break) << ",\n  \"files\": [";
-  for (size_t i = 0; i < files.size(); ++i) {
+// The content of source.json for the current raw files and options.
+Json source_description(const DatasetArgs& args, bool skip_malformed) {
+  Json files = Json::array();
+  for (const std::string& file : raw_source_files(args.dataset_name, args.dataset_path)) {
     struct stat st {};
     int64_t size = -1, mtime_ns = -1;
-    if (::stat(files[i].c_str(), &st) == 0) {
+    if (::stat(file.c_str(), &st) == 0) {
       size = st.st_size;
       mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
     }
-    os << (i ? "," : "") << "\n    {\"path\": " << json_string(absolute_path(files[i]))
-       << ", \"size\": " << size << ", \"mtime_ns\": " << mtime_ns << "}";
+    files.push_back({{"path", absolute_path(file)}, {"size", size}, {"mtime_ns", mtime_ns}});
   }
-  os << "\n  ]\n}\n";
-  return os.str();
+  return {{"format_version", kSequenceFileVersion},
+          {"dataset_name", args.dataset_name},
+          {"dataset_path", absolute_path(args.dataset_path)},
+          {"skip_malformed", skip_malformed},
+          {"tie_break", args.tie_break},
+          {"files", std::move(files)}};
 }
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream os;
-  os << in.rdbuf();
-  return os.str();
-}
-
-// Writes a text file atomically (temporary + rename).
-void write_text(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    out << text;
-    out.flush();
-    if (!out) HSTU_THROW(tmp, ": write failed");
+// Whether the cache's source.json holds `description` (a damaged one does not: the cache is
+// rebuilt, as when the raw files changed).
+bool cache_describes(const std::string& source_json, const Json& description) {
+  try {
+    return json::parse_file(source_json) == description;
+  } catch (const Error&) {
+    return false;
   }
-  rename_into_place(tmp, path);
 }
 
 // Dense indices of raw ids in raw-id order: the distinct ids are collected in a hash map, then
@@ -392,7 +338,6 @@ SequenceDataset build_dataset(const RawData& raw, IdMaps* maps, const std::strin
 }
 
 void write_sequence_file(const SequenceDataset& ds, const std::string& path) {
-  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
   const int64_t num_ctx = static_cast<int64_t>(ds.contextual_names.size());
   FileHeader h{};
   std::memcpy(h.magic, kMagic, 8);
@@ -416,24 +361,17 @@ void write_sequence_file(const SequenceDataset& ds, const std::string& path) {
   h.file_bytes = sizeof(FileHeader) + pad8(meta.size()) + pad8(ds.user_offsets.size_bytes()) +
                  pad8(ds.items.size_bytes()) + pad8(ds.actions.size_bytes()) +
                  pad8(ds.timestamps.size_bytes()) + pad8(ds.contextual_values.size_bytes());
-  try {
-    SectionWriter w(tmp);
-    w.put(&h, sizeof(h));
-    w.put(meta.data(), meta.size());
-    w.put(ds.user_offsets.data(), ds.user_offsets.size_bytes());
-    w.put(ds.items.data(), ds.items.size_bytes());
-    w.put(ds.actions.data(), ds.actions.size_bytes());
-    w.put(ds.timestamps.data(), ds.timestamps.size_bytes());
-    w.put(ds.contextual_values.data(), ds.contextual_values.size_bytes());
-    HSTU_CHECK(w.bytes_written() == h.file_bytes, "sequence file size bookkeeping");
-    h.checksum = w.checksum();
-    w.finish(&h, sizeof(h));
-    rename_into_place(tmp, path);
-  } catch (...) {
-    std::error_code ec;
-    std::filesystem::remove(tmp, ec);  // leave no half-written file behind
-    throw;
-  }
+  SectionWriter w(path);
+  w.put(&h, sizeof(h));
+  w.put(meta.data(), meta.size());
+  w.put(ds.user_offsets.data(), ds.user_offsets.size_bytes());
+  w.put(ds.items.data(), ds.items.size_bytes());
+  w.put(ds.actions.data(), ds.actions.size_bytes());
+  w.put(ds.timestamps.data(), ds.timestamps.size_bytes());
+  w.put(ds.contextual_values.data(), ds.contextual_values.size_bytes());
+  HSTU_CHECK(w.bytes_written() == h.file_bytes, "sequence file size bookkeeping");
+  h.checksum = w.checksum();
+  w.finish(&h, sizeof(h));
 }
 
 SequenceDataset read_sequence_file(const std::string& path) {
@@ -528,7 +466,7 @@ void write_id_maps(const RawData& raw, const IdMaps& maps, const std::string& di
       text += names.empty() ? std::to_string(ids[i]) : csv_field(names.at(ids[i]));
       text += '\n';
     }
-    write_text((std::filesystem::path(dir) / file).string(), text);
+    atomic_write_file((std::filesystem::path(dir) / file).string(), text);
   };
   write_map("item_ids.csv", maps.item_raw, 1, raw.item_names);
   write_map("user_ids.csv", maps.user_raw, 0, raw.user_names);
@@ -536,7 +474,7 @@ void write_id_maps(const RawData& raw, const IdMaps& maps, const std::string& di
 
 SequenceDataset preprocess_raw(const DatasetArgs& args, const std::string& out_dir,
                                bool skip_malformed, DatasetReport* report) {
-  const std::string description = source_description(args, skip_malformed);
+  const Json description = source_description(args, skip_malformed);
   const RawData raw = read_raw(args.dataset_name, args.dataset_path, skip_malformed);
   IdMaps maps;
   const SequenceDataset built = build_dataset(raw, &maps, args.tie_break);
@@ -548,7 +486,7 @@ SequenceDataset preprocess_raw(const DatasetArgs& args, const std::string& out_d
   std::filesystem::remove(dir / "source.json", ec);  // written last: marks a complete cache
   write_sequence_file(built, (dir / "sequences.bin").string());
   write_id_maps(raw, maps, out_dir);
-  write_text((dir / "source.json").string(), description);
+  atomic_write_file((dir / "source.json").string(), json::dump(description, 2) + "\n");
   if (report != nullptr) {
     report->dir = out_dir;
     report->reused_cache = false;
@@ -578,9 +516,9 @@ SequenceDataset open_dataset(const Config& cfg, bool skip_malformed, DatasetRepo
   const std::string dir = dataset_cache_dir(cfg);
   const std::filesystem::path bin = std::filesystem::path(dir) / "sequences.bin";
   const std::filesystem::path source = std::filesystem::path(dir) / "source.json";
-  const std::string description = source_description(args, skip_malformed);  // checks the name
+  const Json description = source_description(args, skip_malformed);  // checks the name
   if (std::filesystem::exists(bin) && std::filesystem::exists(source) &&
-      read_text(source.string()) == description) {
+      cache_describes(source.string(), description)) {
     if (report != nullptr) {
       *report = DatasetReport{};
       report->dir = dir;

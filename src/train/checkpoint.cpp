@@ -5,7 +5,8 @@
 #include <vector>
 
 #include "core/arena.h"
-#include "train/safetensors.h"
+#include "io/atomic_file.h"
+#include "io/safetensors.h"
 
 namespace hstu {
 namespace {
@@ -40,7 +41,7 @@ CheckpointTensors checkpoint_tensors(HstuModel& model) {
   return {&model.dense(), {&model.items()}, model.device()};
 }
 
-void save_checkpoint(const CheckpointTensors& m, const json::Value& state, const std::string& dir) {
+void save_checkpoint(const CheckpointTensors& m, const Json& state, const std::string& dir) {
   std::filesystem::create_directories(dir);
   DenseParams& dense = *m.dense;
   const bool host = m.device == Device::kCPU;
@@ -70,11 +71,10 @@ void save_checkpoint(const CheckpointTensors& m, const json::Value& state, const
     }
     save_safetensors(checkpoint_optimizer_path(dir), stage.tensors, {{"format", "hstu"}});
   }
-  atomic_write_file(checkpoint_state_path(dir), state.dump(2) + "\n");
+  atomic_write_file(checkpoint_state_path(dir), json::dump(state, 2) + "\n");
 }
 
-json::Value load_checkpoint(const CheckpointTensors& m, const std::string& dir,
-                            bool with_optimizer) {
+Json load_checkpoint(const CheckpointTensors& m, const std::string& dir, bool with_optimizer) {
   HSTU_CHECK(std::filesystem::exists(checkpoint_state_path(dir)), "no checkpoint in '", dir,
              "': ", checkpoint_state_path(dir), " is missing (an interrupted save leaves none)");
   DenseParams& dense = *m.dense;

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "io/json.h"
 #include "model/model.h"
-#include "train/json.h"
 
 namespace hstu {
 
@@ -34,19 +34,18 @@ CheckpointTensors checkpoint_tensors(HstuModel& model);
 // Writes model.safetensors (every dense parameter and every table by name), optimizer.safetensors
 // (flat Adam moments and each table's optimiser state) and then trainer_state.json (`state`,
 // supplied by the trainer) into `dir` (created if missing).
-void save_checkpoint(const CheckpointTensors& m, const json::Value& state, const std::string& dir);
+void save_checkpoint(const CheckpointTensors& m, const Json& state, const std::string& dir);
 
 // Loads weights (and the optimiser state when with_optimizer) into a planned model and returns
 // the trainer state. Shapes and names must match the model's; errors name the file. The caller
 // refreshes the dense compute copy (DenseParams::refresh_compute_copy) afterwards.
-json::Value load_checkpoint(const CheckpointTensors& m, const std::string& dir,
-                            bool with_optimizer);
+Json load_checkpoint(const CheckpointTensors& m, const std::string& dir, bool with_optimizer);
 
 // The retrieval model's tensors (checkpoint_tensors(model)).
-inline void save_checkpoint(HstuModel& model, const json::Value& state, const std::string& dir) {
+inline void save_checkpoint(HstuModel& model, const Json& state, const std::string& dir) {
   save_checkpoint(checkpoint_tensors(model), state, dir);
 }
-inline json::Value load_checkpoint(HstuModel& model, const std::string& dir, bool with_optimizer) {
+inline Json load_checkpoint(HstuModel& model, const std::string& dir, bool with_optimizer) {
   return load_checkpoint(checkpoint_tensors(model), dir, with_optimizer);
 }
 

@@ -11,8 +11,9 @@
 #include "data/preprocess.h"
 #include "data/ranking.h"
 #include "data/synthetic_oracle.h"
+#include "io/progress.h"
 #include "model/ranking_model.h"
-#include "train/progress.h"
+#include "train/eval_report.h"
 #include "train/ranking_baseline.h"
 #include "train/ranking_eval.h"
 #include "train/runtime.h"
@@ -75,15 +76,15 @@ class RankingTask final : public Task {
 
   // The metrics.jsonl "baseline" event: its metrics and each logistic fit.
   void log_setup(MetricsLog& log) const override {
-    json::Value r = json::Value::object();
+    Json r = Json::object();
     r["event"] = "baseline";
     r["test"] = metrics_to_json(baseline_.eval);
     r["train_candidates"] = baseline_.train_candidates;
     r["eval_candidates"] = baseline_.eval_candidates;
-    json::Value fits = json::Value::array();
+    Json fits = Json::array();
     for (const LogisticFit& f : baseline_.fits) {
-      json::Value o = json::Value::object();
-      json::Value coef = json::Value::array();
+      Json o = Json::object();
+      Json coef = Json::array();
       for (double c : f.coef) coef.push_back(c);
       o["coef"] = coef;  // [rows, intercept + 2 features], row-major
       o["rows"] = f.num_rows;
@@ -114,8 +115,8 @@ class RankingTask final : public Task {
         cfg_.synthetic, ds_, splits_.eval,
         ta.max_eval_iters > 0 ? ta.max_eval_iters * ta.eval_batch_size : -1, roc_auc);
     if (out) *out << synthetic_oracle_report(oracle, summary.final_test) << std::flush;
-    json::Value o = json::Value::object(), auc = json::Value::array();
-    for (double a : oracle.auc) auc.push_back(std::isfinite(a) ? json::Value(a) : json::Value());
+    Json o = Json::object(), auc = Json::array();
+    for (double a : oracle.auc) auc.push_back(std::isfinite(a) ? Json(a) : Json());
     o["event"] = "synthetic_oracle";
     o["oracle_auc"] = auc;
     log.write(o);

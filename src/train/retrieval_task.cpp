@@ -8,9 +8,9 @@
 #include "data/popularity.h"
 #include "data/preprocess.h"
 #include "data/splits.h"
+#include "io/progress.h"
 #include "model/model.h"
 #include "train/evaluator.h"
-#include "train/progress.h"
 #include "train/runtime.h"
 #include "train/task.h"
 

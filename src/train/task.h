@@ -19,8 +19,8 @@
 #include "core/step_graph.h"
 #include "data/batch.h"
 #include "data/batcher.h"
+#include "io/metrics_log.h"
 #include "train/checkpoint.h"
-#include "train/metrics_log.h"
 #include "train/step.h"
 #include "train/trainer.h"
 

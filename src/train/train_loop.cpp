@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <string>
 
+#include "train/eval_report.h"
+
 namespace hstu {
 
 StepEvents step_events(const TrainerArgs& ta, int64_t step, int64_t total_steps, int64_t epoch,
@@ -52,10 +54,10 @@ void RunningLoss::write_train_line(MetricsLog& log, int64_t step, int64_t epoch,
   count_ = 0;
 }
 
-json::Value evals_to_json(const std::vector<EvalRecord>& evals, bool with_validation) {
-  json::Value out = json::Value::array();
+Json evals_to_json(const std::vector<EvalRecord>& evals, bool with_validation) {
+  Json out = Json::array();
   for (const EvalRecord& e : evals) {
-    json::Value r = json::Value::object();
+    Json r = Json::object();
     r["epoch"] = e.epoch;
     r["step"] = e.step;
     if (with_validation) r["validation"] = metrics_to_json(e.validation);

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "config/config.h"
-#include "train/json.h"
-#include "train/metrics_log.h"
-#include "train/progress.h"
+#include "io/json.h"
+#include "io/metrics_log.h"
+#include "io/progress.h"
 #include "train/trainer.h"
 
 namespace hstu {
@@ -61,6 +61,6 @@ class RunningLoss {
 };
 
 // The evaluation history for trainer_state.json: [{epoch, step, [validation,] test}, ...].
-json::Value evals_to_json(const std::vector<EvalRecord>& evals, bool with_validation);
+Json evals_to_json(const std::vector<EvalRecord>& evals, bool with_validation);
 
 }  // namespace hstu

@@ -11,13 +11,15 @@
 #include <memory>
 
 #include "core/nvtx.h"
+#include "io/atomic_file.h"
+#include "io/chrome_trace.h"
+#include "io/json.h"
+#include "io/metrics_log.h"
+#include "io/progress.h"
 #include "ops/gemm.h"
 #include "train/checkpoint.h"
-#include "train/chrome_trace.h"
+#include "train/eval_report.h"
 #include "train/lr_schedule.h"
-#include "train/metrics_log.h"
-#include "train/progress.h"
-#include "train/safetensors.h"
 #include "train/task.h"
 #include "train/train_loop.h"
 
@@ -44,7 +46,7 @@ class Loop {
     if (!opts_.quiet) std::cout << s << std::flush;
   }
   void load();
-  json::Value trainer_state() const;
+  Json trainer_state() const;
   void save() {
     const nvtx::Range range("checkpoint");
     save_checkpoint(task_.checkpoint_tensors(), trainer_state(), ckpt_dir_);
@@ -74,23 +76,24 @@ void Loop::load() {
     say("initialised weights from " + ta_.ckpt_load_dir + "\n");
   }
   if (opts_.resume_dir.empty()) return;
-  const json::Value st = load_checkpoint(ckpt, opts_.resume_dir, true);
-  const json::Value* task = st.find("task");  // absent in retrieval checkpoints before 0.8
-  const std::string saved = task && task->is_string() ? task->as_string() : "retrieval";
+  const Json st = load_checkpoint(ckpt, opts_.resume_dir, true);
+  // Retrieval checkpoints written before the loop was shared have no "task" (and ranking ones no
+  // selection state).
+  const std::string saved =
+      st.contains("task") ? json::at(st, "task").get<std::string>() : "retrieval";
   HSTU_CHECK(saved == task_.name(), opts_.resume_dir, ": a ", saved, " checkpoint cannot resume a ",
              task_.name(), " run");
-  step_ = st.at("step").as_int();
-  task_.batcher().set_position(st.at("epoch").as_int(), st.at("batch_index").as_int());
-  if (const json::Value* b = st.find("best_validation")) best_val_ = b->as_double();
-  if (const json::Value* e = st.find("selected_epoch")) summary_.selected_epoch = e->as_int();
-  if (const json::Value* t = st.find("selected_test"))
-    summary_.selected_test = metrics_from_json(*t);
-  for (const auto& e : st.at("evals").as_array()) {
-    const json::Value* v = e.find("validation");
-    summary_.evals.push_back({e.at("epoch").as_int(), e.at("step").as_int(),
-                              v ? metrics_from_json(*v) : NamedValues{},
-                              metrics_from_json(e.at("test"))});
-  }
+  step_ = json::int_at(st, "step");
+  task_.batcher().set_position(json::int_at(st, "epoch"), json::int_at(st, "batch_index"));
+  if (st.contains("best_validation")) best_val_ = json::double_at(st, "best_validation");
+  if (st.contains("selected_epoch")) summary_.selected_epoch = json::int_at(st, "selected_epoch");
+  if (st.contains("selected_test"))
+    summary_.selected_test = metrics_from_json(json::at(st, "selected_test"));
+  for (const Json& e : json::array_at(st, "evals"))
+    summary_.evals.push_back(
+        {json::int_at(e, "epoch"), json::int_at(e, "step"),
+         e.contains("validation") ? metrics_from_json(json::at(e, "validation")) : NamedValues{},
+         metrics_from_json(json::at(e, "test"))});
   for (const EvalRecord& e : summary_.evals) has_validation_ |= !e.validation.empty();
   if (!summary_.evals.empty()) {
     summary_.final_test = summary_.evals.back().test;
@@ -100,9 +103,9 @@ void Loop::load() {
   say("resumed from " + opts_.resume_dir + " at step " + std::to_string(step_) + "\n");
 }
 
-json::Value Loop::trainer_state() const {
+Json Loop::trainer_state() const {
   const Batcher& b = task_.batcher();
-  json::Value st = json::Value::object();
+  Json st = Json::object();
   st["task"] = task_.name();
   st["step"] = step_;
   st["epoch"] = b.epoch();
@@ -132,7 +135,7 @@ void Loop::evaluate(int64_t epoch) {
     summary_.selected_epoch = epoch;
     summary_.selected_test = rec.test;
   }
-  json::Value r = json::Value::object();
+  Json r = Json::object();
   r["event"] = "eval";
   r["epoch"] = epoch;
   r["step"] = step_;
@@ -149,7 +152,7 @@ void Loop::evaluate(int64_t epoch) {
 }
 
 void Loop::write_summary_record() {
-  json::Value s = json::Value::object();
+  Json s = Json::object();
   s["event"] = "summary";
   s["task"] = task_.name();
   s["steps"] = step_;

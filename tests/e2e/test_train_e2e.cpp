@@ -16,8 +16,8 @@
 #include <string>
 
 #include "config/load.h"
+#include "io/safetensors.h"
 #include "train/checkpoint.h"
-#include "train/safetensors.h"
 #include "train/trainer.h"
 
 namespace hstu {

@@ -3,15 +3,16 @@
 // N/2 steps; a retrieval checkpoint is refused by a ranking resume.
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <map>
 #include <string>
 
 #include "config/config.h"
 #include "data/data_test_util.h"
+#include "io/atomic_file.h"
+#include "io/json.h"
+#include "io/safetensors.h"
 #include "ranking/ranking_test_util.h"
 #include "train/checkpoint.h"
-#include "train/safetensors.h"
 #include "train/trainer.h"
 
 namespace hstu {
@@ -100,15 +101,9 @@ TEST(RankingCheckpoint, RefusesARetrievalCheckpoint) {
   // Rewrite the trainer state without the task, as retrieval runs wrote it before the task key
   // existed.
   const std::string ckpt = c.trainer.run_dir + "/checkpoints";
-  json::Value st = json::parse_file(checkpoint_state_path(ckpt));
-  std::erase_if(st.as_object(), [](const auto& kv) { return kv.first == "task"; });
-  {
-    std::FILE* f = std::fopen(checkpoint_state_path(ckpt).c_str(), "w");
-    ASSERT_NE(f, nullptr);
-    const std::string text = st.dump(2);
-    std::fwrite(text.data(), 1, text.size(), f);
-    std::fclose(f);
-  }
+  Json st = json::parse_file(checkpoint_state_path(ckpt));
+  st.erase("task");
+  atomic_write_file(checkpoint_state_path(ckpt), json::dump(st, 2));
   opts.resume_dir = ckpt;
   c.trainer.max_train_iters = 4;
   try {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "test_util.h"
+#include "common/test_util.h"
 #include "train/train_loop.h"
 
 namespace hstu {
@@ -60,16 +60,16 @@ TEST(RunningLoss, TrainLineHoldsTheMeanSinceTheLastLine) {
     running.write_train_line(log, 3, 1, 50.0, 5e-4);
   }
   std::istringstream in(test::read_file(dir.file("metrics.jsonl")));
-  std::vector<json::Value> lines;
+  std::vector<Json> lines;
   for (std::string line; std::getline(in, line);) lines.push_back(json::parse(line));
   ASSERT_EQ(lines.size(), 2u);
-  EXPECT_EQ(lines[0].at("event").as_string(), "train");
-  EXPECT_EQ(lines[0].at("step").as_int(), 2);
-  EXPECT_DOUBLE_EQ(lines[0].at("loss").as_double(), 3.0);
-  EXPECT_DOUBLE_EQ(lines[0].at("tokens_per_s").as_double(), 100.0);
-  EXPECT_DOUBLE_EQ(lines[0].at("lr").as_double(), 1e-3);
-  EXPECT_EQ(lines[1].at("epoch").as_int(), 1);
-  EXPECT_DOUBLE_EQ(lines[1].at("loss").as_double(), 1.0);  // started over after the first line
+  EXPECT_EQ(lines[0].at("event"), "train");
+  EXPECT_EQ(json::int_at(lines[0], "step"), 2);
+  EXPECT_DOUBLE_EQ(json::double_at(lines[0], "loss"), 3.0);
+  EXPECT_DOUBLE_EQ(json::double_at(lines[0], "tokens_per_s"), 100.0);
+  EXPECT_DOUBLE_EQ(json::double_at(lines[0], "lr"), 1e-3);
+  EXPECT_EQ(json::int_at(lines[1], "epoch"), 1);
+  EXPECT_DOUBLE_EQ(json::double_at(lines[1], "loss"), 1.0);  // started over after the first line
 }
 
 TEST(EvalsToJson, ValidationOnlyWhenAsked) {
@@ -79,13 +79,13 @@ TEST(EvalsToJson, ValidationOnlyWhenAsked) {
   evals[0].test = {{"HR@10", 0.5}};
   evals[1].epoch = 2, evals[1].step = 20;
   evals[1].test = {{"HR@10", 0.75}};
-  const json::Value with = evals_to_json(evals, true), without = evals_to_json(evals, false);
+  const Json with = evals_to_json(evals, true), without = evals_to_json(evals, false);
   ASSERT_EQ(with.size(), 2u);
-  EXPECT_EQ(with.at(size_t{1}).at("step").as_int(), 20);
-  EXPECT_DOUBLE_EQ(with.at(size_t{0}).at("validation").at("HR@10").as_double(), 0.25);
-  EXPECT_DOUBLE_EQ(with.at(size_t{1}).at("test").at("HR@10").as_double(), 0.75);
-  EXPECT_EQ(without.at(size_t{0}).find("validation"), nullptr);
-  EXPECT_DOUBLE_EQ(without.at(size_t{0}).at("test").at("HR@10").as_double(), 0.5);
+  EXPECT_EQ(json::int_at(with[1], "step"), 20);
+  EXPECT_EQ(with[0]["validation"]["HR@10"], 0.25);
+  EXPECT_EQ(with[1]["test"]["HR@10"], 0.75);
+  EXPECT_FALSE(without[0].contains("validation"));
+  EXPECT_EQ(without[0]["test"]["HR@10"], 0.5);
 }
 
 }  // namespace

@@ -1,11 +1,11 @@
-// safetensors.h — the safetensors file format (read and write), and atomic file writes.
+// safetensors.h — the safetensors file format (read and write).
 //
 // Layout: 8-byte little-endian header length N, N bytes of JSON header (padded with spaces to a
 // multiple of 8), then the tensors' raw little-endian bytes, contiguous in header order. The
 // reader is as strict as the reference implementation (data_offsets must tile the data section
 // exactly, no gaps, no overlap, no trailing bytes), so any file it accepts Python loads too.
-// Every file is written through AtomicFile (`<path>.tmp`, fsync, rename): a reader never sees a
-// partial checkpoint, even after a crash.
+// Every file is written through AtomicFile (io/atomic_file.h): a reader never sees a partial
+// checkpoint, even after a crash.
 #pragma once
 
 #include <cstddef>
@@ -13,38 +13,12 @@
 #include <map>
 #include <span>
 #include <string>
-#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "core/tensor.h"
 
 namespace hstu {
-
-// Writes `<path>.tmp` and renames it over `path` on commit(); destroyed uncommitted (an error
-// on the way), it removes the temporary and leaves any existing `path` untouched.
-class AtomicFile {
- public:
-  explicit AtomicFile(std::string path);
-  ~AtomicFile();
-  AtomicFile(const AtomicFile&) = delete;
-  AtomicFile& operator=(const AtomicFile&) = delete;
-
-  void write(const void* data, size_t bytes);  // buffered
-  // Flushes, fsyncs, renames over the target and fsyncs its directory.
-  void commit();
-
- private:
-  void flush();
-
-  std::string path_, tmp_path_;
-  int fd_ = -1;
-  std::vector<char> buf_;
-  size_t buffered_ = 0;
-};
-
-// Writes `bytes` to `path` atomically (AtomicFile in one call).
-void atomic_write_file(const std::string& path, std::string_view bytes);
 
 // "F32", "BF16", ... as written in safetensors headers.
 const char* safetensors_dtype_name(DType t);

@@ -1,5 +1,5 @@
 // progress.cpp — progress line formatting and TTY / plain-log drawing.
-#include "train/progress.h"
+#include "io/progress.h"
 
 #include <unistd.h>
 

@@ -1,14 +1,17 @@
-// test_util.h — helpers of the train tests: a fresh temporary directory per test (removed with
-// its contents afterwards), whole-file read/write, and the message of an expected hstu::Error.
+// test_util.h — helpers of the io and train tests: a fresh temporary directory per test (removed
+// with its contents afterwards), whole-file read/write, a folder's listing, and the message of an
+// expected hstu::Error.
 #pragma once
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 
@@ -17,7 +20,7 @@ namespace hstu::test {
 class TempDir {
  public:
   TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "hstu_train_XXXXXX").string();
+    std::string tmpl = (std::filesystem::temp_directory_path() / "hstu_test_XXXXXX").string();
     if (::mkdtemp(tmpl.data()) == nullptr) ADD_FAILURE() << "mkdtemp failed";
     path_ = tmpl;
   }
@@ -42,6 +45,15 @@ inline std::string read_file(const std::string& path) {
 
 inline void write_file(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary) << bytes;
+}
+
+// The names of the entries of folder `dir`, sorted.
+inline std::vector<std::string> files_in(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 // The message of the hstu::Error that f throws ("<no error>" if it returns).

@@ -7,7 +7,7 @@
 #include <sstream>
 #include <string>
 
-#include "train/progress.h"
+#include "io/progress.h"
 
 namespace hstu {
 namespace {

@@ -1,5 +1,5 @@
-// safetensors.cpp — atomic file writes, the safetensors writer and the validating mmap reader.
-#include "train/safetensors.h"
+// safetensors.cpp — the safetensors writer and the validating mmap reader.
+#include "io/safetensors.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -10,11 +10,11 @@
 #include <bit>
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <set>
 
 #include "core/arena.h"
-#include "train/json.h"
+#include "io/atomic_file.h"
+#include "io/json.h"
 
 namespace hstu {
 
@@ -23,7 +23,6 @@ static_assert(std::endian::native == std::endian::little,
 
 namespace {
 
-constexpr size_t kWriteBuffer = size_t(1) << 20;
 constexpr uint64_t kMaxHeaderBytes = uint64_t(100) << 20;  // the reference reader's limit
 
 std::string errno_text() {
@@ -61,82 +60,6 @@ std::string shape_str(const std::vector<int64_t>& shape) {
 
 }  // namespace
 
-// ---- AtomicFile
-// ----------------------------------------------------------------------------------
-
-AtomicFile::AtomicFile(std::string path)
-    : path_(std::move(path)), tmp_path_(path_ + ".tmp"), buf_(kWriteBuffer) {
-  fd_ = ::open(tmp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  HSTU_CHECK(fd_ >= 0, "cannot create ", tmp_path_, ": ", errno_text());
-}
-
-AtomicFile::~AtomicFile() {
-  if (fd_ >= 0) ::close(fd_);
-  if (!tmp_path_.empty()) ::unlink(tmp_path_.c_str());
-}
-
-void AtomicFile::write(const void* data, size_t bytes) {
-  HSTU_CHECK(fd_ >= 0, "write to ", path_, " after commit");
-  const char* p = static_cast<const char*>(data);
-  if (buffered_ + bytes <= buf_.size()) {
-    std::memcpy(buf_.data() + buffered_, p, bytes);
-    buffered_ += bytes;
-    return;
-  }
-  flush();
-  if (bytes < buf_.size()) {
-    std::memcpy(buf_.data(), p, bytes);
-    buffered_ = bytes;
-    return;
-  }
-  while (bytes > 0) {  // large writes bypass the buffer
-    const ssize_t n = ::write(fd_, p, bytes);
-    if (n < 0 && errno == EINTR) continue;
-    HSTU_CHECK(n > 0, "cannot write ", tmp_path_, ": ", errno_text());
-    p += n;
-    bytes -= static_cast<size_t>(n);
-  }
-}
-
-void AtomicFile::flush() {
-  const char* p = buf_.data();
-  size_t left = buffered_;
-  while (left > 0) {
-    const ssize_t n = ::write(fd_, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    HSTU_CHECK(n > 0, "cannot write ", tmp_path_, ": ", errno_text());
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
-  buffered_ = 0;
-}
-
-void AtomicFile::commit() {
-  HSTU_CHECK(fd_ >= 0, path_, " committed twice");
-  flush();
-  HSTU_CHECK(::fsync(fd_) == 0, "cannot fsync ", tmp_path_, ": ", errno_text());
-  const int fd = fd_;
-  fd_ = -1;
-  HSTU_CHECK(::close(fd) == 0, "cannot close ", tmp_path_, ": ", errno_text());
-  HSTU_CHECK(::rename(tmp_path_.c_str(), path_.c_str()) == 0, "cannot rename ", tmp_path_, " to ",
-             path_, ": ", errno_text());
-  tmp_path_.clear();
-  // Make the rename itself durable.
-  std::string dir = std::filesystem::path(path_).parent_path().string();
-  if (dir.empty()) dir = ".";
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  HSTU_CHECK(dfd >= 0, "cannot open directory ", dir, ": ", errno_text());
-  const int rc = ::fsync(dfd);
-  ::close(dfd);
-  HSTU_CHECK(rc == 0, "cannot fsync directory ", dir, ": ", errno_text());
-}
-
-void atomic_write_file(const std::string& path, std::string_view bytes) {
-  AtomicFile f(path);
-  f.write(bytes.data(), bytes.size());
-  f.commit();
-}
-
 // ---- writer
 // --------------------------------------------------------------------------------------
 
@@ -150,7 +73,7 @@ const char* safetensors_dtype_name(DType t) {
 void save_safetensors(const std::string& path,
                       const std::vector<std::pair<std::string, Tensor>>& tensors,
                       const std::map<std::string, std::string>& metadata) {
-  json::Value header = json::Value::object();
+  Json header = Json::object();
   std::set<std::string_view> seen;
   uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {
@@ -160,20 +83,14 @@ void save_safetensors(const std::string& path,
     HSTU_CHECK(!t.empty(), path, ": tensor \"", name, "\" is empty (no tensor)");
     HSTU_CHECK(t.device == Device::kCPU, path, ": tensor \"", name, "\" is ", t.str(),
                "; copy it to the CPU before saving");
-    json::Value shape = json::Value::array();
-    for (int i = 0; i < t.ndim; ++i) shape.push_back(t.shape[i]);
     const uint64_t end = offset + t.nbytes();
-    header.as_object().emplace_back(
-        name, json::Value::object({{"dtype", safetensors_dtype_name(t.dtype)},
-                                   {"shape", std::move(shape)},
-                                   {"data_offsets", json::Value::array({offset, end})}}));
+    header[name] = {{"dtype", safetensors_dtype_name(t.dtype)},
+                    {"shape", std::vector<int64_t>(t.shape, t.shape + t.ndim)},
+                    {"data_offsets", {offset, end}}};
     offset = end;
   }
-  if (!metadata.empty()) {
-    json::Value& meta = header["__metadata__"] = json::Value::object();
-    for (const auto& [k, v] : metadata) meta[k] = v;
-  }
-  std::string text = header.dump();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::string text = json::dump(header);
   text.append((8 - text.size() % 8) % 8, ' ');  // data starts 8-byte aligned
   const uint64_t n = text.size();
 
@@ -232,7 +149,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     HSTU_CHECK(n > 0 && n <= kMaxHeaderBytes, path, ": invalid header length ", n);
     HSTU_CHECK(n <= data_bytes_max, path, ": truncated safetensors file (header length ", n,
                " but only ", data_bytes_max, " bytes follow)");
-    const json::Value header =
+    const Json header =
         json::parse(std::string_view(reinterpret_cast<const char*>(base + 8), n), path + " header");
     HSTU_CHECK(header.is_object(), path, ": header is not a JSON object");
     const uint8_t* data = base + 8 + n;
@@ -243,47 +160,44 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
       const std::string* name;
     };
     std::vector<Span> spans;
-    for (const auto& [name, v] : header.as_object()) {
+    for (const auto& [name, v] : header.items()) {
       if (name == "__metadata__") {
         HSTU_CHECK(v.is_object(), path, ": __metadata__ is not an object");
-        for (const auto& [k, m] : v.as_object()) {
+        for (const auto& [k, m] : v.items()) {
           HSTU_CHECK(m.is_string(), path, ": __metadata__ value \"", k, "\" is not a string");
-          metadata_[k] = m.as_string();
+          metadata_[k] = m.get<std::string>();
         }
         continue;
       }
       const std::string what = path + ": tensor \"" + name + "\"";
       HSTU_CHECK(v.is_object(), what, " is not an object");
-      for (const auto& [k, m] : v.as_object()) {
+      for (const auto& [k, m] : v.items()) {
         HSTU_CHECK(k == "dtype" || k == "shape" || k == "data_offsets", what,
                    " has unknown field \"", k, "\"");
       }
-      const json::Value* dt = v.find("dtype");
-      const json::Value* shape = v.find("shape");
-      const json::Value* offs = v.find("data_offsets");
-      HSTU_CHECK(dt && shape && offs, what, " needs dtype, shape and data_offsets");
+      HSTU_CHECK(v.contains("dtype") && v.contains("shape") && v.contains("data_offsets"), what,
+                 " needs dtype, shape and data_offsets");
+      const Json &dt = v.at("dtype"), &shape = v.at("shape"), &offs = v.at("data_offsets");
       Entry e{};
-      HSTU_CHECK(dt->is_string() && parse_dtype(dt->as_string(), &e.dtype), what,
-                 " has unsupported dtype ", dt->dump(),
-                 " (hstu reads F32 F64 BF16 F16 I32 I64 U8)");
-      HSTU_CHECK(shape->is_array(), what, ": shape is not an array");
+      HSTU_CHECK(dt.is_string() && parse_dtype(dt.get<std::string>(), &e.dtype), what,
+                 " has unsupported dtype ", dt.dump(), " (hstu reads F32 F64 BF16 F16 I32 I64 U8)");
+      HSTU_CHECK(shape.is_array(), what, ": shape is not an array");
       uint64_t bytes = dtype_size(e.dtype);
-      for (const json::Value& d : shape->as_array()) {
-        HSTU_CHECK(d.is_int() && d.as_int() >= 0, what, ": invalid dim ", d.dump());
-        HSTU_CHECK(!__builtin_mul_overflow(bytes, static_cast<uint64_t>(d.as_int()), &bytes), what,
+      for (const Json& d : shape) {
+        HSTU_CHECK(d.is_number_unsigned() && d.get<uint64_t>() <= uint64_t{INT64_MAX}, what,
+                   ": invalid dim ", d.dump());
+        HSTU_CHECK(!__builtin_mul_overflow(bytes, d.get<uint64_t>(), &bytes), what,
                    ": shape overflows");
-        e.shape.push_back(d.as_int());
+        e.shape.push_back(d.get<int64_t>());
       }
-      HSTU_CHECK(offs->is_array() && offs->size() == 2 && offs->at(0).is_int() &&
-                     offs->at(1).is_int() && offs->at(0).as_int() >= 0 &&
-                     offs->at(0).as_int() <= offs->at(1).as_int(),
-                 what, ": invalid data_offsets ", offs->dump());
-      const auto begin = static_cast<uint64_t>(offs->at(0).as_int());
-      const auto end = static_cast<uint64_t>(offs->at(1).as_int());
-      HSTU_CHECK(end <= data_bytes, what, ": data_offsets ", offs->dump(), " beyond the ",
+      HSTU_CHECK(offs.is_array() && offs.size() == 2 && offs[0].is_number_unsigned() &&
+                     offs[1].is_number_unsigned() && offs[0] <= offs[1],
+                 what, ": invalid data_offsets ", offs.dump());
+      const auto begin = offs[0].get<uint64_t>(), end = offs[1].get<uint64_t>();
+      HSTU_CHECK(end <= data_bytes, what, ": data_offsets ", offs.dump(), " beyond the ",
                  data_bytes, " data bytes (truncated file?)");
-      HSTU_CHECK(end - begin == bytes, what, ": ", dt->as_string(), shape_str(e.shape), " needs ",
-                 bytes, " bytes but data_offsets ", offs->dump(), " hold ", end - begin);
+      HSTU_CHECK(end - begin == bytes, what, ": ", dt.get<std::string>(), shape_str(e.shape),
+                 " needs ", bytes, " bytes but data_offsets ", offs.dump(), " hold ", end - begin);
       e.bytes = std::span<const uint8_t>(data + begin, end - begin);
       const auto [it, inserted] = entries_.emplace(name, std::move(e));
       spans.push_back({begin, end, &it->first});

@@ -1,43 +1,11 @@
-// metrics_log.cpp — metrics.jsonl appender and the aligned eval table.
-#include "train/metrics_log.h"
+// eval_report.cpp — metric values as JSON and the aligned eval table (see eval_report.h).
+#include "train/eval_report.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstring>
-
-#include "core/error.h"
+#include <cstdio>
 
 namespace hstu {
-
-MetricsLog::MetricsLog(const std::string& run_dir) : path_(run_dir + "/metrics.jsonl") {
-  file_ = std::fopen(path_.c_str(), "a");
-  HSTU_CHECK(file_ != nullptr, "cannot open ", path_, " for appending: ", std::strerror(errno));
-}
-
-MetricsLog::~MetricsLog() {
-  std::fclose(file_);
-}
-
-void MetricsLog::write(const json::Value& record) {
-  HSTU_CHECK(record.is_object(), path_, ": a metrics record must be a JSON object, got ",
-             json::type_name(record.type()));
-  std::string line = record.dump();
-  line += '\n';
-  HSTU_CHECK(
-      std::fwrite(line.data(), 1, line.size(), file_) == line.size() && std::fflush(file_) == 0,
-      "cannot write ", path_, ": ", std::strerror(errno));
-}
-
-void MetricsLog::log(const std::string& event,
-                     std::initializer_list<std::pair<std::string, json::Value>> fields) {
-  json::Value record = json::Value::object({{"event", event}});
-  for (const auto& [k, v] : fields) {
-    HSTU_CHECK(record.find(k) == nullptr, path_, ": metrics record field \"", k, "\" given twice");
-    record.as_object().emplace_back(k, v);
-  }
-  write(record);
-}
 
 std::string format_eval_table(const std::vector<EvalRow>& rows, int precision) {
   std::vector<std::string> columns;
@@ -83,16 +51,17 @@ void print_eval_table(std::ostream& out, const std::vector<EvalRow>& rows, int p
   out << format_eval_table(rows, precision) << std::flush;
 }
 
-json::Value metrics_to_json(const NamedValues& v) {
-  json::Value o = json::Value::object();
-  for (const auto& [k, x] : v) o[k] = std::isfinite(x) ? json::Value(x) : json::Value();
+Json metrics_to_json(const NamedValues& v) {
+  Json o = Json::object();
+  for (const auto& [k, x] : v) o[k] = std::isfinite(x) ? Json(x) : Json();
   return o;
 }
 
-NamedValues metrics_from_json(const json::Value& o) {
+NamedValues metrics_from_json(const Json& o) {
   NamedValues v;
   if (o.is_object())
-    for (const auto& [k, x] : o.as_object()) v.emplace_back(k, x.is_null() ? NAN : x.as_double());
+    for (const auto& [k, x] : o.items())
+      v.emplace_back(k, x.is_null() ? NAN : json::double_at(o, k));
   return v;
 }
 

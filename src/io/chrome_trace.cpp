@@ -1,13 +1,13 @@
 // chrome_trace.cpp — event recording and the Chrome-trace JSON writer.
-#include "train/chrome_trace.h"
+#include "io/chrome_trace.h"
 
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 
-#include "train/json.h"
-#include "train/safetensors.h"
+#include "io/atomic_file.h"
+#include "io/json.h"
 
 namespace hstu {
 
@@ -43,13 +43,12 @@ std::string ChromeTrace::json() const {
   for (size_t i = 0; i < events_.size(); ++i) {
     const Event& e = events_[i];
     out += i ? ",\n" : "\n";
-    out += json::Value::object({{"name", e.name},
-                                {"ph", "X"},
-                                {"ts", e.ts_us},
-                                {"dur", e.dur_us},
-                                {"pid", pid},
-                                {"tid", e.tid}})
-               .dump();
+    out += json::dump({{"name", e.name},
+                       {"ph", "X"},
+                       {"ts", e.ts_us},
+                       {"dur", e.dur_us},
+                       {"pid", pid},
+                       {"tid", e.tid}});
   }
   out += "\n]\n";
   return out;

@@ -1,0 +1,101 @@
+// atomic_file.cpp — buffered writes to a temporary, fsync, rename, directory fsync.
+#include "io/atomic_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "core/error.h"
+
+namespace hstu {
+namespace {
+
+constexpr size_t kWriteBuffer = size_t(1) << 20;
+
+std::string errno_text() {
+  return std::strerror(errno);
+}
+
+// Writes all `bytes` at file offset `at`, retrying short and interrupted writes.
+void pwrite_all(int fd, const char* p, size_t bytes, uint64_t at, const std::string& path) {
+  while (bytes > 0) {
+    const ssize_t n = ::pwrite(fd, p, bytes, static_cast<off_t>(at));
+    if (n < 0 && errno == EINTR) continue;
+    HSTU_CHECK(n > 0, "cannot write ", path, ": ", errno_text());
+    p += n;
+    at += static_cast<uint64_t>(n);
+    bytes -= static_cast<size_t>(n);
+  }
+}
+
+}  // namespace
+
+AtomicFile::AtomicFile(std::string path)
+    : path_(std::move(path)),
+      tmp_path_(path_ + ".tmp" + std::to_string(::getpid())),
+      buf_(kWriteBuffer) {
+  fd_ = ::open(tmp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  HSTU_CHECK(fd_ >= 0, "cannot create ", tmp_path_, ": ", errno_text());
+}
+
+AtomicFile::~AtomicFile() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!tmp_path_.empty()) ::unlink(tmp_path_.c_str());
+}
+
+void AtomicFile::write(const void* data, size_t bytes) {
+  HSTU_CHECK(fd_ >= 0, "write to ", path_, " after commit");
+  const char* p = static_cast<const char*>(data);
+  if (buffered_ + bytes > buf_.size()) flush();
+  if (bytes < buf_.size()) {
+    std::memcpy(buf_.data() + buffered_, p, bytes);
+    buffered_ += bytes;
+  } else {  // large writes bypass the buffer
+    pwrite_all(fd_, p, bytes, size_, tmp_path_);
+  }
+  size_ += bytes;
+}
+
+void AtomicFile::write_at(uint64_t offset, const void* data, size_t bytes) {
+  HSTU_CHECK(fd_ >= 0, "write to ", path_, " after commit");
+  HSTU_CHECK(offset + bytes <= size_, path_, ": overwrite of bytes [", offset, ", ", offset + bytes,
+             ") past the ", size_, " written");
+  flush();
+  pwrite_all(fd_, static_cast<const char*>(data), bytes, offset, tmp_path_);
+}
+
+void AtomicFile::flush() {
+  pwrite_all(fd_, buf_.data(), buffered_, size_ - buffered_, tmp_path_);
+  buffered_ = 0;
+}
+
+void AtomicFile::commit() {
+  HSTU_CHECK(fd_ >= 0, path_, " committed twice");
+  flush();
+  HSTU_CHECK(::fsync(fd_) == 0, "cannot fsync ", tmp_path_, ": ", errno_text());
+  const int fd = fd_;
+  fd_ = -1;
+  HSTU_CHECK(::close(fd) == 0, "cannot close ", tmp_path_, ": ", errno_text());
+  HSTU_CHECK(::rename(tmp_path_.c_str(), path_.c_str()) == 0, "cannot rename ", tmp_path_, " to ",
+             path_, ": ", errno_text());
+  tmp_path_.clear();
+  // Make the rename itself durable.
+  const std::filesystem::path parent = std::filesystem::path(path_).parent_path();
+  const std::string dir = parent.empty() ? "." : parent.string();
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  HSTU_CHECK(dfd >= 0, "cannot open directory ", dir, ": ", errno_text());
+  const int rc = ::fsync(dfd);
+  ::close(dfd);
+  HSTU_CHECK(rc == 0, "cannot fsync directory ", dir, ": ", errno_text());
+}
+
+void atomic_write_file(const std::string& path, std::string_view bytes) {
+  AtomicFile f(path);
+  f.write(bytes.data(), bytes.size());
+  f.commit();
+}
+
+}  // namespace hstu
