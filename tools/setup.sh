@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # setup.sh — installs what building and testing hstu needs on a fresh Debian/Ubuntu machine
-# (compiler, CMake, Ninja, OpenBLAS, GoogleTest, clang-format for the style test; Python's
+# (compiler, CMake, Ninja, OpenBLAS, CLI11, GoogleTest, clang-format for the style test; Python's
 # safetensors for one interop test).
 # Does nothing for packages already present. CUDA is optional: with nvcc on PATH (or in
 # /usr/local/cuda) the CUDA backend is built too.
 set -euo pipefail
 need=()
-for pkg in build-essential cmake ninja-build libopenblas-dev libgtest-dev googletest python3 python3-pip \
-    clang-format; do
+for pkg in build-essential cmake ninja-build libopenblas-dev libcli11-dev libgtest-dev googletest \
+    python3 python3-pip clang-format; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then
