@@ -54,13 +54,11 @@ CLI::Validator config_value(const std::string& key) {
 }  // namespace
 
 void add_config_file(CLI::App& app, ConfigArgs& args, const std::string& absent) {
-  CLI::Option* positional =
-      app.add_option("config", args.file, "gin config file (" + absent + ")")->type_name("FILE");
-  CLI::Option* named = app.add_option("--config,--gin-config-file", args.file,
-                                      "the config file as an option (recsys-examples' launch "
-                                      "scripts pass --gin-config-file)")
-                           ->type_name("FILE");
-  positional->excludes(named);
+  // One option with three spellings; a second file is a usage error (not "last one wins").
+  app.add_option("config,--config,--gin-config-file", args.file,
+                 "gin config file, given once (" + absent + ")")
+      ->type_name("FILE")
+      ->multi_option_policy(CLI::MultiOptionPolicy::Throw);
 }
 
 void add_set(CLI::App& app, ConfigArgs& args) {

@@ -29,7 +29,7 @@ struct ConfigArgs {
   std::vector<std::string> fields;  // the field flags' "Class.field=value", applied last
 };
 
-// Adds the optional positional `config` and its option spellings --config / --gin-config-file
+// Adds the optional config file: the positional `config`, or --config / --gin-config-file
 // (recsys-examples' launch flag); naming two files is a usage error. `absent` says what the
 // command reads without one.
 void add_config_file(CLI::App& app, ConfigArgs& args, const std::string& absent);

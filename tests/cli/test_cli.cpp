@@ -6,6 +6,7 @@
 //     environment variables;
 //   - --config FILE and --gin-config-file FILE read what the positional FILE reads, --quiet=0 means
 //     not quiet, and the field flags (--run-dir) apply after --set;
+//   - the benchmarks get the options given (bench layer's are handed on as an argument list);
 //   - preprocess --skip-malformed is a flag: it no longer takes the next argument as its value;
 //   - `hstu info` describes the build truthfully.
 #include <gtest/gtest.h>
@@ -100,7 +101,7 @@ TEST_F(Cli, UsageErrorsExitTwoNamingTheFlagOrValue) {
       {"train --quiet=maybe", "--quiet"},
       {"train " + gin + " " + gin + ".2", gin + ".2"},  // a second config file
       {"train " + gin + " --config " + gin, "--config"},
-      {"train --gin-config-file " + gin + " " + gin, "--config"},
+      {"train --gin-config-file " + gin + " " + gin + ".2", gin + ".2"},
       {"train --set", "--set"},
       {"train --resume", "--resume"},
       {"eval", "run_dir"},
@@ -159,7 +160,7 @@ TEST_F(Cli, EveryCommandHasItsHelp) {
   for (const auto& [command, flags] : commands) {
     const Outcome r = hstu(command + " --help");
     EXPECT_EQ(r.status, 0) << "hstu " << command << " --help:\n" << r.out;
-    const std::string usage = "Usage: hstu" + (command.empty() ? "" : " " + command) + " [";
+    const std::string usage = "hstu" + (command.empty() ? "" : " " + command) + " [OPTIONS]";
     EXPECT_NE(r.out.find(usage), std::string::npos) << r.out;
     for (const std::string& flag : flags)  // "  --set ", "  --config,--gin-config-file FILE"
       EXPECT_TRUE(std::regex_search(r.out, std::regex("[ ,]" + flag + "[ ,]")))
@@ -201,6 +202,24 @@ TEST_F(Cli, FieldFlagsApplyAfterSet) {
   const std::string config = read_file(dir_.file("flag") + "/config.gin");
   EXPECT_NE(config.find("TrainerArgs.num_threads = 1 "), std::string::npos) << config;
   EXPECT_FALSE(std::filesystem::exists(dir_.file("set")));
+}
+
+// The benchmarks get what the command line gave: bench train its config and step counts, bench
+// layer (which reads an argument list) every --shape and the flags given as true.
+TEST_F(Cli, BenchOptionsReachTheBenchmarks) {
+  const std::string gin = dir_.write("tiny.gin", kTinyGin);
+  Outcome r = hstu("bench train --config " + gin + " --steps 1 --warmup 0");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("bench train (cpu): 1 steps"), std::string::npos) << r.out;
+  const std::string layer = "bench layer --device cpu --reps 1 --shape 2,16,16,1,16 ";
+  r = hstu(layer + "--shape 2,32,16,1,16 --recompute");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("recompute LN+SiLU"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\n2    16     16"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\n2    32     16"), std::string::npos) << r.out;
+  r = hstu(layer + "--recompute=false");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(r.out.find("recompute"), std::string::npos) << r.out;
 }
 
 // A MovieLens ratings file with one malformed row (line 4).
