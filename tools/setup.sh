@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # setup.sh — installs what building and testing hstu needs on a fresh Debian/Ubuntu machine
-# (compiler, CMake, Ninja, OpenBLAS, nlohmann/json, GoogleTest, clang-format for the style test;
-# Python's safetensors for one interop test).
-# Does nothing for packages already present. CUDA is optional: with nvcc on PATH (or in
-# /usr/local/cuda) the CUDA backend is built too.
+# (compiler, CMake, Ninja, OpenBLAS, nlohmann/json, CLI11, GoogleTest, clang-format 14 for the
+# style test; Python's safetensors, tensorboard and matplotlib for the interop, TensorBoard and
+# plot tests, which skip without them).
+# Does nothing for packages already present. CUDA is optional: with nvcc installed and a GPU
+# present the CUDA backend is built too (CMakeLists.txt: HSTU_CUDA).
 set -euo pipefail
 need=()
-for pkg in build-essential cmake ninja-build libopenblas-dev nlohmann-json3-dev libgtest-dev googletest \
-    python3 python3-pip clang-format-14; do
+for pkg in build-essential cmake ninja-build libopenblas-dev nlohmann-json3-dev libcli11-dev \
+    libgtest-dev googletest python3 python3-pip clang-format-14; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then
@@ -16,7 +17,12 @@ if [ ${#need[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
-python3 -c "import safetensors, numpy" 2>/dev/null ||
-  python3 -m pip install -q safetensors numpy 2>/dev/null ||
-  python3 -m pip install -q --break-system-packages safetensors numpy 2>/dev/null ||
-  echo "setup: could not pip install safetensors numpy; the Python interop test will skip"
+# pip_need "<modules>" "<packages>" "<what skips without them>"
+pip_need() {
+  python3 -c "import $1" 2>/dev/null ||
+    python3 -m pip install -q $2 2>/dev/null ||
+    python3 -m pip install -q --break-system-packages $2 2>/dev/null ||
+    echo "setup: could not pip install $2; $3 will skip"
+}
+pip_need "safetensors, numpy" "safetensors numpy" "the Python interop test"
+pip_need "tensorboard, matplotlib" "tensorboard matplotlib" "the TensorBoard and plot tests"

@@ -1,36 +1,95 @@
-// cmd_bench.cpp — `hstu bench <train|attention|layer>`.
-#include <cstdio>
+// cmd_bench.cpp — `hstu bench <train|attention|layer>`. The attention and layer benchmarks read
+// an argument list (src/bench/): their options are declared and checked here, for --help and
+// usage errors, and handed on as given.
+#include <memory>
 #include <string>
 
 #include "bench/bench_attention.h"
 #include "bench/bench_layer.h"
 #include "bench/bench_train.h"
 #include "cli/commands.h"
-#include "core/error.h"
 
 namespace hstu::cli {
+namespace {
 
-int cmd_bench(const Args& a) {
-  HSTU_CHECK(
-      !a.positional.empty(),
-      "usage: hstu bench train [config.gin] [--steps N] [--warmup N] [--phases] | hstu bench "
-      "attention [--shape B,L,H,d]... [--full|--jagged] [--rab] [--dtype bf16|fp16] "
-      "[--non-causal] [--fwd-only] [--no-validate] | hstu bench layer");
-  const std::string what = a.positional[0];
-  if (what == "train") {
-    check_known(a, {"steps", "warmup", "device", "phases"}, "bench train");
-    Args rest = a;
-    rest.positional.erase(rest.positional.begin());
-    const Config cfg = resolve_config(rest, nullptr);
-    run_train_bench(cfg, std::stoll(a.get("warmup", "3")), std::stoll(a.get("steps", "20")),
-                    a.has("phases"));
-    return 0;
-  }
-  if (what == "attention")  // its own flags (--shape B,L,H,d ...), passed through unparsed
-    return run_attention_bench(std::vector<std::string>(a.raw.begin() + 1, a.raw.end()));
-  if (what == "layer")
-    return run_layer_bench(std::vector<std::string>(a.raw.begin() + 1, a.raw.end()));
-  HSTU_THROW("unknown benchmark '", what, "' (available: train, attention, layer)");
+struct BenchTrainArgs {
+  ConfigArgs config;
+  int64_t warmup = 3, steps = 20;
+  bool phases = false;
+};
+
+// --shape, repeatable: `count` positive integers laid out as `layout`.
+void add_shape_option(CLI::App& app, int count, const std::string& layout) {
+  app.add_option("--shape", "a shape instead of the default sweep (repeatable)")
+      ->type_name(layout)
+      ->check(positive_ints(count, layout))
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->allow_extra_args(false);
+}
+
+void add_bench_train(CLI::App& bench, Commands& commands) {
+  CLI::App* app =
+      bench.add_subcommand("train", "tokens/s, step time, TFLOPS and memory of a training step");
+  auto a = std::make_shared<BenchTrainArgs>();
+  add_config_file(*app, a->config, "default: the embedded configs/default.gin");
+  add_set(*app, a->config);
+  add_runtime_flags(*app, a->config);
+  app->add_option("--steps", a->steps, "timed steps")
+      ->type_name("N")
+      ->check(int_in(1))
+      ->capture_default_str();
+  app->add_option("--warmup", a->warmup, "untimed steps first")
+      ->type_name("N")
+      ->check(int_in(0))
+      ->capture_default_str();
+  app->add_flag("--phases", a->phases, "also the time per step phase (forward, backward, ...)");
+  commands.push_back({app, [a] {
+                        run_train_bench(
+                            resolve_config(a->config, NoFile::kEmbeddedDefault, nullptr), a->warmup,
+                            a->steps, a->phases);
+                        return 0;
+                      }});
+}
+
+void add_bench_attention(CLI::App& bench, Commands& commands) {
+  CLI::App* app = bench.add_subcommand(
+      "attention", "the CUDA HSTU attention kernels over a sweep of shapes (needs a GPU)");
+  add_shape_option(*app, 4, "B,L,H,d");
+  CLI::Option* jagged = app->add_flag("--jagged")->description("jagged lengths only");
+  app->add_flag("--full")->description("full-length sequences only")->excludes(jagged);
+  app->add_option("--dtype", "attention input type (default bf16)")
+      ->type_name("bf16|fp16")
+      ->check(CLI::IsMember({"bf16", "fp16"}).description(""));
+  app->add_flag("--non-causal")->description("no causal mask");
+  app->add_flag("--rab")->description("with relative attention bias");
+  app->add_option("--warmup", "untimed runs first (default 3)")->type_name("N")->check(int_in(0));
+  app->add_option("--reps", "timed runs, median reported (default 20)")
+      ->type_name("N")
+      ->check(int_in(1));
+  app->add_flag("--no-validate")->description("skip the check against the CPU reference");
+  app->add_flag("--fwd-only")->description("forward only");
+  commands.push_back({app, [app] { return run_attention_bench(given_args(*app)); }});
+}
+
+void add_bench_layer(CLI::App& bench, Commands& commands) {
+  CLI::App* app = bench.add_subcommand("layer", "one HSTU layer forward + backward");
+  add_shape_option(*app, 5, "B,L,D,H,d");
+  add_config_value(*app, "--device", "TrainerArgs.device", "");
+  app->add_option("--reps", "timed runs, median reported (default 10)")
+      ->type_name("N")
+      ->check(int_in(1));
+  app->add_flag("--recompute")->description("recompute the input LayerNorm and SiLU in backward");
+  commands.push_back({app, [app] { return run_layer_bench(given_args(*app)); }});
+}
+
+}  // namespace
+
+void add_bench(CLI::App& hstu, Commands& commands) {
+  CLI::App* bench = hstu.add_subcommand("bench", "benchmarks");
+  bench->require_subcommand(1);
+  add_bench_train(*bench, commands);
+  add_bench_attention(*bench, commands);
+  add_bench_layer(*bench, commands);
 }
 
 }  // namespace hstu::cli

@@ -3,6 +3,7 @@
 // ranking run on its eval split (per-task AUC etc.).
 #include <cstdio>
 #include <iostream>
+#include <memory>
 
 #include "cli/commands.h"
 #include "config/load.h"
@@ -40,18 +41,17 @@ int eval_ranking(const Config& cfg, const SequenceDataset& ds, const std::string
   return 0;
 }
 
-}  // namespace
+struct EvalArgs {
+  std::string run_dir;
+  std::string checkpoint;  // "" = <run_dir>/checkpoints
+  ConfigArgs config;       // --set and the field flags (the config is the run's config.gin)
+};
 
-int cmd_eval(const Args& a) {
-  check_known(a, {"device", "checkpoint"}, "eval");
-  HSTU_CHECK(!a.positional.empty(), "usage: hstu eval <run_dir> [--checkpoint DIR] [--set ...]");
-  const std::string run_dir = a.positional[0];
-  std::vector<std::string> sets = a.sets;
-  if (a.has("device")) sets.push_back("TrainerArgs.device=" + a.get("device"));
+int run_eval(const EvalArgs& a) {
   std::vector<std::string> warnings;
-  const Config cfg = load_config(run_dir + "/config.gin", sets, &warnings);
+  const Config cfg = load_config(a.run_dir + "/config.gin", overrides(a.config), &warnings);
   const SequenceDataset ds = open_dataset(cfg);
-  const std::string ckpt = a.get("checkpoint", run_dir + "/checkpoints");
+  const std::string ckpt = a.checkpoint.empty() ? a.run_dir + "/checkpoints" : a.checkpoint;
   if (cfg.task == "ranking") return eval_ranking(cfg, ds, ckpt);
   const DataSplits splits = make_splits(ds, cfg.dataset.split, cfg.dataset.max_history_seqlen);
   const Device device = resolve_device(cfg.trainer.device);
@@ -78,6 +78,22 @@ int cmd_eval(const Args& a) {
   std::cout << "checkpoint " << ckpt << ":\n";
   print_eval_table(std::cout, rows);
   return 0;
+}
+
+}  // namespace
+
+void add_eval(CLI::App& hstu, Commands& commands) {
+  CLI::App* app = hstu.add_subcommand(
+      "eval", "evaluate a run's checkpoint on its test split (ranking runs: the eval split)");
+  auto a = std::make_shared<EvalArgs>();
+  app->add_option("run_dir", a->run_dir, "the run directory (its config.gin is the config)")
+      ->type_name("DIR")
+      ->required();
+  app->add_option("--checkpoint", a->checkpoint, "checkpoint folder (default: RUN_DIR/checkpoints)")
+      ->type_name("DIR");
+  add_set(*app, a->config);
+  add_runtime_flags(*app, a->config);
+  commands.push_back({app, [a] { return run_eval(*a); }});
 }
 
 }  // namespace hstu::cli

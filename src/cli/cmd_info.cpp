@@ -7,9 +7,9 @@
 #include "core/device_info.h"
 
 namespace hstu::cli {
+namespace {
 
-int cmd_info(const Args& a) {
-  check_known(a, {}, "info");
+int run_info() {
   std::printf("hstu build\n");
   std::printf("  compiler     %s %d.%d.%d, __cplusplus %ld\n",
 #if defined(__clang__)
@@ -24,11 +24,21 @@ int cmd_info(const Args& a) {
   std::printf("  CPU BLAS     built-in fallback GEMM (install libopenblas-dev for speed)\n");
 #endif
   std::printf("  OpenMP       %d threads available\n", omp_get_max_threads());
-  std::printf("%s", describe_cuda_build().c_str());
 #if defined(HSTU_WITH_CUDA)
+  std::printf("%s", describe_cuda_build().c_str());
   std::printf("%s", describe_cuda_devices().c_str());
+#else
+  // The reason is the CMake configure step's (HSTU_CUDA=OFF, or no CUDA compiler found).
+  std::printf("  CUDA         not compiled in (%s); --device cpu only\n", HSTU_CPU_ONLY_REASON);
 #endif
   return 0;
+}
+
+}  // namespace
+
+void add_info(CLI::App& hstu, Commands& commands) {
+  CLI::App* app = hstu.add_subcommand("info", "build, BLAS, OpenMP, CUDA devices and kernels");
+  commands.push_back({app, run_info});
 }
 
 }  // namespace hstu::cli

@@ -3,34 +3,15 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <memory>
 #include <sstream>
 
 #include "cli/commands.h"
-#include "config/gin.h"
-#include "config/load.h"
 #include "config/schema.h"
 #include "train/trainer.h"
 
 namespace hstu::cli {
 namespace {
-const char* kDefaultGin =
-#include "default_config.inc"
-    ;
-}  // namespace
-
-Config resolve_config(const Args& a, std::string* gin_text) {
-  std::vector<std::string> sets = a.sets;
-  if (a.has("device")) sets.push_back("TrainerArgs.device=" + a.get("device"));
-  if (a.has("run-dir")) sets.push_back("TrainerArgs.run_dir=" + a.get("run-dir"));
-  std::vector<std::string> warnings;
-  Config cfg =
-      a.positional.empty()
-          ? load_config_text(kDefaultGin, "<embedded configs/default.gin>", sets, &warnings)
-          : load_config(a.positional[0], sets, &warnings);
-  for (const auto& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
-  if (gin_text) *gin_text = to_gin(cfg);
-  return cfg;
-}
 
 // The bindings of `cfg` that differ from the defaults, one "Class.field = value" per line (both
 // configs print every field in the same order, so the lines pair up).
@@ -47,15 +28,19 @@ std::string non_default_bindings(const Config& cfg) {
   return out;
 }
 
-int cmd_train(const Args& a) {
-  check_known(a, {"device", "run-dir", "resume", "quiet"}, "train");
+struct TrainArgs {
+  ConfigArgs config;
+  std::string resume;
+  bool quiet = false;
+};
+
+int run_train(const TrainArgs& a) {
   TrainOptions opts;
-  const Config cfg = resolve_config(a, &opts.config_text);
-  opts.resume_dir = a.get("resume");
-  opts.quiet = a.has("quiet");
-  std::cout << "hstu train: "
-            << (a.positional.empty() ? "embedded default config" : a.positional[0]) << " -> "
-            << cfg.trainer.run_dir << "\n";
+  const Config cfg = resolve_config(a.config, NoFile::kEmbeddedDefault, &opts.config_text);
+  opts.resume_dir = a.resume;
+  opts.quiet = a.quiet;
+  std::cout << "hstu train: " << (a.config.file.empty() ? "embedded default config" : a.config.file)
+            << " -> " << cfg.trainer.run_dir << "\n";
   if (!opts.quiet)
     std::cout << "effective config (values that differ from the defaults; all of it goes to "
               << cfg.trainer.run_dir << "/config.gin):\n"
@@ -91,6 +76,22 @@ int cmd_train(const Args& a) {
   std::printf("run directory: %s (config.gin, metrics.jsonl, checkpoints/)\n",
               cfg.trainer.run_dir.c_str());
   return 0;
+}
+
+}  // namespace
+
+void add_train(CLI::App& hstu, Commands& commands) {
+  CLI::App* app = hstu.add_subcommand("train", "train a model");
+  auto a = std::make_shared<TrainArgs>();
+  add_config_file(*app, a->config, "default: the embedded configs/default.gin, synthetic data");
+  add_set(*app, a->config);
+  add_runtime_flags(*app, a->config);
+  add_field_flag(*app, a->config, "--run-dir", "TrainerArgs.run_dir", "DIR");
+  app->add_option("--resume", a->resume,
+                  "continue a run from its checkpoint folder (bit-identical to not stopping)")
+      ->type_name("DIR");
+  app->add_flag("--quiet", a->quiet, "no progress bar and no effective-config listing");
+  commands.push_back({app, [a] { return run_train(*a); }});
 }
 
 }  // namespace hstu::cli

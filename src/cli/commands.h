@@ -1,20 +1,16 @@
-// commands.h — hstu's subcommands (one file each in src/cli/). Each returns the process exit
-// code; errors propagate as hstu::Error to main(), which prints them.
+// commands.h — hstu's subcommands, one file each in src/cli/. Each adds its CLI11 subcommand
+// (options, checks, per-command --help) to the parser and the Command that runs it. A command
+// returns the process exit status; errors propagate as hstu::Error to main(), which prints them.
 #pragma once
 
-#include "cli/args.h"
-#include "config/config.h"
+#include "cli/options.h"
 
 namespace hstu::cli {
 
-int cmd_train(const Args& a);
-int cmd_eval(const Args& a);
-int cmd_preprocess(const Args& a);
-int cmd_info(const Args& a);
-int cmd_bench(const Args& a);
-
-// The run's config: the file named by the first positional argument (or the embedded default),
-// then every --set, then --device/--run-dir shorthands; validated. Prints ignored-key warnings.
-Config resolve_config(const Args& a, std::string* gin_text);
+void add_train(CLI::App& hstu, Commands& commands);
+void add_eval(CLI::App& hstu, Commands& commands);
+void add_preprocess(CLI::App& hstu, Commands& commands);
+void add_bench(CLI::App& hstu, Commands& commands);  // bench train | attention | layer
+void add_info(CLI::App& hstu, Commands& commands);
 
 }  // namespace hstu::cli

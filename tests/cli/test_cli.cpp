@@ -1,0 +1,281 @@
+// test_cli.cpp — the hstu binary's command line, run as a user runs it (HSTU_BIN):
+//   - usage errors exit 2 with a message naming the offending flag or value;
+//   - errors while running (a missing config file, a bad key or value) exit 1 naming the file
+//     and line;
+//   - every command's --help (and `hstu help <command>`) exits 0 and lists its flags and the
+//     environment variables;
+//   - --config FILE and --gin-config-file FILE read what the positional FILE reads, --quiet=0 means
+//     not quiet, and the field flags (--run-dir) apply after --set;
+//   - the benchmarks get the options given (bench layer's are handed on as an argument list);
+//   - preprocess --skip-malformed is a flag: it no longer takes the next argument as its value;
+//   - `hstu info` describes the build truthfully.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "data/data_test_util.h"
+
+namespace hstu {
+namespace {
+
+using test::TempDir;
+
+struct Outcome {
+  int status = -1;  // the exit status
+  std::string out;  // stdout and stderr together
+};
+
+// Runs `hstu <args>` through the shell.
+Outcome hstu(const std::string& args) {
+  Outcome r;
+  FILE* p = popen((std::string(std::getenv("HSTU_BIN")) + " " + args + " 2>&1").c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream os;
+  os << in.rdbuf();
+  return os.str();
+}
+
+// A retrieval run of two steps on a tiny synthetic dataset (a fraction of a second).
+const char* kTinyGin = R"(
+DatasetArgs.dataset_name = "synthetic"
+DatasetArgs.max_history_seqlen = 20
+SyntheticArgs.num_users = 64
+SyntheticArgs.num_items = 50
+SyntheticArgs.num_clusters = 4
+SyntheticArgs.clusters_per_user = 1
+SyntheticArgs.min_seqlen = 5
+SyntheticArgs.max_seqlen = 20
+NetworkArgs.num_layers = 1
+NetworkArgs.hidden_size = 16
+NetworkArgs.num_attention_heads = 1
+NetworkArgs.kv_channels = 16
+NetworkArgs.num_position_buckets = 32
+TrainerArgs.train_batch_size = 32
+TrainerArgs.eval_batch_size = 64
+TrainerArgs.max_train_iters = 2
+TrainerArgs.device = "cpu"
+RetrievalArgs.num_negatives = 8
+)";
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* bin = std::getenv("HSTU_BIN");
+    if (!bin || !std::filesystem::exists(bin)) GTEST_SKIP() << "HSTU_BIN not built";
+  }
+  TempDir dir_;
+};
+
+TEST_F(Cli, UsageErrorsExitTwoNamingTheFlagOrValue) {
+  const std::string gin = dir_.write("tiny.gin", kTinyGin);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"", "missing command"},
+      {"bogus", "'bogus'"},
+      {"bench", "missing command"},
+      {"bench foo", "'foo'"},
+      {"train --steps 3", "--steps"},  // a flag of another command
+      {"train --stpes 3", "--stpes"},
+      {"bench train --steps -5", "--steps"},
+      {"bench train --steps=abc", "--steps"},
+      {"bench train --warmup -1", "--warmup"},
+      {"train --threads 2147483648", "--threads"},
+      {"train --threads -1", "--threads"},
+      {"train --device gpu", "--device"},
+      {"train --quiet=maybe", "--quiet"},
+      {"train " + gin + " " + gin + ".2", gin + ".2"},  // a second config file
+      {"train " + gin + " --config " + gin, "--config"},
+      {"train --gin-config-file " + gin + " " + gin + ".2", gin + ".2"},
+      {"train --set", "--set"},
+      {"train --resume", "--resume"},
+      {"eval", "run_dir"},
+      {"preprocess --dataset nope", "--dataset"},
+      {"bench attention --dtype fp8", "--dtype"},
+      {"bench attention --shape 1,2,3", "--shape"},
+      {"bench attention --jagged --full", "--full"},
+      {"bench layer --reps 0", "--reps"},
+      {"bench layer --shape 1,2,3,4,x", "--shape"},
+      {"info --verbose", "--verbose"},
+      {"help nope", "'nope'"},
+  };
+  for (const auto& [args, named] : cases) {
+    const Outcome r = hstu(args);
+    EXPECT_EQ(r.status, 2) << "hstu " << args << ":\n" << r.out;
+    EXPECT_NE(r.out.find(named), std::string::npos) << "hstu " << args << ":\n" << r.out;
+    EXPECT_NE(r.out.find("--help"), std::string::npos) << "hstu " << args << ":\n" << r.out;
+  }
+}
+
+TEST_F(Cli, ErrorsWhileRunningExitOneNamingFileAndLine) {
+  Outcome r = hstu("train /nonexistent/x.gin");
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("/nonexistent/x.gin"), std::string::npos) << r.out;
+  const std::string bad = dir_.write("bad.gin", "# comment\nNetworkArgs.num_layerz = 3\n");
+  r = hstu("train " + bad);
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("bad.gin:2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("num_layers"), std::string::npos) << "expected a suggestion: " << r.out;
+  r = hstu("train --set NetworkArgs.hidden_dropout=1.5");
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("hidden_dropout"), std::string::npos) << r.out;
+}
+
+TEST_F(Cli, EveryCommandHasItsHelp) {
+  const std::vector<std::pair<std::string, std::vector<std::string>>> commands = {
+      {"", {"train", "eval", "preprocess", "bench", "info", "help"}},
+      {"train",
+       {"config", "--config", "--gin-config-file", "--set", "--device", "--threads", "--run-dir",
+        "--resume", "--quiet"}},
+      {"eval", {"run_dir", "--checkpoint", "--set", "--device", "--threads"}},
+      {"preprocess",
+       {"config", "--config", "--gin-config-file", "--set", "--dataset", "--path", "--out",
+        "--skip-malformed"}},
+      {"bench", {"train", "attention", "layer"}},
+      {"bench train",
+       {"config", "--config", "--gin-config-file", "--set", "--device", "--threads", "--steps",
+        "--warmup", "--phases"}},
+      {"bench attention",
+       {"--shape", "--jagged", "--full", "--dtype", "--non-causal", "--rab", "--warmup", "--reps",
+        "--no-validate", "--fwd-only"}},
+      {"bench layer", {"--shape", "--device", "--reps", "--recompute"}},
+      {"info", {"--help"}},
+      {"help", {"command"}},
+  };
+  for (const auto& [command, flags] : commands) {
+    const Outcome r = hstu(command + " --help");
+    EXPECT_EQ(r.status, 0) << "hstu " << command << " --help:\n" << r.out;
+    const std::string usage = "hstu" + (command.empty() ? "" : " " + command) + " [OPTIONS]";
+    EXPECT_NE(r.out.find(usage), std::string::npos) << r.out;
+    for (const std::string& flag : flags)  // "  --set ", "  --config,--gin-config-file FILE"
+      EXPECT_TRUE(std::regex_search(r.out, std::regex("[ ,]" + flag + "[ ,]")))
+          << "hstu " << command << " --help does not list " << flag << ":\n"
+          << r.out;
+    for (const char* env : {"OMP_WAIT_POLICY", "OMP_NUM_THREADS", "HSTU_DEBUG"})
+      EXPECT_NE(r.out.find(env), std::string::npos) << env << " undocumented:\n" << r.out;
+    const Outcome h = hstu("help " + command);
+    EXPECT_EQ(h.status, 0) << h.out;
+    EXPECT_EQ(h.out, r.out) << "hstu help " << command;
+  }
+}
+
+// The same config file given three ways trains with the same effective config; --quiet=0 is
+// not quiet (the effective config is listed), --quiet is.
+TEST_F(Cli, ConfigFileOptionsMatchThePositional) {
+  const std::string gin = dir_.write("tiny.gin", kTinyGin), run_dir = dir_.file("run");
+  std::vector<std::string> configs;
+  for (const std::string& how : {gin + " --quiet=0", "--config " + gin + " --quiet",
+                                 "--gin-config-file=" + gin + " --quiet"}) {
+    const Outcome r = hstu("train " + how + " --run-dir " + run_dir);
+    ASSERT_EQ(r.status, 0) << "hstu train " << how << ":\n" << r.out;
+    EXPECT_NE(r.out.find("hstu train: " + gin + " -> " + run_dir), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("effective config") != std::string::npos, configs.empty()) << r.out;
+    configs.push_back(read_file(run_dir + "/config.gin"));
+  }
+  EXPECT_NE(configs[0].find("NetworkArgs.hidden_size = 16"), std::string::npos) << configs[0];
+  EXPECT_EQ(configs[1], configs[0]);
+  EXPECT_EQ(configs[2], configs[0]);
+}
+
+// --device / --run-dir / --threads stand for their fields and apply after every --set.
+TEST_F(Cli, FieldFlagsApplyAfterSet) {
+  const std::string gin = dir_.write("tiny.gin", kTinyGin);
+  const Outcome r =
+      hstu("train " + gin + " --quiet --run-dir " + dir_.file("flag") + " --threads 1" +
+           " --set TrainerArgs.run_dir=" + dir_.file("set") + " --set TrainerArgs.num_threads=2");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const std::string config = read_file(dir_.file("flag") + "/config.gin");
+  EXPECT_NE(config.find("TrainerArgs.num_threads = 1 "), std::string::npos) << config;
+  EXPECT_FALSE(std::filesystem::exists(dir_.file("set")));
+}
+
+// The benchmarks get what the command line gave: bench train its config and step counts, bench
+// layer (which reads an argument list) every --shape and the flags given as true.
+TEST_F(Cli, BenchOptionsReachTheBenchmarks) {
+  const std::string gin = dir_.write("tiny.gin", kTinyGin);
+  Outcome r = hstu("bench train --config " + gin + " --steps 1 --warmup 0");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("bench train (cpu): 1 steps"), std::string::npos) << r.out;
+  const std::string layer = "bench layer --device cpu --reps 1 --shape 2,16,16,1,16 ";
+  r = hstu(layer + "--shape 2,32,16,1,16 --recompute");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("recompute LN+SiLU"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\n2    16     16"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\n2    32     16"), std::string::npos) << r.out;
+  r = hstu(layer + "--recompute=false");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(r.out.find("recompute"), std::string::npos) << r.out;
+}
+
+// A MovieLens ratings file with one malformed row (line 4).
+void write_ratings(const TempDir& dir) {
+  std::filesystem::create_directories(dir.file("raw"));
+  dir.write("raw/ratings.csv",
+            "userId,movieId,rating,timestamp\n1,10,4.0,100\n1,11,3.0,101\n1,oops,3.0,102\n"
+            "2,10,5.0,103\n2,12,1.0,104\n");
+  dir.write("raw/movies.csv", "movieId,title,genres\n10,a,x\n11,b,y\n12,c,z\n");
+}
+
+TEST_F(Cli, PreprocessSkipMalformedIsAFlag) {
+  write_ratings(dir_);
+  const std::string gin = dir_.write("data.gin",
+                                     "DatasetArgs.dataset_name = \"ml-latest-small\"\n"
+                                     "DatasetArgs.dataset_path = \"" +
+                                         dir_.file("raw") + "\"\n");
+  // The config file right after the flag was taken as the flag's value.
+  Outcome r = hstu("preprocess --skip-malformed " + gin + " --out " + dir_.file("a"));
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("2 users, 3 items (+padding), 4 events"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("skipped 1 malformed rows"), std::string::npos) << r.out;
+  EXPECT_TRUE(std::filesystem::exists(dir_.file("a") + "/sequences.bin"));
+  // --dataset/--path and --set without a config file.
+  r = hstu("preprocess --skip-malformed --dataset ml-latest-small --path " + dir_.file("raw") +
+           " --out " + dir_.file("b"));
+  EXPECT_EQ(r.status, 0) << r.out;
+  r = hstu("preprocess --set DatasetArgs.dataset_name=ml-latest-small --set " +
+           std::string("DatasetArgs.dataset_path=") + dir_.file("raw") + " --skip-malformed " +
+           "--out " + dir_.file("c"));
+  EXPECT_EQ(r.status, 0) << r.out;
+  // Without the flag (or with it false) the malformed row is an error naming it.
+  for (const char* flag : {"", "--skip-malformed=0 "}) {
+    r = hstu(std::string("preprocess ") + flag + gin + " --out " + dir_.file("d"));
+    EXPECT_EQ(r.status, 1) << r.out;
+    EXPECT_NE(r.out.find("ratings.csv:4"), std::string::npos) << r.out;
+  }
+}
+
+// `hstu info` names the build's BLAS and, in CUDA builds, the compiled architectures (whatever
+// the machine has: no GPU is needed to describe the build); a CPU-only build says that it was
+// configured so, not that nvcc was missing.
+TEST_F(Cli, InfoDescribesTheBuild) {
+  const Outcome r = hstu("info");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("CPU BLAS"), std::string::npos) << r.out;
+#if defined(HSTU_WITH_CUDA)
+  EXPECT_NE(r.out.find("code for     sm_"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cuBLASLt"), std::string::npos) << r.out;
+#else
+  EXPECT_NE(r.out.find("CUDA         not compiled in (" HSTU_CPU_ONLY_REASON ")"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("nvcc"), std::string::npos) << r.out;
+#endif
+}
+
+}  // namespace
+}  // namespace hstu
