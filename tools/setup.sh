@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # setup.sh — installs what building and testing hstu needs on a fresh Debian/Ubuntu machine
 # (compiler, CMake, Ninja, OpenBLAS, GoogleTest, clang-format for the style test; Python's
-# safetensors for one interop test).
+# safetensors for one interop test, tensorboard and matplotlib for looking at runs and their
+# tests).
 # Does nothing for packages already present. CUDA is optional: with nvcc on PATH (or in
 # /usr/local/cuda) the CUDA backend is built too.
 set -euo pipefail
@@ -20,3 +21,7 @@ python3 -c "import safetensors, numpy" 2>/dev/null ||
   python3 -m pip install -q safetensors numpy 2>/dev/null ||
   python3 -m pip install -q --break-system-packages safetensors numpy 2>/dev/null ||
   echo "setup: could not pip install safetensors numpy; the Python interop test will skip"
+python3 -c "import tensorboard, matplotlib" 2>/dev/null ||
+  python3 -m pip install -q tensorboard matplotlib 2>/dev/null ||
+  python3 -m pip install -q --break-system-packages tensorboard matplotlib 2>/dev/null ||
+  echo "setup: could not pip install tensorboard matplotlib; their tests will skip"
