@@ -7,7 +7,7 @@
 #include <string>
 
 #include "io/io_test_util.h"
-#include "train/test_util.h"
+#include "common/test_util.h"
 
 namespace hstu {
 namespace {

@@ -16,7 +16,7 @@
 
 #include "io/io_test_util.h"
 #include "io/tensorboard.h"
-#include "train/test_util.h"
+#include "common/test_util.h"
 
 namespace hstu {
 namespace {
