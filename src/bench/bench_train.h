@@ -18,10 +18,6 @@ struct TrainBenchResult {
   double peak_gib = 0;
 };
 
-// Model FLOPs of one training step (forward + backward) on `batch`: GEMMs, attention (causal
-// halved, FlashAttention-style counting: bwd = 2.5x fwd) and the sampled-softmax head.
-double train_step_flops(const Config& cfg, const SequenceBatch& batch);
-
 // Runs `warmup` untimed steps, `steps` pipelined steps (timed together) and `steps` steps one
 // at a time (each timed alone), and prints a one-line summary; with `phases`, also the time per
 // phase (core/phase_timer.h) of the one-at-a-time steps.

@@ -88,9 +88,11 @@ void PhaseTimer::end_step(void* stream) {
     for (size_t i = 1; i < n; ++i) t[i] = host_ms_[i] - host_ms_[0];
   std::map<std::string, double> step;
   std::map<std::string, int64_t> count;
+  last_.clear();
   for (size_t i = 1; i < n; ++i) {  // segment i-1 runs from mark i-1 to mark i
     step[names_[i - 1]] += t[i] - t[i - 1];
     ++count[names_[i - 1]];
+    last_.push_back({names_[i - 1], t[i - 1], t[i] - t[i - 1]});
   }
   for (const auto& [name, ms] : step) per_step_ms_[name].push_back(ms);
   marks_per_step_ = count;

@@ -37,6 +37,13 @@ class PhaseTimer {
   void end_step(void* stream);
 
   int64_t steps() const { return steps_; }
+  // The segments of the last finished step in order: name, start and duration in ms from the
+  // step's first mark (device time on CUDA, wall time on the CPU).
+  struct Segment {
+    const char* name;
+    double start_ms, dur_ms;
+  };
+  const std::vector<Segment>& last_step() const { return last_; }
   // One row per name, largest median first: name, marks per step, median ms per step, share of
   // the summed medians; then the total.
   std::string report() const;
@@ -49,6 +56,7 @@ class PhaseTimer {
   std::vector<const char*> names_;                          // the step's marks, in order
   std::map<std::string, std::vector<double>> per_step_ms_;  // name -> total of each step
   std::map<std::string, int64_t> marks_per_step_;
+  std::vector<Segment> last_;
   int64_t steps_ = 0;
 };
 

@@ -31,6 +31,15 @@ void ChromeTrace::record(std::string name, double begin_us, double dur_us) {
   events_.push_back({std::move(name), begin_us, dur_us, static_cast<int>(it - threads_.begin())});
 }
 
+void ChromeTrace::record_on(const std::string& track, std::string name, double begin_us,
+                            double dur_us) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = std::find(tracks_.begin(), tracks_.end(), track);
+  if (it == tracks_.end()) it = tracks_.insert(tracks_.end(), track);
+  events_.push_back(
+      {std::move(name), begin_us, dur_us, kTrackTid + static_cast<int>(it - tracks_.begin())});
+}
+
 size_t ChromeTrace::size() const {
   std::lock_guard<std::mutex> lock(mu_);
   return events_.size();
@@ -49,6 +58,14 @@ std::string ChromeTrace::json() const {
                        {"dur", e.dur_us},
                        {"pid", pid},
                        {"tid", e.tid}});
+  }
+  for (size_t i = 0; i < tracks_.size(); ++i) {  // the tracks' row names (metadata events)
+    out += events_.empty() && i == 0 ? "\n" : ",\n";
+    out += json::dump({{"name", "thread_name"},
+                       {"ph", "M"},
+                       {"pid", pid},
+                       {"tid", kTrackTid + static_cast<int>(i)},
+                       {"args", {{"name", tracks_[i]}}}});
   }
   out += "\n]\n";
   return out;

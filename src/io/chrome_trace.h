@@ -26,6 +26,8 @@ class ChromeTrace {
   double now_us() const;
   // Records [begin_us, begin_us + dur_us) on the calling thread (whether or not enabled).
   void record(std::string name, double begin_us, double dur_us);
+  // Records on a named track (e.g. "GPU"): a row of its own below the threads' rows.
+  void record_on(const std::string& track, std::string name, double begin_us, double dur_us);
   size_t size() const;
 
   // The JSON array, one event per line.
@@ -59,6 +61,8 @@ class ChromeTrace {
   mutable std::mutex mu_;
   std::vector<Event> events_;
   std::vector<std::thread::id> threads_;  // tid = index of the recording thread here
+  std::vector<std::string> tracks_;       // tid = kTrackTid + index of the track here
+  static constexpr int kTrackTid = 1000;
 };
 
 }  // namespace hstu

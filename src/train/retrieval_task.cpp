@@ -9,6 +9,7 @@
 #include "data/preprocess.h"
 #include "data/splits.h"
 #include "io/progress.h"
+#include "model/flops.h"
 #include "model/model.h"
 #include "train/evaluator.h"
 #include "train/runtime.h"
@@ -72,6 +73,9 @@ class RetrievalTask final : public Task {
     return batch.num_tokens();
   }
   std::vector<StepLoss> drain(bool wait_all) override { return stepper_.drain(wait_all); }
+  double step_flops(const SequenceBatch& batch) const override {
+    return retrieval_step_flops(cfg_, batch);
+  }
   const StepGraph& graph() const override { return stepper_.graph(); }
 
   void evaluate(EvalRecord& rec) override {

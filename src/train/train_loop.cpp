@@ -2,6 +2,7 @@
 #include "train/train_loop.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "train/eval_report.h"
@@ -43,15 +44,31 @@ void EpochProgress::close() {
   bar_.reset();
 }
 
-void RunningLoss::write_train_line(MetricsLog& log, int64_t step, int64_t epoch,
-                                   double tokens_per_s, double lr) {
-  log.log("train", {{"step", step},
-                    {"epoch", epoch},
-                    {"loss", sum_ / static_cast<double>(std::max<int64_t>(count_, 1))},
-                    {"tokens_per_s", tokens_per_s},
-                    {"lr", lr}});
+void RunningLoss::write_train_line(MetricsLog& log, TensorBoardWriter* tb, int64_t step,
+                                   int64_t epoch, const TrainRates& rates) {
+  const double loss = sum_ / static_cast<double>(std::max<int64_t>(count_, 1));
+  Json r = {{"event", "train"},
+            {"step", step},
+            {"epoch", epoch},
+            {"loss", loss},
+            {"tokens_per_s", rates.tokens_per_s},
+            {"lr", rates.lr}};
+  if (std::isfinite(rates.mfu)) r["mfu"] = rates.mfu;
+  log.write(r);
+  if (tb) {
+    tb->add_scalar("train/loss", step, loss);
+    tb->add_scalar("train/lr", step, rates.lr);
+    tb->add_scalar("train/tokens_per_s", step, rates.tokens_per_s);
+    if (std::isfinite(rates.mfu)) tb->add_scalar("train/mfu", step, rates.mfu);
+  }
   sum_ = 0;
   count_ = 0;
+}
+
+void write_eval_scalars(TensorBoardWriter& tb, const EvalRecord& rec) {
+  for (const auto& [name, value] : rec.validation)
+    tb.add_scalar("validation/" + name, rec.step, value);
+  for (const auto& [name, value] : rec.test) tb.add_scalar("test/" + name, rec.step, value);
 }
 
 Json evals_to_json(const std::vector<EvalRecord>& evals, bool with_validation) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "io/json.h"
 #include "io/metrics_log.h"
 #include "io/progress.h"
+#include "io/tensorboard.h"
 #include "train/trainer.h"
 
 namespace hstu {
@@ -44,6 +46,13 @@ class EpochProgress {
   std::unique_ptr<ProgressBar> bar_;
 };
 
+// What a "train" line reports besides the loss.
+struct TrainRates {
+  double tokens_per_s = 0;
+  double lr = 0;
+  double mfu = std::numeric_limits<double>::quiet_NaN();  // NaN: not known (CPU, or no FLOP count)
+};
+
 // The mean loss since the last "train" line.
 class RunningLoss {
  public:
@@ -51,14 +60,19 @@ class RunningLoss {
     sum_ += loss;
     ++count_;
   }
-  // Appends {"event": "train", step, epoch, loss (the mean), tokens_per_s, lr}; starts over.
-  void write_train_line(MetricsLog& log, int64_t step, int64_t epoch, double tokens_per_s,
-                        double lr);
+  // Appends {"event": "train", step, epoch, loss (the mean), tokens_per_s, lr[, mfu]} to `log`
+  // and the same values as the scalars train/<name> to `tb` (when given); starts over.
+  void write_train_line(MetricsLog& log, TensorBoardWriter* tb, int64_t step, int64_t epoch,
+                        const TrainRates& rates);
 
  private:
   double sum_ = 0;
   int64_t count_ = 0;
 };
+
+// An evaluation's metrics as the TensorBoard scalars validation/<metric> and test/<metric> (the
+// metrics.jsonl keys), at the evaluation's step.
+void write_eval_scalars(TensorBoardWriter& tb, const EvalRecord& rec);
 
 // The evaluation history for trainer_state.json: [{epoch, step, [validation,] test}, ...].
 Json evals_to_json(const std::vector<EvalRecord>& evals, bool with_validation);

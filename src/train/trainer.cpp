@@ -10,12 +10,15 @@
 #include <limits>
 #include <memory>
 
+#include "core/device_info.h"
 #include "core/nvtx.h"
+#include "core/phase_timer.h"
 #include "io/atomic_file.h"
 #include "io/chrome_trace.h"
 #include "io/json.h"
 #include "io/metrics_log.h"
 #include "io/progress.h"
+#include "io/tensorboard.h"
 #include "ops/gemm.h"
 #include "train/checkpoint.h"
 #include "train/eval_report.h"
@@ -35,7 +38,8 @@ class Loop {
         opts_(opts),
         task_(task),
         log_(ta_.run_dir),
-        ckpt_dir_(ta_.ckpt_save_dir.empty() ? ta_.run_dir + "/checkpoints" : ta_.ckpt_save_dir) {
+        ckpt_dir_(ta_.ckpt_save_dir.empty() ? ta_.run_dir + "/checkpoints" : ta_.ckpt_save_dir),
+        tb_(ta_.run_dir) {
     summary_.baseline = task.baseline();
   }
 
@@ -52,6 +56,7 @@ class Loop {
     save_checkpoint(task_.checkpoint_tensors(), trainer_state(), ckpt_dir_);
   }
   void evaluate(int64_t epoch);
+  int64_t timed_step(const SequenceBatch& batch, double lr);
   void write_summary_record();
 
   const Config& cfg_;
@@ -64,7 +69,11 @@ class Loop {
   int64_t step_ = 0;
   double best_val_ = -1;
   bool has_validation_ = false;  // whether the task's evaluations carry a validation split
-  ChromeTrace trace_{false};     // steps [profile_step_start, profile_step_end) and evaluations
+  TensorBoardWriter tb_;         // event files beside metrics.jsonl (tensorboard --logdir runs/)
+  // The timeline (TrainerArgs.profile): host time of steps [profile_step_start, profile_step_end)
+  // and evaluations, and each profiled step's phases on the device's own clock (phase_timer.h).
+  ChromeTrace trace_{false};
+  std::unique_ptr<PhaseTimer> phases_;
 };
 
 // Weights only (TrainerArgs.ckpt_load_dir, fresh optimiser) or everything (--resume).
@@ -142,6 +151,7 @@ void Loop::evaluate(int64_t epoch) {
   if (has_validation_) r["validation"] = metrics_to_json(rec.validation);
   r["test"] = metrics_to_json(rec.test);
   log_.write(r);
+  write_eval_scalars(tb_, rec);
   if (opts_.quiet) return;
   std::vector<EvalRow> rows;
   if (has_validation_) rows.push_back({"val", rec.validation});
@@ -166,6 +176,27 @@ void Loop::write_summary_record() {
   log_.write(s);
 }
 
+// Enqueues one step. A profiled step also runs with a phase timer attached (so directly, not as
+// a CUDA graph, and waited for): its phases go into the timeline on the device's clock, placed
+// from the host time the step began.
+int64_t Loop::timed_step(const SequenceBatch& batch, double lr) {
+  const nvtx::Range range("train_step");
+  ChromeTrace::Scope scope(trace_, "train_step");  // on CUDA: the time to enqueue the step
+  if (!trace_.enabled()) return task_.step(batch, step_, lr);
+  Ctx& ctx = task_.ctx();
+  if (!phases_) phases_ = std::make_unique<PhaseTimer>(ctx.device);
+  const double begin_us = trace_.now_us();
+  ctx.phases = phases_.get();
+  phases_->begin_step(ctx.stream);
+  const int64_t tokens = task_.step(batch, step_, lr);
+  phases_->end_step(ctx.stream);
+  ctx.phases = nullptr;
+  const char* track = ctx.device == Device::kCUDA ? "GPU phases" : "CPU phases";
+  for (const PhaseTimer::Segment& s : phases_->last_step())
+    trace_.record_on(track, s.name, begin_us + 1e3 * s.start_ms, 1e3 * s.dur_ms);
+  return tokens;
+}
+
 TrainSummary Loop::run() {
   task_.log_setup(log_);
   load();
@@ -178,6 +209,8 @@ TrainSummary Loop::run() {
   SequenceBatch host;
   const double t0 = ProgressBar::steady_seconds();
   int64_t tokens_done = 0;
+  double flops_done = 0;
+  const double peak_tflops = task_.ctx().device == Device::kCUDA ? cuda_bf16_peak_tflops() : 0;
   RunningLoss running;
   EpochProgress progress(opts_.quiet, per_epoch, total_steps);
   while (step_ < total_steps) {
@@ -186,12 +219,8 @@ TrainSummary Loop::run() {
     batcher.next(host);
     trace_.set_enabled(ta_.profile && step_ >= ta_.profile_step_start &&
                        step_ < ta_.profile_step_end);
-    int64_t batch_tokens;
-    {
-      const nvtx::Range range("train_step");
-      ChromeTrace::Scope scope(trace_, "train_step");  // on CUDA: the time to enqueue the step
-      batch_tokens = task_.step(host, step_, lr_schedule.lr_at(step_));
-    }
+    const int64_t batch_tokens = timed_step(host, lr_schedule.lr_at(step_));
+    flops_done += task_.step_flops(host);
     ++step_;
     tokens_done += batch_tokens;
     const StepEvents due = step_events(ta_, step_, total_steps, epoch, batcher.batch_index() == 0);
@@ -204,10 +233,12 @@ TrainSummary Loop::run() {
       summary_.last_loss = l.loss;
     }
     progress.update(batcher.batch_index(), batch_tokens, summary_.last_loss);
-    if (due.log)
-      running.write_train_line(log_, step_, epoch,
-                               tokens_done / std::max(ProgressBar::steady_seconds() - t0, 1e-9),
-                               lr_schedule.lr_at(step_ - 1));
+    if (due.log) {
+      const double seconds = std::max(ProgressBar::steady_seconds() - t0, 1e-9);
+      TrainRates rates{tokens_done / seconds, lr_schedule.lr_at(step_ - 1)};
+      if (peak_tflops > 0 && flops_done > 0) rates.mfu = flops_done / seconds / 1e12 / peak_tflops;
+      running.write_train_line(log_, &tb_, step_, epoch, rates);
+    }
     if (due.epoch_done || due.eval) progress.close();
     if (due.eval && (summary_.evals.empty() || summary_.evals.back().step != step_))
       evaluate(due.epoch_done ? epoch + 1 : epoch);

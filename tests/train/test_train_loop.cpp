@@ -55,9 +55,9 @@ TEST(RunningLoss, TrainLineHoldsTheMeanSinceTheLastLine) {
     RunningLoss running;
     running.add(2.0);
     running.add(4.0);
-    running.write_train_line(log, 2, 0, 100.0, 1e-3);
+    running.write_train_line(log, nullptr, 2, 0, {100.0, 1e-3});
     running.add(1.0);
-    running.write_train_line(log, 3, 1, 50.0, 5e-4);
+    running.write_train_line(log, nullptr, 3, 1, {50.0, 5e-4, 0.25});
   }
   std::istringstream in(test::read_file(dir.file("metrics.jsonl")));
   std::vector<Json> lines;
@@ -70,6 +70,8 @@ TEST(RunningLoss, TrainLineHoldsTheMeanSinceTheLastLine) {
   EXPECT_DOUBLE_EQ(json::double_at(lines[0], "lr"), 1e-3);
   EXPECT_EQ(json::int_at(lines[1], "epoch"), 1);
   EXPECT_DOUBLE_EQ(json::double_at(lines[1], "loss"), 1.0);  // started over after the first line
+  EXPECT_FALSE(lines[0].contains("mfu"));  // not known
+  EXPECT_DOUBLE_EQ(json::double_at(lines[1], "mfu"), 0.25);
 }
 
 TEST(EvalsToJson, ValidationOnlyWhenAsked) {
