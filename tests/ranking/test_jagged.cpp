@@ -65,7 +65,7 @@ TEST(JaggedCpu, RankingTokensLayout) {
       const Tensor out = alloc_strided(dt, rows, d, 1);
       const Tensor out_offsets = alloc(DType::kI32, {b + 1});
       fill_value(out_offsets, -7);
-      cpu::ranking_tokens_fwd(ctx, ctx_emb, item, action, offsets, tc.c, out, out_offsets);
+      ranking_tokens_fwd(ctx, ctx_emb, item, action, offsets, tc.c, out, out_offsets);
       EXPECT_TRUE(padding_intact(out, 1));
       for (int64_t s = 0; s < b; ++s) {
         const int64_t o = tc.offsets[s], base = s * tc.c + k * o;
@@ -95,13 +95,13 @@ TEST(JaggedCpu, RankingTokensBackwardMatchesFiniteDifferences) {
   const Tensor g = alloc(DType::kF64, {rows, d});
   fill_uniform(g, -1, 1);
   const auto loss = [&] {
-    cpu::ranking_tokens_fwd(ctx, ctx_emb, item, action, offsets, c, out, out_off);
+    ranking_tokens_fwd(ctx, ctx_emb, item, action, offsets, c, out, out_off);
     return dot(g, out);
   };
   const Tensor d_ctx = alloc_strided(DType::kF64, b * c, d, 1);
   const Tensor d_item = alloc_strided(DType::kF64, t, d, 1);
   const Tensor d_action = alloc_strided(DType::kF64, t, d, 1);
-  cpu::ranking_tokens_bwd(ctx, g, offsets, c, d_ctx, d_item, d_action);
+  ranking_tokens_bwd(ctx, g, offsets, c, d_ctx, d_item, d_action);
   for (const Tensor& dx : {d_ctx, d_item, d_action}) EXPECT_TRUE(padding_intact(dx, 1));
   expect_grad_matches_fd(loss, ctx_emb, d_ctx, "d_ctx");
   expect_grad_matches_fd(loss, item, d_item, "d_item");
@@ -119,14 +119,14 @@ TEST(JaggedCpu, GatherCandidateRows) {
     const Tensor x = alloc_strided(dt, 22, d, 1);
     fill_uniform(x, -1, 1);
     const Tensor out = alloc_strided(dt, 3, d, 2);
-    cpu::gather_candidate_rows(ctx, x, tok_off, cand_off, 2, out);
+    gather_candidate_rows(ctx, x, tok_off, cand_off, 2, out);
     EXPECT_TRUE(padding_intact(out, 2));
     expect_row(out, 0, x, 6, "sample 0 candidate 0");  // 10 - 2*2 = 6
     expect_row(out, 1, x, 8, "sample 0 candidate 1");
     expect_row(out, 2, x, 12, "sample 1 candidate 0");  // 14 - 2 = 12
     // Stride 1 (no action tokens): the last nc rows.
     const Tensor out1 = alloc(dt, {3, d});
-    cpu::gather_candidate_rows(ctx, x, tok_off, cand_off, 1, out1);
+    gather_candidate_rows(ctx, x, tok_off, cand_off, 1, out1);
     expect_row(out1, 0, x, 8, "stride 1");
     expect_row(out1, 1, x, 9, "stride 1");
     expect_row(out1, 2, x, 13, "stride 1");
@@ -144,7 +144,7 @@ TEST(JaggedCpu, GatherCandidateRowsBackward) {
   fill_uniform(x, -1, 1);
   fill_uniform(g, -1, 1);
   const Tensor dx = alloc_strided(DType::kF64, 22, d, 1);  // poisoned: every row must be written
-  cpu::gather_candidate_rows_bwd(ctx, g, tok_off, cand_off, 2, dx);
+  gather_candidate_rows_bwd(ctx, g, tok_off, cand_off, 2, dx);
   EXPECT_TRUE(padding_intact(dx, 1));
   for (int64_t r = 0; r < 22; ++r) {
     const bool candidate = r == 6 || r == 8 || r == 12;
@@ -153,7 +153,7 @@ TEST(JaggedCpu, GatherCandidateRowsBackward) {
     }
   }
   const auto loss = [&] {
-    cpu::gather_candidate_rows(ctx, x, tok_off, cand_off, 2, out);
+    gather_candidate_rows(ctx, x, tok_off, cand_off, 2, out);
     return dot(g, out);
   };
   expect_grad_matches_fd(loss, x, dx, "dx", 200);
@@ -198,11 +198,11 @@ TEST(JaggedCpu, LayoutAgreesWithTheOps) {
   const Tensor action = alloc(DType::kF32, {9, 2}), out = alloc(DType::kF32, {27, 2});
   for (const Tensor& x : {ctx_emb, item, action}) fill_uniform(x, -1, 1);
   const Tensor out_off = alloc(DType::kI32, {4});
-  cpu::ranking_tokens_fwd(ctx, ctx_emb, item, action, off, 3, out, out_off);
+  ranking_tokens_fwd(ctx, ctx_emb, item, action, off, 3, out, out_off);
   for (int64_t b = 0; b <= 3; ++b) EXPECT_EQ(get(out_off, b), lay.token_offsets[b]);
   // The gathered candidate rows are the candidates' item embeddings.
   const Tensor cand = alloc(DType::kF32, {5, 2});
-  cpu::gather_candidate_rows(ctx, out, out_off, i32_tensor(lay.candidate_offsets), 2, cand);
+  gather_candidate_rows(ctx, out, out_off, i32_tensor(lay.candidate_offsets), 2, cand);
   const int64_t events[] = {2, 3, 6, 7, 8};
   for (int64_t j = 0; j < 5; ++j) expect_row(cand, j, item, events[j], "candidate item");
   // The per-feature positions, interleaved by the op, are the token positions.
@@ -212,8 +212,8 @@ TEST(JaggedCpu, LayoutAgreesWithTheOps) {
     return t;
   };
   const Tensor pos = alloc(DType::kF64, {27, 1});
-  cpu::ranking_tokens_fwd(ctx, column(lay.context_positions), column(lay.item_positions),
-                          column(lay.action_positions), off, 3, pos, out_off);
+  ranking_tokens_fwd(ctx, column(lay.context_positions), column(lay.item_positions),
+                     column(lay.action_positions), off, 3, pos, out_off);
   for (int64_t r = 0; r < 27; ++r) EXPECT_EQ(get(pos, r), lay.positions[r]) << r;
 }
 
@@ -223,23 +223,21 @@ TEST(JaggedCpu, RejectsBadArguments) {
   const Tensor item = alloc(DType::kF32, {4, 2}), out = alloc(DType::kF32, {4, 2});
   const Tensor out_off = alloc(DType::kI32, {2});
   EXPECT_THROW(
-      cpu::ranking_tokens_fwd(ctx, Tensor(), item, Tensor(), i32_tensor({1, 4}), 0, out, out_off),
+      ranking_tokens_fwd(ctx, Tensor(), item, Tensor(), i32_tensor({1, 4}), 0, out, out_off),
       Error);  // offsets[0] != 0
   EXPECT_THROW(
-      cpu::ranking_tokens_fwd(ctx, Tensor(), item, Tensor(), i32_tensor({0, 3}), 0, out, out_off),
+      ranking_tokens_fwd(ctx, Tensor(), item, Tensor(), i32_tensor({0, 3}), 0, out, out_off),
       Error);  // offsets end at 3 but 4 item rows
+  EXPECT_THROW(ranking_tokens_fwd(ctx, Tensor(), item, item, i32_tensor({0, 4}), 0, out, out_off),
+               Error);  // actions need 8 output rows
   EXPECT_THROW(
-      cpu::ranking_tokens_fwd(ctx, Tensor(), item, item, i32_tensor({0, 4}), 0, out, out_off),
-      Error);  // actions need 8 output rows
-  EXPECT_THROW(
-      cpu::ranking_tokens_fwd(ctx, Tensor(), item, Tensor(), i32_tensor({0, 4}), 1, out, out_off),
+      ranking_tokens_fwd(ctx, Tensor(), item, Tensor(), i32_tensor({0, 4}), 1, out, out_off),
       Error);  // C = 1 without contextual rows
   const Tensor cand = alloc(DType::kF32, {3, 2});
+  EXPECT_THROW(gather_candidate_rows(ctx, item, i32_tensor({0, 4}), i32_tensor({0, 3}), 2, cand),
+               Error);  // 3 candidates of 2 tokens do not fit 4 tokens
   EXPECT_THROW(
-      cpu::gather_candidate_rows(ctx, item, i32_tensor({0, 4}), i32_tensor({0, 3}), 2, cand),
-      Error);  // 3 candidates of 2 tokens do not fit 4 tokens
-  EXPECT_THROW(
-      cpu::gather_candidate_rows(ctx, item, i32_tensor({0, 3, 4}), i32_tensor({0, 2, 1}), 1, cand),
+      gather_candidate_rows(ctx, item, i32_tensor({0, 3, 4}), i32_tensor({0, 2, 1}), 1, cand),
       Error);  // candidate offsets decrease
   RankingLayout lay;
   EXPECT_THROW(

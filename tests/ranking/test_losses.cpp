@@ -73,7 +73,7 @@ TEST(LossesCpu, BceMatchesNaive) {
     fill_uniform(x, -6, 6);
     const std::vector<int32_t> y = random_labels(n, 256);
     const Tensor loss = alloc(DType::kF64, {1});
-    cpu::bce_multitask(ctx, x, labels_tensor(y), loss, g, scale);
+    bce_multitask(ctx, x, labels_tensor(y), loss, g, scale);
     std::vector<long double> want;
     const long double sum = naive_bce(x, y, k, want);
     EXPECT_NEAR(get(loss, 0), static_cast<double>(sum * scale), tol * sum * scale);
@@ -96,7 +96,7 @@ TEST(LossesCpu, CrossEntropyMatchesNaive) {
     fill_uniform(x, -8, 8);
     const std::vector<int32_t> y = random_labels(n, c);
     const Tensor loss = alloc(DType::kF64, {1});
-    cpu::cross_entropy(ctx, x, labels_tensor(y), loss, g, scale);
+    cross_entropy(ctx, x, labels_tensor(y), loss, g, scale);
     std::vector<long double> want;
     const long double sum = naive_ce(x, y, c, want);
     EXPECT_NEAR(get(loss, 0), static_cast<double>(sum * scale), tol * sum * scale);
@@ -117,16 +117,16 @@ TEST(LossesCpu, GradientsMatchFiniteDifferences) {
   const Tensor yb = labels_tensor(random_labels(n, 32));
   const Tensor yc = labels_tensor(random_labels(n, k));
   const auto bce = [&] {
-    cpu::bce_multitask(ctx, x, yb, loss, Tensor(), 0.3);
+    bce_multitask(ctx, x, yb, loss, Tensor(), 0.3);
     return get(loss, 0);
   };
-  cpu::bce_multitask(ctx, x, yb, loss, g, 0.3);
+  bce_multitask(ctx, x, yb, loss, g, 0.3);
   expect_grad_matches_fd(bce, x, g, "bce dlogits", 65);
   const auto ce = [&] {
-    cpu::cross_entropy(ctx, x, yc, loss, Tensor(), 0.3);
+    cross_entropy(ctx, x, yc, loss, Tensor(), 0.3);
     return get(loss, 0);
   };
-  cpu::cross_entropy(ctx, x, yc, loss, g, 0.3);
+  cross_entropy(ctx, x, yc, loss, g, 0.3);
   expect_grad_matches_fd(ce, x, g, "ce dlogits", 65);
 }
 
@@ -142,7 +142,7 @@ TEST(LossesCpu, StableAtExtremeLogits) {
     set(x, 1, 1000);
     set(x, 2, -1000);
     set(x, 3, -1000);
-    cpu::bce_multitask(ctx, x, labels_tensor({1, 0, 1, 0}), loss, g, 1.0);
+    bce_multitask(ctx, x, labels_tensor({1, 0, 1, 0}), loss, g, 1.0);
     EXPECT_DOUBLE_EQ(get(loss, 0), 2000.0);
     const double want_g[] = {0, 1, -1, 0};
     for (int i = 0; i < 4; ++i) EXPECT_DOUBLE_EQ(get(g, i), want_g[i]) << i;
@@ -153,7 +153,7 @@ TEST(LossesCpu, StableAtExtremeLogits) {
       set(xc, r * 3 + 1, -1000);
       set(xc, r * 3 + 2, 0);
     }
-    cpu::cross_entropy(ctx, xc, labels_tensor({0, 1}), loss, gc, 1.0);
+    cross_entropy(ctx, xc, labels_tensor({0, 1}), loss, gc, 1.0);
     EXPECT_DOUBLE_EQ(get(loss, 0), 2000.0);
     for (int64_t i = 0; i < 6; ++i) EXPECT_TRUE(std::isfinite(get(gc, i))) << i;
     EXPECT_DOUBLE_EQ(get(gc, 3), 1.0);   // row 1: softmax puts all mass on class 0
@@ -169,7 +169,7 @@ TEST(LossesCpu, BitmaskDecoding) {
   const Tensor x = alloc(DType::kF64, {2, 2}), g = alloc(DType::kF64, {2, 2});
   const Tensor loss = alloc(DType::kF64, {1});
   fill_value(x, 0);
-  cpu::bce_multitask(ctx, x, labels_tensor({6, 1}), loss, g, 1.0);
+  bce_multitask(ctx, x, labels_tensor({6, 1}), loss, g, 1.0);
   const double want[] = {0.5, -0.5, -0.5, 0.5};
   for (int i = 0; i < 4; ++i) EXPECT_DOUBLE_EQ(get(g, i), want[i]) << i;
   EXPECT_NEAR(get(loss, 0), 4 * std::log(2.0), 1e-15);
@@ -186,9 +186,9 @@ TEST(LossesCpu, IndependentOfThreadCount) {
     Ctx ctx = cpu_ctx();
     ctx.num_threads = i == 0 ? 1 : 4;
     const Tensor loss = alloc(DType::kF64, {1});
-    cpu::bce_multitask(ctx, x, y, loss, Tensor(), 1.0 / n);
+    bce_multitask(ctx, x, y, loss, Tensor(), 1.0 / n);
     bce[i] = get(loss, 0);
-    cpu::cross_entropy(ctx, x, yc, loss, Tensor(), 1.0 / n);
+    cross_entropy(ctx, x, yc, loss, Tensor(), 1.0 / n);
     ce[i] = get(loss, 0);
   }
   EXPECT_EQ(bce[0], bce[1]);
@@ -199,15 +199,13 @@ TEST(LossesCpu, RejectsBadArguments) {
   ArenaScope scope;
   Ctx ctx = cpu_ctx();
   const Tensor x = alloc(DType::kF32, {2, 3}), loss = alloc(DType::kF64, {1});
-  EXPECT_THROW(cpu::bce_multitask(ctx, x, labels_tensor({1, -1}), loss, Tensor(), 1.0), Error);
-  EXPECT_THROW(cpu::cross_entropy(ctx, x, labels_tensor({1, 3}), loss, Tensor(), 1.0), Error);
-  EXPECT_THROW(cpu::cross_entropy(ctx, x, labels_tensor({1}), loss, Tensor(), 1.0), Error);
-  EXPECT_THROW(
-      cpu::cross_entropy(ctx, x, labels_tensor({1, 0}), alloc(DType::kF32, {1}), Tensor(), 1.0),
-      Error);  // the loss is f64
-  EXPECT_THROW(
-      cpu::bce_multitask(ctx, x, labels_tensor({1, 0}), loss, alloc(DType::kF32, {3, 2}), 1.0),
-      Error);  // dlogits shape
+  EXPECT_THROW(bce_multitask(ctx, x, labels_tensor({1, -1}), loss, Tensor(), 1.0), Error);
+  EXPECT_THROW(cross_entropy(ctx, x, labels_tensor({1, 3}), loss, Tensor(), 1.0), Error);
+  EXPECT_THROW(cross_entropy(ctx, x, labels_tensor({1}), loss, Tensor(), 1.0), Error);
+  EXPECT_THROW(cross_entropy(ctx, x, labels_tensor({1, 0}), alloc(DType::kF32, {1}), Tensor(), 1.0),
+               Error);  // the loss is f64
+  EXPECT_THROW(bce_multitask(ctx, x, labels_tensor({1, 0}), loss, alloc(DType::kF32, {3, 2}), 1.0),
+               Error);  // dlogits shape
 }
 
 }  // namespace

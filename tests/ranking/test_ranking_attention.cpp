@@ -124,7 +124,7 @@ TEST(RankingAttention, MasksMatchDenseReference) {
     RankingProblem p({0, 6, 7, 7, 16}, {3, 0, 0, 5}, cfg.c, cfg.g, cfg.contextual_mask, 2, 4);
     const Tensor o = alloc(DType::kF64, {p.tokens(), 8});
     poison(o);
-    cpu::hstu_attention_fwd(ctx, p.args, o);
+    hstu_attention_fwd(ctx, p.args, o);
     const std::vector<double> want = dense_reference(p, cfg.contextual_mask);
     for (int64_t i = 0; i < o.numel(); ++i) {
       ASSERT_NEAR(get(o, i), want[i], 1e-13) << "element " << i << " seed " << test_seed();
@@ -155,12 +155,12 @@ TEST(RankingAttention, CandidatesAreScoredIndependently) {
     Ctx ctx = cpu_ctx();
     RankingProblem p({0, 7}, {4}, 2, g, true, 1, 3);
     const Tensor base = alloc(DType::kF64, {16, 3}), o = alloc(DType::kF64, {16, 3});
-    cpu::hstu_attention_fwd(ctx, p.args, base);
+    hstu_attention_fwd(ctx, p.args, base);
     // Perturb one token's q, k, v and list which output rows change.
     const auto perturb = [&](int64_t token) {
       const Tensor saved = clone(p.qkv.rows(token, token + 1));
       fill_uniform(p.qkv.rows(token, token + 1), 2, 3);
-      cpu::hstu_attention_fwd(ctx, p.args, o);
+      hstu_attention_fwd(ctx, p.args, o);
       for (int64_t e = 0; e < saved.numel(); ++e) set(p.qkv, token * 9 + e, get(saved, e));
       return changed_rows(o, base);
     };
@@ -213,28 +213,27 @@ TEST(RankingAttention, PipelineGradientsMatchFiniteDifferences) {
   const Tensor y = alloc(DType::kF64, {tt, d}), cand = alloc(DType::kF64, {n, d});
   const Tensor loss = alloc(DType::kF64, {1});
   const auto forward = [&] {
-    cpu::ranking_tokens_fwd(ctx, ctx_emb, item, action, ev_off, static_cast<int32_t>(c), x,
-                            out_off);
-    cpu::hstu_attention_fwd(ctx, a, y);
-    cpu::gather_candidate_rows(ctx, y, tok_off, cand_off, 2, cand);
-    cpu::bce_multitask(ctx, cand.cols(0, k), labels, loss, Tensor(), 1.0 / double(n));
+    ranking_tokens_fwd(ctx, ctx_emb, item, action, ev_off, static_cast<int32_t>(c), x, out_off);
+    hstu_attention_fwd(ctx, a, y);
+    gather_candidate_rows(ctx, y, tok_off, cand_off, 2, cand);
+    bce_multitask(ctx, cand.cols(0, k), labels, loss, Tensor(), 1.0 / double(n));
     return get(loss, 0);
   };
   forward();
   // Backward by hand: BCE -> candidate rows -> attention (q, k, v all x) -> tokens.
   const Tensor dcand = alloc(DType::kF64, {n, d});
   fill_value(dcand, 0);
-  cpu::bce_multitask(ctx, cand.cols(0, k), labels, loss, dcand.cols(0, k), 1.0 / double(n));
+  bce_multitask(ctx, cand.cols(0, k), labels, loss, dcand.cols(0, k), 1.0 / double(n));
   const Tensor dy = alloc(DType::kF64, {tt, d});
-  cpu::gather_candidate_rows_bwd(ctx, dcand, tok_off, cand_off, 2, dy);
+  gather_candidate_rows_bwd(ctx, dcand, tok_off, cand_off, 2, dy);
   const Tensor dq = alloc(DType::kF64, {tt, d}), dk = alloc(DType::kF64, {tt, d});
   const Tensor dv = alloc(DType::kF64, {tt, d});
-  cpu::hstu_attention_bwd(ctx, a, dy, dq, dk, dv, Tensor(), Tensor());
+  hstu_attention_bwd(ctx, a, dy, dq, dk, dv, Tensor(), Tensor());
   const Tensor dx = alloc(DType::kF64, {tt, d});
   for (int64_t i = 0; i < dx.numel(); ++i) set(dx, i, get(dq, i) + get(dk, i) + get(dv, i));
   const Tensor d_ctx = alloc(DType::kF64, {b * c, d}), d_item = alloc(DType::kF64, {t, d});
   const Tensor d_action = alloc(DType::kF64, {t, d});
-  cpu::ranking_tokens_bwd(ctx, dx, ev_off, static_cast<int32_t>(c), d_ctx, d_item, d_action);
+  ranking_tokens_bwd(ctx, dx, ev_off, static_cast<int32_t>(c), d_ctx, d_item, d_action);
   expect_grad_matches_fd(forward, ctx_emb, d_ctx, "d_ctx", 48);
   expect_grad_matches_fd(forward, item, d_item, "d_item", 72);
   expect_grad_matches_fd(forward, action, d_action, "d_action", 72);
