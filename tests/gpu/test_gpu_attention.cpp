@@ -26,8 +26,8 @@
 #include <string>
 #include <vector>
 
+#include "common/gpu_harness.h"
 #include "common/harness.h"
-#include "gpu/gpu_harness.h"
 #include "ops/cpu/hstu_attention.h"
 
 namespace hstu::test {

@@ -26,10 +26,10 @@
 #include <string>
 #include <vector>
 
+#include "common/gpu_harness.h"
 #include "common/harness.h"
 #include "core/philox.h"
 #include "data/negatives_rng.h"
-#include "gpu/gpu_harness.h"
 #include "ops/cpu/activation.h"
 #include "ops/cpu/cast.h"
 #include "ops/cpu/embedding.h"

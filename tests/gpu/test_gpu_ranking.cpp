@@ -39,9 +39,9 @@
 #include <string>
 #include <vector>
 
+#include "common/gpu_harness.h"
 #include "common/harness.h"
 #include "config/config.h"
-#include "gpu/gpu_harness.h"
 #include "model/ranking_model.h"
 #include "ops/cpu/jagged.h"
 #include "ops/cuda/jagged.h"

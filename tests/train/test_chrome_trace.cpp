@@ -4,7 +4,7 @@
 #include <chrono>
 #include <thread>
 
-#include "test_util.h"
+#include "common/test_util.h"
 #include "train/chrome_trace.h"
 #include "train/json.h"
 

@@ -8,7 +8,7 @@
 #include <random>
 #include <string>
 
-#include "test_util.h"
+#include "common/test_util.h"
 #include "train/json.h"
 
 namespace hstu::json {

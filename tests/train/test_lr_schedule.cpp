@@ -5,7 +5,7 @@
 #include <numbers>
 #include <string>
 
-#include "test_util.h"
+#include "common/test_util.h"
 #include "train/lr_schedule.h"
 
 namespace hstu {

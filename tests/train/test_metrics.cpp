@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "test_util.h"
+#include "common/test_util.h"
 #include "train/metrics.h"
 
 namespace hstu {

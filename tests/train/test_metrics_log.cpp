@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "test_util.h"
+#include "common/test_util.h"
 #include "train/metrics_log.h"
 
 namespace hstu {

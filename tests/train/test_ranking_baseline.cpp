@@ -10,10 +10,10 @@
 #include <random>
 #include <vector>
 
+#include "common/test_util.h"
 #include "config/config.h"
 #include "data/dataset.h"
 #include "data/ranking.h"
-#include "test_util.h"
 #include "train/metrics.h"
 #include "train/ranking_baseline.h"
 #include "train/ranking_eval.h"

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "test_util.h"
+#include "common/test_util.h"
 #include "train/json.h"
 #include "train/safetensors.h"
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "test_util.h"
+#include "common/test_util.h"
 #include "train/train_loop.h"
 
 namespace hstu {

@@ -1,14 +1,13 @@
-// readers_test.cpp — the raw readers on small fixture files: field decoding, RFC-4180 quoting,
+// test_readers.cpp — the raw readers on small fixture files: field decoding, RFC-4180 quoting,
 // contextual encoding, the Amazon filter, and the error / skip_malformed policy.
 //
 // Every error assertion checks the `file:line` prefix, since that is what users act on.
-#include "data/readers.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
-#include "data_test_util.h"
+#include "common/data_test_util.h"
+#include "data/readers.h"
 
 namespace hstu {
 namespace {

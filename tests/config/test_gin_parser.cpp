@@ -1,11 +1,11 @@
-// gin_parser_test.cpp — the gin parser on its own: every value kind, comments, multi-line
+// test_gin_parser.cpp — the gin parser on its own: every value kind, comments, multi-line
 // collections, scopes, macros, imports, includes, and syntax errors with exact file:line:col.
 //
 // The parser is schema-free, so these tests use made-up class names (A.x) on purpose.
 #include <gtest/gtest.h>
 
+#include "common/config_test_util.h"
 #include "config/gin.h"
-#include "config_test_util.h"
 
 namespace hstu {
 namespace {

@@ -1,13 +1,13 @@
-// config_load_test.cpp — loading files, `--set` overrides (values and errors), and the round
+// test_config_load.cpp — loading files, `--set` overrides (values and errors), and the round
 // trip Config -> to_gin -> parse -> identical Config.
 //
 // The round trip is checked on configs that differ from the defaults in every class, so a row
 // that to_gin forgot or wrote in a form the parser reads differently shows up as a mismatch.
 #include <gtest/gtest.h>
 
+#include "common/config_test_util.h"
 #include "config/load.h"
 #include "config/schema.h"
-#include "config_test_util.h"
 
 namespace hstu {
 namespace {

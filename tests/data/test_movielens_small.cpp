@@ -1,4 +1,4 @@
-// movielens_small_test.cpp — integration test on the real ml-latest-small (2016 snapshot) in
+// test_movielens_small.cpp — integration test on the real ml-latest-small (2016 snapshot) in
 // HSTU_SHARED_DATA_DIR: reader counts, catalogue, sorting, the cached preprocessed file, splits
 // and the popularity baseline. Skipped when the data is not there.
 //
@@ -10,10 +10,10 @@
 #include <fstream>
 #include <set>
 
+#include "common/data_test_util.h"
 #include "data/popularity.h"
 #include "data/preprocess.h"
 #include "data/splits.h"
-#include "data_test_util.h"
 
 namespace hstu {
 namespace {

@@ -7,9 +7,9 @@
 #include <map>
 #include <string>
 
+#include "common/data_test_util.h"
+#include "common/ranking_test_util.h"
 #include "config/config.h"
-#include "data/data_test_util.h"
-#include "ranking/ranking_test_util.h"
 #include "train/checkpoint.h"
 #include "train/ranking_trainer.h"
 #include "train/safetensors.h"

@@ -17,6 +17,10 @@
 #include "data/dataset.h"
 
 namespace hstu::test {
+// Own inline namespace: test_util.h, data_test_util.h and config_test_util.h each define a
+// TempDir and an error_of of their own, and one test binary may compile files that include
+// different ones; distinct names keep those definitions apart (one definition rule).
+inline namespace data_test_util {
 
 class TempDir {
  public:
@@ -89,4 +93,5 @@ std::string error_of(Fn&& fn) {
   return "";
 }
 
+}  // namespace data_test_util
 }  // namespace hstu::test

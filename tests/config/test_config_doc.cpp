@@ -1,4 +1,4 @@
-// config_doc_test.cpp — keeps docs/CONFIG.md equal to config_reference_markdown().
+// test_config_doc.cpp — keeps docs/CONFIG.md equal to config_reference_markdown().
 //
 // The file is a hand-written introduction, a marker line, then the generated tables. With
 // HSTU_REGEN_DOCS=1 the test rewrites everything after the marker instead of comparing

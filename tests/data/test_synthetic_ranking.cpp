@@ -1,4 +1,4 @@
-// synthetic_ranking_test.cpp — the synthetic generator's ranking extensions (contextual features
+// test_synthetic_ranking.cpp — the synthetic generator's ranking extensions (contextual features
 // and multi-task labels, synthetic.h): the default data pinned bit for bit, determinism with any
 // thread count, items independent of the extensions, contexts that carry behaviour, sane label
 // rates, and labels that follow the planted probabilities.
@@ -14,8 +14,8 @@
 #include <span>
 #include <vector>
 
+#include "common/data_test_util.h"
 #include "data/synthetic.h"
-#include "data_test_util.h"
 
 namespace hstu {
 namespace {

@@ -1,4 +1,4 @@
-// splits_batcher_test.cpp — leave-one-out splits on a hand-made dataset (exact samples for both
+// test_splits_batcher.cpp — leave-one-out splits on a hand-made dataset (exact samples for both
 // modes), and the batcher: jagged layout, targets, query timestamps, shuffling and resuming.
 //
 // The hand-made dataset has users of lengths 5, 2, 1 and 4 so every skip rule is exercised.
@@ -7,10 +7,10 @@
 #include <algorithm>
 #include <numeric>
 
+#include "common/data_test_util.h"
 #include "data/batcher.h"
 #include "data/splits.h"
 #include "data/synthetic.h"
-#include "data_test_util.h"
 
 namespace hstu {
 namespace {

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "data/data_test_util.h"
+#include "common/data_test_util.h"
 #include "data/preprocess.h"
 #include "data/readers.h"
 

@@ -1,17 +1,16 @@
-// preprocess_test.cpp — grouping, stable time sort, id remapping, the id-map files, the
+// test_preprocess.cpp — grouping, stable time sort, id remapping, the id-map files, the
 // sequences.bin round trip, its corruption errors and the open_dataset cache.
 //
 // Corruption is produced by editing the written bytes, so the tests exercise exactly the
 // checks a damaged cache file would hit.
-#include "data/preprocess.h"
-
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
-#include "data_test_util.h"
+#include "common/data_test_util.h"
+#include "data/preprocess.h"
 
 namespace hstu {
 namespace {

@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "common/data_test_util.h"
 #include "common/harness.h"
+#include "common/ranking_test_util.h"
 #include "config/config.h"
-#include "data/data_test_util.h"
 #include "model/ranking_model.h"
-#include "ranking/ranking_test_util.h"
 #include "train/ranking_trainer.h"
 
 namespace hstu {

@@ -1,4 +1,4 @@
-// ranking_fields_test.cpp — DatasetArgs.ranking_split / truncate: accepted values bind, the
+// test_ranking_fields.cpp — DatasetArgs.ranking_split / truncate: accepted values bind, the
 // recsys-examples combination (user_70_30 + oldest) is allowed, and "oldest" with the time split
 // is refused with a message naming both fields.
 #include <gtest/gtest.h>

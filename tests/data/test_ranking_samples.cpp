@@ -17,7 +17,7 @@
 #include <numeric>
 #include <vector>
 
-#include "data/data_test_util.h"
+#include "common/data_test_util.h"
 #include "data/preprocess.h"
 #include "data/ranking.h"
 #include "data/readers.h"

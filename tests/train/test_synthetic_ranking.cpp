@@ -11,13 +11,13 @@
 #include <string>
 #include <vector>
 
+#include "common/data_test_util.h"
+#include "common/ranking_test_util.h"
 #include "config/config.h"
 #include "config/load.h"
-#include "data/data_test_util.h"
 #include "data/ranking.h"
 #include "data/synthetic.h"
 #include "data/synthetic_oracle.h"
-#include "ranking/ranking_test_util.h"
 #include "train/metrics.h"
 #include "train/ranking_trainer.h"
 

@@ -14,6 +14,10 @@
 #include "core/error.h"
 
 namespace hstu::test {
+// Own inline namespace: test_util.h, data_test_util.h and config_test_util.h each define a
+// TempDir and an error_of of their own, and one test binary may compile files that include
+// different ones; distinct names keep those definitions apart (one definition rule).
+inline namespace config_test_util {
 
 // The message of the hstu::Error that `f` throws, or "(no error)".
 template <typename F>
@@ -53,4 +57,5 @@ class TempDir {
   std::filesystem::path path_;
 };
 
+}  // namespace config_test_util
 }  // namespace hstu::test

@@ -1,4 +1,4 @@
-// tie_break_test.cpp — DatasetArgs.tie_break: "file" keeps file order among a user's events with
+// test_tie_break.cpp — DatasetArgs.tie_break: "file" keeps file order among a user's events with
 // equal timestamps (the stable sort of the spec); "shuffle" orders them by a fixed hash of
 // (user, item), so the result no longer depends on file order, while distinct timestamps still
 // sort by time.

@@ -1,16 +1,15 @@
-// synthetic_test.cpp — the synthetic generator: determinism, invariants, the planted structure
+// test_synthetic.cpp — the synthetic generator: determinism, invariants, the planted structure
 // (successor chain, preferred clusters, cluster popularity) and the length distributions.
 //
 // Structure checks compare against chance levels with wide margins, so they test the planted
 // signal, not particular random draws.
-#include "data/synthetic.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <set>
 
-#include "data_test_util.h"
+#include "common/data_test_util.h"
+#include "data/synthetic.h"
 
 namespace hstu {
 namespace {

@@ -1,4 +1,4 @@
-// presets_test.cpp — every preset shipped in configs/ loads and validates (a preset that drifts
+// test_presets.cpp — every preset shipped in configs/ loads and validates (a preset that drifts
 // from the schema fails here, not in a user's run).
 #include <gtest/gtest.h>
 

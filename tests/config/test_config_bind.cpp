@@ -1,4 +1,4 @@
-// config_bind_test.cpp — binding gin into a Config through the schema: types, ranges, unknown
+// test_config_bind.cpp — binding gin into a Config through the schema: types, ranges, unknown
 // names with suggestions, compatibility warnings, task selection, RandomDistribution scopes,
 // cross-field validation, and a recsys-examples ranking config.
 //
@@ -8,9 +8,9 @@
 
 #include <set>
 
+#include "common/config_test_util.h"
 #include "config/load.h"
 #include "config/schema.h"
-#include "config_test_util.h"
 
 namespace hstu {
 namespace {

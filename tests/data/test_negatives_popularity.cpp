@@ -1,4 +1,4 @@
-// negatives_popularity_test.cpp — the negative samplers (range, determinism, the documented
+// test_negatives_popularity.cpp — the negative samplers (range, determinism, the documented
 // per-element formula, in-batch pool membership and dedup) and the popularity baseline's ranks.
 //
 // The formula test recomputes element values straight from philox4x32, pinning the contract
@@ -7,10 +7,10 @@
 
 #include <set>
 
+#include "common/data_test_util.h"
 #include "data/negatives.h"
 #include "data/negatives_rng.h"
 #include "data/popularity.h"
-#include "data_test_util.h"
 
 namespace hstu {
 namespace {
