@@ -316,10 +316,10 @@ bool validate(DType dt, int d, std::mt19937_64& g) {
   ha.num_contexts = Tensor(const_cast<int32_t*>(nctx.data()), DType::kI32, Device::kCPU, {3});
   ha.num_targets = Tensor(const_cast<int32_t*>(ntgt.data()), DType::kI32, Device::kCPU, {3});
   Ctx cctx = cpu_ctx();
-  cpu::hstu_attention_fwd(cctx, ha, ho);
+  hstu_attention_fwd(cctx, ha, ho);
   const Tensor hdq = hgrad.cols(lay.q0(), lay.k0()), hdk = hgrad.cols(lay.k0(), W),
                hdv = hgrad.cols(lay.v0(), lay.q0());
-  cpu::hstu_attention_bwd(cctx, ha, hdo, hdq, hdk, hdv, Tensor(), Tensor());
+  hstu_attention_bwd(cctx, ha, hdo, hdq, hdk, hdv, Tensor(), Tensor());
 
   // Max error over the heads' first d columns (head padding is never written).
   auto rel = [&](const Tensor& gpu, const Tensor& ref) {

@@ -32,7 +32,8 @@ inline Ctx cpu_ctx() {
 
 }  // namespace hstu
 
-// Expands to `expr` in a CUDA build; otherwise throws a clear error. Used by op dispatchers:
+// Expands to `expr` in a CUDA build; otherwise throws a clear error. Used by the op dispatchers
+// (src/ops/<op>.cpp):
 //   if (ctx.cpu()) return cpu::op(...);  HSTU_CUDA_DISPATCH(return cuda::op(...));
 #if defined(HSTU_WITH_CUDA)
 #define HSTU_CUDA_DISPATCH(expr) expr

@@ -1,7 +1,26 @@
-// activation.cpp — the argument check both activation backends share (head structure, shapes).
+// activation.cpp — the entry points of the activations (ops/activation.h): each runs the backend
+// of ctx.device, cpu/activation.h or (in CUDA builds) cuda/activation.h; a CPU-only build throws
+// for a CUDA ctx and needs no CUDA symbol. Also the head-structure check both backends share
+// (detail/checks.h).
 #include "ops/activation.h"
 
+#include "ops/cpu/activation.h"
+#include "ops/detail/checks.h"
+#if defined(HSTU_WITH_CUDA)
+#include "ops/cuda/activation.h"
+#endif
+
 namespace hstu {
+
+void activation_fwd(Ctx& ctx, Activation act, const Tensor& x, const Tensor& y, ActHeads heads) {
+  if (ctx.cpu()) return cpu::activation_fwd(ctx, act, x, y, heads);
+  HSTU_CUDA_DISPATCH(return cuda::activation_fwd(ctx, act, x, y, heads));
+}
+void activation_bwd(Ctx& ctx, Activation act, const Tensor& x, const Tensor& dy, const Tensor& dx,
+                    ActHeads heads) {
+  if (ctx.cpu()) return cpu::activation_bwd(ctx, act, x, dy, dx, heads);
+  HSTU_CUDA_DISPATCH(return cuda::activation_bwd(ctx, act, x, dy, dx, heads));
+}
 
 int64_t check_act_heads(const ActHeads& heads, const Tensor& x,
                         std::initializer_list<const Tensor*> others, const char* op) {

@@ -30,29 +30,4 @@ void activation_fwd(Ctx& ctx, Activation act, const Tensor& x, const Tensor& y,
 void activation_bwd(Ctx& ctx, Activation act, const Tensor& x, const Tensor& dy, const Tensor& dx,
                     ActHeads heads = {});
 
-// Throws unless every tensor is a 2-D [rows, count * stride] view with stride >= width, of x's
-// rows and dtype family; returns the width (heads.width, or x's head stride when 0).
-int64_t check_act_heads(const ActHeads& heads, const Tensor& x,
-                        std::initializer_list<const Tensor*> others, const char* op);
-
-namespace cpu {
-void activation_fwd(Ctx&, Activation, const Tensor&, const Tensor&, ActHeads = {});
-void activation_bwd(Ctx&, Activation, const Tensor&, const Tensor&, const Tensor&, ActHeads = {});
-}  // namespace cpu
-namespace cuda {
-void activation_fwd(Ctx&, Activation, const Tensor&, const Tensor&, ActHeads = {});
-void activation_bwd(Ctx&, Activation, const Tensor&, const Tensor&, const Tensor&, ActHeads = {});
-}  // namespace cuda
-
-inline void activation_fwd(Ctx& ctx, Activation act, const Tensor& x, const Tensor& y,
-                           ActHeads heads) {
-  if (ctx.cpu()) return cpu::activation_fwd(ctx, act, x, y, heads);
-  HSTU_CUDA_DISPATCH(return cuda::activation_fwd(ctx, act, x, y, heads));
-}
-inline void activation_bwd(Ctx& ctx, Activation act, const Tensor& x, const Tensor& dy,
-                           const Tensor& dx, ActHeads heads) {
-  if (ctx.cpu()) return cpu::activation_bwd(ctx, act, x, dy, dx, heads);
-  HSTU_CUDA_DISPATCH(return cuda::activation_bwd(ctx, act, x, dy, dx, heads));
-}
-
 }  // namespace hstu

@@ -20,18 +20,6 @@ namespace hstu {
 // either may be a row-strided view; both on the same device.
 void cast(Ctx& ctx, const Tensor& src, const Tensor& dst);
 
-namespace cpu {
-void cast(Ctx& ctx, const Tensor& src, const Tensor& dst);
-}  // namespace cpu
-namespace cuda {
-void cast(Ctx& ctx, const Tensor& src, const Tensor& dst);
-}  // namespace cuda
-
-inline void cast(Ctx& ctx, const Tensor& src, const Tensor& dst) {
-  if (ctx.cpu()) return cpu::cast(ctx, src, dst);
-  HSTU_CUDA_DISPATCH(return cuda::cast(ctx, src, dst));
-}
-
 // ---- host scalar conversions (bit patterns of the 16-bit formats) -----------------------------
 
 inline float bf16_bits_to_f32(uint16_t h) {

@@ -6,8 +6,9 @@
 // (32 MiB by default) allocated at creation; plans are created on first use (the warm-up step)
 // and counted, so a test can assert that the step loop creates none.
 //
-// Declarations only (no CUDA headers), so host code can include it; the definitions exist only
-// in CUDA builds (guard calls with HSTU_WITH_CUDA).
+// A public header of CUDA-only entry points (namespace hstu::cuda): declarations only (no CUDA
+// headers), so host code can include it; the definitions (cuda/cublaslt_plans.cpp,
+// cuda/runtime_state.cu) exist only in CUDA builds (guard calls with HSTU_WITH_CUDA).
 #pragma once
 
 #include <cstddef>

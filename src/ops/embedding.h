@@ -43,48 +43,4 @@ void sparse_optimizer_step(Ctx& ctx, const SparseOptimizerSpec& spec, const Tens
                            const Tensor& grad, const Tensor& rows, const Tensor& count,
                            const Tensor& m, const Tensor& v);
 
-namespace cpu {
-void embedding_fwd(Ctx&, const Tensor&, const Tensor&, float, const Tensor&, const Tensor&,
-                   const Tensor&);
-void embedding_bwd(Ctx&, const Tensor&, const Tensor&, float, const Tensor&, const Tensor&,
-                   const Tensor&, const Tensor&);
-void collect_touched_rows(Ctx&, const Tensor&, const Tensor&, const Tensor&);
-void sparse_optimizer_step(Ctx&, const SparseOptimizerSpec&, const Tensor&, const Tensor&,
-                           const Tensor&, const Tensor&, const Tensor&, const Tensor&);
-}  // namespace cpu
-namespace cuda {
-void embedding_fwd(Ctx&, const Tensor&, const Tensor&, float, const Tensor&, const Tensor&,
-                   const Tensor&);
-void embedding_bwd(Ctx&, const Tensor&, const Tensor&, float, const Tensor&, const Tensor&,
-                   const Tensor&, const Tensor&);
-void collect_touched_rows(Ctx&, const Tensor&, const Tensor&, const Tensor&);
-void sparse_optimizer_step(Ctx&, const SparseOptimizerSpec&, const Tensor&, const Tensor&,
-                           const Tensor&, const Tensor&, const Tensor&, const Tensor&);
-}  // namespace cuda
-
-inline void embedding_fwd(Ctx& ctx, const Tensor& table, const Tensor& ids, float scale,
-                          const Tensor& pos_table, const Tensor& positions, const Tensor& out) {
-  if (ctx.cpu()) return cpu::embedding_fwd(ctx, table, ids, scale, pos_table, positions, out);
-  HSTU_CUDA_DISPATCH(return cuda::embedding_fwd(ctx, table, ids, scale, pos_table, positions, out));
-}
-inline void embedding_bwd(Ctx& ctx, const Tensor& dout, const Tensor& ids, float scale,
-                          const Tensor& d_table, const Tensor& touched, const Tensor& positions,
-                          const Tensor& d_pos) {
-  if (ctx.cpu())
-    return cpu::embedding_bwd(ctx, dout, ids, scale, d_table, touched, positions, d_pos);
-  HSTU_CUDA_DISPATCH(
-      return cuda::embedding_bwd(ctx, dout, ids, scale, d_table, touched, positions, d_pos));
-}
-inline void collect_touched_rows(Ctx& ctx, const Tensor& touched, const Tensor& rows,
-                                 const Tensor& count) {
-  if (ctx.cpu()) return cpu::collect_touched_rows(ctx, touched, rows, count);
-  HSTU_CUDA_DISPATCH(return cuda::collect_touched_rows(ctx, touched, rows, count));
-}
-inline void sparse_optimizer_step(Ctx& ctx, const SparseOptimizerSpec& spec, const Tensor& table,
-                                  const Tensor& grad, const Tensor& rows, const Tensor& count,
-                                  const Tensor& m, const Tensor& v) {
-  if (ctx.cpu()) return cpu::sparse_optimizer_step(ctx, spec, table, grad, rows, count, m, v);
-  HSTU_CUDA_DISPATCH(return cuda::sparse_optimizer_step(ctx, spec, table, grad, rows, count, m, v));
-}
-
 }  // namespace hstu

@@ -30,25 +30,4 @@ void bias_grad(Ctx& ctx, const Tensor& dy, const Tensor& db, bool accumulate);
 // from OpenMP's); n <= 0 leaves its default. A no-op with a BLAS that has no such control.
 void set_cpu_blas_threads(int n);
 
-namespace cpu {
-void gemm(Ctx& ctx, const GemmDesc& desc, const Tensor& a, const Tensor& b, const Tensor& c,
-          const Tensor& bias);
-void bias_grad(Ctx& ctx, const Tensor& dy, const Tensor& db, bool accumulate);
-}  // namespace cpu
-namespace cuda {
-void gemm(Ctx& ctx, const GemmDesc& desc, const Tensor& a, const Tensor& b, const Tensor& c,
-          const Tensor& bias);
-void bias_grad(Ctx& ctx, const Tensor& dy, const Tensor& db, bool accumulate);
-}  // namespace cuda
-
-inline void gemm(Ctx& ctx, const GemmDesc& desc, const Tensor& a, const Tensor& b, const Tensor& c,
-                 const Tensor& bias) {
-  if (ctx.cpu()) return cpu::gemm(ctx, desc, a, b, c, bias);
-  HSTU_CUDA_DISPATCH(return cuda::gemm(ctx, desc, a, b, c, bias));
-}
-inline void bias_grad(Ctx& ctx, const Tensor& dy, const Tensor& db, bool accumulate) {
-  if (ctx.cpu()) return cpu::bias_grad(ctx, dy, db, accumulate);
-  HSTU_CUDA_DISPATCH(return cuda::bias_grad(ctx, dy, db, accumulate));
-}
-
 }  // namespace hstu

@@ -13,23 +13,4 @@ void l2norm_fwd(Ctx& ctx, const Tensor& x, float eps, const Tensor& y, const Ten
 void l2norm_bwd(Ctx& ctx, const Tensor& y, const Tensor& norms, float eps, const Tensor& dy,
                 const Tensor& dx, bool accumulate);
 
-namespace cpu {
-void l2norm_fwd(Ctx&, const Tensor&, float, const Tensor&, const Tensor&);
-void l2norm_bwd(Ctx&, const Tensor&, const Tensor&, float, const Tensor&, const Tensor&, bool);
-}  // namespace cpu
-namespace cuda {
-void l2norm_fwd(Ctx&, const Tensor&, float, const Tensor&, const Tensor&);
-void l2norm_bwd(Ctx&, const Tensor&, const Tensor&, float, const Tensor&, const Tensor&, bool);
-}  // namespace cuda
-
-inline void l2norm_fwd(Ctx& ctx, const Tensor& x, float eps, const Tensor& y, const Tensor& norms) {
-  if (ctx.cpu()) return cpu::l2norm_fwd(ctx, x, eps, y, norms);
-  HSTU_CUDA_DISPATCH(return cuda::l2norm_fwd(ctx, x, eps, y, norms));
-}
-inline void l2norm_bwd(Ctx& ctx, const Tensor& y, const Tensor& norms, float eps, const Tensor& dy,
-                       const Tensor& dx, bool accumulate) {
-  if (ctx.cpu()) return cpu::l2norm_bwd(ctx, y, norms, eps, dy, dx, accumulate);
-  HSTU_CUDA_DISPATCH(return cuda::l2norm_bwd(ctx, y, norms, eps, dy, dx, accumulate));
-}
-
 }  // namespace hstu

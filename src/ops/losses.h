@@ -33,25 +33,4 @@ void bce_multitask(Ctx& ctx, const Tensor& logits, const Tensor& labels, const T
 void cross_entropy(Ctx& ctx, const Tensor& logits, const Tensor& labels, const Tensor& loss,
                    const Tensor& dlogits, double loss_scale);
 
-namespace cpu {
-void bce_multitask(Ctx&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, double);
-void cross_entropy(Ctx&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, double);
-}  // namespace cpu
-
-namespace cuda {
-void bce_multitask(Ctx&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, double);
-void cross_entropy(Ctx&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, double);
-}  // namespace cuda
-
-inline void bce_multitask(Ctx& ctx, const Tensor& logits, const Tensor& labels, const Tensor& loss,
-                          const Tensor& dlogits, double loss_scale) {
-  if (ctx.cpu()) return cpu::bce_multitask(ctx, logits, labels, loss, dlogits, loss_scale);
-  HSTU_CUDA_DISPATCH(return cuda::bce_multitask(ctx, logits, labels, loss, dlogits, loss_scale));
-}
-inline void cross_entropy(Ctx& ctx, const Tensor& logits, const Tensor& labels, const Tensor& loss,
-                          const Tensor& dlogits, double loss_scale) {
-  if (ctx.cpu()) return cpu::cross_entropy(ctx, logits, labels, loss, dlogits, loss_scale);
-  HSTU_CUDA_DISPATCH(return cuda::cross_entropy(ctx, logits, labels, loss, dlogits, loss_scale));
-}
-
 }  // namespace hstu

@@ -1,6 +1,7 @@
 // negatives_gpu.h — negative sampling for the sampled-softmax loss on the GPU, drawing exactly
 // the ids the CPU samplers (data/negatives.h) draw: both evaluate the per-element formula of
-// data/negatives_rng.h, a pure function of (seed, step, t * R + r).
+// data/negatives_rng.h, a pure function of (seed, step, t * R + r). CUDA-only entry points
+// (namespace hstu::cuda), defined in cuda/negatives_gpu.cu in CUDA builds only.
 //
 // The one decision: nothing goes through the host. neg_ids is filled in place on ctx.stream;
 // the in-batch pool (sorted unique non-zero targets) is built on the device with CUB and its size

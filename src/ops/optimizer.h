@@ -43,31 +43,4 @@ void sum_squares_into(Ctx& ctx, const Tensor& x, const Tensor& out);
 // The same, returned to the host (waits for the device).
 double sum_squares(Ctx& ctx, const Tensor& x);
 
-namespace cpu {
-void dense_optimizer_step(Ctx&, const DenseOptimizerSpec&, const Tensor&, const Tensor&,
-                          const Tensor&, const Tensor&);
-double sum_squares(Ctx&, const Tensor&);
-void sum_squares_into(Ctx&, const Tensor&, const Tensor&);
-}  // namespace cpu
-namespace cuda {
-void dense_optimizer_step(Ctx&, const DenseOptimizerSpec&, const Tensor&, const Tensor&,
-                          const Tensor&, const Tensor&);
-double sum_squares(Ctx&, const Tensor&);
-void sum_squares_into(Ctx&, const Tensor&, const Tensor&);
-}  // namespace cuda
-
-inline void dense_optimizer_step(Ctx& ctx, const DenseOptimizerSpec& spec, const Tensor& params,
-                                 const Tensor& grads, const Tensor& m, const Tensor& v) {
-  if (ctx.cpu()) return cpu::dense_optimizer_step(ctx, spec, params, grads, m, v);
-  HSTU_CUDA_DISPATCH(return cuda::dense_optimizer_step(ctx, spec, params, grads, m, v));
-}
-inline void sum_squares_into(Ctx& ctx, const Tensor& x, const Tensor& out) {
-  if (ctx.cpu()) return cpu::sum_squares_into(ctx, x, out);
-  HSTU_CUDA_DISPATCH(return cuda::sum_squares_into(ctx, x, out));
-}
-inline double sum_squares(Ctx& ctx, const Tensor& x) {
-  if (ctx.cpu()) return cpu::sum_squares(ctx, x);
-  HSTU_CUDA_DISPATCH(return cuda::sum_squares(ctx, x));
-}
-
 }  // namespace hstu

@@ -20,23 +20,4 @@ void retrieval_rank(Ctx& ctx, const Tensor& queries, const Tensor& items, const 
                     const Tensor& history_offsets, const Tensor& history_ids, int32_t rank_cap,
                     const Tensor& ranks);
 
-namespace cpu {
-void retrieval_rank(Ctx&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                    int32_t, const Tensor&);
-}  // namespace cpu
-namespace cuda {
-void retrieval_rank(Ctx&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                    int32_t, const Tensor&);
-}  // namespace cuda
-
-inline void retrieval_rank(Ctx& ctx, const Tensor& queries, const Tensor& items,
-                           const Tensor& targets, const Tensor& history_offsets,
-                           const Tensor& history_ids, int32_t rank_cap, const Tensor& ranks) {
-  if (ctx.cpu())
-    return cpu::retrieval_rank(ctx, queries, items, targets, history_offsets, history_ids, rank_cap,
-                               ranks);
-  HSTU_CUDA_DISPATCH(return cuda::retrieval_rank(ctx, queries, items, targets, history_offsets,
-                                                 history_ids, rank_cap, ranks));
-}
-
 }  // namespace hstu

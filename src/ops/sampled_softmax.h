@@ -30,23 +30,4 @@ void sampled_softmax(Ctx& ctx, const SampledSoftmaxSpec& spec, const Tensor& q,
                      const Tensor& loss, const Tensor& dq, const Tensor& d_table,
                      const Tensor& touched);
 
-namespace cpu {
-void sampled_softmax(Ctx&, const SampledSoftmaxSpec&, const Tensor&, const Tensor&, const Tensor&,
-                     const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&);
-}  // namespace cpu
-namespace cuda {
-void sampled_softmax(Ctx&, const SampledSoftmaxSpec&, const Tensor&, const Tensor&, const Tensor&,
-                     const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&);
-}  // namespace cuda
-
-inline void sampled_softmax(Ctx& ctx, const SampledSoftmaxSpec& spec, const Tensor& q,
-                            const Tensor& targets, const Tensor& neg_ids, const Tensor& table,
-                            const Tensor& loss, const Tensor& dq, const Tensor& d_table,
-                            const Tensor& touched) {
-  if (ctx.cpu())
-    return cpu::sampled_softmax(ctx, spec, q, targets, neg_ids, table, loss, dq, d_table, touched);
-  HSTU_CUDA_DISPATCH(return cuda::sampled_softmax(ctx, spec, q, targets, neg_ids, table, loss, dq,
-                                                  d_table, touched));
-}
-
 }  // namespace hstu

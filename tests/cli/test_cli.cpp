@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "data/data_test_util.h"
+#include "common/data_test_util.h"
 
 namespace hstu {
 namespace {

@@ -16,6 +16,10 @@
 #include "core/error.h"
 
 namespace hstu::test {
+// Own inline namespace: test_util.h, data_test_util.h and config_test_util.h each define a
+// TempDir and an error_of of their own, and one test binary may compile files that include
+// different ones; distinct names keep those definitions apart (one definition rule).
+inline namespace test_util {
 
 class TempDir {
  public:
@@ -67,4 +71,5 @@ std::string error_of(F&& f) {
   return "<no error>";
 }
 
+}  // namespace test_util
 }  // namespace hstu::test

@@ -12,6 +12,9 @@
 // (fp32 accumulation), i.e. what a framework's bf16 attention would produce; it runs on the same
 // rounded inputs as the reference. GPU outputs are NaN-poisoned before every call, and q, k, v
 // and their gradients are strided column views of fused [T, u|v|q|k] buffers, as in the layer.
+//
+// Includes the backend header ops/cpu/hstu_attention.h (private to src/ops/ otherwise): the CPU
+// reference is called directly, the CUDA kernels through the dispatcher.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -23,10 +26,9 @@
 #include <string>
 #include <vector>
 
+#include "common/gpu_harness.h"
 #include "common/harness.h"
-#include "gpu/gpu_harness.h"
-#include "ops/hstu_attention.h"
-#include "ops/hstu_mask.h"
+#include "ops/cpu/hstu_attention.h"
 
 namespace hstu::test {
 namespace {

@@ -9,6 +9,10 @@
 // bf16 implementation matches or exceeds. fp32 outputs are held to a relative bound stated per
 // case (fp32 summation order). Integer outputs (ranks, touched rows, negatives), dropout masks
 // and casts must match exactly, and the deterministic scatters must repeat bit for bit.
+//
+// Includes the backend headers ops/cpu/*.h and ops/cuda/*.h (private to src/ops/ otherwise):
+// the test calls each backend directly to compare the two, and checks the cuBLASLt plan cache
+// (ops/cuda/cublaslt_plans.h) itself.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,22 +26,31 @@
 #include <string>
 #include <vector>
 
+#include "common/gpu_harness.h"
 #include "common/harness.h"
 #include "core/philox.h"
 #include "data/negatives_rng.h"
-#include "gpu/gpu_harness.h"
-#include "ops/activation.h"
-#include "ops/cast.h"
-#include "ops/cublaslt_plans.h"
+#include "ops/cpu/activation.h"
+#include "ops/cpu/cast.h"
+#include "ops/cpu/embedding.h"
+#include "ops/cpu/gemm.h"
+#include "ops/cpu/l2norm.h"
+#include "ops/cpu/layernorm.h"
+#include "ops/cpu/optimizer.h"
+#include "ops/cpu/retrieval_rank.h"
+#include "ops/cpu/sampled_softmax.h"
+#include "ops/cuda/activation.h"
+#include "ops/cuda/cast.h"
+#include "ops/cuda/cublaslt_plans.h"
+#include "ops/cuda/embedding.h"
+#include "ops/cuda/gemm.h"
+#include "ops/cuda/l2norm.h"
+#include "ops/cuda/layernorm.h"
+#include "ops/cuda/optimizer.h"
+#include "ops/cuda/retrieval_rank.h"
+#include "ops/cuda/sampled_softmax.h"
 #include "ops/cuda_runtime_state.h"
-#include "ops/embedding.h"
-#include "ops/gemm.h"
-#include "ops/l2norm.h"
-#include "ops/layernorm.h"
 #include "ops/negatives_gpu.h"
-#include "ops/optimizer.h"
-#include "ops/retrieval_rank.h"
-#include "ops/sampled_softmax.h"
 
 namespace hstu::test {
 namespace {

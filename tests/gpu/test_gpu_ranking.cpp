@@ -25,6 +25,9 @@
 //    the same batch — which grows on the rare batches whose gradients amplify rounding. The fp16
 //    cases check that the differences shrink with u (they do, ~8x), i.e. that they are rounding
 //    and not a logic difference (which would not depend on the precision).
+//
+// Includes the backend headers ops/cpu/jagged.h and ops/cuda/jagged.h (private to src/ops/
+// otherwise): the jagged cases call each backend directly to compare the two.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -36,11 +39,12 @@
 #include <string>
 #include <vector>
 
+#include "common/gpu_harness.h"
 #include "common/harness.h"
 #include "config/config.h"
-#include "gpu/gpu_harness.h"
 #include "model/ranking_model.h"
-#include "ops/jagged.h"
+#include "ops/cpu/jagged.h"
+#include "ops/cuda/jagged.h"
 #include "ops/losses.h"
 
 namespace hstu::test {

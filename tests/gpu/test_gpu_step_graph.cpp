@@ -13,13 +13,13 @@
 #include <string>
 #include <vector>
 
+#include "common/gpu_harness.h"
 #include "common/harness.h"
 #include "config/load.h"
 #include "data/batcher.h"
 #include "data/preprocess.h"
 #include "data/ranking.h"
 #include "data/splits.h"
-#include "gpu/gpu_harness.h"
 #include "model/model.h"
 #include "model/ranking_model.h"
 #include "train/runtime.h"

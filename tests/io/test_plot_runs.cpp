@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <string>
 
-#include "io/io_test_util.h"
+#include "common/io_test_util.h"
 #include "common/test_util.h"
 
 namespace hstu {

@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "io/io_test_util.h"
+#include "common/io_test_util.h"
 #include "io/tensorboard.h"
 #include "common/test_util.h"
 

@@ -16,7 +16,6 @@
 #include <vector>
 
 #include "ops/hstu_attention.h"
-#include "ops/hstu_mask.h"
 
 namespace hstu::test {
 

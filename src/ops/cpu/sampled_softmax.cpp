@@ -1,0 +1,246 @@
+// cpu/sampled_softmax.cpp — CPU sampled-softmax retrieval loss with its fused backward.
+//
+// Item embeddings are L2-normalised without a [T, R, D] gather: e = x / n, n = max(||x||, eps).
+// Each call first lists the distinct candidate rows (positives and non-colliding negatives of
+// supervised tokens) in a compact slot map and computes 1/n once per row. Phase 1, parallel over
+// tokens, computes the logits <q, x> / (n tau), a stable logsumexp, the loss, dq and the
+// coefficients c_j / tau (c_j = loss_scale * (softmax_j - [j == 0])). Phase 2 accumulates the
+// gradient wrt the normalised rows, g += (c_j / tau) q, over column slices, so repeated rows need
+// no atomics and the result does not depend on the thread count. Phase 3 pushes each row's g
+// through the normalisation once: dL/dx = (g - e <e, g>) / n, or g / eps where the norm is
+// clamped. Buffers live in a per-thread scratch reused across calls.
+#include "ops/cpu/sampled_softmax.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "ops/cpu/common.h"
+
+namespace hstu::cpu {
+namespace {
+
+using detail::Rows;
+using detail::rows_of;
+
+constexpr double kMaskedLogit = -5e4;  // logit of a negative that collides with the positive
+
+// <a, b> over n elements, in double.
+template <typename A, typename B>
+double dot(const A* a, const B* b, int64_t n) {
+  return detail::sum8(n, [&](int64_t c) { return double(a[c]) * double(b[c]); });
+}
+
+// Candidates ahead of the current one whose rows are prefetched: the rows are random accesses
+// into tables that outgrow L2.
+constexpr int64_t kPrefetchAhead = 8;
+
+// Prefetches elements [c0, c1) of row p (every cache line they touch).
+template <typename T>
+void prefetch(const T* p, int64_t c0, int64_t c1) {
+  const char* b = reinterpret_cast<const char*>(p + c0);
+  const char* e = reinterpret_cast<const char*>(p + c1);
+  for (; b < e; b += 64) __builtin_prefetch(b);
+  __builtin_prefetch(e - 1);
+}
+
+// Per-call buffers of the calling thread, kept between calls (no allocation in steady state).
+template <typename T>
+struct Scratch {
+  std::vector<int32_t> slot;       // [V] table row -> compact slot, -1 if not a candidate
+  std::vector<int32_t> rows;       // [U] slot -> table row, in first-use order
+  std::vector<double> inv_norm;    // [U] 1 / max(||x||, eps)
+  std::vector<double> token_loss;  // [T]
+  std::vector<T> coef;             // [T, R+1] dL/d<q, e_j> = c_j / tau
+  std::vector<T> g;                // [U, D] dL/de of each listed row
+};
+
+template <typename T>
+void sampled_softmax_impl(Ctx& ctx, const SampledSoftmaxSpec& spec, const Tensor& q,
+                          const Tensor& targets, const Tensor& neg_ids, const Tensor& table,
+                          const Tensor& loss, const Tensor& dq, const Tensor& d_table,
+                          const Tensor& touched) {
+  const int64_t t = q.dim(0), d = q.dim(1), r = neg_ids.dim(1), j_count = r + 1;
+  const int64_t v = table.dim(0);
+  const Rows<const T> qr = rows_of<const T>(q), tab = rows_of<const T>(table);
+  const int32_t* tgt = targets.as<int32_t>();
+  const Rows<const int32_t> neg = rows_of<const int32_t>(neg_ids);
+  const bool grad = !dq.empty();
+  const double inv_tau = 1.0 / spec.temperature, eps = spec.eps, scale = spec.loss_scale;
+  // Candidate j of token i: the positive (j = 0) or negative j - 1.
+  const auto cand = [&](int64_t i, int64_t j) { return j == 0 ? tgt[i] : neg[i][j - 1]; };
+  const auto masked = [&](int64_t i, int64_t j) { return j > 0 && neg[i][j - 1] == tgt[i]; };
+
+  // The candidate rows and their 1 / n.
+  thread_local Scratch<T> s;
+  s.slot.assign(static_cast<size_t>(v), -1);
+  int32_t* slot = s.slot.data();
+  s.rows.clear();
+  for (int64_t i = 0; i < t; ++i) {
+    if (tgt[i] == 0) continue;
+    for (int64_t j = 0; j < j_count; ++j) {
+      const int32_t id = cand(i, j);
+      if (masked(i, j) || slot[id] >= 0) continue;
+      slot[id] = static_cast<int32_t>(s.rows.size());
+      s.rows.push_back(id);
+    }
+  }
+  const int64_t u = static_cast<int64_t>(s.rows.size());
+  const int32_t* rows = s.rows.data();
+  s.inv_norm.resize(static_cast<size_t>(u));
+  double* inv_norm = s.inv_norm.data();
+#pragma omp parallel for schedule(static) num_threads(detail::threads_for(ctx, 2 * u * d))
+  for (int64_t k = 0; k < u; ++k) {
+    const T* x = tab[rows[k]];
+    inv_norm[k] = 1.0 / std::max(std::sqrt(dot(x, x, d)), eps);
+  }
+
+  // Phase 1: per token.
+  s.token_loss.assign(static_cast<size_t>(t), 0.0);
+  double* token_loss = s.token_loss.data();
+  s.coef.resize(grad ? static_cast<size_t>(t * j_count) : 0);
+  T* coef = s.coef.data();
+  const Rows<T> dqr = grad ? rows_of<T>(dq) : Rows<T>{};
+#pragma omp parallel num_threads(detail::threads_for(ctx, 2 * t * j_count * d))
+  {
+    // Per candidate: logit, exp(logit - max), dq coefficient; q and the dq accumulator [D].
+    thread_local std::vector<double> logit, ex, b, qd, dqa;
+    logit.resize(static_cast<size_t>(j_count));
+    ex.resize(logit.size());
+    b.resize(logit.size());
+    qd.resize(static_cast<size_t>(d));
+    dqa.resize(qd.size());
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < t; ++i) {
+      if (tgt[i] == 0) {  // unsupervised token: no loss, no gradient
+        if (grad)
+          for (int64_t c = 0; c < d; ++c) dqr[i][c] = T(0);
+        continue;
+      }
+      for (int64_t c = 0; c < d; ++c) qd[c] = qr[i][c];
+      double mx = -INFINITY;
+      for (int64_t j = 0; j < j_count; ++j) {
+        if (j + kPrefetchAhead < j_count) prefetch(tab[cand(i, j + kPrefetchAhead)], 0, d);
+        const int32_t id = cand(i, j);
+        logit[j] =
+            masked(i, j) ? kMaskedLogit : dot(qd.data(), tab[id], d) * inv_norm[slot[id]] * inv_tau;
+        mx = std::max(mx, logit[j]);
+      }
+      double se = 0;
+      for (int64_t j = 0; j < j_count; ++j) {
+        ex[j] = std::exp(logit[j] - mx);
+        se += ex[j];
+      }
+      token_loss[i] = mx + std::log(se) - logit[0];
+      if (!grad) continue;
+      // dq = sum_j b_j x_j with b_j = (c_j / tau) / n_j; a masked logit is a constant: b_j = 0
+      // (phase 2 skips it). Four candidates per pass over dq.
+      T* cf = coef + i * j_count;
+      for (int64_t j = 0; j < j_count; ++j) {
+        if (masked(i, j)) {
+          b[j] = 0;
+          continue;
+        }
+        const double a = scale * (ex[j] / se - (j == 0 ? 1.0 : 0.0)) * inv_tau;
+        cf[j] = static_cast<T>(a);
+        b[j] = a * inv_norm[slot[cand(i, j)]];
+      }
+      std::fill(dqa.begin(), dqa.end(), 0.0);
+      int64_t j = 0;
+      for (; j + 4 <= j_count; j += 4) {
+        const T *x0 = tab[cand(i, j)], *x1 = tab[cand(i, j + 1)], *x2 = tab[cand(i, j + 2)],
+                *x3 = tab[cand(i, j + 3)];
+        for (int64_t c = 0; c < d; ++c)
+          dqa[c] += (b[j] * x0[c] + b[j + 1] * x1[c]) + (b[j + 2] * x2[c] + b[j + 3] * x3[c]);
+      }
+      for (; j < j_count; ++j) {
+        const T* x = tab[cand(i, j)];
+        for (int64_t c = 0; c < d; ++c) dqa[c] += b[j] * x[c];
+      }
+      for (int64_t c = 0; c < d; ++c) dqr[i][c] = static_cast<T>(dqa[c]);
+    }
+  }
+  double total = 0;
+  for (int64_t i = 0; i < t; ++i) total += token_loss[i];
+  loss.as<double>()[0] = scale * total;
+  if (!grad) return;
+
+  // Phase 2: g of each row, summed over its (token, candidate) pairs in order.
+  s.g.assign(static_cast<size_t>(u * d), T(0));
+  T* g = s.g.data();
+  detail::for_column_slices(ctx, d, t * j_count * d, [&](int64_t c0, int64_t c1) {
+    for (int64_t i = 0; i < t; ++i) {
+      if (tgt[i] == 0) continue;
+      const T* cf = coef + i * j_count;
+      const T* qi = qr[i];
+      for (int64_t j = 0; j < j_count; ++j) {
+        if (masked(i, j)) continue;
+        if (j + kPrefetchAhead < j_count)
+          prefetch(g + slot[cand(i, j + kPrefetchAhead)] * d, c0, c1);
+        const T a = cf[j];
+        T* gr = g + slot[cand(i, j)] * d;
+        for (int64_t c = c0; c < c1; ++c) gr[c] += a * qi[c];
+      }
+    }
+  });
+  // Phase 3: per row.
+  const Rows<T> dt = rows_of<T>(d_table);
+  uint8_t* mark = touched.as<uint8_t>();
+#pragma omp parallel for schedule(static) num_threads(detail::threads_for(ctx, 4 * u * d))
+  for (int64_t k = 0; k < u; ++k) {
+    const int32_t id = rows[k];
+    const T* x = tab[id];
+    const T* gr = g + k * d;
+    T* out = dt[id];
+    const double in = inv_norm[k];
+    // Through e = x / n: (g - e <e, g>) / n; a clamped norm is a constant, so just g / eps.
+    const double eg = std::sqrt(dot(x, x, d)) > eps ? dot(x, gr, d) * in : 0.0;
+    for (int64_t c = 0; c < d; ++c) out[c] += static_cast<T>((gr[c] - x[c] * in * eg) * in);
+    mark[id] = 1;
+  }
+}
+
+}  // namespace
+
+void sampled_softmax(Ctx& ctx, const SampledSoftmaxSpec& spec, const Tensor& q,
+                     const Tensor& targets, const Tensor& neg_ids, const Tensor& table,
+                     const Tensor& loss, const Tensor& dq, const Tensor& d_table,
+                     const Tensor& touched) {
+  check_shape(q, {-1, -1}, "sampled_softmax q");
+  detail::check_cpu(q, "sampled_softmax q");
+  const int64_t t = q.dim(0), d = q.dim(1);
+  check_shape(table, {-1, d}, "sampled_softmax table");
+  detail::check_dtype(table, q.dtype, "sampled_softmax table");
+  const int64_t v = table.dim(0);
+  check_shape(targets, {t}, "sampled_softmax targets");
+  detail::check_dtype(targets, DType::kI32, "sampled_softmax targets");
+  check_shape(neg_ids, {t, -1}, "sampled_softmax neg_ids");
+  detail::check_dtype(neg_ids, DType::kI32, "sampled_softmax neg_ids");
+  check_shape(loss, {1}, "sampled_softmax loss");
+  detail::check_dtype(loss, DType::kF64, "sampled_softmax loss");
+  HSTU_CHECK(spec.temperature > 0, "sampled_softmax: temperature must be positive, got ",
+             spec.temperature);
+  HSTU_CHECK(spec.eps > 0, "sampled_softmax: eps must be positive, got ", spec.eps);
+  const int32_t* tgt = targets.as<int32_t>();
+  const Rows<const int32_t> neg = rows_of<const int32_t>(neg_ids);
+  for (int64_t i = 0; i < t; ++i) {
+    HSTU_CHECK(tgt[i] >= 0 && tgt[i] < v, "sampled_softmax: targets[", i, "] = ", tgt[i],
+               " is outside the table [0, ", v, ")");
+    for (int64_t j = 0; j < neg_ids.dim(1); ++j)
+      HSTU_CHECK(neg[i][j] >= 0 && neg[i][j] < v, "sampled_softmax: neg_ids[", i, ",", j,
+                 "] = ", neg[i][j], " is outside the table [0, ", v, ")");
+  }
+  if (!dq.empty()) {
+    check_shape(dq, {t, d}, "sampled_softmax dq");
+    detail::check_dtype(dq, q.dtype, "sampled_softmax dq");
+    check_shape(d_table, {v, d}, "sampled_softmax d_table");
+    detail::check_dtype(d_table, table.dtype, "sampled_softmax d_table");
+    check_shape(touched, {v}, "sampled_softmax touched");
+    detail::check_dtype(touched, DType::kU8, "sampled_softmax touched");
+  }
+  detail::dispatch_float(q, "sampled_softmax", [&]<typename T>(T) {
+    sampled_softmax_impl<T>(ctx, spec, q, targets, neg_ids, table, loss, dq, d_table, touched);
+  });
+}
+
+}  // namespace hstu::cpu

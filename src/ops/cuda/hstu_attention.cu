@@ -1,0 +1,304 @@
+// hstu_attention.cu — CUDA backend of HSTU attention: argument checks, the params struct, scratch
+// memory and the one dispatch point (padded head dim x dtype; has_rab is switched inside the
+// launchers). Kernels live in sm80/attention_*.cuh and are instantiated per (pass, head-dim
+// bucket, dtype) by files CMake generates from sm80/hstu_attention_instance.cu.in.
+//
+// The shaping decision: head widths are padded internally to the next of 32/64/128/256 (zero
+// columns in shared memory), so one kernel per bucket serves every width — the paper's 25 and 50
+// included. Each operand that is 16-byte aligned per row and per head (its head stride padded by
+// the producer, see HstuAttentionArgs) moves in 16-byte chunks; others element by element.
+//
+// Determinism (ctx.deterministic): dK, dV and O are always written without atomics. dQ is
+// computed by a separate query-major kernel in deterministic mode (bit-identical across runs, ~1.4x
+// the backward FLOPs; it runs on a side stream beside the dK/dV kernel) or accumulated with fp32
+// atomics in a scratch buffer otherwise. The rab gradients are summed per warp in a fixed order
+// and added as 64-bit fixed-point (2^-40) integers, which are order-independent in both modes.
+//
+// Scratch (ctx.scratch): 8 * (|rab_pos| + |rab_time|) bytes with rab gradients, plus
+// 4 * T * H * Dpad bytes for the dQ accumulator when not deterministic.
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <mutex>
+
+#include "ops/cuda/common.cuh"
+#include "ops/cuda/hstu_attention.h"
+#include "ops/cuda/sm80/attention_launch.cuh"
+#include "ops/detail/checks.h"
+
+namespace hstu::cuda {
+
+namespace {
+
+using attn::HstuAttnParams;
+
+int head_dim_bucket(int d) {
+  if (d <= 32) return 32;
+  if (d <= 64) return 64;
+  if (d <= 128) return 128;
+  return 256;
+}
+
+void check_operand(const Tensor& t, DType dtype, int64_t rows, int heads, int width,
+                   const char* what) {
+  HSTU_CHECK(t.device == Device::kCUDA && t.dtype == dtype, "hstu_attention: ", what,
+             " must be a CUDA tensor of ", dtype_name(dtype), ", got ", t.str());
+  check_heads(t, rows, heads, width, what);
+}
+
+// The kernels' view of a checked operand.
+attn::HeadsView heads_view(const Tensor& t, int heads) {
+  attn::HeadsView v;
+  v.ptr = const_cast<void*>(static_cast<const void*>(t.data));
+  v.row_stride = t.row_stride;
+  v.head_stride = head_stride(t, heads);
+  v.vec = vec_alignment(t) >= 16 && (v.head_stride * dtype_size(t.dtype)) % 16 == 0;
+  return v;
+}
+
+void check_1d(const Tensor& t, DType dtype, int64_t n, const char* what) {
+  HSTU_CHECK(t.ndim == 1 && t.device == Device::kCUDA && t.dtype == dtype && t.contiguous(),
+             "hstu_attention: ", what, " must be a contiguous 1-D CUDA ", dtype_name(dtype),
+             " tensor, got ", t.str());
+  HSTU_CHECK(n < 0 || t.shape[0] == n, "hstu_attention: ", what, " is ", t.str(), ", expected ", n,
+             " elements");
+}
+
+// Thresholds of rab_time_bucket: thr[k] = smallest |dt| >= 1 whose bucket is >= k (k >= 1).
+// Computed once per bucket count with the very function the CPU reference uses.
+void time_thresholds(int nb, int64_t* thr) {
+  static std::mutex mu;
+  static int cached_nb = -1;
+  static int64_t cached[attn::kMaxTimeTable + 1];
+  std::lock_guard<std::mutex> lock(mu);
+  if (cached_nb != nb) {
+    cached[0] = 0;
+    for (int k = 1; k <= nb; ++k) {
+      int64_t lo = 1, hi = int64_t(1) << 62;
+      if (rab_time_bucket(hi, nb) < k) {
+        cached[k] = INT64_MAX;
+        continue;
+      }
+      while (lo < hi) {  // smallest a with bucket(a) >= k
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (rab_time_bucket(mid, nb) >= k) {
+          hi = mid;
+        } else {
+          lo = mid + 1;
+        }
+      }
+      cached[k] = lo;
+    }
+    cached_nb = nb;
+  }
+  std::copy(cached, cached + nb + 1, thr);
+}
+
+// Validates the forward arguments and fills everything but the backward fields.
+HstuAttnParams make_params(const HstuAttentionArgs& a) {
+  const DType dt = a.q.dtype;
+  HSTU_CHECK(dt == DType::kBF16 || dt == DType::kF16,
+             "CUDA hstu_attention takes bf16 or fp16 q/k/v, got ", dtype_name(dt),
+             " (fp32 attention runs on the CPU backend: --device cpu)");
+  HSTU_CHECK(a.num_heads >= 1, "hstu_attention: num_heads ", a.num_heads);
+  const int64_t T = a.q.shape[0];  // check_operand rejects a q that is not 2-D
+  const int dqk = a.head_dim_qk(), dv = a.head_dim_v();
+  check_operand(a.q, dt, T, a.num_heads, dqk, "q");
+  check_operand(a.k, dt, T, a.num_heads, dqk, "k");
+  check_operand(a.v, dt, T, a.num_heads, dv, "v");
+  HSTU_CHECK(dqk <= 256 && dv <= 256,
+             "hstu_attention: CUDA kernels support head widths 1..256, got q/k ", dqk, ", v ", dv);
+  HSTU_CHECK(a.cu_seqlens.ndim == 1 && a.cu_seqlens.shape[0] >= 1,
+             "hstu_attention: cu_seqlens must be [B+1], got ", a.cu_seqlens.str());
+  check_1d(a.cu_seqlens, DType::kI32, -1, "cu_seqlens");
+  const int64_t B = a.cu_seqlens.shape[0] - 1;
+  HSTU_CHECK(B <= 65535, "hstu_attention: at most 65535 sequences per call, got ", B);
+  if (!a.num_contexts.empty()) check_1d(a.num_contexts, DType::kI32, B, "num_contexts");
+  if (!a.num_targets.empty()) check_1d(a.num_targets, DType::kI32, B, "num_targets");
+  HSTU_CHECK(a.max_seqlen > 0 || T == 0 || B == 0,
+             "hstu_attention: max_seqlen must be the longest sequence of the batch, got ",
+             a.max_seqlen);
+  HSTU_CHECK(a.target_group_size >= 1, "hstu_attention: target_group_size ", a.target_group_size);
+  HSTU_CHECK(a.max_attn_len >= 0, "hstu_attention: max_attn_len ", a.max_attn_len);
+
+  HstuAttnParams p;
+  p.q = heads_view(a.q, a.num_heads);
+  p.k = heads_view(a.k, a.num_heads);
+  p.v = heads_view(a.v, a.num_heads);
+  p.d_qk = dqk;
+  p.d_v = dv;
+  p.num_heads = a.num_heads;
+  p.batch = static_cast<int>(B);
+  p.max_seqlen = a.max_seqlen;
+  p.total_tokens = T;
+  p.cu_seqlens = static_cast<const int32_t*>(a.cu_seqlens.data);
+  p.num_contexts =
+      a.num_contexts.empty() ? nullptr : static_cast<const int32_t*>(a.num_contexts.data);
+  p.num_targets = a.num_targets.empty() ? nullptr : static_cast<const int32_t*>(a.num_targets.data);
+  p.target_group_size = a.target_group_size;
+  p.window = a.max_attn_len;
+  p.causal = a.causal;
+  p.alpha = a.alpha;
+  p.scale = a.scale;
+  if (a.has_rab()) {
+    check_1d(a.rab_pos, DType::kF32, -1, "rab_pos");
+    check_1d(a.rab_time, DType::kF32, -1, "rab_time");
+    HSTU_CHECK(a.rab_pos.shape[0] >= 1 && a.rab_time.shape[0] >= 1,
+               "hstu_attention: empty rab tables");
+    HSTU_CHECK(a.rab_time.shape[0] <= 65536,
+               "hstu_attention: the CUDA kernels take at most 65535 time buckets, got ",
+               a.rab_time.shape[0] - 1);
+    check_1d(a.ts_query, DType::kI64, T, "ts_query");
+    check_1d(a.ts_key, DType::kI64, T, "ts_key");
+    p.rab_pos = static_cast<const float*>(a.rab_pos.data);
+    p.rab_time = static_cast<const float*>(a.rab_time.data);
+    p.ts_query = static_cast<const int64_t*>(a.ts_query.data);
+    p.ts_key = static_cast<const int64_t*>(a.ts_key.data);
+    p.rab_pos_len = static_cast<int>(a.rab_pos.shape[0]);
+    p.rab_time_len = static_cast<int>(a.rab_time.shape[0]);
+    p.time_table = p.rab_time_len <= attn::kMaxTimeTable + 1;
+    if (p.time_table) time_thresholds(p.rab_time_len - 1, p.time_thr);
+  }
+  return p;
+}
+
+template <typename T>
+void fwd_bucket(int hdp, const HstuAttnParams& p, cudaStream_t s) {
+  switch (hdp) {
+    case 32:
+      return attn::run_fwd<T, 32>(p, s);
+    case 64:
+      return attn::run_fwd<T, 64>(p, s);
+    case 128:
+      return attn::run_fwd<T, 128>(p, s);
+    default:
+      return attn::run_fwd<T, 256>(p, s);
+  }
+}
+template <typename T>
+void bwd_bucket(int hdp, const HstuAttnParams& p, bool det, cudaStream_t s, cudaStream_t dq_s) {
+  switch (hdp) {
+    case 32:
+      return attn::run_bwd<T, 32>(p, det, s, dq_s);
+    case 64:
+      return attn::run_bwd<T, 64>(p, det, s, dq_s);
+    case 128:
+      return attn::run_bwd<T, 128>(p, det, s, dq_s);
+    default:
+      return attn::run_bwd<T, 256>(p, det, s, dq_s);
+  }
+}
+
+// The deterministic backward's second stream: the dQ kernel runs beside the dK/dV kernel. One
+// non-blocking stream and a fork / join event pair per device, created on first use (the warm-up
+// step) and kept for the process.
+struct SideStream {
+  cudaStream_t stream = nullptr;
+  cudaEvent_t fork = nullptr, join = nullptr;
+};
+SideStream& side_stream() {
+  static std::mutex mu;
+  static SideStream per_device[64];
+  int dev = 0;
+  HSTU_CUDA_CHECK(cudaGetDevice(&dev));
+  HSTU_CHECK(dev >= 0 && dev < 64, "hstu_attention: device ordinal ", dev, " out of range");
+  std::lock_guard<std::mutex> lock(mu);
+  SideStream& s = per_device[dev];
+  if (!s.stream) {
+    HSTU_CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
+    HSTU_CUDA_CHECK(cudaEventCreateWithFlags(&s.fork, cudaEventDisableTiming));
+    HSTU_CUDA_CHECK(cudaEventCreateWithFlags(&s.join, cudaEventDisableTiming));
+  }
+  return s;
+}
+
+// d_rab_pos / d_rab_time += fixed-point accumulators * 2^-40.
+__global__ void drab_finish_kernel(const __grid_constant__ HstuAttnParams p) {
+  const int n = p.rab_pos_len + p.rab_time_len;
+  for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < n; k += gridDim.x * blockDim.x) {
+    const double v =
+        static_cast<double>(static_cast<long long>(p.drab_accum[k])) / attn::kRabFixedScale;
+    float* dst = k < p.rab_pos_len ? p.d_rab_pos + k : p.d_rab_time + (k - p.rab_pos_len);
+    *dst += static_cast<float>(v);
+  }
+}
+
+}  // namespace
+
+void hstu_attention_fwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& o) {
+  HstuAttnParams p = make_params(args);
+  check_operand(o, args.q.dtype, p.total_tokens, p.num_heads, p.d_v, "o");
+  p.o = heads_view(o, p.num_heads);
+  if (p.batch == 0 || p.total_tokens == 0 || p.max_seqlen == 0) return;
+  const int hdp = head_dim_bucket(std::max(p.d_qk, p.d_v));
+  if (args.q.dtype == DType::kBF16) {
+    fwd_bucket<bf16>(hdp, p, stream_of(ctx));
+  } else {
+    fwd_bucket<f16>(hdp, p, stream_of(ctx));
+  }
+}
+
+void hstu_attention_bwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& d_o,
+                        const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                        const Tensor& d_rab_pos, const Tensor& d_rab_time) {
+  HstuAttnParams p = make_params(args);
+  const DType dt = args.q.dtype;
+  check_operand(d_o, dt, p.total_tokens, p.num_heads, p.d_v, "d_o");
+  check_operand(dq, dt, p.total_tokens, p.num_heads, p.d_qk, "dq");
+  check_operand(dk, dt, p.total_tokens, p.num_heads, p.d_qk, "dk");
+  check_operand(dv, dt, p.total_tokens, p.num_heads, p.d_v, "dv");
+  p.d_o = heads_view(d_o, p.num_heads);
+  p.dq = heads_view(dq, p.num_heads);
+  p.dk = heads_view(dk, p.num_heads);
+  p.dv = heads_view(dv, p.num_heads);
+  if (p.batch == 0 || p.total_tokens == 0 || p.max_seqlen == 0) return;
+  const int hdp = head_dim_bucket(std::max(p.d_qk, p.d_v));
+  const cudaStream_t stream = stream_of(ctx);
+  const bool rab_grad = args.has_rab() && !d_rab_pos.empty();
+  const bool det = ctx.deterministic;
+  // Deterministic: the dQ kernel goes on the side stream, forked from and joined back to ours.
+  const SideStream* side = det ? &side_stream() : nullptr;
+  auto run = [&] {
+    if (side) {
+      HSTU_CUDA_CHECK(cudaEventRecord(side->fork, stream));
+      HSTU_CUDA_CHECK(cudaStreamWaitEvent(side->stream, side->fork, 0));
+    }
+    if (dt == DType::kBF16) {
+      bwd_bucket<bf16>(hdp, p, det, stream, side ? side->stream : stream);
+    } else {
+      bwd_bucket<f16>(hdp, p, det, stream, side ? side->stream : stream);
+    }
+    if (side) {
+      HSTU_CUDA_CHECK(cudaEventRecord(side->join, side->stream));
+      HSTU_CUDA_CHECK(cudaStreamWaitEvent(stream, side->join, 0));
+    }
+  };
+  if (!rab_grad && det) {  // no scratch needed
+    run();
+    return;
+  }
+  Scratch scratch(ctx, "hstu_attention_bwd");
+  if (rab_grad) {
+    check_1d(d_rab_pos, DType::kF32, p.rab_pos_len, "d_rab_pos");
+    check_1d(d_rab_time, DType::kF32, p.rab_time_len, "d_rab_time");
+    const Tensor acc = scratch.alloc(DType::kI64, {p.rab_pos_len + p.rab_time_len});
+    HSTU_CUDA_CHECK(cudaMemsetAsync(acc.data, 0, acc.nbytes(), stream));
+    p.drab_accum = static_cast<unsigned long long*>(acc.data);
+    p.d_rab_pos = static_cast<float*>(d_rab_pos.data);
+    p.d_rab_time = static_cast<float*>(d_rab_time.data);
+  }
+  if (!det) {
+    const Tensor acc = scratch.alloc(DType::kF32, {p.total_tokens * p.num_heads * hdp});
+    HSTU_CUDA_CHECK(cudaMemsetAsync(acc.data, 0, acc.nbytes(), stream));
+    p.dq_accum = static_cast<float*>(acc.data);
+    p.dq_accum_head_stride = hdp;
+  }
+  run();
+  if (rab_grad) {
+    const int n = p.rab_pos_len + p.rab_time_len;
+    drab_finish_kernel<<<(n + 255) / 256, 256, 0, stream>>>(p);
+    HSTU_CUDA_CHECK(cudaGetLastError());
+  }
+}
+
+}  // namespace hstu::cuda

@@ -1,0 +1,18 @@
+// cuda/jagged.h — the CUDA backend of the ranking jagged ops (token sequence, candidate rows)
+// (ops/jagged.h), defined in cuda/jagged.cu (CUDA builds only): what jagged.cpp dispatches to on a
+// CUDA ctx. Private to src/ops/ (tests/gpu includes it to compare the backends); no CUDA types, so
+// host code may include it.
+#pragma once
+
+#include "ops/jagged.h"
+
+namespace hstu::cuda {
+void ranking_tokens_fwd(Ctx&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, int32_t,
+                        const Tensor&, const Tensor&);
+void ranking_tokens_bwd(Ctx&, const Tensor&, const Tensor&, int32_t, const Tensor&, const Tensor&,
+                        const Tensor&);
+void gather_candidate_rows(Ctx&, const Tensor&, const Tensor&, const Tensor&, int32_t,
+                           const Tensor&);
+void gather_candidate_rows_bwd(Ctx&, const Tensor&, const Tensor&, const Tensor&, int32_t,
+                               const Tensor&);
+}  // namespace hstu::cuda

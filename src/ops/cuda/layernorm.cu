@@ -1,0 +1,497 @@
+// layernorm.cu — CUDA LayerNorm, the fused HSTU output path y = Dropout(u * LN(o)), and dropout.
+//
+// The one decision: one warp per row, fp32 math, the row re-read from L1/L2 instead of held in
+// registers (any width works with one kernel per dtype pair), and dw/db reduced
+// deterministically: each block owns a fixed chunk of rows, each warp accumulates its columns in
+// its own shared-memory slice, the block sums the slices in warp order into a per-block partial
+// in ctx.scratch, and reduce_partials sums the blocks in order. Dropout masks come from
+// dropout_keep(seed, offset, row * cols + col, p), the same function the CPU reference calls.
+#include "ops/cuda/common.cuh"
+#include "ops/cuda/layernorm.h"
+
+namespace hstu::cuda {
+namespace {
+
+constexpr int kWarpsFwd = 8;
+
+struct DropArgs {
+  float p = 0.0f;
+  float scale = 1.0f;  // 1 / (1 - p)
+  uint64_t seed = 0, offset = 0;
+};
+
+DropArgs drop_args(const DropoutSpec& d) {
+  HSTU_CHECK(d.p >= 0.0f && d.p < 1.0f, "dropout probability must be in [0, 1), got ", d.p);
+  return {d.p, 1.0f / (1.0f - d.p), d.seed, d.offset};
+}
+
+// Applies the dropout mask of elements i0.. to v (v *= keep / (1 - p)).
+template <int V>
+__device__ __forceinline__ void apply_dropout(const DropArgs& d, uint64_t i0, float (&v)[V]) {
+  if (d.p <= 0.0f) return;
+  bool keep[V];
+  dropout_keep_vec<V>(d.seed, d.offset, i0, d.p, keep);
+#pragma unroll
+  for (int j = 0; j < V; ++j) v[j] = keep[j] ? v[j] * d.scale : 0.0f;
+}
+
+// LN affine parameters: f32, or the input's dtype (TX).
+template <int V, typename TX>
+__device__ __forceinline__ void load_param(const void* p, bool f32, int64_t c, float (&out)[V],
+                                           float dflt) {
+  if (p == nullptr) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) out[j] = dflt;
+  } else if (f32) {
+    load_vec<V>(static_cast<const float*>(p) + c, out);
+  } else {
+    load_vec<V>(static_cast<const TX*>(p) + c, out);
+  }
+}
+
+struct LnFwdArgs {
+  const void* x = nullptr;  // [rows, cols] (o for the fused op)
+  int64_t ldx = 0;
+  const void* u = nullptr;  // fused op only: [rows, cols], dtype of x
+  int64_t ldu = 0;
+  void* y = nullptr;
+  int64_t ldy = 0;
+  const void* w = nullptr;
+  const void* b = nullptr;
+  bool param_f32 = true;
+  float* mean = nullptr;
+  float* rstd = nullptr;
+  int64_t rows = 0, cols = 0;
+  float eps = 0.0f;
+  DropArgs drop;
+};
+
+// One warp per row. Statistics by the shifted-data method (sums of x - x[0]): one pass, and no
+// cancellation unless the row's spread is tiny next to |mean - x[0]|.
+template <int V, typename TX, typename TY, bool kMul>
+__global__ void __launch_bounds__(kWarpsFwd * 32) ln_fwd_kernel(LnFwdArgs a) {
+  const int lane = threadIdx.x % 32;
+  const int64_t row = blockIdx.x * static_cast<int64_t>(kWarpsFwd) + threadIdx.x / 32;
+  if (row >= a.rows) return;
+  const TX* x = static_cast<const TX*>(a.x) + row * a.ldx;
+  const int64_t n = a.cols;
+  const float shift = to_f32(x[0]);
+  float s = 0.0f, ss = 0.0f;
+  for (int64_t c = static_cast<int64_t>(lane) * V; c < n; c += 32 * V) {
+    float v[V];
+    load_vec<V>(x + c, v);
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const float d = v[j] - shift;
+      s += d;
+      ss += d * d;
+    }
+  }
+  s = warp_sum(s);
+  ss = warp_sum(ss);
+  const float md = s / static_cast<float>(n);
+  const float var = fmaxf(ss / static_cast<float>(n) - md * md, 0.0f);
+  const float mean = shift + md;
+  const float rstd = rsqrtf(var + a.eps);
+  if (lane == 0) {
+    a.mean[row] = mean;
+    a.rstd[row] = rstd;
+  }
+  TY* y = static_cast<TY*>(a.y) + row * a.ldy;
+  for (int64_t c = static_cast<int64_t>(lane) * V; c < n; c += 32 * V) {
+    float v[V], w[V], b[V];
+    load_vec<V>(x + c, v);
+    load_param<V, TX>(a.w, a.param_f32, c, w, 1.0f);
+    load_param<V, TX>(a.b, a.param_f32, c, b, 0.0f);
+#pragma unroll
+    for (int j = 0; j < V; ++j) v[j] = (v[j] - mean) * rstd * w[j] + b[j];
+    if constexpr (kMul) {
+      float u[V];
+      load_vec<V>(static_cast<const TX*>(a.u) + row * a.ldu + c, u);
+#pragma unroll
+      for (int j = 0; j < V; ++j) v[j] *= u[j];
+      apply_dropout<V>(a.drop, static_cast<uint64_t>(row * n + c), v);
+    }
+    store_vec<V>(y + c, v);
+  }
+}
+
+struct LnBwdArgs {
+  const void* x = nullptr;  // LN input (o for the fused op)
+  int64_t ldx = 0;
+  const void* u = nullptr;  // fused op only
+  int64_t ldu = 0;
+  const void* dy = nullptr;
+  int64_t lddy = 0;
+  void* dx = nullptr;  // dx, or do_ for the fused op
+  int64_t lddx = 0;
+  void* du = nullptr;  // fused op only
+  int64_t lddu = 0;
+  const void* w = nullptr;
+  const void* b = nullptr;
+  bool param_f32 = true;
+  const float* mean = nullptr;
+  const float* rstd = nullptr;
+  int64_t rows = 0, cols = 0, rows_per_block = 0;
+  bool accumulate_dx = false;
+  float* partial = nullptr;  // [gridDim.x, 2, cols] (dw then db sums) or null
+  DropArgs drop;
+};
+
+// Gradient g reaching LN's output at (row, c..c+V) and, for the fused op, du (written here).
+template <int V, typename TX, typename TG, bool kMul>
+__device__ __forceinline__ void ln_out_grad(const LnBwdArgs& a, int64_t row, int64_t c,
+                                            const float (&xhat)[V], const float (&w)[V],
+                                            bool write_du, float (&g)[V]) {
+  load_vec<V>(static_cast<const TG*>(a.dy) + row * a.lddy + c, g);
+  if constexpr (kMul) {
+    apply_dropout<V>(a.drop, static_cast<uint64_t>(row * a.cols + c), g);
+    float u[V];
+    load_vec<V>(static_cast<const TX*>(a.u) + row * a.ldu + c, u);
+    if (write_du) {
+      float b[V], du[V];
+      load_param<V, TX>(a.b, a.param_f32, c, b, 0.0f);
+#pragma unroll
+      for (int j = 0; j < V; ++j) du[j] = g[j] * (xhat[j] * w[j] + b[j]);
+      store_vec<V>(static_cast<TG*>(a.du) + row * a.lddu + c, du);
+    }
+#pragma unroll
+    for (int j = 0; j < V; ++j) g[j] *= u[j];
+  }
+}
+
+// A block of W warps owns rows [blockIdx.x * rows_per_block, +rows_per_block); warp w takes every
+// W-th row. dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = g * w.
+template <int V, typename TX, typename TG, bool kMul>
+__global__ void __launch_bounds__(256) ln_bwd_kernel(LnBwdArgs a) {
+  extern __shared__ float slices[];  // [W][2][cols] when a.partial
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
+  const int64_t n = a.cols;
+  float* dw_s = a.partial ? slices + static_cast<int64_t>(warp) * 2 * n : nullptr;
+  float* db_s = dw_s ? dw_s + n : nullptr;
+  if (dw_s)
+    for (int64_t c = lane; c < 2 * n; c += 32) dw_s[c] = 0.0f;
+  __syncwarp();
+  const int64_t r0 = blockIdx.x * a.rows_per_block;
+  const int64_t r1 = min(a.rows, r0 + a.rows_per_block);
+  for (int64_t row = r0 + warp; row < r1; row += nwarps) {
+    const TX* x = static_cast<const TX*>(a.x) + row * a.ldx;
+    const float mean = a.mean[row], rstd = a.rstd[row];
+    float s1 = 0.0f, s2 = 0.0f;
+    for (int64_t c = static_cast<int64_t>(lane) * V; c < n; c += 32 * V) {
+      float xh[V], w[V], g[V];
+      load_vec<V>(x + c, xh);
+#pragma unroll
+      for (int j = 0; j < V; ++j) xh[j] = (xh[j] - mean) * rstd;
+      load_param<V, TX>(a.w, a.param_f32, c, w, 1.0f);
+      ln_out_grad<V, TX, TG, kMul>(a, row, c, xh, w, true, g);
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        const float dxh = g[j] * w[j];
+        s1 += dxh;
+        s2 += dxh * xh[j];
+      }
+      if (dw_s) {
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          dw_s[c + j] += g[j] * xh[j];
+          db_s[c + j] += g[j];
+        }
+      }
+    }
+    s1 = warp_sum(s1) / static_cast<float>(n);
+    s2 = warp_sum(s2) / static_cast<float>(n);
+    TG* dx = static_cast<TG*>(a.dx) + row * a.lddx;
+    for (int64_t c = static_cast<int64_t>(lane) * V; c < n; c += 32 * V) {
+      float xh[V], w[V], g[V], d[V];
+      load_vec<V>(x + c, xh);
+#pragma unroll
+      for (int j = 0; j < V; ++j) xh[j] = (xh[j] - mean) * rstd;
+      load_param<V, TX>(a.w, a.param_f32, c, w, 1.0f);
+      ln_out_grad<V, TX, TG, kMul>(a, row, c, xh, w, false, g);
+#pragma unroll
+      for (int j = 0; j < V; ++j) d[j] = rstd * (g[j] * w[j] - s1 - xh[j] * s2);
+      if (a.accumulate_dx) {
+        float old[V];
+        load_vec_rw<V>(dx + c, old);
+#pragma unroll
+        for (int j = 0; j < V; ++j) d[j] += old[j];
+      }
+      store_vec<V>(dx + c, d);
+    }
+  }
+  if (!a.partial) return;
+  __syncthreads();
+  float* out = a.partial + blockIdx.x * 2 * n;
+  for (int64_t c = threadIdx.x; c < 2 * n; c += blockDim.x) {
+    float s = 0.0f;
+    for (int w = 0; w < nwarps; ++w) s += slices[static_cast<int64_t>(w) * 2 * n + c];
+    out[c] = s;
+  }
+}
+
+struct LnBwdPlan {
+  int warps = 8;
+  size_t smem = 0;
+  int64_t blocks = 0, rows_per_block = 0;
+};
+
+// NOTE: with dw/db partials each warp needs 2*cols floats of shared memory; the block shrinks
+// to keep that within the default 48 KiB (opting in beyond it only for rows wider than 6144),
+// and the grid is capped so the partials stay a small fraction of the traffic.
+LnBwdPlan plan_ln_bwd(int64_t rows, int64_t cols, bool want_partials) {
+  LnBwdPlan p;
+  const size_t slice_bytes = want_partials ? 2 * sizeof(float) * cols : 0;
+  if (want_partials) p.warps = static_cast<int>(std::clamp<size_t>((48 << 10) / slice_bytes, 1, 8));
+  p.smem = slice_bytes * p.warps;
+  const int64_t cap =
+      want_partials ? static_cast<int64_t>(num_sms()) * std::max(1, 32 / p.warps) : rows;
+  const int64_t want = (rows + p.warps - 1) / p.warps;
+  const int64_t blocks0 = std::max<int64_t>(1, std::min(cap, want));
+  p.rows_per_block = (rows + blocks0 - 1) / blocks0;
+  p.blocks = (rows + p.rows_per_block - 1) / p.rows_per_block;
+  return p;
+}
+
+bool params_f32(const Tensor& x, const Tensor& w, const Tensor& b, int64_t cols, const char* op) {
+  bool f32 = true;
+  for (const Tensor* p : {&w, &b}) {
+    if (p->empty()) continue;
+    check_cuda_tensor(*p, op);
+    check_shape(*p, {cols}, op);
+    HSTU_CHECK(p->dtype == DType::kF32 || p->dtype == x.dtype, op,
+               ": weight/bias must be f32 or the input's dtype, got ", p->str());
+    f32 = p->dtype == DType::kF32;
+  }
+  HSTU_CHECK(w.empty() || b.empty() || w.dtype == b.dtype, op, ": weight and bias dtypes differ");
+  return f32;
+}
+
+void check_stats(const Tensor& mean, const Tensor& rstd, int64_t rows, const char* op) {
+  for (const Tensor* t : {&mean, &rstd}) {
+    check_cuda_tensor(*t, op);
+    check_shape(*t, {rows}, op);
+    HSTU_CHECK(t->dtype == DType::kF32, op, ": mean/rstd must be f32 on CUDA, got ", t->str());
+  }
+}
+
+// Launches ln_fwd_kernel for LayerNorm (u empty) or the fused op.
+void ln_fwd(Ctx& ctx, const Tensor& x, const Tensor& u, const Tensor& w, const Tensor& b, float eps,
+            const DropArgs& drop, const Tensor& y, const Tensor& mean, const Tensor& rstd,
+            const char* op) {
+  HSTU_CHECK(x.ndim == 2, op, ": input must be 2-D, got ", x.str());
+  const int64_t rows = x.dim(0), cols = x.dim(1);
+  check_cuda_tensor(x, op);
+  check_cuda_tensor(y, op);
+  check_shape(y, {rows, cols}, op);
+  check_stats(mean, rstd, rows, op);
+  LnFwdArgs a;
+  a.param_f32 = params_f32(x, w, b, cols, op);
+  if (rows == 0) return;
+  HSTU_CHECK(cols > 0, op, ": rows of width 0");
+  a.x = x.data, a.ldx = x.row_stride;
+  a.y = y.data, a.ldy = y.row_stride;
+  a.u = u.empty() ? nullptr : u.data, a.ldu = u.empty() ? 0 : u.row_stride;
+  a.w = w.empty() ? nullptr : w.data;
+  a.b = b.empty() ? nullptr : b.data;
+  a.mean = mean.as<float>(), a.rstd = rstd.as<float>();
+  a.rows = rows, a.cols = cols, a.eps = eps, a.drop = drop;
+  const unsigned grid = static_cast<unsigned>((rows + kWarpsFwd - 1) / kWarpsFwd);
+  const bool vec8 = can_vec8(cols, {&x, &y, &u, &w, &b});
+  dispatch_vec(vec8, [&](auto vtag) {
+    constexpr int V = decltype(vtag)::value;
+    dispatch_io(x.dtype, op, [&](auto tx) {
+      using TX = typename decltype(tx)::type;
+      if (!u.empty()) {
+        ln_fwd_kernel<V, TX, TX, true><<<grid, kWarpsFwd * 32, 0, stream_of(ctx)>>>(a);
+      } else {
+        dispatch_io(y.dtype, op, [&](auto ty) {
+          using TY = typename decltype(ty)::type;
+          ln_fwd_kernel<V, TX, TY, false><<<grid, kWarpsFwd * 32, 0, stream_of(ctx)>>>(a);
+        });
+      }
+    });
+  });
+  HSTU_CUDA_CHECK_LAUNCH();
+}
+
+// Launches ln_bwd_kernel and the dw/db reduction. For the fused op `u`/`du` are given and
+// `dx` is do_ (overwritten).
+void ln_bwd(Ctx& ctx, const Tensor& x, const Tensor& u, const Tensor& w, const Tensor& b,
+            const Tensor& mean, const Tensor& rstd, const DropArgs& drop, const Tensor& dy,
+            const Tensor& dx, bool accumulate_dx, const Tensor& du, const Tensor& dw,
+            const Tensor& db, const char* op) {
+  HSTU_CHECK(x.ndim == 2, op, ": input must be 2-D, got ", x.str());
+  const int64_t rows = x.dim(0), cols = x.dim(1);
+  for (const Tensor* t : {&x, &dy, &dx}) {
+    check_cuda_tensor(*t, op);
+    check_shape(*t, {rows, cols}, op);
+  }
+  HSTU_CHECK(dy.dtype == dx.dtype, op, ": dy and dx dtypes differ (", dy.str(), ", ", dx.str(),
+             ")");
+  check_stats(mean, rstd, rows, op);
+  LnBwdArgs a;
+  a.param_f32 = params_f32(x, w, b, cols, op);
+  HSTU_CHECK(dw.empty() || !w.empty(), op, ": dw given for a LayerNorm without weight");
+  for (const Tensor* t : {&dw, &db}) {
+    if (t->empty()) continue;
+    check_cuda_tensor(*t, op);
+    check_shape(*t, {cols}, op);
+    HSTU_CHECK(t->dtype == DType::kF32 && t->contiguous(), op, ": dw/db must be f32, got ",
+               t->str());
+  }
+  if (rows == 0 || cols == 0) return;
+  const bool want_partials = !dw.empty() || !db.empty();
+
+  a.x = x.data, a.ldx = x.row_stride;
+  a.u = u.empty() ? nullptr : u.data, a.ldu = u.empty() ? 0 : u.row_stride;
+  a.dy = dy.data, a.lddy = dy.row_stride;
+  a.dx = dx.data, a.lddx = dx.row_stride;
+  a.du = du.empty() ? nullptr : du.data, a.lddu = du.empty() ? 0 : du.row_stride;
+  a.w = w.empty() ? nullptr : w.data;
+  a.b = b.empty() ? nullptr : b.data;
+  a.mean = mean.as<float>(), a.rstd = rstd.as<float>();
+  a.rows = rows, a.cols = cols, a.accumulate_dx = accumulate_dx, a.drop = drop;
+
+  const LnBwdPlan plan = plan_ln_bwd(rows, cols, want_partials);
+  const int warps = plan.warps;
+  const size_t smem = plan.smem;
+  const int64_t nblocks = plan.blocks;
+  a.rows_per_block = plan.rows_per_block;
+
+  Scratch scratch(ctx, op);
+  Tensor partial;
+  if (want_partials) {
+    partial = scratch.alloc(DType::kF32, {nblocks, 2, cols});
+    a.partial = partial.as<float>();
+  }
+  const bool vec8 = can_vec8(cols, {&x, &u, &dy, &dx, &du, &w, &b});
+  dispatch_vec(vec8, [&](auto vtag) {
+    constexpr int V = decltype(vtag)::value;
+    dispatch_io(x.dtype, op, [&](auto tx) {
+      using TX = typename decltype(tx)::type;
+      auto launch = [&](auto kernel) {
+        if (smem > (48 << 10))
+          HSTU_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(smem)));
+        kernel<<<static_cast<unsigned>(nblocks), warps * 32, smem, stream_of(ctx)>>>(a);
+      };
+      if (!u.empty()) {
+        launch(ln_bwd_kernel<V, TX, TX, true>);
+      } else {
+        dispatch_io(dy.dtype, op, [&](auto tg) {
+          using TG = typename decltype(tg)::type;
+          launch(ln_bwd_kernel<V, TX, TG, false>);
+        });
+      }
+    });
+  });
+  HSTU_CUDA_CHECK_LAUNCH();
+  if (!dw.empty() && !db.empty()) {
+    reduce_partials(ctx, a.partial, nblocks, 2 * cols, 2 * cols, cols, dw.as<float>(),
+                    db.as<float>(), true);
+  } else if (!dw.empty()) {
+    reduce_partials(ctx, a.partial, nblocks, 2 * cols, cols, cols, dw.as<float>(), nullptr, true);
+  } else if (!db.empty()) {
+    reduce_partials(ctx, a.partial + cols, nblocks, 2 * cols, cols, cols, db.as<float>(), nullptr,
+                    true);
+  }
+}
+
+void check_fused(const Tensor& o, const Tensor& u, const char* op) {
+  HSTU_CHECK(o.ndim == 2, op, ": o must be 2-D, got ", o.str());
+  check_cuda_tensor(u, op);
+  check_shape(u, {o.dim(0), o.dim(1)}, op);
+  HSTU_CHECK(u.dtype == o.dtype, op, ": u and o dtypes differ (", u.str(), ", ", o.str(), ")");
+}
+
+// y = x * keep / (1 - p) over a Rows2d grid.
+template <typename TX, typename TY>
+struct DropoutOp {
+  const TX* x;
+  int64_t ldx;
+  TY* y;
+  int64_t ldy;
+  int64_t cols;
+  DropArgs d;
+  template <int V>
+  __device__ void apply(int64_t r, int64_t c) const {
+    float v[V];
+    load_vec_rw<V>(x + r * ldx + c, v);  // x may alias y
+    apply_dropout<V>(d, static_cast<uint64_t>(r * cols + c), v);
+    store_vec<V>(y + r * ldy + c, v);
+  }
+};
+
+void dropout(Ctx& ctx, const Tensor& x, const DropoutSpec& spec, const Tensor& y, const char* op) {
+  check_cuda_tensor(x, op);
+  check_cuda_tensor(y, op);
+  bool same = x.ndim == y.ndim;
+  for (int i = 0; same && i < x.ndim; ++i) same = x.dim(i) == y.dim(i);
+  HSTU_CHECK(same, op, ": shapes differ (", x.str(), ", ", y.str(), ")");
+  const DropArgs d = drop_args(spec);
+  const Rows2d rc = rows2d({&x, &y});
+  dispatch_vec(can_vec8_2d(rc, {&x, &y}), [&](auto vtag) {
+    constexpr int V = decltype(vtag)::value;
+    dispatch_io(x.dtype, op, [&](auto tx) {
+      using TX = typename decltype(tx)::type;
+      dispatch_io(y.dtype, op, [&](auto ty) {
+        using TY = typename decltype(ty)::type;
+        launch_ew2d<V>(ctx, rc,
+                       DropoutOp<TX, TY>{static_cast<const TX*>(x.data), pitch(x, rc),
+                                         static_cast<TY*>(y.data), pitch(y, rc), rc.cols, d});
+      });
+    });
+  });
+}
+
+}  // namespace
+
+size_t layernorm_bwd_scratch_bytes(int64_t rows, int64_t cols) {
+  if (rows == 0 || cols == 0) return 0;
+  const LnBwdPlan p = plan_ln_bwd(rows, cols, true);
+  return arena_bytes(sizeof(float) * static_cast<size_t>(p.blocks * 2 * cols));
+}
+
+void layernorm_fwd(Ctx& ctx, const Tensor& x, const Tensor& w, const Tensor& b, float eps,
+                   const Tensor& y, const Tensor& mean, const Tensor& rstd) {
+  ln_fwd(ctx, x, Tensor(), w, b, eps, DropArgs{}, y, mean, rstd, "layernorm_fwd");
+}
+
+void layernorm_bwd(Ctx& ctx, const Tensor& x, const Tensor& w, const Tensor& mean,
+                   const Tensor& rstd, const Tensor& dy, const Tensor& dx, bool accumulate_dx,
+                   const Tensor& dw, const Tensor& db) {
+  ln_bwd(ctx, x, Tensor(), w, Tensor(), mean, rstd, DropArgs{}, dy, dx, accumulate_dx, Tensor(), dw,
+         db, "layernorm_bwd");
+}
+
+void ln_mul_dropout_fwd(Ctx& ctx, const Tensor& o, const Tensor& u, const Tensor& w,
+                        const Tensor& b, float eps, const DropoutSpec& drop, const Tensor& y,
+                        const Tensor& mean, const Tensor& rstd) {
+  check_fused(o, u, "ln_mul_dropout_fwd");
+  HSTU_CHECK(y.dtype == o.dtype, "ln_mul_dropout_fwd: y must have o's dtype, got ", y.str());
+  ln_fwd(ctx, o, u, w, b, eps, drop_args(drop), y, mean, rstd, "ln_mul_dropout_fwd");
+}
+
+void ln_mul_dropout_bwd(Ctx& ctx, const Tensor& o, const Tensor& u, const Tensor& w,
+                        const Tensor& b, const Tensor& mean, const Tensor& rstd,
+                        const DropoutSpec& drop, const Tensor& dy, const Tensor& do_,
+                        const Tensor& du, const Tensor& dw, const Tensor& db) {
+  const char* op = "ln_mul_dropout_bwd";
+  check_fused(o, u, op);
+  check_cuda_tensor(du, op);
+  check_shape(du, {o.dim(0), o.dim(1)}, op);
+  for (const Tensor* t : {&dy, &do_, &du})
+    HSTU_CHECK(t->dtype == o.dtype, op, ": dy, do_ and du must have o's dtype, got ", t->str());
+  ln_bwd(ctx, o, u, w, b, mean, rstd, drop_args(drop), dy, do_, false, du, dw, db, op);
+}
+
+void dropout_fwd(Ctx& ctx, const Tensor& x, const DropoutSpec& drop, const Tensor& y) {
+  dropout(ctx, x, drop, y, "dropout_fwd");
+}
+
+void dropout_bwd(Ctx& ctx, const Tensor& dy, const DropoutSpec& drop, const Tensor& dx) {
+  dropout(ctx, dy, drop, dx, "dropout_bwd");
+}
+
+}  // namespace hstu::cuda

@@ -1,0 +1,484 @@
+// sampled_softmax.cu — CUDA fused sampled-softmax retrieval loss: logits of the positive and R
+// negatives from the fp32 table (normalised on the fly), logsumexp, loss, dq and the table
+// gradient, in one kernel with one warp per token.
+//
+// The one decision: the [T, R, D] gather is never materialised; each warp streams its token's
+// candidate rows twice (logits, then gradients) and keeps q, the candidate ids and the
+// per-candidate logit, <q, x> and norm in shared memory. The table gradient through the
+// normalisation,
+//   d_table[x_j] += A_j q - B_j x_j,  A_j = c_j / (n_j tau),  B_j = A_j <q, x_j> / n_j^2
+// (B_j = 0 where the norm is clamped; c_j = loss_scale * (softmax_j - [j == 0])), is added with
+// fp32 atomics — or, with ctx.deterministic, recorded per (token, candidate) and summed by the
+// sorted scatter (sorted_scatter.cuh) in one pass: A_p q rows per pair plus the key term
+// -(sum of B) x_k per row k, so the result is bit-reproducible. The loss is a per-token buffer
+// reduced by one block in a fixed order, into the f64 loss[1] on the device.
+//
+// NOTE: the kernel is latency-bound (a warp per token, rows from L2), so both passes take
+// kGroup candidates at a time: their rows are loaded before any is used (several loads in
+// flight), and the logits pass reduces the group's 2 * kGroup partial sums with one transposing
+// butterfly (2 * kGroup + log2(16 / kGroup) shuffles instead of 10 * kGroup). Rows are read
+// 2 wide up to D = 64 (D even, 8-byte aligned rows: D = 50 is one pass of 25 lanes), 8 wide
+// beyond (D % 8 == 0, 16-byte aligned), else one element at a time.
+#include <cmath>
+
+#include "ops/cuda/common.cuh"
+#include "ops/cuda/sampled_softmax.h"
+#include "ops/cuda/sorted_scatter.cuh"
+
+namespace hstu::cuda {
+namespace {
+
+constexpr float kMaskedLogit = -5e4f;  // logit of a negative that collides with the positive
+constexpr unsigned kFull = 0xffffffffu;
+
+// Candidates whose rows are loaded together: 4 rows of 8 columns, or 8 narrower ones per lane.
+template <int V>
+constexpr int kGroup = V >= 8 ? 4 : 8;
+
+// Per-warp shared memory, in floats: q[dp], then logit (later A_j), dot (later B_j), norm and
+// candidate id, [njp] each; every array starts 16-byte aligned for vector access.
+__host__ __device__ constexpr int64_t pad4(int64_t n) {
+  return (n + 3) / 4 * 4;
+}
+__host__ __device__ constexpr int64_t warp_smem_floats(int64_t d, int64_t nj) {
+  return pad4(d) + 4 * pad4(nj);
+}
+
+// ---- V-wide access (V = 8, 2 or 1); p is aligned to V elements (16 bytes at most) ----------
+
+// Read-only global rows (q, table).
+template <int V, typename T>
+__device__ __forceinline__ void ldg_vec(const T* p, float (&out)[V]) {
+  if constexpr (V == 2) {
+    if constexpr (std::is_same_v<T, float>) {
+      const float2 r = __ldg(reinterpret_cast<const float2*>(p));
+      out[0] = r.x, out[1] = r.y;
+    } else if constexpr (std::is_same_v<T, bf16>) {
+      const float2 r = __bfloat1622float2(__ldg(reinterpret_cast<const __nv_bfloat162*>(p)));
+      out[0] = r.x, out[1] = r.y;
+    } else {
+      const float2 r = __half22float2(__ldg(reinterpret_cast<const __half2*>(p)));
+      out[0] = r.x, out[1] = r.y;
+    }
+  } else if constexpr (V * sizeof(T) % 16 == 0) {
+    load_vec<V>(p, out);
+  } else {
+#pragma unroll
+    for (int i = 0; i < V; ++i) out[i] = to_f32(__ldg(p + i));
+  }
+}
+
+template <int V, typename T>
+__device__ __forceinline__ void stg_vec(T* p, const float (&in)[V]) {
+  if constexpr (V == 2) {
+    if constexpr (std::is_same_v<T, float>)
+      *reinterpret_cast<float2*>(p) = make_float2(in[0], in[1]);
+    else if constexpr (std::is_same_v<T, bf16>)
+      *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(in[0], in[1]);
+    else
+      *reinterpret_cast<__half2*>(p) = __floats2half2_rn(in[0], in[1]);
+  } else {
+    store_vec<V>(p, in);
+  }
+}
+
+// Shared memory (per-warp arrays are 16-byte aligned, offsets multiples of V).
+template <int V>
+__device__ __forceinline__ void lds_vec(const float* p, float (&out)[V]) {
+  if constexpr (V % 4 == 0) {
+#pragma unroll
+    for (int i = 0; i < V / 4; ++i) {
+      const float4 r = reinterpret_cast<const float4*>(p)[i];
+      out[4 * i] = r.x, out[4 * i + 1] = r.y, out[4 * i + 2] = r.z, out[4 * i + 3] = r.w;
+    }
+  } else if constexpr (V == 2) {
+    const float2 r = *reinterpret_cast<const float2*>(p);
+    out[0] = r.x, out[1] = r.y;
+  } else {
+#pragma unroll
+    for (int i = 0; i < V; ++i) out[i] = p[i];
+  }
+}
+template <int V>
+__device__ __forceinline__ void sts_vec(float* p, const float (&in)[V]) {
+  if constexpr (V % 4 == 0) {
+#pragma unroll
+    for (int i = 0; i < V / 4; ++i)
+      reinterpret_cast<float4*>(p)[i] =
+          make_float4(in[4 * i], in[4 * i + 1], in[4 * i + 2], in[4 * i + 3]);
+  } else if constexpr (V == 2) {
+    *reinterpret_cast<float2*>(p) = make_float2(in[0], in[1]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < V; ++i) p[i] = in[i];
+  }
+}
+
+// dst[0:V] += v with fp32 atomics (one 8-byte vector atomic for V = 2 on sm_90).
+template <int V>
+__device__ __forceinline__ void atomic_add_v(float* dst, const float (&v)[V]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr bool kPair = V == 2;
+#else
+  constexpr bool kPair = false;
+#endif
+  if constexpr (kPair) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    atomicAdd(reinterpret_cast<float2*>(dst), make_float2(v[0], v[1]));
+#endif
+  } else {
+    atomic_add_vec<V>(dst, v);
+  }
+}
+
+// Sums each of v[0..N) over the warp with a transposing butterfly: at each step a lane keeps
+// half of its values and sends the other half to its partner, so N values cost N - 1 + log2(32/N)
+// shuffles. Returns the sum of value lane / (32 / N) (each in a fixed order: deterministic).
+template <int N>
+__device__ __forceinline__ float warp_sum_many(float (&v)[N], int lane) {
+  static_assert(N >= 2 && N <= 32 && (N & (N - 1)) == 0, "N: a power of two up to 32");
+#pragma unroll
+  for (int n = N, o = 16; n > 1; n >>= 1, o >>= 1) {
+    const bool upper = (lane & o) != 0;
+#pragma unroll
+    for (int i = 0; i < n / 2; ++i) {
+      const float send = upper ? v[i] : v[i + n / 2];
+      const float keep = upper ? v[i + n / 2] : v[i];
+      v[i] = keep + __shfl_xor_sync(kFull, send, o);
+    }
+  }
+  float s = v[0];
+#pragma unroll
+  for (int o = 16 / N; o > 0; o >>= 1) s += __shfl_xor_sync(kFull, s, o);
+  return s;
+}
+
+struct SsArgs {
+  const void* q = nullptr;  // [T, D], dtype TQ
+  int64_t ldq = 0;
+  const int32_t* targets = nullptr;  // [T]
+  const int32_t* neg = nullptr;      // [T, R]
+  int64_t ldn = 0;
+  int32_t r = 0;
+  const float* table = nullptr;  // [V, D]
+  int64_t ldt = 0;
+  void* dq = nullptr;  // [T, D], dtype TQ; null: loss only
+  int64_t lddq = 0;
+  float* d_table = nullptr;  // atomics path
+  int64_t lddt = 0;
+  uint8_t* touched = nullptr;
+  // Deterministic path: per (token, candidate) records [T * (R+1)] instead of atomics.
+  int32_t* pair_key = nullptr;
+  float* pair_a = nullptr;
+  float* pair_b = nullptr;
+  float* token_loss = nullptr;  // [T]
+  int64_t t = 0, d = 0;
+  float tau = 1.0f, eps = 0.0f, loss_scale = 1.0f;
+};
+
+template <int V, typename TQ>
+__global__ void __launch_bounds__(256) sampled_softmax_kernel(SsArgs a) {
+  constexpr int G = kGroup<V>;
+  constexpr int kSpan = 32 / G;  // lanes holding one candidate's sums after warp_sum_many
+  extern __shared__ __align__(16) float smem[];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int nj = a.r + 1;
+  const int64_t d = a.d, njp = pad4(nj);
+  float* qs = smem + warp * warp_smem_floats(d, nj);
+  float* lg = qs + pad4(d);  // logit; A_j once the softmax is known
+  float* dots = lg + njp;    // <q, x_j>; then B_j
+  float* nrm = dots + njp;
+  int32_t* ids = reinterpret_cast<int32_t*>(nrm + njp);
+  const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + warp;
+  if (t >= a.t) return;  // whole warps leave; no block-wide barrier follows
+  const int32_t tgt = a.targets[t];
+  TQ* dq = a.dq ? static_cast<TQ*>(a.dq) + t * a.lddq : nullptr;
+  if (tgt == 0) {  // unsupervised token: no loss, zero dq, inert records
+    if (lane == 0) a.token_loss[t] = 0.0f;
+    if (dq) {
+      const float zero[V] = {};
+      for (int64_t c = static_cast<int64_t>(lane) * V; c < d; c += 32 * V) stg_vec<V>(dq + c, zero);
+    }
+    if (a.pair_key)
+      for (int j = lane; j < nj; j += 32) {
+        a.pair_key[t * nj + j] = 0;
+        a.pair_a[t * nj + j] = 0.0f;
+        a.pair_b[t * nj + j] = 0.0f;
+      }
+    return;
+  }
+  const TQ* q = static_cast<const TQ*>(a.q) + t * a.ldq;
+  for (int64_t c = static_cast<int64_t>(lane) * V; c < d; c += 32 * V) {
+    float v[V];
+    ldg_vec<V>(q + c, v);
+    sts_vec<V>(qs + c, v);
+  }
+  const int32_t* neg = a.neg + t * a.ldn;
+  for (int j = lane; j < nj; j += 32) ids[j] = j == 0 ? tgt : neg[j - 1];
+  __syncwarp();
+
+  // Logits, G candidates at a time. Rows past the last candidate repeat the positive's (valid
+  // addresses, results dropped); a masked negative's row is the positive's too.
+  for (int j0 = 0; j0 < nj; j0 += G) {
+    const float* rows[G];
+#pragma unroll
+    for (int u = 0; u < G; ++u) rows[u] = a.table + (j0 + u < nj ? ids[j0 + u] : tgt) * a.ldt;
+    float part[2 * G] = {};  // <q, x_u> at 2u, ||x_u||^2 at 2u + 1, over this lane's columns
+    for (int64_t c = static_cast<int64_t>(lane) * V; c < d; c += 32 * V) {
+      float qv[V], x[G][V];
+      lds_vec<V>(qs + c, qv);
+#pragma unroll
+      for (int u = 0; u < G; ++u) ldg_vec<V>(rows[u] + c, x[u]);
+#pragma unroll
+      for (int u = 0; u < G; ++u)
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+          part[2 * u] += qv[k] * x[u][k];
+          part[2 * u + 1] += x[u][k] * x[u][k];
+        }
+    }
+    // Candidate u's dot lands in lanes [u * kSpan, u * kSpan + kSpan / 2), its squared norm in
+    // the next kSpan / 2 lanes.
+    const float sum = warp_sum_many<2 * G>(part, lane);
+    const float other = __shfl_xor_sync(kFull, sum, kSpan / 2);
+    const int j = j0 + lane / kSpan;
+    if (lane % kSpan == 0 && j < nj) {
+      const float n = fmaxf(sqrtf(other), a.eps);
+      const bool live = j == 0 || ids[j] != tgt;
+      lg[j] = live ? sum / (n * a.tau) : kMaskedLogit;
+      dots[j] = sum;
+      nrm[j] = n;
+    }
+  }
+  __syncwarp();
+  float mx = -INFINITY;
+  for (int j = lane; j < nj; j += 32) mx = fmaxf(mx, lg[j]);
+  mx = warp_max(mx);
+  float se = 0.0f;
+  for (int j = lane; j < nj; j += 32) se += expf(lg[j] - mx);
+  const float lse = mx + logf(warp_sum(se));
+  if (lane == 0) a.token_loss[t] = lse - lg[0];
+  if (!dq) return;
+
+  // Gradient coefficients, one candidate per lane (each lane rewrites only its own entries).
+  for (int j = lane; j < nj; j += 32) {
+    const int32_t id = ids[j];
+    const bool live = j == 0 || id != tgt;
+    float ca = 0.0f, cb = 0.0f;
+    if (live) {
+      const float cj = a.loss_scale * (expf(lg[j] - lse) - (j == 0 ? 1.0f : 0.0f));
+      ca = cj / (nrm[j] * a.tau);
+      cb = nrm[j] > a.eps ? ca * dots[j] / (nrm[j] * nrm[j]) : 0.0f;
+      a.touched[id] = 1;
+    }
+    if (a.pair_key) {
+      a.pair_key[t * nj + j] = id;
+      a.pair_a[t * nj + j] = ca;
+      a.pair_b[t * nj + j] = cb;
+    }
+    lg[j] = ca;
+    dots[j] = cb;
+  }
+  __syncwarp();
+
+  // dq = sum_j A_j x_j in candidate order (each lane owns its columns: no shared accumulator),
+  // and with atomics d_table[x_j] += A_j q - B_j x_j, G candidates' rows in flight.
+  for (int64_t c = static_cast<int64_t>(lane) * V; c < d; c += 32 * V) {
+    float qv[V], g[V] = {};
+    lds_vec<V>(qs + c, qv);
+    for (int j0 = 0; j0 < nj; j0 += G) {
+      float x[G][V];
+#pragma unroll
+      for (int u = 0; u < G; ++u)
+        ldg_vec<V>(a.table + (j0 + u < nj ? ids[j0 + u] : tgt) * a.ldt + c, x[u]);
+#pragma unroll
+      for (int u = 0; u < G; ++u) {
+        const float ca = j0 + u < nj ? lg[j0 + u] : 0.0f;  // masked: 0
+#pragma unroll
+        for (int k = 0; k < V; ++k) g[k] += ca * x[u][k];
+      }
+      if (!a.d_table) continue;
+#pragma unroll
+      for (int u = 0; u < G; ++u) {
+        const int j = j0 + u;
+        if (j >= nj || (j > 0 && ids[j] == tgt)) continue;  // past the end, or masked
+        const float ca = lg[j], cb = dots[j];
+        float dx[V];
+#pragma unroll
+        for (int k = 0; k < V; ++k) dx[k] = ca * qv[k] - cb * x[u][k];
+        atomic_add_v<V>(a.d_table + ids[j] * a.lddt + c, dx);
+      }
+    }
+    stg_vec<V>(dq + c, g);
+  }
+}
+
+// loss[0] = scale * sum of token_loss, summed in a fixed order by one block.
+__global__ void __launch_bounds__(1024)
+    loss_sum_kernel(const float* token_loss, int64_t t, double scale, double* loss) {
+  __shared__ double part[1024];
+  double s = 0.0;
+  for (int64_t i = threadIdx.x; i < t; i += blockDim.x) s += token_loss[i];
+  part[threadIdx.x] = s;
+  __syncthreads();
+  for (int w = blockDim.x / 2; w > 0; w >>= 1) {
+    if (static_cast<int>(threadIdx.x) < w) part[threadIdx.x] += part[threadIdx.x + w];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) loss[0] = scale * part[0];
+}
+
+// Deterministic scatter source: A_p * q[token of p] per pair, plus the key term
+// (sum over the key's pairs of -B_p) * table[key] (one pass for both halves of the gradient).
+template <typename TQ>
+struct PairRows {
+  const TQ* q;
+  int64_t ldq;
+  int32_t nj;
+  const float* coef_a;
+  const float* coef_b;
+  const float* table;
+  int64_t ldt;
+  __device__ const TQ* row(int32_t p) const { return q + (p / nj) * ldq; }
+  __device__ float coef(int32_t p) const { return coef_a[p]; }
+  __device__ float key_coef(int32_t p) const { return -coef_b[p]; }
+  __device__ const float* key_row(int32_t key) const { return table + key * ldt; }
+};
+static_assert(sorted_scatter::HasKeyTerm<PairRows<float>>);
+
+// True when 2-wide access works on every listed tensor of `cols` columns (rows and base aligned
+// to two elements).
+bool can_vec2(int64_t cols, std::initializer_list<const Tensor*> ts) {
+  if (cols % 2 != 0) return false;
+  for (const Tensor* t : ts)
+    if (!t->empty() && vec_alignment(*t) < static_cast<int>(2 * dtype_size(t->dtype))) return false;
+  return true;
+}
+
+// Calls f(std::integral_constant<int, V>{}) with V = 8, 2 or 1.
+template <typename F>
+decltype(auto) dispatch_width(int width, F&& f) {
+  if (width == 8) return f(std::integral_constant<int, 8>{});
+  if (width == 2) return f(std::integral_constant<int, 2>{});
+  return f(std::integral_constant<int, 1>{});
+}
+
+}  // namespace
+
+size_t sampled_softmax_scratch_bytes(int64_t tokens, int64_t negatives, int64_t cols, bool det) {
+  const int64_t pairs = tokens * (negatives + 1);
+  size_t bytes = arena_bytes(sizeof(float) * static_cast<size_t>(tokens));
+  if (det)
+    bytes += 3 * arena_bytes(4 * static_cast<size_t>(pairs)) +
+             sorted_scatter::sort_scratch_bytes(pairs) +
+             sorted_scatter::row_sum_scratch_bytes(pairs, cols);
+  return bytes;
+}
+
+void sampled_softmax(Ctx& ctx, const SampledSoftmaxSpec& spec, const Tensor& q,
+                     const Tensor& targets, const Tensor& neg_ids, const Tensor& table,
+                     const Tensor& loss, const Tensor& dq, const Tensor& d_table,
+                     const Tensor& touched) {
+  const char* op = "sampled_softmax";
+  check_cuda_tensor(q, op);
+  check_shape(q, {-1, -1}, "sampled_softmax q");
+  const int64_t t = q.dim(0), d = q.dim(1);
+  check_cuda_tensor(table, op);
+  check_shape(table, {-1, d}, "sampled_softmax table");
+  HSTU_CHECK(table.dtype == DType::kF32, "sampled_softmax: the table must be f32, got ",
+             table.str());
+  const int64_t v = table.dim(0);
+  check_cuda_tensor(targets, op);
+  check_shape(targets, {t}, "sampled_softmax targets");
+  check_cuda_tensor(neg_ids, op);
+  check_shape(neg_ids, {t, -1}, "sampled_softmax neg_ids");
+  HSTU_CHECK(targets.dtype == DType::kI32 && neg_ids.dtype == DType::kI32,
+             "sampled_softmax: targets and neg_ids must be i32");
+  check_cuda_tensor(loss, op);
+  check_shape(loss, {1}, "sampled_softmax loss");
+  HSTU_CHECK(loss.dtype == DType::kF64, "sampled_softmax: loss must be f64, got ", loss.str());
+  HSTU_CHECK(spec.temperature > 0 && spec.eps > 0,
+             "sampled_softmax: temperature and eps must be positive");
+  const bool grad = !dq.empty();
+  if (grad) {
+    check_cuda_tensor(dq, op);
+    check_shape(dq, {t, d}, "sampled_softmax dq");
+    HSTU_CHECK(dq.dtype == q.dtype, "sampled_softmax: dq must have q's dtype, got ", dq.str());
+    check_cuda_tensor(d_table, op);
+    check_shape(d_table, {v, d}, "sampled_softmax d_table");
+    HSTU_CHECK(d_table.dtype == DType::kF32, "sampled_softmax: d_table must be f32");
+    check_cuda_tensor(touched, op);
+    check_shape(touched, {v}, "sampled_softmax touched");
+    HSTU_CHECK(touched.dtype == DType::kU8, "sampled_softmax: touched must be u8");
+  }
+  if (t == 0) {
+    HSTU_CUDA_CHECK(cudaMemsetAsync(loss.data, 0, sizeof(double), stream_of(ctx)));
+    return;
+  }
+  const int64_t r = neg_ids.dim(1), nj = r + 1;
+  HSTU_CHECK(t * nj < (int64_t(1) << 31), "sampled_softmax: T * (R + 1) exceeds 2^31");
+
+  Scratch scratch(ctx, op);
+  SsArgs a;
+  a.q = q.data, a.ldq = q.row_stride;
+  a.targets = targets.as<int32_t>();
+  a.neg = neg_ids.as<int32_t>(), a.ldn = neg_ids.row_stride, a.r = static_cast<int32_t>(r);
+  a.table = table.as<float>(), a.ldt = table.row_stride;
+  a.t = t, a.d = d;
+  a.tau = spec.temperature, a.eps = spec.eps;
+  a.loss_scale = static_cast<float>(spec.loss_scale);
+  Tensor token_loss = scratch.alloc(DType::kF32, {t});
+  a.token_loss = token_loss.as<float>();
+  const bool det = grad && ctx.deterministic;
+  Tensor pair_key, pair_a, pair_b;
+  if (grad) {
+    a.dq = dq.data, a.lddq = dq.row_stride;
+    a.touched = touched.as<uint8_t>();
+    if (det) {
+      pair_key = scratch.alloc(DType::kI32, {t * nj});
+      pair_a = scratch.alloc(DType::kF32, {t * nj});
+      pair_b = scratch.alloc(DType::kF32, {t * nj});
+      a.pair_key = pair_key.as<int32_t>();
+      a.pair_a = pair_a.as<float>(), a.pair_b = pair_b.as<float>();
+    } else {
+      a.d_table = d_table.as<float>(), a.lddt = d_table.row_stride;
+    }
+  }
+  // NOTE: each warp keeps about D + 4*(R+1) floats in shared memory; the block shrinks to stay
+  // in the default 48 KiB and opts in beyond it only for very wide rows or many negatives.
+  const size_t warp_bytes = sizeof(float) * static_cast<size_t>(warp_smem_floats(d, nj));
+  const int warps = static_cast<int>(std::clamp<size_t>((48 << 10) / warp_bytes, 1, 8));
+  const size_t smem = warp_bytes * warps;
+  const unsigned grid = static_cast<unsigned>((t + warps - 1) / warps);
+  // NOTE: 2 wide up to D = 64 (a row in one pass of at most 32 lanes, groups of 8 candidates),
+  // 8 wide beyond (fewer passes over the columns); 1 wide for odd or misaligned rows.
+  const bool vec2 = can_vec2(d, {&q, &table, &dq, &d_table});
+  const bool vec8 = can_vec8(d, {&q, &table, &dq, &d_table});
+  const int width = vec2 && d <= 64 ? 2 : vec8 ? 8 : vec2 ? 2 : 1;
+  dispatch_width(width, [&](auto vtag) {
+    constexpr int V = decltype(vtag)::value;
+    dispatch_io(q.dtype, "sampled_softmax q", [&](auto tq) {
+      using TQ = typename decltype(tq)::type;
+      auto kernel = sampled_softmax_kernel<V, TQ>;
+      if (smem > (48 << 10))
+        HSTU_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(smem)));
+      kernel<<<grid, warps * 32, smem, stream_of(ctx)>>>(a);
+      HSTU_CUDA_CHECK_LAUNCH();
+      if (det) {
+        const sorted_scatter::Sorted s =
+            sorted_scatter::sort_keys(ctx, scratch, a.pair_key, t * nj, v);
+        sorted_scatter::row_sum(
+            ctx, s,
+            PairRows<TQ>{static_cast<const TQ*>(q.data), q.row_stride, static_cast<int32_t>(nj),
+                         a.pair_a, a.pair_b, table.as<float>(), table.row_stride},
+            d_table.as<float>(), d_table.row_stride, d, can_vec8(d, {&q, &table, &d_table}));
+      }
+    });
+  });
+  loss_sum_kernel<<<1, 1024, 0, stream_of(ctx)>>>(a.token_loss, t, spec.loss_scale,
+                                                  static_cast<double*>(loss.data));
+  HSTU_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace hstu::cuda

@@ -1,0 +1,173 @@
+// attention_mask.cuh — per-sequence geometry, tile classification and the relative attention
+// bias of the HSTU attention kernels.
+//
+// The shaping decision: masks are never template parameters. A tile (query rows x key columns)
+// is classified at run time (hstu_tile_kind, next to hstu_attend in hstu_attention.h) as skipped
+// (nothing visible), full (no per-element test), causal (one compare per element: the diagonal
+// tiles of plain causal attention) or partial (each element goes through hstu_attend, the one
+// mask definition shared with the CPU reference). Causal runs skip ~half the tiles, and the
+// classification looks only at pairs inside the sequence: the rows and columns past its end are
+// zero-filled in shared memory, so they contribute nothing whatever the mask says.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "ops/cuda/sm80/attention_params.cuh"
+#include "ops/hstu_attention.h"
+
+namespace hstu::cuda::attn {
+
+// Rows [start, start + L) of the batch hold one sequence: c contextual tokens first, t targets
+// last.
+struct SeqInfo {
+  int64_t start;
+  int L, c, t;
+};
+
+__device__ __forceinline__ SeqInfo seq_info(const HstuAttnParams& p, int b) {
+  SeqInfo s;
+  s.start = p.cu_seqlens[b];
+  s.L = p.cu_seqlens[b + 1] - p.cu_seqlens[b];
+  s.c = p.num_contexts ? p.num_contexts[b] : 0;
+  s.t = p.num_targets ? p.num_targets[b] : 0;
+  return s;
+}
+
+// Kind of the tile rows [r0, r0 + nr) x columns [c0, c0 + nc) of sequence s (hstu_tile_kind).
+__host__ __device__ __forceinline__ int tile_kind(const SeqInfo& s, const HstuAttnParams& p, int r0,
+                                                  int nr, int c0, int nc) {
+  return hstu_tile_kind(r0, nr, c0, nc, s.L, s.c, s.t, p.target_group_size, p.window, p.causal);
+}
+
+// Words of a partial tile's visibility mask per row: one bit per column.
+template <int kCols>
+constexpr int mask_words() {
+  static_assert(kCols % 32 == 0, "tile widths are multiples of 32 columns");
+  return kCols / 32;
+}
+
+// Fills the visibility mask of a partial tile, rows [r0, r0 + kRows) x columns [c0, c0 + kCols)
+// of sequence si: bit c % 32 of mask[r * kWords + c / 32] says whether (query i, key j) = (row,
+// col), or (col, row) when kKeyMajor, is visible (hstu_attend; 0 outside the sequence). All
+// threads of the block take part.
+//
+// The one decision: the general mask (contexts, targets, windows) is evaluated here, once per
+// tile element in a rolled loop, and the fully unrolled accumulator loops test one bit. Evaluated
+// inline there, it held registers next to the accumulators in every kernel, partial tile or not
+// (ptxas: the d = 128 dK/dV kernel spilled ~200 B with it inline, none without).
+template <int kRows, int kCols, int kThreads, bool kKeyMajor>
+__device__ __forceinline__ void mask_tile(const HstuAttnParams& p, const SeqInfo& si, int r0,
+                                          int c0, uint32_t* mask, int tid) {
+  constexpr int kWords = mask_words<kCols>();
+#pragma unroll 1
+  for (int w = tid; w < kRows * kWords; w += kThreads) {
+    const int r = w / kWords, cw = (w % kWords) * 32;
+    uint32_t bits = 0;
+#pragma unroll 1
+    for (int k = 0; k < 32; ++k) {
+      const int i = kKeyMajor ? c0 + cw + k : r0 + r, j = kKeyMajor ? r0 + r : c0 + cw + k;
+      const bool ok = i < si.L && j < si.L &&
+                      hstu_attend(i, j, si.L, si.c, si.t, p.target_group_size, p.window, p.causal);
+      bits |= uint32_t(ok) << k;
+    }
+    mask[w] = bits;
+  }
+}
+
+// Whether tile element (r, c) — query i, key j — is visible in a tile of kind kKind (kTileFull /
+// kTileCausal / kTilePartial, whose mask_tile bits are `mask`, kWords per row).
+template <int kKind, int kWords>
+__device__ __forceinline__ bool tile_visible(const uint32_t* mask, int r, int c, int i, int j) {
+  if constexpr (kKind == kTileFull) return true;
+  if constexpr (kKind == kTileCausal) return j <= i;
+  return (mask[r * kWords + (c >> 5)] >> (c & 31)) & 1u;
+}
+
+// Calls f(std::integral_constant<int, kind>) with the tile kind as a compile-time constant, so
+// each kind gets its own element loop (kind is never kTileSkip here).
+template <typename F>
+__device__ __forceinline__ void with_tile_kind(int kind, F&& f) {
+  if (kind == kTileFull) {
+    f(std::integral_constant<int, kTileFull>{});
+  } else if (kind == kTileCausal) {
+    f(std::integral_constant<int, kTileCausal>{});
+  } else {
+    f(std::integral_constant<int, kTilePartial>{});
+  }
+}
+
+// Time bucket of dt: with the threshold table (thr[k] = smallest |dt| of bucket >= k, in shared
+// memory), a fast float log guess corrected by one exact integer comparison; otherwise the exact
+// double-precision function of hstu_attention.h.
+__device__ __forceinline__ int time_bucket(const HstuAttnParams& p, const int64_t* thr,
+                                           int64_t dt) {
+  const int nb = p.rab_time_len - 1;
+  if (!p.time_table) return rab_time_bucket(dt, nb);
+  const int64_t a = dt < 0 ? -dt : dt;
+  if (a <= 1) return 0;
+  int b = static_cast<int>(__log2f(static_cast<float>(a)) * (0.69314718055994531f / 0.301f));
+  b = b < 0 ? 0 : (b > nb ? nb : b);
+  if (b < nb && a >= thr[b + 1]) {
+    ++b;
+  } else if (b > 0 && a < thr[b]) {
+    --b;
+  }
+  return b;
+}
+
+// rab[i, j] (positions within the sequence; tq = ts_query of row i, tk = ts_key of column j).
+__device__ __forceinline__ float rab_value(const HstuAttnParams& p, const int64_t* thr, int i,
+                                           int j, int64_t tq, int64_t tk, int& bucket) {
+  bucket = time_bucket(p, thr, tq - tk);
+  return __ldg(p.rab_pos + rab_pos_index(i, j, p.rab_pos_len)) + __ldg(p.rab_time + bucket);
+}
+
+__device__ __forceinline__ unsigned long long to_fixed(float x) {
+  // x * 2^40 is exact in fp32 (a power-of-two scaling), so this equals rounding in fp64.
+  return static_cast<unsigned long long>(__float2ll_rn(x * static_cast<float>(kRabFixedScale)));
+}
+
+// Pitch (floats) of a shared rab tile with kCols columns: == 8 (mod 32), so the 8-byte reads of
+// one accumulator fragment (8 rows x 4 column pairs per half warp) hit distinct banks.
+template <int kCols>
+constexpr int rab_pitch() {
+  return kCols + 8;
+}
+
+// Fills a shared tile with the relative attention bias of rows [r0, r0 + kRows) x columns
+// [c0, c0 + kCols) of sequence si: bias[r][c] = rab(i, j) with (i, j) = (query, key) =
+// (row, col), or (col, row) when kKeyMajor; bkt[r][c] (when not null) the time bucket. Outside
+// the sequence both are 0. All threads of the block take part.
+//
+// The one decision: the bias is computed here, once per tile element in a rolled loop, instead of
+// inside the fully unrolled accumulator loops. There the timestamp loads, the log and the table
+// lookups of every element were unrolled into code that missed the instruction cache and held
+// registers; the accumulator loops now add one shared-memory read per element.
+template <int kRows, int kCols, int kThreads, bool kKeyMajor>
+__device__ __forceinline__ void rab_tile(const HstuAttnParams& p, const SeqInfo& si,
+                                         const int64_t* thr, int r0, int c0, float* bias,
+                                         uint16_t* bkt, int tid) {
+  constexpr int kPitch = rab_pitch<kCols>();
+#pragma unroll 1
+  for (int idx = tid; idx < kRows * kCols; idx += kThreads) {
+    const int r = idx / kCols, c = idx % kCols;
+    const int i = kKeyMajor ? c0 + c : r0 + r, j = kKeyMajor ? r0 + r : c0 + c;
+    float v = 0.f;
+    int bucket = 0;
+    if (i < si.L && j < si.L)
+      v = rab_value(p, thr, i, j, __ldg(p.ts_query + si.start + i), __ldg(p.ts_key + si.start + j),
+                    bucket);
+    bias[r * kPitch + c] = v;
+    if (bkt) bkt[r * kPitch + c] = static_cast<uint16_t>(bucket);
+  }
+}
+
+// Copies the time-bucket thresholds into shared memory (rab kernels, before the first barrier).
+__device__ __forceinline__ void load_time_thresholds(const HstuAttnParams& p, int64_t* s_thr,
+                                                     int tid, int nthreads) {
+  if (!p.time_table) return;
+  for (int k = tid; k < p.rab_time_len; k += nthreads) s_thr[k] = p.time_thr[k];
+}
+
+}  // namespace hstu::cuda::attn

@@ -1,0 +1,226 @@
+// sorted_scatter.cuh — deterministic scatter-add of rows into a dense fp32 gradient table:
+// dst[key_p] += coef_p * src_row_p for items p = 0..n-1, bit-reproducible run to run. A source may
+// add a per-key term, dst[k] += (sum over k's items of key_coef_p) * key_row(k), in the same pass.
+//
+// The one decision: no float atomics. Items are sorted by key with a stable CUB radix sort (so
+// items of one key stay in item order), the sorted list is cut into fixed pieces of kPiece
+// items, and one block per piece sums each key's items in order. A key that lies inside one
+// piece is written by that block alone; a key spanning pieces leaves per-piece partial rows
+// (head / tail slots in scratch), which a second kernel adds in piece order. Every sum thus has
+// a fixed order that depends only on the inputs (the key term is linear, so partial rows carry
+// their piece's share of it). Used by embedding_bwd and sampled_softmax in ctx.deterministic mode.
+#pragma once
+
+#include <cub/device/device_radix_sort.cuh>
+#include <utility>
+
+#include "ops/cuda/common.cuh"
+
+namespace hstu::cuda::sorted_scatter {
+
+// NOTE: 256 items per piece keeps the head/tail partials at 2 * n/256 rows (8 MiB for
+// n = 131k tokens of width 1024) while giving each block enough rows to amortise its launch.
+constexpr int kPiece = 256;
+
+struct Sorted {
+  const int32_t* keys = nullptr;   // [n] ascending
+  const int32_t* items = nullptr;  // [n] item index of each sorted key
+  int64_t n = 0;
+};
+
+template <typename I>
+__global__ void iota_kernel(I* out, int64_t n) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n) out[i] = static_cast<I>(i);
+}
+
+// Sorts keys[n] (each in [0, key_limit)) with their item indices 0..n-1; buffers from scratch.
+inline Sorted sort_keys(Ctx& ctx, Scratch& scratch, const int32_t* keys, int64_t n,
+                        int64_t key_limit) {
+  HSTU_CHECK(n < (int64_t(1) << 31), "sorted scatter: too many items (", n, ")");
+  if (n == 0) return {};
+  Tensor items_in = scratch.alloc(DType::kI32, {std::max<int64_t>(n, 1)});
+  Tensor keys_out = scratch.alloc(DType::kI32, {std::max<int64_t>(n, 1)});
+  Tensor items_out = scratch.alloc(DType::kI32, {std::max<int64_t>(n, 1)});
+  int end_bit = 1;
+  while (end_bit < 32 && (int64_t(1) << end_bit) < key_limit) ++end_bit;
+  // Keys are non-negative, so sorting their bits as unsigned is exact.
+  const auto* kin = reinterpret_cast<const uint32_t*>(keys);
+  auto* kout = reinterpret_cast<uint32_t*>(keys_out.data);
+  size_t temp_bytes = 0;
+  HSTU_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, kin, kout,
+                                                  items_in.as<int32_t>(), items_out.as<int32_t>(),
+                                                  n, 0, end_bit, stream_of(ctx)));
+  Tensor temp = scratch.alloc(DType::kU8, {static_cast<int64_t>(std::max<size_t>(temp_bytes, 1))});
+  iota_kernel<int32_t><<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream_of(ctx)>>>(
+      items_in.as<int32_t>(), n);
+  HSTU_CUDA_CHECK_LAUNCH();
+  HSTU_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.data, temp_bytes, kin, kout,
+                                                  items_in.as<int32_t>(), items_out.as<int32_t>(),
+                                                  n, 0, end_bit, stream_of(ctx)));
+  return {keys_out.as<int32_t>(), items_out.as<int32_t>(), n};
+}
+
+// Scratch bytes of sort_keys for n items.
+inline size_t sort_scratch_bytes(int64_t n) {
+  size_t temp_bytes = 0;
+  HSTU_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
+      nullptr, temp_bytes, static_cast<const uint32_t*>(nullptr), static_cast<uint32_t*>(nullptr),
+      static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr), n, 0, 32));
+  return 3 * arena_bytes(4 * static_cast<size_t>(std::max<int64_t>(n, 1))) +
+         arena_bytes(temp_bytes);
+}
+// Scratch bytes of one row_sum over n items of width d.
+inline size_t row_sum_scratch_bytes(int64_t n, int64_t d) {
+  const int64_t pieces = (n + kPiece - 1) / kPiece;
+  return 2 * arena_bytes(4 * static_cast<size_t>(pieces * d));
+}
+
+// A row source with the optional per-key term: key_coef(p) (a scalar per item) and key_row(key)
+// (an f32 row per key), adding (sum of the key's key_coef) * key_row(key) to dst[key].
+template <typename Src>
+concept HasKeyTerm = requires(const Src& src, int32_t i) {
+  src.key_coef(i);
+  src.key_row(i);
+};
+
+// V elements at p as fp32 through the read-only cache (sources are never written here).
+template <int V, typename T>
+__device__ __forceinline__ void load_ro(const T* p, float (&out)[V]) {
+  if constexpr (V * sizeof(T) % 16 == 0) {
+    load_vec<V>(p, out);
+  } else {
+#pragma unroll
+    for (int i = 0; i < V; ++i) out[i] = to_f32(__ldg(p + i));
+  }
+}
+
+// One block per piece of kPiece sorted items; threads cover the row's columns V at a time.
+// Src provides `row(p)` (a pointer to item p's source row, f32/bf16/f16) and `coef(p)`, and
+// optionally the key term (HasKeyTerm). Row pointers and coefficients are staged in shared
+// memory once per piece; each thread then loads kAhead items' source values before summing them
+// (several loads in flight instead of one dependent load per item), in item order.
+template <int V, typename Src>
+__global__ void piece_sum_kernel(Sorted s, Src src, float* __restrict__ dst, int64_t ldd, int64_t d,
+                                 float* __restrict__ head, float* __restrict__ tail) {
+  using Row = decltype(std::declval<const Src&>().row(int32_t{0}));
+  constexpr bool kKey = HasKeyTerm<Src>;
+  constexpr int kAhead = V >= 8 ? 4 : 8;
+  __shared__ int32_t keys[kPiece];
+  __shared__ Row rows[kPiece];
+  __shared__ float coefs[kPiece], key_coefs[kKey ? kPiece : 1];
+  const int64_t b = blockIdx.x * static_cast<int64_t>(kPiece);
+  const int e = static_cast<int>(min(static_cast<int64_t>(kPiece), s.n - b));  // >= 1
+  for (int i = threadIdx.x; i < e; i += blockDim.x) {
+    const int32_t p = s.items[b + i];
+    keys[i] = s.keys[b + i];
+    rows[i] = src.row(p);
+    coefs[i] = src.coef(p);
+    if constexpr (kKey) key_coefs[i] = src.key_coef(p);
+  }
+  __syncthreads();
+  const int32_t prev_key = b > 0 ? s.keys[b - 1] : -1;
+  const int32_t next_key = b + e < s.n ? s.keys[b + e] : -1;
+  float* head_row = head + blockIdx.x * d;
+  float* tail_row = tail + blockIdx.x * d;
+  for (int64_t c = static_cast<int64_t>(threadIdx.x) * V; c < d;
+       c += static_cast<int64_t>(blockDim.x) * V) {
+    float acc[V] = {};
+    float key_acc = 0.0f;
+    int seg_start = 0;
+    for (int i0 = 0; i0 < e; i0 += kAhead) {
+      float v[kAhead][V];
+#pragma unroll
+      for (int u = 0; u < kAhead; ++u)  // past the end: reload the last row (valid, unused)
+        load_ro<V>(rows[min(i0 + u, e - 1)] + c, v[u]);
+#pragma unroll
+      for (int u = 0; u < kAhead; ++u) {
+        const int i = i0 + u;
+        if (i >= e) break;
+        const float k = coefs[i];
+#pragma unroll
+        for (int j = 0; j < V; ++j) acc[j] += k * v[u][j];
+        if constexpr (kKey) key_acc += key_coefs[i];
+        if (i + 1 < e && keys[i + 1] == keys[i]) continue;
+        // End of this piece's part of a segment: own it, or leave a partial for the combine.
+        const int32_t key = keys[i];
+        if constexpr (kKey) {
+          float x[V];
+          load_ro<V>(src.key_row(key) + c, x);
+#pragma unroll
+          for (int j = 0; j < V; ++j) acc[j] += key_acc * x[j];
+          key_acc = 0.0f;
+        }
+        float* out;
+        if (seg_start == 0 && key == prev_key) {
+          out = head_row + c;
+        } else if (i + 1 == e && key == next_key) {
+          out = tail_row + c;
+        } else {
+          out = dst + key * ldd + c;
+          float old[V];
+          load_vec_rw<V>(out, old);
+#pragma unroll
+          for (int j = 0; j < V; ++j) acc[j] += old[j];
+        }
+        store_vec<V>(out, acc);
+#pragma unroll
+        for (int j = 0; j < V; ++j) acc[j] = 0.0f;
+        seg_start = i + 1;
+      }
+    }
+  }
+}
+
+// For each piece whose last key started in it and continues past it: that key's tail partial
+// plus the head partials of the following pieces, in piece order, into dst.
+template <int V>
+__global__ void combine_kernel(Sorted s, float* dst, int64_t ldd, int64_t d, const float* head,
+                               const float* tail, int64_t pieces) {
+  const int64_t b = blockIdx.x * static_cast<int64_t>(kPiece);
+  const int64_t e = min(s.n, b + kPiece);
+  if (e >= s.n) return;
+  const int32_t key = s.keys[e - 1];
+  if (s.keys[e] != key) return;                                   // does not continue
+  if (s.keys[b] == key && b > 0 && s.keys[b - 1] == key) return;  // a head, not a tail
+  for (int64_t c = static_cast<int64_t>(threadIdx.x) * V; c < d;
+       c += static_cast<int64_t>(blockDim.x) * V) {
+    float acc[V], v[V];
+    load_vec_rw<V>(tail + blockIdx.x * d + c, acc);
+    for (int64_t q = blockIdx.x + 1; q < pieces && s.keys[q * kPiece] == key; ++q) {
+      load_vec_rw<V>(head + q * d + c, v);
+#pragma unroll
+      for (int j = 0; j < V; ++j) acc[j] += v[j];
+    }
+    float* out = dst + key * ldd + c;
+    load_vec_rw<V>(out, v);
+#pragma unroll
+    for (int j = 0; j < V; ++j) acc[j] += v[j];
+    store_vec<V>(out, acc);
+  }
+}
+
+// dst[key] += sum over the key's items p (in item order) of src.coef(p) * src.row(p)[0:d], plus
+// (sum of src.key_coef(p)) * src.key_row(key)[0:d] for a source with the key term.
+// vec8: every source row, key row and dst row allows 8-wide access (d % 8 == 0, 16-byte aligned).
+template <typename Src>
+void row_sum(Ctx& ctx, const Sorted& s, const Src& src, float* dst, int64_t ldd, int64_t d,
+             bool vec8) {
+  if (s.n == 0 || d == 0) return;
+  const int64_t pieces = (s.n + kPiece - 1) / kPiece;
+  Scratch partials(ctx, "sorted scatter");  // rewound on return: the next call reuses the bytes
+  Tensor head = partials.alloc(DType::kF32, {pieces, d});
+  Tensor tail = partials.alloc(DType::kF32, {pieces, d});
+  dispatch_vec(vec8, [&](auto vtag) {
+    constexpr int V = decltype(vtag)::value;
+    const int threads = static_cast<int>(std::min<int64_t>(256, ((d / V) + 31) / 32 * 32));
+    piece_sum_kernel<V, Src><<<static_cast<unsigned>(pieces), threads, 0, stream_of(ctx)>>>(
+        s, src, dst, ldd, d, head.as<float>(), tail.as<float>());
+    HSTU_CUDA_CHECK_LAUNCH();
+    combine_kernel<V><<<static_cast<unsigned>(pieces), threads, 0, stream_of(ctx)>>>(
+        s, dst, ldd, d, head.as<float>(), tail.as<float>(), pieces);
+    HSTU_CUDA_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace hstu::cuda::sorted_scatter

@@ -1,0 +1,25 @@
+// hstu_attention.cpp — the entry points of the HSTU attention (ops/hstu_attention.h): each
+// runs the backend of ctx.device, cpu/hstu_attention.h or (in CUDA builds) cuda/hstu_attention.h; a
+// CPU-only build throws for a CUDA ctx and needs no CUDA symbol.
+#include "ops/hstu_attention.h"
+
+#include "ops/cpu/hstu_attention.h"
+#if defined(HSTU_WITH_CUDA)
+#include "ops/cuda/hstu_attention.h"
+#endif
+
+namespace hstu {
+
+void hstu_attention_fwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& o) {
+  if (ctx.cpu()) return cpu::hstu_attention_fwd(ctx, args, o);
+  HSTU_CUDA_DISPATCH(return cuda::hstu_attention_fwd(ctx, args, o));
+}
+void hstu_attention_bwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& d_o,
+                        const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                        const Tensor& d_rab_pos, const Tensor& d_rab_time) {
+  if (ctx.cpu()) return cpu::hstu_attention_bwd(ctx, args, d_o, dq, dk, dv, d_rab_pos, d_rab_time);
+  HSTU_CUDA_DISPATCH(
+      return cuda::hstu_attention_bwd(ctx, args, d_o, dq, dk, dv, d_rab_pos, d_rab_time));
+}
+
+}  // namespace hstu
