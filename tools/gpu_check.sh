@@ -11,7 +11,8 @@
 # Before the device call, run tools/pack_devdeps.sh here (GoogleTest sources -> .devdeps/) and
 # carry .devdeps along. Environment: JOBS (default 16), ARCHS (default 90a), BENCH_TIMEOUT (s),
 # SEEDS (ml-latest-small retrieval runs on the GPU, run side by side after the benchmarks, e.g.
-# "42 1 2"; needs .devdeps/data/ml-latest-small), KUAIRAND=1 (the kuairand_1k_ranking.gin keys on a
+# "42 1 2"; needs .devdeps/data/ml-latest-small), NVTX=1 (Nsight Compute filtered by the step
+# phases' NVTX ranges: which kernels each range holds), KUAIRAND=1 (the kuairand_1k_ranking.gin keys on a
 # generated 1000-user fixture, 4 GPU steps, losses printed for comparison with the CPU run).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -125,6 +126,30 @@ if [[ -n "${SEEDS:-}" && -x "$BUILD/hstu" && -d .devdeps/data/ml-latest-small ]]
   wait
   for seed in $SEEDS; do
     row "ml-latest-small s$seed" "$(grep -E 'last 10|HR@10' "$LOG/mls_seed$seed.log" | tail -1)"
+  done
+fi
+# ---- NVTX ranges under Nsight Compute (optional) ----------------------------------------------
+# `ncu --nvtx --nvtx-include "<phase>/"` must profile exactly the kernels of that step phase of
+# `hstu bench train` (direct launches: NVTX ranges attach to kernels when they are launched, so
+# a CUDA graph's replay would carry the range open at cudaGraphLaunch instead).
+if [[ "${NVTX:-0}" == 1 && -x "$BUILD/hstu" ]] && command -v ncu > /dev/null; then
+  for range in ${NVTX_RANGES:-fwd.attn opt.dense bwd.gemm_out}; do
+    f="$LOG/ncu_nvtx_${range}.csv"
+    timeout 240 ncu --nvtx --nvtx-include "${range}/" --metrics gpu__time_duration.sum --csv \
+      "$BUILD/hstu" bench train --steps 1 --warmup 0 --set TrainerArgs.cuda_graph=False \
+      > "$f" 2>&1
+    row "ncu nvtx ${range}/" "$(python3 - "$f" << 'PY'
+import collections, csv, sys
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 5]
+if not rows or "Kernel Name" not in rows[0]:
+    print("no kernels profiled"); sys.exit()
+k = rows[0].index("Kernel Name")
+ids = collections.OrderedDict()
+for r in rows[1:]:
+    ids.setdefault(r[0], r[k].split("(")[0].split("<")[0][:48])
+print(len(ids), "kernels:", dict(collections.Counter(ids.values())))
+PY
+)"
   done
 fi
 if [[ "${KUAIRAND:-0}" == 1 && -x "$BUILD/hstu" ]]; then
