@@ -3,7 +3,9 @@
 # working tree. Run here before a device call; tools/gpu_check.sh uses it there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-grep -qx '/.devdeps/' .git/info/exclude 2>/dev/null || echo '/.devdeps/' >> .git/info/exclude
+exclude="$(git rev-parse --git-path info/exclude)"  # also right in a git worktree
+mkdir -p "$(dirname "$exclude")"
+grep -qx '/.devdeps/' "$exclude" 2>/dev/null || echo '/.devdeps/' >> "$exclude"
 rm -rf .devdeps && mkdir -p .devdeps
 cp -r /usr/src/googletest .devdeps/googletest
 du -sh .devdeps
