@@ -140,9 +140,11 @@ if [[ "${NVTX:-0}" == 1 && -x "$BUILD/hstu" ]] && command -v ncu > /dev/null; th
       > "$f" 2>&1
     row "ncu nvtx ${range}/" "$(python3 - "$f" << 'PY'
 import collections, csv, sys
-rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 5]
-if not rows or "Kernel Name" not in rows[0]:
+rows = list(csv.reader(open(sys.argv[1])))
+heads = [i for i, r in enumerate(rows) if "Kernel Name" in r]
+if not heads:
     print("no kernels profiled"); sys.exit()
+rows = rows[heads[0]:]
 k = rows[0].index("Kernel Name")
 ids = collections.OrderedDict()
 for r in rows[1:]:

@@ -1,11 +1,16 @@
 // bench_layer.cpp — the single-layer benchmark (see bench_layer.h).
 #include "bench/bench_layer.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <iostream>
+#include <limits>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <tuple>
 #include <vector>
@@ -14,6 +19,7 @@
 #include "core/arena.h"
 #include "core/device_info.h"
 #include "core/error.h"
+#include "io/progress.h"
 #include "model/batch_tensors.h"
 #include "model/hstu_layer.h"
 #include "model/params.h"
@@ -138,7 +144,14 @@ int run_layer_bench(const std::vector<std::string>& args) {
       cast(ctx, x32, x);
     }
     std::vector<double> ms;
+    // A shape can take minutes on a CPU: a bar on stderr when it is a terminal (so logs and the
+    // table on stdout stay clean).
+    std::unique_ptr<ProgressBar> bar;
+    if (::isatty(STDERR_FILENO))
+      bar = std::make_unique<ProgressBar>("L=" + std::to_string(s.l), reps + 2, std::cerr,
+                                          ProgressOptions{.tty = true});
     for (int r = 0; r < reps + 2; ++r) {
+      if (bar) bar->update(r, r * t, std::numeric_limits<double>::quiet_NaN());
       runtime.synchronize();
       const auto t0 = std::chrono::steady_clock::now();
       layer.forward(ctx, params, bt, x, y, acts, scr, true, 11);
@@ -150,6 +163,7 @@ int run_layer_bench(const std::vector<std::string>& args) {
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
                 .count());
     }
+    if (bar) bar->finish();
     std::sort(ms.begin(), ms.end());
     const double med = ms[ms.size() / 2];
     const double pub = published_ms(s);
