@@ -92,7 +92,8 @@ std::string describe_cuda_build() {
       "               on-GPU negatives and evaluation\n";
   return out;
 #else
-  return "  CUDA         not compiled in (no nvcc at build time); --device cpu only\n";
+  return std::string("  CUDA         not compiled in (") + HSTU_CPU_ONLY_REASON +
+         "); --device cpu only\n";
 #endif
 }
 

@@ -16,7 +16,8 @@ double cuda_bf16_peak_tflops();
 // One line per device: name, compute capability, SMs, memory, and whether this build has
 // native code for it (else PTX compiled by the driver at first use); or why there is none.
 std::string describe_cuda_devices();
-// The CUDA build: runtime, driver and cuBLASLt versions and the compiled architectures.
+// The CUDA build: runtime, driver and cuBLASLt versions and the compiled architectures; in a
+// build without CUDA, why there is none (the configure step's reason).
 std::string describe_cuda_build();
 
 }  // namespace hstu

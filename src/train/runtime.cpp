@@ -19,7 +19,8 @@ Device resolve_device(const std::string& name) {
   const bool gpu = cuda_device_count() > 0;
   if (name == "cuda") {
 #if !defined(HSTU_WITH_CUDA)
-    HSTU_THROW("--device cuda: this hstu binary was built without CUDA (no nvcc at build time)");
+    HSTU_THROW("--device cuda: this hstu binary was built without CUDA (", HSTU_CPU_ONLY_REASON,
+               ")");
 #endif
     HSTU_CHECK(gpu, "--device cuda: no CUDA device is visible to this process");
     return Device::kCUDA;
