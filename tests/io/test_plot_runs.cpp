@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <string>
 
-#include "io/io_test_util.h"
 #include "common/test_util.h"
+#include "io/io_test_util.h"
 
 namespace hstu {
 namespace {

@@ -14,9 +14,9 @@
 #include <utility>
 #include <vector>
 
+#include "common/test_util.h"
 #include "io/io_test_util.h"
 #include "io/tensorboard.h"
-#include "common/test_util.h"
 
 namespace hstu {
 namespace {
