@@ -1,6 +1,7 @@
 // cmd_eval.cpp — `hstu eval <run_dir>`: evaluates a run's checkpoint with the training-time
 // protocol: a retrieval run on its test split (and validation split when the config has one), a
-// ranking run on its eval split (per-task AUC etc.).
+// ranking run on its eval split (per-task AUC etc.). Prints the table; --json also writes the
+// values, unrounded, as {split: {metric: value}}.
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -11,6 +12,7 @@
 #include "data/preprocess.h"
 #include "data/ranking.h"
 #include "data/splits.h"
+#include "io/atomic_file.h"
 #include "model/ranking_model.h"
 #include "train/checkpoint.h"
 #include "train/eval_report.h"
@@ -23,7 +25,8 @@ namespace hstu::cli {
 namespace {
 
 // A ranking run's checkpoint on its eval split.
-int eval_ranking(const Config& cfg, const SequenceDataset& ds, const std::string& ckpt) {
+std::vector<EvalRow> eval_ranking(const Config& cfg, const SequenceDataset& ds,
+                                  const std::string& ckpt) {
   const RankingSplits splits =
       make_ranking_splits(ds, cfg.dataset, cfg.dataset.ranking_split, cfg.dataset.truncate);
   const Device device = resolve_device(cfg.trainer.device);
@@ -37,22 +40,12 @@ int eval_ranking(const Config& cfg, const SequenceDataset& ds, const std::string
   const NamedValues v = evaluate_ranking(ctx, model, ds, splits.eval, cfg.trainer.eval_batch_size,
                                          cfg.trainer.max_eval_iters);
   std::cout << "checkpoint " << ckpt << " (" << splits.eval.samples.size() << " eval samples):\n";
-  print_eval_table(std::cout, {{"eval", v}});
-  return 0;
+  return {{"eval", v}};
 }
 
-struct EvalArgs {
-  std::string run_dir;
-  std::string checkpoint;  // "" = <run_dir>/checkpoints
-  ConfigArgs config;       // --set and the field flags (the config is the run's config.gin)
-};
-
-int run_eval(const EvalArgs& a) {
-  std::vector<std::string> warnings;
-  const Config cfg = load_config(a.run_dir + "/config.gin", overrides(a.config), &warnings);
-  const SequenceDataset ds = open_dataset(cfg);
-  const std::string ckpt = a.checkpoint.empty() ? a.run_dir + "/checkpoints" : a.checkpoint;
-  if (cfg.task == "ranking") return eval_ranking(cfg, ds, ckpt);
+// A retrieval run's checkpoint on its test split (and validation split when it has one).
+std::vector<EvalRow> eval_retrieval(const Config& cfg, const SequenceDataset& ds,
+                                    const std::string& ckpt) {
   const DataSplits splits = make_splits(ds, cfg.dataset.split, cfg.dataset.max_history_seqlen);
   const Device device = resolve_device(cfg.trainer.device);
   ModelShape shape;
@@ -76,7 +69,29 @@ int run_eval(const EvalArgs& a) {
                               .run(ctx, model)
                               .values()});
   std::cout << "checkpoint " << ckpt << ":\n";
+  return rows;
+}
+
+struct EvalArgs {
+  std::string run_dir;
+  std::string checkpoint;  // "" = <run_dir>/checkpoints
+  std::string json;        // "" = no JSON file
+  ConfigArgs config;       // --set and the field flags (the config is the run's config.gin)
+};
+
+int run_eval(const EvalArgs& a) {
+  std::vector<std::string> warnings;
+  const Config cfg = load_config(a.run_dir + "/config.gin", overrides(a.config), &warnings);
+  const SequenceDataset ds = open_dataset(cfg);
+  const std::string ckpt = a.checkpoint.empty() ? a.run_dir + "/checkpoints" : a.checkpoint;
+  const std::vector<EvalRow> rows =
+      cfg.task == "ranking" ? eval_ranking(cfg, ds, ckpt) : eval_retrieval(cfg, ds, ckpt);
   print_eval_table(std::cout, rows);
+  if (!a.json.empty()) {
+    Json out = Json::object();
+    for (const EvalRow& row : rows) out[row.split] = metrics_to_json(row.values);
+    atomic_write_file(a.json, json::dump(out, 2) + "\n");
+  }
   return 0;
 }
 
@@ -91,6 +106,8 @@ void add_eval(CLI::App& hstu, Commands& commands) {
       ->required();
   app->add_option("--checkpoint", a->checkpoint, "checkpoint folder (default: RUN_DIR/checkpoints)")
       ->type_name("DIR");
+  app->add_option("--json", a->json, "also write the metrics, unrounded, to FILE as JSON")
+      ->type_name("FILE");
   add_set(*app, a->config);
   add_runtime_flags(*app, a->config);
   commands.push_back({app, [a] { return run_eval(*a); }});

@@ -128,6 +128,12 @@ double double_at(const Json& obj, std::string_view key) {
   return v.get<double>();
 }
 
+std::string string_at(const Json& obj, std::string_view key) {
+  const Json& v = at(obj, key);
+  if (!v.is_string()) member_type_error(key, v, "a string");
+  return v.get<std::string>();
+}
+
 const Json& array_at(const Json& obj, std::string_view key) {
   const Json& v = at(obj, key);
   if (!v.is_array()) member_type_error(key, v, "an array");

@@ -36,6 +36,7 @@ std::string dump(const Json& value, int indent = -1);
 const Json& at(const Json& obj, std::string_view key);
 int64_t int_at(const Json& obj, std::string_view key);    // an integer in int64 (2.0 is not)
 double double_at(const Json& obj, std::string_view key);  // any number
+std::string string_at(const Json& obj, std::string_view key);
 const Json& array_at(const Json& obj, std::string_view key);
 
 }  // namespace json

@@ -19,14 +19,14 @@ void HstuLayer::register_params(DenseParams& p) {
     ids_.ln_in_w = p.add(pre + "input_layernorm.weight", {d}, false, Init::ones());
     ids_.ln_in_b = p.add(pre + "input_layernorm.bias", {d}, false, Init::zeros());
   }
-  ids_.w_uvqk = p.add(pre + "uvqk.weight", {d, 4 * hd}, true,
-                      meta ? Init::normal(0.02) : Init::xavier_uniform());
+  ids_.w_uvqk = p.add_linear(pre + "uvqk.weight", d, 4 * hd,
+                             meta ? Init::normal(0.02) : Init::xavier_uniform());
   if (cfg_.uvqk_bias) ids_.b_uvqk = p.add(pre + "uvqk.bias", {4 * hd}, false, Init::zeros());
   if (cfg_.ln_out_affine) {
     ids_.ln_out_w = p.add(pre + "output_layernorm.weight", {hd}, false, Init::ones());
     ids_.ln_out_b = p.add(pre + "output_layernorm.bias", {hd}, false, Init::zeros());
   }
-  ids_.w_o = p.add(pre + "output.weight", {hd, d}, true, Init::xavier_uniform());
+  ids_.w_o = p.add_linear(pre + "output.weight", hd, d, Init::xavier_uniform());
   if (cfg_.out_bias)  // nn.Linear's default bias init in Meta's layer: U(+-1/sqrt(fan_in))
     ids_.b_o =
         p.add(pre + "output.bias", {d}, false,

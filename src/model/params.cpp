@@ -85,10 +85,16 @@ void init_tensor(const Tensor& t, const Init& init, uint64_t seed, const std::st
 int DenseParams::add(const std::string& name, std::vector<int64_t> shape, bool decay, Init init) {
   HSTU_CHECK(!arena_, "parameter ", name, " added after finalize()");
   HSTU_CHECK(find(name) < 0, "duplicate parameter ", name);
-  ParamInfo p{name, std::move(shape), decay, init};
+  ParamInfo p{name, std::move(shape), decay, false, init};
   p.numel = std::accumulate(p.shape.begin(), p.shape.end(), int64_t{1}, std::multiplies<>());
   table_.push_back(std::move(p));
   return static_cast<int>(table_.size()) - 1;
+}
+
+int DenseParams::add_linear(const std::string& name, int64_t in, int64_t out, Init init) {
+  const int i = add(name, {in, out}, true, init);
+  table_[static_cast<size_t>(i)].linear = true;
+  return i;
 }
 
 int DenseParams::find(const std::string& name) const {

@@ -5,6 +5,8 @@
 // are parallel flat buffers, so the dense optimiser (and later the gradient all-reduce) touches
 // one buffer. Parameters with weight decay come first. Embedding tables are separate: each has
 // its own dense fp32 gradient that only the batch's rows make non-zero, and a sparse optimiser.
+// A matmul weight is stored [in, out] (y = x @ W) and flagged `linear` where its layer registers
+// it, so checkpoints can write it in torch.nn.Linear's [out, in] layout.
 #pragma once
 
 #include <cstdint>
@@ -37,7 +39,8 @@ void init_tensor(const Tensor& host, const Init& init, uint64_t seed, const std:
 struct ParamInfo {
   std::string name;
   std::vector<int64_t> shape;
-  bool decay = false;  // takes weight decay (matrices); biases, norms, tables do not
+  bool decay = false;   // takes weight decay (matrices); biases, norms, tables do not
+  bool linear = false;  // a matmul weight [in, out] used as x @ W (see add_linear)
   Init init = Init::zeros();
   int64_t offset = 0;  // in elements, in the flat buffers (set by finalize)
   int64_t numel = 1;
@@ -47,6 +50,9 @@ class DenseParams {
  public:
   // Registers a parameter; returns its index. Only before finalize().
   int add(const std::string& name, std::vector<int64_t> shape, bool decay, Init init);
+  // Registers the weight [in, out] of a linear map y = x @ W (with weight decay), flagged
+  // `linear`: checkpoints store it transposed, as torch.nn.Linear's weight [out, in].
+  int add_linear(const std::string& name, int64_t in, int64_t out, Init init);
   // Lays out the table (decay first), allocates params/grads/moments on `device` and
   // initialises the weights with `seed`.
   // compute_dtype != dtype adds a compute copy of the flat buffer (bf16 weights on CUDA), filled
@@ -60,6 +66,9 @@ class DenseParams {
   // else a view of the compute copy refreshed by refresh_compute_copy() after each update.
   Tensor compute(int i) const { return view(compute_.empty() ? params_ : compute_, i); }
   Tensor grad(int i) const { return view(grads_, i); }
+  // Parameter i's slices of the Adam moments (flat_m / flat_v).
+  Tensor state_m(int i) const { return view(m_, i); }
+  Tensor state_v(int i) const { return view(v_, i); }
   const std::vector<ParamInfo>& table() const { return table_; }
   int find(const std::string& name) const;  // -1 if absent
 

@@ -143,7 +143,7 @@ void RankingModel::plan(uint64_t seed) {
   const auto& arch = cfg_.ranking.prediction_head_arch;
   for (size_t i = 0; i < arch.size(); ++i) {
     const std::string pre = "head." + std::to_string(i) + ".";
-    head_w_.push_back(dense_.add(pre + "weight", {in, arch[i]}, true, Init::xavier_uniform()));
+    head_w_.push_back(dense_.add_linear(pre + "weight", in, arch[i], Init::xavier_uniform()));
     head_b_.push_back(cfg_.ranking.prediction_head_bias
                           ? dense_.add(pre + "bias", {arch[i]}, false, Init::zeros())
                           : -1);

@@ -1,6 +1,17 @@
 // checkpoint.h — saving and restoring a run: weights and optimiser state as safetensors (loadable
 // from Python), trainer state as JSON. Every file is written atomically; the trainer state is
 // written last, so a checkpoint folder whose trainer_state.json exists is complete.
+//
+// Format version 2 (docs/CHECKPOINTS.md lists every tensor and its counterparts in Meta's and
+// NVIDIA's trainers): tensors carry hstu's parameter names in PyTorch layouts — linear weights
+// (ParamInfo::linear) as torch.nn.Linear's [out, in], transposed from hstu's [in, out] on the way
+// through host memory; embedding tables [rows, dim] as nn.Embedding's; norms, biases and rab
+// tables 1-D. optimizer.safetensors holds each parameter's Adam moments under
+// "<name>.state_m" / "<name>.state_v" in the parameter's file layout, and each table's optimiser
+// state under "<table>.state_m" / "<table>.state_v". Both files' __metadata__: format = "hstu",
+// format_version, layout = "pytorch", task, step and config (the effective gin text).
+// Version 1 (no format_version) stored linear weights [in, out] and the dense moments as the flat
+// buffers "dense.adam_m" / "dense.adam_v"; it still loads. Newer versions are refused.
 #pragma once
 
 #include <string>
@@ -31,14 +42,18 @@ struct CheckpointTensors {
 };
 CheckpointTensors checkpoint_tensors(HstuModel& model);
 
+inline constexpr int kCheckpointFormatVersion = 2;
+
 // Writes model.safetensors (every dense parameter and every table by name), optimizer.safetensors
-// (flat Adam moments and each table's optimiser state) and then trainer_state.json (`state`,
-// supplied by the trainer) into `dir` (created if missing).
+// (each parameter's Adam moments and each table's optimiser state) and then trainer_state.json
+// (`state`, supplied by the trainer) into `dir` (created if missing). `state` must hold "task",
+// "step" and "config", which also go into both files' metadata.
 void save_checkpoint(const CheckpointTensors& m, const Json& state, const std::string& dir);
 
 // Loads weights (and the optimiser state when with_optimizer) into a planned model and returns
-// the trainer state. Shapes and names must match the model's; errors name the file. The caller
-// refreshes the dense compute copy (DenseParams::refresh_compute_copy) afterwards.
+// the trainer state; each file in its own format version (1 or 2). Shapes and names must match
+// the model's; errors name the file. The caller refreshes the dense compute copy
+// (DenseParams::refresh_compute_copy) afterwards.
 Json load_checkpoint(const CheckpointTensors& m, const std::string& dir, bool with_optimizer);
 
 // The retrieval model's tensors (checkpoint_tensors(model)).

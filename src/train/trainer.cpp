@@ -10,6 +10,7 @@
 #include <limits>
 #include <memory>
 
+#include "config/schema.h"
 #include "core/device_info.h"
 #include "core/nvtx.h"
 #include "core/phase_timer.h"
@@ -88,8 +89,7 @@ void Loop::load() {
   const Json st = load_checkpoint(ckpt, opts_.resume_dir, true);
   // Retrieval checkpoints written before the loop was shared have no "task" (and ranking ones no
   // selection state).
-  const std::string saved =
-      st.contains("task") ? json::at(st, "task").get<std::string>() : "retrieval";
+  const std::string saved = st.contains("task") ? json::string_at(st, "task") : "retrieval";
   HSTU_CHECK(saved == task_.name(), opts_.resume_dir, ": a ", saved, " checkpoint cannot resume a ",
              task_.name(), " run");
   step_ = json::int_at(st, "step");
@@ -124,7 +124,9 @@ Json Loop::trainer_state() const {
   st["selected_epoch"] = summary_.selected_epoch;
   st["selected_test"] = metrics_to_json(summary_.selected_test);
   st["evals"] = evals_to_json(summary_.evals, has_validation_);
-  st["config"] = opts_.config_text;
+  // The effective config (what `hstu train` writes to config.gin); checkpoints also put it into
+  // their safetensors metadata.
+  st["config"] = to_gin(cfg_);
   return st;
 }
 

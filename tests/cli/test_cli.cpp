@@ -142,7 +142,7 @@ TEST_F(Cli, EveryCommandHasItsHelp) {
       {"train",
        {"config", "--config", "--gin-config-file", "--set", "--device", "--threads", "--run-dir",
         "--resume", "--quiet"}},
-      {"eval", {"run_dir", "--checkpoint", "--set", "--device", "--threads"}},
+      {"eval", {"run_dir", "--checkpoint", "--json", "--set", "--device", "--threads"}},
       {"preprocess",
        {"config", "--config", "--gin-config-file", "--set", "--dataset", "--path", "--out",
         "--skip-malformed"}},

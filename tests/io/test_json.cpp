@@ -125,6 +125,7 @@ TEST(Json, TypedMembersNameTheKeyAndTypes) {
   EXPECT_EQ(json::double_at(st, "i"), 7.0);  // an integer reads as a double too
   EXPECT_EQ(json::double_at(st, "d"), 1.5);
   EXPECT_EQ(json::array_at(st, "a").size(), 1u);
+  EXPECT_EQ(json::string_at(st, "s"), "x");
   EXPECT_EQ(&json::at(st, "s"), &st["s"]);
   const auto expect_throw = [&](auto get, const std::string& what) {
     const std::string msg = error_of([&] { get(); });
@@ -135,6 +136,7 @@ TEST(Json, TypedMembersNameTheKeyAndTypes) {
   expect_throw([&] { json::int_at(st, "big"); }, "\"big\" holds 9223372036854775808, beyond int64");
   expect_throw([&] { json::double_at(st, "a"); }, "\"a\" is an array, expected a number");
   expect_throw([&] { json::array_at(st, "i"); }, "\"i\" is an integer, expected an array");
+  expect_throw([&] { json::string_at(st, "d"); }, "\"d\" is a double, expected a string");
   expect_throw([&] { json::at(st, "missing"); }, "JSON object has no key \"missing\"");
   expect_throw([&] { json::int_at(st["a"], "step"); },
                "JSON value is an array, expected an object with key \"step\"");

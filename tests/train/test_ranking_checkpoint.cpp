@@ -1,6 +1,7 @@
 // test_ranking_checkpoint.cpp — ranking checkpoints: N steps straight give bit-identical weights
 // (dense parameters and the item / action / contextual tables) to N/2 steps, save, --resume,
-// N/2 steps; a retrieval checkpoint is refused by a ranking resume.
+// N/2 steps; the head's weights are stored in nn.Linear's layout; a retrieval checkpoint is
+// refused by a ranking resume.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -84,6 +85,11 @@ TEST(RankingCheckpoint, ResumeIsBitIdentical) {
   const auto w8 = tensors(a.trainer.run_dir + "/checkpoints/model.safetensors");
   for (const char* t : {"item_embedding", "action_embedding", "contextual_embedding"})
     EXPECT_TRUE(w8.count(t)) << t;
+  // The MLP head's weights are linear maps, stored as nn.Linear's [out, in] (head.1: 16 -> 3).
+  EXPECT_EQ(SafetensorsFile(a.trainer.run_dir + "/checkpoints/model.safetensors")
+                .get("head.1.weight")
+                .shape,
+            (std::vector<int64_t>{3, 16}));
   Config c = tiny_ranking(dir.file("short"));
   c.trainer.max_train_iters = 4;
   train(c, opts);
