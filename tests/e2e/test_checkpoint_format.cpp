@@ -19,11 +19,11 @@
 #include <utility>
 #include <vector>
 
+#include "common/io_test_util.h"
 #include "common/test_util.h"
 #include "config/load.h"
 #include "config/schema.h"
 #include "data/preprocess.h"
-#include "io/io_test_util.h"
 #include "io/json.h"
 #include "io/safetensors.h"
 #include "train/checkpoint.h"

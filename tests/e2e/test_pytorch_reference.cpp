@@ -13,8 +13,8 @@
 #include <filesystem>
 #include <string>
 
+#include "common/io_test_util.h"
 #include "common/test_util.h"
-#include "io/io_test_util.h"
 #include "io/json.h"
 
 namespace hstu {
