@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "common/io_test_util.h"
-#include "io/tensorboard.h"
 #include "common/test_util.h"
+#include "io/tensorboard.h"
 
 namespace hstu {
 namespace {

@@ -70,7 +70,7 @@ TEST(RunningLoss, TrainLineHoldsTheMeanSinceTheLastLine) {
   EXPECT_DOUBLE_EQ(json::double_at(lines[0], "lr"), 1e-3);
   EXPECT_EQ(json::int_at(lines[1], "epoch"), 1);
   EXPECT_DOUBLE_EQ(json::double_at(lines[1], "loss"), 1.0);  // started over after the first line
-  EXPECT_FALSE(lines[0].contains("mfu"));  // not known
+  EXPECT_FALSE(lines[0].contains("mfu"));                    // not known
   EXPECT_DOUBLE_EQ(json::double_at(lines[1], "mfu"), 0.25);
 }
 
