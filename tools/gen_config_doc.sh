@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # gen_config_doc.sh — regenerates the tables of docs/CONFIG.md from the schema
-# (src/config/schema.cpp) by running the ConfigDoc test with HSTU_REGEN_DOCS=1.
+# (src/config/schema_fields.cpp) by running the ConfigDoc test with HSTU_REGEN_DOCS=1.
 # Usage: tools/gen_config_doc.sh [build-dir]   (default: build-config, a CPU-only build)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -2,8 +2,8 @@
 //
 // Class and field names follow NVIDIA recsys-examples (`NetworkArgs.num_layers`, ...) wherever
 // that system has the option; hstu's extensions sit beside them with the same naming style.
-// Every field has a default here; the schema in schema.cpp binds each field to its gin
-// name, type, range and one-line documentation (docs/CONFIG.md is generated from that table).
+// Every field has a default here; the schema's table (schema_fields.cpp) binds each field to its
+// gin name, type, range and one-line documentation (docs/CONFIG.md is generated from that table).
 // Fields that recsys-examples configs carry but that mean nothing here are parsed and reported
 // as ignored, by name (see schema).
 #pragma once

@@ -3,7 +3,7 @@
 //
 // Every field is one row (gin class, name, type, range or allowed strings, one-line doc, and an
 // accessor into Config), so binding, validation, the gin writer and the reference documentation
-// cannot drift apart: adding a field to config.h means adding one row here.
+// cannot drift apart: adding a field to config.h means adding one row to schema_fields.cpp.
 #pragma once
 
 #include <cstdint>

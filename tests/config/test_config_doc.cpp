@@ -17,8 +17,8 @@ namespace {
 
 constexpr const char* kDocPath = HSTU_SOURCE_DIR "/docs/CONFIG.md";
 constexpr const char* kMarker =
-    "<!-- Generated from src/config/schema.cpp by tools/gen_config_doc.sh; do not edit below. "
-    "-->\n";
+    "<!-- Generated from src/config/schema_fields.cpp by tools/gen_config_doc.sh; do not edit "
+    "below. -->\n";
 
 TEST(ConfigDoc, ConfigMdMatchesTheSchema) {
   std::ifstream in(kDocPath, std::ios::binary);
@@ -37,7 +37,7 @@ TEST(ConfigDoc, ConfigMdMatchesTheSchema) {
     GTEST_SKIP() << "rewrote " << kDocPath;
   }
   EXPECT_TRUE(text.substr(intro.size()) == generated)
-      << kDocPath << " is out of date with src/config/schema.cpp; regenerate it with "
+      << kDocPath << " is out of date with src/config/schema_fields.cpp; regenerate it with "
       << "tools/gen_config_doc.sh (or: HSTU_REGEN_DOCS=1 <build>/test_config "
          "--gtest_filter=ConfigDoc.*)";
 }
