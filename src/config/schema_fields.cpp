@@ -115,7 +115,9 @@ std::vector<FieldSpec> trainer_fields() {
       str(HSTU_FIELD(TrainerArgs, trainer, select_best_on), {"none", "validation"},
           "validation: report test metrics at the epoch with the best validation NDCG@10"),
       plain(HSTU_FIELD(TrainerArgs, trainer, profile),
-            "write a Chrome-trace timeline to run_dir/trace.json"),
+            "write a Chrome-trace timeline to run_dir/trace.json: host time of the profiled "
+            "steps and evaluations, and each profiled step's phases on the device clock (run "
+            "directly, not as a CUDA graph)"),
       num(HSTU_FIELD(TrainerArgs, trainer, profile_step_start), at_least(0), "first profiled step"),
       num(HSTU_FIELD(TrainerArgs, trainer, profile_step_end), at_least(0),
           "profiling stops before this step"),
