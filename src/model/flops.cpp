@@ -3,20 +3,38 @@
 
 namespace hstu {
 
-double retrieval_step_flops(const Config& cfg, const SequenceBatch& b) {
-  const NetworkArgs& n = cfg.network;
+double hstu_layers_flops(const NetworkArgs& n, std::span<const int32_t> offsets) {
   const double d = static_cast<double>(n.hidden_size);
   const double hd = static_cast<double>(n.num_attention_heads * n.kv_channels);
-  const double t = b.num_tokens();
+  const double t = offsets.empty() ? 0 : offsets.back() - offsets.front();
   double attn = 0;  // forward: QK^T and PV, causal half
-  for (int32_t s = 0; s < b.batch_size; ++s) {
-    const double l = b.offsets[static_cast<size_t>(s) + 1] - b.offsets[static_cast<size_t>(s)];
+  for (size_t s = 0; s + 1 < offsets.size(); ++s) {
+    const double l = offsets[s + 1] - offsets[s];
     attn += 2.0 * l * l * 2.0 * hd / 2.0;
   }
   const double gemm_fwd = 2.0 * t * d * 4.0 * hd + 2.0 * t * hd * d;
-  const double layer = 3.0 * gemm_fwd + 3.5 * attn;
-  const double head = 3.0 * 2.0 * t * static_cast<double>(cfg.retrieval.num_negatives + 1) * d;
-  return static_cast<double>(n.num_layers) * layer + head;
+  return static_cast<double>(n.num_layers) * (3.0 * gemm_fwd + 3.5 * attn);
+}
+
+double retrieval_step_flops(const Config& cfg, const SequenceBatch& b) {
+  const double d = static_cast<double>(cfg.network.hidden_size);
+  const double head =
+      3.0 * 2.0 * b.num_tokens() * static_cast<double>(cfg.retrieval.num_negatives + 1) * d;
+  return hstu_layers_flops(
+             cfg.network,
+             std::span<const int32_t>(b.offsets.data(), static_cast<size_t>(b.batch_size) + 1)) +
+         head;
+}
+
+double ranking_step_flops(const Config& cfg, std::span<const int32_t> token_offsets,
+                          int64_t num_candidates) {
+  double mlp = 0, in = static_cast<double>(cfg.network.hidden_size);
+  for (int64_t out : cfg.ranking.prediction_head_arch) {
+    mlp += 2.0 * in * static_cast<double>(out);
+    in = static_cast<double>(out);
+  }
+  return hstu_layers_flops(cfg.network, token_offsets) +
+         3.0 * static_cast<double>(num_candidates) * mlp;
 }
 
 }  // namespace hstu

@@ -101,6 +101,8 @@ class RankingModel {
   int64_t num_outputs() const { return cfg_.ranking.prediction_head_arch.back(); }
   int64_t num_candidates() const { return num_cand_; }
   int64_t num_tokens() const { return batch_.num_tokens; }
+  // [B+1] row offsets of the uploaded batch's token sequences (host copy).
+  const std::vector<int32_t>& token_offsets() const { return layout_.token_offsets; }
 
   DenseParams& dense() { return dense_; }
   // item, action (when present), contextual (when present).

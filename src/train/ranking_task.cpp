@@ -12,6 +12,7 @@
 #include "data/ranking.h"
 #include "data/synthetic_oracle.h"
 #include "io/progress.h"
+#include "model/flops.h"
 #include "model/ranking_model.h"
 #include "train/eval_report.h"
 #include "train/ranking_baseline.h"
@@ -62,6 +63,10 @@ class RankingTask final : public Task {
     return model_.num_tokens();
   }
   std::vector<StepLoss> drain(bool wait_all) override { return stepper_.drain(wait_all); }
+  // The batch the last step uploaded (the loop asks right after the step).
+  double step_flops(const SequenceBatch&) const override {
+    return ranking_step_flops(cfg_, model_.token_offsets(), model_.num_candidates());
+  }
   const StepGraph& graph() const override { return stepper_.graph(); }
 
   void evaluate(EvalRecord& rec) override {

@@ -44,8 +44,8 @@ class Task {
   virtual int64_t step(const SequenceBatch& batch, int64_t step, double lr) = 0;
   // The losses of finished steps, oldest first (StepStaging::drain).
   virtual std::vector<StepLoss> drain(bool wait_all) = 0;
-  // Model FLOPs of a training step on `batch` (for MFU); 0 when the task does not count them.
-  virtual double step_flops(const SequenceBatch& batch) const { return 0; }
+  // Model FLOPs of the training step just enqueued on `batch` (for MFU; model/flops.h).
+  virtual double step_flops(const SequenceBatch& batch) const = 0;
   // The CUDA graph of the step (its counters are printed after training).
   virtual const StepGraph& graph() const = 0;
 
