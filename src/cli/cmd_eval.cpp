@@ -104,7 +104,9 @@ void add_eval(CLI::App& hstu, Commands& commands) {
   app->add_option("run_dir", a->run_dir, "the run directory (its config.gin is the config)")
       ->type_name("DIR")
       ->required();
-  app->add_option("--checkpoint", a->checkpoint, "checkpoint folder (default: RUN_DIR/checkpoints)")
+  app->add_option("--checkpoint", a->checkpoint,
+                  "a checkpoints folder (its `latest` save) or one step folder (default: "
+                  "RUN_DIR/checkpoints)")
       ->type_name("DIR");
   app->add_option("--json", a->json, "also write the metrics, unrounded, to FILE as JSON")
       ->type_name("FILE");

@@ -88,7 +88,8 @@ void add_train(CLI::App& hstu, Commands& commands) {
   add_runtime_flags(*app, a->config);
   add_field_flag(*app, a->config, "--run-dir", "TrainerArgs.run_dir", "DIR");
   app->add_option("--resume", a->resume,
-                  "continue a run from its checkpoint folder (bit-identical to not stopping)")
+                  "continue a run from its run, checkpoints or step folder (bit-identical to not "
+                  "stopping)")
       ->type_name("DIR");
   app->add_flag("--quiet", a->quiet, "no progress bar and no effective-config listing");
   commands.push_back({app, [a] { return run_train(*a); }});

@@ -38,6 +38,7 @@ struct TrainerArgs {
   int64_t seed = 1234;                  // seeds data order, init, dropout and negative sampling
   int64_t ckpt_save_interval = -1;      // save every N steps (-1 = only at the end of the run)
   std::string ckpt_save_dir = "";       // checkpoint directory ("" = <run_dir>/checkpoints)
+  int64_t ckpt_keep = 2;                // saves kept in the checkpoint directory (>= 1)
   std::string ckpt_load_dir = "";       // initialise weights from this checkpoint ("" = none)
   std::string run_dir = "runs/latest";  // where config, metrics.jsonl and checkpoints go
   std::string device = "auto";          // auto | cpu | cuda

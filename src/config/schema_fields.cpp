@@ -104,8 +104,11 @@ std::vector<FieldSpec> trainer_fields() {
           "save a checkpoint every N steps (-1 = only at the end of the run)"),
       str(HSTU_FIELD(TrainerArgs, trainer, ckpt_save_dir), {},
           "checkpoint directory (\"\" = run_dir/checkpoints)"),
+      num(HSTU_FIELD(TrainerArgs, trainer, ckpt_keep), at_least(1),
+          "keep the newest N saves (step-<step> folders) in the checkpoint directory; older ones "
+          "are removed after each save, never the one `latest` names"),
       str(HSTU_FIELD(TrainerArgs, trainer, ckpt_load_dir), {},
-          "initialise from this checkpoint (\"\" = none)"),
+          "initialise from this checkpoint: a run, checkpoints or step folder (\"\" = none)"),
       str(HSTU_FIELD(TrainerArgs, trainer, run_dir), {},
           "where the effective config, metrics.jsonl and checkpoints go"),
       str(HSTU_FIELD(TrainerArgs, trainer, device), {"auto", "cpu", "cuda"},

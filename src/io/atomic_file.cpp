@@ -4,7 +4,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -14,6 +17,18 @@ namespace hstu {
 namespace {
 
 constexpr size_t kWriteBuffer = size_t(1) << 20;
+
+std::atomic<int64_t> g_commits{0};
+std::atomic<int64_t> g_fault_at{-1};  // -1: HSTU_FAULT_AT_WRITE not read yet; 0: off
+
+int64_t fault_at() {
+  if (g_fault_at.load() < 0) {
+    const char* env = std::getenv("HSTU_FAULT_AT_WRITE");
+    int64_t unset = -1;
+    g_fault_at.compare_exchange_strong(unset, env ? std::max<int64_t>(0, std::atoll(env)) : 0);
+  }
+  return g_fault_at.load();
+}
 
 std::string errno_text() {
   return std::strerror(errno);
@@ -74,6 +89,8 @@ void AtomicFile::flush() {
 
 void AtomicFile::commit() {
   HSTU_CHECK(fd_ >= 0, path_, " committed twice");
+  HSTU_CHECK(++g_commits != fault_at(), "cannot write ", path_, ": injected fault (write ",
+             g_commits.load(), ", HSTU_FAULT_AT_WRITE)");
   flush();
   HSTU_CHECK(::fsync(fd_) == 0, "cannot fsync ", tmp_path_, ": ", errno_text());
   const int fd = fd_;
@@ -90,6 +107,15 @@ void AtomicFile::commit() {
   const int rc = ::fsync(dfd);
   ::close(dfd);
   HSTU_CHECK(rc == 0, "cannot fsync directory ", dir, ": ", errno_text());
+}
+
+void inject_write_fault(int64_t n) {
+  g_commits = 0;
+  g_fault_at = std::max<int64_t>(0, n);
+}
+
+int64_t atomic_file_commits() {
+  return g_commits.load();
 }
 
 void atomic_write_file(const std::string& path, std::string_view bytes) {

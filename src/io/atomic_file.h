@@ -43,4 +43,12 @@ class AtomicFile {
 // Writes `bytes` to `path` atomically (AtomicFile in one call).
 void atomic_write_file(const std::string& path, std::string_view bytes);
 
+// Fault injection for the crash-consistency tests: the n-th AtomicFile::commit() from now on
+// (1 = the next) throws before its temporary is renamed, as a failed write (disk full, I/O error)
+// would; 0 = never. HSTU_FAULT_AT_WRITE=N in the environment arms it for the N-th commit of the
+// process.
+void inject_write_fault(int64_t n);
+// AtomicFile commits of the process so far (counted since the last inject_write_fault()).
+int64_t atomic_file_commits();
+
 }  // namespace hstu

@@ -1,5 +1,5 @@
-// tensorboard.cpp — event files by hand: a CRC-32C, TFRecord framing and a protobuf encoder for
-// the three messages a scalar needs.
+// tensorboard.cpp — event files by hand: TFRecord framing (CRC-32C: io/crc32c.h) and a protobuf
+// encoder for the three messages a scalar needs.
 //
 // Why not libprotobuf: the writer needs three messages (Event, Summary, Summary.Value) and four
 // field kinds (varint, double, float, length-delimited), about 30 lines of encoder here. Linking
@@ -23,17 +23,6 @@
 namespace hstu {
 namespace tensorboard {
 namespace {
-
-constexpr std::array<uint32_t, 256> make_crc32c_table() {
-  std::array<uint32_t, 256> table{};
-  for (uint32_t i = 0; i < 256; ++i) {
-    uint32_t c = i;
-    for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
-    table[i] = c;
-  }
-  return table;
-}
-constexpr std::array<uint32_t, 256> kCrc32cTable = make_crc32c_table();
 
 // Protobuf wire types and the field numbers of tensorflow/core/util/event.proto (Event) and
 // tensorflow/core/framework/summary.proto (Summary, Summary.Value).
@@ -72,13 +61,6 @@ void put_bytes(std::string& out, uint32_t field, std::string_view v) {
 }
 
 }  // namespace
-
-uint32_t crc32c(std::string_view bytes) {
-  uint32_t crc = 0xFFFFFFFFu;
-  for (const char ch : bytes)
-    crc = kCrc32cTable[(crc ^ static_cast<uint8_t>(ch)) & 0xFF] ^ (crc >> 8);
-  return crc ^ 0xFFFFFFFFu;
-}
 
 uint32_t masked_crc32c(std::string_view bytes) {
   const uint32_t crc = crc32c(bytes);

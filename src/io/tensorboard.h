@@ -23,6 +23,8 @@
 #include <string>
 #include <string_view>
 
+#include "io/crc32c.h"
+
 namespace hstu {
 
 class TensorBoardWriter {
@@ -53,9 +55,7 @@ class TensorBoardWriter {
 // The building blocks, exposed for the tests.
 namespace tensorboard {
 
-// CRC-32C (Castagnoli, reflected polynomial 0x82F63B78) of bytes; crc32c("123456789") is
-// 0xE3069283.
-uint32_t crc32c(std::string_view bytes);
+using ::hstu::crc32c;  // io/crc32c.h
 // TFRecord's masked CRC: the CRC rotated right by 15 bits plus 0xA282EAD8.
 uint32_t masked_crc32c(std::string_view bytes);
 // One TFRecord: uint64 length, masked CRC of those 8 bytes, the data, masked CRC of the data

@@ -151,9 +151,8 @@ void save_checkpoint(const CheckpointTensors& m, const Json& state, const std::s
   atomic_write_file(checkpoint_state_path(dir), json::dump(state, 2) + "\n");
 }
 
-Json load_checkpoint(const CheckpointTensors& m, const std::string& dir, bool with_optimizer) {
-  HSTU_CHECK(std::filesystem::exists(checkpoint_state_path(dir)), "no checkpoint in '", dir,
-             "': ", checkpoint_state_path(dir), " is missing (an interrupted save leaves none)");
+Json load_checkpoint(const CheckpointTensors& m, const std::string& where, bool with_optimizer) {
+  const std::string dir = find_checkpoint(where);
   const DenseParams& dense = *m.dense;
   {
     const SafetensorsFile f(checkpoint_model_path(dir));

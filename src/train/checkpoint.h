@@ -1,6 +1,7 @@
 // checkpoint.h — saving and restoring a run: weights and optimiser state as safetensors (loadable
-// from Python), trainer state as JSON. Every file is written atomically; the trainer state is
-// written last, so a checkpoint folder whose trainer_state.json exists is complete.
+// from Python), trainer state as JSON. The trainer saves each step into its own folder with a
+// manifest of checksums and switches a `latest` file to it (save_checkpoint_step, in
+// checkpoint_dir.cpp), so a crash or a failed save leaves the previous save loadable.
 //
 // Format version 2 (docs/CHECKPOINTS.md lists every tensor and its counterparts in Meta's and
 // NVIDIA's trainers): tensors carry hstu's parameter names in PyTorch layouts — linear weights
@@ -32,6 +33,10 @@ inline std::string checkpoint_optimizer_path(const std::string& dir) {
 inline std::string checkpoint_state_path(const std::string& dir) {
   return dir + "/trainer_state.json";
 }
+// The file of a checkpoints folder naming its current save (a step folder's name).
+inline std::string checkpoint_latest_path(const std::string& ckpt_dir) {
+  return ckpt_dir + "/latest";
+}
 
 // The tensors of a model that a checkpoint stores: its dense parameters and embedding tables.
 // Tables are stored under their names (EmbeddingTable::name, e.g. "item_embedding").
@@ -50,8 +55,25 @@ inline constexpr int kCheckpointFormatVersion = 2;
 // "step" and "config", which also go into both files' metadata.
 void save_checkpoint(const CheckpointTensors& m, const Json& state, const std::string& dir);
 
+// One crash-consistent save (docs/CHECKPOINTS.md): save_checkpoint() into
+// <ckpt_dir>/step-<9-digit step>.tmp, a manifest.json of the files' sizes and CRC-32Cs, the
+// folder fsynced and renamed to step-<step>, then <ckpt_dir>/latest switched to it atomically;
+// afterwards all but the newest `keep` saves (never the latest) and stale *.tmp folders are
+// removed. On an error the temporary folder is removed, the previous save and `latest` stay as
+// they were, and the error (with its cause) propagates. Returns the step folder.
+std::string save_checkpoint_step(const CheckpointTensors& m, const Json& state,
+                                 const std::string& ckpt_dir, int64_t keep);
+
+// The folder to load from `dir`: a step folder (with manifest.json), a checkpoints folder (the
+// save `latest` names, or the newest complete step folder, with a warning, when `latest` is
+// missing or damaged) or a run folder (its checkpoints/); a folder holding trainer_state.json and
+// no manifest is the pre-manifest layout and loads as it is. A save's files are verified against
+// its manifest (size and CRC-32C); a mismatch is an error naming the file.
+std::string find_checkpoint(const std::string& dir);
+
 // Loads weights (and the optimiser state when with_optimizer) into a planned model and returns
-// the trainer state; each file in its own format version (1 or 2). Shapes and names must match
+// the trainer state; `dir` as find_checkpoint() takes it. Each file in its own format version
+// (1 or 2). Shapes and names must match
 // the model's; errors name the file. The caller refreshes the dense compute copy
 // (DenseParams::refresh_compute_copy) afterwards.
 Json load_checkpoint(const CheckpointTensors& m, const std::string& dir, bool with_optimizer);

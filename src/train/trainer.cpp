@@ -54,7 +54,9 @@ class Loop {
   Json trainer_state() const;
   void save() {
     const nvtx::Range range("checkpoint");
-    save_checkpoint(task_.checkpoint_tensors(), trainer_state(), ckpt_dir_);
+    saved_dir_ =
+        save_checkpoint_step(task_.checkpoint_tensors(), trainer_state(), ckpt_dir_, ta_.ckpt_keep);
+    saved_step_ = step_;
   }
   void evaluate(int64_t epoch);
   int64_t timed_step(const SequenceBatch& batch, double lr);
@@ -66,6 +68,8 @@ class Loop {
   Task& task_;
   MetricsLog log_;
   const std::string ckpt_dir_;
+  std::string saved_dir_;  // the step folder of the latest save
+  int64_t saved_step_ = -1;
   TrainSummary summary_;
   int64_t step_ = 0;
   double best_val_ = -1;
@@ -174,7 +178,7 @@ void Loop::write_summary_record() {
   s["selected_test"] = metrics_to_json(summary_.selected_test);
   s["final_test"] = metrics_to_json(summary_.final_test);
   s[task_.baseline_label()] = metrics_to_json(summary_.baseline);
-  s["checkpoint"] = ckpt_dir_;
+  s["checkpoint"] = saved_dir_;
   log_.write(s);
 }
 
@@ -250,8 +254,8 @@ TrainSummary Loop::run() {
   summary_.train_seconds = ProgressBar::steady_seconds() - t0;
   summary_.tokens_per_second = tokens_done / std::max(summary_.train_seconds, 1e-9);
   if (task_.ctx().device == Device::kCUDA) say(task_.graph().describe() + "\n");
-  save();
-  say("checkpoint: " + ckpt_dir_ + "\n");
+  if (saved_step_ != step_) save();  // unless the last step's periodic save was the last one
+  say("checkpoint: " + saved_dir_ + "\n");
   if (ta_.profile) {
     trace_.write(ta_.run_dir + "/trace.json");
     say("timeline: " + ta_.run_dir + "/trace.json (chrome://tracing)\n");

@@ -8,7 +8,8 @@
 //     not quiet, and the field flags (--run-dir) apply after --set;
 //   - the benchmarks get the options given (bench layer's are handed on as an argument list);
 //   - preprocess --skip-malformed is a flag: it no longer takes the next argument as its value;
-//   - `hstu info` describes the build truthfully.
+//   - `hstu info` describes the build truthfully;
+//   - train names its step folder, which eval and --resume take; HSTU_FAULT_AT_WRITE fails a write.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -202,6 +203,28 @@ TEST_F(Cli, FieldFlagsApplyAfterSet) {
   const std::string config = read_file(dir_.file("flag") + "/config.gin");
   EXPECT_NE(config.find("TrainerArgs.num_threads = 1 "), std::string::npos) << config;
   EXPECT_FALSE(std::filesystem::exists(dir_.file("set")));
+}
+
+// Checkpoints through the command line: the `checkpoint:` line names the step folder, eval and
+// --resume take it, and HSTU_FAULT_AT_WRITE=1 fails the process's first file write.
+TEST_F(Cli, CheckpointStepFoldersAndInjectedFaults) {
+  const std::string gin = dir_.write("tiny.gin", kTinyGin);
+  const std::string run = dir_.file("run");
+  ::setenv("HSTU_FAULT_AT_WRITE", "1", 1);
+  Outcome r = hstu("train " + gin + " --quiet --run-dir " + run);
+  ::unsetenv("HSTU_FAULT_AT_WRITE");
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("injected fault"), std::string::npos) << r.out;
+  r = hstu("train " + gin + " --run-dir " + run);
+  ASSERT_EQ(r.status, 0) << r.out;
+  const std::string step = run + "/checkpoints/step-000000002";
+  EXPECT_NE(r.out.find("checkpoint: " + step + "\n"), std::string::npos) << r.out;
+  r = hstu("eval " + run + " --checkpoint " + step);
+  EXPECT_EQ(r.status, 0) << r.out;
+  r = hstu("train " + gin + " --quiet --run-dir " + run + " --resume " + step +
+           " --set TrainerArgs.max_train_iters=3");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(std::filesystem::exists(run + "/checkpoints/step-000000003/manifest.json"));
 }
 
 // The benchmarks get what the command line gave: bench train its config and step counts, bench

@@ -121,6 +121,7 @@ void write_version1(HstuModel& m, const std::string& from, const std::string& di
 void copy_with_version(const std::string& from, const std::string& dir, const std::string& file,
                        const std::string& version) {
   std::filesystem::copy(from, dir);
+  std::filesystem::remove(dir + "/manifest.json");  // the pre-manifest layout: no checksums
   const SafetensorsFile f(from + "/" + file);
   std::vector<std::pair<std::string, Tensor>> tensors;
   for (const std::string& n : f.names()) {
@@ -147,7 +148,7 @@ class CheckpointFormat : public ::testing::Test {
     model_ = planned_model(cfg_);
     load_checkpoint(*model_, ckpt(), true);
   }
-  std::string ckpt() const { return cfg_.trainer.run_dir + "/checkpoints"; }
+  std::string ckpt() const { return find_checkpoint(cfg_.trainer.run_dir); }
 
   test::TempDir dir_;
   Config cfg_;

@@ -67,9 +67,9 @@ TEST(TrainE2E, SyntheticRunBeatsPopularityThreeTimes) {
   EXPECT_TRUE(std::filesystem::exists(cfg.trainer.run_dir + "/metrics.jsonl"));
 }
 
-// Reads every tensor of a checkpoint's model.safetensors as raw bytes.
+// Reads every tensor of a checkpoint's model.safetensors as raw bytes (the save `latest` names).
 std::map<std::string, std::string> weights(const std::string& ckpt) {
-  SafetensorsFile f(checkpoint_model_path(ckpt));
+  SafetensorsFile f(checkpoint_model_path(find_checkpoint(ckpt)));
   std::map<std::string, std::string> out;
   for (const auto& n : f.names()) {
     const auto& e = f.get(n);

@@ -1,6 +1,6 @@
 // test_atomic_file.cpp — atomic whole-file writes: the target is replaced whole (buffered, direct
 // and overwritten bytes alike), no temporary is left behind, and an abandoned write keeps the
-// old file.
+// old file, as does an injected fault (inject_write_fault).
 #include <gtest/gtest.h>
 
 #include <stdexcept>
@@ -73,6 +73,21 @@ TEST(AtomicFile, AbandonedWriteKeepsTheOldFile) {
               atomic_write_file(dir.file("no/such/dir/x"), "x");
             }).find("cannot create " + dir.file("no/such/dir/x.tmp")),
             std::string::npos);
+}
+
+TEST(AtomicFile, InjectedFaultFailsTheNthCommitOnly) {
+  test::TempDir dir;
+  const std::string path = dir.file("model.safetensors");
+  atomic_write_file(path, "old");
+  inject_write_fault(2);
+  atomic_write_file(dir.file("a"), "a");
+  EXPECT_NE(error_of([&] { atomic_write_file(path, "new"); }).find("injected fault"),
+            std::string::npos);
+  EXPECT_EQ(atomic_file_commits(), 2);
+  atomic_write_file(dir.file("b"), "b");  // later writes succeed
+  inject_write_fault(0);
+  EXPECT_EQ(read_file(path), "old");
+  EXPECT_EQ(files_in(dir.path()), (std::vector<std::string>{"a", "b", "model.safetensors"}));
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // refused by a ranking resume.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <map>
 #include <string>
 
@@ -73,8 +74,8 @@ TEST(RankingCheckpoint, ResumeIsBitIdentical) {
   EXPECT_EQ(sb.steps, 8);
 
   for (const char* file : {"model.safetensors", "optimizer.safetensors"}) {
-    const auto wa = tensors(a.trainer.run_dir + "/checkpoints/" + file);
-    const auto wb = tensors(b.trainer.run_dir + "/checkpoints/" + file);
+    const auto wa = tensors(find_checkpoint(a.trainer.run_dir) + "/" + file);
+    const auto wb = tensors(find_checkpoint(b.trainer.run_dir) + "/" + file);
     ASSERT_EQ(wa.size(), wb.size()) << file;
     for (const auto& [name, bytes] : wa) {
       ASSERT_TRUE(wb.count(name)) << file << ": " << name;
@@ -82,18 +83,18 @@ TEST(RankingCheckpoint, ResumeIsBitIdentical) {
     }
   }
   // Every table is in the checkpoint, and training moved the weights (not vacuous).
-  const auto w8 = tensors(a.trainer.run_dir + "/checkpoints/model.safetensors");
+  const auto w8 = tensors(checkpoint_model_path(find_checkpoint(a.trainer.run_dir)));
   for (const char* t : {"item_embedding", "action_embedding", "contextual_embedding"})
     EXPECT_TRUE(w8.count(t)) << t;
   // The MLP head's weights are linear maps, stored as nn.Linear's [out, in] (head.1: 16 -> 3).
-  EXPECT_EQ(SafetensorsFile(a.trainer.run_dir + "/checkpoints/model.safetensors")
+  EXPECT_EQ(SafetensorsFile(checkpoint_model_path(find_checkpoint(a.trainer.run_dir)))
                 .get("head.1.weight")
                 .shape,
             (std::vector<int64_t>{3, 16}));
   Config c = tiny_ranking(dir.file("short"));
   c.trainer.max_train_iters = 4;
   train(c, opts);
-  const auto w4 = tensors(c.trainer.run_dir + "/checkpoints/model.safetensors");
+  const auto w4 = tensors(checkpoint_model_path(find_checkpoint(c.trainer.run_dir)));
   EXPECT_FALSE(w4.at("item_embedding") == w8.at("item_embedding"));
 }
 
@@ -105,8 +106,9 @@ TEST(RankingCheckpoint, RefusesARetrievalCheckpoint) {
   opts.quiet = true;
   train(c, opts);
   // Rewrite the trainer state without the task, as retrieval runs wrote it before the task key
-  // existed.
-  const std::string ckpt = c.trainer.run_dir + "/checkpoints";
+  // existed (and drop the manifest, which would refuse the changed file).
+  const std::string ckpt = find_checkpoint(c.trainer.run_dir);
+  std::filesystem::remove(ckpt + "/manifest.json");
   Json st = json::parse_file(checkpoint_state_path(ckpt));
   st.erase("task");
   atomic_write_file(checkpoint_state_path(ckpt), json::dump(st, 2));

@@ -217,8 +217,12 @@ def main():
               f"{a.data_dir}")
     cache = gin["DatasetArgs.cache_dir"] or gin["TrainerArgs.run_dir"]
     item_ids_csv = os.path.join(cache, gin["DatasetArgs.dataset_name"], "item_ids.csv")
-    model_path = os.path.join(a.checkpoint or os.path.join(a.run_dir, "checkpoints"),
-                              "model.safetensors")
+    ckpt = a.checkpoint or os.path.join(a.run_dir, "checkpoints")
+    latest = os.path.join(ckpt, "latest")  # docs/CHECKPOINTS.md: the save `latest` names
+    if os.path.exists(latest):
+        with open(latest) as f:
+            ckpt = os.path.join(ckpt, f.read().strip())
+    model_path = os.path.join(ckpt, "model.safetensors")
 
     seqs, catalogue = ref.load_sequences(a.data_dir, "stable", 0)
     perm = item_permutation(item_ids_csv, catalogue)
