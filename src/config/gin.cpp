@@ -2,18 +2,18 @@
 //
 // One Parser reads one file; the files of an include tree share a ParseState (bindings in
 // order, macros, include stack). Macros are substituted only after the whole tree is read,
-// because gin lets a macro be used before (or in another file than) its definition.
+// because gin lets a macro be used before (or in another file than) its definition. File reading
+// and macro substitution, with the limits on hostile input, live in gin_limits.cpp.
 #include "config/gin.h"
 
 #include <cctype>
 #include <charconv>
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <sstream>
 #include <string_view>
 #include <system_error>
 
+#include "config/gin_limits.h"
 #include "core/error.h"
 #include "core/utf8.h"
 
@@ -57,23 +57,8 @@ bool is_path(std::string_view s, char sep) {
   }
 }
 
-// "file:line:col", or "file (column N)" for single-line labels.
-std::string where(const Location& loc) {
-  if (loc.line == 0) return detail::cat(loc.file, " (column ", loc.col, ")");
-  return detail::cat(loc.file, ":", loc.line, ":", loc.col);
-}
-
 [[noreturn]] void error_at(const Location& loc, const std::string& msg) {
   HSTU_THROW(where(loc), ": ", msg);
-}
-
-bool read_whole_file(const fs::path& path, std::string* text) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  std::ostringstream os;
-  os << in.rdbuf();
-  *text = os.str();
-  return !in.bad();
 }
 
 // Everything the files of one include tree share.
@@ -226,12 +211,17 @@ class Parser {
     fs::path path(name);
     if (path.is_relative()) path = fs::path(file_).parent_path() / path;
     path = path.lexically_normal();
-    std::string text;
-    if (!read_whole_file(path, &text)) {
+    std::error_code ec;
+    if (!fs::exists(path, ec)) {
       error_at(at, detail::cat("cannot read included file '", name, "' (looked for ", path.string(),
                                ")"));
     }
-    std::error_code ec;
+    std::string text;
+    try {
+      text = read_config_file(path.string(), "included file");
+    } catch (const Error& e) {
+      error_at(at, e.what());
+    }
     const std::string canonical = fs::weakly_canonical(path, ec).string();
     for (const std::string& open : st.include_stack) {
       if (open == canonical)
@@ -272,6 +262,10 @@ class Parser {
   // [a, b], (a, b) or {k: v}; newlines, comments and a trailing comma are allowed inside.
   Value parse_collection() {
     const Location open = here();
+    if (depth_ >= kMaxNestingDepth) {
+      error_at(open, detail::cat("value nested more than ", kMaxNestingDepth, " levels deep"));
+    }
+    ++depth_;
     const char opener = peek();
     const char closer = opener == '[' ? ']' : opener == '(' ? ')' : '}';
     Value v;
@@ -305,6 +299,7 @@ class Parser {
       }
     }
     advance(1);
+    --depth_;
     // "(x)" is a parenthesised value, "(x,)" a one-element tuple.
     if (v.kind == Value::Kind::kTuple && v.items.size() == 1 && !trailing_comma) {
       return std::move(v.items[0]);
@@ -524,38 +519,16 @@ class Parser {
   size_t pos_ = 0;
   int line_;  // 0 for single-line labels
   size_t line_start_ = 0;
+  int depth_ = 0;  // collections open around the cursor
 };
-
-// Replaces every %MACRO inside `v` by its (recursively substituted) definition.
-void substitute_macros(Value& v, const std::map<std::string, Value>& macros,
-                       std::vector<std::string>& expanding) {
-  if (v.kind == Value::Kind::kMacro) {
-    const std::string name = v.scope.empty() ? v.s : v.scope + "/" + v.s;
-    const auto it = macros.find(name);
-    if (it == macros.end()) error_at(v.loc, detail::cat("undefined macro %", name));
-    for (const std::string& open : expanding) {
-      if (open == name)
-        error_at(v.loc, detail::cat("macro %", name, " is defined in terms of itself"));
-    }
-    const Location use = v.loc;
-    expanding.push_back(name);
-    v = it->second;
-    substitute_macros(v, macros, expanding);
-    expanding.pop_back();
-    v.loc = use;
-    return;
-  }
-  for (Value& item : v.items) substitute_macros(item, macros, expanding);
-  for (Value& key : v.keys) substitute_macros(key, macros, expanding);
-}
 
 std::vector<Binding> parse_tree(const std::string& text, const std::string& file) {
   ParseState st;
   std::error_code ec;
   st.include_stack.push_back(fs::weakly_canonical(fs::path(file), ec).string());
   Parser(text, file, false).parse_statements(st);
-  std::vector<std::string> expanding;
-  for (Binding& b : st.bindings) substitute_macros(b.value, st.macros, expanding);
+  MacroExpander expander(st.macros);
+  for (Binding& b : st.bindings) expander.substitute(b.value);
   return std::move(st.bindings);
 }
 
@@ -675,12 +648,7 @@ std::string to_string(const Value& value) {
 }
 
 std::vector<Binding> parse_file(const std::string& path) {
-  std::error_code ec;
-  if (!fs::exists(path, ec)) HSTU_THROW("config file '", path, "' does not exist");
-  if (fs::is_directory(path, ec)) HSTU_THROW("config file '", path, "' is a directory");
-  std::string text;
-  if (!read_whole_file(path, &text)) HSTU_THROW("cannot read config file '", path, "'");
-  return parse_tree(text, path);
+  return parse_tree(read_config_file(path, "config file"), path);
 }
 
 std::vector<Binding> parse_text(const std::string& text, const std::string& display_name) {
@@ -689,8 +657,8 @@ std::vector<Binding> parse_text(const std::string& text, const std::string& disp
 
 Value parse_value(const std::string& text, const std::string& display_name) {
   Value v = Parser(text, display_name, true).parse_lone_value();
-  std::vector<std::string> expanding;
-  substitute_macros(v, {}, expanding);
+  const std::map<std::string, Value> no_macros;
+  MacroExpander(no_macros).substitute(v);
   return v;
 }
 

@@ -58,7 +58,9 @@ struct Binding {
 
 // Parses a .gin file and everything it includes (`include 'x.gin'`, relative to the including
 // file). `import ...` / `from ... import ...` lines are accepted and skipped. Throws hstu::Error
-// naming the path when the file cannot be read, and file:line:col for syntax errors.
+// naming the path when the file (or an include) cannot be read or is not a regular file of bounded
+// size, and file:line:col for syntax errors and for values past the limits of gin_limits.h
+// (nesting depth, macro expansion size).
 std::vector<Binding> parse_file(const std::string& path);
 
 // Same for text held in memory; `display_name` names it in errors and its folder anchors includes.

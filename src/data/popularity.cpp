@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "core/checked.h"
 #include "core/error.h"
 
 namespace hstu {
@@ -34,6 +35,8 @@ std::vector<int32_t> popularity_ranks(const SequenceDataset& ds, const Split& ev
   std::vector<int64_t> position(ds.num_items, 0);
   for (size_t p = 0; p < by_score.size(); ++p) position[by_score[p]] = static_cast<int64_t>(p);
 
+  // Ranks never exceed the catalogue, so a cap beyond it changes nothing (and cannot overflow).
+  const int64_t worst = checked_add(std::min(rank_cap, ds.num_items), 1, "popularity rank cap");
   std::vector<int32_t> ranks(eval.samples.size());
   std::vector<int64_t> ahead;  // distinct history items placed before the target
   for (size_t k = 0; k < eval.samples.size(); ++k) {
@@ -47,7 +50,7 @@ std::vector<int32_t> popularity_ranks(const SequenceDataset& ds, const Split& ev
     std::sort(ahead.begin(), ahead.end());
     const int64_t filtered = std::unique(ahead.begin(), ahead.end()) - ahead.begin();
     const int64_t rank = 1 + position[target] - filtered;
-    ranks[k] = static_cast<int32_t>(std::min(rank, rank_cap + 1));
+    ranks[k] = checked_i32(std::min(rank, worst), "popularity rank");
   }
   return ranks;
 }

@@ -21,6 +21,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "core/checked.h"
 #include "core/error.h"
 #include "core/philox.h"
 #include "data/synthetic.h"
@@ -232,7 +233,8 @@ class DenseIds {
     sorted.reserve(index_.size());
     for (const auto& [raw, unused] : index_) sorted.push_back(raw);
     std::sort(sorted.begin(), sorted.end());
-    for (size_t i = 0; i < sorted.size(); ++i) index_[sorted[i]] = first + static_cast<int32_t>(i);
+    for (size_t i = 0; i < sorted.size(); ++i)
+      index_[sorted[i]] = checked_i32(first + static_cast<int64_t>(i), "dense id");
     return sorted;
   }
 
@@ -312,7 +314,9 @@ SequenceDataset build_dataset(const RawData& raw, IdMaps* maps, const std::strin
   // Contextual features of each dense user (0 = the user had no row).
   const size_t num_ctx = raw.contextual_names.size();
   if (num_ctx > 0) {
-    a.contextual_values.assign(num_users * num_ctx, 0);
+    a.contextual_values.assign(static_cast<size_t>(checked_mul(
+                                   num_users, static_cast<int64_t>(num_ctx), "contextual values")),
+                               0);
     for (size_t i = 0; i < raw.contextual_users.size(); ++i) {
       const int32_t u = users.find(raw.contextual_users[i]);
       if (u < 0) continue;  // a user without events
@@ -347,7 +351,7 @@ void write_sequence_file(const SequenceDataset& ds, const std::string& path) {
   h.num_events = ds.num_events();
   h.num_items = ds.num_items;
   h.num_actions = ds.num_actions;
-  h.num_contextual = static_cast<int32_t>(num_ctx);
+  h.num_contextual = checked_i32(num_ctx, "contextual features");
   h.name_bytes = static_cast<uint32_t>(ds.name.size());
 
   // The metadata section, built in memory (it is small).
@@ -441,12 +445,12 @@ SequenceDataset read_sequence_file(const std::string& path) {
   }
   ds.num_items = h.num_items;
   ds.num_actions = h.num_actions;
-  ds.user_offsets = r.array<int64_t>(h.num_users + 1, "user_offsets");
+  ds.user_offsets = r.array<int64_t>(checked_add(h.num_users, 1, "user_offsets"), "user_offsets");
   ds.items = r.array<int32_t>(h.num_events, "items");
   if (h.flags & kFlagActions) ds.actions = r.array<int32_t>(h.num_events, "actions");
   ds.timestamps = r.array<int64_t>(h.num_events, "timestamps");
-  ds.contextual_values =
-      r.array<int32_t>(h.num_users * static_cast<int64_t>(h.num_contextual), "contextual_values");
+  ds.contextual_values = r.array<int32_t>(
+      checked_mul(h.num_users, h.num_contextual, "contextual_values"), "contextual_values");
   if (r.position() != size) {
     HSTU_THROW(path, ": sizes are inconsistent: the arrays end at byte ", r.position(), " of ",
                size);

@@ -5,12 +5,14 @@
 #include <cstring>
 #include <vector>
 
+#include "core/checked.h"
+
 namespace hstu {
 
 BatchTensors allocate_batch_tensors(Arena& arena, const BatchCapacity& cap) {
   BatchTensors bt;
   const int64_t t = std::max<int64_t>(cap.max_tokens, 1);
-  bt.offsets = arena.alloc(DType::kI32, {cap.max_batch + 1});
+  bt.offsets = arena.alloc(DType::kI32, {checked_add(cap.max_batch, 1, "batch offsets")});
   bt.item_ids = arena.alloc(DType::kI32, {t});
   bt.positions = arena.alloc(DType::kI32, {t});
   bt.target_ids = arena.alloc(DType::kI32, {t});
@@ -77,8 +79,12 @@ class Uploader {
 }  // namespace
 
 size_t upload_staging_bytes(const BatchCapacity& cap) {
-  const size_t t = static_cast<size_t>(std::max<int64_t>(cap.max_tokens, 1));
-  return 16 * 8 + static_cast<size_t>(cap.max_batch + 1) * 4 + t * (3 * 4 + 2 * 8);
+  const int64_t t = std::max<int64_t>(cap.max_tokens, 1);
+  const int64_t offsets =
+      checked_mul(checked_add(cap.max_batch, 1, "staged offsets"), 4, "staged offset bytes");
+  const int64_t tokens = checked_mul(t, 3 * 4 + 2 * 8, "staged token bytes");
+  return static_cast<size_t>(
+      checked_add(16 * 8, checked_add(offsets, tokens, "staging bytes"), "staging bytes"));
 }
 
 void upload_batch(const SequenceBatch& b, const BatchCapacity& cap, BatchTensors& bt,
@@ -88,7 +94,7 @@ void upload_batch(const SequenceBatch& b, const BatchCapacity& cap, BatchTensors
              " samples / ", n, " tokens exceeds the planned ", cap.max_batch, " / ",
              cap.max_tokens);
   bt.batch_size = b.batch_size;
-  bt.num_tokens = static_cast<int32_t>(n);
+  bt.num_tokens = checked_i32(n, "tokens in a batch");
   bt.max_seqlen = b.max_seqlen;
   bt.host = &b;
   if (staging) staging->wait();  // its previous copies must have read it

@@ -3,9 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 #include <vector>
 
+#include "core/checked.h"
 #include "core/context.h"
 #include "core/philox.h"
 #include "ops/cast.h"
@@ -84,11 +84,12 @@ void init_tensor(const Tensor& t, const Init& init, uint64_t seed, const std::st
 
 int DenseParams::add(const std::string& name, std::vector<int64_t> shape, bool decay, Init init) {
   HSTU_CHECK(!arena_, "parameter ", name, " added after finalize()");
-  HSTU_CHECK(find(name) < 0, "duplicate parameter ", name);
+  const int index = static_cast<int>(table_.size());
+  if (!index_.try_emplace(name, index).second) HSTU_THROW("duplicate parameter ", name);
   ParamInfo p{name, std::move(shape), decay, false, init};
-  p.numel = std::accumulate(p.shape.begin(), p.shape.end(), int64_t{1}, std::multiplies<>());
+  for (const int64_t d : p.shape) p.numel = checked_mul(p.numel, d, name.c_str());
   table_.push_back(std::move(p));
-  return static_cast<int>(table_.size()) - 1;
+  return index;
 }
 
 int DenseParams::add_linear(const std::string& name, int64_t in, int64_t out, Init init) {
@@ -98,9 +99,8 @@ int DenseParams::add_linear(const std::string& name, int64_t in, int64_t out, In
 }
 
 int DenseParams::find(const std::string& name) const {
-  for (size_t i = 0; i < table_.size(); ++i)
-    if (table_[i].name == name) return static_cast<int>(i);
-  return -1;
+  const auto it = index_.find(name);
+  return it == index_.end() ? -1 : it->second;
 }
 
 void DenseParams::finalize(Device device, uint64_t seed, DType dtype, DType compute_dtype) {
@@ -111,7 +111,8 @@ void DenseParams::finalize(Device device, uint64_t seed, DType dtype, DType comp
     for (auto& p : table_) {
       if (p.decay != (pass == 0)) continue;
       p.offset = off;
-      off += (p.numel + 63) / 64 * 64;
+      const int64_t padded = checked_add(p.numel, 63, p.name.c_str()) / 64 * 64;
+      off = checked_add(off, padded, "dense parameter elements");
     }
     if (pass == 0) num_decay_ = off;
   }

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/arena.h"
@@ -84,6 +85,7 @@ class DenseParams {
  private:
   Tensor view(const Tensor& flat, int i) const;
   std::vector<ParamInfo> table_;
+  std::unordered_map<std::string, int> index_;  // name -> index in table_
   std::unique_ptr<Arena> arena_;
   Tensor params_, grads_, m_, v_, compute_, grad_sumsq_;
   int64_t size_ = 0, num_decay_ = 0;

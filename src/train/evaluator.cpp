@@ -1,8 +1,10 @@
 // evaluator.cpp — batched encoding + full-catalogue ranking (retrieval_rank) into metrics.
 #include "train/evaluator.h"
 
+#include <cstdio>
 #include <vector>
 
+#include "core/checked.h"
 #include "ops/embedding.h"
 #include "ops/retrieval_rank.h"
 
@@ -12,7 +14,10 @@ RetrievalEvaluator::RetrievalEvaluator(const SequenceDataset& ds, const Split& s
                                        int64_t batch_size, int64_t max_batches, HstuModel& model)
     : batcher_(ds, split, batch_size, /*shuffle=*/false, 0), max_batches_(max_batches) {
   const int64_t d = model.config().network.hidden_size;
-  const size_t bytes = static_cast<size_t>(batch_size) * (d * 4 + 12) + 8 * Arena::kAlign;
+  const int64_t per_sample = checked_add(checked_mul(d, 4, "eval query bytes"), 12, "eval bytes");
+  const size_t bytes =
+      static_cast<size_t>(checked_mul(batch_size, per_sample, "eval buffer bytes")) +
+      8 * Arena::kAlign;
   arena_ = std::make_unique<Arena>(model.device(), bytes, "eval");
   last_idx_ = arena_->alloc(DType::kI32, {batch_size});
   queries_ = arena_->alloc(DType::kF32, {batch_size, d});
@@ -27,6 +32,9 @@ RetrievalMetrics RetrievalEvaluator::run(Ctx& ctx, HstuModel& model) {
   if (max_batches_ > 0 && max_batches_ < n) n = max_batches_;
   std::vector<int32_t> last, ranks;
   BatchTensors& bt = model.batch_tensors();
+  const int32_t cap =
+      checked_i32(model.config().retrieval.eval_rank_cap, "RetrievalArgs.eval_rank_cap");
+  int64_t nonfinite = 0;  // targets whose score is NaN or infinite (ranked last)
   for (int64_t i = 0; i < n; ++i) {
     batcher_.get(0, i, host_);
     const int32_t b = host_.batch_size;
@@ -42,11 +50,19 @@ RetrievalMetrics RetrievalEvaluator::run(Ctx& ctx, HstuModel& model) {
                b * sizeof(int32_t));
     embedding_fwd(ctx, out, last_idx, 1.0f, Tensor(), Tensor(), queries);
     retrieval_rank(ctx, queries, items, targets, bt.offsets.rows(0, b + 1),
-                   bt.item_ids.rows(0, bt.num_tokens),
-                   static_cast<int32_t>(model.config().retrieval.eval_rank_cap), ranks_t);
+                   bt.item_ids.rows(0, bt.num_tokens), cap, ranks_t);
     ranks.resize(static_cast<size_t>(b));
     copy_bytes(ranks.data(), Device::kCPU, ranks_t.data, ranks_t.device, b * sizeof(int32_t));
-    for (int32_t r : ranks) metrics.add(r);
+    for (const int32_t r : ranks) {
+      nonfinite += r == cap + 2;
+      metrics.add(r == cap + 2 ? cap + 1 : r);
+    }
+  }
+  if (nonfinite > 0) {
+    std::fprintf(stderr,
+                 "hstu: warning: %lld of %lld evaluation targets have a non-finite score (NaN or "
+                 "infinite weights, or an overflow in the forward pass); they are ranked last\n",
+                 static_cast<long long>(nonfinite), static_cast<long long>(metrics.count()));
   }
   return metrics;
 }

@@ -243,5 +243,40 @@ TEST(GinParser, ToStringReparsesToTheSameValue) {
   EXPECT_EQ(gin::parse_value(gin::to_string(gin::parse_value("0.1", "v")), "v").f, 0.1);
 }
 
+TEST(GinParser, DeepNestingIsAnErrorNamingTheLine) {
+  const std::string ok = std::string(64, '[') + std::string(64, ']');
+  EXPECT_EQ(gin::parse_text("A.x = " + ok + "\n", "t.gin").size(), 1u);
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  EXPECT_EQ(error_of([&] { gin::parse_text("A.y = 1\nA.x = " + deep + "\n", "t.gin"); }),
+            "t.gin:2:71: value nested more than 64 levels deep");
+  std::string chain = "M0 = 1\n";  // each macro one level deeper than the last
+  for (int k = 1; k <= 100; ++k) chain += detail::cat("M", k, " = [%M", k - 1, "]\n");
+  EXPECT_EQ(error_of([&] { gin::parse_text(chain + "A.x = %M100\n", "t.gin"); }),
+            "t.gin:102:7: macro %M100 is nested more than 64 levels deep");
+}
+
+TEST(GinParser, MacroExpansionSizeIsBounded) {
+  std::string doubling = "M0 = 1\n";  // %M40 would be 2^40 values
+  for (int k = 1; k <= 40; ++k) {
+    doubling += detail::cat("M", k, " = (%M", k - 1, ", %M", k - 1, ")\n");
+  }
+  EXPECT_EQ(error_of([&] { gin::parse_text(doubling + "A.x = %M40\n", "t.gin"); }),
+            "t.gin:42:7: macro %M40 expands to more than 262144 values (a macro that repeats "
+            "itself?)");
+  EXPECT_EQ(gin::parse_text(doubling + "A.x = %M10\n", "t.gin")[0].value.items.size(), 2u);
+}
+
+TEST(GinParser, ConfigFilesAndIncludesMustBeRegularFiles) {
+  test::TempDir dir;
+  dir.write("folder/x.gin", "A.x = 1\n");
+  const std::string main = dir.write("main.gin", "A.y = 2\ninclude 'folder'\n");
+  EXPECT_EQ(error_of([&] { gin::parse_file(main); }),
+            main + ":2:1: included file '" + dir.path() + "/folder' is a directory");
+  EXPECT_EQ(error_of([&] { gin::parse_file(dir.path() + "/folder"); }),
+            "config file '" + dir.path() + "/folder' is a directory");
+  EXPECT_EQ(error_of([] { gin::parse_file("/dev/null"); }),
+            "config file '/dev/null' is not a regular file");
+}
+
 }  // namespace
 }  // namespace hstu

@@ -5,6 +5,7 @@
 // that the CUDA kernel has to meet.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <set>
 
 #include "common/data_test_util.h"
@@ -88,6 +89,8 @@ TEST(Popularity, CountsAndRanks) {
   const std::vector<int32_t> ranks = popularity_ranks(ds, s.test, counts);
   EXPECT_EQ(ranks, (std::vector<int32_t>{3, 4, 2}));
   EXPECT_EQ(popularity_ranks(ds, s.test, counts, 2), (std::vector<int32_t>{3, 3, 2}));
+  // A cap beyond the catalogue changes nothing (rank_cap + 1 used to overflow).
+  EXPECT_EQ(popularity_ranks(ds, s.test, counts, INT64_MAX), ranks);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 //  - random data (several user chunks, strided queries) against a brute-force sort of the
 //    filtered catalogue by (score desc, id asc): exact in f64; in f32 within the band of items
 //    whose score is within float rounding of the target's;
+//  - a NaN or infinite target score ranks last (rank_cap + 2), not first; a NaN item never beats;
 //  - bad targets, history ids, offsets and rank_cap raise hstu::Error.
 #include <algorithm>
 #include <cmath>
@@ -147,6 +148,31 @@ TEST(RetrievalRankCpu, MatchesBruteForceSort) {
   }
 }
 
+TEST(RetrievalRankCpu, NonFiniteTargetScoresRankLast) {
+  ArenaScope scope;
+  Ctx ctx = cpu_ctx();
+  for (DType dt : {DType::kF32, DType::kF64}) {
+    SCOPED_TRACE(dtype_name(dt));
+    // Items: 0 padding, 1 (1, 0), 2 (0, 1), 3 (0.5, 0), 4 (NaN, 0).
+    const double nan = std::nan(""), inf = INFINITY;
+    const double item_vals[5][2] = {{0, 0}, {1, 0}, {0, 1}, {0.5, 0}, {nan, 0}};
+    const Tensor items = alloc(dt, {5, 2});
+    for (int64_t i = 0; i < 5; ++i)
+      for (int64_t k = 0; k < 2; ++k) set(items, i * 2 + k, item_vals[i][k]);
+    // u0 scores NaN everywhere, u1 +inf on its target; u2 is finite and only item 1 beats its
+    // target 3 (the NaN item 4 does not).
+    const double q_vals[3][2] = {{nan, 0}, {inf, 0}, {1, 0}};
+    const Tensor queries = alloc(dt, {3, 2});
+    for (int64_t u = 0; u < 3; ++u)
+      for (int64_t k = 0; k < 2; ++k) set(queries, u * 2 + k, q_vals[u][k]);
+    const Tensor ranks = alloc(DType::kI32, {3});
+    retrieval_rank(ctx, queries, items, i32({1, 1, 3}), i32({0, 0, 0, 0}), i32({0}), 10, ranks);
+    EXPECT_EQ(get(ranks, 0), 12);
+    EXPECT_EQ(get(ranks, 1), 12);
+    EXPECT_EQ(get(ranks, 2), 2);
+  }
+}
+
 TEST(RetrievalRankCpu, RejectsBadArguments) {
   ArenaScope scope;
   Ctx ctx = cpu_ctx();
@@ -166,6 +192,8 @@ TEST(RetrievalRankCpu, RejectsBadArguments) {
   EXPECT_THROW(retrieval_rank(ctx, q, items, i32({1, 2}), i32({0, 1, 2}), i32({1, 9}), 10, ranks),
                Error);  // history id out of range
   EXPECT_THROW(retrieval_rank(ctx, q, items, i32({1, 2}), i32({0, 1, 2}), hist, 0, ranks), Error);
+  EXPECT_THROW(retrieval_rank(ctx, q, items, i32({1, 2}), i32({0, 1, 2}), hist, INT32_MAX, ranks),
+               Error);  // rank_cap + 2 would overflow
 }
 
 }  // namespace

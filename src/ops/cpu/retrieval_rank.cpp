@@ -46,6 +46,10 @@ void rank_impl(Ctx& ctx, const Tensor& queries, const Tensor& items, const Tenso
       T* s = buf.data() + k * v;
       const int32_t target = tgt[user];
       const T st = s[target];  // read before the history (which may hold the target) is removed
+      if (!std::isfinite(st)) {
+        out[user] = rank_cap + 2;  // a non-finite target score ranks last (retrieval_rank.h)
+        continue;
+      }
       for (int32_t i = off[user]; i < off[user + 1]; ++i)
         s[hist[i]] = -std::numeric_limits<T>::infinity();
       // Items ranked above the target: higher score, or equal score and smaller id.
@@ -77,7 +81,8 @@ void retrieval_rank(Ctx& ctx, const Tensor& queries, const Tensor& items, const 
   detail::check_dtype(history_ids, DType::kI32, "retrieval_rank history_ids");
   check_shape(ranks, {u}, "retrieval_rank ranks");
   detail::check_dtype(ranks, DType::kI32, "retrieval_rank ranks");
-  HSTU_CHECK(rank_cap >= 1, "retrieval_rank: rank_cap must be >= 1, got ", rank_cap);
+  HSTU_CHECK(rank_cap >= 1 && rank_cap <= INT32_MAX - 2,
+             "retrieval_rank: rank_cap must be in [1, INT32_MAX - 2], got ", rank_cap);
   const int32_t* tgt = targets.as<int32_t>();
   const int32_t* off = history_offsets.as<int32_t>();
   const int32_t* hist = history_ids.as<int32_t>();

@@ -125,9 +125,11 @@ __global__ void __launch_bounds__(kThreads) rank_tile_kernel(RankArgs a) {
   }
 }
 
-__global__ void finish_ranks_kernel(const int32_t* count, int64_t u, int32_t cap, int32_t* ranks) {
+// A non-finite target score ranks last, as cap + 2 (retrieval_rank.h), whatever its count.
+__global__ void finish_ranks_kernel(const int32_t* count, const float* st, int64_t u, int32_t cap,
+                                    int32_t* ranks) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (i < u) ranks[i] = min(count[i], cap) + 1;
+  if (i < u) ranks[i] = isfinite(st[i]) ? min(count[i], cap) + 1 : cap + 2;
 }
 
 // Bytes of one history-bitmap tile (kTile users x items bits).
@@ -162,7 +164,8 @@ void retrieval_rank(Ctx& ctx, const Tensor& queries, const Tensor& items, const 
   check_shape(ranks, {u}, "retrieval_rank ranks");
   for (const Tensor* t : {&targets, &history_offsets, &history_ids, &ranks})
     HSTU_CHECK(t->dtype == DType::kI32, op, ": ids, offsets and ranks must be i32, got ", t->str());
-  HSTU_CHECK(rank_cap >= 1, "retrieval_rank: rank_cap must be >= 1, got ", rank_cap);
+  HSTU_CHECK(rank_cap >= 1 && rank_cap <= INT32_MAX - 2,
+             "retrieval_rank: rank_cap must be in [1, INT32_MAX - 2], got ", rank_cap);
   if (u == 0) return;
   // The offsets are small and needed on the host to split history entries by user chunk.
   std::vector<int32_t> off(static_cast<size_t>(u + 1));
@@ -223,7 +226,7 @@ void retrieval_rank(Ctx& ctx, const Tensor& queries, const Tensor& items, const 
     }
   });
   finish_ranks_kernel<<<static_cast<unsigned>((u + 255) / 256), 256, 0, stream_of(ctx)>>>(
-      count.as<int32_t>(), u, rank_cap, ranks.as<int32_t>());
+      count.as<int32_t>(), st.as<float>(), u, rank_cap, ranks.as<int32_t>());
   HSTU_CUDA_CHECK_LAUNCH();
 }
 
