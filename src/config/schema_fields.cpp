@@ -234,7 +234,7 @@ std::vector<FieldSpec> distribution_fields() {
 // NetworkArgs, then the recsys-examples fields of the class that hstu ignores.
 std::vector<FieldSpec> network_fields() {
   return {
-      num(HSTU_FIELD(NetworkArgs, network, num_layers), at_least(1), "HSTU layers"),
+      num(HSTU_FIELD(NetworkArgs, network, num_layers), between(1, 1024, false), "HSTU layers"),
       num(HSTU_FIELD(NetworkArgs, network, hidden_size), at_least(1),
           "D, width of the residual stream and of the embeddings"),
       num(HSTU_FIELD(NetworkArgs, network, num_attention_heads), at_least(1), "H, heads"),
@@ -327,8 +327,8 @@ std::vector<FieldSpec> retrieval_fields() {
           "epsilon of the L2 normalisation of embeddings"),
       str(HSTU_FIELD(RetrievalArgs, retrieval, negative_sampler), {"uniform", "in_batch"},
           "uniform over the catalogue (Meta) or deduplicated in-batch (recsys-examples)"),
-      num(HSTU_FIELD(RetrievalArgs, retrieval, eval_rank_cap), at_least(1),
-          "ranks beyond this count as cap + 1"),
+      num(HSTU_FIELD(RetrievalArgs, retrieval, eval_rank_cap), between(1, 2147483645, false),
+          "ranks beyond this count as cap + 1 (a non-finite target score ranks cap + 2, last)"),
   };
 }
 
