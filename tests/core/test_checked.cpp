@@ -6,6 +6,7 @@
 #include <limits>
 #include <string>
 
+#include "common/test_util.h"
 #include "core/checked.h"
 
 namespace hstu {
@@ -13,16 +14,6 @@ namespace {
 
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
 constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 TEST(Checked, InRangeResultsAreExact) {
   EXPECT_EQ(checked_mul(1 << 20, 1 << 20, "x"), int64_t{1} << 40);
@@ -36,17 +27,17 @@ TEST(Checked, InRangeResultsAreExact) {
 }
 
 TEST(Checked, OverflowIsAnErrorNamingTheQuantity) {
-  EXPECT_EQ(error_of([] { checked_mul(int64_t{1} << 32, int64_t{1} << 31, "token bytes"); }),
+  EXPECT_EQ(test::error_of([] { checked_mul(int64_t{1} << 32, int64_t{1} << 31, "token bytes"); }),
             "size overflow: token bytes = 4294967296 * 2147483648 does not fit in 64 bits");
-  EXPECT_EQ(error_of([] { checked_mul(kMin, -1, "m"); }),
+  EXPECT_EQ(test::error_of([] { checked_mul(kMin, -1, "m"); }),
             "size overflow: m = -9223372036854775808 * -1 does not fit in 64 bits");
-  EXPECT_EQ(error_of([] { checked_add(kMax, 1, "user_offsets"); }),
+  EXPECT_EQ(test::error_of([] { checked_add(kMax, 1, "user_offsets"); }),
             "size overflow: user_offsets = 9223372036854775807 + 1 does not fit in 64 bits");
-  EXPECT_EQ(error_of([] { checked_add(kMin, -1, "a"); }),
+  EXPECT_EQ(test::error_of([] { checked_add(kMin, -1, "a"); }),
             "size overflow: a = -9223372036854775808 + -1 does not fit in 64 bits");
-  EXPECT_EQ(error_of([] { checked_i32(int64_t{INT32_MAX} + 1, "rank cap"); }),
+  EXPECT_EQ(test::error_of([] { checked_i32(int64_t{INT32_MAX} + 1, "rank cap"); }),
             "size overflow: rank cap = 2147483648 does not fit in 32 bits");
-  EXPECT_EQ(error_of([] { checked_i32(int64_t{INT32_MIN} - 1, "id"); }),
+  EXPECT_EQ(test::error_of([] { checked_i32(int64_t{INT32_MIN} - 1, "id"); }),
             "size overflow: id = -2147483649 does not fit in 32 bits");
 }
 
