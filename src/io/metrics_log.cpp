@@ -3,8 +3,10 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 
 #include "core/error.h"
+#include "io/atomic_file.h"
 
 namespace hstu {
 
@@ -25,6 +27,39 @@ void MetricsLog::write(const Json& record) {
   HSTU_CHECK(
       std::fwrite(line.data(), 1, line.size(), file_) == line.size() && std::fflush(file_) == 0,
       "cannot write ", path_, ": ", std::strerror(errno));
+}
+
+int64_t MetricsLog::keep_until(const std::function<bool(const Json&)>& ends) {
+  std::ifstream in(path_);
+  HSTU_CHECK(in.good(), "cannot read ", path_);
+  std::string kept, line;
+  int64_t dropped = 0, kept_lines = 0;
+  bool cut = false;
+  while (std::getline(in, line)) {
+    if (!cut) {
+      Json r;
+      try {
+        r = json::parse(line, path_);
+      } catch (const Error&) {  // a line torn by a crash: it and everything after go
+        cut = true;
+      }
+      cut = cut || !r.is_object() || ends(r);
+    }
+    if (cut) {
+      ++dropped;
+      continue;
+    }
+    kept += line;
+    kept += '\n';
+    ++kept_lines;
+  }
+  if (dropped == 0) return kept_lines;
+  std::fclose(file_);
+  file_ = nullptr;
+  atomic_write_file(path_, kept);
+  file_ = std::fopen(path_.c_str(), "a");
+  HSTU_CHECK(file_ != nullptr, "cannot open ", path_, " for appending: ", std::strerror(errno));
+  return kept_lines;
 }
 
 void MetricsLog::log(const std::string& event,

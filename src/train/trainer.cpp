@@ -59,6 +59,7 @@ class Loop {
     saved_step_ = step_;
   }
   void evaluate(int64_t epoch);
+  void cut_log_at_checkpoint();
   int64_t timed_step(const SequenceBatch& batch, double lr);
   void write_summary_record();
 
@@ -203,13 +204,31 @@ int64_t Loop::timed_step(const SequenceBatch& batch, double lr) {
   return tokens;
 }
 
+// A resumed run's metrics.jsonl keeps what was logged up to the checkpoint's step (a run killed
+// after its last save logged steps it will now log again) and drops the end-of-run records.
+void Loop::cut_log_at_checkpoint() {
+  const int64_t kept = log_.keep_until([&](const Json& r) {
+    const std::string event = r.value("event", "");
+    if (event == "summary" || event == "synthetic_oracle") return true;
+    const auto s = r.find("step");
+    return s != r.end() && s->is_number_integer() && s->get<int64_t>() > step_;
+  });
+  if (kept == 0) task_.log_setup(log_);  // a resume into a new run folder
+}
+
 TrainSummary Loop::run() {
-  task_.log_setup(log_);
   load();
+  if (opts_.resume_dir.empty())
+    task_.log_setup(log_);
+  else
+    cut_log_at_checkpoint();
   Batcher& batcher = task_.batcher();
   const int64_t per_epoch = batcher.num_batches();
   const int64_t total_steps =
       ta_.max_train_iters > 0 ? ta_.max_train_iters : ta_.num_epochs * per_epoch;
+  HSTU_CHECK(step_ <= total_steps, opts_.resume_dir, ": the checkpoint is at step ", step_,
+             ", beyond the ", total_steps,
+             " steps of this run (TrainerArgs.num_epochs, max_train_iters)");
   LrSchedule lr_schedule(cfg_.optimizer.lr_schedule, cfg_.optimizer.learning_rate,
                          cfg_.optimizer.warmup_steps, total_steps);
   SequenceBatch host;

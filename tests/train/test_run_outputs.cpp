@@ -4,18 +4,23 @@
 //     train/lr, train/tokens_per_s at every "train" line and test/<metric> at every evaluation,
 //     with the same steps and values (as float32);
 //   - the timeline (TrainerArgs.profile): trace.json holds the profiled steps, the evaluations
-//     and each profiled step's phases on their own track.
+//     and each profiled step's phases on their own track;
+//   - metrics.jsonl after a resume from an older save: every step logged once, the same records
+//     as a run that was never stopped; a checkpoint beyond the run's end is refused.
 // Skips where python3 or its tensorboard package is missing.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "common/io_test_util.h"
 #include "common/test_util.h"
 #include "config/load.h"
 #include "io/json.h"
+#include "train/checkpoint.h"
 #include "train/trainer.h"
 
 namespace hstu {
@@ -105,6 +110,57 @@ TEST(RunOutputs, TimelineHasStepsEvalsAndPhases) {
   // passes, which are not timed (no timer attached), so exactly one per step.
   EXPECT_EQ(attn, s.steps);
   EXPECT_EQ(track_names, 1);
+}
+
+// metrics.jsonl's records without their timing fields, one string per line.
+std::vector<std::string> records(const std::string& run_dir) {
+  std::vector<std::string> out;
+  std::istringstream lines(test::read_file(run_dir + "/metrics.jsonl"));
+  for (std::string line; std::getline(lines, line);) {
+    Json r = json::parse(line);
+    for (const char* k : {"tokens_per_s", "train_seconds", "checkpoint"}) r.erase(k);
+    out.push_back(json::dump(r));
+  }
+  return out;
+}
+
+TEST(RunOutputs, AResumeFromAnOlderSaveLogsEveryStepOnce) {
+  test::TempDir dir;
+  auto eight_steps = [&](const std::string& name) {
+    Config c = tiny_run(dir.file(name));
+    c.trainer.max_train_iters = 8;
+    c.trainer.log_interval = 1;
+    c.trainer.eval_interval = 2;
+    c.trainer.ckpt_save_interval = 4;
+    return c;
+  };
+  TrainOptions opts;
+  opts.quiet = true;
+  const Config straight = eight_steps("straight");
+  train(straight, opts);
+  // A run killed after its step-8 save had logged steps 5..8 that a resume from step 4 logs again.
+  const Config killed = eight_steps("killed");
+  train(killed, opts);
+  const std::string ckpt = killed.trainer.run_dir + "/checkpoints";
+  std::filesystem::remove_all(ckpt + "/step-000000008");
+  test::write_file(checkpoint_latest_path(ckpt), "step-000000004\n");
+  TrainOptions resume = opts;
+  resume.resume_dir = killed.trainer.run_dir;
+  train(killed, resume);
+  EXPECT_EQ(records(killed.trainer.run_dir), records(straight.trainer.run_dir));
+}
+
+TEST(RunOutputs, ACheckpointBeyondTheRunIsRefused) {
+  test::TempDir dir;
+  Config c = tiny_run(dir.file("run"));
+  c.trainer.max_train_iters = 6;
+  TrainOptions opts;
+  opts.quiet = true;
+  train(c, opts);
+  c.trainer.max_train_iters = 4;
+  opts.resume_dir = c.trainer.run_dir;
+  EXPECT_NE(test::error_of([&] { train(c, opts); }).find("beyond the 4 steps of this run"),
+            std::string::npos);
 }
 
 }  // namespace
