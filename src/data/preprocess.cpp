@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cstring>
 #include <filesystem>
@@ -511,7 +512,9 @@ std::string dataset_cache_dir(const Config& cfg) {
   return (std::filesystem::path(root) / cfg.dataset.dataset_name).string();
 }
 
-SequenceDataset open_dataset(const Config& cfg, bool skip_malformed, DatasetReport* report) {
+namespace {
+SequenceDataset open_dataset_untimed(const Config& cfg, bool skip_malformed,
+                                     DatasetReport* report) {
   const DatasetArgs& args = cfg.dataset;
   if (args.dataset_name == "synthetic") {
     if (report != nullptr) *report = DatasetReport{};
@@ -531,6 +534,15 @@ SequenceDataset open_dataset(const Config& cfg, bool skip_malformed, DatasetRepo
     return load_preprocessed(dir);
   }
   return preprocess_raw(args, dir, skip_malformed, report);
+}
+}  // namespace
+
+SequenceDataset open_dataset(const Config& cfg, bool skip_malformed, DatasetReport* report) {
+  const auto t0 = std::chrono::steady_clock::now();
+  SequenceDataset ds = open_dataset_untimed(cfg, skip_malformed, report);
+  if (report != nullptr)
+    report->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return ds;
 }
 
 }  // namespace hstu

@@ -47,6 +47,7 @@ struct DatasetReport {
   int64_t num_malformed = 0;  // raw rows skipped (skip_malformed)
   int64_t num_filtered = 0;   // raw rows removed by the dataset's filter
   std::vector<std::string> malformed_examples;
+  double seconds = 0;  // wall time of open_dataset (generation, cache load or preprocessing)
 };
 
 // Groups events by user, stable-sorts each user's events by timestamp (ties keep file order),

@@ -11,7 +11,6 @@
 #include "data/preprocess.h"
 #include "data/ranking.h"
 #include "data/synthetic_oracle.h"
-#include "io/progress.h"
 #include "model/flops.h"
 #include "model/ranking_model.h"
 #include "train/eval_report.h"
@@ -28,7 +27,7 @@ class RankingTask final : public Task {
   RankingTask(const Config& cfg, std::ostream* out)
       : cfg_(cfg),
         device_(resolve_device(cfg.trainer.device)),
-        ds_(open_timed(cfg)),
+        ds_(open_dataset(cfg, false, &report_)),
         splits_(
             make_ranking_splits(ds_, cfg.dataset, cfg.dataset.ranking_split, cfg.dataset.truncate)),
         shape_(ranking_shape(cfg, ds_)),
@@ -128,14 +127,6 @@ class RankingTask final : public Task {
   }
 
  private:
-  SequenceDataset open_timed(const Config& cfg) {
-    const double t = ProgressBar::steady_seconds();
-    DatasetReport report;
-    SequenceDataset ds = open_dataset(cfg, false, &report);
-    data_seconds_ = ProgressBar::steady_seconds() - t;
-    return ds;
-  }
-
   std::string data_line() const {
     char line[512];
     std::snprintf(line, sizeof line,
@@ -144,7 +135,7 @@ class RankingTask final : public Task {
                   ds_.name.c_str(), static_cast<long long>(ds_.num_users()),
                   static_cast<long long>(ds_.num_items - 1),
                   static_cast<long long>(ds_.num_events()), ds_.contextual_names.size(),
-                  data_seconds_, cfg_.dataset.ranking_split.c_str(), splits_.train.samples.size(),
+                  report_.seconds, cfg_.dataset.ranking_split.c_str(), splits_.train.samples.size(),
                   splits_.eval.samples.size());
     return line;
   }
@@ -174,7 +165,7 @@ class RankingTask final : public Task {
 
   const Config& cfg_;
   const Device device_;
-  double data_seconds_ = 0;
+  DatasetReport report_;
   const SequenceDataset ds_;
   const RankingSplits splits_;
   const RankingShape shape_;

@@ -8,7 +8,6 @@
 #include "data/popularity.h"
 #include "data/preprocess.h"
 #include "data/splits.h"
-#include "io/progress.h"
 #include "model/flops.h"
 #include "model/model.h"
 #include "train/evaluator.h"
@@ -41,12 +40,12 @@ class RetrievalTask final : public Task {
  public:
   RetrievalTask(const Config& cfg, std::ostream* out)
       : cfg_(cfg),
-        ds_(open_timed(cfg)),
+        ds_(open_dataset(cfg, false, &report_)),
         splits_(make_splits(ds_, cfg.dataset.split, cfg.dataset.max_history_seqlen)),
         device_(resolve_device(cfg.trainer.device)),
-        runtime_(device_, cfg, retrieval_shape(cfg, ds_)),
-        model_(cfg, retrieval_shape(cfg, ds_), device_,
-               device_ == Device::kCPU ? DType::kF32 : DType::kBF16),
+        shape_(retrieval_shape(cfg, ds_)),
+        runtime_(device_, cfg, shape_),
+        model_(cfg, shape_, device_, device_ == Device::kCPU ? DType::kF32 : DType::kBF16),
         batcher_(ds_, splits_.train, cfg.trainer.train_batch_size, cfg.dataset.shuffle,
                  static_cast<uint64_t>(cfg.trainer.seed)),
         stepper_(cfg, ds_.num_items) {
@@ -87,14 +86,6 @@ class RetrievalTask final : public Task {
   const NamedValues& baseline() const override { return baseline_; }
 
  private:
-  // Opens the dataset, remembering how long it took (for the "data:" line).
-  SequenceDataset open_timed(const Config& cfg) {
-    const double t = ProgressBar::steady_seconds();
-    SequenceDataset ds = open_dataset(cfg, false, &report_);
-    data_seconds_ = ProgressBar::steady_seconds() - t;
-    return ds;
-  }
-
   std::string data_line() const {
     char line[512];
     std::snprintf(
@@ -104,7 +95,7 @@ class RetrievalTask final : public Task {
         ds_.name.c_str(), static_cast<long long>(ds_.num_users()),
         static_cast<long long>(ds_.num_items - 1), static_cast<long long>(ds_.num_events()),
         report_.dir.empty() ? "generated" : (report_.reused_cache ? "cached" : "preprocessed"),
-        data_seconds_, splits_.train.samples.size(), splits_.validation.samples.size(),
+        report_.seconds, splits_.train.samples.size(), splits_.validation.samples.size(),
         splits_.test.samples.size());
     return line;
   }
@@ -122,10 +113,10 @@ class RetrievalTask final : public Task {
 
   const Config& cfg_;
   DatasetReport report_;
-  double data_seconds_ = 0;
   const SequenceDataset ds_;
   const DataSplits splits_;
   const Device device_;
+  const ModelShape shape_;
   Runtime runtime_;
   HstuModel model_;
   Batcher batcher_;
