@@ -49,6 +49,7 @@ struct TrainerArgs {
   int64_t profile_step_end = 200;
   bool deterministic = true;  // GPU: deterministic kernels (CPU is always deterministic)
   bool cuda_graph = true;     // GPU: launch each training step as one CUDA graph
+  bool enable_balanced_shuffler = false;  // data-parallel: balance each global batch's work
 
   bool operator==(const TrainerArgs&) const = default;
 };

@@ -131,8 +131,10 @@ std::vector<FieldSpec> trainer_fields() {
             "to step"),
       ignored("TrainerArgs", "pipeline_type", FieldType::kString, {"none", "native", "prefetch"},
               "hstu's step loop has one pipeline"),
-      ignored("TrainerArgs", "enable_balanced_shuffler", FieldType::kBool, {},
-              "no workload-balancing shuffler across data-parallel ranks"),
+      plain(HSTU_FIELD(TrainerArgs, trainer, enable_balanced_shuffler),
+            "data-parallel runs: split each global batch over the ranks with the Karmarkar-Karp "
+            "equal-count partition of the samples' estimated work (attention and GEMM FLOPs from "
+            "their lengths) instead of equal-count slices in order; no effect on one rank"),
   };
 }
 

@@ -16,22 +16,28 @@
 
 namespace hstu {
 
-// out[t * R + r] ([num_tokens * R]) = uniform_negative(seed, step, t * R + r, num_items).
+// out[t * R + r] ([num_tokens * R]) = uniform_negative(seed, step, (o + t) * R + r, num_items),
+// o = token_offset: where the batch's tokens start in the global batch of a data-parallel step
+// (0 otherwise), so W ranks draw what one rank with the whole batch draws.
 void sample_uniform_negatives(int64_t num_items, int64_t num_tokens, int64_t num_negatives,
-                              uint64_t seed, uint64_t step, std::span<int32_t> out);
+                              uint64_t seed, uint64_t step, std::span<int32_t> out,
+                              int64_t token_offset = 0);
 
 // The in-batch pool: the sorted unique non-zero supervision ids of a batch.
 std::vector<int32_t> in_batch_pool(std::span<const int32_t> target_ids);
 
-// out[t * R + r] ([num_tokens * R]) = pool[in_batch_negative_index(seed, step, t * R + r, |pool|)].
+// out[t * R + r] ([num_tokens * R]) =
+//   pool[in_batch_negative_index(seed, step, (o + t) * R + r, |pool|)], o = token_offset.
 void sample_in_batch_negatives(std::span<const int32_t> pool, int64_t num_tokens,
                                int64_t num_negatives, uint64_t seed, uint64_t step,
-                               std::span<int32_t> out);
+                               std::span<int32_t> out, int64_t token_offset = 0);
 
 // The negatives of a batch: sampler "uniform" or "in_batch" (RetrievalArgs.negative_sampler);
-// returns neg_ids [T * R] int32, row-major by token.
+// returns neg_ids [T * R] int32, row-major by token. A data-parallel rank passes where its
+// tokens start in the global batch and the global batch's targets (the in-batch pool).
 std::vector<int32_t> sample_negatives(const std::string& sampler, const SequenceBatch& batch,
                                       int64_t num_items, int64_t num_negatives, uint64_t seed,
-                                      uint64_t step);
+                                      uint64_t step, int64_t token_offset = 0,
+                                      std::span<const int32_t> pool_targets = {});
 
 }  // namespace hstu

@@ -34,7 +34,7 @@ class Comm {
   virtual const char* backend() const = 0;  // "local" | "mpi" | "nccl"
   virtual Device device() const = 0;        // where collective buffers live
 
-  // buf = reduce(buf over ranks), in place. f32, f64, i32, i64.
+  // buf = reduce(buf over ranks), in place. f32, f64, i32, i64; u8 with max / min (flags).
   virtual void all_reduce(const Tensor& buf, ReduceOp op, void* stream = nullptr) = 0;
   // buf = root's buf on every rank.
   virtual void broadcast(const Tensor& buf, int root, void* stream = nullptr) = 0;
@@ -66,13 +66,14 @@ class Comm {
   // Throws on every rank, naming `what`, the ranks and their values, when `value` differs
   // between ranks (configs, build ids, parameter checksums at start-up).
   void check_same(uint64_t value, const std::string& what);
-
- protected:
-  Comm(int rank, int size) : rank_(rank), size_(size) {}
-  // A host tensor's collective on this backend: copies through device memory where needed.
+  // Collectives of host tensors on any backend (NCCL copies through device memory and waits):
+  // all_gather, all_reduce and an all-to-all of one row per rank.
   virtual void host_all_gather(const Tensor& send, const Tensor& recv);
   virtual void host_all_reduce(const Tensor& buf, ReduceOp op);
   virtual void host_all_to_all(const Tensor& send, const Tensor& recv);
+
+ protected:
+  Comm(int rank, int size) : rank_(rank), size_(size) {}
 
  private:
   int rank_, size_;

@@ -89,7 +89,7 @@ class MpiComm final : public Comm {
   void all_reduce(const Tensor& buf, ReduceOp op, void*) override {
     check_host(buf, "all_reduce");
     HSTU_CHECK(buf.dtype == DType::kF32 || buf.dtype == DType::kF64 || buf.dtype == DType::kI32 ||
-                   buf.dtype == DType::kI64,
+                   buf.dtype == DType::kI64 || (buf.dtype == DType::kU8 && op != ReduceOp::kSum),
                "all_reduce of ", dtype_name(buf.dtype), " is not supported");
     // Chunks below INT_MAX elements (a reduction cannot use a row datatype with built-in ops).
     char* p = static_cast<char*>(buf.data);

@@ -16,6 +16,14 @@ namespace hstu {
 
 struct BatchTensors {
   int32_t batch_size = 0, num_tokens = 0, max_seqlen = 0;
+  // Where these tokens start in a data-parallel step's global batch (0 otherwise). Dropout of a
+  // [T, width] tensor then starts at Philox counter dropout_offset(width): disjoint between
+  // ranks, and, when token_offset * width is a multiple of 4, exactly the masks one rank with the
+  // whole batch draws (a counter holds the words of 4 consecutive elements).
+  int64_t token_offset = 0;
+  uint64_t dropout_offset(int64_t width) const {
+    return static_cast<uint64_t>((token_offset * width + 3) / 4);
+  }
   Tensor offsets;     // i32 [B+1]
   Tensor item_ids;    // i32 [T]
   Tensor positions;   // i32 [T] position of each token in its sequence (clamped to the table)

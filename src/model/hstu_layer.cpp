@@ -145,7 +145,7 @@ void HstuLayer::forward(Ctx& ctx, const DenseParams& p, const BatchTensors& b, c
   silu_fwd(ctx, cfg_.uvqk_layout(), z, uvqk);
   phase(ctx, "fwd.attn");
   hstu_attention_fwd(ctx, attention_args(cfg_, p, ids_, b, uvqk), o);
-  const DropoutSpec drop{training ? cfg_.dropout : 0.0f, dropout_seed, 0};
+  const DropoutSpec drop{training ? cfg_.dropout : 0.0f, dropout_seed, b.dropout_offset(hd)};
   phase(ctx, "fwd.ln_mul_dropout");
   ln_mul_dropout_fwd(ctx, o, uvqk.cols(0, hd), param(p, ids_.ln_out_w), param(p, ids_.ln_out_b),
                      cfg_.eps, drop, y, first_rows(acts.ln2_mean, t), first_rows(acts.ln2_rstd, t));
@@ -183,7 +183,7 @@ void HstuLayer::backward(Ctx& ctx, const DenseParams& p, const BatchTensors& b, 
   gemm(ctx, GemmDesc{true, false, 1.0f, 1.0f}, y, dx, grad(p, ids_.w_o));
   if (ids_.b_o >= 0) bias_grad(ctx, dx, grad(p, ids_.b_o), true);
   // y = Dropout(u * LN(O)).
-  const DropoutSpec drop{training ? cfg_.dropout : 0.0f, dropout_seed, 0};
+  const DropoutSpec drop{training ? cfg_.dropout : 0.0f, dropout_seed, b.dropout_offset(hd)};
   phase(ctx, "bwd.ln_mul_dropout");
   ln_mul_dropout_bwd(ctx, o, uvqk.cols(0, hd), param(p, ids_.ln_out_w), param(p, ids_.ln_out_b),
                      first_rows(acts.ln2_mean, t), first_rows(acts.ln2_rstd, t), drop, d_y, d_o,

@@ -145,7 +145,8 @@ void HstuModel::embed(Ctx& ctx, const BatchTensors& b, bool training, uint64_t s
                 static_cast<float>(std::sqrt(static_cast<double>(cfg_.network.hidden_size))),
                 dense_.param(pos_table_), b.positions.rows(0, t), emb);
   dropout_fwd(ctx, emb,
-              DropoutSpec{training ? static_cast<float>(p) : 0.0f, derive_seed(seed, 1000), 0},
+              DropoutSpec{training ? static_cast<float>(p) : 0.0f, derive_seed(seed, 1000),
+                          b.dropout_offset(cfg_.network.hidden_size)},
               first_rows(buf_.xs[0], t));
 }
 
@@ -216,7 +217,10 @@ void HstuModel::forward_backward(Ctx& ctx, const BatchTensors& b, uint64_t seed,
   const double p =
       cfg_.network.input_dropout < 0 ? cfg_.network.hidden_dropout : cfg_.network.input_dropout;
   phase(ctx, "bwd.embed");
-  dropout_bwd(ctx, d_x, DropoutSpec{static_cast<float>(p), derive_seed(seed, 1000), 0}, d_x);
+  dropout_bwd(ctx, d_x,
+              DropoutSpec{static_cast<float>(p), derive_seed(seed, 1000),
+                          b.dropout_offset(cfg_.network.hidden_size)},
+              d_x);
   embedding_bwd(ctx, d_x, b.item_ids.rows(0, t),
                 static_cast<float>(std::sqrt(static_cast<double>(cfg_.network.hidden_size))),
                 items_.grad, items_.touched, b.positions.rows(0, t), dense_.grad(pos_table_));

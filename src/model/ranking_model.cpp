@@ -358,7 +358,8 @@ void RankingModel::forward(Ctx& ctx, bool training, uint64_t seed) {
   const double p =
       cfg_.network.input_dropout < 0 ? cfg_.network.hidden_dropout : cfg_.network.input_dropout;
   dropout_fwd(ctx, emb,
-              DropoutSpec{training ? static_cast<float>(p) : 0.0f, derive_seed(seed, 1000), 0},
+              DropoutSpec{training ? static_cast<float>(p) : 0.0f, derive_seed(seed, 1000),
+                          batch_.dropout_offset(cfg_.network.hidden_size)},
               first_rows(buf_.xs[0], t));
   for (size_t l = 0; l < layers_.size(); ++l)
     layers_[l].forward(ctx, dense_, batch_, first_rows(buf_.xs[l], t),
@@ -460,7 +461,10 @@ void RankingModel::forward_backward(Ctx& ctx, uint64_t seed, double loss_scale) 
   const double p =
       cfg_.network.input_dropout < 0 ? cfg_.network.hidden_dropout : cfg_.network.input_dropout;
   phase(ctx, "bwd.embed");
-  dropout_bwd(ctx, d_x, DropoutSpec{static_cast<float>(p), derive_seed(seed, 1000), 0}, d_x);
+  dropout_bwd(ctx, d_x,
+              DropoutSpec{static_cast<float>(p), derive_seed(seed, 1000),
+                          batch_.dropout_offset(cfg_.network.hidden_size)},
+              d_x);
   // Split the token gradient per feature (reusing the forward's embedding buffers) and scatter.
   const Tensor d_item = buf_.item_emb.rows(0, e);
   const Tensor d_action = interleave_ ? buf_.action_emb.rows(0, e) : Tensor();

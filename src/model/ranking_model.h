@@ -101,6 +101,11 @@ class RankingModel {
   int64_t num_outputs() const { return cfg_.ranking.prediction_head_arch.back(); }
   int64_t num_candidates() const { return num_cand_; }
   int64_t num_tokens() const { return batch_.num_tokens; }
+  // Most tokens of one batch (the buffers' capacity).
+  int64_t token_capacity() const { return max_tokens_; }
+  // Where the next batches' tokens start in the stream dropout masks are keyed by (a
+  // data-parallel rank's range; 0 otherwise).
+  void set_token_offset(int64_t offset) { batch_.token_offset = offset; }
   // [B+1] row offsets of the uploaded batch's token sequences (host copy).
   const std::vector<int32_t>& token_offsets() const { return layout_.token_offsets; }
 

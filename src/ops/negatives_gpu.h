@@ -15,16 +15,17 @@
 
 namespace hstu::cuda {
 
-// neg_ids[T, R] (i32, CUDA) = uniform_negative(seed, step, t * R + r, num_items): ids in
-// [1, num_items). Requires T * R < 2^34, step < 2^32 and 2 <= num_items <= 2^32.
+// neg_ids[T, R] (i32, CUDA) = uniform_negative(seed, step, (o + t) * R + r, num_items): ids in
+// [1, num_items); o = token_offset, where the batch's tokens start in a data-parallel step's
+// global batch. Requires T * R < 2^34, step < 2^32 and 2 <= num_items <= 2^32.
 void sample_uniform_negatives(Ctx& ctx, int64_t num_items, uint64_t seed, uint64_t step,
-                              const Tensor& neg_ids);
+                              const Tensor& neg_ids, int64_t token_offset = 0);
 
-// neg_ids[T, R] = pool[in_batch_negative_index(seed, step, t * R + r, |pool|)] with pool the
+// neg_ids[T, R] = pool[in_batch_negative_index(seed, step, (o + t) * R + r, |pool|)] with pool the
 // sorted unique non-zero ids of targets[N] (i32, CUDA; N need not equal T). Uses ctx.scratch.
 // A batch without any supervised token has an empty pool: its negatives are all 0 (the CPU
 // sampler rejects that case; here no host check is possible without a synchronisation).
 void sample_in_batch_negatives(Ctx& ctx, const Tensor& targets, uint64_t seed, uint64_t step,
-                               const Tensor& neg_ids);
+                               const Tensor& neg_ids, int64_t token_offset = 0);
 
 }  // namespace hstu::cuda

@@ -1,6 +1,7 @@
 // evaluator.cpp — batched encoding + full-catalogue ranking (retrieval_rank) into metrics.
 #include "train/evaluator.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <vector>
 
@@ -11,8 +12,12 @@
 namespace hstu {
 
 RetrievalEvaluator::RetrievalEvaluator(const SequenceDataset& ds, const Split& split,
-                                       int64_t batch_size, int64_t max_batches, HstuModel& model)
-    : batcher_(ds, split, batch_size, /*shuffle=*/false, 0), max_batches_(max_batches) {
+                                       int64_t batch_size, int64_t max_batches, HstuModel& model,
+                                       dist::Comm* comm)
+    : batcher_(ds, split, batch_size, /*shuffle=*/false, 0),
+      batch_size_(batch_size),
+      max_batches_(max_batches),
+      comm_(comm) {
   const int64_t d = model.config().network.hidden_size;
   const int64_t per_sample = checked_add(checked_mul(d, 4, "eval query bytes"), 12, "eval bytes");
   const size_t bytes =
@@ -30,12 +35,16 @@ RetrievalMetrics RetrievalEvaluator::run(Ctx& ctx, HstuModel& model) {
   const Tensor items = model.normalized_items(ctx);
   int64_t n = batcher_.num_batches();
   if (max_batches_ > 0 && max_batches_ < n) n = max_batches_;
-  std::vector<int32_t> last, ranks;
+  std::vector<int32_t> last;
   BatchTensors& bt = model.batch_tensors();
   const int32_t cap =
       checked_i32(model.config().retrieval.eval_rank_cap, "RetrievalArgs.eval_rank_cap");
-  int64_t nonfinite = 0;  // targets whose score is NaN or infinite (ranked last)
+  const int ranks = comm_ ? comm_->size() : 1, rank = comm_ ? comm_->rank() : 0;
+  // Every sample's rank in split order (0 where another rank evaluates it, until the sum).
+  const int64_t samples = std::min(n * batch_size_, batcher_.num_samples());
+  std::vector<int32_t> all(static_cast<size_t>(samples), 0);
   for (int64_t i = 0; i < n; ++i) {
+    if (i % ranks != rank) continue;
     batcher_.get(0, i, host_);
     const int32_t b = host_.batch_size;
     upload_batch(host_, model.capacity(), bt);
@@ -51,12 +60,16 @@ RetrievalMetrics RetrievalEvaluator::run(Ctx& ctx, HstuModel& model) {
     embedding_fwd(ctx, out, last_idx, 1.0f, Tensor(), Tensor(), queries);
     retrieval_rank(ctx, queries, items, targets, bt.offsets.rows(0, b + 1),
                    bt.item_ids.rows(0, bt.num_tokens), cap, ranks_t);
-    ranks.resize(static_cast<size_t>(b));
-    copy_bytes(ranks.data(), Device::kCPU, ranks_t.data, ranks_t.device, b * sizeof(int32_t));
-    for (const int32_t r : ranks) {
-      nonfinite += r == cap + 2;
-      metrics.add(r == cap + 2 ? cap + 1 : r);
-    }
+    copy_bytes(all.data() + i * batch_size_, Device::kCPU, ranks_t.data, ranks_t.device,
+               b * sizeof(int32_t));
+  }
+  if (ranks > 1 && samples > 0)
+    comm_->host_all_reduce(Tensor(all.data(), DType::kI32, Device::kCPU, {samples}),
+                           dist::ReduceOp::kSum);
+  int64_t nonfinite = 0;  // targets whose score is NaN or infinite (ranked last)
+  for (const int32_t r : all) {
+    nonfinite += r == cap + 2;
+    metrics.add(r == cap + 2 ? cap + 1 : r);
   }
   if (nonfinite > 0) {
     std::fprintf(stderr,

@@ -8,6 +8,7 @@
 
 #include "core/arena.h"
 #include "data/batcher.h"
+#include "dist/comm.h"
 #include "model/model.h"
 #include "train/metrics.h"
 
@@ -15,15 +16,18 @@ namespace hstu {
 
 class RetrievalEvaluator {
  public:
-  // `split` is evaluated in order; max_batches = 0 evaluates all of it.
+  // `split` is evaluated in order; max_batches = 0 evaluates all of it. With a communicator of W
+  // ranks, rank r ranks batches r, r + W, ... and every rank gets the metrics of all of them,
+  // equal to a single process's (the ranks are gathered in split order).
   RetrievalEvaluator(const SequenceDataset& ds, const Split& split, int64_t batch_size,
-                     int64_t max_batches, HstuModel& model);
+                     int64_t max_batches, HstuModel& model, dist::Comm* comm = nullptr);
   RetrievalMetrics run(Ctx& ctx, HstuModel& model);
   int64_t num_samples() const { return batcher_.num_samples(); }
 
  private:
   Batcher batcher_;
-  int64_t max_batches_;
+  int64_t batch_size_, max_batches_;
+  dist::Comm* comm_;
   SequenceBatch host_;
   std::unique_ptr<Arena> arena_;
   Tensor last_idx_, queries_, targets_, ranks_;  // i32 [B], f32 [B, D], i32 [B], i32 [B]

@@ -61,37 +61,57 @@ int64_t ranking_eval_samples(const RankingSplit& split, int64_t batch_size, int6
 }
 
 NamedValues evaluate_ranking(Ctx& ctx, RankingModel& model, const SequenceDataset& ds,
-                             const RankingSplit& split, int64_t batch_size, int64_t max_iters) {
+                             const RankingSplit& split, int64_t batch_size, int64_t max_iters,
+                             dist::Comm* comm) {
   HSTU_CHECK(batch_size >= 1, "ranking eval batch size ", batch_size, " must be >= 1");
   const int64_t k = model.num_outputs();
-  RankingMetrics metrics(model.binary(), k);
+  const int ranks = comm ? comm->size() : 1, rank = comm ? comm->rank() : 0;
+  const int64_t n = ranking_eval_samples(split, batch_size, max_iters);
+  // Every candidate's logits and label, in split order: rank r scores batches r, r + W, ...
+  // and the others' rows are zero until the sum over ranks fills them (x + 0 is exact, so the
+  // metrics equal a single process's bit for bit).
+  std::vector<int64_t> cand_begin(static_cast<size_t>(n) + 1, 0);
+  for (int64_t s = 0; s < n; ++s)
+    cand_begin[static_cast<size_t>(s) + 1] =
+        cand_begin[static_cast<size_t>(s)] + split.samples[static_cast<size_t>(s)].num_candidates();
+  const int64_t total = cand_begin.back();
+  std::vector<float> logits(static_cast<size_t>(total * k), 0.0f);  // [N, K]
+  std::vector<int32_t> labels(static_cast<size_t>(total), 0);       // [N]
   SequenceBatch b;
   std::vector<int64_t> idx;
-  std::vector<float> logits;  // [N, K] of one batch, host copy
-  std::vector<double> tmp;    // the same in f64 when the model computes in f64
-  const int64_t n = ranking_eval_samples(split, batch_size, max_iters);
-  for (int64_t s = 0; s < n; s += batch_size) {
+  std::vector<double> tmp;  // a batch's logits in f64 when the model computes in f64
+  for (int64_t s = 0, batch = 0; s < n; s += batch_size, ++batch) {
+    if (batch % ranks != rank) continue;
     idx.resize(static_cast<size_t>(std::min(batch_size, n - s)));
     std::iota(idx.begin(), idx.end(), s);
     make_ranking_batch(ds, split, idx, b);
     model.upload(b);
-    const Tensor out = model.predict(ctx);  // [N, K]
-    const int64_t nc = model.num_candidates();
-    logits.resize(static_cast<size_t>(nc * k));
+    const Tensor out = model.predict(ctx);  // [nc, K]
+    const int64_t nc = model.num_candidates(), c0 = cand_begin[static_cast<size_t>(s)];
+    HSTU_CHECK(c0 + nc <= total, "ranking eval: the batch has more candidates than its samples");
     HSTU_CHECK(out.dtype == DType::kF32 || out.dtype == DType::kF64,
                "ranking eval reads f32 or f64 logits");
+    float* dst = logits.data() + c0 * k;
     if (out.dtype == DType::kF32) {
-      copy_bytes(logits.data(), Device::kCPU, out.data, out.device, logits.size() * sizeof(float));
+      copy_bytes(dst, Device::kCPU, out.data, out.device, static_cast<size_t>(nc * k) * 4);
     } else {
-      tmp.resize(logits.size());
+      tmp.resize(static_cast<size_t>(nc * k));
       copy_bytes(tmp.data(), Device::kCPU, out.data, out.device, tmp.size() * sizeof(double));
-      std::copy(tmp.begin(), tmp.end(), logits.begin());
+      std::copy(tmp.begin(), tmp.end(), dst);
     }
-    const std::vector<int32_t>& labels = model.labels();  // [N]
-    for (int64_t r = 0; r < nc; ++r)
-      metrics.add(std::span<const float>(logits.data() + r * k, static_cast<size_t>(k)),
-                  labels[static_cast<size_t>(r)]);
+    const std::vector<int32_t>& l = model.labels();  // [nc]
+    std::copy(l.begin(), l.begin() + nc, labels.begin() + c0);
   }
+  if (ranks > 1 && total > 0) {
+    comm->host_all_reduce(Tensor(logits.data(), DType::kF32, Device::kCPU, {total * k}),
+                          dist::ReduceOp::kSum);
+    comm->host_all_reduce(Tensor(labels.data(), DType::kI32, Device::kCPU, {total}),
+                          dist::ReduceOp::kSum);
+  }
+  RankingMetrics metrics(model.binary(), k);
+  for (int64_t r = 0; r < total; ++r)
+    metrics.add(std::span<const float>(logits.data() + r * k, static_cast<size_t>(k)),
+                labels[static_cast<size_t>(r)]);
   return metrics.values();
 }
 

@@ -24,6 +24,7 @@
 #include "core/context.h"
 #include "data/dataset.h"
 #include "data/ranking.h"
+#include "dist/comm.h"
 #include "model/ranking_model.h"
 #include "train/metrics.h"
 
@@ -52,9 +53,12 @@ class RankingMetrics {
 
 // The model's metrics on `split`, batches of batch_size samples in sample order, the first
 // max_iters batches only when max_iters > 0 (so the first min(n, max_iters * batch_size)
-// samples). Forward without dropout (RankingModel::predict).
+// samples). Forward without dropout (RankingModel::predict). With a communicator of W ranks,
+// rank r scores batches r, r + W, ... and every rank returns the metrics of all of them, equal
+// to a single process's.
 NamedValues evaluate_ranking(Ctx& ctx, RankingModel& model, const SequenceDataset& ds,
-                             const RankingSplit& split, int64_t batch_size, int64_t max_iters);
+                             const RankingSplit& split, int64_t batch_size, int64_t max_iters,
+                             dist::Comm* comm = nullptr);
 
 // How many samples of `split` evaluate_ranking scores with these arguments.
 int64_t ranking_eval_samples(const RankingSplit& split, int64_t batch_size, int64_t max_iters);

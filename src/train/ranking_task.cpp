@@ -24,8 +24,9 @@ namespace {
 
 class RankingTask final : public Task {
  public:
-  RankingTask(const Config& cfg, std::ostream* out)
+  RankingTask(const Config& cfg, dist::Comm& comm, std::ostream* out)
       : cfg_(cfg),
+        comm_(comm),
         device_(resolve_device(cfg.trainer.device)),
         ds_(open_dataset(cfg, false, &report_)),
         splits_(
@@ -33,9 +34,10 @@ class RankingTask final : public Task {
         shape_(ranking_shape(cfg, ds_)),
         model_(cfg, shape_, device_, device_ == Device::kCPU ? DType::kF32 : DType::kBF16),
         runtime_(device_, cfg, model_.runtime_shape()),
-        batcher_(ranking_batcher(ds_, splits_.train, cfg.trainer.train_batch_size,
+        batcher_(ranking_batcher(ds_, splits_.train, cfg.trainer.train_batch_size * comm.size(),
                                  cfg.dataset.shuffle, static_cast<uint64_t>(cfg.trainer.seed))),
-        stepper_(cfg) {
+        stepper_(cfg),
+        dp_(comm, cfg.trainer.enable_balanced_shuffler) {
     const TrainerArgs& ta = cfg.trainer;
     if (out) *out << data_line();
     HSTU_CHECK(!splits_.train.samples.empty(), "dataset '", ds_.name,
@@ -57,8 +59,19 @@ class RankingTask final : public Task {
     return {&model_.dense(), model_.tables(), device_};
   }
 
+  dist::Comm& comm() override { return comm_; }
+
   int64_t step(const SequenceBatch& batch, int64_t step, double lr) override {
-    stepper_.run(ctx(), model_, batch, step, lr);
+    if (comm_.size() == 1) {
+      stepper_.run(ctx(), model_, batch, step, lr);
+      return model_.num_tokens();
+    }
+    const SequenceBatch& mine = dp_.take(batch);
+    // Dropout streams: a range no other rank's tokens reach (the ranking layout of the global
+    // batch is not built), so ranks never share masks.
+    model_.set_token_offset(comm_.rank() * model_.token_capacity());
+    StepShare share{&comm_, 0, candidate_count(batch), {}};
+    stepper_.run(ctx(), model_, mine, step, lr, share);
     return model_.num_tokens();
   }
   std::vector<StepLoss> drain(bool wait_all) override { return stepper_.drain(wait_all); }
@@ -71,8 +84,8 @@ class RankingTask final : public Task {
   void evaluate(EvalRecord& rec) override {
     const TrainerArgs& ta = cfg_.trainer;
     if (!splits_.eval.samples.empty())
-      rec.test =
-          evaluate_ranking(ctx(), model_, ds_, splits_.eval, ta.eval_batch_size, ta.max_eval_iters);
+      rec.test = evaluate_ranking(ctx(), model_, ds_, splits_.eval, ta.eval_batch_size,
+                                  ta.max_eval_iters, &comm_);
   }
   const char* test_label() const override { return "eval"; }
   const char* baseline_label() const override { return "baseline"; }
@@ -164,6 +177,7 @@ class RankingTask final : public Task {
   }
 
   const Config& cfg_;
+  dist::Comm& comm_;
   const Device device_;
   DatasetReport report_;
   const SequenceDataset ds_;
@@ -173,15 +187,16 @@ class RankingTask final : public Task {
   Runtime runtime_;
   Batcher batcher_;
   RankingTrainStep stepper_;
+  DataParallel dp_;
   RankingBaseline baseline_;
 };
 
 }  // namespace
 
-std::unique_ptr<Task> make_ranking_task(const Config& cfg, std::ostream* out) {
+std::unique_ptr<Task> make_ranking_task(const Config& cfg, dist::Comm& comm, std::ostream* out) {
   HSTU_CHECK(cfg.dataset.max_num_candidates > 0,
              "ranking needs DatasetArgs.max_num_candidates >= 1");
-  return std::make_unique<RankingTask>(cfg, out);
+  return std::make_unique<RankingTask>(cfg, comm, out);
 }
 
 }  // namespace hstu

@@ -38,17 +38,19 @@ NamedValues popularity_baseline(const Config& cfg, const SequenceDataset& ds,
 
 class RetrievalTask final : public Task {
  public:
-  RetrievalTask(const Config& cfg, std::ostream* out)
+  RetrievalTask(const Config& cfg, dist::Comm& comm, std::ostream* out)
       : cfg_(cfg),
+        comm_(comm),
         ds_(open_dataset(cfg, false, &report_)),
         splits_(make_splits(ds_, cfg.dataset.split, cfg.dataset.max_history_seqlen)),
         device_(resolve_device(cfg.trainer.device)),
         shape_(retrieval_shape(cfg, ds_)),
         runtime_(device_, cfg, shape_),
         model_(cfg, shape_, device_, device_ == Device::kCPU ? DType::kF32 : DType::kBF16),
-        batcher_(ds_, splits_.train, cfg.trainer.train_batch_size, cfg.dataset.shuffle,
-                 static_cast<uint64_t>(cfg.trainer.seed)),
-        stepper_(cfg, ds_.num_items) {
+        batcher_(ds_, splits_.train, cfg.trainer.train_batch_size * comm.size(),
+                 cfg.dataset.shuffle, static_cast<uint64_t>(cfg.trainer.seed)),
+        stepper_(cfg, ds_.num_items),
+        dp_(comm, cfg.trainer.enable_balanced_shuffler) {
     const TrainerArgs& ta = cfg.trainer;
     if (out) *out << data_line();
     HSTU_CHECK(!splits_.train.samples.empty(), "dataset '", ds_.name, "' has no training samples");
@@ -56,9 +58,9 @@ class RetrievalTask final : public Task {
     if (out) *out << model_line() << model_.describe_plan() << std::flush;
     if (!splits_.validation.samples.empty())
       val_eval_ = std::make_unique<RetrievalEvaluator>(ds_, splits_.validation, ta.eval_batch_size,
-                                                       ta.max_eval_iters, model_);
+                                                       ta.max_eval_iters, model_, &comm_);
     test_eval_ = std::make_unique<RetrievalEvaluator>(ds_, splits_.test, ta.eval_batch_size,
-                                                      ta.max_eval_iters, model_);
+                                                      ta.max_eval_iters, model_, &comm_);
     baseline_ = popularity_baseline(cfg, ds_, splits_);
   }
 
@@ -67,13 +69,22 @@ class RetrievalTask final : public Task {
   Batcher& batcher() override { return batcher_; }
   CheckpointTensors checkpoint_tensors() override { return hstu::checkpoint_tensors(model_); }
 
+  dist::Comm& comm() override { return comm_; }
+
   int64_t step(const SequenceBatch& batch, int64_t step, double lr) override {
-    stepper_.run(ctx(), model_, batch, step, lr);
-    return batch.num_tokens();
+    if (comm_.size() == 1) {
+      stepper_.run(ctx(), model_, batch, step, lr);
+      return batch.num_tokens();
+    }
+    const SequenceBatch& mine = dp_.take(batch);
+    StepShare share{&comm_, dp_.token_offset(), supervised_tokens(batch), batch.target_ids};
+    stepper_.run(ctx(), model_, mine, step, lr, share);
+    return mine.num_tokens();
   }
   std::vector<StepLoss> drain(bool wait_all) override { return stepper_.drain(wait_all); }
+  // This rank's share of the step (the batch the loop passes is the global one).
   double step_flops(const SequenceBatch& batch) const override {
-    return retrieval_step_flops(cfg_, batch);
+    return retrieval_step_flops(cfg_, comm_.size() == 1 ? batch : dp_.local());
   }
   const StepGraph& graph() const override { return stepper_.graph(); }
 
@@ -112,6 +123,7 @@ class RetrievalTask final : public Task {
   }
 
   const Config& cfg_;
+  dist::Comm& comm_;
   DatasetReport report_;
   const SequenceDataset ds_;
   const DataSplits splits_;
@@ -121,18 +133,19 @@ class RetrievalTask final : public Task {
   HstuModel model_;
   Batcher batcher_;
   TrainStep stepper_;
+  DataParallel dp_;
   std::unique_ptr<RetrievalEvaluator> val_eval_, test_eval_;
   NamedValues baseline_;
 };
 
 }  // namespace
 
-std::unique_ptr<Task> make_retrieval_task(const Config& cfg, std::ostream* out) {
+std::unique_ptr<Task> make_retrieval_task(const Config& cfg, dist::Comm& comm, std::ostream* out) {
   HSTU_CHECK(cfg.retrieval.num_negatives > 0,
              "RetrievalArgs.num_negatives = ", cfg.retrieval.num_negatives,
              " (one negative per query of the batch) is not supported yet; "
              "set a positive count, e.g. 128");
-  return std::make_unique<RetrievalTask>(cfg, out);
+  return std::make_unique<RetrievalTask>(cfg, comm, out);
 }
 
 }  // namespace hstu

@@ -9,19 +9,24 @@
 #include "data/negatives.h"
 #include "ops/embedding.h"
 #include "ops/optimizer.h"
+#include "train/data_parallel.h"
 #if defined(HSTU_WITH_CUDA)
 #include "ops/negatives_gpu.h"
 #endif
 
 namespace hstu {
-namespace {
+
 int64_t supervised_tokens(const SequenceBatch& b) {
   int64_t n = 0;
   for (int32_t t : b.target_ids) n += t != 0;
   return n;
 }
 
-}  // namespace
+int64_t candidate_count(const SequenceBatch& b) {
+  int64_t n = 0;
+  for (int32_t c : b.num_candidates) n += c;
+  return n;
+}
 
 StepStaging::~StepStaging() {
   // Queued copies may still read or write the staging buffers.
@@ -83,53 +88,70 @@ std::vector<StepLoss> StepStaging::drain(bool wait_all) {
   return out;
 }
 
-void TrainStep::run(Ctx& ctx, HstuModel& model, const SequenceBatch& host, int64_t step,
-                    double lr) {
+void TrainStep::run(Ctx& ctx, HstuModel& model, const SequenceBatch& host, int64_t step, double lr,
+                    const StepShare& share) {
   BatchTensors& bt = model.batch_tensors();
   phase(ctx, "upload");
   upload_batch(host, model.capacity(), bt,
                staging_.next_upload(ctx, upload_staging_bytes(model.capacity())), ctx.stream);
+  bt.token_offset = share.token_offset;
   const int64_t r = cfg_.retrieval.num_negatives;
   const uint64_t seed = static_cast<uint64_t>(cfg_.trainer.seed);
   const int64_t sup = supervised_tokens(host);
+  const int64_t global_sup = share.global_count >= 0 ? share.global_count : sup;
   graph_.run(ctx, [&] {
     phase(ctx, "negatives");
     const Tensor negs = bt.neg_ids.rows(0, bt.num_tokens).reshape({bt.num_tokens, r});
     if (ctx.cpu()) {
-      negs_ = sample_negatives(cfg_.retrieval.negative_sampler, host, num_items_, r, seed,
-                               static_cast<uint64_t>(step));
+      negs_ =
+          sample_negatives(cfg_.retrieval.negative_sampler, host, num_items_, r, seed,
+                           static_cast<uint64_t>(step), share.token_offset, share.global_targets);
       copy_bytes(negs.data, negs.device, negs_.data(), Device::kCPU,
                  negs_.size() * sizeof(int32_t));
     } else {
 #if defined(HSTU_WITH_CUDA)
-      // The same per-element formula on the device: no [T, R] host buffer or copy per step.
+      // The same per-element formula on the device: no [T, R] host buffer or copy per step. (A
+      // data-parallel rank's in-batch pool is its own batch's targets.)
       if (cfg_.retrieval.negative_sampler == "in_batch")
         cuda::sample_in_batch_negatives(ctx, bt.target_ids.rows(0, bt.num_tokens), seed,
-                                        static_cast<uint64_t>(step), negs);
+                                        static_cast<uint64_t>(step), negs, share.token_offset);
       else
-        cuda::sample_uniform_negatives(ctx, num_items_, seed, static_cast<uint64_t>(step), negs);
+        cuda::sample_uniform_negatives(ctx, num_items_, seed, static_cast<uint64_t>(step), negs,
+                                       share.token_offset);
 #endif
     }
     if (sup > 0)
-      model.forward_backward(ctx, bt, derive_seed(seed, static_cast<uint64_t>(step)), 1.0 / sup);
+      model.forward_backward(ctx, bt, derive_seed(seed, static_cast<uint64_t>(step)),
+                             1.0 / global_sup);
     EmbeddingTable* const tables[] = {&model.items()};
+    if (share.distributed() && global_sup > 0) {
+      if (sup == 0) fill_zero(model.loss_tensor(), ctx.stream);
+      all_reduce_gradients(ctx, *share.comm, model.dense(), tables);
+      share.comm->all_reduce(model.loss_tensor(), dist::ReduceOp::kSum, ctx.stream);
+    }
     optimizer_step(ctx, model.dense(), tables, cfg_.optimizer, lr, step + 1);
   });
-  staging_.record_loss(ctx, step, sup > 0 ? model.loss_tensor() : Tensor());
+  staging_.record_loss(ctx, step, global_sup > 0 ? model.loss_tensor() : Tensor());
 }
 
 void RankingTrainStep::run(Ctx& ctx, RankingModel& model, const SequenceBatch& batch, int64_t step,
-                           double lr) {
+                           double lr, const StepShare& share) {
   phase(ctx, "upload");
   model.upload(batch, staging_.next_upload(ctx, model.upload_staging_bytes()), ctx.stream);
   const int64_t nc = model.num_candidates();
+  const int64_t global_nc = share.global_count >= 0 ? share.global_count : nc;
   const uint64_t seed =
       derive_seed(static_cast<uint64_t>(cfg_.trainer.seed), static_cast<uint64_t>(step));
   graph_.run(ctx, [&] {
-    if (nc > 0) model.forward_backward(ctx, seed, 1.0 / nc);
+    if (nc > 0) model.forward_backward(ctx, seed, 1.0 / global_nc);
+    if (share.distributed() && global_nc > 0) {
+      if (nc == 0) fill_zero(model.loss_tensor(), ctx.stream);
+      all_reduce_gradients(ctx, *share.comm, model.dense(), model.tables());
+      share.comm->all_reduce(model.loss_tensor(), dist::ReduceOp::kSum, ctx.stream);
+    }
     optimizer_step(ctx, model.dense(), model.tables(), cfg_.optimizer, lr, step + 1);
   });
-  staging_.record_loss(ctx, step, nc > 0 ? model.loss_tensor() : Tensor());
+  staging_.record_loss(ctx, step, global_nc > 0 ? model.loss_tensor() : Tensor());
 }
 
 // Applies the dense and sparse optimisers and clears the gradients.

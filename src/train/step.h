@@ -24,8 +24,14 @@
 #include "data/batch.h"
 #include "model/model.h"
 #include "model/ranking_model.h"
+#include "train/data_parallel.h"
 
 namespace hstu {
+
+// The loss normalisers of a batch: its supervised tokens (retrieval: non-zero targets) and its
+// candidates (ranking).
+int64_t supervised_tokens(const SequenceBatch& b);
+int64_t candidate_count(const SequenceBatch& b);
 
 // The loss of one finished step (retrieval: the mean over its supervised tokens; ranking: over
 // its candidates; 0 when it had none).
@@ -78,7 +84,10 @@ class TrainStep {
   // end; on CUDA it returns once the work is queued: the batch goes up through page-locked
   // staging (two buffers in turn) and the loss comes back the same way, so the host prepares the
   // next batch while the device computes. `batch` may be reused as soon as this returns.
-  void run(Ctx& ctx, HstuModel& model, const SequenceBatch& batch, int64_t step, double lr);
+  // `share`: this rank's part of a data-parallel step (token offset, the global batch's loss
+  // normaliser; the gradients and the loss are summed over ranks before the optimisers).
+  void run(Ctx& ctx, HstuModel& model, const SequenceBatch& batch, int64_t step, double lr,
+           const StepShare& share = {});
   // The losses of finished steps (StepStaging::drain).
   std::vector<StepLoss> drain(bool wait_all) { return staging_.drain(wait_all); }
   const StepGraph& graph() const { return graph_; }
@@ -97,7 +106,8 @@ class RankingTrainStep {
  public:
   explicit RankingTrainStep(const Config& cfg) : cfg_(cfg), graph_(cfg.trainer.cuda_graph) {}
 
-  void run(Ctx& ctx, RankingModel& model, const SequenceBatch& batch, int64_t step, double lr);
+  void run(Ctx& ctx, RankingModel& model, const SequenceBatch& batch, int64_t step, double lr,
+           const StepShare& share = {});
   std::vector<StepLoss> drain(bool wait_all) { return staging_.drain(wait_all); }
   const StepGraph& graph() const { return graph_; }
 

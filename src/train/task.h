@@ -19,6 +19,7 @@
 #include "core/step_graph.h"
 #include "data/batch.h"
 #include "data/batcher.h"
+#include "dist/comm.h"
 #include "io/metrics_log.h"
 #include "train/checkpoint.h"
 #include "train/step.h"
@@ -34,13 +35,16 @@ class Task {
   virtual const char* name() const = 0;
   // The run's context (CPU, or the CUDA stream, BLAS state and scratch).
   virtual Ctx& ctx() = 0;
+  // The job's ranks (one, or a data-parallel job's: train_data_parallel in data_parallel.h).
+  virtual dist::Comm& comm() = 0;
   // The training split's batches in the run's order (seeded per epoch, resumable).
   virtual Batcher& batcher() = 0;
   // What a checkpoint stores: the dense parameters and every embedding table.
   virtual CheckpointTensors checkpoint_tensors() = 0;
 
-  // Enqueues training step `step` (0-based) on `batch` at learning rate `lr` and returns the
-  // batch's token count. On CUDA the step may still be running when this returns.
+  // Enqueues training step `step` (0-based) on `batch` at learning rate `lr` and returns this
+  // rank's token count. `batch` is the global batch (train_batch_size x ranks samples): a rank
+  // trains on its share of it. On CUDA the step may still be running when this returns.
   virtual int64_t step(const SequenceBatch& batch, int64_t step, double lr) = 0;
   // The losses of finished steps, oldest first (StepStaging::drain).
   virtual std::vector<StepLoss> drain(bool wait_all) = 0;
@@ -66,9 +70,10 @@ class Task {
   virtual void finish(const TrainSummary& summary, MetricsLog& log, std::ostream* out) const {}
 };
 
-// The task of cfg.task; prints its data, model and baseline lines to `out` (null: quiet).
-std::unique_ptr<Task> make_task(const Config& cfg, std::ostream* out);
-std::unique_ptr<Task> make_retrieval_task(const Config& cfg, std::ostream* out);
-std::unique_ptr<Task> make_ranking_task(const Config& cfg, std::ostream* out);
+// The task of cfg.task on the job's ranks `comm`; prints its data, model and baseline lines to
+// `out` (null: quiet).
+std::unique_ptr<Task> make_task(const Config& cfg, dist::Comm& comm, std::ostream* out);
+std::unique_ptr<Task> make_retrieval_task(const Config& cfg, dist::Comm& comm, std::ostream* out);
+std::unique_ptr<Task> make_ranking_task(const Config& cfg, dist::Comm& comm, std::ostream* out);
 
 }  // namespace hstu

@@ -24,6 +24,7 @@
 #include "train/checkpoint.h"
 #include "train/eval_report.h"
 #include "train/lr_schedule.h"
+#include "train/runtime.h"
 #include "train/task.h"
 #include "train/train_loop.h"
 
@@ -33,29 +34,36 @@ namespace {
 // The loop's state and the records it writes; a checkpoint stores all of it (trainer_state()).
 class Loop {
  public:
+  // Rank 0 of a data-parallel job alone prints, logs and writes checkpoints; every rank runs the
+  // same loop (same batches, evaluations and saves), so the collectives match.
   Loop(const Config& cfg, const TrainOptions& opts, Task& task)
       : cfg_(cfg),
         ta_(cfg.trainer),
         opts_(opts),
         task_(task),
-        log_(ta_.run_dir),
-        ckpt_dir_(ta_.ckpt_save_dir.empty() ? ta_.run_dir + "/checkpoints" : ta_.ckpt_save_dir),
-        tb_(ta_.run_dir) {
+        root_(task.comm().is_root()),
+        quiet_(opts.quiet || !root_),
+        ckpt_dir_(ta_.ckpt_save_dir.empty() ? ta_.run_dir + "/checkpoints" : ta_.ckpt_save_dir) {
     summary_.baseline = task.baseline();
+    if (root_) {
+      log_ = std::make_unique<MetricsLog>(ta_.run_dir);
+      tb_ = std::make_unique<TensorBoardWriter>(ta_.run_dir);
+    }
   }
 
   TrainSummary run();
 
  private:
   void say(const std::string& s) const {
-    if (!opts_.quiet) std::cout << s << std::flush;
+    if (!quiet_) std::cout << s << std::flush;
   }
   void load();
   Json trainer_state() const;
   void save() {
     const nvtx::Range range("checkpoint");
-    saved_dir_ =
-        save_checkpoint_step(task_.checkpoint_tensors(), trainer_state(), ckpt_dir_, ta_.ckpt_keep);
+    if (root_)
+      saved_dir_ = save_checkpoint_step(task_.checkpoint_tensors(), trainer_state(), ckpt_dir_,
+                                        ta_.ckpt_keep);
     saved_step_ = step_;
   }
   void evaluate(int64_t epoch);
@@ -67,7 +75,9 @@ class Loop {
   const TrainerArgs& ta_;
   const TrainOptions& opts_;
   Task& task_;
-  MetricsLog log_;
+  const bool root_;                  // rank 0 (or the only rank)
+  const bool quiet_;                 // nothing printed: --quiet, or not rank 0
+  std::unique_ptr<MetricsLog> log_;  // rank 0 only
   const std::string ckpt_dir_;
   std::string saved_dir_;  // the step folder of the latest save
   int64_t saved_step_ = -1;
@@ -75,7 +85,7 @@ class Loop {
   int64_t step_ = 0;
   double best_val_ = -1;
   bool has_validation_ = false;  // whether the task's evaluations carry a validation split
-  TensorBoardWriter tb_;         // event files beside metrics.jsonl (tensorboard --logdir runs/)
+  std::unique_ptr<TensorBoardWriter> tb_;  // event files beside metrics.jsonl (rank 0 only)
   // The timeline (TrainerArgs.profile): host time of steps [profile_step_start, profile_step_end)
   // and evaluations, and each profiled step's phases on the device's own clock (phase_timer.h).
   ChromeTrace trace_{false};
@@ -157,9 +167,10 @@ void Loop::evaluate(int64_t epoch) {
   r["step"] = step_;
   if (has_validation_) r["validation"] = metrics_to_json(rec.validation);
   r["test"] = metrics_to_json(rec.test);
-  log_.write(r);
-  write_eval_scalars(tb_, rec);
-  if (opts_.quiet) return;
+  if (!root_) return;
+  log_->write(r);
+  write_eval_scalars(*tb_, rec);
+  if (quiet_) return;
   std::vector<EvalRow> rows;
   if (has_validation_) rows.push_back({"val", rec.validation});
   rows.push_back({task_.test_label(), rec.test});
@@ -180,7 +191,7 @@ void Loop::write_summary_record() {
   s["final_test"] = metrics_to_json(summary_.final_test);
   s[task_.baseline_label()] = metrics_to_json(summary_.baseline);
   s["checkpoint"] = saved_dir_;
-  log_.write(s);
+  log_->write(s);
 }
 
 // Enqueues one step. A profiled step also runs with a phase timer attached (so directly, not as
@@ -207,21 +218,23 @@ int64_t Loop::timed_step(const SequenceBatch& batch, double lr) {
 // A resumed run's metrics.jsonl keeps what was logged up to the checkpoint's step (a run killed
 // after its last save logged steps it will now log again) and drops the end-of-run records.
 void Loop::cut_log_at_checkpoint() {
-  const int64_t kept = log_.keep_until([&](const Json& r) {
+  if (!root_) return;
+  const int64_t kept = log_->keep_until([&](const Json& r) {
     const std::string event = r.value("event", "");
     if (event == "summary" || event == "synthetic_oracle") return true;
     const auto s = r.find("step");
     return s != r.end() && s->is_number_integer() && s->get<int64_t>() > step_;
   });
-  if (kept == 0) task_.log_setup(log_);  // a resume into a new run folder
+  if (kept == 0) task_.log_setup(*log_);  // a resume into a new run folder
 }
 
 TrainSummary Loop::run() {
   load();
-  if (opts_.resume_dir.empty())
-    task_.log_setup(log_);
-  else
+  if (opts_.resume_dir.empty()) {
+    if (root_) task_.log_setup(*log_);
+  } else {
     cut_log_at_checkpoint();
+  }
   Batcher& batcher = task_.batcher();
   const int64_t per_epoch = batcher.num_batches();
   const int64_t total_steps =
@@ -237,7 +250,7 @@ TrainSummary Loop::run() {
   double flops_done = 0;
   const double peak_tflops = task_.ctx().device == Device::kCUDA ? cuda_bf16_peak_tflops() : 0;
   RunningLoss running;
-  EpochProgress progress(opts_.quiet, per_epoch, total_steps);
+  EpochProgress progress(quiet_, per_epoch, total_steps);
   while (step_ < total_steps) {
     const int64_t epoch = batcher.epoch();
     progress.open(epoch);
@@ -262,7 +275,7 @@ TrainSummary Loop::run() {
       const double seconds = std::max(ProgressBar::steady_seconds() - t0, 1e-9);
       TrainRates rates{tokens_done / seconds, lr_schedule.lr_at(step_ - 1)};
       if (peak_tflops > 0 && flops_done > 0) rates.mfu = flops_done / seconds / 1e12 / peak_tflops;
-      running.write_train_line(log_, &tb_, step_, epoch, rates);
+      if (root_) running.write_train_line(*log_, tb_.get(), step_, epoch, rates);
     }
     if (due.epoch_done || due.eval) progress.close();
     if (due.eval && (summary_.evals.empty() || summary_.evals.back().step != step_))
@@ -275,23 +288,25 @@ TrainSummary Loop::run() {
   if (task_.ctx().device == Device::kCUDA) say(task_.graph().describe() + "\n");
   if (saved_step_ != step_) save();  // unless the last step's periodic save was the last one
   say("checkpoint: " + saved_dir_ + "\n");
-  if (ta_.profile) {
+  if (ta_.profile && root_) {
     trace_.write(ta_.run_dir + "/trace.json");
     say("timeline: " + ta_.run_dir + "/trace.json (chrome://tracing)\n");
   }
+  if (!root_) return summary_;
   write_summary_record();
-  task_.finish(summary_, log_, opts_.quiet ? nullptr : &std::cout);
+  task_.finish(summary_, *log_, quiet_ ? nullptr : &std::cout);
   return summary_;
 }
 
 }  // namespace
 
-void prepare_run(const Config& cfg, const TrainOptions& opts) {
+void prepare_run(const Config& cfg, const TrainOptions& opts, bool write_files) {
   const TrainerArgs& ta = cfg.trainer;
   if (ta.num_threads > 0) {
     omp_set_num_threads(static_cast<int>(ta.num_threads));
     set_cpu_blas_threads(static_cast<int>(ta.num_threads));
   }
+  if (!write_files) return;
   std::filesystem::create_directories(ta.run_dir);
   if (!opts.config_text.empty()) atomic_write_file(ta.run_dir + "/config.gin", opts.config_text);
 }
@@ -302,13 +317,23 @@ double metric(const NamedValues& values, const std::string& name) {
   return std::numeric_limits<double>::quiet_NaN();
 }
 
-std::unique_ptr<Task> make_task(const Config& cfg, std::ostream* out) {
-  return cfg.task == "ranking" ? make_ranking_task(cfg, out) : make_retrieval_task(cfg, out);
+std::unique_ptr<Task> make_task(const Config& cfg, dist::Comm& comm, std::ostream* out) {
+  return cfg.task == "ranking" ? make_ranking_task(cfg, comm, out)
+                               : make_retrieval_task(cfg, comm, out);
 }
 
 TrainSummary train(const Config& cfg, const TrainOptions& opts) {
-  prepare_run(cfg, opts);
-  const std::unique_ptr<Task> task = make_task(cfg, opts.quiet ? nullptr : &std::cout);
+  std::unique_ptr<dist::Comm> local;
+  dist::Comm* comm = opts.comm;
+  if (!comm) {
+    local = dist::make_local_comm(resolve_device(cfg.trainer.device));
+    comm = local.get();
+  }
+  prepare_run(cfg, opts, comm->is_root());
+  // Every rank must train the same config (and rank 0 must have made the run folder first).
+  comm->check_same(std::hash<std::string>{}(to_gin(cfg)), "the effective config");
+  const bool quiet = opts.quiet || !comm->is_root();
+  const std::unique_ptr<Task> task = make_task(cfg, *comm, quiet ? nullptr : &std::cout);
   return Loop(cfg, opts, *task).run();
 }
 

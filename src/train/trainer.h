@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "dist/comm.h"
 #include "train/metrics.h"
 
 namespace hstu {
@@ -20,6 +21,8 @@ struct TrainOptions {
   std::string resume_dir;   // checkpoint folder to continue from ("" = fresh run)
   std::string config_text;  // the effective config in gin syntax (saved into the run)
   bool quiet = false;       // no progress bar / tables (tests)
+  // The job's ranks (dist/comm.h) for data-parallel training; null = this process alone.
+  dist::Comm* comm = nullptr;
 };
 
 struct EvalRecord {
@@ -45,8 +48,9 @@ struct TrainSummary {
 // event before training.
 TrainSummary train(const Config& cfg, const TrainOptions& opts);
 
-// Run setup shared by both tasks: CPU threads, the run directory and its config.gin.
-void prepare_run(const Config& cfg, const TrainOptions& opts);
+// Run setup shared by both tasks: CPU threads, and (write_files: rank 0) the run directory and
+// its config.gin.
+void prepare_run(const Config& cfg, const TrainOptions& opts, bool write_files = true);
 
 // Looks up a metric by name (NaN if absent).
 double metric(const NamedValues& values, const std::string& name);

@@ -14,24 +14,27 @@ namespace hstu::cuda {
 namespace {
 
 __global__ void uniform_negatives_kernel(int32_t* out, int64_t ld, int64_t r, int64_t n,
-                                         int64_t num_items, uint64_t seed, uint64_t step) {
+                                         int64_t num_items, uint64_t seed, uint64_t step,
+                                         uint64_t e0) {
   const int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (e >= n) return;
-  out[(e / r) * ld + e % r] = uniform_negative(seed, step, static_cast<uint64_t>(e), num_items);
+  out[(e / r) * ld + e % r] =
+      uniform_negative(seed, step, e0 + static_cast<uint64_t>(e), num_items);
 }
 
 // pool[0:count] is sorted and unique; a leading 0 (unsupervised tokens) is not part of the pool.
 __global__ void in_batch_negatives_kernel(int32_t* out, int64_t ld, int64_t r, int64_t n,
                                           const int32_t* pool, const int32_t* count, uint64_t seed,
-                                          uint64_t step) {
+                                          uint64_t step, uint64_t e0) {
   const int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (e >= n) return;
   const int32_t total = *count;
   const int32_t skip = total > 0 && pool[0] == 0 ? 1 : 0;
   const uint32_t size = static_cast<uint32_t>(total - skip);
   out[(e / r) * ld + e % r] =
-      size == 0 ? 0
-                : pool[skip + in_batch_negative_index(seed, step, static_cast<uint64_t>(e), size)];
+      size == 0
+          ? 0
+          : pool[skip + in_batch_negative_index(seed, step, e0 + static_cast<uint64_t>(e), size)];
 }
 
 // Checks neg_ids and the counter space; returns T * R.
@@ -66,18 +69,19 @@ size_t in_batch_negatives_scratch_bytes(int64_t targets) {
 }
 
 void sample_uniform_negatives(Ctx& ctx, int64_t num_items, uint64_t seed, uint64_t step,
-                              const Tensor& neg_ids) {
+                              const Tensor& neg_ids, int64_t token_offset) {
   const int64_t n = check_negatives(neg_ids, step, "sample_uniform_negatives");
   HSTU_CHECK(num_items >= 2 && num_items <= (int64_t(1) << 32),
              "sample_uniform_negatives: num_items = ", num_items);
   if (n == 0) return;
   uniform_negatives_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream_of(ctx)>>>(
-      neg_ids.as<int32_t>(), neg_ids.row_stride, neg_ids.dim(1), n, num_items, seed, step);
+      neg_ids.as<int32_t>(), neg_ids.row_stride, neg_ids.dim(1), n, num_items, seed, step,
+      static_cast<uint64_t>(token_offset * neg_ids.dim(1)));
   HSTU_CUDA_CHECK_LAUNCH();
 }
 
 void sample_in_batch_negatives(Ctx& ctx, const Tensor& targets, uint64_t seed, uint64_t step,
-                               const Tensor& neg_ids) {
+                               const Tensor& neg_ids, int64_t token_offset) {
   const int64_t n = check_negatives(neg_ids, step, "sample_in_batch_negatives");
   check_cuda_tensor(targets, "sample_in_batch_negatives targets");
   check_shape(targets, {-1}, "sample_in_batch_negatives targets");
@@ -105,7 +109,7 @@ void sample_in_batch_negatives(Ctx& ctx, const Tensor& targets, uint64_t seed, u
   }
   in_batch_negatives_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream_of(ctx)>>>(
       neg_ids.as<int32_t>(), neg_ids.row_stride, neg_ids.dim(1), n, pool.as<int32_t>(),
-      count.as<int32_t>(), seed, step);
+      count.as<int32_t>(), seed, step, static_cast<uint64_t>(token_offset * neg_ids.dim(1)));
   HSTU_CUDA_CHECK_LAUNCH();
 }
 

@@ -1,0 +1,186 @@
+// test_data_parallel.cpp — W CPU ranks (mpirun -np 2 / 4) training with batch B each equal one
+// rank training with batch W*B: the same weights after 20 steps up to the order of the
+// floating-point sums, for retrieval and ranking; and distributed evaluation equal to a single
+// process's. Each rank also runs the 1-rank reference itself (on a local communicator).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <string>
+
+#include "common/ranking_test_util.h"
+#include "config/load.h"
+#include "io/safetensors.h"
+#include "mpi/mpi_test_util.h"
+#include "train/trainer.h"
+
+namespace hstu::dist {
+namespace {
+
+// A folder every rank agrees on (rank 0 names it, removes it at the end).
+std::string shared_dir(const std::string& name) {
+  Comm& c = world();
+  const int64_t stamp = c.all_gather_host(::getpid())[0];
+  return (std::filesystem::temp_directory_path() /
+          ("hstu_mpi_" + name + "_" + std::to_string(stamp) + "_np" + std::to_string(c.size())))
+      .string();
+}
+
+Config retrieval_config(const std::string& run_dir, int64_t batch) {
+  const std::string gin = R"(
+DatasetArgs.dataset_name = "synthetic"
+DatasetArgs.max_history_seqlen = 20
+SyntheticArgs.num_users = 300
+SyntheticArgs.num_items = 120
+SyntheticArgs.min_seqlen = 5
+SyntheticArgs.max_seqlen = 20
+NetworkArgs.num_layers = 2
+NetworkArgs.hidden_size = 16
+NetworkArgs.num_attention_heads = 2
+NetworkArgs.kv_channels = 8
+NetworkArgs.hidden_dropout = 0.2
+TrainerArgs.eval_batch_size = 40
+TrainerArgs.max_train_iters = 20
+TrainerArgs.log_interval = 5
+TrainerArgs.eval_interval = 20
+TrainerArgs.num_threads = 1
+RetrievalArgs.num_negatives = 8
+)";
+  return load_config_text(
+      gin, "<data parallel>",
+      {"TrainerArgs.run_dir=" + run_dir, "TrainerArgs.train_batch_size=" + std::to_string(batch)},
+      nullptr);
+}
+
+// Largest |a - b| / (1 + |b|) over every tensor of two model.safetensors files.
+double max_rel_diff(const std::string& a_path, const std::string& b_path) {
+  const SafetensorsFile a(a_path), b(b_path);
+  EXPECT_EQ(a.names(), b.names());
+  double worst = 0;
+  for (const std::string& n : a.names()) {
+    const auto& ea = a.get(n);
+    const auto& eb = b.get(n);
+    EXPECT_EQ(ea.shape, eb.shape) << n;
+    if (ea.dtype != DType::kF32 || ea.numel() != eb.numel()) continue;
+    const float* pa = reinterpret_cast<const float*>(ea.bytes.data());
+    const float* pb = reinterpret_cast<const float*>(eb.bytes.data());
+    for (int64_t i = 0; i < ea.numel(); ++i) {
+      float x, y;
+      std::memcpy(&x, pa + i, 4);
+      std::memcpy(&y, pb + i, 4);
+      worst = std::max(worst, std::abs(double(x) - double(y)) / (1.0 + std::abs(double(y))));
+    }
+  }
+  return worst;
+}
+
+std::string final_model(const std::string& run_dir) {
+  return run_dir + "/checkpoints/step-000000020/model.safetensors";
+}
+
+// Runs `cfg` on all ranks and, on every rank, the 1-rank reference with the W-times batch;
+// rank 0 compares the saved weights and every rank the evaluation metrics.
+void expect_equivalent(const Config& dist_cfg, const Config& ref_cfg) {
+  Comm& c = world();
+  TrainOptions opts;
+  opts.quiet = true;
+  opts.comm = &c;
+  const TrainSummary d = train(dist_cfg, opts);
+  TrainOptions ref_opts;
+  ref_opts.quiet = true;
+  const TrainSummary r = c.is_root() ? train(ref_cfg, ref_opts) : TrainSummary{};
+  c.barrier();
+  if (!c.is_root()) return;
+  // Weights: fp32 sums in another order, through 20 Adam steps.
+  const double diff =
+      max_rel_diff(final_model(dist_cfg.trainer.run_dir), final_model(ref_cfg.trainer.run_dir));
+  EXPECT_LT(diff, 2e-4) << "weights of " << c.size() << " ranks vs one rank with the whole batch";
+  EXPECT_GT(d.steps, 0);
+  EXPECT_EQ(d.steps, r.steps);
+  EXPECT_NEAR(d.last_loss, r.last_loss, 1e-4 * (1 + std::abs(r.last_loss)));
+  ASSERT_EQ(d.final_test.size(), r.final_test.size());
+  for (size_t i = 0; i < r.final_test.size(); ++i)
+    EXPECT_NEAR(d.final_test[i].second, r.final_test[i].second, 0.02) << r.final_test[i].first;
+}
+
+TEST(DataParallel, RetrievalEqualsOneRankWithTheWholeBatch) {
+  Comm& c = world();
+  const std::string dir = shared_dir("retrieval");
+  expect_equivalent(retrieval_config(dir + "/dist", 8),
+                    retrieval_config(dir + "/ref", 8 * c.size()));
+  c.barrier();
+  if (c.is_root()) std::filesystem::remove_all(dir);
+}
+
+TEST(DataParallel, RetrievalInBatchNegatives) {
+  Comm& c = world();
+  const std::string dir = shared_dir("inbatch");
+  Config a = retrieval_config(dir + "/dist", 6), b = retrieval_config(dir + "/ref", 6 * c.size());
+  a.retrieval.negative_sampler = b.retrieval.negative_sampler = "in_batch";
+  expect_equivalent(a, b);
+  c.barrier();
+  if (c.is_root()) std::filesystem::remove_all(dir);
+}
+
+Config ranking_cfg(const std::string& run_dir, int64_t batch) {
+  Config cfg = test::ranking_config(
+      {.num_layers = 2,
+       .hidden_size = 16,
+       .num_attention_heads = 2,
+       .kv_channels = 8,
+       .num_position_buckets = 64,
+       .head_arch = {16, 3},
+       .num_tasks = 3,
+       .max_history_seqlen = 16,
+       .max_num_candidates = 4},
+      {.train_batch_size = batch, .eval_batch_size = 32, .seed = 11, .run_dir = run_dir},
+      {.num_users = 300,
+       .num_items = 80,
+       .num_clusters = 8,
+       .min_seqlen = 6,
+       .max_seqlen = 20,
+       .num_contextual_features = 2,
+       .contextual_cardinality = 5,
+       .num_tasks = 3});
+  // The ranking layout of the global batch is not built, so ranks key dropout by their own
+  // stream: equal results need no dropout.
+  cfg.network.hidden_dropout = 0.0;
+  cfg.network.input_dropout = 0.0;
+  cfg.trainer.max_train_iters = 20;
+  cfg.trainer.eval_interval = 20;
+  cfg.trainer.num_threads = 1;
+  return cfg;
+}
+
+TEST(DataParallel, RankingEqualsOneRankWithTheWholeBatch) {
+  Comm& c = world();
+  const std::string dir = shared_dir("ranking");
+  expect_equivalent(ranking_cfg(dir + "/dist", 8), ranking_cfg(dir + "/ref", 8 * c.size()));
+  c.barrier();
+  if (c.is_root()) std::filesystem::remove_all(dir);
+}
+
+TEST(DataParallel, MismatchedConfigsFailOnEveryRank) {
+  Comm& c = world();
+  const std::string dir = shared_dir("mismatch");
+  Config cfg = retrieval_config(dir, 8);
+  if (c.rank() == 1) cfg.trainer.seed = 99;
+  TrainOptions opts;
+  opts.quiet = true;
+  opts.comm = &c;
+  try {
+    train(cfg, opts);
+    ADD_FAILURE() << "ranks with different configs trained";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("ranks disagree on the effective config"),
+              std::string::npos)
+        << e.what();
+  }
+  c.barrier();
+  if (c.is_root()) std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace hstu::dist
