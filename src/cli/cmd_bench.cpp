@@ -1,10 +1,13 @@
-// cmd_bench.cpp — `hstu bench <train|attention|layer>`. The attention and layer benchmarks read
-// an argument list (src/bench/): their options are declared and checked here, for --help and
+// cmd_bench.cpp — `hstu bench <train|attention|layer|balance>`. The attention and layer benchmarks
+// read an argument list (src/bench/): their options are declared and checked here, for --help and
 // usage errors, and handed on as given.
+#include <exception>
+#include <filesystem>
 #include <memory>
 #include <string>
 
 #include "bench/bench_attention.h"
+#include "bench/bench_balance.h"
 #include "bench/bench_layer.h"
 #include "bench/bench_train.h"
 #include "cli/commands.h"
@@ -82,6 +85,73 @@ void add_bench_layer(CLI::App& bench, Commands& commands) {
   commands.push_back({app, [app] { return run_layer_bench(given_args(*app)); }});
 }
 
+// configs/bench-large.gin of the working directory, else of the source tree hstu was built from.
+std::string default_balance_config() {
+  const std::string local = "configs/bench-large.gin";
+  if (std::filesystem::exists(local)) return local;
+  return std::string(HSTU_SOURCE_DIR) + "/" + local;
+}
+
+struct BenchBalanceArgs {
+  ConfigArgs config;
+  BalanceBenchArgs bench;
+  int64_t seed = 1234;
+};
+
+void add_bench_balance(CLI::App& bench, Commands& commands) {
+  CLI::App* app = bench.add_subcommand(
+      "balance",
+      "balanced batching: per-rank work of the plain split and the Karmarkar-Karp partition on "
+      "simulated ranks (no GPU)");
+  auto a = std::make_shared<BenchBalanceArgs>();
+  add_config_file(*app, a->config, "default: configs/bench-large.gin (of the source tree)");
+  add_set(*app, a->config);
+  app->add_option("--world-sizes", a->bench.world_sizes, "simulated data-parallel world sizes")
+      ->type_name("W,W,...")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 1 << 16).description(""))
+      ->capture_default_str();
+  app->add_option("--batch-per-rank", a->bench.batch_per_rank, "samples per rank and step")
+      ->type_name("B")
+      ->check(int_in(1, int64_t{1} << 24))
+      ->capture_default_str();
+  app->add_option("--max-len", a->bench.max_len, "cap of the sequence lengths")
+      ->type_name("L")
+      ->check(int_in(1, int64_t{1} << 30))
+      ->capture_default_str();
+  app->add_option("--zipf-alpha", a->bench.zipf_alpha, "Zipf exponent of the lengths (> 1)")
+      ->type_name("A")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            try {
+              size_t used = 0;
+              const double x = std::stod(v, &used);
+              if (used == v.size() && x > 1 && x < 100) return "";
+            } catch (const std::exception&) {
+            }
+            return "expected a number in (1, 100), got '" + v + "'";
+          },
+          ""))
+      ->capture_default_str();
+  app->add_option("--steps", a->bench.steps, "global batches drawn per world size")
+      ->type_name("N")
+      ->check(int_in(1, 1000000))
+      ->capture_default_str();
+  app->add_option("--seed", a->seed, "seed of the drawn lengths")
+      ->type_name("N")
+      ->check(int_in(0))
+      ->capture_default_str();
+  commands.push_back({app, [a] {
+                        ConfigArgs config = a->config;
+                        if (config.file.empty()) config.file = default_balance_config();
+                        BalanceBenchArgs bench = a->bench;
+                        bench.seed = static_cast<uint64_t>(a->seed);
+                        run_balance_bench(resolve_config(config, NoFile::kSchemaDefaults, nullptr),
+                                          bench);
+                        return 0;
+                      }});
+}
+
 }  // namespace
 
 void add_bench(CLI::App& hstu, Commands& commands) {
@@ -90,6 +160,7 @@ void add_bench(CLI::App& hstu, Commands& commands) {
   add_bench_train(*bench, commands);
   add_bench_attention(*bench, commands);
   add_bench_layer(*bench, commands);
+  add_bench_balance(*bench, commands);
 }
 
 }  // namespace hstu::cli

@@ -1,6 +1,11 @@
 // flops.cpp — see flops.h.
 #include "model/flops.h"
 
+#include <array>
+#include <cstdint>
+
+#include "core/error.h"
+
 namespace hstu {
 
 double hstu_layers_flops(const NetworkArgs& n, std::span<const int32_t> offsets) {
@@ -14,6 +19,19 @@ double hstu_layers_flops(const NetworkArgs& n, std::span<const int32_t> offsets)
   }
   const double gemm_fwd = 2.0 * t * d * 4.0 * hd + 2.0 * t * hd * d;
   return static_cast<double>(n.num_layers) * (3.0 * gemm_fwd + 3.5 * attn);
+}
+
+double sample_cost(const NetworkArgs& n, int64_t tokens) {
+  HSTU_CHECK(tokens >= 0 && tokens <= INT32_MAX, "sample_cost: token count ", tokens,
+             " outside [0, 2^31)");
+  const std::array<int32_t, 2> offsets{0, static_cast<int32_t>(tokens)};
+  return hstu_layers_flops(n, offsets);
+}
+
+int64_t ranking_sample_tokens(int64_t num_events, int64_t num_contextual, bool action_tokens) {
+  HSTU_CHECK(num_events >= 0 && num_contextual >= 0, "ranking_sample_tokens: ", num_events,
+             " events and ", num_contextual, " contextual tokens (both must be >= 0)");
+  return num_contextual + (action_tokens ? 2 : 1) * num_events;
 }
 
 double retrieval_step_flops(const Config& cfg, const SequenceBatch& b) {

@@ -112,6 +112,9 @@ TEST_F(Cli, UsageErrorsExitTwoNamingTheFlagOrValue) {
       {"bench attention --jagged --full", "--full"},
       {"bench layer --reps 0", "--reps"},
       {"bench layer --shape 1,2,3,4,x", "--shape"},
+      {"bench balance --world-sizes 2,0", "--world-sizes"},
+      {"bench balance --zipf-alpha 1", "--zipf-alpha"},
+      {"bench balance --batch-per-rank 0", "--batch-per-rank"},
       {"info --verbose", "--verbose"},
       {"help nope", "'nope'"},
   };
@@ -147,7 +150,7 @@ TEST_F(Cli, EveryCommandHasItsHelp) {
       {"preprocess",
        {"config", "--config", "--gin-config-file", "--set", "--dataset", "--path", "--out",
         "--skip-malformed"}},
-      {"bench", {"train", "attention", "layer"}},
+      {"bench", {"train", "attention", "layer", "balance"}},
       {"bench train",
        {"config", "--config", "--gin-config-file", "--set", "--device", "--threads", "--steps",
         "--warmup", "--phases"}},
@@ -155,6 +158,9 @@ TEST_F(Cli, EveryCommandHasItsHelp) {
        {"--shape", "--jagged", "--full", "--dtype", "--non-causal", "--rab", "--warmup", "--reps",
         "--no-validate", "--fwd-only"}},
       {"bench layer", {"--shape", "--device", "--reps", "--recompute"}},
+      {"bench balance",
+       {"config", "--config", "--set", "--world-sizes", "--batch-per-rank", "--max-len",
+        "--zipf-alpha", "--steps", "--seed"}},
       {"info", {"--help"}},
       {"help", {"command"}},
   };
@@ -228,7 +234,8 @@ TEST_F(Cli, CheckpointStepFoldersAndInjectedFaults) {
 }
 
 // The benchmarks get what the command line gave: bench train its config and step counts, bench
-// layer (which reads an argument list) every --shape and the flags given as true.
+// layer (which reads an argument list) every --shape and the flags given as true, bench balance
+// its config and options.
 TEST_F(Cli, BenchOptionsReachTheBenchmarks) {
   const std::string gin = dir_.write("tiny.gin", kTinyGin);
   Outcome r = hstu("bench train --config " + gin + " --steps 1 --warmup 0");
@@ -243,6 +250,21 @@ TEST_F(Cli, BenchOptionsReachTheBenchmarks) {
   r = hstu(layer + "--recompute=false");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_EQ(r.out.find("recompute"), std::string::npos) << r.out;
+  // bench balance: the config's layer shape (default: configs/bench-large.gin) and every option.
+  r = hstu(
+      "bench balance --world-sizes 2,3 --batch-per-rank 4 --max-len 64 --zipf-alpha 1.5 "
+      "--steps 3 --seed 7");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("8 layers, D 1024, 4 heads x 256 (retrieval); 4 samples per rank, lengths "
+                       "Zipf(1.50) capped at 64, 1 token per event; 3 steps, seed 7"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("\n2    "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\n3    "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("\n4    "), std::string::npos) << r.out;
+  r = hstu("bench balance --config " + gin + " --world-sizes 2 --steps 1");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("D 16"), std::string::npos) << r.out;
 }
 
 // A MovieLens ratings file with one malformed row (line 4).
