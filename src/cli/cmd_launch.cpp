@@ -4,6 +4,7 @@
 // (src/dist/launcher.h).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -12,6 +13,7 @@
 
 #include "cli/commands.h"
 #include "core/device_info.h"
+#include "core/error.h"
 #include "dist/launcher.h"
 
 namespace hstu::cli {
