@@ -12,5 +12,6 @@ void add_eval(CLI::App& hstu, Commands& commands);
 void add_preprocess(CLI::App& hstu, Commands& commands);
 void add_bench(CLI::App& hstu, Commands& commands);  // bench train | attention | layer
 void add_info(CLI::App& hstu, Commands& commands);
+void add_launch(CLI::App& hstu, Commands& commands);  // N local ranks of a command
 
 }  // namespace hstu::cli
