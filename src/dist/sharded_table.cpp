@@ -130,6 +130,12 @@ int64_t ShardedTable::fetch(Ctx& ctx, Comm& comm, std::span<const int32_t> uniqu
   return unique_;
 }
 
+int64_t ShardedTable::dedup_and_fetch(Ctx& ctx, Comm& comm,
+                                      std::span<const std::span<int32_t>> ids) {
+  if (!dedup_) dedup_ = std::make_unique<IdDeduper>(rows());
+  return fetch(ctx, comm, dedup_->run(ids));
+}
+
 void ShardedTable::push_grads(Ctx& ctx, Comm& comm) {
   HSTU_CHECK(fetched_, "sharded table ", name_, ": push_grads without a fetch before it");
   fetched_ = false;

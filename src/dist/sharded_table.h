@@ -57,6 +57,13 @@ class ShardedTable {
   // [0, rows); distinct, as IdDeduper returns them). Collective. Remembers the routing for
   // push_grads. Returns U.
   int64_t fetch(Ctx& ctx, Comm& comm, std::span<const int32_t> unique);
+  // Steps 1 and 2 in one call: deduplicates and remaps the step's ids in place with the table's
+  // own IdDeduper (a [rows] i32 host array, made on first use), then fetches. Returns U;
+  // unique_ids() are the ids of window rows [0, U).
+  int64_t dedup_and_fetch(Ctx& ctx, Comm& comm, std::span<const std::span<int32_t>> ids);
+  std::span<const int32_t> unique_ids() const {
+    return dedup_ ? dedup_->unique() : std::span<const int32_t>();
+  }
   // Step 4: sends window().grad rows [0:U) that window().touched marks to their owners, which
   // add them into shard().grad (sender rank order, so the sums are deterministic) and mark
   // shard().touched; clears window().grad[0:U) and window().touched. Collective; once per fetch.
@@ -102,6 +109,7 @@ class ShardedTable {
   std::vector<int64_t> owned_;
   EmbeddingTable shard_, window_;
   std::unique_ptr<Arena> arena_;
+  std::unique_ptr<IdDeduper> dedup_;
   Tensor send_idx_;  // i32 [cap]: owner-local rows requested, grouped by owner
   Tensor perm_;      // i32 [cap]: position in the owner-grouped order of each requested id
   Tensor rows_in_;   // f32 [cap, D]: rows received back (fetch) / gradient rows sent (push)

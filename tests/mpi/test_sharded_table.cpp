@@ -53,10 +53,9 @@ RankStep rank_step(int r, uint32_t step) {
 // gradients into the window, push to the owners.
 void sharded_step(Ctx& ctx, Comm& comm, ShardedTable& st, RankStep s,
                   const EmbeddingTable* full = nullptr) {
-  IdDeduper dd(kV);
   const std::span<int32_t> spans[] = {s.inputs, s.negs};
-  const std::span<const int32_t> u = dd.run(spans);
-  st.fetch(ctx, comm, u);
+  st.dedup_and_fetch(ctx, comm, spans);
+  const std::span<const int32_t> u = st.unique_ids();
   if (full) {  // EXPECT, not ASSERT: returning early would leave the other ranks waiting
     for (size_t k = 0; k < u.size(); ++k) {
       EXPECT_TRUE(same_row(row_of(st.window().weight, static_cast<int64_t>(k)),
