@@ -146,7 +146,15 @@ std::span<const int32_t> IdDeduper::run(std::span<const std::span<int32_t>> ids)
       }
     }
   }
-  std::sort(unique_.begin(), unique_.end());  // 0 stays first
+  // Sorted: by a scan of the marked slots when U is a sizeable part of V (a scan of V costs less
+  // than sorting U), else by sorting U. 0 stays first either way.
+  if (static_cast<int64_t>(unique_.size()) * 16 > v) {
+    unique_.clear();
+    for (int64_t id = 0; id < v; ++id)
+      if (slot_[static_cast<size_t>(id)] >= 0) unique_.push_back(static_cast<int32_t>(id));
+  } else {
+    std::sort(unique_.begin(), unique_.end());
+  }
   const int64_t u = static_cast<int64_t>(unique_.size());
   for (int64_t k = 0; k < u; ++k)
     slot_[static_cast<size_t>(unique_[static_cast<size_t>(k)])] = static_cast<int32_t>(k);

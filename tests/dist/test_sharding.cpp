@@ -108,26 +108,28 @@ TEST(Sharding, DescribeShardsMatchesRealAllocations) {
 }
 
 TEST(IdDedup, MatchesBruteForceMap) {
-  const int64_t v = 500;
-  IdDeduper dd(v);
-  for (uint32_t trial = 0; trial < 20; ++trial) {
-    std::vector<int32_t> a = random_ids(7, trial, 40 + trial * 13, v),
-                         b = random_ids(8, trial, trial * 50, trial % 2 ? 20 : v),
-                         c = random_ids(9, trial, 3, v);
-    const std::vector<int32_t> a0 = a, b0 = b, c0 = c;
-    std::map<int32_t, int32_t> ref{{0, 0}};  // id 0 always present
-    for (const auto* s : {&a0, &b0, &c0})
-      for (const int32_t id : *s) ref.emplace(id, 0);
-    int32_t k = 0;
-    for (auto& [id, index] : ref) index = k++;
-    const std::span<int32_t> spans[] = {a, b, c};
-    const std::span<const int32_t> u = dd.run(spans);
-    ASSERT_EQ(u.size(), ref.size());
-    size_t i = 0;
-    for (const auto& [id, index] : ref) EXPECT_EQ(u[i++], id);
-    for (size_t j = 0; j < a.size(); ++j) EXPECT_EQ(a[j], ref.at(a0[j]));
-    for (size_t j = 0; j < b.size(); ++j) EXPECT_EQ(b[j], ref.at(b0[j]));
-    for (size_t j = 0; j < c.size(); ++j) EXPECT_EQ(c[j], ref.at(c0[j]));
+  // V = 500: U is a large part of V (sorted by a scan of V); V = 100000: U is small (sorted).
+  for (const int64_t v : {500, 100000}) {
+    IdDeduper dd(v);
+    for (uint32_t trial = 0; trial < 20; ++trial) {
+      std::vector<int32_t> a = random_ids(7, trial, trial == 19 ? 150000 : 40 + trial * 13,
+                                          v),  // 150000: the parallel remap
+          b = random_ids(8, trial, trial * 50, trial % 2 ? 20 : v), c = random_ids(9, trial, 3, v);
+      const std::vector<int32_t> a0 = a, b0 = b, c0 = c;
+      std::map<int32_t, int32_t> ref{{0, 0}};  // id 0 always present
+      for (const auto* s : {&a0, &b0, &c0})
+        for (const int32_t id : *s) ref.emplace(id, 0);
+      int32_t k = 0;
+      for (auto& [id, index] : ref) index = k++;
+      const std::span<int32_t> spans[] = {a, b, c};
+      const std::span<const int32_t> u = dd.run(spans);
+      ASSERT_EQ(u.size(), ref.size());
+      size_t i = 0;
+      for (const auto& [id, index] : ref) EXPECT_EQ(u[i++], id);
+      for (size_t j = 0; j < a.size(); ++j) EXPECT_EQ(a[j], ref.at(a0[j]));
+      for (size_t j = 0; j < b.size(); ++j) EXPECT_EQ(b[j], ref.at(b0[j]));
+      for (size_t j = 0; j < c.size(); ++j) EXPECT_EQ(c[j], ref.at(c0[j]));
+    }
   }
 }
 
