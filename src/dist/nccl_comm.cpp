@@ -48,8 +48,11 @@ ncclDataType_t reduce_type(DType t) {
       return ncclInt32;
     case DType::kI64:
       return ncclInt64;
+    case DType::kU8:  // flags, reduced with max / min
+      return ncclUint8;
     default:
-      HSTU_THROW("NCCL all_reduce of ", dtype_name(t), " is not supported (f32, f64, i32, i64)");
+      HSTU_THROW("NCCL all_reduce of ", dtype_name(t),
+                 " is not supported (f32, f64, i32, i64, u8)");
   }
 }
 
