@@ -12,9 +12,21 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "dist/launch_env.h"
 
 namespace hstu::cli {
 namespace {
+
+// "[rank r] " in a job of several ranks (torchrun, SLURM or mpirun variables), so every rank's
+// errors reach the terminal attributed; "" otherwise (or when the variables are unreadable).
+std::string rank_prefix() {
+  try {
+    const dist::WorldEnv env = dist::read_world_env();
+    return env.world_size > 1 ? "[rank " + std::to_string(env.rank) + "] " : "";
+  } catch (const std::exception&) {
+    return "";
+  }
+}
 
 const char* kFooter = R"(Environment:
   OMP_WAIT_POLICY  how idle OpenMP workers wait; when unset, hstu restarts itself with
@@ -93,11 +105,11 @@ int run(int argc, char** argv) {
       if (c.app == &chosen) return c.run();
     HSTU_THROW("no command runs for '", name, "'");
   } catch (const Error& e) {
-    std::fprintf(stderr, "\n%s: error: %s\n", name.c_str(), e.what());
+    std::fprintf(stderr, "\n%s%s: error: %s\n", rank_prefix().c_str(), name.c_str(), e.what());
     if (std::getenv("HSTU_DEBUG")) std::fprintf(stderr, "  (raised at %s)\n", e.where().c_str());
     return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "\n%s: error: %s\n", name.c_str(), e.what());
+    std::fprintf(stderr, "\n%s%s: error: %s\n", rank_prefix().c_str(), name.c_str(), e.what());
     return 1;
   }
 }

@@ -81,13 +81,13 @@ void HstuModel::plan(uint64_t seed) {
   const DType compute_dtype = act_ == DType::kF64 ? DType::kF64 : act_;
   dense_.finalize(device_, seed, param_dtype, compute_dtype);
 
-  items_.allocate("item_embedding", shape_.num_items, d, device_,
-                  cfg_.optimizer.sparse_optimizer_str, param_dtype);
-  {
-    Arena host(Device::kCPU, items_.weight.nbytes() + Arena::kAlign, "init");
+  if (shape_.window_rows == 0) {
+    own_items_.allocate("item_embedding", shape_.num_items, d, device_,
+                        cfg_.optimizer.sparse_optimizer_str, param_dtype);
+    Arena host(Device::kCPU, own_items_.weight.nbytes() + Arena::kAlign, "init");
     Tensor h = host.alloc(param_dtype, {shape_.num_items, d});
     init_tensor(h, Init::trunc_normal(0.02), seed, "item_embedding");
-    copy_tensor(items_.weight, h);
+    copy_tensor(own_items_.weight, h);
   }
 
   arena_ = Arena::planned(device_, "activations", [this](Arena& a) { allocate(a); });
@@ -112,13 +112,23 @@ void HstuModel::allocate(Arena& a) {
   buf_.d_x = a.alloc(act_, {t, d});
   buf_.d_out = a.alloc(act_, {t, d});
   buf_.loss = a.alloc(DType::kF64, {1});
+  if (shape_.window_rows > 0) return;  // a sharded table is evaluated shard by shard
   const DType pd = act_ == DType::kF64 ? DType::kF64 : DType::kF32;
   buf_.items_norm = a.alloc(pd, {shape_.num_items, d});
   buf_.item_norms = a.alloc(pd, {shape_.num_items});
 }
 
+void HstuModel::set_item_table(EmbeddingTable* window) {
+  HSTU_CHECK(shape_.window_rows > 0, "set_item_table: the model owns its item table");
+  HSTU_CHECK(
+      window && window->rows >= shape_.window_rows && window->dim == cfg_.network.hidden_size,
+      "set_item_table: a window of at least [", shape_.window_rows, ", ", cfg_.network.hidden_size,
+      "] is needed");
+  items_ = window;
+}
+
 int64_t HstuModel::num_params() const {
-  int64_t n = items_.rows * items_.dim;
+  int64_t n = shape_.num_items * cfg_.network.hidden_size;
   for (const auto& p : dense_.table()) n += p.numel;
   return n;
 }
@@ -128,8 +138,11 @@ std::string HstuModel::describe_plan() const {
   os << "memory plan (" << device_name(device_) << ", activations " << dtype_name(act_) << "):\n"
      << "  dense parameters  " << dense_.table().size() << " tensors, " << dense_.size()
      << " floats x4 (param, grad, m, v) = " << mib(dense_.flat_params().nbytes() * 4) << "\n"
-     << "  item embedding    [" << items_.rows << ", " << items_.dim
-     << "] + grad + optimizer = " << mib(items_.arena ? items_.arena->capacity() : 0) << "\n"
+     << "  item embedding    [" << shape_.num_items << ", " << cfg_.network.hidden_size << "] "
+     << (shape_.window_rows > 0
+             ? "sharded over the ranks (its shard and window below)"
+             : "+ grad + optimizer = " + mib(own_items_.arena ? own_items_.arena->capacity() : 0))
+     << "\n"
      << "  activations       " << layers_.size() << " layers, " << shape_.max_tokens
      << " tokens max = " << mib(arena_ ? arena_->capacity() : 0) << "\n";
   return os.str();
@@ -141,7 +154,7 @@ void HstuModel::embed(Ctx& ctx, const BatchTensors& b, bool training, uint64_t s
       cfg_.network.input_dropout < 0 ? cfg_.network.hidden_dropout : cfg_.network.input_dropout;
   const Tensor emb = first_rows(buf_.emb, t);
   phase(ctx, "fwd.embed");
-  embedding_fwd(ctx, items_.weight, b.item_ids.rows(0, t),
+  embedding_fwd(ctx, items_->weight, b.item_ids.rows(0, t),
                 static_cast<float>(std::sqrt(static_cast<double>(cfg_.network.hidden_size))),
                 dense_.param(pos_table_), b.positions.rows(0, t), emb);
   dropout_fwd(ctx, emb,
@@ -181,8 +194,8 @@ double HstuModel::train_step(Ctx& ctx, const BatchTensors& b, uint64_t seed, dou
   return loss;
 }
 
-void HstuModel::forward_backward(Ctx& ctx, const BatchTensors& b, uint64_t seed,
-                                 double loss_scale) {
+void HstuModel::forward_backward(Ctx& ctx, const BatchTensors& b, uint64_t seed, double loss_scale,
+                                 GradHook* hook) {
   const int64_t t = b.num_tokens;
   const float eps = static_cast<float>(cfg_.retrieval.l2_norm_eps);
   embed(ctx, b, true, seed);
@@ -195,8 +208,8 @@ void HstuModel::forward_backward(Ctx& ctx, const BatchTensors& b, uint64_t seed,
   const Tensor d_out = first_rows(buf_.d_out, t), d_x = first_rows(buf_.d_x, t);
   phase(ctx, "loss.sampled_softmax");
   sampled_softmax(ctx, spec, first_rows(buf_.out_norm, t), b.target_ids.rows(0, t),
-                  b.neg_ids.rows(0, t).reshape({t, cap_.num_negatives}), items_.weight, buf_.loss,
-                  d_out, items_.grad, items_.touched);
+                  b.neg_ids.rows(0, t).reshape({t, cap_.num_negatives}), items_->weight, buf_.loss,
+                  d_out, items_->grad, items_->touched);
   // Back through the output normalisation(s).
   phase(ctx, "bwd.output_norm");
   if (cfg_.network.final_layernorm) {
@@ -210,9 +223,12 @@ void HstuModel::forward_backward(Ctx& ctx, const BatchTensors& b, uint64_t seed,
     l2norm_bwd(ctx, first_rows(buf_.out_norm, t), first_rows(buf_.norms, t), eps, d_out, d_x,
                false);
   }
-  for (size_t l = layers_.size(); l-- > 0;)
+  if (hook) hook->stage_done(ctx, 0);
+  for (size_t l = layers_.size(); l-- > 0;) {
     layers_[l].backward(ctx, dense_, b, first_rows(buf_.xs[l], t), buf_.acts[l], buf_.scratch, d_x,
                         true, derive_seed(seed, l));
+    if (hook) hook->stage_done(ctx, static_cast<int>(layers_.size() - l));
+  }
   // Input: dropout, then embedding rows and positions.
   const double p =
       cfg_.network.input_dropout < 0 ? cfg_.network.hidden_dropout : cfg_.network.input_dropout;
@@ -223,11 +239,13 @@ void HstuModel::forward_backward(Ctx& ctx, const BatchTensors& b, uint64_t seed,
               d_x);
   embedding_bwd(ctx, d_x, b.item_ids.rows(0, t),
                 static_cast<float>(std::sqrt(static_cast<double>(cfg_.network.hidden_size))),
-                items_.grad, items_.touched, b.positions.rows(0, t), dense_.grad(pos_table_));
+                items_->grad, items_->touched, b.positions.rows(0, t), dense_.grad(pos_table_));
+  if (hook) hook->stage_done(ctx, static_cast<int>(layers_.size()) + 1);
 }
 
 Tensor HstuModel::normalized_items(Ctx& ctx) {
-  l2norm_fwd(ctx, items_.weight, static_cast<float>(cfg_.retrieval.l2_norm_eps), buf_.items_norm,
+  HSTU_CHECK(shape_.window_rows == 0, "normalized_items: the item table is sharded");
+  l2norm_fwd(ctx, items_->weight, static_cast<float>(cfg_.retrieval.l2_norm_eps), buf_.items_norm,
              buf_.item_norms);
   return buf_.items_norm;
 }

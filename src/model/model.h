@@ -15,6 +15,7 @@
 #include "core/arena.h"
 #include "core/context.h"
 #include "model/batch_tensors.h"
+#include "model/grad_hook.h"
 #include "model/hstu_layer.h"
 #include "model/params.h"
 
@@ -25,6 +26,10 @@ struct ModelShape {
   int64_t max_batch = 0;      // samples per batch (train or eval, whichever is larger)
   int64_t max_tokens = 0;     // tokens per batch
   int64_t num_negatives = 0;  // R
+  // > 0: the item table is not the model's own but a row-sharded table's per-step window of this
+  // many rows (dist/sharded_table.h), given with set_item_table(); batches then hold window
+  // indices. The model allocates no item table and no full-catalogue evaluation buffers.
+  int64_t window_rows = 0;
 };
 
 // Builds the layer configuration of SPEC §2 from the network arguments.
@@ -41,7 +46,9 @@ class HstuModel {
   // Forward + backward of the retrieval loss on an uploaded batch (neg_ids filled). Gradients
   // accumulate into the dense/embedding gradient buffers; the scaled loss sum is left in
   // loss_tensor() (on the device: enqueueing the step does not wait for it).
-  void forward_backward(Ctx& ctx, const BatchTensors& batch, uint64_t step_seed, double loss_scale);
+  // `hook` (optional) hears when each stage's dense gradients are final (grad_hook.h).
+  void forward_backward(Ctx& ctx, const BatchTensors& batch, uint64_t step_seed, double loss_scale,
+                        GradHook* hook = nullptr);
   // f64 [1] on the model's device: the loss of the last forward_backward.
   const Tensor& loss_tensor() const { return buf_.loss; }
   // forward_backward, then waits for the loss and returns it.
@@ -53,7 +60,10 @@ class HstuModel {
   Tensor normalized_items(Ctx& ctx);
 
   DenseParams& dense() { return dense_; }
-  EmbeddingTable& items() { return items_; }
+  // The item table the step uses: the model's own [V, D], or the sharded table's window.
+  EmbeddingTable& items() { return *items_; }
+  // Uses `window` (a sharded table's window of shape.window_rows rows) as the item table.
+  void set_item_table(EmbeddingTable* window);
   const Config& config() const { return cfg_; }
   Device device() const { return device_; }
   DType act_dtype() const { return act_; }
@@ -85,7 +95,8 @@ class HstuModel {
   BatchCapacity cap_;
   std::vector<HstuLayer> layers_;
   DenseParams dense_;
-  EmbeddingTable items_;
+  EmbeddingTable own_items_;
+  EmbeddingTable* items_ = &own_items_;
   int pos_table_ = -1, final_ln_w_ = -1, final_ln_b_ = -1;
   std::unique_ptr<Arena> arena_;
   Buffers buf_;

@@ -410,7 +410,7 @@ double RankingModel::train_step(Ctx& ctx, uint64_t seed, double loss_scale) {
   return loss;
 }
 
-void RankingModel::forward_backward(Ctx& ctx, uint64_t seed, double loss_scale) {
+void RankingModel::forward_backward(Ctx& ctx, uint64_t seed, double loss_scale, GradHook* hook) {
   const int64_t t = batch_.num_tokens, e = num_events_, nc = num_cand_;
   const int64_t bc = int64_t{batch_.batch_size} * num_ctx_;
   forward(ctx, true, seed);
@@ -455,9 +455,12 @@ void RankingModel::forward_backward(Ctx& ctx, uint64_t seed, double loss_scale) 
   gather_candidate_rows_bwd(ctx, d_cand, batch_.offsets.rows(0, batch_.batch_size + 1),
                             buf_.cand_offsets.rows(0, batch_.batch_size + 1), interleave_ ? 2 : 1,
                             d_x);
-  for (size_t l = layers_.size(); l-- > 0;)
+  if (hook) hook->stage_done(ctx, 0);
+  for (size_t l = layers_.size(); l-- > 0;) {
     layers_[l].backward(ctx, dense_, batch_, first_rows(buf_.xs[l], t), buf_.acts[l], buf_.scratch,
                         d_x, true, derive_seed(seed, l));
+    if (hook) hook->stage_done(ctx, static_cast<int>(layers_.size() - l));
+  }
   const double p =
       cfg_.network.input_dropout < 0 ? cfg_.network.hidden_dropout : cfg_.network.input_dropout;
   phase(ctx, "bwd.embed");
@@ -481,6 +484,7 @@ void RankingModel::forward_backward(Ctx& ctx, uint64_t seed, double loss_scale) 
   if (num_ctx_ > 0)
     embedding_bwd(ctx, d_ctx, buf_.ctx_ids.rows(0, bc), sq, contextual_.grad, contextual_.touched,
                   buf_.ctx_pos.rows(0, bc), d_pos);
+  if (hook) hook->stage_done(ctx, static_cast<int>(layers_.size()) + 1);
 }
 
 }  // namespace hstu

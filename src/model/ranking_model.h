@@ -41,6 +41,7 @@
 #include "data/batch.h"
 #include "data/dataset.h"
 #include "model/batch_tensors.h"
+#include "model/grad_hook.h"
 #include "model/hstu_layer.h"
 #include "model/model.h"
 #include "model/params.h"
@@ -85,7 +86,8 @@ class RankingModel {
   // Forward + backward of the loss on the uploaded batch; gradients accumulate into the dense
   // and embedding gradient buffers; the scaled loss (loss_scale * sum) is left in loss_tensor()
   // (on the device: enqueueing the step does not wait for it).
-  void forward_backward(Ctx& ctx, uint64_t step_seed, double loss_scale);
+  // `hook` (optional) hears when each stage's dense gradients are final (grad_hook.h).
+  void forward_backward(Ctx& ctx, uint64_t step_seed, double loss_scale, GradHook* hook = nullptr);
   // f64 [1] on the model's device: the loss of the last forward_backward.
   const Tensor& loss_tensor() const { return buf_.loss; }
   // forward_backward, then waits for the loss and returns it.

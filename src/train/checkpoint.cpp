@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/arena.h"
+#include "dist/shard_checkpoint.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
 
@@ -118,10 +119,15 @@ void read_tensor(const SafetensorsFile& f, const std::string& name, const Tensor
   copy_tensor(dst, host);
 }
 
+// Whether table `name` of the checkpoint in `dir` is stored as shard files.
+bool sharded_in(const std::string& dir, const std::string& name) {
+  return std::filesystem::exists(dir + "/" + dist::shard_index_name(name));
+}
+
 }  // namespace
 
 CheckpointTensors checkpoint_tensors(HstuModel& model) {
-  return {&model.dense(), {&model.items()}, model.device()};
+  return {&model.dense(), {&model.items()}, model.device(), {}, nullptr};
 }
 
 void save_checkpoint(const CheckpointTensors& m, const Json& state, const std::string& dir) {
@@ -160,7 +166,18 @@ Json load_checkpoint(const CheckpointTensors& m, const std::string& where, bool 
     for (size_t i = 0; i < dense.table().size(); ++i)
       read_tensor(f, dense.table()[i].name, dense.param(static_cast<int>(i)),
                   pytorch && dense.table()[i].linear);
-    for (const EmbeddingTable* t : m.tables) read_tensor(f, t->name, t->weight, false);
+    for (const EmbeddingTable* t : m.tables)
+      if (!sharded_in(dir, t->name)) read_tensor(f, t->name, t->weight, false);
+  }
+  // Tables another run sharded: assembled from its shard files.
+  for (EmbeddingTable* t : m.tables)
+    if (sharded_in(dir, t->name)) dist::assemble_full_table(dir, t->name, *t, with_optimizer);
+  for (dist::ShardedTable* t : m.sharded) {
+    if (sharded_in(dir, t->name()))
+      dist::load_shards(dir, t->name(), *m.comm, *t, with_optimizer);
+    else
+      dist::load_full_into_shard(checkpoint_model_path(dir), checkpoint_optimizer_path(dir), *t,
+                                 with_optimizer);
   }
   if (with_optimizer) {
     const SafetensorsFile f(checkpoint_optimizer_path(dir));
@@ -175,6 +192,7 @@ Json load_checkpoint(const CheckpointTensors& m, const std::string& where, bool 
       read_tensor(f, "dense.adam_v", dense.flat_v(), false);
     }
     for (const EmbeddingTable* t : m.tables) {
+      if (sharded_in(dir, t->name)) continue;
       if (!t->m.empty()) read_tensor(f, t->name + ".state_m", t->m, false);
       if (!t->v.empty()) read_tensor(f, t->name + ".state_v", t->v, false);
     }

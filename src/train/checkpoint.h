@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "dist/comm.h"
+#include "dist/sharded_table.h"
 #include "io/json.h"
 #include "model/model.h"
 
@@ -40,10 +42,15 @@ inline std::string checkpoint_latest_path(const std::string& ckpt_dir) {
 
 // The tensors of a model that a checkpoint stores: its dense parameters and embedding tables.
 // Tables are stored under their names (EmbeddingTable::name, e.g. "item_embedding").
+// Row-sharded tables (dist/sharded_table.h) are saved by every rank as id-keyed shard files
+// beside the dense files, with an index (dist/shard_checkpoint.h); a save with them is
+// collective over `comm`, and loads reshard to any rank count.
 struct CheckpointTensors {
   DenseParams* dense = nullptr;
   std::vector<EmbeddingTable*> tables;
   Device device = Device::kCPU;
+  std::vector<dist::ShardedTable*> sharded;
+  dist::Comm* comm = nullptr;  // the job's ranks (needed with sharded tables)
 };
 CheckpointTensors checkpoint_tensors(HstuModel& model);
 
@@ -60,7 +67,9 @@ void save_checkpoint(const CheckpointTensors& m, const Json& state, const std::s
 // folder fsynced and renamed to step-<step>, then <ckpt_dir>/latest switched to it atomically;
 // afterwards all but the newest `keep` saves (never the latest) and stale *.tmp folders are
 // removed. On an error the temporary folder is removed, the previous save and `latest` stay as
-// they were, and the error (with its cause) propagates. Returns the step folder.
+// they were, and the error (with its cause) propagates. Returns the step folder. With sharded
+// tables every rank calls it: rank 0 writes the dense files, every rank its shards, rank 0 the
+// manifest (of every file in the folder) and `latest`.
 std::string save_checkpoint_step(const CheckpointTensors& m, const Json& state,
                                  const std::string& ckpt_dir, int64_t keep);
 
@@ -72,7 +81,9 @@ std::string save_checkpoint_step(const CheckpointTensors& m, const Json& state,
 std::string find_checkpoint(const std::string& dir);
 
 // Loads weights (and the optimiser state when with_optimizer) into a planned model and returns
-// the trainer state; `dir` as find_checkpoint() takes it. Each file in its own format version
+// the trainer state; `dir` as find_checkpoint() takes it. Sharded tables load from shard files
+// written by any number of ranks or from a single process's full table; a single process's
+// table loads from shard files when the checkpoint has them. Each file in its own format version
 // (1 or 2). Shapes and names must match
 // the model's; errors name the file. The caller refreshes the dense compute copy
 // (DenseParams::refresh_compute_copy) afterwards.

@@ -15,6 +15,7 @@
 #include <iostream>
 
 #include "io/atomic_file.h"
+#include "dist/shard_checkpoint.h"
 #include "io/crc32c.h"
 #include "train/checkpoint.h"
 
@@ -56,13 +57,19 @@ std::string hex32(uint32_t v) {
   return s;
 }
 
-// Writes dir/manifest.json: the save id (= step), the task and each file's size and CRC-32C.
+// Writes dir/manifest.json: the save id (= step), the task and the size and CRC-32C of every
+// file in the folder (the dense files, trainer_state.json and any table shards), by name.
 void write_manifest(const std::string& dir, const Json& state) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_regular_file() && e.path().filename() != "manifest.json")
+      names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
   Json files = Json::array();
-  for (const std::string& path :
-       {checkpoint_model_path(dir), checkpoint_optimizer_path(dir), checkpoint_state_path(dir)}) {
+  for (const std::string& name : names) {
+    const std::string path = dir + "/" + name;
     Json f = Json::object();
-    f["name"] = fs::path(path).filename().string();
+    f["name"] = name;
     f["bytes"] = static_cast<int64_t>(fs::file_size(path));
     f["crc32c"] = hex32(crc32c_file(path));
     files.push_back(f);
@@ -160,26 +167,41 @@ std::string pick_save(const std::string& ckpt_dir) {
 std::string save_checkpoint_step(const CheckpointTensors& m, const Json& state,
                                  const std::string& ckpt_dir, int64_t keep) {
   HSTU_CHECK(keep >= 1, "TrainerArgs.ckpt_keep must be at least 1, not ", keep);
-  fs::create_directories(ckpt_dir);
+  dist::Comm* comm = m.sharded.empty() ? nullptr : m.comm;
+  HSTU_CHECK(m.sharded.empty() || comm, "a checkpoint of sharded tables needs the job's ranks");
+  const bool root = !comm || comm->is_root();
   const std::string name = step_folder_name(json::int_at(state, "step"));
   const std::string final_dir = ckpt_dir + "/" + name, tmp = final_dir + ".tmp";
-  fs::remove_all(tmp);
+  if (root) {
+    fs::create_directories(ckpt_dir);
+    fs::remove_all(tmp);
+  }
   try {
-    save_checkpoint(m, state, tmp);
-    write_manifest(tmp, state);
-    fsync_dir(tmp);
-    publish(tmp, final_dir);
-    fsync_dir(ckpt_dir);
-    atomic_write_file(checkpoint_latest_path(ckpt_dir), name + "\n");  // fsyncs ckpt_dir
+    if (root) save_checkpoint(m, state, tmp);
+    if (comm) {
+      comm->barrier();  // the folder exists: every rank adds its shards
+      for (const dist::ShardedTable* t : m.sharded) dist::save_shard(tmp, t->name(), *comm, *t);
+      comm->barrier();
+    }
+    if (root) {
+      write_manifest(tmp, state);
+      fsync_dir(tmp);
+      publish(tmp, final_dir);
+      fsync_dir(ckpt_dir);
+      atomic_write_file(checkpoint_latest_path(ckpt_dir), name + "\n");  // fsyncs ckpt_dir
+    }
   } catch (const std::exception& e) {
     std::error_code ignored;
-    fs::remove_all(tmp, ignored);
+    if (root) fs::remove_all(tmp, ignored);
     HSTU_THROW("checkpoint save of step ", json::int_at(state, "step"), " into ", ckpt_dir,
                " failed (the previous save and ", checkpoint_latest_path(ckpt_dir),
                " are unchanged): ", e.what());
   }
-  prune(ckpt_dir, keep, name);
-  fsync_dir(ckpt_dir);
+  if (root) {
+    prune(ckpt_dir, keep, name);
+    fsync_dir(ckpt_dir);
+  }
+  if (comm) comm->barrier();  // the save is complete before any rank goes on
   return final_dir;
 }
 

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 
-#include "core/phase_timer.h"
 #include "data/batch_select.h"
 
 namespace hstu {
@@ -48,17 +47,6 @@ const SequenceBatch& DataParallel::take(const SequenceBatch& global) {
   token_offset_ = balanced_ ? static_cast<int64_t>(comm_.rank()) * global.num_tokens()
                             : (mine.empty() ? 0 : global.offsets[static_cast<size_t>(mine[0])]);
   return local_;
-}
-
-void all_reduce_gradients(Ctx& ctx, dist::Comm& comm, DenseParams& dense,
-                          std::span<EmbeddingTable* const> replicated) {
-  if (comm.size() <= 1) return;
-  phase(ctx, "comm.grad_allreduce");
-  comm.all_reduce(dense.flat_grads(), dist::ReduceOp::kSum, ctx.stream);
-  for (EmbeddingTable* t : replicated) {
-    comm.all_reduce(t->grad, dist::ReduceOp::kSum, ctx.stream);
-    comm.all_reduce(t->touched, dist::ReduceOp::kMax, ctx.stream);
-  }
 }
 
 }  // namespace hstu

@@ -5,9 +5,9 @@
 // epoch), so a rank's share, the global token count and the key of its random streams need no
 // communication: rank r of W takes an equal-count slice of the global batch (or the slice the
 // balanced shuffler assigns), scales its loss by 1 / (supervised tokens of the global batch) and
-// keys dropout and negatives by its tokens' positions in the global batch. After the backward
-// pass the gradients are summed over ranks, so W ranks with batch B equal one rank with batch
-// W*B up to the order of the floating-point sums.
+// keys dropout and negatives by its tokens' positions in the global batch. The gradients are
+// summed over ranks (grad_reducer.h), so W ranks with batch B equal one rank with batch W*B up
+// to the order of the floating-point sums.
 #pragma once
 
 #include <cstdint>
@@ -17,16 +17,20 @@
 #include "core/context.h"
 #include "data/batch.h"
 #include "dist/comm.h"
-#include "model/params.h"
 
 namespace hstu {
 
 // This rank's part of one step.
+namespace dist {
+class ShardedTable;
+}
+
 struct StepShare {
   dist::Comm* comm = nullptr;  // null or one rank: a plain single-process step
   int64_t token_offset = 0;    // where this rank's tokens start in the global batch
   int64_t global_count = -1;   // loss normaliser of the global batch (-1: this batch's own)
   std::span<const int32_t> global_targets;  // the global batch's target ids (in-batch pools)
+  dist::ShardedTable* items = nullptr;      // retrieval: the row-sharded item table, if any
   bool distributed() const { return comm != nullptr && comm->size() > 1; }
 };
 
@@ -59,10 +63,5 @@ class DataParallel {
   int64_t token_offset_ = 0;
   double max_work_ = 0, mean_work_ = 0;
 };
-
-// Sums the dense gradients over the ranks (in place, on ctx's stream), and the gradients and
-// touched-row flags of the replicated embedding tables.
-void all_reduce_gradients(Ctx& ctx, dist::Comm& comm, DenseParams& dense,
-                          std::span<EmbeddingTable* const> replicated);
 
 }  // namespace hstu

@@ -56,7 +56,7 @@ class RankingTask final : public Task {
   Ctx& ctx() override { return runtime_.ctx(); }
   Batcher& batcher() override { return batcher_; }
   CheckpointTensors checkpoint_tensors() override {
-    return {&model_.dense(), model_.tables(), device_};
+    return {&model_.dense(), model_.tables(), device_, {}, nullptr};
   }
 
   dist::Comm& comm() override { return comm_; }

@@ -2,12 +2,16 @@
 // user sequences, the HSTU retrieval model with sampled softmax, evaluation with the paper's
 // full-catalogue protocol on the validation and test splits, and the item-popularity baseline
 // ranked with the same protocol.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 
+#include "core/checked.h"
 #include "data/popularity.h"
 #include "data/preprocess.h"
 #include "data/splits.h"
+#include "dist/sharded_table.h"
+#include "dist/sharding.h"
 #include "model/flops.h"
 #include "model/model.h"
 #include "train/evaluator.h"
@@ -17,12 +21,24 @@
 namespace hstu {
 namespace {
 
-ModelShape retrieval_shape(const Config& cfg, const SequenceDataset& ds) {
+// Whether the item table is sharded row-wise over the ranks (TrainerArgs.model_parallel_tables).
+bool shard_items(const Config& cfg, const dist::Comm& comm) {
+  const auto& t = cfg.trainer.model_parallel_tables;
+  return comm.size() > 1 && std::find(t.begin(), t.end(), "item") != t.end();
+}
+
+ModelShape retrieval_shape(const Config& cfg, const SequenceDataset& ds, const dist::Comm& comm) {
   ModelShape shape;
   shape.num_items = ds.num_items;
   shape.max_batch = std::max(cfg.trainer.train_batch_size, cfg.trainer.eval_batch_size);
   shape.max_tokens = shape.max_batch * cfg.dataset.max_history_seqlen;
   shape.num_negatives = cfg.retrieval.num_negatives;
+  // A sharded table's window holds a step's distinct ids: inputs, targets and negatives (+ 0).
+  if (shard_items(cfg, comm))
+    shape.window_rows = std::min<int64_t>(
+        ds.num_items,
+        checked_add(checked_mul(shape.max_tokens, 2 + shape.num_negatives, "item window rows"), 1,
+                    "item window rows"));
   return shape;
 }
 
@@ -44,7 +60,7 @@ class RetrievalTask final : public Task {
         ds_(open_dataset(cfg, false, &report_)),
         splits_(make_splits(ds_, cfg.dataset.split, cfg.dataset.max_history_seqlen)),
         device_(resolve_device(cfg.trainer.device)),
-        shape_(retrieval_shape(cfg, ds_)),
+        shape_(retrieval_shape(cfg, ds_, comm)),
         runtime_(device_, cfg, shape_),
         model_(cfg, shape_, device_, device_ == Device::kCPU ? DType::kF32 : DType::kBF16),
         batcher_(ds_, splits_.train, cfg.trainer.train_batch_size * comm.size(),
@@ -55,7 +71,26 @@ class RetrievalTask final : public Task {
     if (out) *out << data_line();
     HSTU_CHECK(!splits_.train.samples.empty(), "dataset '", ds_.name, "' has no training samples");
     model_.plan(static_cast<uint64_t>(ta.seed));
-    if (out) *out << model_line() << model_.describe_plan() << std::flush;
+    if (shape_.window_rows > 0) {
+      items_ = std::make_unique<dist::ShardedTable>(
+          comm_, "item_embedding", ds_.num_items, cfg.network.hidden_size,
+          cfg.optimizer.sparse_optimizer_str,
+          dist::parse_owner(ta.shard_owner, "TrainerArgs.shard_owner"), shape_.window_rows);
+      // The rows a single process would start from (model.cpp), each on its owner.
+      items_->init_from_full(Init::trunc_normal(0.02), static_cast<uint64_t>(ta.seed));
+      model_.set_item_table(&items_->window());
+    }
+    if (out) {
+      *out << model_line() << model_.describe_plan();
+      if (items_)
+        *out << "  item shards       " << comm_.size() << " ranks, "
+             << dist::owner_name(items_->sharding().kind()) << " owner:\n"
+             << dist::format_shards(
+                    dist::describe_shards(ds_.num_items, cfg.network.hidden_size, comm_.size(),
+                                          cfg.optimizer.sparse_optimizer_str,
+                                          items_->sharding().kind(), shape_.window_rows));
+      *out << std::flush;
+    }
     if (!splits_.validation.samples.empty())
       val_eval_ = std::make_unique<RetrievalEvaluator>(ds_, splits_.validation, ta.eval_batch_size,
                                                        ta.max_eval_iters, model_, &comm_);
@@ -67,7 +102,11 @@ class RetrievalTask final : public Task {
   const char* name() const override { return "retrieval"; }
   Ctx& ctx() override { return runtime_.ctx(); }
   Batcher& batcher() override { return batcher_; }
-  CheckpointTensors checkpoint_tensors() override { return hstu::checkpoint_tensors(model_); }
+  CheckpointTensors checkpoint_tensors() override {
+    CheckpointTensors t = hstu::checkpoint_tensors(model_);
+    if (items_) t = {&model_.dense(), {}, device_, {items_.get()}, &comm_};
+    return t;
+  }
 
   dist::Comm& comm() override { return comm_; }
 
@@ -77,7 +116,8 @@ class RetrievalTask final : public Task {
       return batch.num_tokens();
     }
     const SequenceBatch& mine = dp_.take(batch);
-    StepShare share{&comm_, dp_.token_offset(), supervised_tokens(batch), batch.target_ids};
+    StepShare share{&comm_, dp_.token_offset(), supervised_tokens(batch), batch.target_ids,
+                    items_.get()};
     stepper_.run(ctx(), model_, mine, step, lr, share);
     return mine.num_tokens();
   }
@@ -131,6 +171,7 @@ class RetrievalTask final : public Task {
   const ModelShape shape_;
   Runtime runtime_;
   HstuModel model_;
+  std::unique_ptr<dist::ShardedTable> items_;  // the item table, when sharded over the ranks
   Batcher batcher_;
   TrainStep stepper_;
   DataParallel dp_;

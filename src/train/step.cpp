@@ -7,9 +7,11 @@
 #include "core/phase_timer.h"
 #include "core/philox.h"
 #include "data/negatives.h"
+#include "dist/sharded_table.h"
 #include "ops/embedding.h"
 #include "ops/optimizer.h"
 #include "train/data_parallel.h"
+#include "train/grad_reducer.h"
 #if defined(HSTU_WITH_CUDA)
 #include "ops/negatives_gpu.h"
 #endif
@@ -21,6 +23,22 @@ int64_t supervised_tokens(const SequenceBatch& b) {
   for (int32_t t : b.target_ids) n += t != 0;
   return n;
 }
+
+namespace {
+
+// The gradient reducer of a data-parallel step (made on its first step), begun for this step;
+// null on one rank.
+GradReducer* reducer_for(const StepShare& share, DenseParams& dense,
+                         std::unique_ptr<GradReducer>& reducer, const Config& cfg) {
+  if (!share.distributed()) return nullptr;
+  if (!reducer)
+    reducer = std::make_unique<GradReducer>(*share.comm, dense, cfg.network.num_layers,
+                                            cfg.trainer.grad_bucket_mb << 20);
+  reducer->begin();
+  return reducer.get();
+}
+
+}  // namespace
 
 int64_t candidate_count(const SequenceBatch& b) {
   int64_t n = 0;
@@ -90,6 +108,7 @@ std::vector<StepLoss> StepStaging::drain(bool wait_all) {
 
 void TrainStep::run(Ctx& ctx, HstuModel& model, const SequenceBatch& host, int64_t step, double lr,
                     const StepShare& share) {
+  if (share.items && share.distributed()) return run_sharded(ctx, model, host, step, lr, share);
   BatchTensors& bt = model.batch_tensors();
   phase(ctx, "upload");
   upload_batch(host, model.capacity(), bt,
@@ -120,17 +139,60 @@ void TrainStep::run(Ctx& ctx, HstuModel& model, const SequenceBatch& host, int64
                                        share.token_offset);
 #endif
     }
+    GradReducer* red = reducer_for(share, model.dense(), reducer_, cfg_);
     if (sup > 0)
       model.forward_backward(ctx, bt, derive_seed(seed, static_cast<uint64_t>(step)),
-                             1.0 / global_sup);
-    EmbeddingTable* const tables[] = {&model.items()};
-    if (share.distributed() && global_sup > 0) {
+                             1.0 / global_sup, red);
+    EmbeddingTable& items = model.items();
+    if (red && global_sup > 0) {  // the replicated item table and the loss join the sums
       if (sup == 0) fill_zero(model.loss_tensor(), ctx.stream);
-      all_reduce_gradients(ctx, *share.comm, model.dense(), tables);
-      share.comm->all_reduce(model.loss_tensor(), dist::ReduceOp::kSum, ctx.stream);
+      red->finish(ctx, {{items.grad, dist::ReduceOp::kSum},
+                        {items.touched, dist::ReduceOp::kMax},
+                        {model.loss_tensor(), dist::ReduceOp::kSum}});
     }
+    EmbeddingTable* const tables[] = {&items};
     optimizer_step(ctx, model.dense(), tables, cfg_.optimizer, lr, step + 1);
   });
+  staging_.record_loss(ctx, step, global_sup > 0 ? model.loss_tensor() : Tensor());
+}
+
+void TrainStep::run_sharded(Ctx& ctx, HstuModel& model, const SequenceBatch& host, int64_t step,
+                            double lr, const StepShare& share) {
+  dist::ShardedTable& items = *share.items;
+  dist::Comm& comm = *share.comm;
+  const int64_t r = cfg_.retrieval.num_negatives;
+  const uint64_t seed = static_cast<uint64_t>(cfg_.trainer.seed);
+  phase(ctx, "negatives");
+  negs_ = sample_negatives(cfg_.retrieval.negative_sampler, host, num_items_, r, seed,
+                           static_cast<uint64_t>(step), share.token_offset, share.global_targets);
+  phase(ctx, "comm.embedding_fetch");
+  work_ = host;
+  const std::span<int32_t> ids[] = {work_.item_ids, work_.target_ids, negs_};
+  items.dedup_and_fetch(ctx, comm, ids);
+  BatchTensors& bt = model.batch_tensors();
+  phase(ctx, "upload");
+  upload_batch(work_, model.capacity(), bt,
+               staging_.next_upload(ctx, upload_staging_bytes(model.capacity())), ctx.stream);
+  bt.token_offset = share.token_offset;
+  const Tensor negs = bt.neg_ids.rows(0, bt.num_tokens).reshape({bt.num_tokens, r});
+  copy_bytes(negs.data, negs.device, negs_.data(), Device::kCPU, negs_.size() * sizeof(int32_t));
+  const int64_t sup = supervised_tokens(host);
+  const int64_t global_sup = share.global_count >= 0 ? share.global_count : sup;
+  // The window exchanges wait on the host, so they stay outside the step's graph.
+  graph_.run(ctx, [&] {
+    GradReducer* red = reducer_for(share, model.dense(), reducer_, cfg_);
+    if (sup > 0)
+      model.forward_backward(ctx, bt, derive_seed(seed, static_cast<uint64_t>(step)),
+                             1.0 / global_sup, red);
+    if (global_sup > 0) {
+      if (sup == 0) fill_zero(model.loss_tensor(), ctx.stream);
+      red->finish(ctx, {{model.loss_tensor(), dist::ReduceOp::kSum}});
+    }
+  });
+  phase(ctx, "comm.embedding_grads");
+  items.push_grads(ctx, comm);
+  EmbeddingTable* const tables[] = {&items.shard()};
+  optimizer_step(ctx, model.dense(), tables, cfg_.optimizer, lr, step + 1);
   staging_.record_loss(ctx, step, global_sup > 0 ? model.loss_tensor() : Tensor());
 }
 
@@ -143,11 +205,17 @@ void RankingTrainStep::run(Ctx& ctx, RankingModel& model, const SequenceBatch& b
   const uint64_t seed =
       derive_seed(static_cast<uint64_t>(cfg_.trainer.seed), static_cast<uint64_t>(step));
   graph_.run(ctx, [&] {
-    if (nc > 0) model.forward_backward(ctx, seed, 1.0 / global_nc);
-    if (share.distributed() && global_nc > 0) {
+    GradReducer* red = reducer_for(share, model.dense(), reducer_, cfg_);
+    if (nc > 0) model.forward_backward(ctx, seed, 1.0 / global_nc, red);
+    if (red && global_nc > 0) {  // the replicated tables and the loss join the sums
       if (nc == 0) fill_zero(model.loss_tensor(), ctx.stream);
-      all_reduce_gradients(ctx, *share.comm, model.dense(), model.tables());
-      share.comm->all_reduce(model.loss_tensor(), dist::ReduceOp::kSum, ctx.stream);
+      std::vector<std::pair<Tensor, dist::ReduceOp>> extra;
+      for (EmbeddingTable* t : model.tables()) {
+        extra.emplace_back(t->grad, dist::ReduceOp::kSum);
+        extra.emplace_back(t->touched, dist::ReduceOp::kMax);
+      }
+      extra.emplace_back(model.loss_tensor(), dist::ReduceOp::kSum);
+      red->finish(ctx, extra);
     }
     optimizer_step(ctx, model.dense(), model.tables(), cfg_.optimizer, lr, step + 1);
   });

@@ -25,6 +25,7 @@
 #include "model/model.h"
 #include "model/ranking_model.h"
 #include "train/data_parallel.h"
+#include "train/grad_reducer.h"
 
 namespace hstu {
 
@@ -93,9 +94,17 @@ class TrainStep {
   const StepGraph& graph() const { return graph_; }
 
  private:
+  // The step with a row-sharded item table: negatives drawn on the host, the batch's ids
+  // deduplicated and their rows fetched into the table's window, the unchanged model on the
+  // window, then the window's gradients pushed to the owners and the optimiser on the shard.
+  void run_sharded(Ctx& ctx, HstuModel& model, const SequenceBatch& batch, int64_t step, double lr,
+                   const StepShare& share);
+
   const Config& cfg_;
   int64_t num_items_;
   std::vector<int32_t> negs_;
+  SequenceBatch work_;                    // run_sharded: the batch with window indices for ids
+  std::unique_ptr<GradReducer> reducer_;  // data-parallel runs
   StepStaging staging_;
   StepGraph graph_;
 };
@@ -114,6 +123,7 @@ class RankingTrainStep {
  private:
   const Config& cfg_;
   StepStaging staging_;
+  std::unique_ptr<GradReducer> reducer_;  // data-parallel runs
   StepGraph graph_;
 };
 

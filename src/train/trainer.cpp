@@ -14,6 +14,10 @@
 #include "core/device_info.h"
 #include "core/nvtx.h"
 #include "core/phase_timer.h"
+#include "dist/bootstrap.h"
+#include "dist/launch_env.h"
+#include "dist/open_comm.h"
+#include "dist/watchdog.h"
 #include "io/atomic_file.h"
 #include "io/chrome_trace.h"
 #include "io/json.h"
@@ -61,9 +65,12 @@ class Loop {
   Json trainer_state() const;
   void save() {
     const nvtx::Range range("checkpoint");
-    if (root_)
-      saved_dir_ = save_checkpoint_step(task_.checkpoint_tensors(), trainer_state(), ckpt_dir_,
-                                        ta_.ckpt_keep);
+    // Rank 0 writes the replicated state; with sharded tables every rank writes its shards.
+    const CheckpointTensors ckpt = task_.checkpoint_tensors();
+    dist::heartbeat(step_);
+    if (root_ || !ckpt.sharded.empty())
+      saved_dir_ = save_checkpoint_step(ckpt, trainer_state(), ckpt_dir_, ta_.ckpt_keep);
+    dist::heartbeat(step_);
     saved_step_ = step_;
   }
   void evaluate(int64_t epoch);
@@ -151,7 +158,9 @@ void Loop::evaluate(int64_t epoch) {
   const nvtx::Range range("eval");
   ChromeTrace::Scope scope(trace_, "eval");
   EvalRecord rec{epoch, step_, {}, {}};
+  dist::heartbeat(step_);
   task_.evaluate(rec);
+  dist::heartbeat(step_);
   has_validation_ = !rec.validation.empty();
   summary_.evals.push_back(rec);
   summary_.final_test = rec.test;
@@ -260,6 +269,7 @@ TrainSummary Loop::run() {
     const int64_t batch_tokens = timed_step(host, lr_schedule.lr_at(step_));
     flops_done += task_.step_flops(host);
     ++step_;
+    dist::heartbeat(step_);  // the watchdog of a multi-rank job: this rank is alive
     tokens_done += batch_tokens;
     const StepEvents due = step_events(ta_, step_, total_steps, epoch, batcher.batch_index() == 0);
     // The newest step's loss may still be in flight on CUDA; it is waited for only where the
@@ -323,11 +333,15 @@ std::unique_ptr<Task> make_task(const Config& cfg, dist::Comm& comm, std::ostrea
 }
 
 TrainSummary train(const Config& cfg, const TrainOptions& opts) {
-  std::unique_ptr<dist::Comm> local;
+  // The job's ranks: given (tests), or from the launcher's environment (torchrun, SLURM,
+  // mpirun, `hstu launch`); a process started alone is a 1-rank job.
+  std::unique_ptr<dist::Comm> owned;
   dist::Comm* comm = opts.comm;
   if (!comm) {
-    local = dist::make_local_comm(resolve_device(cfg.trainer.device));
-    comm = local.get();
+    dist::OpenCommOptions o;
+    o.job_hash = dist::job_hash(to_gin(cfg));
+    owned = dist::open_comm(dist::read_world_env(), resolve_device(cfg.trainer.device), o);
+    comm = owned.get();
   }
   prepare_run(cfg, opts, comm->is_root());
   // Every rank must train the same config (and rank 0 must have made the run folder first).

@@ -105,19 +105,35 @@ void expect_equivalent(const Config& dist_cfg, const Config& ref_cfg) {
     EXPECT_NEAR(d.final_test[i].second, r.final_test[i].second, 0.02) << r.final_test[i].first;
 }
 
-TEST(DataParallel, RetrievalEqualsOneRankWithTheWholeBatch) {
+// The item table replicated on every rank (its gradients join the dense all-reduce).
+TEST(DataParallel, RetrievalReplicatedEqualsOneRankWithTheWholeBatch) {
   Comm& c = world();
   const std::string dir = shared_dir("retrieval");
-  expect_equivalent(retrieval_config(dir + "/dist", 8),
-                    retrieval_config(dir + "/ref", 8 * c.size()));
+  Config a = retrieval_config(dir + "/dist", 8);
+  a.trainer.model_parallel_tables = {};
+  expect_equivalent(a, retrieval_config(dir + "/ref", 8 * c.size()));
   c.barrier();
   if (c.is_root()) std::filesystem::remove_all(dir);
+}
+
+// The item table sharded row-wise over the ranks (the default), with each owner function.
+TEST(DataParallel, RetrievalShardedEqualsOneRankWithTheWholeBatch) {
+  Comm& c = world();
+  for (const char* owner : {"modulo", "hash"}) {
+    const std::string dir = shared_dir(std::string("sharded_") + owner);
+    Config a = retrieval_config(dir + "/dist", 8);
+    a.trainer.shard_owner = owner;
+    expect_equivalent(a, retrieval_config(dir + "/ref", 8 * c.size()));
+    c.barrier();
+    if (c.is_root()) std::filesystem::remove_all(dir);
+  }
 }
 
 TEST(DataParallel, RetrievalInBatchNegatives) {
   Comm& c = world();
   const std::string dir = shared_dir("inbatch");
   Config a = retrieval_config(dir + "/dist", 6), b = retrieval_config(dir + "/ref", 6 * c.size());
+  a.trainer.model_parallel_tables = {};
   a.retrieval.negative_sampler = b.retrieval.negative_sampler = "in_batch";
   expect_equivalent(a, b);
   c.barrier();
