@@ -3,12 +3,13 @@
 #include "ops/cpu/retrieval_score.h"
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 namespace hstu::cpu::retrieval {
 namespace {
 
-constexpr int kUsers = 4;   // queries per tile (broadcast operands)
+constexpr int kUsers = 8;   // queries per tile (broadcast operands)
 constexpr int kItems = 16;  // items per tile (the vector lanes)
 
 // tile[m][n] = sum over k of q[m][k] * xt[k][n], accumulated in T in k order from 0. xt is an
@@ -17,16 +18,17 @@ constexpr int kItems = 16;  // items per tile (the vector lanes)
 template <typename T>
 [[gnu::noinline]] void score_tile(const T* const* q, const T* xt, int64_t d,
                                   T (&tile)[kUsers][kItems]) {
-  T acc[kUsers][kItems] = {};
+  // GCC vector extension: kItems lanes (split into the target's registers), so the accumulators
+  // stay in registers; lane n of acc[m] is the chain of pair (m, n).
+  typedef T Lanes __attribute__((vector_size(kItems * sizeof(T))));
+  Lanes acc[kUsers];
+  for (int m = 0; m < kUsers; ++m) acc[m] = Lanes{};
   for (int64_t k = 0; k < d; ++k) {
-    const T* xk = xt + k * kItems;
-    for (int m = 0; m < kUsers; ++m) {
-      const T qm = q[m][k];
-      for (int n = 0; n < kItems; ++n) acc[m][n] += qm * xk[n];
-    }
+    Lanes x;
+    std::memcpy(&x, xt + k * kItems, sizeof(Lanes));
+    for (int m = 0; m < kUsers; ++m) acc[m] += q[m][k] * x;
   }
-  for (int m = 0; m < kUsers; ++m)
-    for (int n = 0; n < kItems; ++n) tile[m][n] = acc[m][n];
+  for (int m = 0; m < kUsers; ++m) std::memcpy(tile[m], &acc[m], sizeof(Lanes));
 }
 
 // xt[k][n] = x[i0 + n][k] for the items of the block (zero lanes past ni).
