@@ -75,6 +75,7 @@ enum class Op {
   kDenseOpt,
   kCast,
   kRetrievalRank,
+  kRetrievalRankCounts,
 };
 
 // One row of the table. Fields an op does not use keep their defaults.
@@ -701,43 +702,109 @@ void run_cast(const Case& c) {
   EXPECT_EQ(bad, 0) << c.name << ": CPU and GPU casts differ in " << bad << " elements";
 }
 
-void run_retrieval_rank(const Case& c) {
-  const int64_t u = c.m, v = c.n, d = c.k;
-  const int32_t cap = 50;
-  // Multiples of 1/4 in [-1, 1]: every dot product is exact in fp32 (and bf16 holds the
-  // inputs exactly), so scores tie often and both backends must apply the tie rule identically.
-  Tensor q = alloc(DType::kF32, {u, d}), items = alloc(DType::kF32, {v, d});
-  fill_int(q, -4, 5);
-  fill_int(items, -4, 5);
-  for (int64_t i = 0; i < q.numel(); ++i) set(q, i, get(q, i) / 4);
-  for (int64_t i = 0; i < items.numel(); ++i) set(items, i, get(items, i) / 4);
-  for (int64_t j = 0; j < d; ++j) set(items, 7 * d + j, get(items, 3 * d + j));  // a duplicate
-  Tensor targets = alloc(DType::kI32, {u});
-  fill_int(targets, 1, v);
-  set(targets, 0, 3);  // item 7 ties with it and has the larger id: not above
-  set(targets, 1, 7);  // item 3 ties with it and has the smaller id: above
+// Inputs of the retrieval rank cases: multiples of 1/4 in [-1, 1], so every dot product is
+// exact in fp32 (and bf16 holds the inputs exactly), scores tie often and both backends must
+// apply the tie rule identically; a duplicated item, targets tied with it, histories holding the
+// target and duplicate entries.
+struct RankData {
+  Tensor q, items, targets, offs, hids;
+};
+
+RankData rank_data(int64_t u, int64_t v, int64_t d) {
+  RankData r;
+  r.q = alloc(DType::kF32, {u, d});
+  r.items = alloc(DType::kF32, {v, d});
+  fill_int(r.q, -4, 5);
+  fill_int(r.items, -4, 5);
+  for (int64_t i = 0; i < r.q.numel(); ++i) set(r.q, i, get(r.q, i) / 4);
+  for (int64_t i = 0; i < r.items.numel(); ++i) set(r.items, i, get(r.items, i) / 4);
+  for (int64_t j = 0; j < d; ++j) set(r.items, 7 * d + j, get(r.items, 3 * d + j));  // a duplicate
+  r.targets = alloc(DType::kI32, {u});
+  fill_int(r.targets, 1, v);
+  set(r.targets, 0, 3);  // item 7 ties with it and has the larger id: not above
+  set(r.targets, 1, 7);  // item 3 ties with it and has the smaller id: above
   std::vector<int32_t> off{0}, hist;
   std::mt19937_64& gen = rng();
   for (int64_t i = 0; i < u; ++i) {
     const int len = static_cast<int>(gen() % 12);
     for (int j = 0; j < len; ++j) hist.push_back(static_cast<int32_t>(gen() % v));
-    if (i % 4 == 0) hist.push_back(static_cast<int32_t>(get(targets, i)));  // target in history
-    if (i % 5 == 0 && len > 0) hist.push_back(hist.back());                 // duplicate entry
+    if (i % 4 == 0) hist.push_back(static_cast<int32_t>(get(r.targets, i)));  // target in history
+    if (i % 5 == 0 && len > 0) hist.push_back(hist.back());                   // duplicate entry
     off.push_back(static_cast<int32_t>(hist.size()));
   }
   if (hist.empty()) hist.push_back(0);
-  Tensor offs = alloc(DType::kI32, {u + 1}),
-         hids = alloc(DType::kI32, {static_cast<int64_t>(hist.size())});
-  for (int64_t i = 0; i <= u; ++i) set(offs, i, off[i]);
-  for (size_t i = 0; i < hist.size(); ++i) set(hids, static_cast<int64_t>(i), hist[i]);
+  r.offs = alloc(DType::kI32, {u + 1});
+  r.hids = alloc(DType::kI32, {static_cast<int64_t>(hist.size())});
+  for (int64_t i = 0; i <= u; ++i) set(r.offs, i, off[i]);
+  for (size_t i = 0; i < hist.size(); ++i) set(r.hids, static_cast<int64_t>(i), hist[i]);
+  return r;
+}
+
+void run_retrieval_rank(const Case& c) {
+  const int64_t u = c.m, v = c.n, d = c.k;
+  const int32_t cap = 50;
+  const RankData r = rank_data(u, v, d);
   Tensor ranks = alloc(DType::kI32, {u});
   Ctx h = cpu();
-  cpu::retrieval_rank(h, q, items, targets, offs, hids, cap, ranks);
+  cpu::retrieval_rank(h, r.q, r.items, r.targets, r.offs, r.hids, cap, ranks);
   Ctx g = gpu::cuda_ctx(c.det);
   const Tensor rd = out_dev(DType::kI32, {u});
-  cuda::retrieval_rank(g, dev(q, c.dtype, c.pad), dev(items, c.dtype), dev(targets, DType::kI32),
-                       dev(offs, DType::kI32), dev(hids, DType::kI32), cap, rd);
+  cuda::retrieval_rank(g, dev(r.q, c.dtype, c.pad), dev(r.items, c.dtype),
+                       dev(r.targets, DType::kI32), dev(r.offs, DType::kI32),
+                       dev(r.hids, DType::kI32), cap, rd);
   check_exact(rd, ranks, c.name + " ranks");
+}
+
+// retrieval_rank_counts over c.variant shards (ids dealt at random, row 0 in one of them): the
+// CUDA counts equal the CPU counts exactly per shard, a NaN query gives the sentinel on both,
+// and on the CPU 1 + the sum over the shards is the full-table rank.
+void run_retrieval_rank_counts(const Case& c) {
+  const int64_t u = c.m, v = c.n, d = c.k, w = c.variant;
+  const int32_t cap = 50;
+  const RankData r = rank_data(u, v, d);
+  for (int64_t j = 0; j < d; ++j) set(r.q, 2 * d + j, std::nan(""));  // query 2: NaN target score
+  Tensor ranks = alloc(DType::kI32, {u});
+  Ctx h = cpu();
+  cpu::retrieval_rank(h, r.q, r.items, r.targets, r.offs, r.hids, cap, ranks);
+  Tensor trows = alloc(DType::kF32, {u, d});  // the targets' rows
+  for (int64_t i = 0; i < u; ++i)
+    for (int64_t j = 0; j < d; ++j)
+      set(trows, i * d + j, get(r.items, int64_t(get(r.targets, i)) * d + j));
+  std::vector<std::vector<int32_t>> shard_ids(static_cast<size_t>(w));
+  std::mt19937_64& gen = rng();
+  for (int32_t id = 0; id < v; ++id) shard_ids[gen() % static_cast<uint64_t>(w)].push_back(id);
+  std::vector<int64_t> sum(static_cast<size_t>(u), 0);
+  Ctx g = gpu::cuda_ctx(c.det);
+  const Tensor qd = dev(r.q, c.dtype, c.pad), td = dev(trows, c.dtype);
+  const Tensor tgd = dev(r.targets, DType::kI32), od = dev(r.offs, DType::kI32),
+               hd = dev(r.hids, DType::kI32);
+  for (int64_t s = 0; s < w; ++s) {
+    const std::vector<int32_t>& ids = shard_ids[static_cast<size_t>(s)];
+    const int64_t n = static_cast<int64_t>(ids.size());
+    if (n == 0) continue;
+    Tensor rows = alloc(DType::kF32, {n, d}), idt = alloc(DType::kI32, {n});
+    for (int64_t i = 0; i < n; ++i) {
+      set(idt, i, ids[static_cast<size_t>(i)]);
+      for (int64_t j = 0; j < d; ++j)
+        set(rows, i * d + j, get(r.items, int64_t(ids[static_cast<size_t>(i)]) * d + j));
+    }
+    Tensor counts = alloc(DType::kI32, {u});
+    cpu::retrieval_rank_counts(h, r.q, trows, r.targets, rows, idt, r.offs, r.hids, cap, counts);
+    const Tensor cd = out_dev(DType::kI32, {u});
+    cuda::retrieval_rank_counts(g, qd, td, tgd, dev(rows, c.dtype), dev(idt, DType::kI32), od, hd,
+                                cap, cd);
+    check_exact(cd, counts, c.name + " counts of shard " + std::to_string(s));
+    for (int64_t i = 0; i < u; ++i) {
+      const int64_t k = int64_t(get(counts, i));
+      sum[static_cast<size_t>(i)] =
+          k < 0 || sum[static_cast<size_t>(i)] < 0 ? -1 : sum[static_cast<size_t>(i)] + k;
+    }
+  }
+  for (int64_t i = 0; i < u; ++i) {
+    const int64_t k = sum[static_cast<size_t>(i)];
+    const int64_t want = k < 0 ? cap + 2 : std::min<int64_t>(k, cap) + 1;
+    EXPECT_EQ(want, int64_t(get(ranks, i))) << c.name << " user " << i;
+  }
 }
 
 // ---- the table ------------------------------------------------------------------------------
@@ -912,6 +979,10 @@ std::vector<Case> cases() {
        .dtype = f32, .why = "exact ranks (dyadic inputs: exact scores and ties)"});
   add({.name = "retrieval_rank_bf16_strided", .op = Op::kRetrievalRank, .m = 130, .n = 157, .k = 17,
        .dtype = bf, .pad = 4, .why = "exact ranks"});
+  add({.name = "retrieval_rank_counts_f32", .op = Op::kRetrievalRankCounts, .m = 70, .n = 300,
+       .k = 24, .dtype = f32, .variant = 3, .why = "exact counts (dyadic inputs)"});
+  add({.name = "retrieval_rank_counts_bf16_strided", .op = Op::kRetrievalRankCounts, .m = 130,
+       .n = 157, .k = 17, .dtype = bf, .pad = 4, .variant = 4, .why = "exact counts"});
   // clang-format on
   return t;
 }
@@ -955,6 +1026,8 @@ TEST_P(GpuOps, MatchesCpuReference) {
       return run_cast(c);
     case Op::kRetrievalRank:
       return run_retrieval_rank(c);
+    case Op::kRetrievalRankCounts:
+      return run_retrieval_rank_counts(c);
   }
 }
 

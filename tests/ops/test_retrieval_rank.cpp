@@ -130,7 +130,7 @@ TEST(RetrievalRankCpu, MatchesBruteForceSort) {
     for (size_t i = 0; i < ids.size(); ++i) set(history, static_cast<int64_t>(i), ids[i]);
     const Tensor ranks = alloc(DType::kI32, {u});
     retrieval_rank(ctx, queries, items, targets, offsets, history, cap, ranks);
-    // f32: scores of 16 products may round differently in BLAS than in this double sum.
+    // f32: the op's f32 chain of 16 products may round differently than this double sum.
     const double tol = dt == DType::kF32 ? 1e-5 : 0.0;
     int bad = 0;
     for (int64_t k = 0; k < u; ++k) {

@@ -8,4 +8,6 @@
 namespace hstu::cpu {
 void retrieval_rank(Ctx&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                     int32_t, const Tensor&);
+void retrieval_rank_counts(Ctx&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                           const Tensor&, const Tensor&, const Tensor&, int32_t, const Tensor&);
 }  // namespace hstu::cpu
