@@ -50,6 +50,11 @@ struct TrainerArgs {
   bool deterministic = true;  // GPU: deterministic kernels (CPU is always deterministic)
   bool cuda_graph = true;     // GPU: launch each training step as one CUDA graph
   bool enable_balanced_shuffler = false;  // data-parallel: balance each global batch's work
+  // Data-parallel runs: embedding tables sharded row-wise over the ranks (the others are
+  // replicated); names: item (retrieval and ranking), action, contextual (ranking).
+  std::vector<std::string> model_parallel_tables = {"item"};
+  std::string shard_owner = "modulo";  // which rank owns id k: modulo (k mod W) | hash
+  int64_t grad_bucket_mb = 25;         // gradient all-reduce bucket size (MiB of fp32)
 
   bool operator==(const TrainerArgs&) const = default;
 };

@@ -135,6 +135,17 @@ std::vector<FieldSpec> trainer_fields() {
             "data-parallel runs: split each global batch over the ranks with the Karmarkar-Karp "
             "equal-count partition of the samples' estimated work (attention and GEMM FLOPs from "
             "their lengths) instead of equal-count slices in order; no effect on one rank"),
+      str(HSTU_FIELD(TrainerArgs, trainer, model_parallel_tables), {"item", "action", "contextual"},
+          "data-parallel runs: embedding tables sharded row-wise over the ranks (recsys-examples' "
+          "sharding_type = model_parallel); the others are replicated (data_parallel) and their "
+          "gradients join the dense all-reduce. No effect on one rank"),
+      str(HSTU_FIELD(TrainerArgs, trainer, shard_owner), {"modulo", "hash"},
+          "the rank that owns id k of a sharded table: modulo = k mod W (recsys-examples' "
+          "roundrobin), hash = murmur3_fmix64(k) mod W (its hash_roundrobin)"),
+      num(HSTU_FIELD(TrainerArgs, trainer, grad_bucket_mb), at_least(1),
+          "data-parallel runs: MiB of fp32 gradients per all-reduce; each bucket is reduced as "
+          "soon as the layers it holds finish their backward pass (GPU: on a communication "
+          "stream, overlapped with the rest of the backward pass)"),
   };
 }
 
