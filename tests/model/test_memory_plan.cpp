@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <ostream>
 #include <string>
 
 #include "config/config.h"
@@ -32,6 +33,10 @@ struct RetrievalCase {
   int64_t layers, hidden, heads, head_dim;
   bool final_ln, recompute_ln, recompute_silu, rab;
 };
+
+void PrintTo(const RetrievalCase& c, std::ostream* os) {
+  *os << c.name;
+}
 
 class RetrievalPlan : public ::testing::TestWithParam<RetrievalCase> {};
 
@@ -110,6 +115,10 @@ struct RankingCase {
   int64_t actions, contextual;
   bool final_ln;
 };
+
+void PrintTo(const RankingCase& c, std::ostream* os) {
+  *os << c.name;
+}
 
 class RankingPlan : public ::testing::TestWithParam<RankingCase> {};
 
