@@ -13,5 +13,6 @@ void add_preprocess(CLI::App& hstu, Commands& commands);
 void add_bench(CLI::App& hstu, Commands& commands);  // bench train | attention | layer
 void add_info(CLI::App& hstu, Commands& commands);
 void add_launch(CLI::App& hstu, Commands& commands);  // N local ranks of a command
+void add_plan(CLI::App& hstu, Commands& commands);    // per-rank memory plan of W ranks
 
 }  // namespace hstu::cli

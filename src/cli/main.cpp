@@ -92,6 +92,7 @@ int run(int argc, char** argv) {
   add_bench(hstu, commands);
   add_info(hstu, commands);
   add_launch(hstu, commands);
+  add_plan(hstu, commands);
   add_help(hstu, commands);
   try {
     hstu.parse(argc, argv);

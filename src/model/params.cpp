@@ -103,7 +103,7 @@ int DenseParams::find(const std::string& name) const {
   return it == index_.end() ? -1 : it->second;
 }
 
-void DenseParams::finalize(Device device, uint64_t seed, DType dtype, DType compute_dtype) {
+int64_t DenseParams::layout() {
   // Decay parameters first, each group in registration order; offsets 64-element aligned so
   // every parameter starts on a 256-byte boundary (vector loads).
   int64_t off = 0;
@@ -117,6 +117,11 @@ void DenseParams::finalize(Device device, uint64_t seed, DType dtype, DType comp
     if (pass == 0) num_decay_ = off;
   }
   size_ = off;
+  return size_;
+}
+
+void DenseParams::finalize(Device device, uint64_t seed, DType dtype, DType compute_dtype) {
+  layout();
   const size_t bytes = static_cast<size_t>(size_) * dtype_size(dtype);
   const size_t compute_bytes = compute_dtype == dtype ? 0 : size_ * dtype_size(compute_dtype);
   arena_ = std::make_unique<Arena>(device, 4 * bytes + compute_bytes + 7 * Arena::kAlign,

@@ -54,7 +54,11 @@ class DenseParams {
   // Registers the weight [in, out] of a linear map y = x @ W (with weight decay), flagged
   // `linear`: checkpoints store it transposed, as torch.nn.Linear's weight [out, in].
   int add_linear(const std::string& name, int64_t in, int64_t out, Init init);
-  // Lays out the table (decay first), allocates params/grads/moments on `device` and
+  // Lays out the table without allocating: decay parameters first, each at a 64-element
+  // aligned offset; sets every ParamInfo::offset, size() and num_decay(). finalize() calls it;
+  // the memory plan (model/memory_plan.h) calls it alone. Returns size().
+  int64_t layout();
+  // Lays out the table (layout()), allocates params/grads/moments on `device` and
   // initialises the weights with `seed`.
   // compute_dtype != dtype adds a compute copy of the flat buffer (bf16 weights on CUDA), filled
   // here from the initial weights.

@@ -9,7 +9,9 @@
 //   - the benchmarks get the options given (bench layer's are handed on as an argument list);
 //   - preprocess --skip-malformed is a flag: it no longer takes the next argument as its value;
 //   - `hstu info` describes the build truthfully;
-//   - train names its step folder, which eval and --resume take; HSTU_FAULT_AT_WRITE fails a write.
+//   - train names its step folder, which eval and --resume take; HSTU_FAULT_AT_WRITE fails a write;
+//   - plan splits the item table over W ranks (shards summing to the table, per-rank totals
+//     falling with W) and its one-rank plan is the memory plan `hstu train` prints.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -17,6 +19,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -115,6 +118,9 @@ TEST_F(Cli, UsageErrorsExitTwoNamingTheFlagOrValue) {
       {"bench balance --world-sizes 2,0", "--world-sizes"},
       {"bench balance --zipf-alpha 1", "--zipf-alpha"},
       {"bench balance --batch-per-rank 0", "--batch-per-rank"},
+      {"plan --world-size 0", "--world-size"},
+      {"plan --world-size 2,x", "--world-size"},
+      {"plan --device gpu", "--device"},
       {"info --verbose", "--verbose"},
       {"help nope", "'nope'"},
   };
@@ -142,7 +148,7 @@ TEST_F(Cli, ErrorsWhileRunningExitOneNamingFileAndLine) {
 
 TEST_F(Cli, EveryCommandHasItsHelp) {
   const std::vector<std::pair<std::string, std::vector<std::string>>> commands = {
-      {"", {"train", "eval", "preprocess", "bench", "info", "help"}},
+      {"", {"train", "eval", "preprocess", "bench", "info", "plan", "help"}},
       {"train",
        {"config", "--config", "--gin-config-file", "--set", "--device", "--threads", "--run-dir",
         "--resume", "--quiet"}},
@@ -162,6 +168,7 @@ TEST_F(Cli, EveryCommandHasItsHelp) {
        {"config", "--config", "--set", "--world-sizes", "--batch-per-rank", "--max-len",
         "--zipf-alpha", "--steps", "--seed"}},
       {"info", {"--help"}},
+      {"plan", {"config", "--config", "--gin-config-file", "--set", "--device", "--world-size"}},
       {"help", {"command"}},
   };
   for (const auto& [command, flags] : commands) {
@@ -320,6 +327,138 @@ TEST_F(Cli, InfoDescribesTheBuild) {
       << r.out;
   EXPECT_EQ(r.out.find("nvcc"), std::string::npos) << r.out;
 #endif
+}
+
+}  // namespace
+}  // namespace hstu
+
+namespace hstu {
+namespace {
+
+// kTinyGin with a catalogue of 20,000 items: one step's window (32 x 20 x (2 + 8) + 1 = 6401
+// ids) is a third of the table.
+std::string plan_gin() {
+  return std::string(kTinyGin) + "SyntheticArgs.num_items = 20000\n";
+}
+
+// The plan of each world size in `hstu plan` output: "world size W ..." starts one.
+std::map<int, std::string> plans_by_world(const std::string& out) {
+  std::map<int, std::string> plans;
+  const std::regex head("world size (\\d+) ");
+  auto it = std::sregex_iterator(out.begin(), out.end(), head);
+  std::vector<std::pair<int, size_t>> starts;
+  for (; it != std::sregex_iterator(); ++it)
+    starts.push_back({std::stoi((*it)[1]), static_cast<size_t>(it->position())});
+  for (size_t i = 0; i < starts.size(); ++i) {
+    const size_t end = i + 1 < starts.size() ? starts[i + 1].second : out.size();
+    plans[starts[i].first] = out.substr(starts[i].second, end - starts[i].second);
+  }
+  return plans;
+}
+
+// The numbers of the lines of `text` that match `re` (group 1: rank, group 2: value).
+std::map<int, double> per_rank_values(const std::string& text, const std::regex& re) {
+  std::map<int, double> v;
+  std::istringstream in(text);
+  std::smatch m;
+  for (std::string l; std::getline(in, l);)
+    if (std::regex_search(l, m, re)) v[std::stoi(m[1])] = std::stod(m[2]);
+  return v;
+}
+
+std::vector<std::string> lines_starting(const std::string& text, const std::string& prefix) {
+  std::istringstream in(text);
+  std::vector<std::string> out;
+  for (std::string l; std::getline(in, l);)
+    if (l.rfind(prefix, 0) == 0) out.push_back(l);
+  return out;
+}
+
+TEST_F(Cli, PlanSplitsTheItemTableOverTheRanks) {
+  const std::string gin = dir_.write("plan.gin", plan_gin());
+  for (const char* owner : {"modulo", "hash"}) {
+    const Outcome r =
+        hstu("plan " + gin + " --world-size 1,2,4,8 --set TrainerArgs.shard_owner=" + owner);
+    ASSERT_EQ(r.status, 0) << r.out;
+    const auto plans = plans_by_world(r.out);
+    ASSERT_EQ(plans.size(), 4u) << r.out;
+    const std::regex shard_re("^    rank (\\d+): (\\d+) rows, ");
+    const std::regex total_re("^(?:  total {13}| {20})rank (\\d+): ([0-9.]+) MiB");
+    double last_total = 1e30, last_shard = 1e30;
+    for (const int w : {1, 2, 4, 8}) {
+      const std::string& p = plans.at(w);
+      const auto totals = per_rank_values(p, total_re);
+      ASSERT_EQ(totals.size(), static_cast<size_t>(w)) << p;
+      double most = 0;
+      for (const auto& [rank, mib] : totals) most = std::max(most, mib);
+      EXPECT_LT(most, last_total) << owner << " W=" << w << ":\n" << p;
+      last_total = most;
+      if (w == 1) {
+        EXPECT_EQ(lines_starting(p, "  item embedding    [20001, 16] + grad").size(), 1u) << p;
+        continue;
+      }
+      EXPECT_NE(p.find("sharded row-wise over " + std::to_string(w) + " ranks"), std::string::npos)
+          << p;
+      const auto rows = per_rank_values(p, shard_re);
+      ASSERT_EQ(rows.size(), static_cast<size_t>(w)) << p;
+      double sum = 0, largest = 0;
+      for (const auto& [rank, n] : rows) {
+        sum += n;
+        largest = std::max(largest, n);
+      }
+      EXPECT_EQ(sum, 20001) << owner << " W=" << w << ":\n" << p;
+      EXPECT_LT(largest, last_shard) << p;
+      last_shard = largest;
+      EXPECT_NE(p.find("window: 6401 rows"), std::string::npos) << p;
+      EXPECT_NE(p.find("item all-to-all"), std::string::npos) << p;
+      EXPECT_NE(p.find("dense all-reduce  ring 2(W-1)/W"), std::string::npos) << p;
+    }
+  }
+}
+
+// `hstu plan --world-size 1` prints the memory plan `hstu train` prints for the same config
+// (retrieval and ranking).
+TEST_F(Cli, PlanOfOneRankIsTheTrainersPlan) {
+  const std::vector<std::pair<std::string, std::string>> configs = {{"retrieval.gin", plan_gin()},
+                                                                    {"ranking.gin", R"(
+DatasetArgs.dataset_name = "synthetic"
+DatasetArgs.max_history_seqlen = 20
+DatasetArgs.max_num_candidates = 4
+SyntheticArgs.num_users = 64
+SyntheticArgs.num_items = 50
+SyntheticArgs.num_clusters = 4
+SyntheticArgs.clusters_per_user = 1
+SyntheticArgs.min_seqlen = 8
+SyntheticArgs.max_seqlen = 20
+SyntheticArgs.num_contextual_features = 2
+SyntheticArgs.contextual_cardinality = 5
+SyntheticArgs.num_tasks = 2
+NetworkArgs.num_layers = 1
+NetworkArgs.hidden_size = 16
+NetworkArgs.num_attention_heads = 1
+NetworkArgs.kv_channels = 16
+NetworkArgs.num_position_buckets = 64
+RankingArgs.prediction_head_arch = [8, 2]
+RankingArgs.num_tasks = 2
+TrainerArgs.train_batch_size = 16
+TrainerArgs.eval_batch_size = 16
+TrainerArgs.max_train_iters = 2
+TrainerArgs.device = "cpu"
+)"}};
+  for (const auto& [name, text] : configs) {
+    const std::string gin = dir_.write(name, text);
+    const Outcome t = hstu("train " + gin + " --run-dir " + dir_.file(name + ".run"));
+    ASSERT_EQ(t.status, 0) << t.out;
+    const Outcome p = hstu("plan " + gin);
+    ASSERT_EQ(p.status, 0) << p.out;
+    for (const char* prefix :
+         {"memory plan (", "  dense parameters", "  activations",
+          name == "retrieval.gin" ? "  item embedding" : "  embedding tables"}) {
+      const auto trained = lines_starting(t.out, prefix);
+      ASSERT_EQ(trained.size(), 1u) << prefix << "\n" << t.out;
+      EXPECT_EQ(lines_starting(p.out, prefix), trained) << name << ": " << prefix << "\n" << p.out;
+    }
+  }
 }
 
 }  // namespace

@@ -1,0 +1,238 @@
+// memory_plan.cpp — the models' memory plans measured without allocating (memory_plan.h). Each
+// function below follows one step of HstuModel::plan / allocate or RankingModel::plan / allocate
+// in the same order; tests/model/test_memory_plan.cpp holds them equal to the real models.
+#include "model/memory_plan.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/arena.h"
+#include "core/checked.h"
+#include "model/batch_tensors.h"
+#include "model/hstu_layer.h"
+#include "model/params.h"
+
+namespace hstu {
+namespace {
+
+std::vector<HstuLayer> make_layers(const Config& cfg) {
+  const HstuLayerConfig lc = layer_config(cfg);
+  std::vector<HstuLayer> layers;
+  for (int64_t l = 0; l < cfg.network.num_layers; ++l) layers.emplace_back(lc, static_cast<int>(l));
+  return layers;
+}
+
+// The dense parameters both models register first (HstuModel::plan, RankingModel::plan):
+// positions, the layers, the optional final LayerNorm. Init values do not change the layout.
+void add_common_params(const Config& cfg, std::vector<HstuLayer>& layers, DenseParams& dense) {
+  const NetworkArgs& n = cfg.network;
+  dense.add("position_embedding", {n.num_position_buckets, n.hidden_size}, false, Init::zeros());
+  for (auto& layer : layers) layer.register_params(dense);
+  if (n.final_layernorm) {
+    dense.add("final_layernorm.weight", {n.hidden_size}, false, Init::ones());
+    dense.add("final_layernorm.bias", {n.hidden_size}, false, Init::zeros());
+  }
+}
+
+// Fills the dense fields of `m` from a registered (not finalised) parameter table.
+void set_dense(DenseParams& dense, ModelMemory& m) {
+  const int64_t floats = dense.layout();
+  m.dense_tensors = static_cast<int64_t>(dense.table().size());
+  m.dense_floats = floats;
+  m.dense_bytes =
+      checked_mul(checked_mul(floats, m.param_elem_bytes, "dense bytes"), 4, "dense bytes x4");
+  // DenseParams::finalize adds a compute copy when the activation dtype differs from the
+  // masters' (bf16 / f16 on CUDA).
+  const DType param = m.act == DType::kF64 ? DType::kF64 : DType::kF32;
+  m.compute_copy_bytes =
+      m.act == param ? 0
+                     : checked_mul(floats, static_cast<int64_t>(dtype_size(m.act)), "compute copy");
+}
+
+// "min(<what> + 1 = N, R rows)": what = the ids of one step, + 1 for the padding id 0.
+PlannedTable table(const std::string& name, int64_t rows, int64_t ids_per_step,
+                   const std::string& what) {
+  PlannedTable t;
+  t.name = name;
+  t.rows = rows;
+  const int64_t with_pad = checked_add(ids_per_step, 1, "ids per step");
+  t.max_unique = std::min(with_pad, rows);
+  t.max_unique_formula =
+      "min(" + what + " + 1 = " + std::to_string(with_pad) + ", " + std::to_string(rows) + " rows)";
+  return t;
+}
+
+// RankingModel::upload_capacity: the packed batch fields, each Arena::kAlign-aligned.
+int64_t ranking_upload_capacity(const RankingShape& s, int64_t num_ctx, bool interleave) {
+  constexpr int64_t kFieldAlign = static_cast<int64_t>(Arena::kAlign / sizeof(int32_t));
+  auto aligned = [](int64_t n) { return (n + kFieldAlign - 1) / kFieldAlign * kFieldAlign; };
+  const int64_t b = std::max<int64_t>(s.max_batch, 1);
+  const int64_t e = s.max_events, bc = b * num_ctx;
+  int64_t n = aligned(b + 1) + 2 * aligned(b) + 2 * aligned(b + 1) + aligned(s.max_candidates) +
+              2 * aligned(e);
+  if (interleave) n += 2 * aligned(e);
+  if (num_ctx > 0) n += 2 * aligned(bc);
+  return std::max<int64_t>(n, 1);
+}
+
+int64_t ranking_token_capacity(const RankingShape& s) {
+  const int64_t num_ctx = static_cast<int64_t>(s.contextual_cardinalities.size());
+  const int64_t k = s.num_actions > 0 ? 2 : 1;
+  return s.max_batch * num_ctx + k * s.max_events;
+}
+
+}  // namespace
+
+ModelShape retrieval_model_shape(const Config& cfg, int64_t num_items) {
+  ModelShape shape;
+  shape.num_items = num_items;
+  shape.max_batch = std::max(cfg.trainer.train_batch_size, cfg.trainer.eval_batch_size);
+  shape.max_tokens = shape.max_batch * cfg.dataset.max_history_seqlen;
+  shape.num_negatives = cfg.retrieval.num_negatives;
+  return shape;
+}
+
+int64_t retrieval_activation_bytes(const Config& cfg, const ModelShape& shape, DType act,
+                                   bool owns_item_table) {
+  // HstuModel::allocate, step by step.
+  const std::vector<HstuLayer> layers = make_layers(cfg);
+  Arena a = Arena::measuring(Device::kCPU, "activations");
+  const int64_t t = std::max<int64_t>(shape.max_tokens, 1), d = cfg.network.hidden_size;
+  const DType st = stats_dtype(act);
+  BatchCapacity cap;
+  cap.max_batch = shape.max_batch;
+  cap.max_tokens = shape.max_tokens;
+  cap.num_negatives = shape.num_negatives;
+  cap.num_positions = cfg.network.num_position_buckets;
+  allocate_batch_tensors(a, cap);
+  for (size_t l = 0; l <= layers.size(); ++l) a.alloc(act, {t, d});  // residual states
+  for (const auto& layer : layers) layer.allocate_acts(a, t, act);
+  if (!layers.empty()) layers[0].allocate_scratch(a, t, act);
+  a.alloc(act, {t, d});  // embeddings before dropout
+  if (cfg.network.final_layernorm) {
+    a.alloc(act, {t, d});
+    a.alloc(st, {t});
+    a.alloc(st, {t});
+  }
+  a.alloc(act, {t, d});  // L2-normalised output
+  a.alloc(st, {t});      // its norms
+  a.alloc(act, {t, d});  // d_x
+  a.alloc(act, {t, d});  // d_out
+  a.alloc(DType::kF64, {1});
+  if (owns_item_table) {  // the evaluation's normalised item table and norms
+    const DType pd = act == DType::kF64 ? DType::kF64 : DType::kF32;
+    a.alloc(pd, {shape.num_items, d});
+    a.alloc(pd, {shape.num_items});
+  }
+  return static_cast<int64_t>(a.peak());
+}
+
+int64_t ranking_activation_bytes(const Config& cfg, const RankingShape& shape, DType act) {
+  // RankingModel::allocate, step by step.
+  const std::vector<HstuLayer> layers = make_layers(cfg);
+  Arena a = Arena::measuring(Device::kCPU, "activations");
+  const int64_t num_ctx = static_cast<int64_t>(shape.contextual_cardinalities.size());
+  const bool interleave = shape.num_actions > 0;
+  const int64_t d = cfg.network.hidden_size, b = std::max<int64_t>(shape.max_batch, 1);
+  const int64_t t = std::max<int64_t>(ranking_token_capacity(shape), 1);
+  const int64_t e = std::max<int64_t>(shape.max_events, 1);
+  const int64_t nc = std::max<int64_t>(shape.max_candidates, 1);
+  const int64_t bc = std::max<int64_t>(b * num_ctx, 1);
+  const DType st = stats_dtype(act);
+  a.alloc(DType::kI32, {ranking_upload_capacity(shape, num_ctx, interleave)});
+  if (interleave) a.alloc(act, {e, d});
+  if (num_ctx > 0) a.alloc(act, {bc, d});
+  a.alloc(act, {e, d});  // item embeddings
+  a.alloc(act, {t, d});  // interleaved tokens
+  for (size_t l = 0; l <= layers.size(); ++l) a.alloc(act, {t, d});
+  for (const auto& layer : layers) layer.allocate_acts(a, t, act);
+  if (!layers.empty()) layers[0].allocate_scratch(a, t, act);
+  a.alloc(act, {t, d});   // d_x
+  a.alloc(act, {nc, d});  // candidate rows
+  if (cfg.network.final_layernorm) {
+    a.alloc(act, {nc, d});
+    a.alloc(st, {nc});
+    a.alloc(st, {nc});
+    a.alloc(act, {nc, d});
+  }
+  a.alloc(act, {nc, d});  // normalised candidates
+  a.alloc(st, {nc});
+  a.alloc(act, {nc, d});  // d_cand
+  for (int64_t w : cfg.ranking.prediction_head_arch)
+    for (int i = 0; i < 3; ++i) a.alloc(act, {nc, w});  // pre-activation, activation, gradient
+  const int64_t k_out = cfg.ranking.prediction_head_arch.back();
+  a.alloc(act, {nc, k_out});  // d_logits
+  if (act != DType::kF32 && act != DType::kF64) a.alloc(DType::kF32, {nc, k_out});
+  a.alloc(DType::kF64, {1});
+  return static_cast<int64_t>(a.peak());
+}
+
+ModelMemory retrieval_memory(const Config& cfg, int64_t num_items, Device device, DType act) {
+  ModelMemory m;
+  m.task = "retrieval";
+  m.device = device;
+  m.act = act;
+  m.layers = cfg.network.num_layers;
+  m.dim = cfg.network.hidden_size;
+  m.param_elem_bytes = act == DType::kF64 ? 8 : 4;
+  const ModelShape shape = retrieval_model_shape(cfg, num_items);
+  m.max_tokens = shape.max_tokens;
+  std::vector<HstuLayer> layers = make_layers(cfg);
+  DenseParams dense;
+  add_common_params(cfg, layers, dense);
+  set_dense(dense, m);
+  const int64_t tokens =
+      checked_mul(cfg.trainer.train_batch_size, cfg.dataset.max_history_seqlen, "tokens per step");
+  const int64_t r = cfg.retrieval.num_negatives;
+  m.tables.push_back(
+      table("item", num_items, checked_mul(tokens, 2 + r, "item ids per step"),
+            std::to_string(tokens) + " tokens x (2 + " + std::to_string(r) + " negatives)"));
+  m.step_activation_bytes = retrieval_activation_bytes(cfg, shape, act, false);
+  m.activation_bytes = retrieval_activation_bytes(cfg, shape, act, true);
+  return m;
+}
+
+ModelMemory ranking_memory(const Config& cfg, const RankingShape& shape, Device device, DType act) {
+  ModelMemory m;
+  m.task = "ranking";
+  m.device = device;
+  m.act = act;
+  m.layers = cfg.network.num_layers;
+  m.dim = cfg.network.hidden_size;
+  m.param_elem_bytes = act == DType::kF64 ? 8 : 4;
+  m.max_tokens = ranking_token_capacity(shape);
+  m.max_candidates = shape.max_candidates;
+  std::vector<HstuLayer> layers = make_layers(cfg);
+  DenseParams dense;
+  add_common_params(cfg, layers, dense);
+  int64_t in = cfg.network.hidden_size;
+  const auto& arch = cfg.ranking.prediction_head_arch;
+  for (size_t i = 0; i < arch.size(); ++i) {  // the MLP head
+    const std::string pre = "head." + std::to_string(i) + ".";
+    dense.add_linear(pre + "weight", in, arch[i], Init::zeros());
+    if (cfg.ranking.prediction_head_bias) dense.add(pre + "bias", {arch[i]}, false, Init::zeros());
+    in = arch[i];
+  }
+  set_dense(dense, m);
+  const int64_t samples = cfg.trainer.train_batch_size;
+  const int64_t events = checked_mul(
+      samples, cfg.dataset.max_history_seqlen + cfg.dataset.max_num_candidates, "events per step");
+  const std::string ev =
+      "events + 1 = " + std::to_string(samples) + " x " +
+      std::to_string(cfg.dataset.max_history_seqlen + cfg.dataset.max_num_candidates) + " + 1";
+  m.tables.push_back(table("item", shape.num_items, events, ev));
+  if (shape.num_actions > 0) m.tables.push_back(table("action", shape.num_actions, events, ev));
+  const int64_t num_ctx = static_cast<int64_t>(shape.contextual_cardinalities.size());
+  if (num_ctx > 0) {
+    int64_t rows = 0;
+    for (int32_t c : shape.contextual_cardinalities) rows += c;
+    m.tables.push_back(
+        table("contextual", std::max<int64_t>(rows, 1),
+              checked_mul(samples, num_ctx, "contextual ids per step"),
+              std::to_string(samples) + " samples x " + std::to_string(num_ctx) + " features"));
+  }
+  m.step_activation_bytes = m.activation_bytes = ranking_activation_bytes(cfg, shape, act);
+  return m;
+}
+
+}  // namespace hstu

@@ -1,0 +1,176 @@
+// test_memory_plan.cpp — the memory plan computed without allocating (model/memory_plan.h) equals
+// the real models' plans:
+//   - retrieval, byte for byte: the activation arena of a planned HstuModel is located through
+//     the first and the last buffers it hands out (the batch offsets at the arena's base, the
+//     loss at the end of the step buffers, the normalised item table after it), over layer
+//     options that change the buffers (final LayerNorm, recomputed LayerNorm / SiLU, rab, head
+//     widths that pad the uvqk layout, no layers at all);
+//   - the dense parameter layout (tensors, floats) of HstuModel and RankingModel;
+//   - ranking, the activations line of RankingModel::describe_plan (0.1 MiB) on shapes whose
+//     buffers are each larger than that, with and without actions and contextual features.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <ostream>
+#include <string>
+
+#include "config/config.h"
+#include "core/arena.h"
+#include "model/memory_plan.h"
+#include "model/model.h"
+#include "model/ranking_model.h"
+
+namespace hstu {
+namespace {
+
+int64_t aligned(int64_t bytes) {
+  const int64_t a = static_cast<int64_t>(Arena::kAlign);
+  return (bytes + a - 1) / a * a;
+}
+
+struct RetrievalCase {
+  const char* name;
+  int64_t layers, hidden, heads, head_dim;
+  bool final_ln, recompute_ln, recompute_silu, rab;
+};
+
+void PrintTo(const RetrievalCase& c, std::ostream* os) {
+  *os << c.name;
+}
+
+class RetrievalPlan : public ::testing::TestWithParam<RetrievalCase> {};
+
+TEST_P(RetrievalPlan, EqualsTheModelsArena) {
+  const RetrievalCase c = GetParam();
+  Config cfg;
+  cfg.network.num_layers = c.layers;
+  cfg.network.hidden_size = c.hidden;
+  cfg.network.num_attention_heads = c.heads;
+  cfg.network.kv_channels = c.head_dim;
+  cfg.network.final_layernorm = c.final_ln;
+  cfg.network.recompute_input_layernorm = c.recompute_ln;
+  cfg.network.recompute_input_silu = c.recompute_silu;
+  cfg.network.relative_attention_bias = c.rab;
+  cfg.network.num_position_buckets = 40;
+  cfg.dataset.max_history_seqlen = 30;
+  cfg.trainer.train_batch_size = 5;
+  cfg.trainer.eval_batch_size = 7;
+  cfg.retrieval.num_negatives = 6;
+  const int64_t items = 123;
+  const ModelShape shape = retrieval_model_shape(cfg, items);
+  EXPECT_EQ(shape.max_batch, 7);
+  EXPECT_EQ(shape.max_tokens, 7 * 30);
+
+  HstuModel model(cfg, shape, Device::kCPU, DType::kF32);
+  model.plan(3);
+  const char* base = static_cast<const char*>(model.batch_tensors().offsets.data);
+  const char* loss = static_cast<const char*>(model.loss_tensor().data);
+  Ctx ctx;
+  const char* norm = static_cast<const char*>(model.normalized_items(ctx).data);
+  const int64_t step = loss - base + static_cast<int64_t>(Arena::kAlign);
+  const int64_t whole = (norm - base) + aligned(items * c.hidden * 4) + aligned(items * 4);
+  EXPECT_EQ(retrieval_activation_bytes(cfg, shape, DType::kF32, false), step);
+  EXPECT_EQ(retrieval_activation_bytes(cfg, shape, DType::kF32, true), whole);
+
+  const ModelMemory m = retrieval_memory(cfg, items, Device::kCPU, DType::kF32);
+  EXPECT_EQ(m.step_activation_bytes, step);
+  EXPECT_EQ(m.activation_bytes, whole);
+  EXPECT_EQ(m.dense_floats, model.dense().size());
+  EXPECT_EQ(m.dense_tensors, static_cast<int64_t>(model.dense().table().size()));
+  EXPECT_EQ(m.dense_bytes, model.dense().size() * 4 * 4);
+  EXPECT_EQ(m.compute_copy_bytes, 0);
+  ASSERT_EQ(m.tables.size(), 1u);
+  EXPECT_EQ(m.tables[0].rows, items);
+  EXPECT_EQ(m.tables[0].max_unique, items);  // 5 x 30 x (2 + 6) + 1 ids > 123 rows
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layers, RetrievalPlan,
+    ::testing::Values(RetrievalCase{"plain", 2, 16, 2, 8, true, false, false, false},
+                      RetrievalCase{"no_final_ln", 2, 16, 2, 8, false, false, false, false},
+                      RetrievalCase{"recompute", 3, 24, 2, 12, true, true, true, false},
+                      RetrievalCase{"padded_heads_rab", 2, 50, 2, 25, true, false, false, true},
+                      RetrievalCase{"no_layers", 0, 16, 2, 8, true, false, false, false}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST(RetrievalPlanWindow, CountsInputsTargetsAndNegativesOfOneTrainingStep) {
+  Config cfg;
+  cfg.dataset.max_history_seqlen = 10;
+  cfg.trainer.train_batch_size = 4;
+  cfg.trainer.eval_batch_size = 100;  // the window follows the training batch
+  cfg.retrieval.num_negatives = 3;
+  const ModelMemory m = retrieval_memory(cfg, 1000000, Device::kCUDA, DType::kBF16);
+  EXPECT_EQ(m.tables[0].max_unique, 4 * 10 * (2 + 3) + 1);
+  EXPECT_EQ(m.compute_copy_bytes, m.dense_floats * 2);  // the bf16 copy of the flat buffer
+  EXPECT_GT(m.activation_bytes, m.step_activation_bytes);
+}
+
+std::string activations_line(const std::string& plan) {
+  const size_t at = plan.find("  activations");
+  return at == std::string::npos ? "" : plan.substr(at, plan.find('\n', at) - at);
+}
+
+struct RankingCase {
+  const char* name;
+  int64_t actions, contextual;
+  bool final_ln;
+};
+
+void PrintTo(const RankingCase& c, std::ostream* os) {
+  *os << c.name;
+}
+
+class RankingPlan : public ::testing::TestWithParam<RankingCase> {};
+
+TEST_P(RankingPlan, EqualsTheModelsPlan) {
+  const RankingCase c = GetParam();
+  Config cfg;
+  cfg.task = "ranking";
+  cfg.network.num_layers = 2;
+  cfg.network.hidden_size = 128;  // [candidates, D] buffers of 160 KiB: above the 0.1 MiB shown
+  cfg.network.num_attention_heads = 2;
+  cfg.network.kv_channels = 64;
+  cfg.network.final_layernorm = c.final_ln;
+  cfg.network.num_position_buckets = 300;
+  cfg.dataset.max_history_seqlen = 200;
+  cfg.dataset.max_num_candidates = 20;
+  cfg.ranking.prediction_head_arch = {512, 8, 1};
+  cfg.ranking.num_tasks = 1;
+  RankingShape shape;
+  shape.num_items = 501;
+  shape.num_actions = c.actions;
+  for (int64_t i = 0; i < c.contextual; ++i) shape.contextual_cardinalities.push_back(7);
+  shape.max_batch = 16;
+  shape.max_events = 16 * 220;
+  shape.max_candidates = 16 * 20;
+
+  RankingModel model(cfg, shape, Device::kCPU, DType::kF32);
+  model.plan(1);
+  const ModelMemory m = ranking_memory(cfg, shape, Device::kCPU, DType::kF32);
+  EXPECT_EQ(m.dense_floats, model.dense().size());
+  EXPECT_EQ(m.dense_tensors, static_cast<int64_t>(model.dense().table().size()));
+  EXPECT_EQ(m.max_tokens, model.token_capacity());
+  EXPECT_EQ(m.step_activation_bytes, m.activation_bytes);
+  char mib[32];
+  std::snprintf(mib, sizeof mib, "%.1f MiB",
+                static_cast<double>(m.activation_bytes) / (1024.0 * 1024.0));
+  EXPECT_EQ(activations_line(model.describe_plan()),
+            "  activations       2 layers, " + std::to_string(m.max_tokens) + " tokens / 320 " +
+                "candidates max = " + mib);
+  ASSERT_EQ(m.tables.size(), 1u + (c.actions > 0) + (c.contextual > 0));
+  EXPECT_EQ(m.tables[0].max_unique, 501);  // 16 x 220 + 1 ids > 501 rows
+  if (c.contextual > 0) {
+    EXPECT_EQ(m.tables.back().rows, 7 * c.contextual);
+    EXPECT_EQ(m.tables.back().max_unique,
+              std::min<int64_t>(7 * c.contextual, 16 * c.contextual + 1));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, RankingPlan,
+                         ::testing::Values(RankingCase{"actions", 5, 0, true},
+                                           RankingCase{"actions_contextual", 5, 3, true},
+                                           RankingCase{"no_final_ln", 5, 2, false}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+}  // namespace
+}  // namespace hstu
