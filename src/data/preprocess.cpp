@@ -311,7 +311,12 @@ SequenceDataset build_dataset(const RawData& raw, IdMaps* maps, const std::strin
              "DatasetArgs.tie_break must be file or shuffle, got '", tie_break, "'");
   const bool shuffle_ties = tie_break == "shuffle";
   const int64_t num_events = static_cast<int64_t>(raw.events.size());
-  if (num_events == 0) HSTU_THROW(raw.name, ": the raw data holds no events");
+  if (num_events == 0) {
+    std::string files;
+    for (const RawSource& src : raw.sources) files += (files.empty() ? "" : ", ") + src.path;
+    HSTU_THROW(raw.name, ": the raw data holds no events",
+               files.empty() ? std::string() : " (read " + files + ")");
+  }
 
   // Users 0..U-1 and items 1..V-1, both in raw-id order.
   DenseIds users, items;
