@@ -20,9 +20,9 @@ namespace hstu::fuzz {
 // /tmp/hstu_fuzz_<pid>/, created on first use.
 inline const std::string& scratch_dir() {
   static const std::string dir = [] {
-    const std::string d = (std::filesystem::temp_directory_path() /
-                           ("hstu_fuzz_" + std::to_string(::getpid())))
-                              .string();
+    const std::string d =
+        (std::filesystem::temp_directory_path() / ("hstu_fuzz_" + std::to_string(::getpid())))
+            .string();
     std::filesystem::create_directories(d);
     return d;
   }();
