@@ -1,13 +1,20 @@
 # Makefile — the two entry points of a fresh machine (see README.md):
 #   make train   builds hstu and trains the embedded default (synthetic data, ~1 min on 2 cores)
 #   make test    builds everything and runs the whole test suite
+#   make test-sanitize  the CPU build and test suite under ASan + UBSan, in build-sanitize/
+#   make fuzz    builds the libFuzzer targets (clang) in build-fuzz/ and runs each FUZZ_SECONDS
 # Both configure a CMake/Ninja build in build/ on first use. CUDA targets are added when nvcc is
 # found (HSTU_CUDA=AUTO); pass CMAKE_ARGS="-DHSTU_CUDA=OFF" to skip them.
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_ARGS ?=
 
-.PHONY: all build train test clean format
+SANITIZE_BUILD ?= build-sanitize
+SANITIZE_FLAGS = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 300
+
+.PHONY: all build train test test-sanitize fuzz clean format
 
 all: build
 
@@ -24,8 +31,22 @@ train: $(BUILD)/build.ninja
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
+# ASan + UBSan: any report fails its test (UBSan does not recover; ASan aborts on the first error).
+$(SANITIZE_BUILD)/build.ninja:
+	cmake -S . -B $(SANITIZE_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DHSTU_CUDA=OFF \
+	  -DCMAKE_CXX_FLAGS="$(SANITIZE_FLAGS)" -DCMAKE_EXE_LINKER_FLAGS="$(SANITIZE_FLAGS)" $(CMAKE_ARGS)
+
+test-sanitize: $(SANITIZE_BUILD)/build.ninja
+	ninja -C $(SANITIZE_BUILD) -j $(JOBS)
+	cd $(SANITIZE_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
+
+# libFuzzer targets (fuzz/*.cpp; clang, HSTU_FUZZ=ON), each run for FUZZ_SECONDS on its corpus.
+fuzz:
+	FUZZ_BUILD=$(FUZZ_BUILD) JOBS=$(JOBS) ./tools/fuzz_smoke.sh $(FUZZ_SECONDS)
+
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cpp' '*.cu' '*.cuh')
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(SANITIZE_BUILD) $(FUZZ_BUILD)

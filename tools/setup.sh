@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # setup.sh — installs what building and testing hstu needs on a fresh Debian/Ubuntu machine
 # (compiler, CMake, Ninja, OpenBLAS, nlohmann/json, CLI11, GoogleTest, OpenMPI for CPU ranks,
-# clang-format 14 for the style test; Python's safetensors, tensorboard and matplotlib for the interop, TensorBoard and
+# clang-format 14 for the style test; clang 14 with libFuzzer and LLVM's OpenMP for the fuzz targets; Python's safetensors, tensorboard and matplotlib for the interop, TensorBoard and
 # plot tests, which skip without them).
 # Does nothing for packages already present. CUDA is optional: with nvcc installed and a GPU
 # present the CUDA backend is built too (CMakeLists.txt: HSTU_CUDA).
 set -euo pipefail
 need=()
 for pkg in build-essential cmake ninja-build libopenblas-dev nlohmann-json3-dev libcli11-dev \
-    libgtest-dev googletest python3 python3-pip clang-format-14 libopenmpi-dev openmpi-bin; do
+    libgtest-dev googletest python3 python3-pip clang-format-14 libopenmpi-dev openmpi-bin \
+    clang-14 libclang-rt-14-dev libomp-14-dev; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

@@ -17,6 +17,7 @@
 #include <climits>
 #include <cstring>
 #include <filesystem>
+#include <iostream>
 #include <memory>
 #include <tuple>
 #include <unordered_map>
@@ -27,6 +28,7 @@
 #include "core/philox.h"
 #include "data/synthetic.h"
 #include "io/atomic_file.h"
+#include "io/crc32c.h"
 #include "io/json.h"
 
 namespace hstu {
@@ -211,14 +213,67 @@ Json source_description(const DatasetArgs& args, bool skip_malformed) {
           {"files", std::move(files)}};
 }
 
-// Whether the cache's source.json holds `description` (a damaged one does not: the cache is
-// rebuilt, as when the raw files changed).
-bool cache_describes(const std::string& source_json, const Json& description) {
-  try {
-    return json::parse_file(source_json) == description;
-  } catch (const Error&) {
-    return false;
+// The files of a cache whose sizes and CRC-32Cs source.json records ("cache_files").
+constexpr const char* kCacheFiles[] = {"sequences.bin", "item_ids.csv", "user_ids.csv"};
+
+std::string hex32(uint32_t v) {
+  char s[9];
+  std::snprintf(s, sizeof(s), "%08x", v);
+  return s;
+}
+
+// [{name, bytes, crc32c}] of the cache's files as they are on disk.
+Json cache_file_checksums(const std::filesystem::path& dir) {
+  Json files = Json::array();
+  for (const char* name : kCacheFiles) {
+    const std::string path = (dir / name).string();
+    files.push_back({{"name", name},
+                     {"bytes", static_cast<int64_t>(std::filesystem::file_size(path))},
+                     {"crc32c", hex32(crc32c_file(path))}});
   }
+  return files;
+}
+
+// Why the cache in `dir` cannot be used for `description` ("" when it can): its source.json
+// describes other raw files or options (or is damaged), or a file of the cache is missing or does
+// not match the size and CRC-32C source.json records for it.
+std::string cache_mismatch(const std::filesystem::path& dir, const Json& description) {
+  const std::string source = (dir / "source.json").string();
+  Json recorded;
+  try {
+    recorded = json::parse_file(source);
+  } catch (const Error& e) {
+    return std::string("source.json is damaged (") + e.what() + ")";
+  }
+  if (!recorded.is_object()) return "source.json is damaged (not a JSON object)";
+  if (!recorded.contains("cache_files"))
+    return "source.json records no checksums of the cache (written by an older hstu)";
+  Json files = recorded["cache_files"];
+  recorded.erase("cache_files");
+  if (recorded != description) return "the raw files or the preprocessing options changed";
+  for (const char* name : kCacheFiles) {
+    const std::string path = (dir / name).string();
+    const Json* want = nullptr;
+    if (files.is_array())
+      for (const Json& f : files)
+        if (f.is_object() && f.contains("name") && f["name"] == name) want = &f;
+    if (want == nullptr) return std::string("source.json records no checksum of ") + name;
+    std::error_code ec;
+    const auto bytes = std::filesystem::file_size(path, ec);
+    if (ec) return path + " is missing";
+    try {
+      if (static_cast<int64_t>(bytes) != json::int_at(*want, "bytes"))
+        return path + " has " + std::to_string(bytes) + " bytes, source.json records " +
+               std::to_string(json::int_at(*want, "bytes"));
+      const std::string crc = hex32(crc32c_file(path));
+      if (crc != json::string_at(*want, "crc32c"))
+        return path + " has CRC-32C " + crc + ", source.json records " +
+               json::string_at(*want, "crc32c");
+    } catch (const Error& e) {
+      return std::string("source.json's checksum of ") + name + " is damaged (" + e.what() + ")";
+    }
+  }
+  return "";
 }
 
 // Dense indices of raw ids in raw-id order: the distinct ids are collected in a hash map, then
@@ -256,7 +311,12 @@ SequenceDataset build_dataset(const RawData& raw, IdMaps* maps, const std::strin
              "DatasetArgs.tie_break must be file or shuffle, got '", tie_break, "'");
   const bool shuffle_ties = tie_break == "shuffle";
   const int64_t num_events = static_cast<int64_t>(raw.events.size());
-  if (num_events == 0) HSTU_THROW(raw.name, ": the raw data holds no events");
+  if (num_events == 0) {
+    std::string files;
+    for (const RawSource& src : raw.sources) files += (files.empty() ? "" : ", ") + src.path;
+    HSTU_THROW(raw.name, ": the raw data holds no events",
+               files.empty() ? std::string() : " (read " + files + ")");
+  }
 
   // Users 0..U-1 and items 1..V-1, both in raw-id order.
   DenseIds users, items;
@@ -491,7 +551,9 @@ SequenceDataset preprocess_raw(const DatasetArgs& args, const std::string& out_d
   std::filesystem::remove(dir / "source.json", ec);  // written last: marks a complete cache
   write_sequence_file(built, (dir / "sequences.bin").string());
   write_id_maps(raw, maps, out_dir);
-  atomic_write_file((dir / "source.json").string(), json::dump(description, 2) + "\n");
+  Json source = description;
+  source["cache_files"] = cache_file_checksums(dir);
+  atomic_write_file((dir / "source.json").string(), json::dump(source, 2) + "\n");
   if (report != nullptr) {
     report->dir = out_dir;
     report->reused_cache = false;
@@ -521,19 +583,27 @@ SequenceDataset open_dataset_untimed(const Config& cfg, bool skip_malformed,
     return generate_synthetic(cfg.synthetic);
   }
   const std::string dir = dataset_cache_dir(cfg);
-  const std::filesystem::path bin = std::filesystem::path(dir) / "sequences.bin";
   const std::filesystem::path source = std::filesystem::path(dir) / "source.json";
   const Json description = source_description(args, skip_malformed);  // checks the name
-  if (std::filesystem::exists(bin) && std::filesystem::exists(source) &&
-      cache_describes(source.string(), description)) {
-    if (report != nullptr) {
-      *report = DatasetReport{};
-      report->dir = dir;
-      report->reused_cache = true;
+  std::string why;
+  if (std::filesystem::exists(source)) {
+    why = cache_mismatch(dir, description);
+    if (why.empty()) {
+      if (report != nullptr) {
+        *report = DatasetReport{};
+        report->dir = dir;
+        report->reused_cache = true;
+      }
+      return load_preprocessed(dir);
     }
-    return load_preprocessed(dir);
+    // A changed raw file is the ordinary reason to preprocess again; anything else is news.
+    if (why != "the raw files or the preprocessing options changed")
+      std::cerr << "warning: the dataset cache " << dir
+                << " does not match its source.json: " << why << "; preprocessing again\n";
   }
-  return preprocess_raw(args, dir, skip_malformed, report);
+  SequenceDataset ds = preprocess_raw(args, dir, skip_malformed, report);
+  if (report != nullptr) report->rebuild_reason = why;
+  return ds;
 }
 }  // namespace
 

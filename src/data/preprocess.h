@@ -48,6 +48,8 @@ struct DatasetReport {
   int64_t num_filtered = 0;   // raw rows removed by the dataset's filter
   std::vector<std::string> malformed_examples;
   double seconds = 0;  // wall time of open_dataset (generation, cache load or preprocessing)
+  // Why an existing cache was preprocessed again ("" when none was there or it was reused).
+  std::string rebuild_reason;
 };
 
 // Groups events by user, stable-sorts each user's events by timestamp (ties keep file order),
@@ -81,8 +83,11 @@ SequenceDataset load_preprocessed(const std::string& dir);
 std::string dataset_cache_dir(const Config& cfg);
 
 // The dataset of a run: "synthetic" is generated from cfg.synthetic; a raw dataset is loaded
-// from its cache folder when sequences.bin exists and source.json matches the raw files
-// (path, name, size and mtime of each) and the options, otherwise preprocessed into it.
+// from its cache folder when source.json matches the raw files (path, name, size and mtime of
+// each) and the options, and sequences.bin, item_ids.csv and user_ids.csv match the sizes and
+// CRC-32Cs source.json records for them ("cache_files"); otherwise it is preprocessed into it
+// again (a damaged or missing cache file, or a source.json without checksums, with a warning on
+// stderr naming the file).
 SequenceDataset open_dataset(const Config& cfg, bool skip_malformed = false,
                              DatasetReport* report = nullptr);
 

@@ -2,6 +2,7 @@
 #include "io/atomic_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,6 +29,53 @@ int64_t fault_at() {
     g_fault_at.compare_exchange_strong(unset, env ? std::max<int64_t>(0, std::atoll(env)) : 0);
   }
   return g_fault_at.load();
+}
+
+// HSTU_KILL_AT_WRITE=N[:where]: the process raises SIGKILL in its N-th commit, at `where`:
+// "write" (half of the last buffered bytes written, nothing fsynced: a torn temporary),
+// "rename" (the temporary complete and fsynced, not yet renamed; the default) or "after" (renamed,
+// the directory not yet fsynced).
+enum class KillPoint { kWrite, kRename, kAfter };
+struct KillAt {
+  int64_t n = 0;  // 0: off
+  KillPoint where = KillPoint::kRename;
+};
+
+const KillAt& kill_at() {
+  static const KillAt k = [] {
+    KillAt r;
+    const char* env = std::getenv("HSTU_KILL_AT_WRITE");
+    if (!env || !*env) return r;
+    const std::string s(env);
+    const size_t colon = s.find(':');
+    r.n = std::max<int64_t>(0, std::atoll(s.substr(0, colon).c_str()));
+    const std::string where = colon == std::string::npos ? "rename" : s.substr(colon + 1);
+    if (where == "write")
+      r.where = KillPoint::kWrite;
+    else if (where == "after")
+      r.where = KillPoint::kAfter;
+    else
+      HSTU_CHECK(where == "rename", "HSTU_KILL_AT_WRITE=", s,
+                 ": the point after ':' must be write, rename or after");
+    return r;
+  }();
+  return k;
+}
+
+void maybe_kill(int64_t commit, KillPoint where) {
+  const KillAt& k = kill_at();
+  if (k.n == commit && k.where == where) ::raise(SIGKILL);
+}
+
+// HSTU_WRITE_LOG=FILE: each commit appends "<commit number> <path>" to FILE (tests find the
+// commits of a save this way).
+void log_commit(int64_t commit, const std::string& path) {
+  static const char* log = std::getenv("HSTU_WRITE_LOG");
+  if (!log || !*log) return;
+  if (FILE* f = std::fopen(log, "a")) {
+    std::fprintf(f, "%lld %s\n", static_cast<long long>(commit), path.c_str());
+    std::fclose(f);
+  }
 }
 
 std::string errno_text() {
@@ -89,16 +137,24 @@ void AtomicFile::flush() {
 
 void AtomicFile::commit() {
   HSTU_CHECK(fd_ >= 0, path_, " committed twice");
-  HSTU_CHECK(++g_commits != fault_at(), "cannot write ", path_, ": injected fault (write ",
-             g_commits.load(), ", HSTU_FAULT_AT_WRITE)");
+  const int64_t commit = ++g_commits;
+  HSTU_CHECK(commit != fault_at(), "cannot write ", path_, ": injected fault (write ", commit,
+             ", HSTU_FAULT_AT_WRITE)");
+  log_commit(commit, path_);
+  if (kill_at().n == commit && kill_at().where == KillPoint::kWrite) {
+    pwrite_all(fd_, buf_.data(), buffered_ / 2, size_ - buffered_, tmp_path_);
+    maybe_kill(commit, KillPoint::kWrite);
+  }
   flush();
   HSTU_CHECK(::fsync(fd_) == 0, "cannot fsync ", tmp_path_, ": ", errno_text());
+  maybe_kill(commit, KillPoint::kRename);
   const int fd = fd_;
   fd_ = -1;
   HSTU_CHECK(::close(fd) == 0, "cannot close ", tmp_path_, ": ", errno_text());
   HSTU_CHECK(::rename(tmp_path_.c_str(), path_.c_str()) == 0, "cannot rename ", tmp_path_, " to ",
              path_, ": ", errno_text());
   tmp_path_.clear();
+  maybe_kill(commit, KillPoint::kAfter);
   // Make the rename itself durable.
   const std::filesystem::path parent = std::filesystem::path(path_).parent_path();
   const std::string dir = parent.empty() ? "." : parent.string();

@@ -48,6 +48,11 @@ void atomic_write_file(const std::string& path, std::string_view bytes);
 // would; 0 = never. HSTU_FAULT_AT_WRITE=N in the environment arms it for the N-th commit of the
 // process.
 void inject_write_fault(int64_t n);
+// Kill injection for the kill tests (tests/e2e/test_kill_resume.cpp): HSTU_KILL_AT_WRITE=N[:where]
+// makes the process raise SIGKILL inside its N-th commit, where = write (half the last buffered
+// bytes written: a torn temporary), rename (temporary fsynced, not renamed; the default) or after
+// (renamed, directory not fsynced). HSTU_WRITE_LOG=FILE appends "<commit number> <path>" per
+// commit to FILE.
 // AtomicFile commits of the process so far (counted since the last inject_write_fault()).
 int64_t atomic_file_commits();
 

@@ -105,7 +105,8 @@ std::vector<std::string> step_folders(const std::string& ckpt_dir) {
   return names;
 }
 
-// Removes the temporaries of interrupted saves and all but the newest `keep` saves, never the one
+// Removes the temporaries of interrupted saves (step-*.tmp folders, latest.tmp<pid> files of a
+// process killed while switching `latest`) and all but the newest `keep` saves, never the one
 // `latest` names.
 void prune(const std::string& ckpt_dir, int64_t keep, const std::string& latest) {
   for (const fs::directory_entry& e : fs::directory_iterator(ckpt_dir)) {
@@ -113,6 +114,9 @@ void prune(const std::string& ckpt_dir, int64_t keep, const std::string& latest)
     if (e.is_directory() && name.rfind("step-", 0) == 0 && name.size() > 4 &&
         name.compare(name.size() - 4, 4, ".tmp") == 0)
       fs::remove_all(e.path());
+    if (e.is_regular_file() && name.rfind("latest.tmp", 0) == 0 && name.size() > 10 &&
+        std::all_of(name.begin() + 10, name.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      fs::remove(e.path());
   }
   const std::vector<std::string> saves = step_folders(ckpt_dir);
   for (size_t i = 0; i + static_cast<size_t>(keep) < saves.size(); ++i)

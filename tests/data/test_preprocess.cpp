@@ -7,10 +7,12 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "common/data_test_util.h"
 #include "data/preprocess.h"
+#include "io/json.h"
 
 namespace hstu {
 namespace {
@@ -204,6 +206,67 @@ TEST(Preprocess, PreprocessAndCache) {
   TempDir out;
   preprocess_raw(cfg.dataset, out.path());
   EXPECT_EQ(load_preprocessed(out.path()).num_events(), 3);
+}
+
+// The cache is checked against its own content: a damaged, truncated or missing sequences.bin or
+// id map (or a source.json without checksums) is preprocessed again, with the reason reported.
+TEST(Preprocess, CacheChecksumsRebuildADamagedCache) {
+  TempDir raw_dir, cache;
+  write_small_movielens(raw_dir);
+  Config cfg;
+  cfg.dataset.dataset_name = "ml-latest-small";
+  cfg.dataset.dataset_path = raw_dir.path();
+  cfg.dataset.cache_dir = cache.path();
+  DatasetReport report;
+  const std::vector<int32_t> want = [&] {
+    const SequenceDataset ds = open_dataset(cfg, false, &report);
+    return std::vector<int32_t>(ds.items.begin(), ds.items.end());
+  }();
+  const std::string dir = cache.file("ml-latest-small");
+  const Json source = json::parse_file(dir + "/source.json");
+  ASSERT_TRUE(source.contains("cache_files")) << json::dump(source);
+  EXPECT_EQ(json::array_at(source, "cache_files").size(), 3u);
+
+  auto flip_last_byte = [](const std::string& path) {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-1, std::ios::end);
+    const char c = static_cast<char>(f.get());
+    f.seekp(-1, std::ios::end);
+    f.put(static_cast<char>(c ^ 0x20));
+  };
+  struct Damage {
+    std::string what, reason;
+    std::function<void()> apply;
+  };
+  const std::vector<Damage> damages = {
+      {"flipped byte in sequences.bin", "sequences.bin has CRC-32C",
+       [&] { flip_last_byte(dir + "/sequences.bin"); }},
+      {"truncated sequences.bin", "sequences.bin has",
+       [&] { std::filesystem::resize_file(dir + "/sequences.bin", 40); }},
+      {"missing item_ids.csv", "item_ids.csv is missing",
+       [&] { std::filesystem::remove(dir + "/item_ids.csv"); }},
+      {"damaged user_ids.csv", "user_ids.csv has CRC-32C",
+       [&] { flip_last_byte(dir + "/user_ids.csv"); }},
+      {"source.json without checksums", "no checksums",
+       [&] {
+         Json old = json::parse_file(dir + "/source.json");
+         old.erase("cache_files");
+         std::ofstream(dir + "/source.json") << json::dump(old, 2);
+       }},
+      {"damaged source.json", "source.json is damaged",
+       [&] { std::ofstream(dir + "/source.json") << "{\"format_version\": "; }},
+  };
+  for (const Damage& d : damages) {
+    SCOPED_TRACE(d.what);
+    d.apply();
+    const SequenceDataset ds = open_dataset(cfg, false, &report);
+    EXPECT_FALSE(report.reused_cache);
+    EXPECT_NE(report.rebuild_reason.find(d.reason), std::string::npos) << report.rebuild_reason;
+    EXPECT_EQ(std::vector<int32_t>(ds.items.begin(), ds.items.end()), want);
+    open_dataset(cfg, false, &report);  // rebuilt: reused from now on
+    EXPECT_TRUE(report.reused_cache);
+    EXPECT_EQ(report.rebuild_reason, "");
+  }
 }
 
 TEST(Preprocess, OpenDatasetSyntheticAndErrors) {
