@@ -39,7 +39,8 @@ int run_train(const TrainArgs& a) {
   const Config cfg = resolve_config(a.config, NoFile::kEmbeddedDefault, &opts.config_text);
   opts.resume_dir = a.resume;
   opts.quiet = a.quiet;
-  std::cout << "hstu train: " << (a.config.file.empty() ? "embedded default config" : a.config.file)
+  std::cout << "hstu train: "
+            << (a.config.files.empty() ? "embedded default config" : files_label(a.config))
             << " -> " << cfg.trainer.run_dir << "\n";
   if (!opts.quiet)
     std::cout << "effective config (values that differ from the defaults; all of it goes to "
@@ -86,6 +87,7 @@ void add_train(CLI::App& hstu, Commands& commands) {
   add_config_file(*app, a->config, "default: the embedded configs/default.gin, synthetic data");
   add_set(*app, a->config);
   add_runtime_flags(*app, a->config);
+  add_field_flag(*app, a->config, "--task", "TrainerArgs.task", "");
   add_field_flag(*app, a->config, "--run-dir", "TrainerArgs.run_dir", "DIR");
   app->add_option("--resume", a->resume,
                   "continue a run from its run, checkpoints or step folder (bit-identical to not "

@@ -12,5 +12,6 @@ void add_eval(CLI::App& hstu, Commands& commands);
 void add_preprocess(CLI::App& hstu, Commands& commands);
 void add_bench(CLI::App& hstu, Commands& commands);  // bench train | attention | layer
 void add_info(CLI::App& hstu, Commands& commands);
+void add_check(CLI::App& hstu, Commands& commands);  // validate config files, print the effect
 
 }  // namespace hstu::cli

@@ -79,6 +79,7 @@ int run(int argc, char** argv) {
   add_preprocess(hstu, commands);
   add_bench(hstu, commands);
   add_info(hstu, commands);
+  add_check(hstu, commands);
   add_help(hstu, commands);
   try {
     hstu.parse(argc, argv);
