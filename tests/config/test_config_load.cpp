@@ -166,7 +166,7 @@ TEST(ConfigToGin, RoundTripsARetrievalConfigChangedEverywhere) {
       "OptimizerArgs.adam_beta2 = 0.98\n"
       "OptimizerArgs.lr_schedule = 'warmup_cosine'\n"
       "RetrievalArgs.eval_metrics = ['HR@1', 'HR@10', 'NDCG@200', 'MRR']\n"
-      "RetrievalArgs.num_negatives = -1\n",
+      "RetrievalArgs.num_negatives = 7\n",
       "t.gin", {}, nullptr);
   expect_round_trip(c);
 }
