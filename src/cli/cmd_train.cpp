@@ -54,8 +54,8 @@ int run_train(const TrainArgs& a) {
     std::printf("eval (step %lld):  MeanAUC %.4f\nlogistic baseline:  MeanAUC %.4f\n",
                 static_cast<long long>(s.evals.empty() ? 0 : s.evals.back().step),
                 metric(s.final_test, "MeanAUC"), metric(s.baseline, "MeanAUC"));
-    std::printf("run directory: %s (config.gin, metrics.jsonl, checkpoints/)\n",
-                cfg.trainer.run_dir.c_str());
+    std::printf("run directory: %s (config.gin, metrics.jsonl%s)\n", cfg.trainer.run_dir.c_str(),
+                cfg.trainer.ckpt_save_interval == -1 ? "" : ", checkpoints/");
     return 0;
   }
   const double hr = metric(s.selected_test, "HR@10"), ndcg = metric(s.selected_test, "NDCG@10");
@@ -74,8 +74,8 @@ int run_train(const TrainArgs& a) {
     }
     std::printf("mean of the last 10 evaluations: HR@10 %.4f  NDCG@10 %.4f\n", h, n);
   }
-  std::printf("run directory: %s (config.gin, metrics.jsonl, checkpoints/)\n",
-              cfg.trainer.run_dir.c_str());
+  std::printf("run directory: %s (config.gin, metrics.jsonl%s)\n", cfg.trainer.run_dir.c_str(),
+              cfg.trainer.ckpt_save_interval == -1 ? "" : ", checkpoints/");
   return 0;
 }
 

@@ -324,9 +324,10 @@ std::vector<FieldSpec> optimizer_fields() {
 std::vector<FieldSpec> retrieval_fields() {
   return {
       num(HSTU_FIELD(RetrievalArgs, retrieval, num_negatives), or_auto(at_least(1)),
-          "R sampled negatives per query (-1 = the number of queries in the batch)"),
+          "R sampled negatives per query (-1, recsys-examples' default of one per query of the "
+          "batch, is refused: not implemented)"),
       str(HSTU_FIELD(RetrievalArgs, retrieval, eval_metrics), {"HR@K", "NDCG@K", "MRR"},
-          "metrics of the eval table, K a positive int"),
+          "metrics reported first in the eval table (any K >= 1), then hstu's standard set"),
       num(HSTU_FIELD(RetrievalArgs, retrieval, temperature), above(0),
           "softmax temperature of the cosine similarities"),
       num(HSTU_FIELD(RetrievalArgs, retrieval, l2_norm_eps), above(0),
