@@ -132,23 +132,22 @@ TEST(ConfigBind, CompatibilityFieldsAndClassesAreIgnoredWithWarnings) {
       "NetworkArgs.kernel_backend = 'triton'\n"
       "NetworkArgs.embedding_backend = None\n"
       "TrainerArgs.pipeline_type = 'prefetch'\n"
-      "TrainerArgs.enable_balanced_shuffler = True\n"
       "TensorModelParallelArgs.tensor_model_parallel_size = 1\n"
       "DynamicEmbeddingArgs.item_vocab_gpu_capacity_ratio = 0.5\n"
       "feat/RandomDistribution.dist_type = 'zipf'\n",
       &warnings);
   EXPECT_EQ(c, Config{});
-  ASSERT_EQ(warnings.size(), 7u);
+  ASSERT_EQ(warnings.size(), 6u);
   EXPECT_EQ(warnings[0],
             "t.gin:1: NetworkArgs.kernel_backend is accepted for compatibility with "
             "recsys-examples and ignored (hstu has one attention kernel per device)");
-  EXPECT_EQ(warnings[4],
-            "t.gin:5: TensorModelParallelArgs.tensor_model_parallel_size is accepted for "
+  EXPECT_EQ(warnings[3],
+            "t.gin:4: TensorModelParallelArgs.tensor_model_parallel_size is accepted for "
             "compatibility with recsys-examples and ignored (tensor_model_parallel_size = 1 only: "
             "a no-op; larger sizes are errors in hstu files and the TP group's batch in "
             "recsys-examples files)");
-  EXPECT_EQ(warnings[6],
-            "t.gin:7: feat/RandomDistribution.dist_type is accepted for compatibility with "
+  EXPECT_EQ(warnings[5],
+            "t.gin:6: feat/RandomDistribution.dist_type is accepted for compatibility with "
             "recsys-examples and ignored (no field refers to it; bind e.g. "
             "SyntheticArgs.seqlen_dist = @feat/RandomDistribution())");
   // Ignored fields with a known value set are still checked.
