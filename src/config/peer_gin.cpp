@@ -560,10 +560,11 @@ std::vector<gin::Binding> translate_recsys(std::vector<gin::Binding> in, const s
     if (cls == "TensorModelParallelArgs" && b.field == "tensor_model_parallel_size") {
       if (b.value.kind != Kind::kInt || b.value.i < 1) {
         problems.push_back(cat(b.loc.str(), ": ", b.key(), " expects an int >= 1"));
-      } else {
-        tp = &b;
+        continue;
       }
-      continue;
+      tp = &b;
+      if (b.value.i > 1) continue;  // consumed below: the TP group's batch
+      // = 1: passed on, reported by name as a no-op.
     }
     if (cls == "OptimizerArgs" && b.field == "optimizer_str" && b.value.kind == Kind::kString) {
       // Dense: Megatron's "adam" is decoupled (AdamW-style); sparse: the same optimiser.

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -107,6 +108,21 @@ TEST(PeerConfigs, EveryFileAsRecordedInTheTable) {
       EXPECT_NE(o.err.find(": difference: "), std::string::npos);
     }
     for (const std::string& q : row.quotes) EXPECT_NE(o.err.find(q), std::string::npos) << q;
+    if (rejected || rel.find("recsys-examples/") != 0) continue;
+    // No key ignored silently: every key a recsys-examples file binds is in the effective config
+    // (honoured) or named in a note (a named difference, or no effect on results).
+    const Outcome full = hstu("check " + e.path().string());
+    std::ifstream in(e.path());
+    std::string line;
+    const std::regex key(R"(^\s*([A-Za-z_]\w*\.[A-Za-z_]\w*)\s*=)");
+    std::smatch m;
+    while (std::getline(in, line)) {
+      if (!std::regex_search(line, m, key)) continue;
+      const std::string k = m[1];
+      const bool honoured = full.out.find("\n" + k + " = ") != std::string::npos;
+      const bool noted = full.err.find(k) != std::string::npos;
+      EXPECT_TRUE(honoured || noted) << rel << ": " << k << " is neither honoured nor noted";
+    }
   }
   EXPECT_EQ(files, static_cast<int>(rows.size())) << "rows without a file";
 }

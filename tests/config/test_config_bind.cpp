@@ -321,7 +321,12 @@ TEST(ConfigBind, RecsysExamplesKuaiRand1kRanking) {
   EXPECT_EQ(c.dataset.ranking_split, "user_70_30");
   EXPECT_EQ(c.dataset.truncate, "oldest");
   EXPECT_EQ(c.trainer.ckpt_save_interval, -1);
-  EXPECT_TRUE(warnings.empty());  // tensor_model_parallel_size = 1 means what it says
+  ASSERT_EQ(warnings.size(), 1u);  // tensor_model_parallel_size = 1: a no-op, said so
+  EXPECT_EQ(warnings[0].rfind("t.gin:34: TensorModelParallelArgs.tensor_model_parallel_size is "
+                              "accepted for compatibility",
+                              0),
+            0u)
+      << warnings[0];
 }
 
 TEST(ConfigValidate, DefaultsAreValid) {
