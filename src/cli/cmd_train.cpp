@@ -39,7 +39,8 @@ int run_train(const TrainArgs& a) {
   const Config cfg = resolve_config(a.config, NoFile::kEmbeddedDefault, &opts.config_text);
   opts.resume_dir = a.resume;
   opts.quiet = a.quiet;
-  std::cout << "hstu train: " << (a.config.file.empty() ? "embedded default config" : a.config.file)
+  std::cout << "hstu train: "
+            << (a.config.files.empty() ? "embedded default config" : files_label(a.config))
             << " -> " << cfg.trainer.run_dir << "\n";
   if (!opts.quiet)
     std::cout << "effective config (values that differ from the defaults; all of it goes to "
@@ -53,8 +54,8 @@ int run_train(const TrainArgs& a) {
     std::printf("eval (step %lld):  MeanAUC %.4f\nlogistic baseline:  MeanAUC %.4f\n",
                 static_cast<long long>(s.evals.empty() ? 0 : s.evals.back().step),
                 metric(s.final_test, "MeanAUC"), metric(s.baseline, "MeanAUC"));
-    std::printf("run directory: %s (config.gin, metrics.jsonl, checkpoints/)\n",
-                cfg.trainer.run_dir.c_str());
+    std::printf("run directory: %s (config.gin, metrics.jsonl%s)\n", cfg.trainer.run_dir.c_str(),
+                cfg.trainer.ckpt_save_interval == -1 ? "" : ", checkpoints/");
     return 0;
   }
   const double hr = metric(s.selected_test, "HR@10"), ndcg = metric(s.selected_test, "NDCG@10");
@@ -73,8 +74,8 @@ int run_train(const TrainArgs& a) {
     }
     std::printf("mean of the last 10 evaluations: HR@10 %.4f  NDCG@10 %.4f\n", h, n);
   }
-  std::printf("run directory: %s (config.gin, metrics.jsonl, checkpoints/)\n",
-              cfg.trainer.run_dir.c_str());
+  std::printf("run directory: %s (config.gin, metrics.jsonl%s)\n", cfg.trainer.run_dir.c_str(),
+              cfg.trainer.ckpt_save_interval == -1 ? "" : ", checkpoints/");
   return 0;
 }
 
@@ -86,6 +87,7 @@ void add_train(CLI::App& hstu, Commands& commands) {
   add_config_file(*app, a->config, "default: the embedded configs/default.gin, synthetic data");
   add_set(*app, a->config);
   add_runtime_flags(*app, a->config);
+  add_field_flag(*app, a->config, "--task", "TrainerArgs.task", "");
   add_field_flag(*app, a->config, "--run-dir", "TrainerArgs.run_dir", "DIR");
   app->add_option("--resume", a->resume,
                   "continue a run from its run, checkpoints or step folder (bit-identical to not "

@@ -14,5 +14,6 @@ void add_bench(CLI::App& hstu, Commands& commands);  // bench train | attention 
 void add_info(CLI::App& hstu, Commands& commands);
 void add_launch(CLI::App& hstu, Commands& commands);  // N local ranks of a command
 void add_plan(CLI::App& hstu, Commands& commands);    // per-rank memory plan of W ranks
+void add_check(CLI::App& hstu, Commands& commands);   // validate config files, print the effect
 
 }  // namespace hstu::cli

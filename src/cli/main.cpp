@@ -93,6 +93,7 @@ int run(int argc, char** argv) {
   add_info(hstu, commands);
   add_launch(hstu, commands);
   add_plan(hstu, commands);
+  add_check(hstu, commands);
   add_help(hstu, commands);
   try {
     hstu.parse(argc, argv);

@@ -54,11 +54,12 @@ CLI::Validator config_value(const std::string& key) {
 }  // namespace
 
 void add_config_file(CLI::App& app, ConfigArgs& args, const std::string& absent) {
-  // One option with three spellings; a second file is a usage error (not "last one wins").
-  app.add_option("config,--config,--gin-config-file", args.file,
-                 "gin config file, given once (" + absent + ")")
-      ->type_name("FILE")
-      ->multi_option_policy(CLI::MultiOptionPolicy::Throw);
+  // One option with three spellings; several files apply in order, as gin applies them.
+  app.add_option(
+         "config,--config,--gin-config-file", args.files,
+         "gin config files, applied in order: a later binding of a key wins (" + absent + ")")
+      ->type_name("FILE...")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
 }
 
 void add_set(CLI::App& app, ConfigArgs& args) {
@@ -129,17 +130,27 @@ std::vector<std::string> overrides(const ConfigArgs& args) {
   return all;
 }
 
-Config resolve_config(const ConfigArgs& args, NoFile fallback, std::string* gin_text) {
+std::string files_label(const ConfigArgs& args) {
+  std::string label;
+  for (const std::string& f : args.files) label += (label.empty() ? "" : " + ") + f;
+  return label;
+}
+
+Config resolve_config(const ConfigArgs& args, NoFile fallback, std::string* gin_text,
+                      std::vector<std::string>* notes) {
   std::vector<std::string> warnings;
   Config cfg;
-  if (!args.file.empty())
-    cfg = load_config(args.file, overrides(args), &warnings);
+  if (!args.files.empty())
+    cfg = load_config(args.files, overrides(args), &warnings);
   else if (fallback == NoFile::kEmbeddedDefault)
     cfg =
         load_config_text(kDefaultGin, "<embedded configs/default.gin>", overrides(args), &warnings);
   else
     cfg = load_config_text("", "<defaults>", overrides(args), &warnings);
-  for (const auto& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  if (notes)
+    *notes = warnings;
+  else
+    for (const auto& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   if (gin_text) *gin_text = to_gin(cfg);
   return cfg;
 }

@@ -24,14 +24,15 @@ using Commands = std::vector<Command>;
 
 // The config a command reads, as parsed.
 struct ConfigArgs {
-  std::string file;                 // the positional config, --config or --gin-config-file
+  std::vector<std::string> files;   // the positional configs, --config or --gin-config-file,
+                                    // applied in order (a later binding of a key wins)
   std::vector<std::string> sets;    // every --set, in order
   std::vector<std::string> fields;  // the field flags' "Class.field=value", applied last
 };
 
-// Adds the optional config file: the positional `config`, or --config / --gin-config-file
-// (recsys-examples' launch flag); naming two files is a usage error. `absent` says what the
-// command reads without one.
+// Adds the optional config files: the positional `config`s, or --config / --gin-config-file
+// (recsys-examples' launch flag), repeatable; several files are applied in order, as gin applies
+// them. `absent` says what the command reads without one.
 void add_config_file(CLI::App& app, ConfigArgs& args, const std::string& absent);
 // Adds the repeatable --set Class.field=value.
 void add_set(CLI::App& app, ConfigArgs& args);
@@ -58,9 +59,13 @@ enum class NoFile {
 };
 // Every override of `args` in the order they apply: the --set ones, then the field flags.
 std::vector<std::string> overrides(const ConfigArgs& args);
-// The config file (or `fallback`), then overrides(args); validated. Prints ignored-key warnings;
-// `gin_text` (when not null) receives the effective config in gin syntax.
-Config resolve_config(const ConfigArgs& args, NoFile fallback, std::string* gin_text);
+// The config files (or `fallback`), then overrides(args); validated. Prints ignored-key warnings
+// and named differences (to stderr, or into `notes` when not null); `gin_text` (when not null)
+// receives the effective config in gin syntax.
+Config resolve_config(const ConfigArgs& args, NoFile fallback, std::string* gin_text,
+                      std::vector<std::string>* notes = nullptr);
+// The config files of `args` joined for messages ("a.gin + b.gin"), or "" when none.
+std::string files_label(const ConfigArgs& args);
 
 // The arguments `app` was given, rebuilt from its parsed options (flags given as false left out),
 // for the benchmarks that read an argument list.

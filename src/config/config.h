@@ -36,7 +36,8 @@ struct TrainerArgs {
   int64_t max_eval_iters = 0;           // evaluate at most N batches (0 = the whole split)
   int64_t num_epochs = 1;               // epochs over the training split (when max_train_iters = 0)
   int64_t seed = 1234;                  // seeds data order, init, dropout and negative sampling
-  int64_t ckpt_save_interval = -1;      // save every N steps (-1 = only at the end of the run)
+  int64_t ckpt_save_interval = 0;       // save every N steps and at the end (0 = only at the end of
+                                        // the run, -1 = never: recsys-examples' "off")
   std::string ckpt_save_dir = "";       // checkpoint directory ("" = <run_dir>/checkpoints)
   int64_t ckpt_keep = 2;                // saves kept in the checkpoint directory (>= 1)
   std::string ckpt_load_dir = "";       // initialise weights from this checkpoint ("" = none)
@@ -187,7 +188,8 @@ struct Config {
   OptimizerArgs optimizer;
   RetrievalArgs retrieval;
   RankingArgs ranking;
-  std::string task = "retrieval";  // retrieval | ranking (set by which *Args class is bound)
+  std::string task = "retrieval";  // retrieval | ranking (gin: TrainerArgs.task, else the
+                                   // class bound: RankingArgs -> ranking)
 
   bool operator==(const Config&) const = default;
 };

@@ -4,8 +4,11 @@
 // string (list) fields does text that is not a gin string fall back to being the string itself.
 #include "config/load.h"
 
+#include <cctype>
+#include <iterator>
 #include <regex>
 
+#include "config/peer_gin.h"
 #include "config/schema.h"
 #include "core/error.h"
 
@@ -61,6 +64,27 @@ gin::Value override_value(const std::string& raw, const FieldSpec* spec, const s
   return list;
 }
 
+// "Class.field" of a binding (the configurable without its module path).
+std::string key_of(const gin::Binding& b) {
+  return b.selector.substr(b.selector.rfind('.') + 1) + "." + b.field;
+}
+
+// A validation problem with the location of the binding it names ("file:line: ..."), when the
+// config bound that key (the last binding of it, which is the one that took effect).
+std::string locate(const std::string& problem, const std::vector<gin::Binding>& bindings) {
+  for (auto it = bindings.rbegin(); it != bindings.rend(); ++it) {
+    const std::string key = key_of(*it);
+    const size_t at = problem.find(key);
+    if (at == std::string::npos) continue;
+    const size_t end = at + key.size();
+    if (end < problem.size() &&
+        (std::isalnum(static_cast<unsigned char>(problem[end])) || problem[end] == '_'))
+      continue;  // a longer name that starts with this key
+    return it->loc.str() + ": " + problem;
+  }
+  return problem;
+}
+
 Config load_bindings(std::vector<gin::Binding> bindings, const std::string& name,
                      const std::vector<std::string>& overrides,
                      std::vector<std::string>* warnings) {
@@ -70,9 +94,39 @@ Config load_bindings(std::vector<gin::Binding> bindings, const std::string& name
   try {
     validate(config);
   } catch (const Error& e) {
-    HSTU_THROW(name, ": ", e.what());
+    // One problem per line after the first; each gets the location of the key it names.
+    std::string message = e.what(), out;
+    size_t start = 0;
+    for (int line = 0; start <= message.size(); ++line) {
+      const size_t nl = std::min(message.find('\n', start), message.size());
+      std::string part = message.substr(start, nl - start);
+      if (line > 0) {
+        const size_t text = part.find_first_not_of(' ');
+        part = part.substr(0, text) + locate(part.substr(text), bindings);
+      } else if (message.find('\n') == std::string::npos) {
+        part = locate(part, bindings);
+      }
+      out += (line ? "\n" : "") + part;
+      start = nl + 1;
+    }
+    // A single located problem already names its file; otherwise the files head the list.
+    const bool located = out.find('\n') == std::string::npos && out != e.what();
+    if (located) HSTU_THROW(out);
+    HSTU_THROW(name, ": ", out);
   }
   return config;
+}
+
+// Every file's bindings, each file read for the system it was written for (peer_gin.h).
+std::vector<gin::Binding> read_files(const std::vector<std::string>& paths,
+                                     std::vector<std::string>* warnings) {
+  HSTU_CHECK(!paths.empty(), "no config file given");
+  std::vector<gin::Binding> all;
+  for (const std::string& path : paths) {
+    std::vector<gin::Binding> own = translate_peer_file(gin::parse_file(path), path, warnings);
+    all.insert(all.end(), std::make_move_iterator(own.begin()), std::make_move_iterator(own.end()));
+  }
+  return all;
 }
 
 }  // namespace
@@ -103,13 +157,22 @@ void apply_override(Config& config, const std::string& assignment,
 
 Config load_config(const std::string& path, const std::vector<std::string>& overrides,
                    std::vector<std::string>* warnings) {
-  return load_bindings(gin::parse_file(path), path, overrides, warnings);
+  return load_config(std::vector<std::string>{path}, overrides, warnings);
+}
+
+Config load_config(const std::vector<std::string>& paths, const std::vector<std::string>& overrides,
+                   std::vector<std::string>* warnings) {
+  std::string name;
+  for (const std::string& p : paths) name += (name.empty() ? "" : " + ") + p;
+  return load_bindings(read_files(paths, warnings), name, overrides, warnings);
 }
 
 Config load_config_text(const std::string& text, const std::string& display_name,
                         const std::vector<std::string>& overrides,
                         std::vector<std::string>* warnings) {
-  return load_bindings(gin::parse_text(text, display_name), display_name, overrides, warnings);
+  return load_bindings(
+      translate_peer_file(gin::parse_text(text, display_name), display_name, warnings),
+      display_name, overrides, warnings);
 }
 
 }  // namespace hstu

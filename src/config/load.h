@@ -30,6 +30,13 @@ void apply_override(Config& config, const std::string& assignment,
 Config load_config(const std::string& path, const std::vector<std::string>& overrides,
                    std::vector<std::string>* warnings);
 
+// Several files applied in order, as gin applies them (a later binding of a key wins; the task
+// is decided over all of them), then `overrides`. Each file is read for the system it was
+// written for (peer_gin.h: Meta's generative-recommenders files are translated, recsys-examples
+// files get that system's defaults); errors list every problem, each with its file:line.
+Config load_config(const std::vector<std::string>& paths, const std::vector<std::string>& overrides,
+                   std::vector<std::string>* warnings);
+
 // The same for gin text held in memory (e.g. the embedded default); `display_name` names it in
 // errors and anchors its includes.
 Config load_config_text(const std::string& text, const std::string& display_name,

@@ -43,7 +43,7 @@ std::string to_gin(const Config& config) {
   Config c = config;
   std::ostringstream os;
   os << "# hstu configuration (gin syntax); every field is listed.\n"
-     << "# task: " << c.task << " (selected by binding RetrievalArgs or RankingArgs)\n";
+     << "# task: " << c.task << " (TrainerArgs.task)\n";
   auto line = [&](const std::string& key, const std::string& value, const std::string& doc) {
     std::string text = key + " = " + value;
     text.resize(std::max<size_t>(text.size(), 56), ' ');

@@ -16,6 +16,7 @@ std::string format_eval_table(const std::vector<EvalRow>& rows, int precision) {
   }
   // cells[r][0] is the split, cells[r][1 + c] the value of columns[c]; row 0 is the header.
   std::vector<std::vector<std::string>> cells;
+  std::string warnings;  // one line per undefined value, after the table
   cells.emplace_back(1, "split");
   cells[0].insert(cells[0].end(), columns.begin(), columns.end());
   for (const EvalRow& row : rows) {
@@ -26,7 +27,15 @@ std::string format_eval_table(const std::vector<EvalRow>& rows, int precision) {
           static_cast<size_t>(std::find(columns.begin(), columns.end(), name) - columns.begin());
       char buf[64];
       std::snprintf(buf, sizeof(buf), "%.*f", precision, v);
-      line[1 + c] = std::isnan(v) ? "nan" : buf;
+      line[1 + c] = std::isnan(v) ? "undefined" : buf;
+      if (std::isnan(v)) {
+        const bool auc = name.find("AUC") != std::string::npos;
+        warnings += "warning: " + row.split + " " + name + " is undefined (" +
+                    (auc ? "the evaluated labels hold one class only: AUC needs positives and "
+                           "negatives"
+                         : "no evaluated sample defines it") +
+                    ")\n";
+      }
     }
     cells.push_back(std::move(line));
   }
@@ -44,7 +53,7 @@ std::string format_eval_table(const std::vector<EvalRow>& rows, int precision) {
     }
     out += '\n';
   }
-  return out;
+  return out + warnings;
 }
 
 void print_eval_table(std::ostream& out, const std::vector<EvalRow>& rows, int precision) {

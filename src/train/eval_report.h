@@ -22,8 +22,9 @@ struct EvalRow {
 };
 
 // Formats rows as an aligned table: a header of metric names (in first-seen order across rows),
-// one row per split, values with `precision` decimals ("-" where a row lacks a metric). Ends
-// with a newline.
+// one row per split, values with `precision` decimals ("-" where a row lacks a metric,
+// "undefined" for a NaN value, e.g. the AUC of a task whose labels hold one class, with a
+// "warning: <split> <metric> is undefined (why)" line after the table). Ends with a newline.
 std::string format_eval_table(const std::vector<EvalRow>& rows, int precision = 4);
 void print_eval_table(std::ostream& out, const std::vector<EvalRow>& rows, int precision = 4);
 

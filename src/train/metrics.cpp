@@ -115,6 +115,33 @@ NamedValues RetrievalMetrics::values() const {
   return v;
 }
 
+NamedValues RetrievalMetrics::values(const std::vector<std::string>& selected) const {
+  NamedValues v;
+  auto has = [&v](const std::string& name) {
+    return std::any_of(v.begin(), v.end(), [&](const auto& p) { return p.first == name; });
+  };
+  for (const std::string& name : selected) {
+    if (has(name)) continue;
+    if (name == "MRR") {
+      v.emplace_back(name, mrr());
+      continue;
+    }
+    const size_t at = name.find('@');
+    const std::string kind = name.substr(0, at),
+                      k_text = at == std::string::npos ? "" : name.substr(at + 1);
+    const bool k_ok = !k_text.empty() && k_text.size() < 10 && k_text[0] != '0' &&
+                      k_text.find_first_not_of("0123456789") == std::string::npos;
+    HSTU_CHECK((kind == "HR" || kind == "NDCG") && k_ok,
+               "RetrievalArgs.eval_metrics: unknown metric '", name,
+               "' (HR@K, NDCG@K with K >= 1, or MRR)");
+    const int64_t k = std::stoll(k_text);
+    v.emplace_back(name, kind == "HR" ? hr(k) : ndcg(k));
+  }
+  for (auto& [name, value] : values())
+    if (!has(name)) v.emplace_back(name, value);
+  return v;
+}
+
 // ---- binary ------------------------------------------------------------------------------------
 
 NamedValues BinaryResult::values(const std::string& task) const {

@@ -37,6 +37,10 @@ class RetrievalMetrics {
   double mrr() const;            // mean 1/rank
   // HR@k for each k, then NDCG@k for each k, then MRR.
   NamedValues values() const;
+  // The metrics `selected` names ("HR@K", "NDCG@K" at any K >= 1, "MRR"; RetrievalArgs.
+  // eval_metrics), in its order, then those of values() not among them (the headline and the
+  // best-epoch choice read HR@10 / NDCG@10). An unknown name is an error naming it.
+  NamedValues values(const std::vector<std::string>& selected) const;
 
  private:
   std::vector<int64_t> ks_;

@@ -49,7 +49,7 @@ NamedValues popularity_baseline(const Config& cfg, const SequenceDataset& ds,
   const auto ranks = popularity_ranks(ds, splits.test, counts, cfg.retrieval.eval_rank_cap);
   RetrievalMetrics m;
   for (int32_t r : ranks) m.add(r);
-  return m.values();
+  return m.values(cfg.retrieval.eval_metrics);
 }
 
 class RetrievalTask final : public Task {
@@ -129,8 +129,9 @@ class RetrievalTask final : public Task {
   const StepGraph& graph() const override { return stepper_.graph(); }
 
   void evaluate(EvalRecord& rec) override {
-    if (val_eval_) rec.validation = val_eval_->run(ctx(), model_).values();
-    rec.test = test_eval_->run(ctx(), model_).values();
+    const std::vector<std::string>& selected = cfg_.retrieval.eval_metrics;
+    if (val_eval_) rec.validation = val_eval_->run(ctx(), model_).values(selected);
+    rec.test = test_eval_->run(ctx(), model_).values(selected);
   }
   const char* test_label() const override { return "test"; }
   const char* baseline_label() const override { return "popularity"; }

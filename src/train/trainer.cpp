@@ -296,8 +296,12 @@ TrainSummary Loop::run() {
   summary_.train_seconds = ProgressBar::steady_seconds() - t0;
   summary_.tokens_per_second = tokens_done / std::max(summary_.train_seconds, 1e-9);
   if (task_.ctx().device == Device::kCUDA) say(task_.graph().describe() + "\n");
-  if (saved_step_ != step_) save();  // unless the last step's periodic save was the last one
-  say("checkpoint: " + saved_dir_ + "\n");
+  if (ta_.ckpt_save_interval == -1) {  // recsys-examples' -1: no checkpoint at all
+    say("checkpoint: none (TrainerArgs.ckpt_save_interval = -1)\n");
+  } else {
+    if (saved_step_ != step_) save();  // unless the last step's periodic save was the last one
+    say("checkpoint: " + saved_dir_ + "\n");
+  }
   if (ta_.profile && root_) {
     trace_.write(ta_.run_dir + "/trace.json");
     say("timeline: " + ta_.run_dir + "/trace.json (chrome://tracing)\n");

@@ -103,13 +103,13 @@ TEST_F(Cli, UsageErrorsExitTwoNamingTheFlagOrValue) {
       {"train --threads -1", "--threads"},
       {"train --device gpu", "--device"},
       {"train --quiet=maybe", "--quiet"},
-      {"train " + gin + " " + gin + ".2", gin + ".2"},  // a second config file
-      {"train " + gin + " --config " + gin, "--config"},
-      {"train --gin-config-file " + gin + " " + gin + ".2", gin + ".2"},
       {"train --set", "--set"},
       {"train --resume", "--resume"},
       {"eval", "run_dir"},
       {"preprocess --dataset nope", "--dataset"},
+      {"preprocess --max-history 5 --dataset ml-1m --path x", "--max-history"},
+      {"preprocess --inference --dataset_name ml-1m --path x", "--inference"},
+      {"check", "config"},
       {"bench attention --dtype fp8", "--dtype"},
       {"bench attention --shape 1,2,3", "--shape"},
       {"bench attention --jagged --full", "--full"},
@@ -309,6 +309,46 @@ TEST_F(Cli, PreprocessSkipMalformedIsAFlag) {
     EXPECT_EQ(r.status, 1) << r.out;
     EXPECT_NE(r.out.find("ratings.csv:4"), std::string::npos) << r.out;
   }
+}
+
+// recsys-examples' spellings; where the output went and how to train on it; every dataset named.
+TEST_F(Cli, PreprocessTakesThePeersFlagsAndSaysHowToTrain) {
+  write_ratings(dir_);
+  Outcome r = hstu(
+      "preprocess --skip-malformed --training --dataset_name ml-latest-small "
+      "--dataset_path " +
+      dir_.file("raw") + " --out " + dir_.file("cache/ml-latest-small"));
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("output: " + dir_.file("cache/ml-latest-small")), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("train on it: hstu train CONFIG --set DatasetArgs.dataset_name="
+                       "ml-latest-small --set DatasetArgs.dataset_path=" +
+                       dir_.file("raw") + " --set DatasetArgs.cache_dir=" + dir_.file("cache")),
+            std::string::npos)
+      << r.out;
+  r = hstu("preprocess --help");
+  for (const char* name : {"ml-1m", "ml-20m", "ml-latest-small", "ml-100k", "amzn-books",
+                           "kuairand-pure", "kuairand-1k", "kuairand-27k"})
+    EXPECT_NE(r.out.find(std::string("  ") + name + " "), std::string::npos) << name;
+}
+
+// Several config files apply in order; `hstu check` validates without training (0 / 2).
+TEST_F(Cli, ConfigFilesApplyInOrderAndCheckValidates) {
+  const std::string a =
+      dir_.write("a.gin", "NetworkArgs.num_layers = 3\nNetworkArgs.hidden_size = 32\n");
+  const std::string b = dir_.write("b.gin", "NetworkArgs.num_layers = 5\n");
+  Outcome r = hstu("check " + a + " " + b);
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("NetworkArgs.num_layers = 5 "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("NetworkArgs.hidden_size = 32 "), std::string::npos) << r.out;
+  r = hstu("check " + b + " " + a);
+  EXPECT_NE(r.out.find("NetworkArgs.num_layers = 3 "), std::string::npos) << r.out;
+  const std::string bad = dir_.write("bad.gin", "NetworkArgs.num_layerz = 3\nFoo.x = 1\n");
+  r = hstu("check " + a + " " + bad);
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("2 problems"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(bad + ":1: unknown field 'num_layerz'"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(bad + ":2: unknown class 'Foo'"), std::string::npos) << r.out;
 }
 
 // `hstu info` names the build's BLAS and, in CUDA builds, the compiled architectures (whatever

@@ -37,7 +37,7 @@ TEST(ConfigLoad, FileWithIncludeAndErrorsNamingTheFile) {
   const std::string cross = dir.write("cross.gin", "RankingArgs.num_tasks = 3\n");
   EXPECT_EQ(error_of([&] { load_config(cross, {}, nullptr); }),
             cross +
-                ": invalid config: RankingArgs.prediction_head_arch ends with 1 but "
+                ":1: invalid config: RankingArgs.prediction_head_arch ends with 1 but "
                 "RankingArgs.num_tasks = 3: with several tasks the head needs one logit per "
                 "task");
 }
@@ -88,7 +88,7 @@ TEST(ConfigOverride, JoinTheFileBindings) {
             }),
             "--set RankingArgs.num_tasks=1: RankingArgs.num_tasks makes this a ranking config, "
             "but t.gin:1: RetrievalArgs.num_negatives makes it a retrieval config; bind only one "
-            "of RankingArgs and RetrievalArgs");
+            "of RankingArgs and RetrievalArgs (or set TrainerArgs.task)");
 }
 
 TEST(ConfigOverride, Errors) {
@@ -166,7 +166,7 @@ TEST(ConfigToGin, RoundTripsARetrievalConfigChangedEverywhere) {
       "OptimizerArgs.adam_beta2 = 0.98\n"
       "OptimizerArgs.lr_schedule = 'warmup_cosine'\n"
       "RetrievalArgs.eval_metrics = ['HR@1', 'HR@10', 'NDCG@200', 'MRR']\n"
-      "RetrievalArgs.num_negatives = -1\n",
+      "RetrievalArgs.num_negatives = 7\n",
       "t.gin", {}, nullptr);
   expect_round_trip(c);
 }

@@ -35,13 +35,16 @@ TEST(EvalTable, AlignedColumns) {
   const std::vector<EvalRow> rows = {
       {"val", {{"HR@10", 0.12345}, {"NDCG@10", 0.0625}, {"MRR", 0.05}}},
       {"test", {{"HR@10", 0.1}, {"NDCG@10", NAN}, {"MRR", 0.04}}},
-      {"baseline", {{"HR@10", 0.01}, {"AUC", 0.5}}},
+      {"baseline", {{"HR@10", 0.01}, {"AUC/task3", NAN}}},
   };
   EXPECT_EQ(format_eval_table(rows),
-            "split      HR@10  NDCG@10     MRR     AUC\n"
-            "val       0.1235   0.0625  0.0500       -\n"
-            "test      0.1000      nan  0.0400       -\n"
-            "baseline  0.0100        -       -  0.5000\n");
+            "split      HR@10    NDCG@10     MRR  AUC/task3\n"
+            "val       0.1235     0.0625  0.0500          -\n"
+            "test      0.1000  undefined  0.0400          -\n"
+            "baseline  0.0100          -       -  undefined\n"
+            "warning: test NDCG@10 is undefined (no evaluated sample defines it)\n"
+            "warning: baseline AUC/task3 is undefined (the evaluated labels hold one class only: "
+            "AUC needs positives and negatives)\n");
   std::ostringstream out;
   print_eval_table(out, {{"val", {{"AUC", 0.75}}}}, 2);
   EXPECT_EQ(out.str(), "split   AUC\nval    0.75\n");
