@@ -143,7 +143,7 @@ void add_bench_balance(CLI::App& bench, Commands& commands) {
       ->capture_default_str();
   commands.push_back({app, [a] {
                         ConfigArgs config = a->config;
-                        if (config.file.empty()) config.file = default_balance_config();
+                        if (config.files.empty()) config.files = {default_balance_config()};
                         BalanceBenchArgs bench = a->bench;
                         bench.seed = static_cast<uint64_t>(a->seed);
                         run_balance_bench(resolve_config(config, NoFile::kSchemaDefaults, nullptr),

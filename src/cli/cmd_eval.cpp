@@ -35,7 +35,7 @@ std::vector<EvalRow> eval_ranking(const Config& cfg, const SequenceDataset& ds,
   Runtime runtime(device, cfg, model.runtime_shape());
   Ctx& ctx = runtime.ctx();
   model.plan(0);
-  load_checkpoint({&model.dense(), model.tables(), device}, ckpt, false);
+  load_checkpoint({&model.dense(), model.tables(), device, {}, nullptr}, ckpt, false);
   model.dense().refresh_compute_copy(ctx);
   const NamedValues v = evaluate_ranking(ctx, model, ds, splits.eval, cfg.trainer.eval_batch_size,
                                          cfg.trainer.max_eval_iters);

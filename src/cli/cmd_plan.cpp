@@ -37,8 +37,9 @@ int run_plan(const PlanArgs& a) {
                                     : retrieval_memory(cfg, ds.num_items, device, act);
   const dist::OwnerKind owner =
       dist::parse_owner(cfg.trainer.shard_owner, "TrainerArgs.shard_owner");
-  std::cout << "hstu plan: " << (a.config.file.empty() ? "embedded default config" : a.config.file)
-            << " — " << model.task << " on " << ds.name << " (" << ds.num_items - 1 << " items";
+  std::cout << "hstu plan: "
+            << (a.config.files.empty() ? "embedded default config" : files_label(a.config)) << " — "
+            << model.task << " on " << ds.name << " (" << ds.num_items - 1 << " items";
   if (ranking) std::cout << ", " << ds.num_actions << " actions";
   std::cout << "), " << model.layers << " layers, D=" << model.dim << ", batch "
             << cfg.trainer.train_batch_size << " per rank\n";

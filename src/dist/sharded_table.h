@@ -68,6 +68,8 @@ class ShardedTable {
   // add them into shard().grad (sender rank order, so the sums are deterministic) and mark
   // shard().touched; clears window().grad[0:U) and window().touched. Collective; once per fetch.
   void push_grads(Ctx& ctx, Comm& comm);
+  // Ends a fetch whose window was only read (an evaluation batch): nothing to push. Local.
+  void end_read_only_fetch() { fetched_ = false; }
 
   // out[i] = table row ids[i] for any number of ids (repeats allowed), e.g. the targets of a
   // distributed evaluation. out is [n, dim] f32 on comm.device(). Collective (every rank calls

@@ -14,8 +14,8 @@
 #include <fstream>
 #include <iostream>
 
-#include "io/atomic_file.h"
 #include "dist/shard_checkpoint.h"
+#include "io/atomic_file.h"
 #include "io/crc32c.h"
 #include "train/checkpoint.h"
 

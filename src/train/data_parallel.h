@@ -1,30 +1,31 @@
 // data_parallel.h — how a rank takes part in a data-parallel step: its share of the global batch,
-// the global normaliser of the loss, and the gradient all-reduce.
+// the global normaliser of the loss, and the key of its random streams.
 //
 // Every rank assembles the same global batch (the batch order is a function of the seed and the
 // epoch), so a rank's share, the global token count and the key of its random streams need no
-// communication: rank r of W takes an equal-count slice of the global batch (or the slice the
-// balanced shuffler assigns), scales its loss by 1 / (supervised tokens of the global batch) and
-// keys dropout and negatives by its tokens' positions in the global batch. The gradients are
-// summed over ranks (grad_reducer.h), so W ranks with batch B equal one rank with batch W*B up
-// to the order of the floating-point sums.
+// communication: rank r of W takes an equal-count slice of the global batch (or, with
+// TrainerArgs.enable_balanced_shuffler, the set the Karmarkar-Karp partition of the samples'
+// estimated work assigns it, dist/balance.h), scales its loss by 1 / (supervised tokens of the
+// global batch) and keys dropout and negatives by its tokens' positions in the global batch. The
+// gradients are summed over ranks (grad_reducer.h), so W ranks with batch B equal one rank with
+// batch W*B up to the order of the floating-point sums.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
-#include "core/context.h"
 #include "data/batch.h"
 #include "dist/comm.h"
 
 namespace hstu {
 
-// This rank's part of one step.
 namespace dist {
 class ShardedTable;
 }
 
+// This rank's part of one step.
 struct StepShare {
   dist::Comm* comm = nullptr;  // null or one rank: a plain single-process step
   int64_t token_offset = 0;    // where this rank's tokens start in the global batch
@@ -36,32 +37,34 @@ struct StepShare {
 
 class DataParallel {
  public:
-  // `balanced`: split each global batch with the workload-balanced shuffler (cost per sample:
-  // `cost_per_token` * tokens + `cost_per_token2` * tokens^2) instead of equal-count slices in
-  // order.
-  DataParallel(dist::Comm& comm, bool balanced, double cost_per_token = 1,
-               double cost_per_token2 = 0);
+  // The estimated work of one sample of `tokens` tokens (model/flops.h sample_cost).
+  using CostFn = std::function<double(int64_t tokens)>;
+  // `balanced`: split each global batch with the Karmarkar-Karp partition of the samples' cost
+  // instead of equal-count slices in order.
+  DataParallel(dist::Comm& comm, bool balanced, CostFn cost);
 
-  // This rank's samples of `global`, as a batch (valid until the next call), and its share.
+  // This rank's samples of `global`, as a batch (valid until the next call).
   const SequenceBatch& take(const SequenceBatch& global);
-  int64_t token_offset() const { return token_offset_; }
   const SequenceBatch& local() const { return local_; }  // the last take()
-  // Sample indices of `global` rank r takes (plain: contiguous, as equal as the count allows).
-  std::vector<int64_t> samples_of(const SequenceBatch& global, int rank) const;
-  dist::Comm& comm() { return comm_; }
+  // Where this rank's tokens start in the global batch (contiguous slices), or the start of a
+  // range of the random streams no other rank's tokens reach (balanced sets are interleaved).
+  int64_t token_offset() const { return token_offset_; }
 
-  // Work of the most and of the average rank for the last global batch (the balancing report).
-  double max_work() const { return max_work_; }
-  double mean_work() const { return mean_work_; }
+  // The balancing report over the global batches so far: the mean over steps of max / mean
+  // rank work, of the split used and of the plain equal-count slices.
+  double mean_imbalance() const { return steps_ ? sum_used_ / steps_ : 1.0; }
+  double mean_plain_imbalance() const { return steps_ ? sum_plain_ / steps_ : 1.0; }
+  bool balanced() const { return balanced_; }
 
  private:
-  double cost(int64_t tokens) const;
   dist::Comm& comm_;
   bool balanced_;
-  double c1_, c2_;
+  CostFn cost_;
   SequenceBatch local_;
+  std::vector<double> costs_;
   int64_t token_offset_ = 0;
-  double max_work_ = 0, mean_work_ = 0;
+  double sum_used_ = 0, sum_plain_ = 0;
+  int64_t steps_ = 0;
 };
 
 }  // namespace hstu

@@ -9,6 +9,7 @@
 #include "core/arena.h"
 #include "data/batcher.h"
 #include "dist/comm.h"
+#include "dist/sharded_table.h"
 #include "model/model.h"
 #include "train/metrics.h"
 
@@ -19,15 +20,25 @@ class RetrievalEvaluator {
   // `split` is evaluated in order; max_batches = 0 evaluates all of it. With a communicator of W
   // ranks, rank r ranks batches r, r + W, ... and every rank gets the metrics of all of them,
   // equal to a single process's (the ranks are gathered in split order).
+  // With a row-sharded item table (`items`, whose window is the model's item table) each batch's
+  // input rows are fetched into the window and the queries ranked shard by shard
+  // (sharded_eval.h); the metrics still equal a single process's.
   RetrievalEvaluator(const SequenceDataset& ds, const Split& split, int64_t batch_size,
-                     int64_t max_batches, HstuModel& model, dist::Comm* comm = nullptr);
+                     int64_t max_batches, HstuModel& model, dist::Comm* comm = nullptr,
+                     dist::ShardedTable* items = nullptr);
   RetrievalMetrics run(Ctx& ctx, HstuModel& model);
   int64_t num_samples() const { return batcher_.num_samples(); }
 
  private:
+  // The ranks of batch i's samples into all[i * batch_size ...] (i < 0: this rank has no batch in
+  // this round of a sharded evaluation but takes part in its collectives).
+  void rank_batch(Ctx& ctx, HstuModel& model, const Tensor& items, int64_t i,
+                  std::vector<int32_t>& all);
   Batcher batcher_;
   int64_t batch_size_, max_batches_;
   dist::Comm* comm_;
+  dist::ShardedTable* items_;
+  SequenceBatch work_;  // a sharded evaluation's batch with window indices for ids
   SequenceBatch host_;
   std::unique_ptr<Arena> arena_;
   Tensor last_idx_, queries_, targets_, ranks_;  // i32 [B], f32 [B, D], i32 [B], i32 [B]

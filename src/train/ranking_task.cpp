@@ -37,7 +37,12 @@ class RankingTask final : public Task {
         batcher_(ranking_batcher(ds_, splits_.train, cfg.trainer.train_batch_size * comm.size(),
                                  cfg.dataset.shuffle, static_cast<uint64_t>(cfg.trainer.seed))),
         stepper_(cfg),
-        dp_(comm, cfg.trainer.enable_balanced_shuffler) {
+        dp_(comm, cfg.trainer.enable_balanced_shuffler, [this](int64_t events) {
+          return sample_cost(
+              cfg_.network,
+              ranking_sample_tokens(events, static_cast<int64_t>(ds_.contextual_names.size()),
+                                    !ds_.actions.empty()));
+        }) {
     const TrainerArgs& ta = cfg.trainer;
     if (out) *out << data_line();
     HSTU_CHECK(!splits_.train.samples.empty(), "dataset '", ds_.name,
@@ -60,6 +65,7 @@ class RankingTask final : public Task {
   }
 
   dist::Comm& comm() override { return comm_; }
+  const DataParallel* data_parallel() const override { return comm_.size() > 1 ? &dp_ : nullptr; }
 
   int64_t step(const SequenceBatch& batch, int64_t step, double lr) override {
     if (comm_.size() == 1) {

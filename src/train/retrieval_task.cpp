@@ -66,7 +66,8 @@ class RetrievalTask final : public Task {
         batcher_(ds_, splits_.train, cfg.trainer.train_batch_size * comm.size(),
                  cfg.dataset.shuffle, static_cast<uint64_t>(cfg.trainer.seed)),
         stepper_(cfg, ds_.num_items),
-        dp_(comm, cfg.trainer.enable_balanced_shuffler) {
+        dp_(comm, cfg.trainer.enable_balanced_shuffler,
+            [&cfg](int64_t tokens) { return sample_cost(cfg.network, tokens); }) {
     const TrainerArgs& ta = cfg.trainer;
     if (out) *out << data_line();
     HSTU_CHECK(!splits_.train.samples.empty(), "dataset '", ds_.name, "' has no training samples");
@@ -92,10 +93,11 @@ class RetrievalTask final : public Task {
       *out << std::flush;
     }
     if (!splits_.validation.samples.empty())
-      val_eval_ = std::make_unique<RetrievalEvaluator>(ds_, splits_.validation, ta.eval_batch_size,
-                                                       ta.max_eval_iters, model_, &comm_);
-    test_eval_ = std::make_unique<RetrievalEvaluator>(ds_, splits_.test, ta.eval_batch_size,
-                                                      ta.max_eval_iters, model_, &comm_);
+      val_eval_ =
+          std::make_unique<RetrievalEvaluator>(ds_, splits_.validation, ta.eval_batch_size,
+                                               ta.max_eval_iters, model_, &comm_, items_.get());
+    test_eval_ = std::make_unique<RetrievalEvaluator>(
+        ds_, splits_.test, ta.eval_batch_size, ta.max_eval_iters, model_, &comm_, items_.get());
     baseline_ = popularity_baseline(cfg, ds_, splits_);
   }
 
@@ -109,6 +111,7 @@ class RetrievalTask final : public Task {
   }
 
   dist::Comm& comm() override { return comm_; }
+  const DataParallel* data_parallel() const override { return comm_.size() > 1 ? &dp_ : nullptr; }
 
   int64_t step(const SequenceBatch& batch, int64_t step, double lr) override {
     if (comm_.size() == 1) {

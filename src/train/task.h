@@ -22,6 +22,7 @@
 #include "dist/comm.h"
 #include "io/metrics_log.h"
 #include "train/checkpoint.h"
+#include "train/data_parallel.h"
 #include "train/step.h"
 #include "train/trainer.h"
 
@@ -35,8 +36,10 @@ class Task {
   virtual const char* name() const = 0;
   // The run's context (CPU, or the CUDA stream, BLAS state and scratch).
   virtual Ctx& ctx() = 0;
-  // The job's ranks (one, or a data-parallel job's: train_data_parallel in data_parallel.h).
+  // The job's ranks (one, or a data-parallel job's).
   virtual dist::Comm& comm() = 0;
+  // How the global batches were split over the ranks (data_parallel.h); null on one rank.
+  virtual const DataParallel* data_parallel() const = 0;
   // The training split's batches in the run's order (seeded per epoch, resumable).
   virtual Batcher& batcher() = 0;
   // What a checkpoint stores: the dense parameters and every embedding table.

@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <limits>
@@ -200,6 +201,11 @@ void Loop::write_summary_record() {
   s["final_test"] = metrics_to_json(summary_.final_test);
   s[task_.baseline_label()] = metrics_to_json(summary_.baseline);
   s["checkpoint"] = saved_dir_;
+  if (const DataParallel* dp = task_.data_parallel()) {
+    s["ranks"] = task_.comm().size();
+    s["rank_work_max_over_mean"] = dp->mean_imbalance();
+    s["rank_work_max_over_mean_plain"] = dp->mean_plain_imbalance();
+  }
   log_->write(s);
 }
 
@@ -295,6 +301,15 @@ TrainSummary Loop::run() {
   summary_.steps = step_;
   summary_.train_seconds = ProgressBar::steady_seconds() - t0;
   summary_.tokens_per_second = tokens_done / std::max(summary_.train_seconds, 1e-9);
+  if (const DataParallel* dp = task_.data_parallel()) {
+    char line[200];
+    std::snprintf(line, sizeof line,
+                  "%d ranks (%s batches): max / mean rank work %.3f per step (equal-count "
+                  "slices: %.3f)\n",
+                  task_.comm().size(), dp->balanced() ? "balanced" : "equal-count",
+                  dp->mean_imbalance(), dp->mean_plain_imbalance());
+    say(line);
+  }
   if (task_.ctx().device == Device::kCUDA) say(task_.graph().describe() + "\n");
   if (ta_.ckpt_save_interval == -1) {  // recsys-examples' -1: no checkpoint at all
     say("checkpoint: none (TrainerArgs.ckpt_save_interval = -1)\n");

@@ -6,12 +6,17 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <map>
+#include <memory>
 #include <string>
 
 #include "common/ranking_test_util.h"
 #include "config/load.h"
+#include "dist/shard_checkpoint.h"
+#include "io/json.h"
 #include "io/safetensors.h"
 #include "mpi/mpi_test_util.h"
 #include "train/trainer.h"
@@ -54,30 +59,50 @@ RetrievalArgs.num_negatives = 8
       nullptr);
 }
 
-// Largest |a - b| / (1 + |b|) over every tensor of two model.safetensors files.
-double max_rel_diff(const std::string& a_path, const std::string& b_path) {
-  const SafetensorsFile a(a_path), b(b_path);
-  EXPECT_EQ(a.names(), b.names());
+// Every weight of the checkpoint in step folder `dir`, by name, as f32 host copies: the
+// model.safetensors tensors and the tables a sharded run saved as shard files (assembled).
+std::map<std::string, std::vector<float>> weights(const std::string& dir) {
+  std::map<std::string, std::vector<float>> out;
+  const SafetensorsFile f(dir + "/model.safetensors");
+  for (const std::string& n : f.names()) {
+    const auto& e = f.get(n);
+    std::vector<float>& v = out[n];
+    v.resize(static_cast<size_t>(e.numel()));
+    std::memcpy(v.data(), e.bytes.data(), v.size() * sizeof(float));
+  }
+  if (std::filesystem::exists(dir + "/" + shard_index_name("item_embedding"))) {
+    const Json index = json::parse_file(dir + "/" + shard_index_name("item_embedding"));
+    EmbeddingTable full;
+    full.allocate("item_embedding", json::int_at(index, "rows"), json::int_at(index, "dim"),
+                  Device::kCPU, "sgd");
+    assemble_full_table(dir, "item_embedding", full, false);
+    const float* p = full.weight.as<float>();
+    out["item_embedding"].assign(p, p + full.weight.numel());
+  }
+  return out;
+}
+
+// Largest |a - b| / (1 + |b|) over every weight of two checkpoints (step folders).
+double max_rel_diff(const std::string& a_dir, const std::string& b_dir) {
+  const auto a = weights(a_dir), b = weights(b_dir);
+  EXPECT_EQ(a.size(), b.size());
   double worst = 0;
-  for (const std::string& n : a.names()) {
-    const auto& ea = a.get(n);
-    const auto& eb = b.get(n);
-    EXPECT_EQ(ea.shape, eb.shape) << n;
-    if (ea.dtype != DType::kF32 || ea.numel() != eb.numel()) continue;
-    const float* pa = reinterpret_cast<const float*>(ea.bytes.data());
-    const float* pb = reinterpret_cast<const float*>(eb.bytes.data());
-    for (int64_t i = 0; i < ea.numel(); ++i) {
-      float x, y;
-      std::memcpy(&x, pa + i, 4);
-      std::memcpy(&y, pb + i, 4);
-      worst = std::max(worst, std::abs(double(x) - double(y)) / (1.0 + std::abs(double(y))));
-    }
+  for (const auto& [name, wb] : b) {
+    const auto it = a.find(name);
+    EXPECT_NE(it, a.end()) << name;
+    if (it == a.end()) continue;
+    EXPECT_EQ(it->second.size(), wb.size()) << name;
+    for (size_t i = 0; i < std::min(wb.size(), it->second.size()); ++i)
+      worst = std::max(
+          worst, std::abs(double(it->second[i]) - double(wb[i])) / (1.0 + std::abs(double(wb[i]))));
   }
   return worst;
 }
 
-std::string final_model(const std::string& run_dir) {
-  return run_dir + "/checkpoints/step-000000020/model.safetensors";
+std::string final_save(const std::string& run_dir, int64_t step = 20) {
+  char name[32];
+  std::snprintf(name, sizeof name, "step-%09lld", static_cast<long long>(step));
+  return run_dir + "/checkpoints/" + name;
 }
 
 // Runs `cfg` on all ranks and, on every rank, the 1-rank reference with the W-times batch;
@@ -90,12 +115,14 @@ void expect_equivalent(const Config& dist_cfg, const Config& ref_cfg) {
   const TrainSummary d = train(dist_cfg, opts);
   TrainOptions ref_opts;
   ref_opts.quiet = true;
+  const std::unique_ptr<Comm> alone = make_local_comm(Device::kCPU);  // not the mpirun job's
+  ref_opts.comm = alone.get();
   const TrainSummary r = c.is_root() ? train(ref_cfg, ref_opts) : TrainSummary{};
   c.barrier();
   if (!c.is_root()) return;
   // Weights: fp32 sums in another order, through 20 Adam steps.
   const double diff =
-      max_rel_diff(final_model(dist_cfg.trainer.run_dir), final_model(ref_cfg.trainer.run_dir));
+      max_rel_diff(final_save(dist_cfg.trainer.run_dir), final_save(ref_cfg.trainer.run_dir));
   EXPECT_LT(diff, 2e-4) << "weights of " << c.size() << " ranks vs one rank with the whole batch";
   EXPECT_GT(d.steps, 0);
   EXPECT_EQ(d.steps, r.steps);
@@ -136,6 +163,39 @@ TEST(DataParallel, RetrievalInBatchNegatives) {
   a.trainer.model_parallel_tables = {};
   a.retrieval.negative_sampler = b.retrieval.negative_sampler = "in_batch";
   expect_equivalent(a, b);
+  c.barrier();
+  if (c.is_root()) std::filesystem::remove_all(dir);
+}
+
+// Save on W ranks (the item table as shard files), then continue from the step-10 save on W ranks
+// (bit for bit the uninterrupted run) and on one rank with the W-times batch (the same weights
+// up to the order of the sums).
+TEST(DataParallel, ShardedCheckpointContinuesOnWRanksAndOnOne) {
+  Comm& c = world();
+  const std::string dir = shared_dir("resume");
+  TrainOptions opts;
+  opts.quiet = true;
+  opts.comm = &c;
+  Config full = retrieval_config(dir + "/full", 8);
+  full.trainer.ckpt_save_interval = 10;
+  full.trainer.ckpt_keep = 3;
+  train(full, opts);
+  const std::string at10 = final_save(dir + "/full", 10);
+  TrainOptions again = opts;
+  again.resume_dir = at10;
+  train(retrieval_config(dir + "/again", 8), again);
+  if (c.is_root()) {
+    EXPECT_EQ(max_rel_diff(final_save(dir + "/again"), final_save(dir + "/full")), 0.0)
+        << "a resume on the same ranks is bit-exact";
+    const std::unique_ptr<Comm> alone = make_local_comm(Device::kCPU);
+    TrainOptions one;
+    one.quiet = true;
+    one.comm = alone.get();
+    one.resume_dir = at10;
+    train(retrieval_config(dir + "/one", 8 * c.size()), one);
+    EXPECT_LT(max_rel_diff(final_save(dir + "/one"), final_save(dir + "/full")), 2e-4)
+        << "one rank continuing a " << c.size() << "-rank save";
+  }
   c.barrier();
   if (c.is_root()) std::filesystem::remove_all(dir);
 }
