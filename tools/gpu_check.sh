@@ -12,7 +12,8 @@
 # carry .devdeps along. Environment: JOBS (default 16), ARCHS (default 90a), BENCH_TIMEOUT (s),
 # SEEDS (ml-latest-small retrieval runs on the GPU, run side by side after the benchmarks, e.g.
 # "42 1 2"; needs .devdeps/data/ml-latest-small), NVTX=1 (Nsight Compute filtered by the step
-# phases' NVTX ranges: which kernels each range holds), KUAIRAND=1 (the kuairand_1k_ranking.gin keys on a
+# phases' NVTX ranges: which kernels each range holds), DIST=0 (skip the 1-rank NCCL checks),
+# KUAIRAND=1 (the kuairand_1k_ranking.gin keys on a
 # generated 1000-user fixture, 4 GPU steps, losses printed for comparison with the CPU run).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -115,6 +116,40 @@ for entry in "${benches[@]}"; do
   fi
 done
 
+# ---- NCCL on one GPU (issue 15) -----------------------------------------------------------------
+# A 1-rank NCCL communicator (HSTU_DIST_FORCE_NCCL=1) runs the data-parallel paths (the bucketed
+# gradient all-reduce on its communication stream, the loss and table all-reduces) with one rank:
+# (1) its weights must equal the single-process run's bit for bit; (2) its step time beside the
+# plain step's (the train ml1m-large bench above), with the per-phase table; (3) the sharded item
+# table's window path (dedup, all-to-all fetch, gradient push) on one rank, timed.
+if [[ "${DIST:-1}" == 1 && -x "$BUILD/hstu" ]]; then
+  small=(train --device cuda --quiet --set TrainerArgs.max_train_iters=30
+         --set TrainerArgs.eval_interval=30 --set TrainerArgs.max_eval_iters=2
+         --set "TrainerArgs.model_parallel_tables=[]")
+  "$BUILD/hstu" "${small[@]}" --run-dir runs/nccl-local > "$LOG/dist_local.log" 2>&1
+  HSTU_DIST_FORCE_NCCL=1 "$BUILD/hstu" "${small[@]}" --run-dir runs/nccl-one \
+    > "$LOG/dist_nccl1.log" 2>&1
+  if python3 tools/compare_checkpoints.py runs/nccl-local runs/nccl-one > "$LOG/dist_compare.log" 2>&1; then
+    row "nccl 1 rank = local" "bit-identical weights after 30 steps"
+  else
+    row "nccl 1 rank = local" "DIFFERENT: $(tail -1 "$LOG/dist_compare.log")"
+    status=1
+  fi
+  for cfgname in bench-ml1m-large bench-large; do
+    HSTU_DIST_FORCE_NCCL=1 timeout "$BENCH_TIMEOUT" "$BUILD/hstu" bench train "configs/$cfgname.gin" \
+      --set "TrainerArgs.model_parallel_tables=[]" > "$LOG/bench_nccl1_$cfgname.log" 2>&1
+    row "bench nccl1 $cfgname" "$(grep -m1 '^bench train' "$LOG/bench_nccl1_$cfgname.log" || tail -1 "$LOG/bench_nccl1_$cfgname.log")"
+  done
+  timeout "$BENCH_TIMEOUT" "$BUILD/hstu" bench train configs/bench-large.gin > "$LOG/bench_large_local.log" 2>&1
+  row "bench local bench-large" "$(grep -m1 '^bench train' "$LOG/bench_large_local.log" || tail -1 "$LOG/bench_large_local.log")"
+  HSTU_DIST_FORCE_NCCL=1 timeout "$BENCH_TIMEOUT" "$BUILD/hstu" bench train configs/bench-ml1m-large.gin \
+    --phases --set "TrainerArgs.model_parallel_tables=[]" --set TrainerArgs.cuda_graph=False \
+    > "$LOG/bench_nccl1_phases.log" 2>&1
+  HSTU_DIST_FORCE_NCCL=1 timeout "$BENCH_TIMEOUT" "$BUILD/hstu" bench train configs/bench-ml1m-large.gin \
+    --phases --set RetrievalArgs.negative_sampler=in_batch > "$LOG/bench_nccl1_sharded.log" 2>&1
+  row "bench nccl1 sharded" "$(grep -m1 '^bench train' "$LOG/bench_nccl1_sharded.log" || tail -1 "$LOG/bench_nccl1_sharded.log")"
+fi
+
 # ---- quality runs (optional) ------------------------------------------------------------------
 if [[ -n "${SEEDS:-}" && -x "$BUILD/hstu" && -d .devdeps/data/ml-latest-small ]]; then
   for seed in $SEEDS; do
@@ -181,6 +216,12 @@ fi
     if [[ -s "$LOG/$file" ]]; then
       echo "--- bench $name (last lines) ---"
       tail -"$([[ $name == *direct* ]] && echo 40 || echo 8)" "$LOG/$file"
+    fi
+  done
+  for f in bench_nccl1_phases bench_nccl1_sharded; do
+    if [[ -s "$LOG/$f.log" ]]; then
+      echo "--- $f (last lines) ---"
+      tail -40 "$LOG/$f.log"
     fi
   done
   if [[ -s "$LOG/kuairand_gpu.log" ]]; then

@@ -4,49 +4,49 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <vector>
 
+#include "config/schema.h"
 #include "core/device_info.h"
 #include "core/phase_timer.h"
 #include "data/batcher.h"
-#include "data/preprocess.h"
-#include "data/splits.h"
-#include "model/flops.h"
-#include "model/model.h"
+#include "dist/bootstrap.h"
+#include "dist/launch_env.h"
+#include "dist/open_comm.h"
 #include "train/runtime.h"
-#include "train/step.h"
+#include "train/task.h"
 
 namespace hstu {
 
 TrainBenchResult run_train_bench(const Config& cfg, int64_t warmup, int64_t steps, bool phases) {
-  const SequenceDataset ds = open_dataset(cfg);
-  const DataSplits splits = make_splits(ds, cfg.dataset.split, cfg.dataset.max_history_seqlen);
-  Batcher batcher(ds, splits.train, cfg.trainer.train_batch_size, true,
-                  static_cast<uint64_t>(cfg.trainer.seed));
+  // The job's ranks from the launcher's environment (one rank when started alone), and the
+  // trainer's own task: each rank trains on its share of every global batch.
   const Device device = resolve_device(cfg.trainer.device);
-  ModelShape shape;
-  shape.num_items = ds.num_items;
-  shape.max_batch = cfg.trainer.train_batch_size;
-  shape.max_tokens = shape.max_batch * cfg.dataset.max_history_seqlen;
-  shape.num_negatives = cfg.retrieval.num_negatives;
-  HstuModel model(cfg, shape, device, device == Device::kCPU ? DType::kF32 : DType::kBF16);
-  model.plan(static_cast<uint64_t>(cfg.trainer.seed));
-  Runtime runtime(device, cfg, shape);
-  Ctx& ctx = runtime.ctx();
-  TrainStep stepper(cfg, ds.num_items);
+  dist::OpenCommOptions o;
+  o.job_hash = dist::job_hash(to_gin(cfg));
+  const std::unique_ptr<dist::Comm> comm = dist::open_comm(dist::read_world_env(), device, o);
+  const std::unique_ptr<Task> task = make_task(cfg, *comm, nullptr);
+  Ctx& ctx = task->ctx();
+  Batcher& batcher = task->batcher();
+  const auto sync = [&] {
+    task->drain(true);
+    synchronize_device(device);
+  };
   SequenceBatch batch;
   using Clock = std::chrono::steady_clock;
   const auto ms_since = [](Clock::time_point t0) {
     return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   };
+  const double lr = cfg.optimizer.learning_rate;
   int64_t step = 0;
   for (; step < warmup; ++step) {
     batcher.next(batch);
-    stepper.run(ctx, model, batch, step, cfg.optimizer.learning_rate);
-    stepper.drain(false);
+    task->step(batch, step, lr);
+    task->drain(false);
   }
-  stepper.drain(true);
-  runtime.synchronize();
+  sync();
+  comm->barrier();
   // Pipelined, as the trainer runs: the host prepares batch n + 1 while the device runs step n.
   double flops = 0, tokens = 0;
   double host_batch_ms = 0, host_run_ms = 0, host_drain_ms = 0;  // where the host thread waits
@@ -56,16 +56,14 @@ TrainBenchResult run_train_bench(const Config& cfg, int64_t warmup, int64_t step
     batcher.next(batch);
     host_batch_ms += ms_since(t);
     t = Clock::now();
-    stepper.run(ctx, model, batch, step, cfg.optimizer.learning_rate);
+    tokens += static_cast<double>(task->step(batch, step, lr));
     host_run_ms += ms_since(t);
+    flops += task->step_flops(batch);
     t = Clock::now();
-    stepper.drain(false);
+    task->drain(false);
     host_drain_ms += ms_since(t);
-    flops += retrieval_step_flops(cfg, batch);
-    tokens += batch.num_tokens();
   }
-  stepper.drain(true);
-  runtime.synchronize();
+  sync();
   const double total_ms = ms_since(t0);
   // One step at a time (each waited for), optionally cut into phases.
   std::vector<double> ms;
@@ -75,10 +73,9 @@ TrainBenchResult run_train_bench(const Config& cfg, int64_t warmup, int64_t step
     ctx.phases = phases ? &timer : nullptr;
     const auto t1 = Clock::now();
     if (phases) timer.begin_step(ctx.stream);
-    stepper.run(ctx, model, batch, step, cfg.optimizer.learning_rate);
+    task->step(batch, step, lr);
     if (phases) timer.end_step(ctx.stream);
-    stepper.drain(true);
-    runtime.synchronize();
+    sync();
     ms.push_back(ms_since(t1));
   }
   ctx.phases = nullptr;
@@ -100,18 +97,26 @@ TrainBenchResult run_train_bench(const Config& cfg, int64_t warmup, int64_t step
                   peak, r.peak_gib);
     extra = s;
   }
+  // The job's throughput: every rank's tokens over the slowest rank's time.
+  const double job_tokens = comm->all_reduce_host(tokens, dist::ReduceOp::kSum);
+  const double job_ms = comm->all_reduce_host(total_ms, dist::ReduceOp::kMax);
+  r.job_tokens_per_s = job_tokens / (job_ms / 1e3);
+  if (!comm->is_root()) return r;
   std::printf(
       "bench train (%s): %lld steps, %.2f ms/step pipelined (%.2f ms median one step at a "
       "time), %.0f tokens/s, %lld tokens/step, %.3f TFLOPS achieved%s\n",
       device_name(device), static_cast<long long>(steps), r.mean_step_ms, r.median_step_ms,
       r.tokens_per_s, static_cast<long long>(r.tokens_per_step), r.tflops, extra.c_str());
+  if (comm->size() > 1)
+    std::printf("%d ranks (%s): %.0f tokens/s for the job (rank 0 above: its own share)\n",
+                comm->size(), comm->backend(), r.job_tokens_per_s);
   if (steps > 0 && device != Device::kCPU) {
     const double n = static_cast<double>(steps);
     std::printf(
         "host thread per pipelined step: %.2f ms building the batch, %.2f ms in the step call "
         "(enqueue; waits for a free staging buffer), %.2f ms reading the lagged loss\n",
         host_batch_ms / n, host_run_ms / n, host_drain_ms / n);
-    std::printf("%s\n", stepper.graph().describe().c_str());
+    std::printf("%s\n", task->graph().describe().c_str());
   }
   if (phases)
     std::printf("step phases (one step at a time, median per step):\n%s", timer.report().c_str());

@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "config/schema.h"
+#include "dist/launch_env.h"
 #include "train/trainer.h"
 
 namespace hstu::cli {
@@ -39,6 +40,12 @@ int run_train(const TrainArgs& a) {
   const Config cfg = resolve_config(a.config, NoFile::kEmbeddedDefault, &opts.config_text);
   opts.resume_dir = a.resume;
   opts.quiet = a.quiet;
+  // A data-parallel job's other ranks train silently: rank 0 speaks for the job.
+  if (dist::read_world_env().rank != 0) {
+    opts.quiet = true;
+    train(cfg, opts);
+    return 0;
+  }
   std::cout << "hstu train: "
             << (a.config.files.empty() ? "embedded default config" : files_label(a.config))
             << " -> " << cfg.trainer.run_dir << "\n";

@@ -30,13 +30,15 @@ void set_gemm_allow_tf32(void* state, bool allow);
 
 // What sizes ctx.scratch for the CUDA ops other than attention.
 struct OpsScratchNeeds {
-  int64_t max_tokens = 0;      // rows of the largest [T, D] activation
-  int64_t max_width = 0;       // widest row (D, or the widest GEMM output for bias_grad)
-  int64_t max_table_rows = 0;  // largest embedding table (collect_touched_rows)
-  int64_t item_dim = 0;        // width of item embeddings / queries (0: max_width)
-  int64_t num_negatives = 0;   // R of the sampled softmax
-  int64_t max_eval_users = 0;  // queries per retrieval_rank call (0: no retrieval evaluation)
-  bool deterministic = true;   // ctx.deterministic (sorted scatter paths need more)
+  int64_t max_tokens = 0;        // rows of the largest [T, D] activation
+  int64_t max_width = 0;         // widest row (D, or the widest GEMM output for bias_grad)
+  int64_t max_table_rows = 0;    // largest embedding table (collect_touched_rows)
+  int64_t item_dim = 0;          // width of item embeddings / queries (0: max_width)
+  int64_t num_negatives = 0;     // R of the sampled softmax
+  int64_t max_eval_users = 0;    // queries per retrieval_rank call (0: no retrieval evaluation)
+  int64_t max_scatter_rows = 0;  // rows of the largest embedding_bwd besides the [T, D] inputs
+                                 // (a sharded table's owner adds every rank's window rows)
+  bool deterministic = true;     // ctx.deterministic (sorted scatter paths need more)
 };
 // Bytes of ctx.scratch that any single op call needs at most. retrieval_rank is counted with a
 // history bitmap for 256 users at a time; it uses whatever more is free (fewer passes over the

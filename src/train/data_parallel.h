@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "data/batch.h"
@@ -25,6 +26,13 @@ namespace dist {
 class ShardedTable;
 }
 
+// Whether a job runs the data-parallel paths: every communicator but the local one (so a 1-rank
+// NCCL or MPI job exercises the collectives, as the acceptance measurements of the NCCL path
+// need; `hstu` started alone gets the local one and the plain single-process step).
+inline bool data_parallel_job(const dist::Comm& comm) {
+  return std::string_view(comm.backend()) != "local";
+}
+
 // This rank's part of one step.
 struct StepShare {
   dist::Comm* comm = nullptr;  // null or one rank: a plain single-process step
@@ -32,7 +40,7 @@ struct StepShare {
   int64_t global_count = -1;   // loss normaliser of the global batch (-1: this batch's own)
   std::span<const int32_t> global_targets;  // the global batch's target ids (in-batch pools)
   dist::ShardedTable* items = nullptr;      // retrieval: the row-sharded item table, if any
-  bool distributed() const { return comm != nullptr && comm->size() > 1; }
+  bool distributed() const { return comm != nullptr && data_parallel_job(*comm); }
 };
 
 class DataParallel {

@@ -65,7 +65,6 @@ void GradReducer::begin() {
 }
 
 void GradReducer::stage_done(Ctx& ctx, int stage) {
-  if (comm_.size() <= 1) return;
   if (next_ == order_.size() || buckets_[order_[next_]].stage > stage) return;
 #if defined(HSTU_WITH_CUDA)
   if (stream_) {  // the communication stream waits for the gradients of this stage
@@ -83,7 +82,6 @@ void GradReducer::stage_done(Ctx& ctx, int stage) {
 }
 
 void GradReducer::finish(Ctx& ctx, const std::vector<std::pair<Tensor, dist::ReduceOp>>& extra) {
-  if (comm_.size() <= 1) return;
   stage_done(ctx, 1 << 30);  // whatever is left (all of it when this rank had no backward)
   phase(ctx, "comm.grad_allreduce");
 #if defined(HSTU_WITH_CUDA)

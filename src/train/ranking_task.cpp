@@ -48,6 +48,13 @@ class RankingTask final : public Task {
     HSTU_CHECK(!splits_.train.samples.empty(), "dataset '", ds_.name,
                "' has no ranking training samples");
     model_.plan(static_cast<uint64_t>(ta.seed));
+    // Row-sharded ranking tables are not built yet: they stay replicated, which trains the same
+    // model (only each rank's memory differs), so a run says so rather than failing.
+    if (data_parallel_job(comm) && !ta.model_parallel_tables.empty() && comm.is_root())
+      std::fprintf(stderr,
+                   "hstu: warning: ranking keeps every embedding table replicated on each rank "
+                   "(TrainerArgs.model_parallel_tables applies to retrieval's item table only); "
+                   "the results are those of sharded tables, the memory per rank is not\n");
     if (out) *out << model_line() << model_.describe_plan() << std::flush;
     const int64_t eval_samples =
         ranking_eval_samples(splits_.eval, ta.eval_batch_size, ta.max_eval_iters);
@@ -65,10 +72,12 @@ class RankingTask final : public Task {
   }
 
   dist::Comm& comm() override { return comm_; }
-  const DataParallel* data_parallel() const override { return comm_.size() > 1 ? &dp_ : nullptr; }
+  const DataParallel* data_parallel() const override {
+    return data_parallel_job(comm_) ? &dp_ : nullptr;
+  }
 
   int64_t step(const SequenceBatch& batch, int64_t step, double lr) override {
-    if (comm_.size() == 1) {
+    if (!data_parallel_job(comm_)) {
       stepper_.run(ctx(), model_, batch, step, lr);
       return model_.num_tokens();
     }

@@ -24,7 +24,7 @@ namespace {
 // Whether the item table is sharded row-wise over the ranks (TrainerArgs.model_parallel_tables).
 bool shard_items(const Config& cfg, const dist::Comm& comm) {
   const auto& t = cfg.trainer.model_parallel_tables;
-  return comm.size() > 1 && std::find(t.begin(), t.end(), "item") != t.end();
+  return data_parallel_job(comm) && std::find(t.begin(), t.end(), "item") != t.end();
 }
 
 ModelShape retrieval_shape(const Config& cfg, const SequenceDataset& ds, const dist::Comm& comm) {
@@ -39,6 +39,10 @@ ModelShape retrieval_shape(const Config& cfg, const SequenceDataset& ds, const d
         ds.num_items,
         checked_add(checked_mul(shape.max_tokens, 2 + shape.num_negatives, "item window rows"), 1,
                     "item window rows"));
+  if (shape.window_rows > 0) {
+    shape.max_eval_queries = checked_mul(shape.max_batch, comm.size(), "eval queries");
+    shape.max_scatter_rows = checked_mul(shape.window_rows, comm.size(), "window rows");
+  }
   return shape;
 }
 
@@ -111,10 +115,12 @@ class RetrievalTask final : public Task {
   }
 
   dist::Comm& comm() override { return comm_; }
-  const DataParallel* data_parallel() const override { return comm_.size() > 1 ? &dp_ : nullptr; }
+  const DataParallel* data_parallel() const override {
+    return data_parallel_job(comm_) ? &dp_ : nullptr;
+  }
 
   int64_t step(const SequenceBatch& batch, int64_t step, double lr) override {
-    if (comm_.size() == 1) {
+    if (!data_parallel_job(comm_)) {
       stepper_.run(ctx(), model_, batch, step, lr);
       return batch.num_tokens();
     }
@@ -127,7 +133,7 @@ class RetrievalTask final : public Task {
   std::vector<StepLoss> drain(bool wait_all) override { return stepper_.drain(wait_all); }
   // This rank's share of the step (the batch the loop passes is the global one).
   double step_flops(const SequenceBatch& batch) const override {
-    return retrieval_step_flops(cfg_, comm_.size() == 1 ? batch : dp_.local());
+    return retrieval_step_flops(cfg_, data_parallel_job(comm_) ? dp_.local() : batch);
   }
   const StepGraph& graph() const override { return stepper_.graph(); }
 

@@ -53,7 +53,8 @@ Runtime::Runtime(Device device, const Config& cfg, const ModelShape& shape) {
     needs.max_table_rows = shape.num_items;
     needs.num_negatives = shape.num_negatives;
     needs.item_dim = n.hidden_size;
-    needs.max_eval_users = shape.max_batch;
+    needs.max_eval_users = std::max(shape.max_batch, shape.max_eval_queries);
+    needs.max_scatter_rows = shape.max_scatter_rows;
     needs.deterministic = ctx_.deterministic;
     // Attention backward: an fp32 dQ accumulator (head dims padded up to 256 at most) and the
     // fixed-point rab-gradient accumulators.
@@ -82,8 +83,12 @@ Runtime::~Runtime() {
 }
 
 void Runtime::synchronize() {
+  synchronize_device(ctx_.device);
+}
+
+void synchronize_device(Device device) {
 #if defined(HSTU_WITH_CUDA)
-  if (ctx_.device == Device::kCUDA) cudaDeviceSynchronize();
+  if (device == Device::kCUDA) HSTU_CUDA_CHECK(cudaDeviceSynchronize());
 #endif
 }
 

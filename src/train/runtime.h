@@ -31,4 +31,7 @@ class Runtime {
   std::unique_ptr<Arena> scratch_;
 };
 
+// Waits until every queued operation of `device` has finished (nothing to wait for on the CPU).
+void synchronize_device(Device device);
+
 }  // namespace hstu

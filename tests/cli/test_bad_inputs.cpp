@@ -210,8 +210,6 @@ std::vector<Case> cases() {
                  int code = 2) {
     c.push_back({name, {{"c.gin", kTiny}}, args, code, message});
   };
-  cli("second positional", t + "{d}/c.gin", "{d}/c.gin");
-  cli("positional and --config", "train {d}/c.gin --config {d}/c.gin", "--config");
   cli("value to a switch", t + "--quiet=maybe", "--quiet");
   cli("negative bench steps", "bench train {d}/c.gin --steps -5", "--steps");
   cli("non-numeric bench steps", "bench train {d}/c.gin --steps abc", "--steps");

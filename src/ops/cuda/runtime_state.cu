@@ -52,7 +52,7 @@ size_t ops_scratch_bytes(const OpsScratchNeeds& n) {
   const size_t per_op[] = {
       bias_grad_scratch_bytes(t, d),
       layernorm_bwd_scratch_bytes(t, d),
-      embedding_bwd_scratch_bytes(t, d, n.deterministic),
+      embedding_bwd_scratch_bytes(std::max(t, n.max_scatter_rows), d, n.deterministic),
       collect_touched_scratch_bytes(n.max_table_rows),
       sampled_softmax_scratch_bytes(t, n.num_negatives, n.item_dim > 0 ? n.item_dim : d,
                                     n.deterministic),

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# multi_gpu_check.sh — the multi-GPU runs (issue 20) on one host with N GPUs, after
+# tools/gpu_check.sh has built build-gpu/ on the same machine. Logs and a summary go to $OUT/
+# when set (the device runner's output folder), else to build-gpu/multi-gpu-logs/.
+#
+# Stages (each runs even when an earlier one fails; the summary states each outcome):
+#   nccl      the NCCL backend's multi-rank tests (test_gpu Nccl*) on N ranks;
+#   equal     N ranks x batch B == 1 GPU x batch N*B after 20 steps (replicated and sharded item
+#             table; bf16 activations, so within a tolerance), weights compared by
+#             tools/compare_checkpoints.py;
+#   scaling   weak scaling: `hstu bench train` of bench-ml1m-large and bench-large (batch per GPU
+#             unchanged) on 1 GPU and on N: the job's tokens/s and the ratio, per-phase table of
+#             rank 0 (exposed communication);
+#   balanced  zipf lengths (bench-large's shape): equal-count slices vs the Karmarkar-Karp split;
+#   quality   the ML-1M HSTU-large preset on ml-latest-small (needs .devdeps/data), 1 GPU with
+#             batch B vs N GPUs with B/N each (the same global batch), SEEDS;
+#   kill      a rank killed mid-run ends the job with a non-zero exit within a bounded time, and
+#             the run resumes from its last checkpoint on N ranks.
+# NCCL's NVLink multicast is left as the environment has it (never enabled here).
+# Environment: STAGES (default "nccl equal scaling balanced kill"), SEEDS (default "42 1 2"),
+# BENCH_TIMEOUT (s, default 300).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+B=build-gpu
+H=$B/hstu
+LOG="${OUT:-$PWD/$B/multi-gpu-logs}"
+mkdir -p "$LOG"
+N=$(nvidia-smi -L | grep -c GPU)
+STAGES="${STAGES:-nccl equal scaling balanced kill}"
+BENCH_TIMEOUT="${BENCH_TIMEOUT:-300}"
+declare -a rows=()
+row() { rows+=("$(printf '%-28s %s' "$1" "$2")"); }
+has() { [[ " $STAGES " == *" $1 "* ]]; }
+launch() { "$H" launch --nproc-per-node "$N" -- "$@"; }
+first() { grep -m1 "$1" "$2" || tail -1 "$2"; }
+row "GPUs" "$N x $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
+
+if has nccl; then
+  timeout 300 "$H" launch --nproc-per-node "$N" -- "$B/test_gpu" --gtest_filter='Nccl*' \
+    > "$LOG/nccl_tests.log" 2>&1
+  row "nccl tests ($N ranks)" "rc $? ($(grep -c '\[       OK \]' "$LOG/nccl_tests.log") OK lines)"
+fi
+
+if has equal; then
+  eq=(train --device cuda --quiet --set TrainerArgs.max_train_iters=20
+      --set TrainerArgs.eval_interval=20 --set TrainerArgs.max_eval_iters=4
+      --set NetworkArgs.hidden_dropout=0.0)
+  for mode in replicated sharded; do
+    tables=(); [[ $mode == replicated ]] && tables=(--set "TrainerArgs.model_parallel_tables=[]")
+    timeout 300 launch "$H" "${eq[@]}" "${tables[@]}" --set TrainerArgs.train_batch_size=16 \
+      --run-dir "runs/eq-$mode-n$N" > "$LOG/equal_${mode}_n.log" 2>&1
+    rc=$?
+    timeout 300 "$H" "${eq[@]}" --set TrainerArgs.train_batch_size=$((16 * N)) \
+      --run-dir "runs/eq-$mode-1" > "$LOG/equal_${mode}_1.log" 2>&1
+    python3 tools/compare_checkpoints.py "runs/eq-$mode-n$N" "runs/eq-$mode-1" --tol 0.05 \
+      > "$LOG/equal_${mode}_compare.log" 2>&1
+    row "equal $mode" "launch rc $rc, compare rc $? ($(tail -1 "$LOG/equal_${mode}_compare.log"))"
+    grep -h "test (epoch\|done:" "$LOG/equal_${mode}_n.log" "$LOG/equal_${mode}_1.log" \
+      >> "$LOG/equal_metrics.txt"
+  done
+fi
+
+if has scaling; then
+  for cfg in bench-ml1m-large bench-large; do
+    rep=(--set "TrainerArgs.model_parallel_tables=[]")
+    timeout "$BENCH_TIMEOUT" "$H" bench train "configs/$cfg.gin" "${rep[@]}" \
+      > "$LOG/scale_${cfg}_1.log" 2>&1
+    timeout "$BENCH_TIMEOUT" launch "$H" bench train "configs/$cfg.gin" "${rep[@]}" --phases \
+      > "$LOG/scale_${cfg}_n.log" 2>&1
+    one=$(sed -nE 's/.* ([0-9.]+) tokens\/s, .*/\1/p' "$LOG/scale_${cfg}_1.log" | head -1)
+    job=$(sed -nE 's/.*: ([0-9.]+) tokens\/s for the job.*/\1/p' "$LOG/scale_${cfg}_n.log" | head -1)
+    ratio=$(python3 -c "print(f'{float(\"$job\") / float(\"$one\"):.3f}')" 2>/dev/null || echo "?")
+    row "scaling $cfg" "1 GPU ${one:-?} tok/s, $N GPUs ${job:-?} tok/s: ${ratio}x"
+  done
+fi
+
+if has balanced; then
+  zipf=(--set "seqlen_dist/RandomDistribution.dist_type=\"zipf\""
+        --set seqlen_dist/RandomDistribution.alpha=1.2 --set SyntheticArgs.min_seqlen=16
+        --set "TrainerArgs.model_parallel_tables=[]" --steps 20)
+  for bal in False True; do
+    timeout "$BENCH_TIMEOUT" launch "$H" bench train configs/bench-large.gin "${zipf[@]}" \
+      --set TrainerArgs.enable_balanced_shuffler=$bal > "$LOG/balanced_$bal.log" 2>&1
+    row "zipf balanced=$bal" "$(first 'tokens/s for the job' "$LOG/balanced_$bal.log")"
+  done
+fi
+
+if has quality && [[ -d .devdeps/data/ml-latest-small ]]; then
+  for seed in ${SEEDS:-42 1 2}; do
+    q=(train configs/ml-1m-hstu-large.gin --device cuda --quiet
+       --set DatasetArgs.dataset_name=ml-latest-small
+       --set DatasetArgs.dataset_path=.devdeps/data/ml-latest-small --set TrainerArgs.seed="$seed")
+    timeout 300 "$H" "${q[@]}" --run-dir "runs/q1-$seed" > "$LOG/quality_1_$seed.log" 2>&1
+    timeout 300 launch "$H" "${q[@]}" --set "TrainerArgs.train_batch_size=$((128 / N))" \
+      --run-dir "runs/qn-$seed" > "$LOG/quality_n_$seed.log" 2>&1
+    row "quality s$seed 1 GPU" "$(first 'test (epoch' "$LOG/quality_1_$seed.log")"
+    row "quality s$seed $N GPUs" "$(first 'test (epoch' "$LOG/quality_n_$seed.log")"
+  done
+fi
+
+if has kill; then
+  k=(train configs/bench-ml1m-large.gin --device cuda --quiet
+     --set TrainerArgs.ckpt_save_interval=200 --set TrainerArgs.eval_interval=1000000
+     --set "TrainerArgs.model_parallel_tables=[]" --run-dir runs/kill)
+  start=$(date +%s)
+  launch "$H" "${k[@]}" --set TrainerArgs.max_train_iters=1000000 > "$LOG/kill.log" 2>&1 &
+  lpid=$!
+  sleep 20
+  victim=$(pgrep -f "^$H train configs/bench-ml1m-large.gin" | tail -1)
+  kill -9 "$victim" 2> /dev/null
+  killed=$(date +%s)
+  wait "$lpid"
+  rc=$?
+  row "kill a rank" "job exit $rc, $(( $(date +%s) - killed )) s after the kill (pid $victim)"
+  saved=$(sed -nE 's/step-0*([0-9]+)/\1/p' runs/kill/checkpoints/latest 2> /dev/null)
+  timeout 300 launch "$H" "${k[@]}" --resume runs/kill \
+    --set TrainerArgs.max_train_iters=$(( ${saved:-0} + 200 )) > "$LOG/kill_resume.log" 2>&1
+  row "resume after the kill" "rc $? from step ${saved:-?}: $(first 'done:' "$LOG/kill_resume.log")"
+fi
+
+{
+  echo "=== multi_gpu_check summary (logs: $LOG) ==="
+  printf '%s\n' "${rows[@]}"
+  [[ -s "$LOG/equal_metrics.txt" ]] && { echo "--- equal: metrics (N ranks, then 1 GPU) ---"; cat "$LOG/equal_metrics.txt"; }
+  for f in scale_bench-ml1m-large_n scale_bench-large_n; do
+    [[ -s "$LOG/$f.log" ]] && { echo "--- $f (last lines) ---"; tail -30 "$LOG/$f.log"; }
+  done
+} | tee "$LOG/summary.txt"
