@@ -57,7 +57,7 @@ def weights(folder):
         rows, dim = index["rows"], index["dim"]
         full = array.array("f", bytes(4 * rows * dim))
         for entry in index["files"]:
-            shard = read_safetensors(os.path.join(folder, entry["name"]))
+            shard = read_safetensors(os.path.join(folder, entry["file"]))
             ids = shard["ids"][2]
             vals = shard["weight"][2]
             for j, i in enumerate(ids):

@@ -12,7 +12,7 @@
 #             unchanged) on 1 GPU and on N: the job's tokens/s and the ratio, per-phase table of
 #             rank 0 (exposed communication);
 #   balanced  zipf lengths (bench-large's shape): equal-count slices vs the Karmarkar-Karp split;
-#   quality   the ML-1M HSTU-large preset on ml-latest-small (needs .devdeps/data), 1 GPU with
+#   quality   the ML-1M HSTU-large preset on ml-latest-small (MLS, default .devdeps/data), 1 GPU with
 #             batch B vs N GPUs with B/N each (the same global batch), SEEDS;
 #   kill      a rank killed mid-run ends the job with a non-zero exit within a bounded time, and
 #             the run resumes from its last checkpoint on N ranks.
@@ -31,7 +31,7 @@ BENCH_TIMEOUT="${BENCH_TIMEOUT:-300}"
 declare -a rows=()
 row() { rows+=("$(printf '%-28s %s' "$1" "$2")"); }
 has() { [[ " $STAGES " == *" $1 "* ]]; }
-launch() { "$H" launch --nproc-per-node "$N" -- "$@"; }
+L=("$H" launch --nproc-per-node "$N" --)  # N local ranks of the command that follows
 first() { grep -m1 "$1" "$2" || tail -1 "$2"; }
 row "GPUs" "$N x $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
 
@@ -47,7 +47,7 @@ if has equal; then
       --set NetworkArgs.hidden_dropout=0.0)
   for mode in replicated sharded; do
     tables=(); [[ $mode == replicated ]] && tables=(--set "TrainerArgs.model_parallel_tables=[]")
-    timeout 300 launch "$H" "${eq[@]}" "${tables[@]}" --set TrainerArgs.train_batch_size=16 \
+    timeout 300 "${L[@]}" "$H" "${eq[@]}" "${tables[@]}" --set TrainerArgs.train_batch_size=16 \
       --run-dir "runs/eq-$mode-n$N" > "$LOG/equal_${mode}_n.log" 2>&1
     rc=$?
     timeout 300 "$H" "${eq[@]}" --set TrainerArgs.train_batch_size=$((16 * N)) \
@@ -65,7 +65,7 @@ if has scaling; then
     rep=(--set "TrainerArgs.model_parallel_tables=[]")
     timeout "$BENCH_TIMEOUT" "$H" bench train "configs/$cfg.gin" "${rep[@]}" \
       > "$LOG/scale_${cfg}_1.log" 2>&1
-    timeout "$BENCH_TIMEOUT" launch "$H" bench train "configs/$cfg.gin" "${rep[@]}" --phases \
+    timeout "$BENCH_TIMEOUT" "${L[@]}" "$H" bench train "configs/$cfg.gin" "${rep[@]}" --phases \
       > "$LOG/scale_${cfg}_n.log" 2>&1
     one=$(sed -nE 's/.* ([0-9.]+) tokens\/s, .*/\1/p' "$LOG/scale_${cfg}_1.log" | head -1)
     job=$(sed -nE 's/.*: ([0-9.]+) tokens\/s for the job.*/\1/p' "$LOG/scale_${cfg}_n.log" | head -1)
@@ -79,19 +79,20 @@ if has balanced; then
         --set seqlen_dist/RandomDistribution.alpha=1.2 --set SyntheticArgs.min_seqlen=16
         --set "TrainerArgs.model_parallel_tables=[]" --steps 20)
   for bal in False True; do
-    timeout "$BENCH_TIMEOUT" launch "$H" bench train configs/bench-large.gin "${zipf[@]}" \
+    timeout "$BENCH_TIMEOUT" "${L[@]}" "$H" bench train configs/bench-large.gin "${zipf[@]}" \
       --set TrainerArgs.enable_balanced_shuffler=$bal > "$LOG/balanced_$bal.log" 2>&1
     row "zipf balanced=$bal" "$(first 'tokens/s for the job' "$LOG/balanced_$bal.log")"
   done
 fi
 
-if has quality && [[ -d .devdeps/data/ml-latest-small ]]; then
+MLS="${MLS:-.devdeps/data}"  # ml-latest-small's csv files (tools/pack_devdeps.sh puts them there)
+if has quality && [[ -f "$MLS/ratings.csv" ]]; then
   for seed in ${SEEDS:-42 1 2}; do
     q=(train configs/ml-1m-hstu-large.gin --device cuda --quiet
        --set DatasetArgs.dataset_name=ml-latest-small
-       --set DatasetArgs.dataset_path=.devdeps/data/ml-latest-small --set TrainerArgs.seed="$seed")
+       --set DatasetArgs.dataset_path="$MLS" --set TrainerArgs.seed="$seed")
     timeout 300 "$H" "${q[@]}" --run-dir "runs/q1-$seed" > "$LOG/quality_1_$seed.log" 2>&1
-    timeout 300 launch "$H" "${q[@]}" --set "TrainerArgs.train_batch_size=$((128 / N))" \
+    timeout 300 "${L[@]}" "$H" "${q[@]}" --set "TrainerArgs.train_batch_size=$((128 / N))" \
       --run-dir "runs/qn-$seed" > "$LOG/quality_n_$seed.log" 2>&1
     row "quality s$seed 1 GPU" "$(first 'test (epoch' "$LOG/quality_1_$seed.log")"
     row "quality s$seed $N GPUs" "$(first 'test (epoch' "$LOG/quality_n_$seed.log")"
@@ -103,7 +104,7 @@ if has kill; then
      --set TrainerArgs.ckpt_save_interval=200 --set TrainerArgs.eval_interval=1000000
      --set "TrainerArgs.model_parallel_tables=[]" --run-dir runs/kill)
   start=$(date +%s)
-  launch "$H" "${k[@]}" --set TrainerArgs.max_train_iters=1000000 > "$LOG/kill.log" 2>&1 &
+  "${L[@]}" "$H" "${k[@]}" --set TrainerArgs.max_train_iters=1000000 > "$LOG/kill.log" 2>&1 &
   lpid=$!
   sleep 20
   victim=$(pgrep -f "^$H train configs/bench-ml1m-large.gin" | tail -1)
@@ -113,7 +114,7 @@ if has kill; then
   rc=$?
   row "kill a rank" "job exit $rc, $(( $(date +%s) - killed )) s after the kill (pid $victim)"
   saved=$(sed -nE 's/step-0*([0-9]+)/\1/p' runs/kill/checkpoints/latest 2> /dev/null)
-  timeout 300 launch "$H" "${k[@]}" --resume runs/kill \
+  timeout 300 "${L[@]}" "$H" "${k[@]}" --resume runs/kill \
     --set TrainerArgs.max_train_iters=$(( ${saved:-0} + 200 )) > "$LOG/kill_resume.log" 2>&1
   row "resume after the kill" "rc $? from step ${saved:-?}: $(first 'done:' "$LOG/kill_resume.log")"
 fi
