@@ -31,6 +31,7 @@ std::string non_default_bindings(const Config& cfg) {
 struct TrainArgs {
   ConfigArgs config;
   std::string resume;
+  bool allow_config_change = false;
   bool quiet = false;
 };
 
@@ -38,6 +39,7 @@ int run_train(const TrainArgs& a) {
   TrainOptions opts;
   const Config cfg = resolve_config(a.config, NoFile::kEmbeddedDefault, &opts.config_text);
   opts.resume_dir = a.resume;
+  opts.allow_config_change = a.allow_config_change;
   opts.quiet = a.quiet;
   std::cout << "hstu train: "
             << (a.config.files.empty() ? "embedded default config" : files_label(a.config))
@@ -93,6 +95,10 @@ void add_train(CLI::App& hstu, Commands& commands) {
                   "continue a run from its run, checkpoints or step folder (bit-identical to not "
                   "stopping)")
       ->type_name("DIR");
+  app->add_flag("--allow-config-change", a->allow_config_change,
+                "with --resume: continue although settings that change the training trajectory "
+                "(model, seed, global batch, data, optimiser) differ from the checkpoint's; each "
+                "difference is printed (docs/CHECKPOINTS.md)");
   app->add_flag("--quiet", a->quiet, "no progress bar and no effective-config listing");
   commands.push_back({app, [a] { return run_train(*a); }});
 }

@@ -16,6 +16,7 @@
 #include "train/eval_report.h"
 #include "train/ranking_baseline.h"
 #include "train/ranking_eval.h"
+#include "train/resume_check.h"
 #include "train/runtime.h"
 #include "train/task.h"
 
@@ -60,6 +61,7 @@ class RankingTask final : public Task {
   const char* name() const override { return "ranking"; }
   Ctx& ctx() override { return runtime_.ctx(); }
   Batcher& batcher() override { return batcher_; }
+  std::string data_fingerprint() const override { return dataset_fingerprint(ds_); }
   CheckpointTensors checkpoint_tensors() override {
     return {&model_.dense(), model_.tables(), device_, {}, nullptr};
   }

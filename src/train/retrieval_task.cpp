@@ -15,6 +15,7 @@
 #include "model/flops.h"
 #include "model/model.h"
 #include "train/evaluator.h"
+#include "train/resume_check.h"
 #include "train/runtime.h"
 #include "train/task.h"
 
@@ -104,6 +105,7 @@ class RetrievalTask final : public Task {
   const char* name() const override { return "retrieval"; }
   Ctx& ctx() override { return runtime_.ctx(); }
   Batcher& batcher() override { return batcher_; }
+  std::string data_fingerprint() const override { return dataset_fingerprint(ds_); }
   CheckpointTensors checkpoint_tensors() override {
     CheckpointTensors t = hstu::checkpoint_tensors(model_);
     if (items_) t = {&model_.dense(), {}, device_, {items_.get()}, &comm_};
