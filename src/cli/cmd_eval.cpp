@@ -17,6 +17,7 @@
 #include "train/checkpoint.h"
 #include "train/eval_report.h"
 #include "train/evaluator.h"
+#include "train/health.h"
 #include "train/ranking_eval.h"
 #include "train/runtime.h"
 
@@ -35,7 +36,9 @@ std::vector<EvalRow> eval_ranking(const Config& cfg, const SequenceDataset& ds,
   Runtime runtime(device, cfg, model.runtime_shape());
   Ctx& ctx = runtime.ctx();
   model.plan(0);
-  load_checkpoint({&model.dense(), model.tables(), device, {}, nullptr}, ckpt, false);
+  const CheckpointTensors tensors{&model.dense(), model.tables(), device, {}, nullptr};
+  load_checkpoint(tensors, ckpt, false);
+  check_finite_weights(tensors, ckpt);
   model.dense().refresh_compute_copy(ctx);
   const NamedValues v = evaluate_ranking(ctx, model, ds, splits.eval, cfg.trainer.eval_batch_size,
                                          cfg.trainer.max_eval_iters);
@@ -56,6 +59,7 @@ std::vector<EvalRow> eval_retrieval(const Config& cfg, const SequenceDataset& ds
   HstuModel model(cfg, shape, device, device == Device::kCPU ? DType::kF32 : DType::kBF16);
   model.plan(0);
   load_checkpoint(model, ckpt, false);
+  check_finite_weights(checkpoint_tensors(model), ckpt);
   Runtime runtime(device, cfg, shape);
   Ctx& ctx = runtime.ctx();
   model.dense().refresh_compute_copy(ctx);

@@ -32,6 +32,7 @@ std::string non_default_bindings(const Config& cfg) {
 struct TrainArgs {
   ConfigArgs config;
   std::string resume;
+  bool allow_config_change = false;
   bool quiet = false;
 };
 
@@ -39,6 +40,7 @@ int run_train(const TrainArgs& a) {
   TrainOptions opts;
   const Config cfg = resolve_config(a.config, NoFile::kEmbeddedDefault, &opts.config_text);
   opts.resume_dir = a.resume;
+  opts.allow_config_change = a.allow_config_change;
   opts.quiet = a.quiet;
   // A data-parallel job's other ranks train silently: rank 0 speaks for the job.
   if (dist::read_world_env().rank != 0) {
@@ -100,6 +102,10 @@ void add_train(CLI::App& hstu, Commands& commands) {
                   "continue a run from its run, checkpoints or step folder (bit-identical to not "
                   "stopping)")
       ->type_name("DIR");
+  app->add_flag("--allow-config-change", a->allow_config_change,
+                "with --resume: continue although settings that change the training trajectory "
+                "(model, seed, global batch, data, optimiser) differ from the checkpoint's; each "
+                "difference is printed (docs/CHECKPOINTS.md)");
   app->add_flag("--quiet", a->quiet, "no progress bar and no effective-config listing");
   commands.push_back({app, [a] { return run_train(*a); }});
 }

@@ -152,6 +152,12 @@ std::vector<FieldSpec> trainer_fields() {
           "data-parallel runs: MiB of fp32 gradients per all-reduce; each bucket is reduced as "
           "soon as the layers it holds finish their backward pass (GPU: on a communication "
           "stream, overlapped with the rest of the backward pass)"),
+      str(HSTU_FIELD(TrainerArgs, trainer, nonfinite), {"error", "skip_step"},
+          "a step whose loss or dense gradient norm is not finite (checked every step, read "
+          "back with the loss): error = stop naming the step and the first parameter group "
+          "with non-finite values, keeping the last checkpoint; skip_step = the optimisers "
+          "apply nothing for that step (decided on the device, before the update), a warning "
+          "and a \"skipped_step\" record in metrics.jsonl, and training goes on"),
   };
 }
 

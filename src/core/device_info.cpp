@@ -37,6 +37,16 @@ int64_t cuda_memory_used_bytes() {
 #endif
 }
 
+int64_t cuda_memory_free_bytes() {
+#if defined(HSTU_WITH_CUDA)
+  size_t free_b = 0, total_b = 0;
+  if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) return -1;
+  return static_cast<int64_t>(free_b);
+#else
+  return -1;
+#endif
+}
+
 double cuda_bf16_peak_tflops() {
 #if defined(HSTU_WITH_CUDA)
   int dev = 0;

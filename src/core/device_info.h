@@ -10,6 +10,8 @@ namespace hstu {
 int cuda_device_count();
 // Bytes of device memory in use on the current device (total - free), 0 without CUDA.
 int64_t cuda_memory_used_bytes();
+// Bytes of free device memory on the current device (cudaMemGetInfo); -1 when not known.
+int64_t cuda_memory_free_bytes();
 // Dense bf16 tensor-core peak of the current device in TFLOPS, from its name (H100/H200 989,
 // A100 312, ...; 0 when unknown) — the denominator of MFU.
 double cuda_bf16_peak_tflops();

@@ -130,7 +130,7 @@ void DenseParams::finalize(Device device, uint64_t seed, DType dtype, DType comp
   grads_ = arena_->zeros(dtype, {size_});
   m_ = arena_->zeros(dtype, {size_});
   v_ = arena_->zeros(dtype, {size_});
-  grad_sumsq_ = arena_->zeros(DType::kF64, {1});
+  health_ = arena_->zeros(DType::kF64, {2});
   // Initialise on the host, then copy (one transfer).
   Arena host(Device::kCPU, bytes + Arena::kAlign, "init");
   Tensor h = host.zeros(dtype, {size_});

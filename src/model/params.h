@@ -81,8 +81,13 @@ class DenseParams {
   Tensor flat_grads() const { return grads_; }
   Tensor flat_m() const { return m_; }
   Tensor flat_v() const { return v_; }
-  // f64 [1]: the squared norm of the gradients, for clipping (filled by the optimiser step).
-  Tensor grad_sumsq() const { return grad_sumsq_; }
+  // f64 [2]: the step's health, filled by the optimiser step before it updates anything:
+  // [0] the squared norm of the (all-reduced) gradients, also what clipping reads; [1] the
+  // step's (all-reduced) loss. Read back with the step (StepStaging), and the device-side guard
+  // of TrainerArgs.nonfinite = "skip_step".
+  Tensor health() const { return health_; }
+  // f64 [1]: health()[0], the squared norm of the gradients.
+  Tensor grad_sumsq() const { return health_.rows(0, 1); }
   int64_t num_decay() const { return num_decay_; }  // elements [0, num_decay) take decay
   int64_t size() const { return size_; }
 
@@ -91,7 +96,7 @@ class DenseParams {
   std::vector<ParamInfo> table_;
   std::unordered_map<std::string, int> index_;  // name -> index in table_
   std::unique_ptr<Arena> arena_;
-  Tensor params_, grads_, m_, v_, compute_, grad_sumsq_;
+  Tensor params_, grads_, m_, v_, compute_, health_;
   int64_t size_ = 0, num_decay_ = 0;
 };
 

@@ -32,6 +32,10 @@ struct SparseOptimizerSpec {
   float lr = 1e-3f;
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
   int64_t step = 1;  // 1-based Adam step for bias correction (global step count)
+  // As DenseOptimizerSpec::skip_if_nonfinite: f64 [k] on the table's device, or empty. When any
+  // value is not finite the listed rows are not updated (weights and state unchanged), but their
+  // gradients are still zeroed.
+  Tensor skip_if_nonfinite;
 };
 
 // For each r in rows[0:count[0]]: update table[r] from grad[r] (and state), then zero grad[r].

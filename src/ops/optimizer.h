@@ -27,7 +27,21 @@ struct DenseOptimizerSpec {
   // [1] on the buffers' device (sum_squares_into), read by the update itself.
   double clip_norm = 0;
   Tensor grad_sumsq;
+  // The device-side guard of TrainerArgs.nonfinite = "skip_step": f64 [k] on the buffers' device
+  // (k >= 1; the step's gradient sum of squares and loss), or empty (no guard). When any of its
+  // values is not finite the update is not applied: params and moments are left as they were
+  // (read by the update itself, so the host does not wait).
+  Tensor skip_if_nonfinite;
 };
+
+// Whether all `n` values at `v` are finite (the guard of DenseOptimizerSpec::skip_if_nonfinite).
+HSTU_HD bool all_finite(const double* v, int64_t n) {
+  // x - x is 0 for a finite x and NaN for an infinite or NaN one (no fast-math anywhere), which
+  // reads the same in host and device code.
+  for (int64_t i = 0; i < n; ++i)
+    if (!(v[i] - v[i] == 0.0)) return false;
+  return true;
+}
 
 // The clipping factor of a gradient with squared norm `sumsq`: 1, or clip / norm above clip.
 HSTU_HD float clip_factor(double clip, double sumsq) {

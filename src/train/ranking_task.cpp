@@ -12,10 +12,13 @@
 #include "data/ranking.h"
 #include "data/synthetic_oracle.h"
 #include "model/flops.h"
+#include "model/memory_plan.h"
 #include "model/ranking_model.h"
 #include "train/eval_report.h"
+#include "train/memory_check.h"
 #include "train/ranking_baseline.h"
 #include "train/ranking_eval.h"
+#include "train/resume_check.h"
 #include "train/runtime.h"
 #include "train/task.h"
 
@@ -32,6 +35,12 @@ class RankingTask final : public Task {
         splits_(
             make_ranking_splits(ds_, cfg.dataset, cfg.dataset.ranking_split, cfg.dataset.truncate)),
         shape_(ranking_shape(cfg, ds_)),
+        plan_fits_(
+            (check_memory_plan(cfg,
+                               ranking_memory(cfg, shape_, device_,
+                                              device_ == Device::kCPU ? DType::kF32 : DType::kBF16),
+                               comm),
+             true)),
         model_(cfg, shape_, device_, device_ == Device::kCPU ? DType::kF32 : DType::kBF16),
         runtime_(device_, cfg, model_.runtime_shape()),
         batcher_(ranking_batcher(ds_, splits_.train, cfg.trainer.train_batch_size * comm.size(),
@@ -67,6 +76,7 @@ class RankingTask final : public Task {
   const char* name() const override { return "ranking"; }
   Ctx& ctx() override { return runtime_.ctx(); }
   Batcher& batcher() override { return batcher_; }
+  std::string data_fingerprint() const override { return dataset_fingerprint(ds_); }
   CheckpointTensors checkpoint_tensors() override {
     return {&model_.dense(), model_.tables(), device_, {}, nullptr};
   }
@@ -198,6 +208,9 @@ class RankingTask final : public Task {
   const SequenceDataset ds_;
   const RankingSplits splits_;
   const RankingShape shape_;
+  // The memory plan checked against the host's or the GPU's memory before anything is
+  // allocated (memory_check.h); always true.
+  const bool plan_fits_;
   RankingModel model_;
   Runtime runtime_;
   Batcher batcher_;

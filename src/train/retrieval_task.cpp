@@ -13,8 +13,11 @@
 #include "dist/sharded_table.h"
 #include "dist/sharding.h"
 #include "model/flops.h"
+#include "model/memory_plan.h"
 #include "model/model.h"
 #include "train/evaluator.h"
+#include "train/memory_check.h"
+#include "train/resume_check.h"
 #include "train/runtime.h"
 #include "train/task.h"
 
@@ -65,6 +68,12 @@ class RetrievalTask final : public Task {
         splits_(make_splits(ds_, cfg.dataset.split, cfg.dataset.max_history_seqlen)),
         device_(resolve_device(cfg.trainer.device)),
         shape_(retrieval_shape(cfg, ds_, comm)),
+        plan_fits_((check_memory_plan(
+                        cfg,
+                        retrieval_memory(cfg, ds_.num_items, device_,
+                                         device_ == Device::kCPU ? DType::kF32 : DType::kBF16),
+                        comm),
+                    true)),
         runtime_(device_, cfg, shape_),
         model_(cfg, shape_, device_, device_ == Device::kCPU ? DType::kF32 : DType::kBF16),
         batcher_(ds_, splits_.train, cfg.trainer.train_batch_size * comm.size(),
@@ -108,6 +117,7 @@ class RetrievalTask final : public Task {
   const char* name() const override { return "retrieval"; }
   Ctx& ctx() override { return runtime_.ctx(); }
   Batcher& batcher() override { return batcher_; }
+  std::string data_fingerprint() const override { return dataset_fingerprint(ds_); }
   CheckpointTensors checkpoint_tensors() override {
     CheckpointTensors t = hstu::checkpoint_tensors(model_);
     if (items_) t = {&model_.dense(), {}, device_, {items_.get()}, &comm_};
@@ -179,6 +189,9 @@ class RetrievalTask final : public Task {
   const DataSplits splits_;
   const Device device_;
   const ModelShape shape_;
+  // The memory plan checked against the host's or the GPU's memory before anything is
+  // allocated (memory_check.h); always true.
+  const bool plan_fits_;
   Runtime runtime_;
   HstuModel model_;
   std::unique_ptr<dist::ShardedTable> items_;  // the item table, when sharded over the ranks

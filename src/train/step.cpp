@@ -38,6 +38,11 @@ GradReducer* reducer_for(const StepShare& share, DenseParams& dense,
   return reducer.get();
 }
 
+// TrainerArgs.nonfinite = "skip_step": the optimisers skip a step whose health is not finite.
+bool skip_nonfinite(const Config& cfg) {
+  return cfg.trainer.nonfinite == "skip_step";
+}
+
 }  // namespace
 
 int64_t candidate_count(const SequenceBatch& b) {
@@ -58,32 +63,30 @@ HostStaging* StepStaging::next_upload(const Ctx& ctx, size_t bytes) {
   if (ctx.cpu()) return nullptr;
   if (!upload_[0]) {  // all at the first step, before any work is queued
     for (auto& b : upload_) b = std::make_unique<HostStaging>(ctx.device, bytes);
-    for (auto& b : loss_) b = std::make_unique<HostStaging>(ctx.device, sizeof(double));
+    for (auto& b : loss_) b = std::make_unique<HostStaging>(ctx.device, 2 * sizeof(double));
   }
   HostStaging& b = *upload_[uploads_++ % 2];
   HSTU_CHECK(b.size() >= bytes, "upload staging of ", b.size(), " bytes, needs ", bytes);
   return &b;
 }
 
-void StepStaging::record_loss(Ctx& ctx, int64_t step, const Tensor& loss) {
+void StepStaging::record(Ctx& ctx, int64_t step, const Tensor& health) {
+  HSTU_CHECK(health.dtype == DType::kF64 && health.numel() == 2 && health.contiguous(),
+             "StepStaging: a step's health must be f64 [2], got ", health.str());
   if (ctx.cpu()) {
-    double value = 0;
-    if (!loss.empty()) copy_bytes(&value, Device::kCPU, loss.data, loss.device, sizeof value);
-    ready_.push_back({step, value});
+    const double* h = health.as<double>();
+    ready_.push_back({step, h[1], h[0]});
     return;
   }
   const int parity = static_cast<int>(losses_++ % 2);
-  // Losses come back in step order; a loss slot was last used two steps ago, so that step is
+  // Values come back in step order; a slot was last used two steps ago, so that step is
   // accounted before the slot is reused.
   while (pending_.size() >= 2) finish_oldest();
-  if (loss.empty()) {
-    pending_.push_back({step, -1});
-    return;
-  }
-  HSTU_CHECK(loss_[parity], "StepStaging: record_loss before the step's next_upload");
+  HSTU_CHECK(loss_[parity], "StepStaging: record before the step's next_upload");
   HostStaging& slot = *loss_[parity];
   slot.wait();
-  copy_bytes_async(slot.data(), Device::kCPU, loss.data, loss.device, sizeof(double), ctx.stream);
+  copy_bytes_async(slot.data(), Device::kCPU, health.data, health.device, 2 * sizeof(double),
+                   ctx.stream);
   slot.record(ctx.stream);
   pending_.push_back({step, parity});
 }
@@ -91,12 +94,10 @@ void StepStaging::record_loss(Ctx& ctx, int64_t step, const Tensor& loss) {
 void StepStaging::finish_oldest() {
   const Pending p = pending_.front();
   pending_.pop_front();
-  double loss = 0;
-  if (p.slot >= 0) {
-    loss_[p.slot]->wait();
-    std::memcpy(&loss, loss_[p.slot]->data(), sizeof loss);
-  }
-  ready_.push_back({p.step, loss});
+  double h[2];
+  loss_[p.slot]->wait();
+  std::memcpy(h, loss_[p.slot]->data(), sizeof h);
+  ready_.push_back({p.step, h[1], h[0]});
 }
 
 std::vector<StepLoss> StepStaging::drain(bool wait_all) {
@@ -151,9 +152,10 @@ void TrainStep::run(Ctx& ctx, HstuModel& model, const SequenceBatch& host, int64
                         {model.loss_tensor(), dist::ReduceOp::kSum}});
     }
     EmbeddingTable* const tables[] = {&items};
-    optimizer_step(ctx, model.dense(), tables, cfg_.optimizer, lr, step + 1);
+    optimizer_step(ctx, model.dense(), tables, cfg_.optimizer, lr, step + 1,
+                   global_sup > 0 ? model.loss_tensor() : Tensor(), skip_nonfinite(cfg_));
   });
-  staging_.record_loss(ctx, step, global_sup > 0 ? model.loss_tensor() : Tensor());
+  staging_.record(ctx, step, model.dense().health());
 }
 
 void TrainStep::run_sharded(Ctx& ctx, HstuModel& model, const SequenceBatch& host, int64_t step,
@@ -192,8 +194,9 @@ void TrainStep::run_sharded(Ctx& ctx, HstuModel& model, const SequenceBatch& hos
   phase(ctx, "comm.embedding_grads");
   items.push_grads(ctx, comm);
   EmbeddingTable* const tables[] = {&items.shard()};
-  optimizer_step(ctx, model.dense(), tables, cfg_.optimizer, lr, step + 1);
-  staging_.record_loss(ctx, step, global_sup > 0 ? model.loss_tensor() : Tensor());
+  optimizer_step(ctx, model.dense(), tables, cfg_.optimizer, lr, step + 1,
+                 global_sup > 0 ? model.loss_tensor() : Tensor(), skip_nonfinite(cfg_));
+  staging_.record(ctx, step, model.dense().health());
 }
 
 void RankingTrainStep::run(Ctx& ctx, RankingModel& model, const SequenceBatch& batch, int64_t step,
@@ -217,15 +220,26 @@ void RankingTrainStep::run(Ctx& ctx, RankingModel& model, const SequenceBatch& b
       extra.emplace_back(model.loss_tensor(), dist::ReduceOp::kSum);
       red->finish(ctx, extra);
     }
-    optimizer_step(ctx, model.dense(), model.tables(), cfg_.optimizer, lr, step + 1);
+    optimizer_step(ctx, model.dense(), model.tables(), cfg_.optimizer, lr, step + 1,
+                   global_nc > 0 ? model.loss_tensor() : Tensor(), skip_nonfinite(cfg_));
   });
-  staging_.record_loss(ctx, step, global_nc > 0 ? model.loss_tensor() : Tensor());
+  staging_.record(ctx, step, model.dense().health());
 }
 
 // Applies the dense and sparse optimisers and clears the gradients.
 void optimizer_step(Ctx& ctx, DenseParams& dense, std::span<EmbeddingTable* const> tables,
-                    const OptimizerArgs& o, double lr, int64_t step) {
+                    const OptimizerArgs& o, double lr, int64_t step, const Tensor& loss,
+                    bool skip_nonfinite) {
   phase(ctx, "opt.dense");
+  // The step's health, before anything is updated: the gradient sum of squares (one reduction
+  // over the flat gradients, which clipping needs anyway) and the loss beside it.
+  const Tensor health = dense.health();
+  sum_squares_into(ctx, dense.flat_grads(), dense.grad_sumsq());
+  if (loss.empty())
+    fill_zero(health.rows(1, 2), ctx.stream);
+  else
+    copy_bytes_async(health.rows(1, 2).data, health.device, loss.data, loss.device, sizeof(double),
+                     ctx.stream);
   DenseOptimizerSpec spec;
   spec.kind = o.optimizer_str == "sgd"     ? DenseOptimizerSpec::kSgd
               : o.optimizer_str == "adamw" ? DenseOptimizerSpec::kAdamW
@@ -235,8 +249,8 @@ void optimizer_step(Ctx& ctx, DenseParams& dense, std::span<EmbeddingTable* cons
   spec.beta2 = static_cast<float>(o.adam_beta2);
   spec.eps = static_cast<float>(o.adam_eps);
   spec.step = step;
+  if (skip_nonfinite) spec.skip_if_nonfinite = health;
   if (o.grad_clip_norm > 0) {  // the factor is applied on the device: the host does not wait
-    sum_squares_into(ctx, dense.flat_grads(), dense.grad_sumsq());
     spec.clip_norm = o.grad_clip_norm;
     spec.grad_sumsq = dense.grad_sumsq();
   }
@@ -275,6 +289,7 @@ void optimizer_step(Ctx& ctx, DenseParams& dense, std::span<EmbeddingTable* cons
     ss.beta2 = spec.beta2;
     ss.eps = spec.eps;
     ss.step = step;
+    ss.skip_if_nonfinite = spec.skip_if_nonfinite;
     collect_touched_rows(ctx, t->touched, t->row_list, t->row_count);
     sparse_optimizer_step(ctx, ss, t->weight, t->grad, t->row_list, t->row_count, t->m, t->v);
   }

@@ -35,16 +35,19 @@ int64_t supervised_tokens(const SequenceBatch& b);
 int64_t candidate_count(const SequenceBatch& b);
 
 // The loss of one finished step (retrieval: the mean over its supervised tokens; ranking: over
-// its candidates; 0 when it had none).
+// its candidates; 0 when it had none), and the squared norm of its dense gradients (after the
+// data-parallel all-reduce: the same on every rank), read back together (DenseParams::health).
 struct StepLoss {
   int64_t step = 0;
   double loss = 0;
+  double grad_sumsq = 0;
 };
 
 // The page-locked buffers of steps that do not wait for the device, used in turn: two batch
-// upload buffers (a step refills the one whose copy is the older) and two f64 loss read-back
-// slots, with the steps whose loss is still on its way back. On the CPU there are none: a batch
-// is copied directly and a step's loss read when it is recorded.
+// upload buffers (a step refills the one whose copy is the older) and two read-back slots of a
+// step's health (f64 [2]: gradient sum of squares, loss), with the steps whose values are still
+// on their way back. On the CPU there are none: a batch is copied directly and a step's values
+// read when they are recorded.
 class StepStaging {
  public:
   StepStaging() = default;
@@ -55,9 +58,10 @@ class StepStaging {
   // The buffer (at least `bytes`) to upload the next step's batch through; nullptr on the CPU.
   // The first call allocates all the buffers.
   HostStaging* next_upload(const Ctx& ctx, size_t bytes);
-  // Queues the read-back of step `step`'s loss once the step (which took its upload buffer
-  // first) is enqueued: `loss` is f64 [1] on ctx's device, or empty when the step has none (0).
-  void record_loss(Ctx& ctx, int64_t step, const Tensor& loss);
+  // Queues the read-back of step `step`'s health once the step (which took its upload buffer
+  // first) is enqueued: `health` is f64 [2] on ctx's device (DenseParams::health: gradient sum
+  // of squares, loss). One 16-byte copy, on the step's stream: no wait.
+  void record(Ctx& ctx, int64_t step, const Tensor& health);
   // The losses of finished steps, oldest first, each once. wait_all = false leaves the newest
   // step in flight (it waits only for older ones, which are normally done); true waits for all.
   std::vector<StepLoss> drain(bool wait_all);
@@ -65,12 +69,12 @@ class StepStaging {
  private:
   struct Pending {
     int64_t step;
-    int slot;  // loss staging slot; -1: no loss (0)
+    int slot;  // read-back staging slot
   };
   void finish_oldest();
 
   std::unique_ptr<HostStaging> upload_[2];  // batch staging, used in turn
-  std::unique_ptr<HostStaging> loss_[2];    // f64 loss readback slots, used in turn
+  std::unique_ptr<HostStaging> loss_[2];    // f64 [2] health read-back slots, used in turn
   std::deque<Pending> pending_;
   std::vector<StepLoss> ready_;
   int64_t uploads_ = 0, losses_ = 0;
@@ -129,8 +133,13 @@ class RankingTrainStep {
 
 // Applies the dense optimiser (one call per decay group of the flat buffer) and each embedding
 // table's sparse optimiser for 1-based step `step`, then clears all gradients. Shared by the
-// retrieval and ranking models.
+// retrieval and ranking models. First it fills dense.health(): the gradients' sum of squares
+// (every step: the numerical health check and the logged gradient norm read it) and a copy of
+// `loss` (f64 [1] on the device, the step's all-reduced loss; empty: 0). skip_nonfinite
+// (TrainerArgs.nonfinite = "skip_step"): the optimisers read health() on the device and apply
+// nothing when a value is not finite (the gradients are cleared all the same).
 void optimizer_step(Ctx& ctx, DenseParams& dense, std::span<EmbeddingTable* const> tables,
-                    const OptimizerArgs& o, double lr, int64_t step);
+                    const OptimizerArgs& o, double lr, int64_t step, const Tensor& loss = {},
+                    bool skip_nonfinite = false);
 
 }  // namespace hstu

@@ -44,6 +44,9 @@ class Task {
   virtual Batcher& batcher() = 0;
   // What a checkpoint stores: the dense parameters and every embedding table.
   virtual CheckpointTensors checkpoint_tensors() = 0;
+  // The fingerprint of the training data (resume_check.h dataset_fingerprint), which a
+  // checkpoint stores and a resume compares.
+  virtual std::string data_fingerprint() const = 0;
 
   // Enqueues training step `step` (0-based) on `batch` at learning rate `lr` and returns this
   // rank's token count. `batch` is the global batch (train_batch_size x ranks samples): a rank

@@ -4,9 +4,11 @@
 // the evaluation history as it is saved in trainer_state.json.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "config/config.h"
@@ -53,21 +55,26 @@ struct TrainRates {
   double mfu = std::numeric_limits<double>::quiet_NaN();  // NaN: not known (CPU, or no FLOP count)
 };
 
-// The mean loss since the last "train" line.
+// The mean loss and dense gradient norm since the last "train" line, and the steps skipped as
+// non-finite (TrainerArgs.nonfinite = "skip_step") since then.
 class RunningLoss {
  public:
-  void add(double loss) {
+  void add(double loss, double grad_norm = 0) {
     sum_ += loss;
+    grad_norm_sum_ += grad_norm;
+    grad_norm_max_ = std::max(grad_norm_max_, grad_norm);
     ++count_;
   }
-  // Appends {"event": "train", step, epoch, loss (the mean), tokens_per_s, lr[, mfu]} to `log`
-  // and the same values as the scalars train/<name> to `tb` (when given); starts over.
+  void add_skipped() { ++skipped_; }
+  // Appends {"event": "train", step, epoch, loss (the mean), grad_norm (the mean), grad_norm_max,
+  // tokens_per_s, lr[, mfu][, skipped_steps]} to `log` and the same values as the scalars
+  // train/<name> to `tb` (when given); starts over.
   void write_train_line(MetricsLog& log, TensorBoardWriter* tb, int64_t step, int64_t epoch,
                         const TrainRates& rates);
 
  private:
-  double sum_ = 0;
-  int64_t count_ = 0;
+  double sum_ = 0, grad_norm_sum_ = 0, grad_norm_max_ = 0;
+  int64_t count_ = 0, skipped_ = 0;
 };
 
 // An evaluation's metrics as the TensorBoard scalars validation/<metric> and test/<metric> (the
@@ -76,5 +83,26 @@ void write_eval_scalars(TensorBoardWriter& tb, const EvalRecord& rec);
 
 // The evaluation history for trainer_state.json: [{epoch, step, [validation,] test}, ...].
 Json evals_to_json(const std::vector<EvalRecord>& evals, bool with_validation);
+
+// A checkpoint's trainer_state.json as the resume reads it (docs/CHECKPOINTS.md). Optional
+// fields of older checkpoints take the values noted.
+struct TrainerState {
+  std::string task = "retrieval";  // absent in retrieval checkpoints older than the shared loop
+  int64_t step = 0, epoch = 0, batch_index = 0;  // steps done; the batcher's position
+  int64_t seed = -1;                             // TrainerArgs.seed (-1: not stored)
+  int64_t world_size = 1;                        // ranks of the run that saved it (absent: 1)
+  double best_validation = -1;                   // the best validation NDCG@10 so far (-1: none)
+  int64_t selected_epoch = -1;                   // the selected epoch (-1: none yet)
+  NamedValues selected_test;                     // its test metrics (empty: none yet)
+  std::vector<EvalRecord> evals;                 // the evaluation history
+  bool has_validation = false;                   // whether any evaluation has a validation split
+  std::string config;            // the effective config in gin syntax ("" : not stored)
+  std::string data_fingerprint;  // the training data's fingerprint ("" : not stored)
+};
+
+// Reads and validates every field of a trainer_state.json (`where` names the file in errors):
+// each error names the field and what was wrong with it (type or range), e.g.
+// "trainer_state.json: field \"evals[2].step\" is 40, beyond the checkpoint's step 30".
+TrainerState parse_trainer_state(const Json& st, const std::string& where);
 
 }  // namespace hstu

@@ -28,7 +28,9 @@
 #include "ops/gemm.h"
 #include "train/checkpoint.h"
 #include "train/eval_report.h"
+#include "train/health.h"
 #include "train/lr_schedule.h"
+#include "train/resume_check.h"
 #include "train/runtime.h"
 #include "train/task.h"
 #include "train/train_loop.h"
@@ -64,6 +66,11 @@ class Loop {
   }
   void load();
   Json trainer_state() const;
+  // The training data's fingerprint, computed once (a pass over the data).
+  const std::string& data_fingerprint() const {
+    if (fingerprint_.empty()) fingerprint_ = task_.data_fingerprint();
+    return fingerprint_;
+  }
   void save() {
     const nvtx::Range range("checkpoint");
     // Rank 0 writes the replicated state; with sharded tables every rank writes its shards.
@@ -75,6 +82,7 @@ class Loop {
     saved_step_ = step_;
   }
   void evaluate(int64_t epoch);
+  void nonfinite(const StepLoss& l, RunningLoss& running);
   void cut_log_at_checkpoint();
   int64_t timed_step(const SequenceBatch& batch, double lr);
   void write_summary_record();
@@ -98,6 +106,7 @@ class Loop {
   // and evaluations, and each profiled step's phases on the device's own clock (phase_timer.h).
   ChromeTrace trace_{false};
   std::unique_ptr<PhaseTimer> phases_;
+  mutable std::string fingerprint_;
 };
 
 // Weights only (TrainerArgs.ckpt_load_dir, fresh optimiser) or everything (--resume).
@@ -109,24 +118,22 @@ void Loop::load() {
     say("initialised weights from " + ta_.ckpt_load_dir + "\n");
   }
   if (opts_.resume_dir.empty()) return;
-  const Json st = load_checkpoint(ckpt, opts_.resume_dir, true);
-  // Retrieval checkpoints written before the loop was shared have no "task" (and ranking ones no
-  // selection state).
-  const std::string saved = st.contains("task") ? json::string_at(st, "task") : "retrieval";
-  HSTU_CHECK(saved == task_.name(), opts_.resume_dir, ": a ", saved, " checkpoint cannot resume a ",
-             task_.name(), " run");
-  step_ = json::int_at(st, "step");
-  task_.batcher().set_position(json::int_at(st, "epoch"), json::int_at(st, "batch_index"));
-  if (st.contains("best_validation")) best_val_ = json::double_at(st, "best_validation");
-  if (st.contains("selected_epoch")) summary_.selected_epoch = json::int_at(st, "selected_epoch");
-  if (st.contains("selected_test"))
-    summary_.selected_test = metrics_from_json(json::at(st, "selected_test"));
-  for (const Json& e : json::array_at(st, "evals"))
-    summary_.evals.push_back(
-        {json::int_at(e, "epoch"), json::int_at(e, "step"),
-         e.contains("validation") ? metrics_from_json(json::at(e, "validation")) : NamedValues{},
-         metrics_from_json(json::at(e, "test"))});
-  for (const EvalRecord& e : summary_.evals) has_validation_ |= !e.validation.empty();
+  const std::string where = opts_.resume_dir + " (trainer_state.json)";
+  const TrainerState st = parse_trainer_state(load_checkpoint(ckpt, opts_.resume_dir, true), where);
+  HSTU_CHECK(st.task == task_.name(), opts_.resume_dir, ": a ", st.task,
+             " checkpoint cannot resume a ", task_.name(), " run");
+  // Every rank compares the same values (the config, the data, the world size), so every rank
+  // takes the same decision.
+  check_resume_differences(
+      resume_differences(st, cfg_, task_.comm().size(), data_fingerprint(), where),
+      opts_.allow_config_change, opts_.resume_dir, quiet_ ? nullptr : &std::cerr);
+  step_ = st.step;
+  task_.batcher().set_position(st.epoch, st.batch_index);
+  best_val_ = st.best_validation;
+  summary_.selected_epoch = st.selected_epoch;
+  summary_.selected_test = st.selected_test;
+  summary_.evals = st.evals;
+  has_validation_ = st.has_validation;
   if (!summary_.evals.empty()) {
     summary_.final_test = summary_.evals.back().test;
     if (summary_.selected_test.empty()) summary_.selected_test = summary_.final_test;
@@ -143,6 +150,8 @@ Json Loop::trainer_state() const {
   st["epoch"] = b.epoch();
   st["batch_index"] = b.batch_index();
   st["seed"] = ta_.seed;
+  st["world_size"] = task_.comm().size();
+  st["data_fingerprint"] = data_fingerprint();
   st["best_validation"] = best_val_;
   st["selected_epoch"] = summary_.selected_epoch;
   st["selected_test"] = metrics_to_json(summary_.selected_test);
@@ -201,6 +210,7 @@ void Loop::write_summary_record() {
   s["final_test"] = metrics_to_json(summary_.final_test);
   s[task_.baseline_label()] = metrics_to_json(summary_.baseline);
   s["checkpoint"] = saved_dir_;
+  s["skipped_steps"] = summary_.skipped_steps;
   if (const DataParallel* dp = task_.data_parallel()) {
     s["ranks"] = task_.comm().size();
     s["rank_work_max_over_mean"] = dp->mean_imbalance();
@@ -228,6 +238,34 @@ int64_t Loop::timed_step(const SequenceBatch& batch, double lr) {
   for (const PhaseTimer::Segment& s : phases_->last_step())
     trace_.record_on(track, s.name, begin_us + 1e3 * s.start_ms, 1e3 * s.dur_ms);
   return tokens;
+}
+
+// A step whose loss or gradient norm is not finite (every rank sees the same all-reduced values,
+// so every rank takes the same decision here, and nothing here is collective). "error": stop,
+// naming the first parameter group holding non-finite values after the step's update (a slow
+// host scan, only now); "skip_step": the optimisers already applied nothing for that step on the
+// device (step.h optimizer_step), so it is only reported.
+void Loop::nonfinite(const StepLoss& l, RunningLoss& running) {
+  const double norm = std::sqrt(l.grad_sumsq);
+  if (ta_.nonfinite == "error") {
+    (void)task_.drain(true);  // every queued step done before the scan
+    const std::string group = first_nonfinite_tensor(task_.checkpoint_tensors(), true);
+    const std::string last = !saved_dir_.empty() ? saved_dir_ : opts_.resume_dir;
+    HSTU_THROW(nonfinite_error_message(l, group, ckpt_dir_, last));
+  }
+  ++summary_.skipped_steps;
+  running.add_skipped();
+  if (!root_) return;
+  Json r = Json::object();
+  r["event"] = "skipped_step";
+  r["step"] = l.step + 1;
+  r["loss"] = l.loss;
+  r["grad_norm"] = norm;
+  log_->write(r);
+  if (!quiet_)
+    std::cerr << "\nwarning: step " << l.step + 1 << " skipped: loss " << l.loss
+              << ", dense gradient norm " << norm
+              << " (TrainerArgs.nonfinite = \"skip_step\": no update was applied)\n";
 }
 
 // A resumed run's metrics.jsonl keeps what was logged up to the checkpoint's step (a run killed
@@ -278,12 +316,15 @@ TrainSummary Loop::run() {
     dist::heartbeat(step_);  // the watchdog of a multi-rank job: this rank is alive
     tokens_done += batch_tokens;
     const StepEvents due = step_events(ta_, step_, total_steps, epoch, batcher.batch_index() == 0);
-    // The newest step's loss may still be in flight on CUDA; it is waited for only where the
-    // numbers are reported (log lines, epoch ends, evaluations).
-    for (const StepLoss& l : task_.drain(due.log || due.epoch_done || due.eval)) {
-      HSTU_CHECK(std::isfinite(l.loss), "the training loss is not finite at step ", l.step + 1,
-                 " (", l.loss, "); lower OptimizerArgs.learning_rate or check the data");
-      running.add(l.loss);
+    // The newest step's loss and gradient norm may still be in flight on CUDA; they are waited
+    // for only where the numbers are reported (log lines, epoch ends, evaluations) and before a
+    // checkpoint, so no save holds a step whose health was not checked.
+    for (const StepLoss& l : task_.drain(due.log || due.epoch_done || due.eval || due.checkpoint)) {
+      if (!step_is_finite(l)) {
+        nonfinite(l, running);
+        continue;
+      }
+      running.add(l.loss, std::sqrt(l.grad_sumsq));
       summary_.last_loss = l.loss;
     }
     progress.update(batcher.batch_index(), batch_tokens, summary_.last_loss);

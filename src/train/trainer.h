@@ -21,6 +21,9 @@ struct TrainOptions {
   std::string resume_dir;   // checkpoint folder to continue from ("" = fresh run)
   std::string config_text;  // the effective config in gin syntax (saved into the run)
   bool quiet = false;       // no progress bar / tables (tests)
+  // --allow-config-change: resume although settings that alter the trajectory differ from the
+  // checkpoint's (each difference is printed); resume_check.h.
+  bool allow_config_change = false;
   // The job's ranks (dist/comm.h) for data-parallel training; null = this process alone.
   dist::Comm* comm = nullptr;
 };
@@ -40,6 +43,7 @@ struct TrainSummary {
   int64_t steps = 0;
   double train_seconds = 0, tokens_per_second = 0;
   double last_loss = 0;
+  int64_t skipped_steps = 0;  // steps not applied as non-finite (TrainerArgs.nonfinite)
 };
 
 // Trains `cfg` (its task: cfg.task) to completion (or max_train_iters) and returns the summary;

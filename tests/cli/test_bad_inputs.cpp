@@ -412,6 +412,49 @@ std::vector<Case> cases() {
       "model.safetensors: tensor \"position_embedding\" is F32[32,16], expected f32[32,32]",
       "train {d}/tiny.gin --quiet --run-dir {d}/run --resume {d}/run --set "
       "NetworkArgs.hidden_size=32");
+  ckpt(
+      "resume with another seed and batch", [](const std::string&) {},
+      "TrainerArgs.seed: checkpoint 1234, now 5",
+      "train {d}/tiny.gin --quiet --run-dir {d}/run --resume {d}/run --set TrainerArgs.seed=5 "
+      "--set TrainerArgs.train_batch_size=16 --set TrainerArgs.max_train_iters=4");
+  ckpt(
+      "resume with another batch names the global batch", [](const std::string&) {},
+      "global batch (TrainerArgs.train_batch_size x world size): checkpoint 32 x 1 = 32, now 16",
+      "train {d}/tiny.gin --quiet --run-dir {d}/run --resume {d}/run "
+      "--set TrainerArgs.train_batch_size=16 --set TrainerArgs.max_train_iters=4");
+  ckpt(
+      "damaged trainer_state field (pre-manifest)",
+      [](const std::string& s) {
+        fs::remove(s + "/manifest.json");
+        std::ifstream in(s + "/trainer_state.json");
+        std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        const size_t at = text.find("\"batch_index\": ");
+        text.replace(at, std::string("\"batch_index\": ").size(),
+                     "\"batch_index\": \"x\", \"was\": ");
+        std::ofstream(s + "/trainer_state.json") << text;
+      },
+      "field \"batch_index\" must be an integer",
+      "train {d}/tiny.gin --quiet --run-dir {d}/run --resume {d}/run/checkpoints/step-000000002 "
+      "--set TrainerArgs.max_train_iters=4");
+  ckpt(
+      "eval of a checkpoint with NaN weights (pre-manifest)",
+      [](const std::string& s) {
+        fs::remove(s + "/manifest.json");
+        const auto size = fs::file_size(s + "/model.safetensors");
+        std::fstream f(s + "/model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+        f.seekp(static_cast<std::streamoff>(size - 4));
+        f.write("\xff\xff\xff\xff", 4);  // the last tensor's last f32: a NaN
+      },
+      "holds non-finite values", "eval {d}/run --checkpoint {d}/run/checkpoints/step-000000002");
+  // ---- numerical health and memory ----
+  c.push_back(config_case("absurd learning rate", "OptimizerArgs.learning_rate = 1e30\n",
+                          "the training loss is"));
+  c.push_back(config_case("absurd learning rate names the parameter group",
+                          "OptimizerArgs.learning_rate = 1e30\n", "First parameter group"));
+  c.push_back(config_case("oversized memory plan",
+                          "TrainerArgs.train_batch_size = 400000\n"
+                          "DatasetArgs.max_history_seqlen = 4000\n",
+                          "TrainerArgs.train_batch_size = 400000"));
   // ---- file system ----
   c.push_back({"run dir is a file",
                {{"c.gin", kTiny}, {"runfile", "x"}},

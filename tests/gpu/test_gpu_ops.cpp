@@ -665,6 +665,26 @@ void run_dense_opt(const Case& c) {
   cuda::dense_optimizer_step(g, spec, pd, gd, md, vd);
   check(pd, p, kBwd, c, "params after a clipped step");
   if (spec.kind != DenseOptimizerSpec::kSgd) check(md, m, kBwd, c, "m after a clipped step");
+
+  // A guarded step (TrainerArgs.nonfinite = "skip_step"): a NaN among the guard's values on the
+  // device applies nothing; finite values apply the step as before.
+  spec.step = 5;
+  Tensor guard_h = alloc(DType::kF64, {2});
+  guard_h.as<double>()[0] = 1.0;
+  guard_h.as<double>()[1] = std::numeric_limits<double>::quiet_NaN();
+  spec.skip_if_nonfinite = guard_h;
+  const Tensor p_before = copy_host(p);
+  cpu::dense_optimizer_step(h, spec, p, g0, m, v);
+  EXPECT_EQ(max_abs_diff(p, p_before), 0.0) << c.name << ": a skipped CPU step moved the weights";
+  spec.skip_if_nonfinite = dev(guard_h, DType::kF64);
+  cuda::dense_optimizer_step(g, spec, pd, gd, md, vd);
+  check(pd, p, kBwd, c, "params after a skipped step");
+  guard_h.as<double>()[1] = 2.0;
+  spec.skip_if_nonfinite = guard_h;
+  cpu::dense_optimizer_step(h, spec, p, g0, m, v);
+  spec.skip_if_nonfinite = dev(guard_h, DType::kF64);
+  cuda::dense_optimizer_step(g, spec, pd, gd, md, vd);
+  check(pd, p, kBwd, c, "params after a guarded finite step");
 }
 
 void run_cast(const Case& c) {

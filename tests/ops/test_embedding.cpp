@@ -15,6 +15,7 @@
 //    f64; they touch only the listed rows (others keep table, state and gradient even when that
 //    gradient is non-zero) and zero the listed rows' gradients;
 //  - ids out of range, and rows that are unsorted, repeated or out of range, raise hstu::Error.
+#include <array>
 #include <cmath>
 #include <set>
 
@@ -255,6 +256,52 @@ TEST(SparseOptimizerCpu, RejectsBadArguments) {
   set(bad_ids, 1, int32_t(v));
   const Tensor out = alloc(DType::kF32, {2, d});
   EXPECT_THROW(embedding_fwd(ctx, table, bad_ids, 1.0f, Tensor(), Tensor(), out), Error);
+}
+
+// The skip_if_nonfinite guard: a NaN / Inf guard value leaves weights and state unchanged but
+// still zeroes the listed rows' gradients; a finite one gives the unguarded update exactly.
+TEST(SparseOptimizerCpu, NonfiniteGuardSkipsUpdateButClearsGradients) {
+  ArenaScope scope;
+  Ctx ctx = cpu_ctx();
+  const int64_t v = 12, d = 5;
+  for (auto kind : {SparseOptimizerSpec::kAdam, SparseOptimizerSpec::kRowWiseAdagrad,
+                    SparseOptimizerSpec::kSgd}) {
+    SCOPED_TRACE(testing::Message() << "kind " << kind);
+    const bool ada = kind == SparseOptimizerSpec::kRowWiseAdagrad;
+    const Tensor w0 = alloc(DType::kF32, {v, d}), g0 = alloc(DType::kF32, {v, d});
+    const Tensor m0 = ada ? alloc(DType::kF32, {v}) : alloc(DType::kF32, {v, d});
+    const Tensor v0 = alloc(DType::kF32, {v, d});
+    fill_uniform(w0, -1, 1);
+    fill_uniform(g0, -1, 1);
+    fill_uniform(m0, 0, 1);
+    fill_uniform(v0, 0, 1);
+    const Tensor rows = alloc(DType::kI32, {3}), count = alloc(DType::kI32, {1});
+    set(rows, 0, int32_t(1));
+    set(rows, 1, int32_t(4));
+    set(rows, 2, int32_t(9));
+    *count.as<int32_t>() = 3;
+    const Tensor guard = alloc(DType::kF64, {2});
+    const auto run = [&](double bad, bool guarded) {
+      const Tensor w = clone(w0), g = clone(g0), m = clone(m0), vv = clone(v0);
+      guard.as<double>()[0] = 1.0;
+      guard.as<double>()[1] = bad;
+      SparseOptimizerSpec spec;
+      spec.kind = kind;
+      if (guarded) spec.skip_if_nonfinite = guard;
+      sparse_optimizer_step(ctx, spec, w, g, rows, count, m,
+                            kind == SparseOptimizerSpec::kAdam ? vv : Tensor());
+      return std::array<Tensor, 4>{w, g, m, vv};
+    };
+    const auto plain = run(0, false), finite = run(2.0, true);
+    for (int k = 0; k < 4; ++k) EXPECT_EQ(max_abs_diff(plain[k], finite[k]), 0.0) << k;
+    EXPECT_GT(max_abs_diff(plain[0], w0), 0.0);
+    const auto skipped = run(std::nan(""), true);
+    EXPECT_EQ(max_abs_diff(skipped[0], w0), 0.0) << "weights";
+    EXPECT_EQ(max_abs_diff(skipped[2], m0), 0.0) << "state";
+    EXPECT_EQ(max_abs_diff(skipped[3], v0), 0.0) << "state v";
+    EXPECT_EQ(max_abs_diff(skipped[1], plain[1]), 0.0) << "gradients cleared as usual";
+    for (int64_t c = 0; c < d; ++c) EXPECT_EQ(get(skipped[1], 4 * d + c), 0.0);
+  }
 }
 
 }  // namespace

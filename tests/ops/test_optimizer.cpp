@@ -8,7 +8,10 @@
 //    bit-identical with 1 and 2 threads;
 //  - clipping from a squared norm (clip_norm + grad_sumsq, as the step applies it on the device)
 //    equals scaling by clip / norm when the norm exceeds clip, and leaves gradients alone below;
+//  - the skip_if_nonfinite guard: with finite guard values the update equals the unguarded one
+//    bit for bit; with a NaN or Inf among them nothing is written (params, m, v unchanged);
 //  - mismatched buffers and a 0 Adam step raise hstu::Error.
+#include <array>
 #include <cmath>
 
 #include "common/harness.h"
@@ -132,6 +135,47 @@ TEST(DenseOptimizerCpu, RejectsBadArguments) {
   s.step = 0;
   EXPECT_THROW(dense_optimizer_step(ctx, s, p, g, g, g), Error);
   EXPECT_THROW(sum_squares(ctx, alloc(DType::kF32, {4, 6}).cols(0, 3)), Error);
+}
+
+TEST(DenseOptimizerCpu, NonfiniteGuardSkipsTheWholeUpdate) {
+  ArenaScope scope;
+  Ctx ctx = cpu_ctx();
+  const int64_t n = 1037;
+  for (auto kind :
+       {DenseOptimizerSpec::kAdam, DenseOptimizerSpec::kAdamW, DenseOptimizerSpec::kSgd}) {
+    SCOPED_TRACE(testing::Message() << "kind " << kind);
+    DenseOptimizerSpec s;
+    s.kind = kind;
+    s.weight_decay = 0.1f;
+    const Tensor g = alloc(DType::kF32, {n});
+    fill_uniform(g, -1, 1);
+    const Tensor p0 = alloc(DType::kF32, {n}), m0 = alloc(DType::kF32, {n}),
+                 v0 = alloc(DType::kF32, {n});
+    fill_uniform(p0, -1, 1);
+    fill_uniform(m0, -1, 1);
+    fill_uniform(v0, 0, 1);
+    const Tensor guard = alloc(DType::kF64, {2});
+    const auto run = [&](double a, double b, bool guarded) {
+      const Tensor p = clone(p0), m = clone(m0), v = clone(v0);
+      guard.as<double>()[0] = a;
+      guard.as<double>()[1] = b;
+      DenseOptimizerSpec t = s;
+      if (guarded) t.skip_if_nonfinite = guard;
+      dense_optimizer_step(ctx, t, p, g, m, v);
+      return std::array<Tensor, 3>{p, m, v};
+    };
+    const auto plain = run(0, 0, false), finite = run(3.5, -2.0, true);
+    for (int k = 0; k < 3; ++k) EXPECT_EQ(max_abs_diff(plain[k], finite[k]), 0.0) << k;
+    EXPECT_GT(max_abs_diff(plain[0], p0), 0.0);  // the update does move the weights
+    for (double bad : {std::nan(""), double(INFINITY), -double(INFINITY)}) {
+      const auto skipped = run(1.0, bad, true), skipped0 = run(bad, 1.0, true);
+      const Tensor before[] = {p0, m0, v0};
+      for (int k = 0; k < 3; ++k) {
+        EXPECT_EQ(max_abs_diff(skipped[k], before[k]), 0.0) << k << " " << bad;
+        EXPECT_EQ(max_abs_diff(skipped0[k], before[k]), 0.0) << k << " " << bad;
+      }
+    }
+  }
 }
 
 }  // namespace

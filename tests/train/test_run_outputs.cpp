@@ -1,8 +1,8 @@
 // test_run_outputs.cpp — what a run leaves to look at, read back by the tools users open it with:
 //   - TensorBoard: TensorBoard's own EventAccumulator (tests/io/read_tensorboard.py) reads the
 //     run folder's event files and finds exactly the scalars of metrics.jsonl — train/loss,
-//     train/lr, train/tokens_per_s at every "train" line and test/<metric> at every evaluation,
-//     with the same steps and values (as float32);
+//     train/grad_norm, train/lr, train/tokens_per_s at every "train" line and test/<metric> at
+//     every evaluation, with the same steps and values (as float32);
 //   - the timeline (TrainerArgs.profile): trace.json holds the profiled steps, the evaluations
 //     and each profiled step's phases on their own track;
 //   - metrics.jsonl after a resume from an older save: every step logged once, the same records
@@ -65,7 +65,7 @@ TEST(RunOutputs, TensorBoardShowsWhatMetricsJsonlHolds) {
     const int64_t step = r.contains("step") ? json::int_at(r, "step") : -1;
     if (r["event"] == "train") {
       ++train_lines;
-      for (const char* k : {"loss", "lr", "tokens_per_s"})
+      for (const char* k : {"loss", "grad_norm", "lr", "tokens_per_s"})
         expected[std::string("train/") + k].push_back({step, json::double_at(r, k)});
     } else if (r["event"] == "eval") {
       ++evals;

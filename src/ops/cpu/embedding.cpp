@@ -7,10 +7,12 @@
 // depend on the thread count. Ids are range-checked before any parallel region.
 #include "ops/cpu/embedding.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "ops/cpu/common.h"
+#include "ops/optimizer.h"
 
 namespace hstu::cpu {
 namespace {
@@ -162,8 +164,18 @@ void sparse_optimizer_step(Ctx& ctx, const SparseOptimizerSpec& spec, const Tens
     check_shape(m, {nrows}, "row-wise Adagrad state (m)");
     detail::check_dtype(m, table.dtype, "row-wise Adagrad state (m)");
   }
+  const Tensor& guard = spec.skip_if_nonfinite;
+  if (!guard.empty()) {
+    detail::check_cpu(guard, "sparse optimizer skip_if_nonfinite");
+    detail::check_dtype(guard, DType::kF64, "sparse optimizer skip_if_nonfinite");
+  }
+  const bool skip = !guard.empty() && !all_finite(guard.as<double>(), guard.numel());
   detail::dispatch_float(table, "sparse_optimizer_step", [&]<typename T>(T) {
     const Rows<T> w = rows_of<T>(table), g = rows_of<T>(grad);
+    if (skip) {  // a non-finite step: no update, the gradient rows are cleared all the same
+      for (int64_t i = 0; i < n; ++i) std::fill(g[rv[i]], g[rv[i]] + d, T(0));
+      return;
+    }
     const double lr = spec.lr, b1 = spec.beta1, b2 = spec.beta2, eps = spec.eps;
     const double bc1 = 1.0 - std::pow(b1, static_cast<double>(spec.step));
     const double bc2 = 1.0 - std::pow(b2, static_cast<double>(spec.step));

@@ -20,9 +20,15 @@ void check_flat(const Tensor& t, const Tensor& like, const char* what) {
              ", expected a contiguous buffer of ", like.numel(), " elements like ", like.str());
 }
 
+// Whether the guard (empty: none) holds a non-finite value.
+bool skipped(const Tensor& guard) {
+  return !guard.empty() && !all_finite(guard.as<double>(), guard.numel());
+}
+
 template <typename T>
 void dense_step(Ctx& ctx, const DenseOptimizerSpec& spec, const Tensor& params, const Tensor& grads,
                 const Tensor& m, const Tensor& v) {
+  if (skipped(spec.skip_if_nonfinite)) return;  // a non-finite step: nothing is applied
   const int64_t n = params.numel();
   T* p = params.as<T>();
   const T* g = grads.as<T>();
@@ -70,6 +76,10 @@ void dense_optimizer_step(Ctx& ctx, const DenseOptimizerSpec& spec, const Tensor
   if (spec.clip_norm > 0) {
     detail::check_cpu(spec.grad_sumsq, "dense optimizer grad_sumsq");
     detail::check_dtype(spec.grad_sumsq, DType::kF64, "dense optimizer grad_sumsq");
+  }
+  if (!spec.skip_if_nonfinite.empty()) {
+    detail::check_cpu(spec.skip_if_nonfinite, "dense optimizer skip_if_nonfinite");
+    detail::check_dtype(spec.skip_if_nonfinite, DType::kF64, "dense optimizer skip_if_nonfinite");
   }
   if (spec.kind != DenseOptimizerSpec::kSgd) {
     HSTU_CHECK(spec.step >= 1, "dense Adam: step is 1-based, got ", spec.step);

@@ -16,6 +16,7 @@
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/embedding.h"
 #include "ops/cuda/sorted_scatter.cuh"
+#include "ops/optimizer.h"
 
 namespace hstu::cuda {
 namespace {
@@ -97,7 +98,9 @@ struct SparseOptArgs {
   const int32_t* count;  // device: number of listed rows
   int64_t d;
   float lr, beta1, beta2, eps;
-  float bc1, bc2;  // 1 - beta^step
+  float bc1, bc2;       // 1 - beta^step
+  const double* guard;  // skip_if_nonfinite: [guard_n] values (nullptr: no guard)
+  int64_t guard_n;
 };
 
 // Updates row r of the table (and its optimiser state) and zeroes its gradient; one warp.
@@ -139,14 +142,22 @@ __device__ void sparse_opt_row(const SparseOptArgs& a, int64_t r, int lane) {
 
 // One warp per listed row (grid-stride over the device-side count): update, then zero the row's
 // gradient.
+// A guarded step whose guard is not finite only zeroes the listed rows' gradients.
 template <SparseOptimizerSpec::Kind K>
 __global__ void sparse_opt_kernel(SparseOptArgs a) {
   const int lane = threadIdx.x % 32;
   const int64_t n = *a.count;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
+  const bool skip = a.guard && !all_finite(a.guard, a.guard_n);
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + threadIdx.x / 32; i < n;
-       i += warps)
-    sparse_opt_row<K>(a, a.rows[i], lane);
+       i += warps) {
+    if (!skip) {
+      sparse_opt_row<K>(a, a.rows[i], lane);
+      continue;
+    }
+    float* g = a.grad + a.rows[i] * a.ld;
+    for (int64_t c = lane; c < a.d; c += 32) g[c] = 0.0f;
+  }
 }
 
 void check_ids(const Tensor& ids, int64_t t, const char* what) {
@@ -326,6 +337,14 @@ void sparse_optimizer_step(Ctx& ctx, const SparseOptimizerSpec& spec, const Tens
   a.table = table.as<float>(), a.grad = grad.as<float>(), a.ld = table.row_stride;
   a.rows = rows.as<int32_t>(), a.count = count.as<int32_t>(), a.d = d;
   a.lr = spec.lr, a.beta1 = spec.beta1, a.beta2 = spec.beta2, a.eps = spec.eps;
+  if (!spec.skip_if_nonfinite.empty()) {
+    check_cuda_tensor(spec.skip_if_nonfinite, "sparse optimizer skip_if_nonfinite");
+    HSTU_CHECK(spec.skip_if_nonfinite.dtype == DType::kF64 && spec.skip_if_nonfinite.contiguous(),
+               "sparse optimizer skip_if_nonfinite must be contiguous f64, got ",
+               spec.skip_if_nonfinite.str());
+    a.guard = spec.skip_if_nonfinite.as<double>();
+    a.guard_n = spec.skip_if_nonfinite.numel();
+  }
   if (spec.kind == SparseOptimizerSpec::kAdam) {
     HSTU_CHECK(spec.step >= 1, "sparse Adam: step is 1-based, got ", spec.step);
     check_f32_table(m, d, "sparse Adam m");

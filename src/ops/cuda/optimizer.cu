@@ -23,6 +23,8 @@ struct DenseArgs {
   float bc1, bc2;       // 1 - beta^step
   const double* sumsq;  // clipping: the squared gradient norm (nullptr: no clipping)
   double clip;
+  const double* guard;  // skip_if_nonfinite: [guard_n] values (nullptr: no guard)
+  int64_t guard_n;
 };
 
 template <DenseOptimizerSpec::Kind K>
@@ -30,6 +32,7 @@ struct DenseStepOp {
   DenseArgs a;
   template <int V>
   __device__ void apply(int64_t, int64_t c) const {
+    if (a.guard && !all_finite(a.guard, a.guard_n)) return;  // a skipped (non-finite) step
     float p[V], g[V];
     load_vec_rw<V>(a.p + c, p);
     load_vec<V>(a.g + c, g);
@@ -119,6 +122,14 @@ void dense_optimizer_step(Ctx& ctx, const DenseOptimizerSpec& spec, const Tensor
                "dense optimizer grad_sumsq must be f64 [1], got ", spec.grad_sumsq.str());
     a.sumsq = spec.grad_sumsq.as<double>();
     a.clip = spec.clip_norm;
+  }
+  if (!spec.skip_if_nonfinite.empty()) {
+    check_cuda_tensor(spec.skip_if_nonfinite, "dense optimizer skip_if_nonfinite");
+    HSTU_CHECK(spec.skip_if_nonfinite.dtype == DType::kF64 && spec.skip_if_nonfinite.contiguous(),
+               "dense optimizer skip_if_nonfinite must be contiguous f64, got ",
+               spec.skip_if_nonfinite.str());
+    a.guard = spec.skip_if_nonfinite.as<double>();
+    a.guard_n = spec.skip_if_nonfinite.numel();
   }
   if (spec.kind != DenseOptimizerSpec::kSgd) {
     HSTU_CHECK(spec.step >= 1, "dense Adam: step is 1-based, got ", spec.step);
