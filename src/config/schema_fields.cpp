@@ -144,7 +144,9 @@ std::vector<FieldSpec> trainer_fields() {
       str(HSTU_FIELD(TrainerArgs, trainer, model_parallel_tables), {"item", "action", "contextual"},
           "data-parallel runs: embedding tables sharded row-wise over the ranks (recsys-examples' "
           "sharding_type = model_parallel); the others are replicated (data_parallel) and their "
-          "gradients join the dense all-reduce. No effect on one rank"),
+          "gradients join the dense all-reduce. Applies in data-parallel jobs (started by a "
+          "launcher: "
+          "hstu launch, torchrun, mpirun, srun); `hstu` started alone keeps every table whole"),
       str(HSTU_FIELD(TrainerArgs, trainer, shard_owner), {"modulo", "hash"},
           "the rank that owns id k of a sharded table: modulo = k mod W (recsys-examples' "
           "roundrobin), hash = murmur3_fmix64(k) mod W (its hash_roundrobin)"),
