@@ -657,11 +657,15 @@ void run_dense_opt(const Case& c) {
   // A second step clipped to 0.3 of the gradient norm, the norm read on the device.
   spec.step = 4;
   spec.clip_norm = 0.3 * std::sqrt(want);
-  spec.grad_sumsq = alloc(DType::kF64, {1});
-  cpu::sum_squares_into(h, g0, spec.grad_sumsq);
+  const Tensor sumsq_h = alloc(DType::kF64, {1}), sumsq_d = gpu::device_alloc(DType::kF64, {1});
+  cpu::sum_squares_into(h, g0, sumsq_h);
+  cuda::sum_squares_into(g, gd, sumsq_d);
+  // Each backend reads the norm from its own memory.
+  const auto on_cpu = [&] { spec.grad_sumsq = sumsq_h; };
+  const auto on_gpu = [&] { spec.grad_sumsq = sumsq_d; };
+  on_cpu();
   cpu::dense_optimizer_step(h, spec, p, g0, m, v);
-  spec.grad_sumsq = gpu::device_alloc(DType::kF64, {1});
-  cuda::sum_squares_into(g, gd, spec.grad_sumsq);
+  on_gpu();
   cuda::dense_optimizer_step(g, spec, pd, gd, md, vd);
   check(pd, p, kBwd, c, "params after a clipped step");
   if (spec.kind != DenseOptimizerSpec::kSgd) check(md, m, kBwd, c, "m after a clipped step");
@@ -674,15 +678,19 @@ void run_dense_opt(const Case& c) {
   guard_h.as<double>()[1] = std::numeric_limits<double>::quiet_NaN();
   spec.skip_if_nonfinite = guard_h;
   const Tensor p_before = copy_host(p);
+  on_cpu();
   cpu::dense_optimizer_step(h, spec, p, g0, m, v);
   EXPECT_EQ(max_abs_diff(p, p_before), 0.0) << c.name << ": a skipped CPU step moved the weights";
   spec.skip_if_nonfinite = dev(guard_h, DType::kF64);
+  on_gpu();
   cuda::dense_optimizer_step(g, spec, pd, gd, md, vd);
   check(pd, p, kBwd, c, "params after a skipped step");
   guard_h.as<double>()[1] = 2.0;
   spec.skip_if_nonfinite = guard_h;
+  on_cpu();
   cpu::dense_optimizer_step(h, spec, p, g0, m, v);
   spec.skip_if_nonfinite = dev(guard_h, DType::kF64);
+  on_gpu();
   cuda::dense_optimizer_step(g, spec, pd, gd, md, vd);
   check(pd, p, kBwd, c, "params after a guarded finite step");
 }
