@@ -13,6 +13,8 @@
 # SEEDS (ml-latest-small retrieval runs on the GPU, run side by side after the benchmarks, e.g.
 # "42 1 2"; needs .devdeps/data/ml-latest-small), NVTX=1 (Nsight Compute filtered by the step
 # phases' NVTX ranges: which kernels each range holds), DIST=0 (skip the 1-rank NCCL checks),
+# SANITIZE=1 (compute-sanitizer memcheck of the GPU suite and racecheck of its shared-memory
+# kernels; SANITIZE_FILTER, RACECHECK_FILTER, SANITIZE_TIMEOUT),
 # KUAIRAND=1 (the kuairand_1k_ranking.gin keys on a
 # generated 1000-user fixture, 4 GPU steps, losses printed for comparison with the CPU run).
 set -uo pipefail
@@ -200,6 +202,23 @@ if [[ "${KUAIRAND:-0}" == 1 && -x "$BUILD/hstu" ]]; then
     --run-dir runs/kr1k-gpu > "$LOG/kuairand_gpu.log" 2>&1
   losses=$(grep -o '"loss": *[0-9.e+-]*' runs/kr1k-gpu/metrics.jsonl 2>/dev/null | sed 's/.*: *//' | tr '\n' ' ')
   row "kuairand-1k 4 steps" "losses ${losses:-none} (CPU: 5.5571 5.3469 5.0548 4.6528)"
+fi
+
+# ---- compute-sanitizer (optional: SANITIZE=1) ---------------------------------------------------
+# memcheck over every GPU test case (SANITIZE_FILTER narrows it), racecheck over the kernels that
+# share memory between threads (attention, the sorted scatters, the rank counts): 0 errors wanted.
+if [[ "${SANITIZE:-0}" == 1 && -x "$BUILD/test_gpu" ]] && command -v compute-sanitizer > /dev/null; then
+  timeout "${SANITIZE_TIMEOUT:-420}" compute-sanitizer --tool memcheck --error-exitcode 3 \
+    "$BUILD/test_gpu" --gtest_filter="${SANITIZE_FILTER:-*}" > "$LOG/memcheck.log" 2>&1
+  rc=$?
+  row "memcheck" "rc $rc, $(grep -m1 'ERROR SUMMARY' "$LOG/memcheck.log" || echo 'no summary (timeout?)')"
+  [[ $rc -eq 0 ]] || status=1
+  timeout "${SANITIZE_TIMEOUT:-420}" compute-sanitizer --tool racecheck --error-exitcode 3 \
+    "$BUILD/test_gpu" --gtest_filter="${RACECHECK_FILTER:-*attention*:*retrieval_rank*:*embedding*}" \
+    > "$LOG/racecheck.log" 2>&1
+  rc=$?
+  row "racecheck" "rc $rc, $(grep -m1 'RACECHECK SUMMARY\|ERROR SUMMARY' "$LOG/racecheck.log" || echo 'no summary (timeout?)')"
+  [[ $rc -eq 0 ]] || status=1
 fi
 
 # ---- summary ---------------------------------------------------------------------------------
