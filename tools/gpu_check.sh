@@ -208,13 +208,17 @@ fi
 # memcheck over every GPU test case (SANITIZE_FILTER narrows it), racecheck over the kernels that
 # share memory between threads (attention, the sorted scatters, the rank counts): 0 errors wanted.
 if [[ "${SANITIZE:-0}" == 1 && -x "$BUILD/test_gpu" ]] && command -v compute-sanitizer > /dev/null; then
-  timeout "${SANITIZE_TIMEOUT:-420}" compute-sanitizer --tool memcheck --error-exitcode 3 \
+  # API errors are left out: NCCL's initialisation probes kernels with cudaFuncGetAttributes and
+  # handles cudaErrorNoKernelImageForDevice itself (16 such reports, all inside libnccl); hstu's
+  # own API calls are checked by HSTU_CUDA_CHECK.
+  timeout "${SANITIZE_TIMEOUT:-420}" compute-sanitizer --tool memcheck --report-api-errors no \
+    --error-exitcode 3 \
     "$BUILD/test_gpu" --gtest_filter="${SANITIZE_FILTER:-*}" > "$LOG/memcheck.log" 2>&1
   rc=$?
   row "memcheck" "rc $rc, $(grep -m1 'ERROR SUMMARY' "$LOG/memcheck.log" || echo 'no summary (timeout?)')"
   [[ $rc -eq 0 ]] || status=1
   timeout "${SANITIZE_TIMEOUT:-420}" compute-sanitizer --tool racecheck --error-exitcode 3 \
-    "$BUILD/test_gpu" --gtest_filter="${RACECHECK_FILTER:-*attention*:*retrieval_rank*:*embedding*}" \
+    "$BUILD/test_gpu" --gtest_filter="${RACECHECK_FILTER:-*Attention*:*retrieval_rank*:*embedding*:*softmax*}" \
     > "$LOG/racecheck.log" 2>&1
   rc=$?
   row "racecheck" "rc $rc, $(grep -m1 'RACECHECK SUMMARY\|ERROR SUMMARY' "$LOG/racecheck.log" || echo 'no summary (timeout?)')"
