@@ -18,6 +18,7 @@
 
 #include "common/data_test_util.h"
 #include "common/process_test_util.h"
+#include "common/tiny_gin.h"
 
 namespace hstu {
 namespace {
@@ -25,25 +26,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // A retrieval run of two steps on a tiny synthetic dataset (a fraction of a second).
-const std::string kTiny = R"(DatasetArgs.dataset_name = "synthetic"
-DatasetArgs.max_history_seqlen = 20
-SyntheticArgs.num_users = 64
-SyntheticArgs.num_items = 50
-SyntheticArgs.num_clusters = 4
-SyntheticArgs.clusters_per_user = 1
-SyntheticArgs.min_seqlen = 5
-SyntheticArgs.max_seqlen = 20
-NetworkArgs.num_layers = 1
-NetworkArgs.hidden_size = 16
-NetworkArgs.num_attention_heads = 1
-NetworkArgs.kv_channels = 16
-NetworkArgs.num_position_buckets = 32
-TrainerArgs.train_batch_size = 32
-TrainerArgs.eval_batch_size = 64
-TrainerArgs.max_train_iters = 2
-TrainerArgs.device = "cpu"
-RetrievalArgs.num_negatives = 8
-)";
+const std::string kTiny = test::tiny_retrieval_gin();
 
 const std::string kRatingsHeader = "userId,movieId,rating,timestamp\n";
 const std::string kMovies = "movieId,title,genres\n1,A (1995),Comedy\n2,B (1995),Drama\n";

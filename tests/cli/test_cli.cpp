@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "common/data_test_util.h"
+#include "common/tiny_gin.h"
 
 namespace hstu {
 namespace {
@@ -57,26 +58,7 @@ std::string read_file(const std::string& path) {
 }
 
 // A retrieval run of two steps on a tiny synthetic dataset (a fraction of a second).
-const char* kTinyGin = R"(
-DatasetArgs.dataset_name = "synthetic"
-DatasetArgs.max_history_seqlen = 20
-SyntheticArgs.num_users = 64
-SyntheticArgs.num_items = 50
-SyntheticArgs.num_clusters = 4
-SyntheticArgs.clusters_per_user = 1
-SyntheticArgs.min_seqlen = 5
-SyntheticArgs.max_seqlen = 20
-NetworkArgs.num_layers = 1
-NetworkArgs.hidden_size = 16
-NetworkArgs.num_attention_heads = 1
-NetworkArgs.kv_channels = 16
-NetworkArgs.num_position_buckets = 32
-TrainerArgs.train_batch_size = 32
-TrainerArgs.eval_batch_size = 64
-TrainerArgs.max_train_iters = 2
-TrainerArgs.device = "cpu"
-RetrievalArgs.num_negatives = 8
-)";
+const std::string kTinyGin = test::tiny_retrieval_gin();
 
 class Cli : public ::testing::Test {
  protected:

@@ -29,6 +29,7 @@
 
 #include "common/data_test_util.h"
 #include "common/process_test_util.h"
+#include "common/tiny_gin.h"
 #include "io/json.h"
 #include "io/safetensors.h"
 #include "train/checkpoint.h"
@@ -41,28 +42,8 @@ using test::TempDir;
 
 constexpr int kSteps = 5;  // one save per step
 
-const char* kGin = R"(
-DatasetArgs.dataset_name = "synthetic"
-DatasetArgs.max_history_seqlen = 20
-SyntheticArgs.num_users = 64
-SyntheticArgs.num_items = 50
-SyntheticArgs.num_clusters = 4
-SyntheticArgs.clusters_per_user = 1
-SyntheticArgs.min_seqlen = 5
-SyntheticArgs.max_seqlen = 20
-NetworkArgs.num_layers = 1
-NetworkArgs.hidden_size = 16
-NetworkArgs.num_attention_heads = 1
-NetworkArgs.kv_channels = 16
-NetworkArgs.num_position_buckets = 32
-TrainerArgs.train_batch_size = 32
-TrainerArgs.eval_batch_size = 64
-TrainerArgs.max_train_iters = 5
-TrainerArgs.ckpt_save_interval = 1
-TrainerArgs.eval_interval = 1000
-TrainerArgs.device = "cpu"
-RetrievalArgs.num_negatives = 8
-)";
+const std::string kGin = test::tiny_retrieval_gin(
+    kSteps, "TrainerArgs.ckpt_save_interval = 1\nTrainerArgs.eval_interval = 1000\n");
 
 using Tensors = std::map<std::string, std::string>;
 
