@@ -38,6 +38,12 @@ PhaseTimer::PhaseTimer(Device device, int capacity) : device_(device), capacity_
       HSTU_CUDA_CHECK(cudaEventCreate(&ev));
       e = ev;
     }
+    span_events_.resize(2 * kMaxSpans);
+    for (auto& e : span_events_) {
+      cudaEvent_t ev;
+      HSTU_CUDA_CHECK(cudaEventCreate(&ev));
+      e = ev;
+    }
   }
 #else
   HSTU_CHECK(device == Device::kCPU, "PhaseTimer: CUDA timing needs a CUDA build");
@@ -47,12 +53,15 @@ PhaseTimer::PhaseTimer(Device device, int capacity) : device_(device), capacity_
 PhaseTimer::~PhaseTimer() {
 #if defined(HSTU_WITH_CUDA)
   for (void* e : events_) cudaEventDestroy(static_cast<cudaEvent_t>(e));
+  for (void* e : span_events_) cudaEventDestroy(static_cast<cudaEvent_t>(e));
 #endif
 }
 
 void PhaseTimer::begin_step(void* stream) {
   names_.clear();
   host_ms_.clear();
+  span_names_.clear();
+  span_host_ms_.clear();
   mark("(step start)", stream);
 }
 
@@ -67,6 +76,31 @@ void PhaseTimer::mark(const char* name, void* stream) {
   (void)stream;
   if (device_ == Device::kCPU) host_ms_.push_back(now_ms());
   names_.push_back(name);
+}
+
+void PhaseTimer::span_begin(const char* name, void* stream) {
+  HSTU_CHECK(static_cast<int>(span_names_.size()) < kMaxSpans, "PhaseTimer: more than ", kMaxSpans,
+             " spans in one step");
+#if defined(HSTU_WITH_CUDA)
+  if (device_ == Device::kCUDA)
+    HSTU_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(span_events_[2 * span_names_.size()]),
+                                    static_cast<cudaStream_t>(stream)));
+#endif
+  (void)stream;
+  if (device_ == Device::kCPU) span_host_ms_.push_back(now_ms());
+  span_names_.push_back(name);
+}
+
+void PhaseTimer::span_end(void* stream) {
+  HSTU_CHECK(!span_names_.empty(), "PhaseTimer: span_end without span_begin");
+#if defined(HSTU_WITH_CUDA)
+  if (device_ == Device::kCUDA)
+    HSTU_CUDA_CHECK(
+        cudaEventRecord(static_cast<cudaEvent_t>(span_events_[2 * span_names_.size() - 1]),
+                        static_cast<cudaStream_t>(stream)));
+#endif
+  (void)stream;
+  if (device_ == Device::kCPU) span_host_ms_.push_back(now_ms());
 }
 
 void PhaseTimer::end_step(void* stream) {
@@ -93,6 +127,27 @@ void PhaseTimer::end_step(void* stream) {
     step[names_[i - 1]] += t[i] - t[i - 1];
     ++count[names_[i - 1]];
     last_.push_back({names_[i - 1], t[i - 1], t[i] - t[i - 1]});
+  }
+  last_spans_.clear();
+  for (size_t k = 0; k < span_names_.size(); ++k) {
+    double begin = 0, end = 0;
+#if defined(HSTU_WITH_CUDA)
+    if (device_ == Device::kCUDA) {
+      const auto ev = [&](size_t i) { return static_cast<cudaEvent_t>(span_events_[i]); };
+      HSTU_CUDA_CHECK(cudaEventSynchronize(ev(2 * k + 1)));
+      float b = 0, e = 0;
+      HSTU_CUDA_CHECK(cudaEventElapsedTime(&b, static_cast<cudaEvent_t>(events_[0]), ev(2 * k)));
+      HSTU_CUDA_CHECK(
+          cudaEventElapsedTime(&e, static_cast<cudaEvent_t>(events_[0]), ev(2 * k + 1)));
+      begin = b;
+      end = e;
+    }
+#endif
+    if (device_ == Device::kCPU && 2 * k + 1 < span_host_ms_.size()) {
+      begin = span_host_ms_[2 * k] - host_ms_[0];
+      end = span_host_ms_[2 * k + 1] - host_ms_[0];
+    }
+    last_spans_.push_back({span_names_[k], begin, end - begin});
   }
   for (const auto& [name, ms] : step) per_step_ms_[name].push_back(ms);
   marks_per_step_ = count;

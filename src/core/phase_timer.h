@@ -44,6 +44,14 @@ class PhaseTimer {
     double start_ms, dur_ms;
   };
   const std::vector<Segment>& last_step() const { return last_; }
+
+  // Spans on other streams (a communication stream's collectives), which overlap the step's
+  // segments instead of cutting them: span_begin / span_end bracket work enqueued on `stream`
+  // between begin_step and end_step (at most 256 per step). last_spans() gives the last step's,
+  // placed on the same clock as last_step().
+  void span_begin(const char* name, void* stream);
+  void span_end(void* stream);
+  const std::vector<Segment>& last_spans() const { return last_spans_; }
   // One row per name, largest median first: name, marks per step, median ms per step, share of
   // the summed medians; then the total.
   std::string report() const;
@@ -57,6 +65,11 @@ class PhaseTimer {
   std::map<std::string, std::vector<double>> per_step_ms_;  // name -> total of each step
   std::map<std::string, int64_t> marks_per_step_;
   std::vector<Segment> last_;
+  static constexpr int kMaxSpans = 256;
+  std::vector<void*> span_events_;    // cudaEvent_t [2 * kMaxSpans]: begin, end of each span
+  std::vector<double> span_host_ms_;  // the same on the CPU
+  std::vector<const char*> span_names_;
+  std::vector<Segment> last_spans_;
   int64_t steps_ = 0;
 };
 

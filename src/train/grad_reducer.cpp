@@ -74,10 +74,13 @@ void GradReducer::stage_done(Ctx& ctx, int stage) {
     HSTU_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream_), e, 0));
   }
 #endif
+  void* const stream = stream_ ? stream_ : ctx.stream;
   for (; next_ < order_.size() && buckets_[order_[next_]].stage <= stage; ++next_) {
     const Bucket& b = buckets_[order_[next_]];
-    comm_.all_reduce(dense_.flat_grads().rows(b.begin, b.end), dist::ReduceOp::kSum,
-                     stream_ ? stream_ : ctx.stream);
+    // A profiled step's timeline shows each bucket on the communication stream's own track.
+    if (ctx.phases) ctx.phases->span_begin("allreduce.bucket", stream);
+    comm_.all_reduce(dense_.flat_grads().rows(b.begin, b.end), dist::ReduceOp::kSum, stream);
+    if (ctx.phases) ctx.phases->span_end(stream);
   }
 }
 

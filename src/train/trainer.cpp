@@ -234,9 +234,14 @@ int64_t Loop::timed_step(const SequenceBatch& batch, double lr) {
   const int64_t tokens = task_.step(batch, step_, lr);
   phases_->end_step(ctx.stream);
   ctx.phases = nullptr;
-  const char* track = ctx.device == Device::kCUDA ? "GPU phases" : "CPU phases";
+  const bool gpu = ctx.device == Device::kCUDA;
   for (const PhaseTimer::Segment& s : phases_->last_step())
-    trace_.record_on(track, s.name, begin_us + 1e3 * s.start_ms, 1e3 * s.dur_ms);
+    trace_.record_on(gpu ? "GPU phases" : "CPU phases", s.name, begin_us + 1e3 * s.start_ms,
+                     1e3 * s.dur_ms);
+  // The gradient all-reduce buckets of a data-parallel step, on the communication stream.
+  for (const PhaseTimer::Segment& s : phases_->last_spans())
+    trace_.record_on(gpu ? "GPU communication stream" : "CPU communication", s.name,
+                     begin_us + 1e3 * s.start_ms, 1e3 * s.dur_ms);
   return tokens;
 }
 

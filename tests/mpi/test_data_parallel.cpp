@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <string>
@@ -195,6 +197,31 @@ TEST(DataParallel, ShardedCheckpointContinuesOnWRanksAndOnOne) {
     train(retrieval_config(dir + "/one", 8 * c.size()), one);
     EXPECT_LT(max_rel_diff(final_save(dir + "/one"), final_save(dir + "/full")), 2e-4)
         << "one rank continuing a " << c.size() << "-rank save";
+  }
+  c.barrier();
+  if (c.is_root()) std::filesystem::remove_all(dir);
+}
+
+// A profiled data-parallel step puts each gradient all-reduce bucket on a communication track of
+// the timeline (trace.json), beside the step's phases.
+TEST(DataParallel, TimelineShowsTheCommunicationTrack) {
+  Comm& c = world();
+  const std::string dir = shared_dir("timeline");
+  Config cfg = retrieval_config(dir, 8);
+  cfg.trainer.profile = true;
+  cfg.trainer.profile_step_start = 2;
+  cfg.trainer.profile_step_end = 4;
+  cfg.trainer.grad_bucket_mb = 1;
+  TrainOptions opts;
+  opts.quiet = true;
+  opts.comm = &c;
+  train(cfg, opts);
+  if (c.is_root()) {
+    std::ifstream in(dir + "/trace.json");
+    const std::string trace((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_NE(trace.find("CPU communication"), std::string::npos) << "no communication track";
+    EXPECT_NE(trace.find("allreduce.bucket"), std::string::npos) << "no all-reduce spans";
+    EXPECT_NE(trace.find("comm.grad_allreduce"), std::string::npos) << "no exposed-wait phase";
   }
   c.barrier();
   if (c.is_root()) std::filesystem::remove_all(dir);
