@@ -15,7 +15,9 @@
 #   quality   the ML-1M HSTU-large preset on ml-latest-small (MLS, default .devdeps/data), 1 GPU with
 #             batch B vs N GPUs with B/N each (the same global batch), SEEDS;
 #   kill      a rank killed mid-run ends the job with a non-zero exit within a bounded time, and
-#             the run resumes from its last checkpoint on N ranks.
+#             the run resumes from its last checkpoint on N ranks;
+#   timeline  rank 0's profiled steps (TrainerArgs.profile) of bench-ml1m-large: the phases and,
+#             on a track of its own, each all-reduce bucket on the communication stream.
 # NCCL's NVLink multicast is left as the environment has it (never enabled here).
 # Environment: STAGES (default "nccl equal scaling balanced kill"), SEEDS (default "42 1 2"),
 # BENCH_TIMEOUT (s, default 300).
@@ -119,9 +121,42 @@ if has kill; then
   row "resume after the kill" "rc $? from step ${saved:-?}: $(first 'done:' "$LOG/kill_resume.log")"
 fi
 
+if has timeline; then
+  timeout 200 "${L[@]}" "$H" train configs/bench-ml1m-large.gin --device cuda --quiet \
+    --set TrainerArgs.max_train_iters=60 --set TrainerArgs.eval_interval=100000 \
+    --set TrainerArgs.profile=True --set TrainerArgs.profile_step_start=50 \
+    --set TrainerArgs.profile_step_end=53 --set "TrainerArgs.model_parallel_tables=[]" \
+    --set TrainerArgs.grad_bucket_mb=4 --run-dir runs/timeline > "$LOG/timeline.log" 2>&1
+  cp runs/timeline/trace.json "$LOG/trace_rank0.json" 2> /dev/null
+  python3 - runs/timeline/trace.json > "$LOG/timeline_summary.txt" 2>&1 << 'PY'
+import collections, json, sys
+t = json.load(open(sys.argv[1]))
+ev = t["traceEvents"] if isinstance(t, dict) else t
+names = {(e.get("pid"), e.get("tid")): e["args"]["name"] for e in ev
+         if e.get("ph") == "M" and e.get("name") == "thread_name"}
+by = collections.defaultdict(list)
+for e in ev:
+    if e.get("ph") == "X":
+        by[names.get((e.get("pid"), e.get("tid")), str(e.get("tid")))].append(e)
+for track, es in by.items():
+    print(track, len(es), "events", dict(collections.Counter(x["name"] for x in es).most_common(3)))
+gpu = sorted(by.get("GPU phases", []), key=lambda e: e["ts"])
+comm = sorted(by.get("GPU communication stream", []), key=lambda e: e["ts"])
+if gpu and comm:
+    t0 = gpu[0]["ts"]
+    bwd = [e for e in gpu if e["name"].startswith("bwd.") and e["ts"] < comm[0]["ts"] + 5000]
+    if bwd:
+        print("first step's backward: %.0f..%.0f us" % (bwd[0]["ts"] - t0, bwd[-1]["ts"] + bwd[-1]["dur"] - t0))
+    for e in comm[:8]:
+        print("  all-reduce bucket at %.0f us, %.0f us long" % (e["ts"] - t0, e["dur"]))
+PY
+  row "timeline (rank 0)" "$(grep -c . "$LOG/timeline_summary.txt") lines: $(grep -m1 'communication' "$LOG/timeline_summary.txt")"
+fi
+
 {
   echo "=== multi_gpu_check summary (logs: $LOG) ==="
   printf '%s\n' "${rows[@]}"
+  [[ -s "$LOG/timeline_summary.txt" ]] && { echo "--- timeline ---"; cat "$LOG/timeline_summary.txt"; }
   [[ -s "$LOG/equal_metrics.txt" ]] && { echo "--- equal: metrics (N ranks, then 1 GPU) ---"; cat "$LOG/equal_metrics.txt"; }
   for f in scale_bench-ml1m-large_n scale_bench-large_n; do
     [[ -s "$LOG/$f.log" ]] && { echo "--- $f (last lines) ---"; tail -30 "$LOG/$f.log"; }
