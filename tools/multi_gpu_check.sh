@@ -16,6 +16,8 @@
 #             batch B vs N GPUs with B/N each (the same global batch), SEEDS;
 #   kill      a rank killed mid-run ends the job with a non-zero exit within a bounded time, and
 #             the run resumes from its last checkpoint on N ranks;
+#   resume    a save of N ranks (sharded item table) continued on N ranks (bit for bit wanted) and
+#             on one GPU with the N-times batch; ranking on N ranks vs one GPU;
 #   timeline  rank 0's profiled steps (TrainerArgs.profile) of bench-ml1m-large: the phases and,
 #             on a track of its own, each all-reduce bucket on the communication stream.
 # NCCL's NVLink multicast is left as the environment has it (never enabled here).
@@ -119,6 +121,38 @@ if has kill; then
   timeout 300 "${L[@]}" "$H" "${k[@]}" --resume runs/kill \
     --set TrainerArgs.max_train_iters=$(( ${saved:-0} + 200 )) > "$LOG/kill_resume.log" 2>&1
   row "resume after the kill" "rc $? from step ${saved:-?}: $(first 'done:' "$LOG/kill_resume.log")"
+fi
+
+if has resume; then
+  # A save of N GPU ranks (sharded item table) continued on N ranks and on one GPU.
+  rs=(train --device cuda --quiet --set TrainerArgs.eval_interval=100000
+      --set TrainerArgs.max_eval_iters=4 --set NetworkArgs.hidden_dropout=0.0
+      --set TrainerArgs.max_train_iters=40 --set TrainerArgs.ckpt_save_interval=20
+      --set TrainerArgs.ckpt_keep=3)
+  timeout 300 "${L[@]}" "$H" "${rs[@]}" --set TrainerArgs.train_batch_size=16 \
+    --run-dir runs/rs-full > "$LOG/resume_full.log" 2>&1
+  at20=runs/rs-full/checkpoints/step-000000020
+  timeout 300 "${L[@]}" "$H" "${rs[@]}" --set TrainerArgs.train_batch_size=16 --resume "$at20" \
+    --run-dir runs/rs-again > "$LOG/resume_again.log" 2>&1
+  python3 tools/compare_checkpoints.py runs/rs-again runs/rs-full > "$LOG/resume_again_cmp.log" 2>&1
+  row "resume on $N ranks" "compare rc $? ($(tail -1 "$LOG/resume_again_cmp.log"))"
+  timeout 300 "$H" "${rs[@]}" --set TrainerArgs.train_batch_size=$((16 * N)) --resume "$at20" \
+    --allow-config-change --run-dir runs/rs-one > "$LOG/resume_one.log" 2>&1
+  python3 tools/compare_checkpoints.py runs/rs-one runs/rs-full --tol 0.05 \
+    > "$LOG/resume_one_cmp.log" 2>&1
+  row "resume on 1 GPU" "compare rc $? ($(tail -1 "$LOG/resume_one_cmp.log"))"
+  # Ranking on N ranks vs one GPU with the N-times batch (synthetic preset, no dropout).
+  rk=(train configs/synthetic-ranking.gin --device cuda --quiet --set TrainerArgs.max_train_iters=20
+      --set TrainerArgs.eval_interval=20 --set NetworkArgs.hidden_dropout=0.0
+      --set NetworkArgs.input_dropout=0.0 --set "TrainerArgs.model_parallel_tables=[]")
+  bs=$(sed -nE 's/^TrainerArgs.train_batch_size *= *([0-9]+).*/\1/p' configs/synthetic-ranking.gin)
+  bs=${bs:-128}
+  timeout 300 "${L[@]}" "$H" "${rk[@]}" --set TrainerArgs.train_batch_size=$((bs / N)) \
+    --run-dir runs/rk-n > "$LOG/ranking_n.log" 2>&1
+  timeout 300 "$H" "${rk[@]}" --set TrainerArgs.train_batch_size=$(( (bs / N) * N )) \
+    --run-dir runs/rk-1 > "$LOG/ranking_1.log" 2>&1
+  python3 tools/compare_checkpoints.py runs/rk-n runs/rk-1 --tol 0.05 > "$LOG/ranking_cmp.log" 2>&1
+  row "ranking $N ranks = 1 GPU" "compare rc $? ($(tail -1 "$LOG/ranking_cmp.log")); $(first 'eval (step' "$LOG/ranking_n.log") vs $(first 'eval (step' "$LOG/ranking_1.log")"
 fi
 
 if has timeline; then
