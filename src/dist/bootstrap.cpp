@@ -256,16 +256,21 @@ void join(const TcpBootstrap& a, std::span<uint8_t> payload, uint64_t hash) {
                 a.world_size, hash,     static_cast<uint32_t>(payload.size())};
   HSTU_CHECK(write_full(conn.fd, &h, sizeof h), "bootstrap: rank ", a.rank,
              " lost the connection to rank 0 at ", endpoint(a));
+  // Rank 0 answers when every rank has checked in or its own deadline (at most timeout_s after
+  // it started listening, which it did before this connection) has passed: wait for that answer
+  // a little longer than the timeout from now, so a failure arrives as rank 0's message.
+  const auto answer_deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                  std::chrono::duration<double>(a.timeout_s + 2.0));
   Reply r{};
-  HSTU_CHECK(read_full(conn.fd, &r, sizeof r, deadline) && r.magic == kMagic, "bootstrap: rank ",
-             a.rank, " got no answer from rank 0 at ", endpoint(a), " within ", a.timeout_s,
-             " s (HSTU_DIST_TIMEOUT): not every rank checked in, or rank 0 failed");
+  HSTU_CHECK(read_full(conn.fd, &r, sizeof r, answer_deadline) && r.magic == kMagic,
+             "bootstrap: rank ", a.rank, " got no answer from rank 0 at ", endpoint(a), " within ",
+             a.timeout_s, " s (HSTU_DIST_TIMEOUT): not every rank checked in, or rank 0 failed");
   std::string message(r.message_bytes, '\0');
-  HSTU_CHECK(read_full(conn.fd, message.data(), message.size(), deadline), "bootstrap: rank ",
-             a.rank, ": the answer of rank 0 was cut short");
+  HSTU_CHECK(read_full(conn.fd, message.data(), message.size(), answer_deadline),
+             "bootstrap: rank ", a.rank, ": the answer of rank 0 was cut short");
   HSTU_CHECK(r.status == 0, "bootstrap (rank ", a.rank, "): ", message);
   HSTU_CHECK(r.payload_bytes == payload.size() &&
-                 read_full(conn.fd, payload.data(), payload.size(), deadline),
+                 read_full(conn.fd, payload.data(), payload.size(), answer_deadline),
              "bootstrap: rank ", a.rank, ": the answer of rank 0 was cut short");
 }
 
