@@ -227,6 +227,37 @@ TEST(DataParallel, TimelineShowsTheCommunicationTrack) {
   if (c.is_root()) std::filesystem::remove_all(dir);
 }
 
+// Balanced batches: every rank trains its Karmarkar-Karp share of each global batch, the run
+// logs the max / mean rank work of the split it used and of equal-count slices, and the
+// balanced split is never worse on average.
+TEST(DataParallel, BalancedBatchesTrainAndReportTheirBalance) {
+  Comm& c = world();
+  const std::string dir = shared_dir("balanced");
+  Config cfg = retrieval_config(dir, 8);
+  cfg.trainer.enable_balanced_shuffler = true;
+  TrainOptions opts;
+  opts.quiet = true;
+  opts.comm = &c;
+  const TrainSummary s = train(cfg, opts);
+  if (c.is_root()) {
+    EXPECT_EQ(s.steps, 20);
+    EXPECT_TRUE(std::isfinite(s.last_loss));
+    std::ifstream in(dir + "/metrics.jsonl");
+    Json summary;
+    for (std::string line; std::getline(in, line);) {
+      const Json r = json::parse(line, "metrics.jsonl");
+      if (r.value("event", "") == "summary") summary = r;
+    }
+    ASSERT_TRUE(summary.contains("rank_work_max_over_mean")) << "no balance in the summary";
+    const double used = json::double_at(summary, "rank_work_max_over_mean");
+    const double plain = json::double_at(summary, "rank_work_max_over_mean_plain");
+    EXPECT_GE(used, 1.0);
+    EXPECT_LE(used, plain + 1e-12) << "the balanced split did worse than equal-count slices";
+  }
+  c.barrier();
+  if (c.is_root()) std::filesystem::remove_all(dir);
+}
+
 Config ranking_cfg(const std::string& run_dir, int64_t batch) {
   Config cfg = test::ranking_config(
       {.num_layers = 2,
