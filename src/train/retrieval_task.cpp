@@ -31,11 +31,7 @@ bool shard_items(const Config& cfg, const dist::Comm& comm) {
 }
 
 ModelShape retrieval_shape(const Config& cfg, const SequenceDataset& ds, const dist::Comm& comm) {
-  ModelShape shape;
-  shape.num_items = ds.num_items;
-  shape.max_batch = std::max(cfg.trainer.train_batch_size, cfg.trainer.eval_batch_size);
-  shape.max_tokens = shape.max_batch * cfg.dataset.max_history_seqlen;
-  shape.num_negatives = cfg.retrieval.num_negatives;
+  ModelShape shape = retrieval_model_shape(cfg, ds.num_items);  // the planner's shape
   // A sharded table's window holds a step's distinct ids: inputs, targets and negatives (+ 0).
   if (shard_items(cfg, comm))
     shape.window_rows = std::min<int64_t>(
