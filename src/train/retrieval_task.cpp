@@ -33,12 +33,8 @@ bool shard_items(const Config& cfg, const dist::Comm& comm) {
 
 ModelShape retrieval_shape(const Config& cfg, const SequenceDataset& ds, const dist::Comm& comm) {
   ModelShape shape = retrieval_model_shape(cfg, ds.num_items);  // the planner's shape
-  // A sharded table's window holds a step's distinct ids: inputs, targets and negatives (+ 0).
-  if (shard_items(cfg, comm))
-    shape.window_rows = std::min<int64_t>(
-        ds.num_items,
-        checked_add(checked_mul(shape.max_tokens, 2 + shape.num_negatives, "item window rows"), 1,
-                    "item window rows"));
+  // A sharded table's window holds a step's distinct ids (memory_plan.h).
+  if (shard_items(cfg, comm)) shape.window_rows = item_window_rows(cfg, ds.num_items);
   if (shape.window_rows > 0) {
     shape.max_eval_queries = checked_mul(shape.max_batch, comm.size(), "eval queries");
     shape.max_scatter_rows = checked_mul(shape.window_rows, comm.size(), "window rows");
