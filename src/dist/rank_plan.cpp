@@ -98,7 +98,7 @@ RankPlan plan_ranks(const ModelMemory& model, int world,
   for (const PlannedTable& t : model.tables) {
     TablePlacement tp;
     tp.table = t;
-    tp.sharded = sharded(t.name);
+    tp.sharded = t.shardable && sharded(t.name);
     tp.whole_bytes = embedding_table_bytes(t.rows, model.dim, sparse_optimizer);
     single = checked_add(single, tp.whole_bytes, "single-rank bytes");
     if (tp.sharded) {

@@ -229,14 +229,19 @@ ModelMemory ranking_memory(const Config& cfg, const RankingShape& shape, Device 
     in = arch[i];
   }
   set_dense(dense, m);
-  const int64_t samples = cfg.trainer.train_batch_size;
-  const int64_t events = checked_mul(
-      samples, cfg.dataset.max_history_seqlen + cfg.dataset.max_num_candidates, "events per step");
+  // shape.max_events: the events of max(train_batch_size, eval_batch_size) samples, as the
+  // ranking task sizes the item window (an evaluation batch passes through it too).
+  const int64_t samples = shape.max_batch;
+  const int64_t events = shape.max_events;
   const std::string ev =
-      "events + 1 = " + std::to_string(samples) + " x " +
-      std::to_string(cfg.dataset.max_history_seqlen + cfg.dataset.max_num_candidates) + " + 1";
+      std::to_string(samples) + " samples x " +
+      std::to_string(cfg.dataset.max_history_seqlen + cfg.dataset.max_num_candidates) + " events";
   m.tables.push_back(table("item", shape.num_items, events, ev));
-  if (shape.num_actions > 0) m.tables.push_back(table("action", shape.num_actions, events, ev));
+  // Only the item table is sharded in ranking (ranking_task.cpp); these stay replicated.
+  if (shape.num_actions > 0) {
+    m.tables.push_back(table("action", shape.num_actions, events, ev));
+    m.tables.back().shardable = false;
+  }
   const int64_t num_ctx = static_cast<int64_t>(shape.contextual_cardinalities.size());
   if (num_ctx > 0) {
     int64_t rows = 0;
@@ -245,6 +250,7 @@ ModelMemory ranking_memory(const Config& cfg, const RankingShape& shape, Device 
         table("contextual", std::max<int64_t>(rows, 1),
               checked_mul(samples, num_ctx, "contextual ids per step"),
               std::to_string(samples) + " samples x " + std::to_string(num_ctx) + " features"));
+    m.tables.back().shardable = false;
   }
   m.step_activation_bytes = m.activation_bytes = ranking_activation_bytes(cfg, shape, act);
   return m;

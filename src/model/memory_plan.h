@@ -30,10 +30,11 @@ namespace hstu {
 struct PlannedTable {
   std::string name;  // "item" | "action" | "contextual"
   int64_t rows = 0;
-  // Most distinct ids of this table in one training step of train_batch_size samples, id 0
+  // Most distinct ids of this table in one step (a training step or an evaluation batch), id 0
   // included, capped at rows: the rows a rank fetches when the table is sharded.
   int64_t max_unique = 0;
   std::string max_unique_formula;  // how max_unique was computed, for the printed plan
+  bool shardable = true;  // the trainer shards it when TrainerArgs.model_parallel_tables names it
 };
 
 // What a model needs on one device, for the batch it is planned for.

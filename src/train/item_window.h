@@ -8,7 +8,7 @@
 //
 // One step, in order: fetch (collective for a sharded table), the model's forward and backward
 // on window(), update (collective for a sharded table) after the dense optimiser has filled
-// dense.health() and dense.grad_sumsq().
+// dense.health() and dense.grad_sumsq(). An evaluation batch: fetch, forward, end_read_only.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +30,8 @@ class ItemWindow {
   // Deduplicates the ids of every span (inputs, targets, negatives), rewrites them in place to
   // window rows and fills window().weight[0, U). Returns U.
   virtual int64_t fetch(Ctx& ctx, std::span<const std::span<int32_t>> ids) = 0;
+  // Ends a fetch whose window was only read (an evaluation batch) instead of update.
+  virtual void end_read_only() = 0;
   // Applies the window's gradient rows (window().grad, window().touched) to the table with the
   // sparse optimiser for 1-based step `step` and clears them. skip_if_nonfinite and grad_sumsq as
   // for sparse_table_step (optimizer_step.h).
@@ -43,6 +45,7 @@ class ShardedItemWindow final : public ItemWindow {
   ShardedItemWindow(dist::ShardedTable& table, dist::Comm& comm) : table_(table), comm_(comm) {}
   EmbeddingTable& window() override { return table_.window(); }
   int64_t fetch(Ctx& ctx, std::span<const std::span<int32_t>> ids) override;
+  void end_read_only() override { table_.end_read_only_fetch(); }
   void update(Ctx& ctx, const OptimizerArgs& o, double lr, int64_t step,
               const Tensor& skip_if_nonfinite, const Tensor& grad_sumsq) override;
 

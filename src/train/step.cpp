@@ -199,28 +199,43 @@ void TrainStep::run_windowed(Ctx& ctx, HstuModel& model, const SequenceBatch& ho
 
 void RankingTrainStep::run(Ctx& ctx, RankingModel& model, const SequenceBatch& batch, int64_t step,
                            double lr, const StepShare& share) {
+  const SequenceBatch* in = &batch;
+  if (share.items) {  // the item ids become rows of the window their rows are fetched into
+    work_ = batch;
+    const std::span<int32_t> ids[] = {work_.item_ids};
+    share.items->fetch(ctx, ids);
+    in = &work_;
+  }
   phase(ctx, "upload");
-  model.upload(batch, staging_.next_upload(ctx, model.upload_staging_bytes()), ctx.stream);
+  model.upload(*in, staging_.next_upload(ctx, model.upload_staging_bytes()), ctx.stream);
   const int64_t nc = model.num_candidates();
   const int64_t global_nc = share.global_count >= 0 ? share.global_count : nc;
   const uint64_t seed =
       derive_seed(static_cast<uint64_t>(cfg_.trainer.seed), static_cast<uint64_t>(step));
+  // The tables updated here: all but a windowed item table (the first), updated by its window.
+  std::vector<EmbeddingTable*> tables = model.tables();
+  if (share.items) tables.erase(tables.begin());
   graph_.run(ctx, [&] {
     GradReducer* red = reducer_for(share, model.dense(), reducer_, cfg_);
     if (nc > 0) model.forward_backward(ctx, seed, 1.0 / global_nc, red);
     if (red && global_nc > 0) {  // the replicated tables and the loss join the sums
       if (nc == 0) fill_zero(model.loss_tensor(), ctx.stream);
       std::vector<std::pair<Tensor, dist::ReduceOp>> extra;
-      for (EmbeddingTable* t : model.tables()) {
+      for (EmbeddingTable* t : tables) {
         extra.emplace_back(t->grad, dist::ReduceOp::kSum);
         extra.emplace_back(t->touched, dist::ReduceOp::kMax);
       }
       extra.emplace_back(model.loss_tensor(), dist::ReduceOp::kSum);
       red->finish(ctx, extra);
     }
-    optimizer_step(ctx, model.dense(), model.tables(), cfg_.optimizer, lr, step + 1,
+    optimizer_step(ctx, model.dense(), tables, cfg_.optimizer, lr, step + 1,
                    global_nc > 0 ? model.loss_tensor() : Tensor(), skip_nonfinite(cfg_));
   });
+  if (share.items) {
+    const DenseParams& dense = model.dense();
+    share.items->update(ctx, cfg_.optimizer, lr, step + 1,
+                        skip_nonfinite(cfg_) ? dense.health() : Tensor(), dense.grad_sumsq());
+  }
   staging_.record(ctx, step, model.dense().health());
 }
 

@@ -115,7 +115,9 @@ class TrainStep {
 };
 
 // The ranking model's training step, enqueued like TrainStep's: the batch goes up in one copy
-// through page-locked staging, the loss (scaled by 1 / candidates) comes back a step later.
+// through page-locked staging, the loss (scaled by 1 / candidates) comes back a step later. With
+// share.items (a row-sharded item table) the batch's item ids are fetched into the window first
+// and the window's gradients applied to the table after the step's graph.
 class RankingTrainStep {
  public:
   explicit RankingTrainStep(const Config& cfg) : cfg_(cfg), graph_(cfg.trainer.cuda_graph) {}
@@ -127,6 +129,7 @@ class RankingTrainStep {
 
  private:
   const Config& cfg_;
+  SequenceBatch work_;  // a windowed item table: the batch with window rows for item ids
   StepStaging staging_;
   std::unique_ptr<GradReducer> reducer_;  // data-parallel runs
   StepGraph graph_;

@@ -92,13 +92,16 @@ TEST(RankPlan, OneRankPrintsTheRankingModelsPlan) {
     ASSERT_EQ(lines(real, prefix).size(), 1u) << prefix;
     EXPECT_EQ(lines(mine, prefix), lines(real, prefix)) << prefix;
   }
-  // On 4 ranks the item and contextual tables are sharded, the action table replicated.
+  // On 4 ranks the item table is sharded; ranking keeps the action and contextual tables
+  // replicated even when model_parallel_tables names them (ranking_task.cpp), and the plan says
+  // what the trainer does.
   const RankPlan p4 = plan_ranks(m, 4, {"item", "contextual"}, OwnerKind::kHash, "adam");
   ASSERT_EQ(p4.tables.size(), 3u);
   EXPECT_TRUE(p4.tables[0].sharded);
   EXPECT_FALSE(p4.tables[1].sharded);
-  EXPECT_TRUE(p4.tables[2].sharded);
-  EXPECT_EQ(p4.gradient_bytes, m.dense_floats * 4 + 4 * 64 * 4 + 4);
+  EXPECT_FALSE(p4.tables[2].sharded);
+  EXPECT_EQ(p4.tables[0].table.max_unique, 8 * 60 + 1);  // a batch's events + the padding id
+  EXPECT_EQ(p4.gradient_bytes, m.dense_floats * 4 + (4 * 64 * 4 + 4) + (14 * 64 * 4 + 14));
   EXPECT_EQ(lines(describe_rank_plan(p4), "  action embedding").size(), 1u);
 }
 
