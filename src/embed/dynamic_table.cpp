@@ -18,9 +18,9 @@ uint64_t fnv1a(const std::string& s) {
 }
 
 void check_vec(const Tensor& t, DType dtype, Device dev, const char* what, const std::string& tab) {
-  HSTU_CHECK(t.ndim == 1 && t.dtype == dtype && t.device == dev, "dynamic table '", tab, "': ",
-             what, " must be a ", dtype_name(dtype), " vector on ", device_name(dev), ", got ",
-             t.str());
+  HSTU_CHECK(t.ndim == 1 && t.dtype == dtype && t.device == dev, "dynamic table '", tab,
+             "': ", what, " must be a ", dtype_name(dtype), " vector on ", device_name(dev),
+             ", got ", t.str());
 }
 
 }  // namespace
@@ -143,8 +143,8 @@ int64_t DynamicTable::dedupe(Ctx& ctx, const Tensor& keys, const Tensor& unique,
 }
 
 void DynamicTable::begin_step(int64_t step) {
-  HSTU_CHECK(step >= step_, "dynamic table '", spec_.name, "': begin_step(", step,
-             ") after step ", step_, " (steps must not decrease)");
+  HSTU_CHECK(step >= step_, "dynamic table '", spec_.name, "': begin_step(", step, ") after step ",
+             step_, " (steps must not decrease)");
   step_ = step;
 }
 
@@ -228,7 +228,7 @@ void DynamicTable::gather(Ctx& ctx, const Tensor& keys, const Tensor& refs, cons
 
 SparseOptimizerSpec DynamicTable::optimizer_spec(int64_t step, float lr) const {
   SparseOptimizerSpec s;
-  s.kind = spec_.optimizer == "adam" ? SparseOptimizerSpec::kAdam
+  s.kind = spec_.optimizer == "adam"               ? SparseOptimizerSpec::kAdam
            : spec_.optimizer == "row_wise_adagrad" ? SparseOptimizerSpec::kRowWiseAdagrad
                                                    : SparseOptimizerSpec::kSgd;
   s.lr = lr;
@@ -377,7 +377,11 @@ DynamicTableCounters DynamicTable::counters() const {
   return c;
 }
 
-int64_t DynamicTable::size() const { return store_->size(); }
-int64_t DynamicTable::capacity() const { return store_->capacity(); }
+int64_t DynamicTable::size() const {
+  return store_->size();
+}
+int64_t DynamicTable::capacity() const {
+  return store_->capacity();
+}
 
 }  // namespace hstu::embed

@@ -40,20 +40,20 @@ namespace hstu::embed {
 
 // The configuration of one table; config keys fill exactly these fields.
 struct DynamicTableSpec {
-  std::string name;                // keys the initial values and the errors
-  int64_t dim = 128;               // embedding width
-  int64_t capacity_rows = 1 << 20; // initial capacity (rounded up to a power-of-two buckets)
+  std::string name;                     // keys the initial values and the errors
+  int64_t dim = 128;                    // embedding width
+  int64_t capacity_rows = 1 << 20;      // initial capacity (rounded up to a power-of-two buckets)
   int64_t max_capacity_rows = 1 << 20;  // growth stops here; then eviction
-  int bucket_size = 32;            // slots per bucket (power of two, <= 32)
-  double max_load_factor = 0.75;   // grow when size would exceed this fraction of capacity
-  std::string eviction = "lru";    // "none" | "lru" | "lfu"
-  int64_t admit_threshold = 0;     // <= 1: admit every key; else sightings needed
-  std::string optimizer = "adam";  // "sgd" | "adam" | "row_wise_adagrad"
+  int bucket_size = 32;                 // slots per bucket (power of two, <= 32)
+  double max_load_factor = 0.75;        // grow when size would exceed this fraction of capacity
+  std::string eviction = "lru";         // "none" | "lru" | "lfu"
+  int64_t admit_threshold = 0;          // <= 1: admit every key; else sightings needed
+  std::string optimizer = "adam";       // "sgd" | "adam" | "row_wise_adagrad"
   float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
-  double init_std = 0.02;          // truncated normal (+-2 std), as the dense tables
+  double init_std = 0.02;  // truncated normal (+-2 std), as the dense tables
   uint64_t seed = 42;
-  int64_t gpu_cache_rows = 0;      // 0: every row on the device; else the device cache size
-  std::string value_dtype = "f32"; // "f32" (bf16 embeddings are not implemented yet)
+  int64_t gpu_cache_rows = 0;       // 0: every row on the device; else the device cache size
+  std::string value_dtype = "f32";  // "f32" (bf16 embeddings are not implemented yet)
 };
 
 Eviction parse_eviction(const std::string& name, const std::string& table);
@@ -67,9 +67,9 @@ struct DynamicTableCounters {
 
 // Rows of a table on the host (export_rows / import_rows).
 struct TableRows {
-  std::vector<int64_t> keys;    // [n]
-  std::vector<float> values;    // [n, row_width]: embedding | optimiser state
-  std::vector<uint64_t> scores; // [n]
+  std::vector<int64_t> keys;     // [n]
+  std::vector<float> values;     // [n, row_width]: embedding | optimiser state
+  std::vector<uint64_t> scores;  // [n]
 };
 
 class DynamicTable {

@@ -45,8 +45,8 @@ HashTable::HashTable(const HashTableConfig& cfg, Device device) : cfg_(cfg), dev
   allocate(ctx, buckets_for(cfg.capacity_rows, cfg.bucket_size));
   clear(ctx, view_);
   if (cfg.admit_threshold > 1) {
-    sketch_width_ = static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(
-        std::clamp<int64_t>(cfg.max_capacity_rows, 1024, int64_t{1} << 22))));
+    sketch_width_ = static_cast<int64_t>(std::bit_ceil(
+        static_cast<uint64_t>(std::clamp<int64_t>(cfg.max_capacity_rows, 1024, int64_t{1} << 22))));
     sketch_arena_ = std::make_unique<Arena>(
         device, static_cast<size_t>(kSketchDepth * sketch_width_) * 4 + Arena::kAlign,
         "dynamic_table_sketch:" + cfg.name);
@@ -73,8 +73,8 @@ void HashTable::allocate(Ctx&, int64_t num_buckets) {
   } else {
     st->values = std::make_unique<Arena>(device_, vbytes + Arena::kAlign,
                                          "dynamic_table_values:" + cfg_.name);
-    v.values = st->values->alloc(DType::kF32, {std::max<int64_t>(1, cap * cfg_.row_width)})
-                   .as<float>();
+    v.values =
+        st->values->alloc(DType::kF32, {std::max<int64_t>(1, cap * cfg_.row_width)}).as<float>();
   }
   v.num_buckets = num_buckets;
   v.bucket_size = cfg_.bucket_size;
@@ -127,9 +127,9 @@ void HashTable::find_or_insert(Ctx& ctx, const int64_t* keys, const int32_t* cou
   int64_t* evicted = evicted_keys ? evicted_keys : scratch<int64_t>(n);
   embed::find(ctx, view_, keys, n, slots);
   touch(ctx, view_, slots, counts, n, step, cfg_.eviction);
-  const AdmitCounts ad = admit(ctx, cfg_.admit_threshold > 1 && !admit_all ? sketch_ : nullptr, kSketchDepth,
-                               sketch_width_, keys, counts, slots, n,
-                               admit_all ? 0 : cfg_.admit_threshold, mask);
+  const AdmitCounts ad =
+      admit(ctx, cfg_.admit_threshold > 1 && !admit_all ? sketch_ : nullptr, kSketchDepth,
+            sketch_width_, keys, counts, slots, n, admit_all ? 0 : cfg_.admit_threshold, mask);
   counters_.rejections += ad.rejected;
   if (ad.admitted == 0) return;
   while (static_cast<double>(counters_.size + ad.admitted) >
@@ -138,9 +138,9 @@ void HashTable::find_or_insert(Ctx& ctx, const int64_t* keys, const int32_t* cou
     grow(ctx);
   for (;;) {
     const bool at_max = view_.num_buckets >= max_buckets_;
-    const InsertCounts c = insert(ctx, view_, keys, counts, n, step, cfg_.eviction,
-                                  at_max && cfg_.eviction != Eviction::kNone, mask, slots, status,
-                                  evicted);
+    const InsertCounts c =
+        insert(ctx, view_, keys, counts, n, step, cfg_.eviction,
+               at_max && cfg_.eviction != Eviction::kNone, mask, slots, status, evicted);
     init_rows(ctx, view_, keys, slots, status, n, cfg_.table_seed, cfg_.init_std);
     counters_.inserts += c.inserted;
     counters_.evictions += c.evicted;

@@ -55,12 +55,12 @@ class HashTable {
   // evicted_keys (device i64 [n], optional) receives the keys this call evicted (kEmptyKey
   // elsewhere). Slots are valid until the next call that inserts, erases or grows.
   // admit_all skips admission (imports).
-  void find_or_insert(Ctx& ctx, const int64_t* keys, const int32_t* counts, int64_t n,
-                      int64_t step, int64_t* slots, int64_t* evicted_keys, bool admit_all = false);
+  void find_or_insert(Ctx& ctx, const int64_t* keys, const int32_t* counts, int64_t n, int64_t step,
+                      int64_t* slots, int64_t* evicted_keys, bool admit_all = false);
   // Inserts keys whose mask[i] is set, all absent, never growing (the cache of a tier): slots,
   // evicted_keys as above; mask is consumed.
-  InsertCounts insert_no_grow(Ctx& ctx, const int64_t* keys, int64_t n, int64_t step,
-                              uint8_t* mask, int64_t* slots, int64_t* evicted_keys);
+  InsertCounts insert_no_grow(Ctx& ctx, const int64_t* keys, int64_t n, int64_t step, uint8_t* mask,
+                              int64_t* slots, int64_t* evicted_keys);
   int64_t erase(Ctx& ctx, const int64_t* keys, int64_t n);
   // Doubles the buckets (rehash); throws at max capacity.
   void grow(Ctx& ctx);

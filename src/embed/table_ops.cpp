@@ -9,8 +9,8 @@
 
 namespace hstu::embed {
 
-#define HSTU_EMBED_DISPATCH(call)            \
-  if (ctx.cpu()) return cpu::call;           \
+#define HSTU_EMBED_DISPATCH(call)  \
+  if (ctx.cpu()) return cpu::call; \
   HSTU_CUDA_DISPATCH(return cuda::call);
 
 int64_t dedupe(Ctx& ctx, const int64_t* keys, int64_t n, int64_t* unique, int32_t* inverse,
@@ -25,8 +25,8 @@ void touch(Ctx& ctx, const TableView& t, const int64_t* slots, const int32_t* co
   HSTU_EMBED_DISPATCH(touch(ctx, t, slots, counts, n, step, policy));
 }
 AdmitCounts admit(Ctx& ctx, uint32_t* sketch, int depth, int64_t width, const int64_t* keys,
-              const int32_t* counts, const int64_t* slots, int64_t n, int64_t threshold,
-              uint8_t* mask) {
+                  const int32_t* counts, const int64_t* slots, int64_t n, int64_t threshold,
+                  uint8_t* mask) {
   HSTU_EMBED_DISPATCH(admit(ctx, sketch, depth, width, keys, counts, slots, n, threshold, mask));
 }
 InsertCounts insert(Ctx& ctx, const TableView& t, const int64_t* keys, const int32_t* counts,
@@ -69,7 +69,9 @@ void tier_refs(Ctx& ctx, const int64_t* cache_slots, const int64_t* store_slots,
                const uint8_t* miss, int64_t n, int64_t n_cache, int64_t* refs, int64_t* fill_src) {
   HSTU_EMBED_DISPATCH(tier_refs(ctx, cache_slots, store_slots, miss, n, n_cache, refs, fill_src));
 }
-void clear(Ctx& ctx, const TableView& t) { HSTU_EMBED_DISPATCH(clear(ctx, t)); }
+void clear(Ctx& ctx, const TableView& t) {
+  HSTU_EMBED_DISPATCH(clear(ctx, t));
+}
 void fill_u8(Ctx& ctx, uint8_t* p, int64_t n, uint8_t v) {
   HSTU_EMBED_DISPATCH(fill_u8(ctx, p, n, v));
 }

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "core/context.h"
+#include "core/host_device.h"
 #include "ops/embedding.h"
 
 namespace hstu::embed {
@@ -26,7 +27,7 @@ struct TableView {
   int64_t num_buckets = 0;
   int bucket_size = 0;
   int64_t row_width = 0, dim = 0;
-  int64_t capacity() const { return num_buckets * bucket_size; }
+  HSTU_HD int64_t capacity() const { return num_buckets * bucket_size; }
 };
 
 // insert() statuses, per key.
@@ -61,8 +62,8 @@ struct AdmitCounts {
 // (u32 [depth, width], width a power of two; saturating), then mask[i] = estimate >= threshold
 // (mask[i] = 0 where slots[i] >= 0). With sketch == nullptr every missing key is admitted.
 AdmitCounts admit(Ctx& ctx, uint32_t* sketch, int depth, int64_t width, const int64_t* keys,
-              const int32_t* counts, const int64_t* slots, int64_t n, int64_t threshold,
-              uint8_t* mask);
+                  const int32_t* counts, const int64_t* slots, int64_t n, int64_t threshold,
+                  uint8_t* mask);
 
 // Inserts keys[i] where mask[i] (keys absent from the table), a bucket's keys in ascending
 // order: a free slot, else (allow_evict) the slot of the bucket's lowest (score, key) not used

@@ -25,10 +25,10 @@ struct EmbedStep {
 
 // dedupe + begin_step + find_or_insert + gather, then apply with grad(u, c) for touched rows
 // (touched(u) says which; all by default).
-inline EmbedStep embed_cpu_step(
-    embed::DynamicTable& t, Ctx& ctx, std::vector<int64_t> keys, int64_t step,
-    const SparseOptimizerSpec& opt, const std::function<float(int64_t, int64_t)>& grad,
-    const std::function<bool(int64_t)>& touched = nullptr) {
+inline EmbedStep embed_cpu_step(embed::DynamicTable& t, Ctx& ctx, std::vector<int64_t> keys,
+                                int64_t step, const SparseOptimizerSpec& opt,
+                                const std::function<float(int64_t, int64_t)>& grad,
+                                const std::function<bool(int64_t)>& touched = nullptr) {
   EmbedStep s;
   const int64_t n = static_cast<int64_t>(keys.size());
   s.unique.resize(keys.size());

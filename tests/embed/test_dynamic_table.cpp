@@ -55,8 +55,8 @@ struct Model {
       if (it == m.end()) continue;
       has[i] = true;
       it->second.last = step;
-      it->second.score = ev == embed::Eviction::kLfu ? it->second.score + counts[i]
-                                                     : static_cast<uint64_t>(step);
+      it->second.score =
+          ev == embed::Eviction::kLfu ? it->second.score + counts[i] : static_cast<uint64_t>(step);
     }
     for (size_t i = 0; i < unique.size(); ++i) {
       if (has[i]) continue;
@@ -115,7 +115,7 @@ void run_model_sequence(const std::string& eviction, int64_t cap, int64_t max_ca
     for (int i = 0; i < n; ++i) {
       const double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
       int64_t k = static_cast<int64_t>(std::pow(400.0, u));  // power law on [1, 400)
-      if (rng() % 5 == 0) k = -k * 1000003;                   // negative keys too
+      if (rng() % 5 == 0) k = -k * 1000003;                  // negative keys too
       if (rng() % 50 == 0) k = INT64_MAX - static_cast<int64_t>(rng() % 3);
       keys.push_back(k);
     }
@@ -131,10 +131,9 @@ void run_model_sequence(const std::string& eviction, int64_t cap, int64_t max_ca
       ASSERT_EQ(st.refs[i] >= 0, has[i]) << "key " << st.unique[i] << " step " << s;
       const auto it = model.m.find(st.unique[i]);
       for (int64_t c = 0; c < t.spec().dim; ++c) {
-        const float want =
-            it != model.m.end()
-                ? it->second.row[c]
-                : embed::key_init_value(t.table_seed(), st.unique[i], c, 0.02f);
+        const float want = it != model.m.end()
+                               ? it->second.row[c]
+                               : embed::key_init_value(t.table_seed(), st.unique[i], c, 0.02f);
         ASSERT_EQ(st.rows[i * t.spec().dim + c], want) << "key " << st.unique[i] << " c " << c;
       }
       if (it != model.m.end())  // the same SGD update, double math as sparse_optimizer_step

@@ -90,8 +90,12 @@ void check_bitwise(const std::string& optimizer) {
   }
 }
 
-TEST(FusedOptimizer, SgdBitwiseEqualsSparseOptimizerStep) { check_bitwise("sgd"); }
-TEST(FusedOptimizer, AdamBitwiseEqualsSparseOptimizerStep) { check_bitwise("adam"); }
+TEST(FusedOptimizer, SgdBitwiseEqualsSparseOptimizerStep) {
+  check_bitwise("sgd");
+}
+TEST(FusedOptimizer, AdamBitwiseEqualsSparseOptimizerStep) {
+  check_bitwise("adam");
+}
 TEST(FusedOptimizer, RowWiseAdagradBitwiseEqualsSparseOptimizerStep) {
   check_bitwise("row_wise_adagrad");
 }

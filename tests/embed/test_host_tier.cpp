@@ -30,7 +30,9 @@ embed::DynamicTableSpec tier_spec(int64_t cache_rows, const std::string& evictio
   return s;
 }
 
-float grad_of(int64_t key, int64_t c) { return std::sin(0.1f * static_cast<float>(key + 3 * c)); }
+float grad_of(int64_t key, int64_t c) {
+  return std::sin(0.1f * static_cast<float>(key + 3 * c));
+}
 
 void compare_tiers(const std::string& eviction, int64_t max_cap, bool prefetch) {
   Ctx ctx = cpu_ctx();
@@ -60,8 +62,8 @@ void compare_tiers(const std::string& eviction, int64_t max_cap, bool prefetch) 
     if (prefetch) {  // the next batch's keys, as the training loop would while this step runs
       std::vector<int64_t> next = batch(s + 1), u(next.size());
       std::vector<int32_t> inv(next.size()), cnt(next.size());
-      const int64_t n = tier.dedupe(ctx, vec_tensor(next), vec_tensor(u), vec_tensor(inv),
-                                    vec_tensor(cnt));
+      const int64_t n =
+          tier.dedupe(ctx, vec_tensor(next), vec_tensor(u), vec_tensor(inv), vec_tensor(cnt));
       u.resize(static_cast<size_t>(n));
       tier.prefetch(ctx, vec_tensor(u));
     }
@@ -76,8 +78,8 @@ void compare_tiers(const std::string& eviction, int64_t max_cap, bool prefetch) 
   auto sorted = [](const embed::TableRows& r, int64_t w) {
     std::vector<std::pair<int64_t, std::vector<float>>> v;
     for (size_t i = 0; i < r.keys.size(); ++i)
-      v.emplace_back(r.keys[i], std::vector<float>(r.values.begin() + i * w,
-                                                   r.values.begin() + (i + 1) * w));
+      v.emplace_back(r.keys[i],
+                     std::vector<float>(r.values.begin() + i * w, r.values.begin() + (i + 1) * w));
     std::sort(v.begin(), v.end());
     return v;
   };
@@ -99,9 +101,15 @@ void compare_tiers(const std::string& eviction, int64_t max_cap, bool prefetch) 
   EXPECT_EQ(oa, ob);
 }
 
-TEST(HostTier, EqualsAllInMemoryTable) { compare_tiers("none", 4096, false); }
-TEST(HostTier, EqualsAllInMemoryTableWithStoreEviction) { compare_tiers("lru", 256, false); }
-TEST(HostTier, EqualsAllInMemoryTableWithPrefetch) { compare_tiers("lfu", 256, true); }
+TEST(HostTier, EqualsAllInMemoryTable) {
+  compare_tiers("none", 4096, false);
+}
+TEST(HostTier, EqualsAllInMemoryTableWithStoreEviction) {
+  compare_tiers("lru", 256, false);
+}
+TEST(HostTier, EqualsAllInMemoryTableWithPrefetch) {
+  compare_tiers("lfu", 256, true);
+}
 
 }  // namespace
 }  // namespace hstu

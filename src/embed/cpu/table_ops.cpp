@@ -4,11 +4,12 @@
 // sparse_optimizer_step (double arithmetic, rounded to f32 on store).
 #include "embed/cpu/table_ops.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <numeric>
-#include <omp.h>
 #include <utility>
 #include <vector>
 
@@ -49,7 +50,7 @@ int64_t dedupe(Ctx&, const int64_t* keys, int64_t n, int64_t* unique, int32_t* i
 }
 
 void find(Ctx& ctx, const TableView& t, const int64_t* keys, int64_t n, int64_t* slots) {
-#pragma omp parallel for num_threads(threads_for(ctx, n * t.bucket_size))
+#pragma omp parallel for num_threads(threads_for(ctx, n* t.bucket_size))
   for (int64_t i = 0; i < n; ++i) {
     slots[i] = -1;
     if (keys[i] == kEmptyKey) continue;
@@ -101,9 +102,9 @@ AdmitCounts admit(Ctx&, uint32_t* sketch, int depth, int64_t width, const int64_
   return a;
 }
 
-InsertCounts insert(Ctx&, const TableView& t, const int64_t* keys, const int32_t* counts,
-                    int64_t n, int64_t step, Eviction policy, bool allow_evict, uint8_t* mask,
-                    int64_t* slots, uint8_t* status, int64_t* evicted_keys) {
+InsertCounts insert(Ctx&, const TableView& t, const int64_t* keys, const int32_t* counts, int64_t n,
+                    int64_t step, Eviction policy, bool allow_evict, uint8_t* mask, int64_t* slots,
+                    uint8_t* status, int64_t* evicted_keys) {
   InsertCounts c;
   for (int64_t i = 0; i < n; ++i) {
     evicted_keys[i] = kEmptyKey;
@@ -137,8 +138,8 @@ InsertCounts insert(Ctx&, const TableView& t, const int64_t* keys, const int32_t
     c.no_victim += st == kNoVictim;
     if (slot < 0) continue;
     t.keys[slot] = keys[i];
-    t.scores[slot] = policy == Eviction::kLfu ? static_cast<uint64_t>(counts[i])
-                                              : static_cast<uint64_t>(step);
+    t.scores[slot] =
+        policy == Eviction::kLfu ? static_cast<uint64_t>(counts[i]) : static_cast<uint64_t>(step);
     t.last_step[slot] = step;
   }
   return c;
@@ -146,7 +147,7 @@ InsertCounts insert(Ctx&, const TableView& t, const int64_t* keys, const int32_t
 
 void init_rows(Ctx& ctx, const TableView& t, const int64_t* keys, const int64_t* slots,
                const uint8_t* status, int64_t n, uint64_t table_seed, float init_std) {
-#pragma omp parallel for num_threads(threads_for(ctx, n * t.row_width * 8))
+#pragma omp parallel for num_threads(threads_for(ctx, n* t.row_width * 8))
   for (int64_t i = 0; i < n; ++i) {
     if (status[i] != kInserted && status[i] != kEvicted) continue;
     float* row = t.values + slots[i] * t.row_width;
@@ -189,7 +190,7 @@ void rehash_double(Ctx&, const TableView& from, const TableView& to) {
 
 void gather(Ctx& ctx, const RowSpace& rs, const int64_t* refs, const int64_t* keys, int64_t n,
             float* out, int64_t out_ld, bool init_missing, uint64_t table_seed, float init_std) {
-#pragma omp parallel for num_threads(threads_for(ctx, n * rs.dim))
+#pragma omp parallel for num_threads(threads_for(ctx, n* rs.dim))
   for (int64_t i = 0; i < n; ++i) {
     float* o = out + i * out_ld;
     if (refs[i] >= 0) {
@@ -284,11 +285,17 @@ void clear(Ctx&, const TableView& t) {
   std::fill(t.last_step, t.last_step + t.capacity(), int64_t{-1});
 }
 
-void fill_u8(Ctx&, uint8_t* p, int64_t n, uint8_t v) { std::memset(p, v, static_cast<size_t>(n)); }
+void fill_u8(Ctx&, uint8_t* p, int64_t n, uint8_t v) {
+  std::memset(p, v, static_cast<size_t>(n));
+}
 
-void to_host(Ctx&, void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
+void to_host(Ctx&, void* dst, const void* src, size_t bytes) {
+  std::memcpy(dst, src, bytes);
+}
 
-void to_device(Ctx&, void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
+void to_device(Ctx&, void* dst, const void* src, size_t bytes) {
+  std::memcpy(dst, src, bytes);
+}
 
 int64_t list_occupied(Ctx&, const TableView& t, int64_t* keys, int64_t* slots) {
   int64_t m = 0;
