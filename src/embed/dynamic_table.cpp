@@ -319,7 +319,8 @@ TableRows DynamicTable::export_rows(Ctx& ctx) {
 }
 
 void DynamicTable::import_rows(Ctx& ctx, const std::vector<int64_t>& keys,
-                               const std::vector<float>& values, int64_t width) {
+                               const std::vector<float>& values, int64_t width,
+                               const std::vector<uint64_t>* scores) {
   const int64_t n = static_cast<int64_t>(keys.size());
   HSTU_CHECK(width == spec_.dim || width == row_width_, "dynamic table '", spec_.name,
              "': import_rows width must be dim (", spec_.dim, ") or the row width (", row_width_,
@@ -327,6 +328,8 @@ void DynamicTable::import_rows(Ctx& ctx, const std::vector<int64_t>& keys,
   HSTU_CHECK(static_cast<int64_t>(values.size()) == n * width, "dynamic table '", spec_.name,
              "': import_rows has ", keys.size(), " keys but ", values.size(), " values for width ",
              width);
+  HSTU_CHECK(!scores || static_cast<int64_t>(scores->size()) == n, "dynamic table '", spec_.name,
+             "': import_rows has ", n, " keys but ", scores ? scores->size() : 0, " scores");
   if (n == 0) return;
   std::vector<int64_t> order(static_cast<size_t>(n));
   std::iota(order.begin(), order.end(), int64_t{0});
@@ -334,6 +337,7 @@ void DynamicTable::import_rows(Ctx& ctx, const std::vector<int64_t>& keys,
   std::vector<int64_t> sorted(static_cast<size_t>(n)), iota(static_cast<size_t>(n));
   std::vector<int32_t> ones(static_cast<size_t>(n), 1);
   std::vector<float> rows(static_cast<size_t>(n * row_width_), 0.0f);
+  std::vector<uint64_t> sorted_scores(scores ? static_cast<size_t>(n) : 0);
   for (int64_t i = 0; i < n; ++i) {
     sorted[i] = keys[order[i]];
     HSTU_CHECK(sorted[i] != kEmptyKey, "dynamic table '", spec_.name,
@@ -341,9 +345,10 @@ void DynamicTable::import_rows(Ctx& ctx, const std::vector<int64_t>& keys,
     HSTU_CHECK(i == 0 || sorted[i] != sorted[i - 1], "dynamic table '", spec_.name,
                "': import_rows got key ", sorted[i], " twice");
     iota[i] = i;
+    if (scores) sorted_scores[i] = (*scores)[order[i]];
     std::copy_n(values.begin() + order[i] * width, width, rows.begin() + i * row_width_);
   }
-  ensure_work(n + (n * row_width_ + 7) / 8);  // 4 arrays of n words and the rows
+  ensure_work(n + (n * row_width_ + 7) / 8);  // 5 arrays of n words and the rows
   int64_t* dk = work_i64(n);
   int64_t* di = work_i64(n);
   int64_t* slots = work_i64(n);
@@ -361,6 +366,11 @@ void DynamicTable::import_rows(Ctx& ctx, const std::vector<int64_t>& keys,
     HSTU_CHECK(hs[i] >= 0, "dynamic table '", spec_.name, "': import_rows found no slot for key ",
                sorted[i], " (its bucket is full of keys of this step)");
   copy_rows(ctx, dr, di, store_->view().values, slots, n, row_width_, nullptr, nullptr);
+  if (scores) {
+    uint64_t* ds = reinterpret_cast<uint64_t*>(work_i64(n));
+    to_device(ctx, ds, sorted_scores.data(), static_cast<size_t>(n) * 8);
+    set_scores(ctx, store_->view(), slots, ds, n);
+  }
 }
 
 DynamicTableCounters DynamicTable::counters() const {

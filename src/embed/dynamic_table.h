@@ -111,10 +111,10 @@ class DynamicTable {
   // Every row (host copy; flushes first), in slot order.
   TableRows export_rows(Ctx& ctx);
   // Inserts or overwrites keys with the given rows: values [n, row_width], or [n, dim] with a
-  // zero optimiser state; scores = this step (LRU/none) or 1 (LFU); no admission. Grows as
-  // needed; throws when max capacity cannot hold them.
+  // zero optimiser state; scores = `scores` when given ([n]), else this step (LRU/none) or 1
+  // (LFU); no admission. Grows as needed; throws when max capacity cannot hold them.
   void import_rows(Ctx& ctx, const std::vector<int64_t>& keys, const std::vector<float>& values,
-                   int64_t width);
+                   int64_t width, const std::vector<uint64_t>* scores = nullptr);
 
   DynamicTableCounters counters() const;
   const DynamicTableSpec& spec() const { return spec_; }

@@ -69,6 +69,10 @@ void tier_refs(Ctx& ctx, const int64_t* cache_slots, const int64_t* store_slots,
                const uint8_t* miss, int64_t n, int64_t n_cache, int64_t* refs, int64_t* fill_src) {
   HSTU_EMBED_DISPATCH(tier_refs(ctx, cache_slots, store_slots, miss, n, n_cache, refs, fill_src));
 }
+void set_scores(Ctx& ctx, const TableView& t, const int64_t* slots, const uint64_t* values,
+                int64_t n) {
+  HSTU_EMBED_DISPATCH(set_scores(ctx, t, slots, values, n));
+}
 void clear(Ctx& ctx, const TableView& t) {
   HSTU_EMBED_DISPATCH(clear(ctx, t));
 }

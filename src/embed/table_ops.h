@@ -125,6 +125,10 @@ void miss_mask(Ctx& ctx, const int64_t* cache_slots, const int64_t* store_slots,
 void tier_refs(Ctx& ctx, const int64_t* cache_slots, const int64_t* store_slots,
                const uint8_t* miss, int64_t n, int64_t n_cache, int64_t* refs, int64_t* fill_src);
 
+// scores[slots[i]] = values[i] where slots[i] >= 0 (checkpoint loads).
+void set_scores(Ctx& ctx, const TableView& t, const int64_t* slots, const uint64_t* values,
+                int64_t n);
+
 // Empties every slot: keys = kEmptyKey, scores = 0, last_step = -1 (values untouched).
 void clear(Ctx& ctx, const TableView& t);
 // p[0:n) = v.

@@ -279,6 +279,11 @@ void tier_refs(Ctx&, const int64_t* cache_slots, const int64_t* store_slots, con
   }
 }
 
+void set_scores(Ctx&, const TableView& t, const int64_t* slots, const uint64_t* values, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    if (slots[i] >= 0) t.scores[slots[i]] = values[i];
+}
+
 void clear(Ctx&, const TableView& t) {
   std::fill(t.keys, t.keys + t.capacity(), kEmptyKey);
   std::fill(t.scores, t.scores + t.capacity(), uint64_t{0});

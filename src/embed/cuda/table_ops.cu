@@ -204,6 +204,12 @@ __global__ void erase_kernel(TableView t, const int64_t* slots, int64_t n,
   atomicAdd(out, 1ull);
 }
 
+__global__ void set_scores_kernel(TableView t, const int64_t* slots, const uint64_t* values,
+                                  int64_t n) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n && slots[i] >= 0) t.scores[slots[i]] = values[i];
+}
+
 __global__ void clear_kernel(TableView t) {
   const int64_t q = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (q >= t.capacity()) return;
@@ -552,6 +558,13 @@ void tier_refs(Ctx& ctx, const int64_t* cache_slots, const int64_t* store_slots,
   if (n == 0) return;
   tier_refs_kernel<<<blocks_for(n, 256), 256, 0, stream_of(ctx)>>>(cache_slots, store_slots, miss,
                                                                    n, n_cache, refs, fill_src);
+  HSTU_CUDA_CHECK_LAUNCH();
+}
+
+void set_scores(Ctx& ctx, const TableView& t, const int64_t* slots, const uint64_t* values,
+                int64_t n) {
+  if (n == 0) return;
+  set_scores_kernel<<<blocks_for(n, 256), 256, 0, stream_of(ctx)>>>(t, slots, values, n);
   HSTU_CUDA_CHECK_LAUNCH();
 }
 

@@ -33,6 +33,8 @@ void miss_mask(Ctx& ctx, const int64_t* cache_slots, const int64_t* store_slots,
                uint8_t* mask);
 void tier_refs(Ctx& ctx, const int64_t* cache_slots, const int64_t* store_slots,
                const uint8_t* miss, int64_t n, int64_t n_cache, int64_t* refs, int64_t* fill_src);
+void set_scores(Ctx& ctx, const TableView& t, const int64_t* slots, const uint64_t* values,
+                int64_t n);
 void clear(Ctx& ctx, const TableView& t);
 void fill_u8(Ctx& ctx, uint8_t* p, int64_t n, uint8_t v);
 void to_host(Ctx& ctx, void* dst, const void* src, size_t bytes);
