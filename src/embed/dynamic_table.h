@@ -85,7 +85,9 @@ class DynamicTable {
   void begin_step(int64_t step);
   int64_t step() const { return step_; }
 
-  // refs i64 [U] for unique keys (distinct, ascending) i64 [U]; counts i32 [U] (sightings).
+  // refs i64 [U] for unique keys i64 [U] (distinct; ascending as dedupe returns them, or any
+  // fixed order: inserts follow it); counts i32 [U] (sightings). Throws for the reserved key
+  // when it comes first (as in dedupe's order); elsewhere it is never inserted.
   void find_or_insert(Ctx& ctx, const Tensor& unique, const Tensor& counts, const Tensor& refs);
   // Read-only lookup: refs (-1: absent); no insertion, no score change.
   void find(Ctx& ctx, const Tensor& keys, const Tensor& refs);
@@ -99,7 +101,7 @@ class DynamicTable {
              const Tensor& touched);
   // The optimiser spec of the table's hyper-parameters at Adam step `step` (1-based), lr `lr`.
   SparseOptimizerSpec optimizer_spec(int64_t step, float lr) const;
-  // Host tier: brings rows of keys (distinct, ascending; i64 [n]) already in the table into the
+  // Host tier: brings rows of keys (distinct; i64 [n]) already in the table into the
   // device cache for the next step, without inserting or changing store scores. Call it after
   // this step's find_or_insert, on any stream ordered after it; no-op without a tier.
   void prefetch(Ctx& ctx, const Tensor& keys);

@@ -4,7 +4,7 @@
 // (all rows on the device) or two (a host-memory store with every row and a device cache).
 //
 // All batch arguments are arrays on the table's device; keys handed to find_or_insert are
-// distinct and ascending (DynamicTable::dedupe makes them so).
+// distinct (DynamicTable::dedupe makes them so, ascending) and handled in the given order.
 #pragma once
 
 #include <cstdint>
@@ -49,7 +49,7 @@ class HashTable {
 
   // slots[i] = slot of keys[i], or -1.
   void find(Ctx& ctx, const int64_t* keys, int64_t n, int64_t* slots);
-  // Finds keys[0:n) (distinct, ascending), updates the scores of those present, admits and
+  // Finds keys[0:n) (distinct), updates the scores of those present, admits and
   // inserts the missing ones (growing, then evicting at max capacity), initialising their rows.
   // slots[i] = the key's slot, -1 if not admitted or no slot could be freed this step.
   // evicted_keys (device i64 [n], optional) receives the keys this call evicted (kEmptyKey

@@ -3,9 +3,10 @@
 // table_ops.cpp. HashTable (hash_table.h) composes them; nothing else calls them.
 //
 // Every pointer is on ctx.device (the values of a host-tier store are page-locked host memory,
-// which CUDA kernels address directly). Keys of one call are distinct (dedupe first) and ascending,
-// and insert handles a bucket's keys in ascending key order on both backends, so a sequence of
-// calls leaves both backends' tables with the same keys, scores and rows.
+// which CUDA kernels address directly). Keys of one call are distinct (dedupe first), and insert
+// handles a bucket's keys in the order they are given on both backends, so a sequence of calls
+// leaves both backends' tables with the same keys, scores and rows. The reserved key is never
+// found, admitted or inserted.
 #pragma once
 
 #include <cstdint>
@@ -60,16 +61,17 @@ struct AdmitCounts {
 };
 // Count-min sketch admission: for keys with slots[i] < 0, adds counts[i] to the sketch
 // (u32 [depth, width], width a power of two; saturating), then mask[i] = estimate >= threshold
-// (mask[i] = 0 where slots[i] >= 0). With sketch == nullptr every missing key is admitted.
+// (mask[i] = 0 where slots[i] >= 0 or keys[i] is the reserved key). With sketch == nullptr every
+// missing key is admitted.
 AdmitCounts admit(Ctx& ctx, uint32_t* sketch, int depth, int64_t width, const int64_t* keys,
                   const int32_t* counts, const int64_t* slots, int64_t n, int64_t threshold,
                   uint8_t* mask);
 
-// Inserts keys[i] where mask[i] (keys absent from the table), a bucket's keys in ascending
-// order: a free slot, else (allow_evict) the slot of the bucket's lowest (score, key) not used
-// this step, else status kFull (mask stays 1) / kNoVictim. Sets slots[i], status[i],
-// evicted_keys[i] (kEmptyKey unless kEvicted), the new slot's score (LRU/none: step; LFU:
-// counts[i]) and last_step = step; mask[i] = 1 only for kFull afterwards.
+// Inserts keys[i] where mask[i] (keys absent from the table), a bucket's keys in input order: a
+// free slot, else (allow_evict) the slot of the bucket's lowest (score, key) not used this step,
+// else status kFull (mask stays 1) / kNoVictim. Sets slots[i], status[i], evicted_keys[i]
+// (kEmptyKey unless kEvicted), the new slot's score (LRU/none: step; LFU: counts[i]) and last_step
+// = step; mask[i] = 1 only for kFull afterwards.
 InsertCounts insert(Ctx& ctx, const TableView& t, const int64_t* keys, const int32_t* counts,
                     int64_t n, int64_t step, Eviction policy, bool allow_evict, uint8_t* mask,
                     int64_t* slots, uint8_t* status, int64_t* evicted_keys);

@@ -95,7 +95,7 @@ AdmitCounts admit(Ctx&, uint32_t* sketch, int depth, int64_t width, const int64_
     uint32_t est = 0xffffffffu;
     for (int r = 0; sketch && r < depth; ++r)
       est = std::min(est, sketch[r * width + (derive_seed(key_hash(keys[i]), r) & wmask)]);
-    mask[i] = static_cast<int64_t>(est) >= threshold;
+    mask[i] = static_cast<int64_t>(est) >= threshold && keys[i] != kEmptyKey;
     a.admitted += mask[i];
     a.rejected += !mask[i];
   }

@@ -7,17 +7,18 @@
 // fused optimiser is one warp per row with the per-element float math of ops/cuda/embedding.cu's
 // sparse_opt_row (the same expressions, bc1/bc2 rounded from double as there), so a dynamic
 // table's update equals the dense table's CUDA update bit for bit. Calls that return counts
-// synchronise the stream.
-#include <thrust/copy.h>
-#include <thrust/device_vector.h>
-#include <thrust/execution_policy.h>
+// synchronise the stream. Temporary device memory (sort buffers, CUB temp storage, counters)
+// comes from a per-stream workspace that grows and is reused, so a step allocates nothing.
 #include <thrust/iterator/counting_iterator.h>
-#include <thrust/scan.h>
-#include <thrust/sequence.h>
-#include <thrust/sort.h>
-#include <thrust/transform.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_scan.cuh>
+#include <cub/device/device_select.cuh>
+#include <mutex>
+#include <unordered_map>
 
 #include "core/cuda_check.h"
 #include "embed/cuda/table_ops.h"
@@ -31,16 +32,72 @@ cudaStream_t stream_of(const Ctx& ctx) {
   return static_cast<cudaStream_t>(ctx.stream);
 }
 
-auto on(const Ctx& ctx) {
-  return thrust::cuda::par.on(stream_of(ctx));
-}
-
 unsigned blocks_for(int64_t n, int threads) {
   return static_cast<unsigned>(std::max<int64_t>(1, (n + threads - 1) / threads));
 }
 
 void sync(const Ctx& ctx) {
   HSTU_CUDA_CHECK(cudaStreamSynchronize(stream_of(ctx)));
+}
+
+// Per-stream temporary device memory (bump-allocated, reset by each primitive; kernels of one
+// stream run in order, so reuse is safe) and page-locked host words for count read-backs.
+class Workspace {
+ public:
+  explicit Workspace(cudaStream_t s) : stream_(s) {
+    HSTU_CUDA_CHECK(cudaHostAlloc(&host_, 8 * sizeof(unsigned long long), cudaHostAllocDefault));
+  }
+  // Makes room for `bytes` in all (waits for the stream before freeing a smaller buffer).
+  void reset(size_t bytes) {
+    used_ = 0;
+    if (bytes <= cap_) return;
+    if (dev_) {
+      HSTU_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      HSTU_CUDA_CHECK(cudaFree(dev_));
+    }
+    cap_ = std::max(bytes, 2 * cap_);
+    HSTU_CUDA_CHECK(cudaMalloc(&dev_, cap_));
+  }
+  template <typename T>
+  T* take(size_t n) {
+    const size_t at = (used_ + 255) / 256 * 256, bytes = std::max<size_t>(n, 1) * sizeof(T);
+    HSTU_CHECK(at + bytes <= cap_, "dynamic table CUDA workspace overflow (", at + bytes, " > ",
+               cap_, " bytes)");
+    used_ = at + bytes;
+    return reinterpret_cast<T*>(static_cast<char*>(dev_) + at);
+  }
+  unsigned long long* host() { return host_; }
+
+ private:
+  cudaStream_t stream_;
+  void* dev_ = nullptr;
+  size_t cap_ = 0, used_ = 0;
+  unsigned long long* host_ = nullptr;
+};
+
+Workspace& workspace(const Ctx& ctx, size_t bytes) {
+  static std::mutex mu;
+  static std::unordered_map<cudaStream_t, std::unique_ptr<Workspace>> all;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& w = all[stream_of(ctx)];
+  if (!w) w = std::make_unique<Workspace>(stream_of(ctx));
+  w->reset(bytes + 16 * 256);
+  return *w;
+}
+
+// Reads k device counters into host (synchronises the stream).
+void read_counters(const Ctx& ctx, Workspace& ws, const unsigned long long* dev, int k,
+                   unsigned long long* out) {
+  HSTU_CUDA_CHECK(cudaMemcpyAsync(ws.host(), dev, static_cast<size_t>(k) * 8,
+                                  cudaMemcpyDeviceToHost, stream_of(ctx)));
+  sync(ctx);
+  std::copy_n(ws.host(), k, out);
+}
+
+int bits_for(uint64_t n) {  // bits needed for values in [0, n]
+  int b = 1;
+  while (b < 64 && (n >> b) != 0) ++b;
+  return b;
 }
 
 __device__ __forceinline__ float warp_sum(float v) {
@@ -124,7 +181,7 @@ __global__ void admit_mask(uint32_t* sketch, int depth, int64_t width, const int
   if (slots[i] >= 0) return;
   uint32_t est = 0xffffffffu;
   for (int r = 0; sketch && r < depth; ++r) est = min(est, *sketch_cell(sketch, r, width, keys[i]));
-  const bool ok = static_cast<int64_t>(est) >= threshold;
+  const bool ok = static_cast<int64_t>(est) >= threshold && keys[i] != kEmptyKey;
   mask[i] = ok;
   atomicAdd(out + (ok ? 0 : 1), 1ull);
 }
@@ -133,22 +190,24 @@ __global__ void admit_mask(uint32_t* sketch, int depth, int64_t width, const int
 
 __global__ void insert_prepare(const int64_t* keys, const uint8_t* mask, int64_t n,
                                int64_t num_buckets, uint8_t* status, int64_t* evicted,
-                               int64_t* bucket) {
+                               uint32_t* bucket, int32_t* pos) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   evicted[i] = kEmptyKey;
   status[i] = kSkipped;
-  bucket[i] = mask[i] ? bucket_of(keys[i], num_buckets) : -1;
+  bucket[i] = static_cast<uint32_t>(mask[i] ? bucket_of(keys[i], num_buckets) : num_buckets);
+  pos[i] = static_cast<int32_t>(i);
 }
 
 // Thread j owns the run of pos[] (sorted by bucket, keys ascending within) starting at j.
 __global__ void insert_runs(TableView t, const int64_t* keys, const int32_t* counts,
-                            const int64_t* run_bucket, const int32_t* pos, int64_t m, int64_t step,
+                            const uint32_t* run_bucket, const int32_t* pos, int64_t m, int64_t step,
                             Eviction policy, bool allow_evict, uint8_t* mask, int64_t* slots,
                             uint8_t* status, int64_t* evicted, unsigned long long* out) {
   const int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (j >= m || (j > 0 && run_bucket[j] == run_bucket[j - 1])) return;
-  const int64_t base = run_bucket[j] * t.bucket_size;
+  if (run_bucket[j] >= t.num_buckets) return;  // the keys not to insert
+  const int64_t base = static_cast<int64_t>(run_bucket[j]) * t.bucket_size;
   unsigned long long c[4] = {0, 0, 0, 0};
   for (int64_t q = j; q < m && run_bucket[q] == run_bucket[j]; ++q) {
     const int64_t i = pos[q];
@@ -348,51 +407,44 @@ __global__ void gather_keys(const int64_t* table_keys, const int64_t* slots, int
   if (i < m) keys[i] = table_keys[slots[i]];
 }
 
-struct IsMasked {
-  const uint8_t* mask;
-  __host__ __device__ bool operator()(int64_t i) const { return mask[i] != 0; }
-};
-
-struct BucketOf {
-  const int64_t* bucket;
-  __host__ __device__ int64_t operator()(int32_t i) const { return bucket[i]; }
-};
-
-// A device counter block, read back after the kernels.
-struct Counters {
-  explicit Counters(const Ctx& ctx) : ctx_(ctx), d_(4, 0ull) {}
-  unsigned long long* ptr() { return thrust::raw_pointer_cast(d_.data()); }
-  void read(unsigned long long* h) {
-    HSTU_CUDA_CHECK(cudaMemcpyAsync(h, ptr(), 4 * sizeof(unsigned long long),
-                                    cudaMemcpyDeviceToHost, stream_of(ctx_)));
-    sync(ctx_);
-  }
-  const Ctx& ctx_;
-  thrust::device_vector<unsigned long long> d_;
-};
+__global__ void iota_kernel(int32_t* p, int64_t n) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n) p[i] = static_cast<int32_t>(i);
+}
 
 }  // namespace
 
 int64_t dedupe(Ctx& ctx, const int64_t* keys, int64_t n, int64_t* unique, int32_t* inverse,
                int32_t* counts) {
   if (n == 0) return 0;
-  thrust::device_vector<int64_t> sorted(keys, keys + n);
-  thrust::device_vector<int32_t> pos(static_cast<size_t>(n)), uid(static_cast<size_t>(n));
-  thrust::sequence(on(ctx), pos.begin(), pos.end());
-  thrust::stable_sort_by_key(on(ctx), sorted.begin(), sorted.end(), pos.begin());
-  const int64_t* s = thrust::raw_pointer_cast(sorted.data());
-  head_flags<<<blocks_for(n, 256), 256, 0, stream_of(ctx)>>>(s, n,
-                                                             thrust::raw_pointer_cast(uid.data()));
-  thrust::inclusive_scan(on(ctx), uid.begin(), uid.end(), uid.begin());
-  HSTU_CUDA_CHECK(cudaMemsetAsync(counts, 0, static_cast<size_t>(n) * 4, stream_of(ctx)));
-  dedupe_scatter<<<blocks_for(n, 256), 256, 0, stream_of(ctx)>>>(
-      s, thrust::raw_pointer_cast(pos.data()), thrust::raw_pointer_cast(uid.data()), n, unique,
-      inverse, counts);
+  const int nn = static_cast<int>(n);
+  size_t sort_bytes = 0, scan_bytes = 0;
+  HSTU_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
+      nullptr, sort_bytes, keys, static_cast<int64_t*>(nullptr),
+      static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr), nn));
+  HSTU_CUDA_CHECK(cub::DeviceScan::InclusiveSum(nullptr, scan_bytes,
+                                                static_cast<const int32_t*>(nullptr),
+                                                static_cast<int32_t*>(nullptr), nn));
+  Workspace& ws =
+      workspace(ctx, static_cast<size_t>(n) * 24 + std::max(sort_bytes, scan_bytes) + 1024);
+  int64_t* sorted = ws.take<int64_t>(static_cast<size_t>(n));
+  int32_t* pos_in = ws.take<int32_t>(static_cast<size_t>(n));
+  int32_t* pos = ws.take<int32_t>(static_cast<size_t>(n));
+  int32_t* uid = ws.take<int32_t>(static_cast<size_t>(n));
+  void* temp = ws.take<char>(std::max(sort_bytes, scan_bytes));
+  const cudaStream_t st = stream_of(ctx);
+  iota_kernel<<<blocks_for(n, 256), 256, 0, st>>>(pos_in, n);
+  HSTU_CUDA_CHECK(
+      cub::DeviceRadixSort::SortPairs(temp, sort_bytes, keys, sorted, pos_in, pos, nn, 0, 64, st));
+  head_flags<<<blocks_for(n, 256), 256, 0, st>>>(sorted, n, uid);
+  HSTU_CUDA_CHECK(cub::DeviceScan::InclusiveSum(temp, scan_bytes, uid, uid, nn, st));
+  HSTU_CUDA_CHECK(cudaMemsetAsync(counts, 0, static_cast<size_t>(n) * 4, st));
+  dedupe_scatter<<<blocks_for(n, 256), 256, 0, st>>>(sorted, pos, uid, n, unique, inverse, counts);
   HSTU_CUDA_CHECK_LAUNCH();
   int32_t u = 0;
-  HSTU_CUDA_CHECK(cudaMemcpyAsync(&u, thrust::raw_pointer_cast(uid.data()) + n - 1, 4,
-                                  cudaMemcpyDeviceToHost, stream_of(ctx)));
+  HSTU_CUDA_CHECK(cudaMemcpyAsync(ws.host(), uid + n - 1, 4, cudaMemcpyDeviceToHost, st));
   sync(ctx);
+  std::memcpy(&u, ws.host(), 4);
   return u;
 }
 
@@ -413,15 +465,17 @@ AdmitCounts admit(Ctx& ctx, uint32_t* sketch, int depth, int64_t width, const in
                   const int32_t* counts, const int64_t* slots, int64_t n, int64_t threshold,
                   uint8_t* mask) {
   if (n == 0) return {};
-  Counters c(ctx);
+  Workspace& ws = workspace(ctx, 64);
+  unsigned long long* dc = ws.take<unsigned long long>(4);
+  HSTU_CUDA_CHECK(cudaMemsetAsync(dc, 0, 32, stream_of(ctx)));
   if (sketch)
     sketch_add<<<blocks_for(n, 256), 256, 0, stream_of(ctx)>>>(sketch, depth, width, keys, counts,
                                                                slots, n);
   admit_mask<<<blocks_for(n, 256), 256, 0, stream_of(ctx)>>>(sketch, depth, width, keys, slots, n,
-                                                             threshold, mask, c.ptr());
+                                                             threshold, mask, dc);
   HSTU_CUDA_CHECK_LAUNCH();
   unsigned long long h[4];
-  c.read(h);
+  read_counters(ctx, ws, dc, 2, h);
   return {static_cast<int64_t>(h[0]), static_cast<int64_t>(h[1])};
 }
 
@@ -429,29 +483,33 @@ InsertCounts insert(Ctx& ctx, const TableView& t, const int64_t* keys, const int
                     int64_t n, int64_t step, Eviction policy, bool allow_evict, uint8_t* mask,
                     int64_t* slots, uint8_t* status, int64_t* evicted_keys) {
   if (n == 0) return {};
-  thrust::device_vector<int64_t> bucket(static_cast<size_t>(n));
-  int64_t* b = thrust::raw_pointer_cast(bucket.data());
-  insert_prepare<<<blocks_for(n, 256), 256, 0, stream_of(ctx)>>>(keys, mask, n, t.num_buckets,
-                                                                 status, evicted_keys, b);
-  HSTU_CUDA_CHECK_LAUNCH();
-  // Positions of the keys to insert (ascending, so keys ascending), stably sorted by bucket.
-  thrust::device_vector<int32_t> pos(static_cast<size_t>(n));
-  const auto end = thrust::copy_if(on(ctx), thrust::counting_iterator<int32_t>(0),
-                                   thrust::counting_iterator<int32_t>(static_cast<int32_t>(n)),
-                                   pos.begin(), IsMasked{mask});
-  const int64_t m = end - pos.begin();
-  if (m == 0) return {};
-  thrust::device_vector<int64_t> run_bucket(static_cast<size_t>(m));
-  thrust::transform(on(ctx), pos.begin(), pos.begin() + m, run_bucket.begin(), BucketOf{b});
-  thrust::stable_sort_by_key(on(ctx), run_bucket.begin(), run_bucket.end(), pos.begin());
-  Counters c(ctx);
-  insert_runs<<<blocks_for(m, 128), 128, 0, stream_of(ctx)>>>(
-      t, keys, counts, thrust::raw_pointer_cast(run_bucket.data()),
-      thrust::raw_pointer_cast(pos.data()), m, step, policy, allow_evict, mask, slots, status,
-      evicted_keys, c.ptr());
+  const int nn = static_cast<int>(n);
+  size_t sort_bytes = 0;
+  HSTU_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
+      nullptr, sort_bytes, static_cast<const uint32_t*>(nullptr), static_cast<uint32_t*>(nullptr),
+      static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr), nn));
+  Workspace& ws = workspace(ctx, static_cast<size_t>(n) * 16 + sort_bytes + 1024);
+  uint32_t* bucket_in = ws.take<uint32_t>(static_cast<size_t>(n));
+  uint32_t* bucket = ws.take<uint32_t>(static_cast<size_t>(n));
+  int32_t* pos_in = ws.take<int32_t>(static_cast<size_t>(n));
+  int32_t* pos = ws.take<int32_t>(static_cast<size_t>(n));
+  unsigned long long* dc = ws.take<unsigned long long>(4);
+  void* temp = ws.take<char>(sort_bytes);
+  const cudaStream_t st = stream_of(ctx);
+  HSTU_CHECK(t.num_buckets < (int64_t{1} << 31), "dynamic table: too many buckets");
+  // Keys not to insert get bucket num_buckets (sorted last, skipped); positions ascending in,
+  // so a bucket's keys stay in input order (radix sort is stable).
+  insert_prepare<<<blocks_for(n, 256), 256, 0, st>>>(keys, mask, n, t.num_buckets, status,
+                                                     evicted_keys, bucket_in, pos_in);
+  HSTU_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, sort_bytes, bucket_in, bucket, pos_in, pos,
+                                                  nn, 0, bits_for(t.num_buckets), st));
+  HSTU_CUDA_CHECK(cudaMemsetAsync(dc, 0, 32, st));
+  insert_runs<<<blocks_for(n, 128), 128, 0, st>>>(t, keys, counts, bucket, pos, n, step, policy,
+                                                  allow_evict, mask, slots, status, evicted_keys,
+                                                  dc);
   HSTU_CUDA_CHECK_LAUNCH();
   unsigned long long h[4];
-  c.read(h);
+  read_counters(ctx, ws, dc, 4, h);
   InsertCounts r;
   r.inserted = static_cast<int64_t>(h[0]);
   r.evicted = static_cast<int64_t>(h[1]);
@@ -470,14 +528,15 @@ void init_rows(Ctx& ctx, const TableView& t, const int64_t* keys, const int64_t*
 
 int64_t erase(Ctx& ctx, const TableView& t, const int64_t* keys, int64_t n) {
   if (n == 0) return 0;
-  thrust::device_vector<int64_t> slots(static_cast<size_t>(n));
-  cuda::find(ctx, t, keys, n, thrust::raw_pointer_cast(slots.data()));
-  Counters c(ctx);
-  erase_kernel<<<blocks_for(n, 256), 256, 0, stream_of(ctx)>>>(
-      t, thrust::raw_pointer_cast(slots.data()), n, c.ptr());
+  Workspace& ws = workspace(ctx, static_cast<size_t>(n) * 8 + 64);
+  int64_t* slots = ws.take<int64_t>(static_cast<size_t>(n));
+  unsigned long long* dc = ws.take<unsigned long long>(1);
+  cuda::find(ctx, t, keys, n, slots);
+  HSTU_CUDA_CHECK(cudaMemsetAsync(dc, 0, 8, stream_of(ctx)));
+  erase_kernel<<<blocks_for(n, 256), 256, 0, stream_of(ctx)>>>(t, slots, n, dc);
   HSTU_CUDA_CHECK_LAUNCH();
-  unsigned long long h[4];
-  c.read(h);
+  unsigned long long h[1];
+  read_counters(ctx, ws, dc, 1, h);
   return static_cast<int64_t>(h[0]);
 }
 
@@ -588,15 +647,26 @@ void to_device(Ctx& ctx, void* dst, const void* src, size_t bytes) {
 }
 
 int64_t list_occupied(Ctx& ctx, const TableView& t, int64_t* keys, int64_t* slots) {
-  const auto end = thrust::copy_if(on(ctx), thrust::counting_iterator<int64_t>(0),
-                                   thrust::counting_iterator<int64_t>(t.capacity()),
-                                   thrust::device_pointer_cast(slots), Occupied{t.keys});
-  const int64_t m = end - thrust::device_pointer_cast(slots);
+  const int64_t cap = t.capacity();
+  HSTU_CHECK(cap < (int64_t{1} << 31), "dynamic table: list_occupied over > 2^31 slots");
+  thrust::counting_iterator<int64_t> first(0);
+  size_t bytes = 0;
+  HSTU_CUDA_CHECK(cub::DeviceSelect::If(nullptr, bytes, first, slots, static_cast<int*>(nullptr),
+                                        static_cast<int>(cap), Occupied{t.keys}));
+  Workspace& ws = workspace(ctx, bytes + 64);
+  int* count = ws.take<int>(1);
+  void* temp = ws.take<char>(bytes);
+  HSTU_CUDA_CHECK(cub::DeviceSelect::If(temp, bytes, first, slots, count, static_cast<int>(cap),
+                                        Occupied{t.keys}, stream_of(ctx)));
+  HSTU_CUDA_CHECK(cudaMemcpyAsync(ws.host(), count, 4, cudaMemcpyDeviceToHost, stream_of(ctx)));
+  sync(ctx);
+  int m = 0;
+  std::memcpy(&m, ws.host(), 4);
   if (m > 0) {
     gather_keys<<<blocks_for(m, 256), 256, 0, stream_of(ctx)>>>(t.keys, slots, m, keys);
     HSTU_CUDA_CHECK_LAUNCH();
+    sync(ctx);
   }
-  sync(ctx);
   return m;
 }
 
