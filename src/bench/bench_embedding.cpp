@@ -148,7 +148,9 @@ int run_embedding_bench(const std::vector<std::string>& args) {
         embed::DynamicTableSpec s;
         s.name = "table_" + std::to_string(t);
         s.dim = o.dim;
-        s.capacity_rows = s.max_capacity_rows = o.rows * 4 / 3 + 64;  // load <= 0.75 when full
+        // Capacity rounds up to a power of two of 32-slot buckets (1.68 M -> 2.1 M slots).
+        s.capacity_rows = s.max_capacity_rows = o.rows;
+        s.max_load_factor = 0.95;
         s.bucket_size = 32;
         s.eviction = "lru";
         s.optimizer = opt;
