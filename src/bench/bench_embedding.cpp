@@ -185,32 +185,39 @@ int run_embedding_bench(const std::vector<std::string>& args) {
       }
       std::vector<double> fwd_ms, bwd_ms;
       double unique_sum = 0;
+      std::vector<int64_t> uniq(runs.size());
       for (int it = 0; it < o.warmup + o.iters; ++it) {
-        double f = 0, b = 0;
-        for (TableRun& r : runs) {
-          const auto t0 = std::chrono::steady_clock::now();
+        // The forward of every table, then the backward of every table, as a training step
+        // runs them; one synchronisation after each half.
+        const auto t0 = std::chrono::steady_clock::now();
+        for (size_t ti = 0; ti < runs.size(); ++ti) {
+          TableRun& r = runs[ti];
           const Tensor& keys = r.keys[static_cast<size_t>(it % kBatches)];
           const int64_t u = r.table->dedupe(ctx, keys, r.unique, r.inverse, r.counts);
+          uniq[ti] = u;
           r.table->begin_step(it);
           const Tensor uk = r.unique.rows(0, u), refs = r.refs.rows(0, u);
           r.table->find_or_insert(ctx, uk, r.counts.rows(0, u), refs);
           const Tensor win = r.window.rows(0, u);
           r.table->gather(ctx, uk, refs, win, true);
           embedding_fwd(ctx, win, r.inverse, 1.0f, Tensor(), Tensor(), r.out);
-          synchronize_device(device);
-          const auto t1 = std::chrono::steady_clock::now();
+        }
+        synchronize_device(device);
+        const auto t1 = std::chrono::steady_clock::now();
+        for (size_t ti = 0; ti < runs.size(); ++ti) {
+          TableRun& r = runs[ti];
+          const int64_t u = uniq[ti];
           const Tensor grad = r.grad.rows(0, u), touched = r.touched.rows(0, u);
           embedding_bwd(ctx, r.dout, r.inverse, 1.0f, grad, touched, Tensor(), Tensor());
-          r.table->apply(ctx, r.table->optimizer_spec(it + 1, 0.01f), refs, grad, touched);
-          synchronize_device(device);
-          const auto t2 = std::chrono::steady_clock::now();
-          f += std::chrono::duration<double, std::milli>(t1 - t0).count();
-          b += std::chrono::duration<double, std::milli>(t2 - t1).count();
-          if (it >= o.warmup) unique_sum += static_cast<double>(u);
+          r.table->apply(ctx, r.table->optimizer_spec(it + 1, 0.01f), r.refs.rows(0, u), grad,
+                         touched);
         }
+        synchronize_device(device);
+        const auto t2 = std::chrono::steady_clock::now();
         if (it >= o.warmup) {
-          fwd_ms.push_back(f);
-          bwd_ms.push_back(b);
+          fwd_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+          bwd_ms.push_back(std::chrono::duration<double, std::milli>(t2 - t1).count());
+          for (const int64_t u : uniq) unique_sum += static_cast<double>(u);
         }
       }
       std::vector<double> tot(fwd_ms.size());

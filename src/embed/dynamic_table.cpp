@@ -136,9 +136,14 @@ int64_t DynamicTable::dedupe(Ctx& ctx, const Tensor& keys, const Tensor& unique,
   HSTU_CHECK(unique.dim(0) >= n && inverse.dim(0) >= n && counts.dim(0) >= n, "dynamic table '",
              spec_.name, "': dedupe outputs must hold ", n, " entries");
   if (n == 0) return 0;
+  int64_t first = 0;
   const int64_t u = embed::dedupe(ctx, keys.as<int64_t>(), n, unique.as<int64_t>(),
-                                  inverse.as<int32_t>(), counts.as<int32_t>());
-  check_keys(ctx, unique.rows(0, u), "dedupe keys");
+                                  inverse.as<int32_t>(), counts.as<int32_t>(), &first);
+  HSTU_CHECK(first != kEmptyKey, "dynamic table '", spec_.name,
+             "': dedupe keys contain the reserved key INT64_MIN (", kEmptyKey,
+             "), which no table accepts");
+  last_unique_ = unique.data;
+  last_u_ = u;
   return u;
 }
 
@@ -150,7 +155,9 @@ void DynamicTable::begin_step(int64_t step) {
 
 void DynamicTable::find_or_insert(Ctx& ctx, const Tensor& unique, const Tensor& counts,
                                   const Tensor& refs) {
-  check_keys(ctx, unique, "find_or_insert keys");
+  // Keys straight from dedupe were checked there (no second read-back).
+  if (unique.data != last_unique_ || unique.dim(0) > last_u_)
+    check_keys(ctx, unique, "find_or_insert keys");
   const int64_t n = unique.dim(0);
   check_vec(counts, DType::kI32, device_, "find_or_insert counts", spec_.name);
   check_vec(refs, DType::kI64, device_, "find_or_insert refs", spec_.name);

@@ -143,6 +143,8 @@ class DynamicTable {
   int64_t row_width_ = 0;
   uint64_t table_seed_ = 0;
   int64_t step_ = 0;
+  const void* last_unique_ = nullptr;  // the unique keys of the last dedupe, already checked
+  int64_t last_u_ = 0;
   std::unique_ptr<HashTable> store_, cache_;
   std::unique_ptr<Arena> dirty_arena_;
   uint8_t* dirty_ = nullptr;  // u8 [cache capacity]: cache row changed since it was filled

@@ -127,12 +127,18 @@ void HashTable::find_or_insert(Ctx& ctx, const int64_t* keys, const int32_t* cou
   int64_t* evicted = evicted_keys ? evicted_keys : scratch<int64_t>(n);
   embed::find(ctx, view_, keys, n, slots);
   touch(ctx, view_, slots, counts, n, step, cfg_.eviction);
+  const bool sketch = cfg_.admit_threshold > 1 && !admit_all;
+  // At max capacity without a sketch nothing needs the admitted count: insert counts itself.
+  const bool need_counts = sketch || view_.num_buckets < max_buckets_;
   const AdmitCounts ad =
-      admit(ctx, cfg_.admit_threshold > 1 && !admit_all ? sketch_ : nullptr, kSketchDepth,
-            sketch_width_, keys, counts, slots, n, admit_all ? 0 : cfg_.admit_threshold, mask);
-  counters_.rejections += ad.rejected;
-  if (ad.admitted == 0) return;
-  while (static_cast<double>(counters_.size + ad.admitted) >
+      admit(ctx, sketch ? sketch_ : nullptr, kSketchDepth, sketch_width_, keys, counts, slots, n,
+            admit_all ? 0 : cfg_.admit_threshold, mask, need_counts);
+  if (need_counts) {
+    counters_.rejections += ad.rejected;
+    if (ad.admitted == 0) return;
+  }
+  while (need_counts &&
+         static_cast<double>(counters_.size + ad.admitted) >
              cfg_.max_load_factor * static_cast<double>(capacity()) &&
          view_.num_buckets < max_buckets_)
     grow(ctx);

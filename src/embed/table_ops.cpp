@@ -14,8 +14,8 @@ namespace hstu::embed {
   HSTU_CUDA_DISPATCH(return cuda::call);
 
 int64_t dedupe(Ctx& ctx, const int64_t* keys, int64_t n, int64_t* unique, int32_t* inverse,
-               int32_t* counts) {
-  HSTU_EMBED_DISPATCH(dedupe(ctx, keys, n, unique, inverse, counts));
+               int32_t* counts, int64_t* first_key) {
+  HSTU_EMBED_DISPATCH(dedupe(ctx, keys, n, unique, inverse, counts, first_key));
 }
 void find(Ctx& ctx, const TableView& t, const int64_t* keys, int64_t n, int64_t* slots) {
   HSTU_EMBED_DISPATCH(find(ctx, t, keys, n, slots));
@@ -26,8 +26,9 @@ void touch(Ctx& ctx, const TableView& t, const int64_t* slots, const int32_t* co
 }
 AdmitCounts admit(Ctx& ctx, uint32_t* sketch, int depth, int64_t width, const int64_t* keys,
                   const int32_t* counts, const int64_t* slots, int64_t n, int64_t threshold,
-                  uint8_t* mask) {
-  HSTU_EMBED_DISPATCH(admit(ctx, sketch, depth, width, keys, counts, slots, n, threshold, mask));
+                  uint8_t* mask, bool need_counts) {
+  HSTU_EMBED_DISPATCH(
+      admit(ctx, sketch, depth, width, keys, counts, slots, n, threshold, mask, need_counts));
 }
 InsertCounts insert(Ctx& ctx, const TableView& t, const int64_t* keys, const int32_t* counts,
                     int64_t n, int64_t step, Eviction policy, bool allow_evict, uint8_t* mask,

@@ -45,9 +45,10 @@ struct InsertCounts {
 };
 
 // Sort-based unique: unique[0:U) = the distinct keys of keys[0:n) ascending, inverse[i] = index
-// of keys[i] in unique, counts[u] = occurrences. Returns U (the CUDA backend synchronises).
+// of keys[i] in unique, counts[u] = occurrences, *first_key (host) = unique[0]. Returns U (the
+// CUDA backend synchronises once).
 int64_t dedupe(Ctx& ctx, const int64_t* keys, int64_t n, int64_t* unique, int32_t* inverse,
-               int32_t* counts);
+               int32_t* counts, int64_t* first_key);
 
 // slots[i] = slot of keys[i] or -1.
 void find(Ctx& ctx, const TableView& t, const int64_t* keys, int64_t n, int64_t* slots);
@@ -62,10 +63,11 @@ struct AdmitCounts {
 // Count-min sketch admission: for keys with slots[i] < 0, adds counts[i] to the sketch
 // (u32 [depth, width], width a power of two; saturating), then mask[i] = estimate >= threshold
 // (mask[i] = 0 where slots[i] >= 0 or keys[i] is the reserved key). With sketch == nullptr every
-// missing key is admitted.
+// missing key is admitted. Without need_counts the CUDA backend does not read the counts back
+// (no synchronisation) and returns {-1, -1}.
 AdmitCounts admit(Ctx& ctx, uint32_t* sketch, int depth, int64_t width, const int64_t* keys,
                   const int32_t* counts, const int64_t* slots, int64_t n, int64_t threshold,
-                  uint8_t* mask);
+                  uint8_t* mask, bool need_counts);
 
 // Inserts keys[i] where mask[i] (keys absent from the table), a bucket's keys in input order: a
 // free slot, else (allow_evict) the slot of the bucket's lowest (score, key) not used this step,

@@ -32,7 +32,7 @@ float* row_ptr(const RowSpace& rs, int64_t ref) {
 }  // namespace
 
 int64_t dedupe(Ctx&, const int64_t* keys, int64_t n, int64_t* unique, int32_t* inverse,
-               int32_t* counts) {
+               int32_t* counts, int64_t* first_key) {
   std::vector<std::pair<int64_t, int32_t>> order(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) order[i] = {keys[i], static_cast<int32_t>(i)};
   std::sort(order.begin(), order.end());
@@ -46,6 +46,7 @@ int64_t dedupe(Ctx&, const int64_t* keys, int64_t n, int64_t* unique, int32_t* i
     ++counts[u];
     inverse[order[i].second] = static_cast<int32_t>(u);
   }
+  if (n > 0) *first_key = unique[0];
   return u + 1;
 }
 
@@ -78,7 +79,7 @@ void touch(Ctx&, const TableView& t, const int64_t* slots, const int32_t* counts
 
 AdmitCounts admit(Ctx&, uint32_t* sketch, int depth, int64_t width, const int64_t* keys,
                   const int32_t* counts, const int64_t* slots, int64_t n, int64_t threshold,
-                  uint8_t* mask) {
+                  uint8_t* mask, bool) {
   const uint64_t wmask = static_cast<uint64_t>(width - 1);
   for (int64_t i = 0; sketch && i < n; ++i) {
     if (slots[i] >= 0) continue;

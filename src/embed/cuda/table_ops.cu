@@ -415,7 +415,7 @@ __global__ void iota_kernel(int32_t* p, int64_t n) {
 }  // namespace
 
 int64_t dedupe(Ctx& ctx, const int64_t* keys, int64_t n, int64_t* unique, int32_t* inverse,
-               int32_t* counts) {
+               int32_t* counts, int64_t* first_key) {
   if (n == 0) return 0;
   const int nn = static_cast<int>(n);
   size_t sort_bytes = 0, scan_bytes = 0;
@@ -443,8 +443,10 @@ int64_t dedupe(Ctx& ctx, const int64_t* keys, int64_t n, int64_t* unique, int32_
   HSTU_CUDA_CHECK_LAUNCH();
   int32_t u = 0;
   HSTU_CUDA_CHECK(cudaMemcpyAsync(ws.host(), uid + n - 1, 4, cudaMemcpyDeviceToHost, st));
+  HSTU_CUDA_CHECK(cudaMemcpyAsync(ws.host() + 1, unique, 8, cudaMemcpyDeviceToHost, st));
   sync(ctx);
   std::memcpy(&u, ws.host(), 4);
+  std::memcpy(first_key, ws.host() + 1, 8);
   return u;
 }
 
@@ -463,7 +465,7 @@ void touch(Ctx& ctx, const TableView& t, const int64_t* slots, const int32_t* co
 
 AdmitCounts admit(Ctx& ctx, uint32_t* sketch, int depth, int64_t width, const int64_t* keys,
                   const int32_t* counts, const int64_t* slots, int64_t n, int64_t threshold,
-                  uint8_t* mask) {
+                  uint8_t* mask, bool need_counts) {
   if (n == 0) return {};
   Workspace& ws = workspace(ctx, 64);
   unsigned long long* dc = ws.take<unsigned long long>(4);
@@ -474,6 +476,7 @@ AdmitCounts admit(Ctx& ctx, uint32_t* sketch, int depth, int64_t width, const in
   admit_mask<<<blocks_for(n, 256), 256, 0, stream_of(ctx)>>>(sketch, depth, width, keys, slots, n,
                                                              threshold, mask, dc);
   HSTU_CUDA_CHECK_LAUNCH();
+  if (!need_counts) return {-1, -1};
   unsigned long long h[4];
   read_counters(ctx, ws, dc, 2, h);
   return {static_cast<int64_t>(h[0]), static_cast<int64_t>(h[1])};

@@ -7,13 +7,13 @@
 namespace hstu::embed::cuda {
 
 int64_t dedupe(Ctx& ctx, const int64_t* keys, int64_t n, int64_t* unique, int32_t* inverse,
-               int32_t* counts);
+               int32_t* counts, int64_t* first_key);
 void find(Ctx& ctx, const TableView& t, const int64_t* keys, int64_t n, int64_t* slots);
 void touch(Ctx& ctx, const TableView& t, const int64_t* slots, const int32_t* counts, int64_t n,
            int64_t step, Eviction policy);
 AdmitCounts admit(Ctx& ctx, uint32_t* sketch, int depth, int64_t width, const int64_t* keys,
                   const int32_t* counts, const int64_t* slots, int64_t n, int64_t threshold,
-                  uint8_t* mask);
+                  uint8_t* mask, bool need_counts);
 InsertCounts insert(Ctx& ctx, const TableView& t, const int64_t* keys, const int32_t* counts,
                     int64_t n, int64_t step, Eviction policy, bool allow_evict, uint8_t* mask,
                     int64_t* slots, uint8_t* status, int64_t* evicted_keys);
