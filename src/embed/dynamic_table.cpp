@@ -80,6 +80,9 @@ DynamicTable::DynamicTable(const DynamicTableSpec& spec, Device device)
     dirty_arena_ = std::make_unique<Arena>(device, static_cast<size_t>(cap) + Arena::kAlign,
                                            "dynamic_table_dirty:" + spec.name);
     dirty_ = dirty_arena_->zeros(DType::kU8, {cap}).as<uint8_t>();
+    Ctx ctx;  // the zero-fill ran on the default stream: done before any stream's work
+    ctx.device = device;
+    synchronize(ctx);
   }
 }
 

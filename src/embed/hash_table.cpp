@@ -53,6 +53,8 @@ HashTable::HashTable(const HashTableConfig& cfg, Device device) : cfg_(cfg), dev
     sketch_ = reinterpret_cast<uint32_t*>(
         sketch_arena_->zeros(DType::kI32, {kSketchDepth * sketch_width_}).data);
   }
+  // The clear and zero-fills ran on the default stream: done before any stream's work.
+  synchronize(ctx);
 }
 
 HashTable::~HashTable() = default;

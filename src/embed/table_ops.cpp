@@ -80,6 +80,9 @@ void clear(Ctx& ctx, const TableView& t) {
 void fill_u8(Ctx& ctx, uint8_t* p, int64_t n, uint8_t v) {
   HSTU_EMBED_DISPATCH(fill_u8(ctx, p, n, v));
 }
+void synchronize(Ctx& ctx) {
+  HSTU_EMBED_DISPATCH(synchronize(ctx));
+}
 void to_host(Ctx& ctx, void* dst, const void* src, size_t bytes) {
   HSTU_EMBED_DISPATCH(to_host(ctx, dst, src, bytes));
 }

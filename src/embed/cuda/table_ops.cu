@@ -639,6 +639,10 @@ void fill_u8(Ctx& ctx, uint8_t* p, int64_t n, uint8_t v) {
   HSTU_CUDA_CHECK(cudaMemsetAsync(p, v, static_cast<size_t>(n), stream_of(ctx)));
 }
 
+void synchronize(Ctx& ctx) {
+  sync(ctx);
+}
+
 void to_host(Ctx& ctx, void* dst, const void* src, size_t bytes) {
   HSTU_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_of(ctx)));
   sync(ctx);

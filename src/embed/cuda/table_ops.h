@@ -37,6 +37,7 @@ void set_scores(Ctx& ctx, const TableView& t, const int64_t* slots, const uint64
                 int64_t n);
 void clear(Ctx& ctx, const TableView& t);
 void fill_u8(Ctx& ctx, uint8_t* p, int64_t n, uint8_t v);
+void synchronize(Ctx& ctx);
 void to_host(Ctx& ctx, void* dst, const void* src, size_t bytes);
 void to_device(Ctx& ctx, void* dst, const void* src, size_t bytes);
 int64_t list_occupied(Ctx& ctx, const TableView& t, int64_t* keys, int64_t* slots);
