@@ -301,6 +301,23 @@ void DynamicTable::flush(Ctx& ctx) {
   fill_u8(ctx, dirty_, cap, 0);
 }
 
+int64_t DynamicTable::list_keys(Ctx& ctx, const Tensor& keys, const Tensor& refs) {
+  check_vec(keys, DType::kI64, device_, "list_keys keys", spec_.name);
+  check_vec(refs, DType::kI64, device_, "list_keys refs", spec_.name);
+  HSTU_CHECK(keys.dim(0) >= size() && refs.dim(0) >= size(), "dynamic table '", spec_.name,
+             "': list_keys needs room for ", size(), " keys");
+  const int64_t cap = store_->capacity();
+  ensure_work(cap);
+  int64_t* k = work_i64(cap);
+  int64_t* slots = work_i64(cap);
+  const int64_t m = list_occupied(ctx, store_->view(), k, slots);
+  HSTU_CHECK(m == size(), "dynamic table '", spec_.name, "': ", m, " keys listed, size ", size());
+  if (m == 0) return 0;
+  to_device(ctx, keys.data, k, static_cast<size_t>(m) * 8);  // device to device, in stream order
+  find(ctx, keys.rows(0, m), refs.rows(0, m));               // (reuses the work arena after)
+  return m;
+}
+
 TableRows DynamicTable::export_rows(Ctx& ctx) {
   flush(ctx);
   const TableView& v = store_->view();

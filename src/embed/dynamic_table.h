@@ -110,6 +110,10 @@ class DynamicTable {
   // Writes the cache's changed rows back to the store (host tier; no-op otherwise).
   void flush(Ctx& ctx);
 
+  // The keys present (keys i64 [>= size()], in slot order) and their refs (i64, same length) on
+  // the device, for gather: the item set of full-catalogue evaluation and of negatives drawn
+  // from the table. Returns their number. Refs as find's.
+  int64_t list_keys(Ctx& ctx, const Tensor& keys, const Tensor& refs);
   // Every row (host copy; flushes first), in slot order.
   TableRows export_rows(Ctx& ctx);
   // Inserts or overwrites keys with the given rows: values [n, row_width], or [n, dim] with a

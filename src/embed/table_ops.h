@@ -139,7 +139,8 @@ void clear(Ctx& ctx, const TableView& t);
 void fill_u8(Ctx& ctx, uint8_t* p, int64_t n, uint8_t v);
 // Waits for the work queued on ctx's stream (nothing on the CPU).
 void synchronize(Ctx& ctx);
-// Copies between the table's device and host memory, in stream order; returns when done.
+// Copies between the table's device and host memory (or within the device), in stream order;
+// returns when done.
 void to_host(Ctx& ctx, void* dst, const void* src, size_t bytes);
 void to_device(Ctx& ctx, void* dst, const void* src, size_t bytes);
 

@@ -99,6 +99,28 @@ void compare_tiers(const std::string& eviction, int64_t max_cap, bool prefetch) 
   tier.gather(ctx, vec_tensor(u), vec_tensor(refs),
               Tensor(ob.data(), DType::kF32, Device::kCPU, {n, 6}), false);
   EXPECT_EQ(oa, ob);
+  // The key set and its rows on the device (full-catalogue evaluation), through either table.
+  for (embed::DynamicTable* t : {&flat, &tier}) {
+    std::vector<int64_t> all(static_cast<size_t>(t->size())), all_refs(all.size());
+    ASSERT_EQ(t->list_keys(ctx, vec_tensor(all), vec_tensor(all_refs)), t->size());
+    const int64_t m = t->size();
+    std::vector<float> rows(static_cast<size_t>(m * 6));
+    t->gather(ctx, vec_tensor(all), vec_tensor(all_refs),
+              Tensor(rows.data(), DType::kF32, Device::kCPU, {m, 6}), false);
+    std::vector<std::pair<int64_t, std::vector<float>>> got;
+    for (int64_t i = 0; i < m; ++i) {
+      ASSERT_GE(all_refs[i], 0);
+      got.emplace_back(all[i], std::vector<float>(rows.begin() + i * 6, rows.begin() + i * 6 + 6));
+    }
+    std::sort(got.begin(), got.end());
+    const auto want = sorted(ra, flat.row_width());
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_EQ(got[i].first, want[i].first);
+      ASSERT_EQ(got[i].second,
+                std::vector<float>(want[i].second.begin(), want[i].second.begin() + 6));
+    }
+  }
 }
 
 TEST(HostTier, EqualsAllInMemoryTable) {
