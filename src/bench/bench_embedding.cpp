@@ -56,10 +56,18 @@ double median(std::vector<double> v) {
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
-// NVIDIA's DynamicEmb times on one H100 (fwd + bwd, ms), performance-references.md §4.1.
+// NVIDIA's DynamicEmb iteration times on one H100 (ms) that issue 18's acceptance compares with:
+// SGD all in HBM 1.59 and Adam with caching 11.63 (distributed.md §5, dynamicemb
+// benchmark/README.md); Adam all in HBM has only benchmark_results.json's fwd + bwd, 1.338 +
+// 0.847. 0: nothing published for the case.
 double published_ms(const std::string& opt, bool tier) {
-  if (tier) return opt == "adam" ? 11.311 + 0.973 : 0.0;  // caching case published for Adam only
-  return opt == "adam" ? 1.338 + 0.847 : 1.330 + 0.593;
+  if (tier) return opt == "adam" ? 11.63 : 0.0;
+  return opt == "adam" ? 1.338 + 0.847 : 1.59;
+}
+
+// The speed-up over NVIDIA the acceptance asks for: 1.3x all in HBM, 1.5x with the host tier.
+double target_speedup(bool tier) {
+  return tier ? 1.5 : 1.3;
 }
 
 }  // namespace
@@ -126,12 +134,13 @@ int run_embedding_bench(const std::vector<std::string>& args) {
       "random output gradients + fused optimiser (bwd); median of %d after %d warm-up\n",
       o.iters, o.warmup);
   std::printf(
-      "baseline: NVIDIA DynamicEmb on one H100 (recsys-examples dynamicemb "
-      "benchmark_results.json, 2026-05-26; 10 tables x 128, 1,048,570 lookups, alpha 1.05): "
-      "all in HBM (1.68 M rows/table) SGD 1.330 + 0.593 ms, Adam 1.338 + 0.847 ms fwd + bwd; "
-      "26.8 M rows/table with a 10%% HBM cache, Adam 11.311 + 0.973 ms. The distributed "
-      "reference quotes 1.59 ms (SGD, HBM) and 11.63 ms (Adam, caching) per iteration.\n");
-  std::printf("%-5s %-11s | %8s %8s %8s | %9s %9s %9s | %10s %7s\n", "opt", "tier", "fwd ms",
+      "baseline (NV ms): NVIDIA DynamicEmb on one H100, 10 tables x 128, ~1.05 M lookups, alpha "
+      "1.05: SGD all in HBM 1.59 ms and Adam with caching 11.63 ms per iteration (dynamicemb "
+      "benchmark/README.md, as the distributed reference quotes them); Adam all in HBM 1.338 + "
+      "0.847 ms fwd + bwd (benchmark_results.json, 2026-05-26, 1.68 M rows/table; its caching "
+      "case: 26.8 M rows/table, 10%% HBM, 11.311 + 0.973 ms). Target: 1.3x faster in HBM, 1.5x "
+      "with the host tier.\n");
+  std::printf("%-5s %-11s | %8s %8s %8s | %9s %9s %9s | %10s %11s\n", "opt", "tier", "fwd ms",
               "bwd ms", "iter ms", "unique/it", "inserts", "evicts", "NV ms", "speedup");
   Ctx ctx;
   ctx.device = device;
@@ -233,12 +242,13 @@ int run_embedding_bench(const std::vector<std::string>& args) {
         std::snprintf(tier, sizeof(tier), "host r=%.2f", ratio);
       else
         std::snprintf(tier, sizeof(tier), "all-in-HBM");
-      char nvs[16] = "-", sp[16] = "-";
+      char nvs[16] = "-", sp[24] = "-";
       if (nv > 0 && device == Device::kCUDA) {
         std::snprintf(nvs, sizeof(nvs), "%.2f", nv);
-        std::snprintf(sp, sizeof(sp), "%.2fx", nv / median(tot));
+        const double x = nv / median(tot);
+        std::snprintf(sp, sizeof(sp), "%.2fx%s", x, x >= target_speedup(ratio > 0) ? "" : "<goal");
       }
-      std::printf("%-5s %-11s | %8.3f %8.3f %8.3f | %9.0f %9lld %9lld | %10s %7s\n", opt.c_str(),
+      std::printf("%-5s %-11s | %8.3f %8.3f %8.3f | %9.0f %9lld %9lld | %10s %11s\n", opt.c_str(),
                   tier, median(fwd_ms), median(bwd_ms), median(tot),
                   unique_sum / static_cast<double>(o.iters), static_cast<long long>(inserts),
                   static_cast<long long>(evicts), nvs, sp);

@@ -9,8 +9,8 @@
 // output [n, 128] (embedding_fwd) — the forward — then scatter random output gradients into
 // the window's gradient rows (embedding_bwd) and apply the fused optimiser — the backward.
 // Median milliseconds per iteration after warm-up; printed beside NVIDIA's published DynamicEmb
-// times (H100: SGD in HBM 1.330 + 0.593 = 1.92 ms fwd+bwd, "1.59 ms" in the distributed
-// reference; Adam with caching 11.311 + 0.973 = 12.28 ms, "11.63 ms" there).
+// times on an H100 (SGD all in HBM 1.59 ms, Adam with caching 11.63 ms, Adam all in HBM 1.338 +
+// 0.847 ms) with the speed-up and issue 18's goal (1.3x in HBM, 1.5x with the host tier).
 #pragma once
 
 #include <string>
