@@ -426,18 +426,19 @@ int64_t dedupe(Ctx& ctx, const int64_t* keys, int64_t n, int64_t* unique, int32_
                                                 static_cast<const int32_t*>(nullptr),
                                                 static_cast<int32_t*>(nullptr), nn));
   Workspace& ws =
-      workspace(ctx, static_cast<size_t>(n) * 24 + std::max(sort_bytes, scan_bytes) + 1024);
+      workspace(ctx, static_cast<size_t>(n) * 28 + std::max(sort_bytes, scan_bytes) + 1024);
   int64_t* sorted = ws.take<int64_t>(static_cast<size_t>(n));
   int32_t* pos_in = ws.take<int32_t>(static_cast<size_t>(n));
   int32_t* pos = ws.take<int32_t>(static_cast<size_t>(n));
+  int32_t* head = ws.take<int32_t>(static_cast<size_t>(n));
   int32_t* uid = ws.take<int32_t>(static_cast<size_t>(n));
   void* temp = ws.take<char>(std::max(sort_bytes, scan_bytes));
   const cudaStream_t st = stream_of(ctx);
   iota_kernel<<<blocks_for(n, 256), 256, 0, st>>>(pos_in, n);
   HSTU_CUDA_CHECK(
       cub::DeviceRadixSort::SortPairs(temp, sort_bytes, keys, sorted, pos_in, pos, nn, 0, 64, st));
-  head_flags<<<blocks_for(n, 256), 256, 0, st>>>(sorted, n, uid);
-  HSTU_CUDA_CHECK(cub::DeviceScan::InclusiveSum(temp, scan_bytes, uid, uid, nn, st));
+  head_flags<<<blocks_for(n, 256), 256, 0, st>>>(sorted, n, head);
+  HSTU_CUDA_CHECK(cub::DeviceScan::InclusiveSum(temp, scan_bytes, head, uid, nn, st));
   HSTU_CUDA_CHECK(cudaMemsetAsync(counts, 0, static_cast<size_t>(n) * 4, st));
   dedupe_scatter<<<blocks_for(n, 256), 256, 0, st>>>(sorted, pos, uid, n, unique, inverse, counts);
   HSTU_CUDA_CHECK_LAUNCH();
