@@ -112,7 +112,8 @@ void HstuModel::allocate(Arena& a) {
   buf_.d_x = a.alloc(act_, {t, d});
   buf_.d_out = a.alloc(act_, {t, d});
   buf_.loss = a.alloc(DType::kF64, {1});
-  if (shape_.window_rows > 0) return;  // a sharded table is evaluated shard by shard
+  // A sharded table is evaluated shard by shard: no full-catalogue buffers.
+  if (shape_.window_rows > 0 && !shape_.full_eval_buffers) return;
   const DType pd = act_ == DType::kF64 ? DType::kF64 : DType::kF32;
   buf_.items_norm = a.alloc(pd, {shape_.num_items, d});
   buf_.item_norms = a.alloc(pd, {shape_.num_items});
@@ -244,9 +245,11 @@ void HstuModel::forward_backward(Ctx& ctx, const BatchTensors& b, uint64_t seed,
 }
 
 Tensor HstuModel::normalized_items(Ctx& ctx) {
-  HSTU_CHECK(shape_.window_rows == 0, "normalized_items: the item table is sharded");
-  l2norm_fwd(ctx, items_->weight, static_cast<float>(cfg_.retrieval.l2_norm_eps), buf_.items_norm,
-             buf_.item_norms);
+  HSTU_CHECK(
+      (shape_.window_rows == 0 || shape_.full_eval_buffers) && items_->rows >= shape_.num_items,
+      "normalized_items: the item table is a window, not the catalogue");
+  l2norm_fwd(ctx, items_->weight.rows(0, shape_.num_items),
+             static_cast<float>(cfg_.retrieval.l2_norm_eps), buf_.items_norm, buf_.item_norms);
   return buf_.items_norm;
 }
 

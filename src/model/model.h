@@ -30,6 +30,10 @@ struct ModelShape {
   // many rows (dist/sharded_table.h), given with set_item_table(); batches then hold window
   // indices. The model allocates no item table and no full-catalogue evaluation buffers.
   int64_t window_rows = 0;
+  // With window_rows > 0: still allocate the full-catalogue evaluation buffers (a dynamic item
+  // table, evaluated over its catalogue materialised into a [num_items, D] table given with
+  // set_item_table).
+  bool full_eval_buffers = false;
   // CUDA scratch beyond one rank's batch (0: that batch's): the queries of one sharded
   // evaluation call (every rank's batch) and the rows a shard owner scatters per step.
   int64_t max_eval_queries = 0;

@@ -7,9 +7,15 @@
 
 namespace hstu {
 
-int64_t ShardedItemWindow::fetch(Ctx& ctx, std::span<const std::span<int32_t>> ids) {
+int64_t ShardedItemWindow::fetch(Ctx& ctx, int64_t, std::span<const std::span<int32_t>> ids) {
   phase(ctx, "comm.embedding_fetch");
   return table_.dedup_and_fetch(ctx, comm_, ids);
+}
+
+int64_t ShardedItemWindow::fetch_read_only(Ctx& ctx, std::span<const std::span<int32_t>> ids) {
+  const int64_t u = table_.dedup_and_fetch(ctx, comm_, ids);
+  table_.end_read_only_fetch();  // the window stays valid; no gradients go back
+  return u;
 }
 
 void ShardedItemWindow::update(Ctx& ctx, const OptimizerArgs& o, double lr, int64_t step,

@@ -8,7 +8,7 @@
 //
 // One step, in order: fetch (collective for a sharded table), the model's forward and backward
 // on window(), update (collective for a sharded table) after the dense optimiser has filled
-// dense.health() and dense.grad_sumsq(). An evaluation batch: fetch, forward, end_read_only.
+// dense.health() and dense.grad_sumsq(). An evaluation batch: fetch_read_only, forward.
 #pragma once
 
 #include <cstdint>
@@ -27,11 +27,12 @@ class ItemWindow {
   virtual ~ItemWindow() = default;
   // The step's item table: rows [0, U) hold the step's distinct ids after fetch (row 0: id 0).
   virtual EmbeddingTable& window() = 0;
-  // Deduplicates the ids of every span (inputs, targets, negatives), rewrites them in place to
-  // window rows and fills window().weight[0, U). Returns U.
-  virtual int64_t fetch(Ctx& ctx, std::span<const std::span<int32_t>> ids) = 0;
-  // Ends a fetch whose window was only read (an evaluation batch) instead of update.
-  virtual void end_read_only() = 0;
+  // Training step `step` (0-based): deduplicates the ids of every span (inputs, targets,
+  // negatives), rewrites them in place to window rows and fills window().weight[0, U); update
+  // follows. Returns U.
+  virtual int64_t fetch(Ctx& ctx, int64_t step, std::span<const std::span<int32_t>> ids) = 0;
+  // An evaluation batch: as fetch, but nothing is inserted or scored and no update follows.
+  virtual int64_t fetch_read_only(Ctx& ctx, std::span<const std::span<int32_t>> ids) = 0;
   // Applies the window's gradient rows (window().grad, window().touched) to the table with the
   // sparse optimiser for 1-based step `step` and clears them. skip_if_nonfinite and grad_sumsq as
   // for sparse_table_step (optimizer_step.h).
@@ -44,8 +45,8 @@ class ShardedItemWindow final : public ItemWindow {
  public:
   ShardedItemWindow(dist::ShardedTable& table, dist::Comm& comm) : table_(table), comm_(comm) {}
   EmbeddingTable& window() override { return table_.window(); }
-  int64_t fetch(Ctx& ctx, std::span<const std::span<int32_t>> ids) override;
-  void end_read_only() override { table_.end_read_only_fetch(); }
+  int64_t fetch(Ctx& ctx, int64_t step, std::span<const std::span<int32_t>> ids) override;
+  int64_t fetch_read_only(Ctx& ctx, std::span<const std::span<int32_t>> ids) override;
   void update(Ctx& ctx, const OptimizerArgs& o, double lr, int64_t step,
               const Tensor& skip_if_nonfinite, const Tensor& grad_sumsq) override;
 

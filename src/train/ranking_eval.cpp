@@ -95,7 +95,7 @@ NamedValues evaluate_ranking(Ctx& ctx, RankingModel& model, const SequenceDatase
     if (items) {  // the window holds the batch's item rows; the ids become window rows
       work = mine ? b : SequenceBatch{};
       const std::span<int32_t> ids[] = {work.item_ids};
-      items->fetch(ctx, ids);
+      items->fetch_read_only(ctx, ids);
       in = &work;
     }
     if (mine) {
@@ -116,7 +116,6 @@ NamedValues evaluate_ranking(Ctx& ctx, RankingModel& model, const SequenceDatase
       const std::vector<int32_t>& l = model.labels();  // [nc]
       std::copy(l.begin(), l.begin() + nc, labels.begin() + c0);
     }
-    if (items) items->end_read_only();  // only read: no gradients go back
   }
   if (ranks > 1 && total > 0) {
     comm->host_all_reduce(Tensor(logits.data(), DType::kF32, Device::kCPU, {total * k}),

@@ -168,7 +168,7 @@ void TrainStep::run_windowed(Ctx& ctx, HstuModel& model, const SequenceBatch& ho
                            static_cast<uint64_t>(step), share.token_offset, share.global_targets);
   work_ = host;
   const std::span<int32_t> ids[] = {work_.item_ids, work_.target_ids, negs_};
-  items.fetch(ctx, ids);
+  items.fetch(ctx, step, ids);
   BatchTensors& bt = model.batch_tensors();
   phase(ctx, "upload");
   upload_batch(work_, model.capacity(), bt,
@@ -203,7 +203,7 @@ void RankingTrainStep::run(Ctx& ctx, RankingModel& model, const SequenceBatch& b
   if (share.items) {  // the item ids become rows of the window their rows are fetched into
     work_ = batch;
     const std::span<int32_t> ids[] = {work_.item_ids};
-    share.items->fetch(ctx, ids);
+    share.items->fetch(ctx, step, ids);
     in = &work_;
   }
   phase(ctx, "upload");

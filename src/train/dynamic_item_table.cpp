@@ -1,0 +1,64 @@
+// dynamic_item_table.cpp — the dynamic item table behind the window interface
+// (dynamic_item_table.h).
+#include "train/dynamic_item_table.h"
+
+#include <numeric>
+
+#include "core/error.h"
+#include "core/phase_timer.h"
+
+namespace hstu {
+
+DynamicItemTable::DynamicItemTable(const embed::DynamicTableSpec& spec, Device device,
+                                   int64_t max_unique)
+    : table_(std::make_unique<embed::DynamicTable>(spec, device)), win_(*table_, max_unique) {}
+
+void DynamicItemTable::widen(std::span<const std::span<int32_t>> ids) {
+  keys_.resize(ids.size());
+  key_spans_.clear();
+  for (size_t s = 0; s < ids.size(); ++s) {
+    keys_[s].assign(ids[s].begin(), ids[s].end());
+    key_spans_.emplace_back(keys_[s]);
+  }
+}
+
+int64_t DynamicItemTable::fetch(Ctx& ctx, int64_t step, std::span<const std::span<int32_t>> ids) {
+  phase(ctx, "embedding_fetch");
+  widen(ids);
+  return win_.fetch(ctx, step, key_spans_, ids);
+}
+
+int64_t DynamicItemTable::fetch_read_only(Ctx& ctx, std::span<const std::span<int32_t>> ids) {
+  widen(ids);
+  return win_.fetch_read_only(ctx, key_spans_, ids, /*init_missing=*/true);
+}
+
+void DynamicItemTable::update(Ctx& ctx, const OptimizerArgs& o, double lr, int64_t step,
+                              const Tensor& skip_if_nonfinite, const Tensor&) {
+  HSTU_CHECK(o.sparse_optimizer_str == table_->spec().optimizer,
+             "dynamic item table: OptimizerArgs.sparse_optimizer_str = \"", o.sparse_optimizer_str,
+             "\" but the table was built for \"", table_->spec().optimizer, "\"");
+  phase(ctx, "opt.tables");
+  const double sparse_lr = o.sparse_learning_rate > 0 ? o.sparse_learning_rate : lr;
+  SparseOptimizerSpec s = table_->optimizer_spec(step, static_cast<float>(sparse_lr));
+  s.skip_if_nonfinite = skip_if_nonfinite;
+  win_.apply(ctx, s);
+}
+
+void DynamicItemTable::materialize(Ctx& ctx, EmbeddingTable& out) {
+  const int64_t n = out.rows;
+  if (!scratch_ || scratch_->capacity() < static_cast<size_t>(n) * 16 + 2 * Arena::kAlign)
+    scratch_ =
+        std::make_unique<Arena>(table_->device(), static_cast<size_t>(n) * 16 + 2 * Arena::kAlign,
+                                "dynamic table catalogue");
+  scratch_->reset(0);
+  const Tensor keys = scratch_->alloc(DType::kI64, {n}), refs = scratch_->alloc(DType::kI64, {n});
+  std::vector<int64_t> host(static_cast<size_t>(n));
+  std::iota(host.begin(), host.end(), int64_t{0});
+  copy_bytes(keys.data, keys.device, host.data(), Device::kCPU, host.size() * sizeof(int64_t));
+  table_->flush(ctx);
+  table_->find(ctx, keys, refs);
+  table_->gather(ctx, keys, refs, out.weight, /*init_missing=*/true);
+}
+
+}  // namespace hstu

@@ -1,0 +1,52 @@
+// dynamic_item_table.h — a dynamic hash-table item table (embed/, issue 18) behind the step's
+// item window interface (item_window.h): ids become int64 keys, each step's distinct keys are
+// found or inserted (admission, growth, eviction) and gathered into the window, and the fused
+// sparse optimiser applies the window's gradient rows in the table. For full-catalogue
+// evaluation the catalogue's rows are materialised into a dense table (keys absent from the
+// table read their initial value, as a dense table's untrained rows do).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "embed/dynamic_table.h"
+#include "embed/item_window.h"
+#include "train/item_window.h"
+
+namespace hstu {
+
+class DynamicItemTable final : public ItemWindow {
+ public:
+  // A table of `spec` on `device` whose window holds at most max_unique rows (the most
+  // distinct ids of one step, id 0 included: model/memory_plan.h item_window_rows).
+  DynamicItemTable(const embed::DynamicTableSpec& spec, Device device, int64_t max_unique);
+
+  EmbeddingTable& window() override { return win_.window(); }
+  int64_t fetch(Ctx& ctx, int64_t step, std::span<const std::span<int32_t>> ids) override;
+  int64_t fetch_read_only(Ctx& ctx, std::span<const std::span<int32_t>> ids) override;
+  // OptimizerArgs.sparse_optimizer_str must be the table's optimiser ("dense_adam" has no
+  // dynamic form); the table's own betas and epsilon apply.
+  void update(Ctx& ctx, const OptimizerArgs& o, double lr, int64_t step,
+              const Tensor& skip_if_nonfinite, const Tensor& grad_sumsq) override;
+
+  // out.weight rows [0, n) = the rows of keys 0 .. n-1 (n = out.rows), absent keys their
+  // initial value: the catalogue of a full-catalogue evaluation.
+  void materialize(Ctx& ctx, EmbeddingTable& out);
+
+  embed::DynamicTable& table() { return *table_; }
+  embed::DynamicTableCounters counters() const { return table_->counters(); }
+
+ private:
+  // keys_[s] = ids[s] as int64 keys.
+  void widen(std::span<const std::span<int32_t>> ids);
+
+  std::unique_ptr<embed::DynamicTable> table_;
+  embed::DynamicItemWindow win_;
+  std::vector<std::vector<int64_t>> keys_;
+  std::vector<std::span<const int64_t>> key_spans_;
+  std::unique_ptr<Arena> scratch_;  // materialize: keys i64 [n], refs i64 [n]
+};
+
+}  // namespace hstu
