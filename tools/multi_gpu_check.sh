@@ -17,7 +17,11 @@
 #   kill      a rank killed mid-run ends the job with a non-zero exit within a bounded time, and
 #             the run resumes from its last checkpoint on N ranks;
 #   resume    a save of N ranks (sharded item table) continued on N ranks (bit for bit wanted) and
-#             on one GPU with the N-times batch; ranking on N ranks vs one GPU;
+#             on one GPU with the N-times batch;
+#   ranking   ranking on N ranks vs one GPU with the N-times batch, item table sharded and
+#             replicated;
+#   table     an item table above one GPU's TrainerArgs.table_budget_mb (bench-big-table.gin):
+#             refused on one GPU, trained sharded on N (the plan, tokens/s);
 #   timeline  rank 0's profiled steps (TrainerArgs.profile) of bench-ml1m-large: the phases and,
 #             on a track of its own, each all-reduce bucket on the communication stream.
 # NCCL's NVLink multicast is left as the environment has it (never enabled here).
@@ -141,18 +145,40 @@ if has resume; then
   python3 tools/compare_checkpoints.py runs/rs-one runs/rs-full --tol 0.05 \
     > "$LOG/resume_one_cmp.log" 2>&1
   row "resume on 1 GPU" "compare rc $? ($(tail -1 "$LOG/resume_one_cmp.log"))"
-  # Ranking on N ranks vs one GPU with the N-times batch (synthetic preset, no dropout).
+fi
+
+if has ranking; then
+  # Ranking on N ranks vs one GPU with the N-times batch (synthetic preset, no dropout), the item
+  # table sharded row-wise (the default) and replicated.
   rk=(train configs/synthetic-ranking.gin --device cuda --quiet --set TrainerArgs.max_train_iters=20
       --set TrainerArgs.eval_interval=20 --set NetworkArgs.hidden_dropout=0.0
-      --set NetworkArgs.input_dropout=0.0 --set "TrainerArgs.model_parallel_tables=[]")
+      --set NetworkArgs.input_dropout=0.0)
   bs=$(sed -nE 's/^TrainerArgs.train_batch_size *= *([0-9]+).*/\1/p' configs/synthetic-ranking.gin)
   bs=${bs:-128}
-  timeout 300 "${L[@]}" "$H" "${rk[@]}" --set TrainerArgs.train_batch_size=$((bs / N)) \
-    --run-dir runs/rk-n > "$LOG/ranking_n.log" 2>&1
-  timeout 300 "$H" "${rk[@]}" --set TrainerArgs.train_batch_size=$(( (bs / N) * N )) \
-    --run-dir runs/rk-1 > "$LOG/ranking_1.log" 2>&1
-  python3 tools/compare_checkpoints.py runs/rk-n runs/rk-1 --tol 0.05 > "$LOG/ranking_cmp.log" 2>&1
-  row "ranking $N ranks = 1 GPU" "compare rc $? ($(tail -1 "$LOG/ranking_cmp.log")); $(first 'eval (step' "$LOG/ranking_n.log") vs $(first 'eval (step' "$LOG/ranking_1.log")"
+  for mode in sharded replicated; do
+    tables=(); [[ $mode == replicated ]] && tables=(--set "TrainerArgs.model_parallel_tables=[]")
+    timeout 300 "${L[@]}" "$H" "${rk[@]}" "${tables[@]}" \
+      --set TrainerArgs.train_batch_size=$((bs / N)) --run-dir "runs/rk-$mode-n" \
+      > "$LOG/ranking_${mode}_n.log" 2>&1
+    timeout 300 "$H" "${rk[@]}" --set TrainerArgs.train_batch_size=$(( (bs / N) * N )) \
+      --run-dir "runs/rk-$mode-1" > "$LOG/ranking_${mode}_1.log" 2>&1
+    python3 tools/compare_checkpoints.py "runs/rk-$mode-n" "runs/rk-$mode-1" --tol 0.05 \
+      > "$LOG/ranking_${mode}_cmp.log" 2>&1
+    row "ranking $mode $N = 1 GPU" "compare rc $? ($(tail -1 "$LOG/ranking_${mode}_cmp.log")); $(first 'eval (step' "$LOG/ranking_${mode}_n.log") vs $(first 'eval (step' "$LOG/ranking_${mode}_1.log")"
+  done
+fi
+
+if has table; then
+  # An item table above one GPU's table budget (configs/bench-big-table.gin): one GPU refuses to
+  # start, naming the budget; N GPUs train it sharded (the plan shows the split and the
+  # all-to-all bytes per step).
+  "$H" plan configs/bench-big-table.gin --device cuda --world-size "1,$N" > "$LOG/table_plan.log" 2>&1
+  timeout 300 "$H" train configs/bench-big-table.gin --device cuda --quiet \
+    --set TrainerArgs.max_train_iters=1 --run-dir runs/tb-1 > "$LOG/table_1.log" 2>&1
+  row "big table on 1 GPU" "rc $? ($(grep -m1 -o 'need [0-9.]* MiB, more than TrainerArgs.table_budget_mb = [0-9.]* MiB' "$LOG/table_1.log"))"
+  timeout "$BENCH_TIMEOUT" "${L[@]}" "$H" bench train configs/bench-big-table.gin --device cuda \
+    --steps 30 --warmup 5 > "$LOG/table_n.log" 2>&1
+  row "big table on $N GPUs" "rc $? ($(first 'bench train' "$LOG/table_n.log"))"
 fi
 
 if has timeline; then

@@ -212,15 +212,18 @@ std::string describe_rank_plan(const RankPlan& p) {
   os << "  total             " << per_rank(p.rank_bytes) << "\n";
   if (p.table_budget > 0) {
     const int64_t worst = *std::max_element(p.rank_table_bytes.begin(), p.rank_table_bytes.end());
-    os << "  table budget      " << mib(p.table_budget)
-       << " per rank (TrainerArgs.table_budget_mb); tables per rank "
-       << per_rank(p.rank_table_bytes)
-       << (worst <= p.table_budget ? ": fits" : ": EXCEEDS the budget") << "\n";
-    for (const TablePlacement& t : p.tables)
-      if (t.whole_bytes > p.table_budget)
-        os << "                    '" << t.table.name << "' whole is " << mib(t.whole_bytes)
-           << " = " << static_cast<double>(t.whole_bytes) / static_cast<double>(p.table_budget)
-           << "x the budget" << (t.sharded ? ": sharded over the ranks" : ": NOT sharded") << "\n";
+    os << "  table budget      " << mib(p.table_budget) << " per rank (TrainerArgs.table_budget_mb)"
+       << (worst <= p.table_budget ? ": fits" : ": EXCEEDS the budget") << "; tables "
+       << per_rank(p.rank_table_bytes) << "\n";
+    for (const TablePlacement& t : p.tables) {
+      if (t.whole_bytes <= p.table_budget) continue;
+      char ratio[32];
+      std::snprintf(ratio, sizeof ratio, "%.2fx",
+                    static_cast<double>(t.whole_bytes) / static_cast<double>(p.table_budget));
+      os << "                    '" << t.table.name << "' whole is " << mib(t.whole_bytes) << " = "
+         << ratio << " the budget" << (t.sharded ? ": sharded over the ranks" : ": NOT sharded")
+         << "\n";
+    }
   }
   if (p.world > 1) {
     os << "  one rank (W = 1)  " << size(p.single_rank_bytes) << " (every table whole)\n";
