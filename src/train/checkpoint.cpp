@@ -11,6 +11,7 @@
 
 #include "core/arena.h"
 #include "dist/shard_checkpoint.h"
+#include "embed/table_checkpoint.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
 
@@ -127,7 +128,7 @@ bool sharded_in(const std::string& dir, const std::string& name) {
 }  // namespace
 
 CheckpointTensors checkpoint_tensors(HstuModel& model) {
-  return {&model.dense(), {&model.items()}, model.device(), {}, nullptr};
+  return {&model.dense(), {&model.items()}, model.device(), {}, nullptr, {}, nullptr};
 }
 
 void save_checkpoint(const CheckpointTensors& m, const Json& state, const std::string& dir) {
@@ -154,6 +155,10 @@ void save_checkpoint(const CheckpointTensors& m, const Json& state, const std::s
     }
     save_safetensors(checkpoint_optimizer_path(dir), stage.tensors(), metadata);
   }
+  for (embed::DynamicTable* t : m.dynamic) {
+    HSTU_CHECK(m.ctx, "save_checkpoint: dynamic tables need CheckpointTensors.ctx");
+    embed::save_dynamic_table(*m.ctx, *t, dir);
+  }
   atomic_write_file(checkpoint_state_path(dir), json::dump(state, 2) + "\n");
 }
 
@@ -172,6 +177,10 @@ Json load_checkpoint(const CheckpointTensors& m, const std::string& where, bool 
   // Tables another run sharded: assembled from its shard files.
   for (EmbeddingTable* t : m.tables)
     if (sharded_in(dir, t->name)) dist::assemble_full_table(dir, t->name, *t, with_optimizer);
+  for (embed::DynamicTable* t : m.dynamic) {
+    HSTU_CHECK(m.ctx, "load_checkpoint: dynamic tables need CheckpointTensors.ctx");
+    embed::load_dynamic_table(*m.ctx, *t, dir);
+  }
   for (dist::ShardedTable* t : m.sharded) {
     if (sharded_in(dir, t->name()))
       dist::load_shards(dir, t->name(), *m.comm, *t, with_optimizer);

@@ -20,6 +20,7 @@
 
 #include "dist/comm.h"
 #include "dist/sharded_table.h"
+#include "embed/dynamic_table.h"
 #include "io/json.h"
 #include "model/model.h"
 
@@ -42,6 +43,7 @@ inline std::string checkpoint_latest_path(const std::string& ckpt_dir) {
 
 // The tensors of a model that a checkpoint stores: its dense parameters and embedding tables.
 // Tables are stored under their names (EmbeddingTable::name, e.g. "item_embedding").
+// Dynamic tables (embed/) are saved as one file each.
 // Row-sharded tables (dist/sharded_table.h) are saved by every rank as id-keyed shard files
 // beside the dense files, with an index (dist/shard_checkpoint.h); a save with them is
 // collective over `comm`, and loads reshard to any rank count.
@@ -51,6 +53,10 @@ struct CheckpointTensors {
   Device device = Device::kCPU;
   std::vector<dist::ShardedTable*> sharded;
   dist::Comm* comm = nullptr;  // the job's ranks (needed with sharded tables)
+  // Dynamic (hash-table) tables, each saved as <name>.dynamic.safetensors (keys, rows with their
+  // optimiser state, scores; embed/table_checkpoint.h) and loaded into an empty table.
+  std::vector<embed::DynamicTable*> dynamic;
+  Ctx* ctx = nullptr;  // the run's context (needed with dynamic tables)
 };
 CheckpointTensors checkpoint_tensors(HstuModel& model);
 

@@ -114,7 +114,7 @@ class RetrievalTask final : public Task {
   std::string data_fingerprint() const override { return dataset_fingerprint(ds_); }
   CheckpointTensors checkpoint_tensors() override {
     CheckpointTensors t = hstu::checkpoint_tensors(model_);
-    if (items_) t = {&model_.dense(), {}, device_, {items_.get()}, &comm_};
+    if (items_) t = {&model_.dense(), {}, device_, {items_.get()}, &comm_, {}, nullptr};
     return t;
   }
 
