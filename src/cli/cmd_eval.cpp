@@ -36,7 +36,7 @@ std::vector<EvalRow> eval_ranking(const Config& cfg, const SequenceDataset& ds,
   Runtime runtime(device, cfg, model.runtime_shape());
   Ctx& ctx = runtime.ctx();
   model.plan(0);
-  const CheckpointTensors tensors{&model.dense(), model.tables(), device, {}, nullptr};
+  const CheckpointTensors tensors{&model.dense(), model.tables(), device, {}, nullptr, {}, nullptr};
   load_checkpoint(tensors, ckpt, false);
   check_finite_weights(tensors, ckpt);
   model.dense().refresh_compute_copy(ctx);
