@@ -136,9 +136,9 @@ std::string files_label(const ConfigArgs& args) {
   return label;
 }
 
-void refuse_dynamic_tables_until_wired(const Config& cfg, const char* command) {
+void refuse_dynamic_tables_until_wired(const Config& cfg) {
   if (cfg.dynamic.tables.empty() && !cfg.dataset.raw_ids) return;
-  HSTU_THROW("hstu ", command, ": DynamicTableArgs.tables = [\"item\"]",
+  HSTU_THROW("DynamicTableArgs.tables = [\"item\"]",
              cfg.dataset.raw_ids ? " and DatasetArgs.raw_ids = True are" : " is",
              " configured and validated, and `hstu preprocess` writes raw-id data, but the "
              "training step does not use dynamic tables yet (issue 18); remove the key(s) to train "

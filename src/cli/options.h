@@ -64,9 +64,9 @@ std::vector<std::string> overrides(const ConfigArgs& args);
 // receives the effective config in gin syntax.
 // Until the training step uses dynamic tables (issue 18: configured and preprocessed, the
 // table is plugged into the step separately), a run that asks for them or for raw-id data is
-// refused naming the keys, rather than training dense tables on zeroed ids. `command` names
-// the subcommand. Remove with the integration.
-void refuse_dynamic_tables_until_wired(const Config& cfg, const char* command);
+// refused naming the keys, rather than training dense tables on zeroed ids. Remove with the
+// integration.
+void refuse_dynamic_tables_until_wired(const Config& cfg);
 Config resolve_config(const ConfigArgs& args, NoFile fallback, std::string* gin_text,
                       std::vector<std::string>* notes = nullptr);
 // The config files of `args` joined for messages ("a.gin + b.gin"), or "" when none.

@@ -577,7 +577,8 @@ std::vector<gin::Binding> translate_recsys(std::vector<gin::Binding> in, const s
         continue;
       }
     }
-    if (cls == "DynamicEmbeddingArgs" && !bench) {  // onto DynamicTableArgs (issue 18)
+    // Onto DynamicTableArgs (issue 18); in a benchmark file they describe its tables instead.
+    if (cls == "DynamicEmbeddingArgs" && !bench && !benchmark_seen) {
       try {
         for (gin::Binding& t : translate_dynamic_embedding(b, notes)) out.push_back(std::move(t));
       } catch (const Error& e) {
