@@ -81,7 +81,26 @@ int64_t ranking_token_capacity(const RankingShape& s) {
   return s.max_batch * num_ctx + k * s.max_events;
 }
 
+// The most item ids one step of a windowed item table holds: a training step's inputs, targets
+// and negatives, or an evaluation batch's inputs (evaluator.cpp), whichever is more.
+struct WindowIds {
+  int64_t ids;
+  std::string formula;
+};
+WindowIds window_ids(const Config& cfg) {
+  const int64_t l = cfg.dataset.max_history_seqlen, r = cfg.retrieval.num_negatives;
+  const int64_t tokens = checked_mul(cfg.trainer.train_batch_size, l, "tokens per step");
+  const int64_t train = checked_mul(tokens, 2 + r, "item ids per step");
+  const int64_t eval = checked_mul(cfg.trainer.eval_batch_size, l, "tokens per evaluation batch");
+  if (eval > train) return {eval, std::to_string(eval) + " evaluation tokens"};
+  return {train, std::to_string(tokens) + " tokens x (2 + " + std::to_string(r) + " negatives)"};
+}
+
 }  // namespace
+
+int64_t item_window_rows(const Config& cfg, int64_t num_items) {
+  return table("item", num_items, window_ids(cfg).ids, "").max_unique;
+}
 
 ModelShape retrieval_model_shape(const Config& cfg, int64_t num_items) {
   ModelShape shape;
@@ -181,12 +200,8 @@ ModelMemory retrieval_memory(const Config& cfg, int64_t num_items, Device device
   DenseParams dense;
   add_common_params(cfg, layers, dense);
   set_dense(dense, m);
-  const int64_t tokens =
-      checked_mul(cfg.trainer.train_batch_size, cfg.dataset.max_history_seqlen, "tokens per step");
-  const int64_t r = cfg.retrieval.num_negatives;
-  m.tables.push_back(
-      table("item", num_items, checked_mul(tokens, 2 + r, "item ids per step"),
-            std::to_string(tokens) + " tokens x (2 + " + std::to_string(r) + " negatives)"));
+  const WindowIds w = window_ids(cfg);
+  m.tables.push_back(table("item", num_items, w.ids, w.formula));
   m.step_activation_bytes = retrieval_activation_bytes(cfg, shape, act, false);
   m.activation_bytes = retrieval_activation_bytes(cfg, shape, act, true);
   return m;

@@ -60,6 +60,10 @@ struct ModelMemory {
 // The ModelShape the retrieval task plans its model with (retrieval_task.cpp): batches of
 // max(train_batch_size, eval_batch_size) samples of max_history_seqlen tokens.
 ModelShape retrieval_model_shape(const Config& cfg, int64_t num_items);
+// The rows of a windowed item table's per-step window (a row-sharded or dynamic table): the most
+// distinct ids of a training step (inputs, targets, negatives) or an evaluation batch (inputs),
+// + 1 for the padding id 0, at most num_items. The same number `hstu plan` prints.
+int64_t item_window_rows(const Config& cfg, int64_t num_items);
 
 // The activation arena bytes of HstuModel(cfg, shape, *, act).plan(); owns_item_table = false
 // leaves out the evaluation buffers of the item table (a row-sharded item table is evaluated

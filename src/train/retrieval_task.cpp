@@ -16,6 +16,7 @@
 #include "model/memory_plan.h"
 #include "model/model.h"
 #include "train/evaluator.h"
+#include "train/item_window.h"
 #include "train/memory_check.h"
 #include "train/resume_check.h"
 #include "train/runtime.h"
@@ -32,12 +33,8 @@ bool shard_items(const Config& cfg, const dist::Comm& comm) {
 
 ModelShape retrieval_shape(const Config& cfg, const SequenceDataset& ds, const dist::Comm& comm) {
   ModelShape shape = retrieval_model_shape(cfg, ds.num_items);  // the planner's shape
-  // A sharded table's window holds a step's distinct ids: inputs, targets and negatives (+ 0).
-  if (shard_items(cfg, comm))
-    shape.window_rows = std::min<int64_t>(
-        ds.num_items,
-        checked_add(checked_mul(shape.max_tokens, 2 + shape.num_negatives, "item window rows"), 1,
-                    "item window rows"));
+  // A sharded table's window holds a step's distinct ids (memory_plan.h).
+  if (shard_items(cfg, comm)) shape.window_rows = item_window_rows(cfg, ds.num_items);
   if (shape.window_rows > 0) {
     shape.max_eval_queries = checked_mul(shape.max_batch, comm.size(), "eval queries");
     shape.max_scatter_rows = checked_mul(shape.window_rows, comm.size(), "window rows");
@@ -88,7 +85,8 @@ class RetrievalTask final : public Task {
           dist::parse_owner(ta.shard_owner, "TrainerArgs.shard_owner"), shape_.window_rows);
       // The rows a single process would start from (model.cpp), each on its owner.
       items_->init_from_full(Init::trunc_normal(0.02), static_cast<uint64_t>(ta.seed));
-      model_.set_item_table(&items_->window());
+      window_ = std::make_unique<ShardedItemWindow>(*items_, comm_);
+      model_.set_item_table(&window_->window());
     }
     if (out) {
       *out << model_line() << model_.describe_plan();
@@ -127,12 +125,14 @@ class RetrievalTask final : public Task {
 
   int64_t step(const SequenceBatch& batch, int64_t step, double lr) override {
     if (!data_parallel_job(comm_)) {
-      stepper_.run(ctx(), model_, batch, step, lr);
+      StepShare share;
+      share.items = window_.get();
+      stepper_.run(ctx(), model_, batch, step, lr, share);
       return batch.num_tokens();
     }
     const SequenceBatch& mine = dp_.take(batch);
     StepShare share{&comm_, dp_.token_offset(), supervised_tokens(batch), batch.target_ids,
-                    items_.get()};
+                    window_.get()};
     stepper_.run(ctx(), model_, mine, step, lr, share);
     return mine.num_tokens();
   }
@@ -191,6 +191,7 @@ class RetrievalTask final : public Task {
   Runtime runtime_;
   HstuModel model_;
   std::unique_ptr<dist::ShardedTable> items_;  // the item table, when sharded over the ranks
+  std::unique_ptr<ItemWindow> window_;         // the step's way to items_
   Batcher batcher_;
   TrainStep stepper_;
   DataParallel dp_;

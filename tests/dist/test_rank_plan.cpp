@@ -151,5 +151,33 @@ TEST(RankPlan, ReplicatedItemTableKeepsItsEvaluationBuffersAndJoinsTheAllReduce)
   for (const int64_t b : p.rank_bytes) EXPECT_EQ(b, p.single_rank_bytes);
 }
 
+// TrainerArgs.table_budget_mb: an item table larger than one rank's budget fits once sharded over
+// enough ranks; the error names each table of the worst rank and the key.
+TEST(RankPlan, TableBudgetIsMetBySharding) {
+  const Config cfg = retrieval_config();
+  const ModelMemory m = retrieval_memory(cfg, 1000000, Device::kCUDA, DType::kBF16);
+  const int64_t whole = embedding_table_bytes(m.tables[0].rows, 64, "adam");  // + grad, m, v
+  const int64_t budget = whole / 3;
+  const RankPlan one = plan_ranks(m, 1, {"item"}, OwnerKind::kModulo, "adam", budget);
+  ASSERT_EQ(one.rank_table_bytes.size(), 1u);
+  EXPECT_EQ(one.rank_table_bytes[0], whole);
+  const std::string e1 = table_budget_error(one);
+  EXPECT_NE(e1.find("TrainerArgs.table_budget_mb"), std::string::npos) << e1;
+  EXPECT_NE(e1.find("'item' replicated"), std::string::npos) << e1;
+  EXPECT_NE(describe_rank_plan(one).find("EXCEEDS the budget"), std::string::npos);
+  // Two ranks: each shard is half the table, still above a third.
+  EXPECT_NE(table_budget_error(plan_ranks(m, 2, {"item"}, OwnerKind::kModulo, "adam", budget)), "");
+  // Four ranks: a quarter of the table + the window fits.
+  const RankPlan four = plan_ranks(m, 4, {"item"}, OwnerKind::kModulo, "adam", budget);
+  EXPECT_EQ(table_budget_error(four), "");
+  const std::string d = describe_rank_plan(four);
+  EXPECT_NE(d.find(": fits"), std::string::npos) << d;
+  EXPECT_NE(d.find(" the budget: sharded over the ranks"), std::string::npos) << d;
+  // Not sharded (model_parallel_tables empty): four ranks do not help.
+  EXPECT_NE(table_budget_error(plan_ranks(m, 4, {}, OwnerKind::kModulo, "adam", budget)), "");
+  // No budget: never an error.
+  EXPECT_EQ(table_budget_error(plan_ranks(m, 1, {"item"}, OwnerKind::kModulo, "adam")), "");
+}
+
 }  // namespace
 }  // namespace hstu::dist
