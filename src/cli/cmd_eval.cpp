@@ -86,6 +86,7 @@ struct EvalArgs {
 int run_eval(const EvalArgs& a) {
   std::vector<std::string> warnings;
   const Config cfg = load_config(a.run_dir + "/config.gin", overrides(a.config), &warnings);
+  refuse_dynamic_tables_until_wired(cfg);
   const SequenceDataset ds = open_dataset(cfg);
   const std::string ckpt = a.checkpoint.empty() ? a.run_dir + "/checkpoints" : a.checkpoint;
   const std::vector<EvalRow> rows =

@@ -74,7 +74,9 @@ int run_preprocess(const PreprocessArgs& a) {
   const std::string default_out = dataset_cache_dir(cfg);
   std::string where = "--set DatasetArgs.cache_dir=" +
                       (cfg.dataset.cache_dir.empty() ? cfg.trainer.run_dir : cfg.dataset.cache_dir);
-  const std::string suffix = "/" + cfg.dataset.dataset_name;
+  // <dataset_name>, or <dataset_name>-raw under DatasetArgs.raw_ids (dataset_cache_dir).
+  const std::string folder = cfg.dataset.dataset_name + (cfg.dataset.raw_ids ? "-raw" : "");
+  const std::string suffix = "/" + folder;
   if (!a.out.empty() && a.out != default_out) {
     const bool named = a.out.size() > suffix.size() && a.out.ends_with(suffix);
     where =
@@ -83,14 +85,16 @@ int run_preprocess(const PreprocessArgs& a) {
       std::printf(
           "note: training reads <DatasetArgs.cache_dir>/%s; this output folder is not "
           "named so, move it to such a folder to train on it\n",
-          cfg.dataset.dataset_name.c_str());
+          folder.c_str());
   }
-  std::printf("output: %s (sequences.bin, item_ids.csv, user_ids.csv, source.json)\n", out.c_str());
+  std::printf("output: %s (sequences.bin, %suser_ids.csv, source.json)\n", out.c_str(),
+              cfg.dataset.raw_ids ? "" : "item_ids.csv, ");
   if (!where.empty())
     std::printf(
         "train on it: hstu train CONFIG --set DatasetArgs.dataset_name=%s --set "
-        "DatasetArgs.dataset_path=%s %s\n",
-        cfg.dataset.dataset_name.c_str(), cfg.dataset.dataset_path.c_str(), where.c_str());
+        "DatasetArgs.dataset_path=%s %s%s\n",
+        cfg.dataset.dataset_name.c_str(), cfg.dataset.dataset_path.c_str(), where.c_str(),
+        cfg.dataset.raw_ids ? " --set DatasetArgs.raw_ids=True" : "");
   return 0;
 }
 

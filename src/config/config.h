@@ -83,6 +83,8 @@ struct DatasetArgs {
                                        // file (stable sort, the spec's default) | shuffle
                                        // (a fixed pseudo-random order, like Meta's
                                        // preprocessing with pandas' unstable quicksort)
+  bool raw_ids = false;  // keep raw 64-bit item keys (no dense remap, no item id map); needs
+                         // DynamicTableArgs.tables to hold "item" (docs/DYNAMIC_TABLES.md)
 
   bool operator==(const DatasetArgs&) const = default;
 };
@@ -181,6 +183,29 @@ struct RankingArgs {
   bool operator==(const RankingArgs&) const = default;
 };
 
+// Dynamic (hash-table) embedding tables keyed by raw int64 ids (issue 18): which tables are
+// dynamic and their parameters. The capacity precedence and the bytes formula follow
+// recsys-examples' DynamicEmbeddingArgs; config/dynamic_table.h turns these into one table's
+// DynamicTableConfig.
+struct DynamicTableArgs {
+  std::vector<std::string> tables = {};  // dynamic tables (only "item" today); empty = all dense
+  int64_t capacity_rows = -1;            // slots of the table (-1 = capacity_ratio x catalogue)
+  double capacity_ratio = 1.0;           // capacity as a fraction of the catalogue's keys
+  int64_t max_capacity_rows = 0;         // growth by doubling up to this (0 = no growth)
+  int64_t bucket_size = 128;             // slots per bucket (recsys-examples' bucket_capacity)
+  double max_load_factor = 0.75;         // grow when this fraction of slots is occupied
+  std::string eviction = "lru";          // none | lru | lfu (a full bucket evicts its lowest score)
+  int64_t admit_threshold = 0;           // insert a key at its N-th sighting (0/1 = at once)
+  bool host_tier = false;                // full table in pinned host memory, HBM holds a cache
+  int64_t hbm_bytes = -1;                // HBM for values (global_hbm_for_values; -1 = unset)
+  int64_t hbm_rows = -1;                 // rows in HBM (item_vocab_gpu_capacity; -1 = unset)
+  double hbm_ratio = 1.0;                // rows in HBM / capacity (item_vocab_gpu_capacity_ratio)
+  std::string value_dtype = "float32";   // float32 | bfloat16 (the embedding; state stays fp32)
+  double init_std = 0.02;                // truncated-normal std of a new key's row (dense: 0.02)
+
+  bool operator==(const DynamicTableArgs&) const = default;
+};
+
 // The whole configuration of a run.
 struct Config {
   TrainerArgs trainer;
@@ -190,6 +215,7 @@ struct Config {
   OptimizerArgs optimizer;
   RetrievalArgs retrieval;
   RankingArgs ranking;
+  DynamicTableArgs dynamic;
   std::string task = "retrieval";  // retrieval | ranking (gin: TrainerArgs.task, else the
                                    // class bound: RankingArgs -> ranking)
 

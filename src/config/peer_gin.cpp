@@ -10,6 +10,7 @@
 #include <set>
 
 #include "config/benchmark_args.h"
+#include "config/peer_dynamic_emb.h"
 #include "core/error.h"
 
 namespace hstu {
@@ -575,6 +576,15 @@ std::vector<gin::Binding> translate_recsys(std::vector<gin::Binding> in, const s
         out.push_back(make("OptimizerArgs.sparse_optimizer_str", string_value(opt), b.loc));
         continue;
       }
+    }
+    // Onto DynamicTableArgs (issue 18); in a benchmark file they describe its tables instead.
+    if (cls == "DynamicEmbeddingArgs" && !bench && !benchmark_seen) {
+      try {
+        for (gin::Binding& t : translate_dynamic_embedding(b, notes)) out.push_back(std::move(t));
+      } catch (const Error& e) {
+        problems.emplace_back(e.what());
+      }
+      continue;
     }
     out.push_back(std::move(b));
   }

@@ -201,6 +201,12 @@ std::vector<FieldSpec> dataset_fields() {
       str(HSTU_FIELD(DatasetArgs, dataset, tie_break), {"file", "shuffle"},
           "order of a user's events with equal timestamps: file (stable sort) or shuffle (a "
           "fixed pseudo-random order, as Meta's preprocessing with an unstable sort gives)"),
+      plain(HSTU_FIELD(DatasetArgs, dataset, raw_ids),
+            "keep each event's raw item id as an int64 key (MovieLens movieId, KuaiRand "
+            "video_id, Amazon: the 63-bit hash of the ASIN, synthetic: the generated id) instead "
+            "of a dense index; no item id map is written and batches carry the keys "
+            "(SequenceBatch::item_keys, -1 = none). Needs DynamicTableArgs.tables = [\"item\"]; "
+            "the cache lives in <cache>/<dataset_name>-raw"),
   };
 }
 
@@ -379,6 +385,54 @@ std::vector<FieldSpec> ranking_fields() {
   };
 }
 
+// DynamicTableArgs.
+std::vector<FieldSpec> dynamic_table_fields() {
+  return {
+      str(HSTU_FIELD(DynamicTableArgs, dynamic, tables), {"item"},
+          "embedding tables stored as dynamic hash tables keyed by int64 ids (only the item "
+          "table: the action and contextual vocabularies are small and dense, and hstu has no "
+          "user-id table); [] = every table dense"),
+      num(HSTU_FIELD(DynamicTableArgs, dynamic, capacity_rows), or_auto(at_least(1)),
+          "slots of each dynamic table, rounded up to whole buckets (recsys-examples' "
+          "item_vocab_size_or_capacity; -1 or None = capacity_ratio x the catalogue's keys)"),
+      num(HSTU_FIELD(DynamicTableArgs, dynamic, capacity_ratio), above(0),
+          "capacity as a multiple of the catalogue's keys when capacity_rows = -1 (0.5: half "
+          "the catalogue, the rest evicted)"),
+      num(HSTU_FIELD(DynamicTableArgs, dynamic, max_capacity_rows), at_least(0),
+          "the table doubles while more than max_load_factor of its slots are used, up to this "
+          "many slots (0 = fixed capacity: a full bucket evicts)"),
+      num(HSTU_FIELD(DynamicTableArgs, dynamic, bucket_size), between(1, 65536, false),
+          "slots per bucket; a key lives in one bucket (recsys-examples' bucket_capacity, 128)"),
+      num(HSTU_FIELD(DynamicTableArgs, dynamic, max_load_factor), between(0.01, 1, false),
+          "occupied fraction of the slots above which the table grows (when it may)"),
+      str(HSTU_FIELD(DynamicTableArgs, dynamic, eviction), {"none", "lru", "lfu"},
+          "which key a full bucket gives up for a new one: lru = least recently used step, lfu = "
+          "least frequently used, none = no eviction (an insert into a full bucket is an error)"),
+      num(HSTU_FIELD(DynamicTableArgs, dynamic, admit_threshold), at_least(0),
+          "a new key is inserted at its N-th sighting (counted per key); before that its "
+          "lookups get a fresh initial row in training, zeros in evaluation (0 or 1 = at once)"),
+      plain(HSTU_FIELD(DynamicTableArgs, dynamic, host_tier),
+            "may the table exceed its HBM budget: the full table in pinned host memory and the "
+            "budget's rows in HBM as a cache (evicted rows written back, the next batch's rows "
+            "prefetched); off: a capacity above the budget is an error"),
+      num(HSTU_FIELD(DynamicTableArgs, dynamic, hbm_bytes), or_auto(at_least(1)),
+          "HBM for the table's values (recsys-examples' global_hbm_for_values): rows = bytes / "
+          "(dim x value bytes + optimiser state x 4 B); wins over hbm_rows and hbm_ratio (-1 or "
+          "None = unset)"),
+      num(HSTU_FIELD(DynamicTableArgs, dynamic, hbm_rows), or_auto(at_least(1)),
+          "rows held in HBM (recsys-examples' item_vocab_gpu_capacity); wins over hbm_ratio "
+          "(-1 or None = unset)"),
+      num(HSTU_FIELD(DynamicTableArgs, dynamic, hbm_ratio), between(0, 1, false),
+          "rows held in HBM as a fraction of the capacity (recsys-examples' "
+          "item_vocab_gpu_capacity_ratio; 1 = all in HBM)"),
+      str(HSTU_FIELD(DynamicTableArgs, dynamic, value_dtype), {"float32", "bfloat16"},
+          "storage of the embedding part of a row (optimiser state stays float32)"),
+      num(HSTU_FIELD(DynamicTableArgs, dynamic, init_std), above(0),
+          "std of the truncated normal that initialises a new key's row (the dense item table "
+          "uses 0.02)"),
+  };
+}
+
 #undef HSTU_FIELD
 
 }  // namespace
@@ -401,6 +455,10 @@ const std::vector<ClassSpec>& config_classes() {
       {"RankingArgs",
        "candidate ranking (MLP head on candidate tokens); binding any field makes the run a "
        "ranking run"},
+      {"DynamicTableArgs",
+       "dynamic (hash-table) embedding tables keyed by raw int64 ids: which tables, capacity, "
+       "growth, eviction, admission, HBM budget and host tier (docs/DYNAMIC_TABLES.md; "
+       "recsys-examples' DynamicEmbeddingArgs maps onto it)"},
   };
   return classes;
 }
@@ -410,7 +468,7 @@ const std::vector<FieldSpec>& config_fields() {
     std::vector<FieldSpec> all;
     for (auto* class_fields :
          {trainer_fields, dataset_fields, synthetic_fields, distribution_fields, network_fields,
-          optimizer_fields, retrieval_fields, ranking_fields}) {
+          optimizer_fields, retrieval_fields, ranking_fields, dynamic_table_fields}) {
       for (FieldSpec& f : class_fields()) all.push_back(std::move(f));
     }
     return all;
@@ -424,7 +482,6 @@ const std::vector<ClassSpec>& ignored_classes() {
        "tensor_model_parallel_size = 1 only: a no-op; larger sizes are errors in hstu files and "
        "the TP group's batch in recsys-examples files"},
       {"EmbeddingArgs", "hstu defines the embedding tables from the dataset"},
-      {"DynamicEmbeddingArgs", "hstu defines the embedding tables from the dataset"},
       {"BaseEmbeddingArgs", "hstu defines the embedding tables from the dataset"},
       {"BenchmarkDatasetArgs",
        "an error: recsys-examples' random benchmark data is not generated by hstu (SyntheticArgs "

@@ -4,6 +4,14 @@
 // Retrieval: each sample is a history of n items; position i is supervised with the next item
 // (target_ids[i]); the last position's label is the sample's held-out target. Ranking: the last
 // num_candidates[b] items of a sample are candidates whose actions are the labels.
+//
+// Raw-id datasets (DatasetArgs.raw_ids, SequenceDataset::raw_ids()): the int64 key arrays below
+// carry the raw item keys (>= 0) where the dense arrays carry ids, and kNoKey (-1, key_hash.h)
+// where a dense array holds 0 ("none": ranking's targets, a sample without an eval target). A
+// raw key is never -1, so "none" cannot be confused with an item. item_ids, target_ids and
+// eval_targets then have their sizes but hold 0: the training step maps the keys to window
+// indices 1.. in place (0 stays padding / none). Ranking candidates are the last
+// num_candidates[b] entries of each sample's item_keys. Dense datasets leave the keys empty.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +36,11 @@ struct SequenceBatch {
   // Ranking.
   std::vector<int32_t> num_candidates;  // [B] candidates at the end of each sample (0 = none)
   std::vector<int32_t> contextual;      // [B*C] contextual feature values per sample
+
+  // Raw-id mode only (else empty).
+  std::vector<int64_t> item_keys;         // [T] keys of item_ids' events
+  std::vector<int64_t> target_keys;       // [T] keys of target_ids (kNoKey = none)
+  std::vector<int64_t> eval_target_keys;  // [B] keys of eval_targets (kNoKey = none)
 
   int32_t num_tokens() const { return offsets.empty() ? 0 : offsets.back(); }
 };

@@ -29,6 +29,7 @@ void select_samples(const SequenceBatch& in, std::span<const int64_t> samples, S
     v->clear();
   out.timestamps.clear();
   out.query_timestamps.clear();
+  for (auto* v : {&out.item_keys, &out.target_keys, &out.eval_target_keys}) v->clear();
   int64_t tokens = 0;
   for (const int64_t s : samples) {
     HSTU_CHECK(s >= 0 && s < b_in, "select_samples: sample ", s, " of a batch of ", b_in);
@@ -43,7 +44,10 @@ void select_samples(const SequenceBatch& in, std::span<const int64_t> samples, S
     append(in.timestamps, begin, end, out.timestamps);
     append(in.target_ids, begin, end, out.target_ids);
     append(in.query_timestamps, begin, end, out.query_timestamps);
+    append(in.item_keys, begin, end, out.item_keys);
+    append(in.target_keys, begin, end, out.target_keys);
     append(in.eval_targets, s, s + 1, out.eval_targets);
+    append(in.eval_target_keys, s, s + 1, out.eval_target_keys);
     append(in.user_ids, s, s + 1, out.user_ids);
     append(in.num_candidates, s, s + 1, out.num_candidates);
     append(in.contextual, s * num_ctx, (s + 1) * num_ctx, out.contextual);

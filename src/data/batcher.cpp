@@ -104,6 +104,10 @@ void make_batch(const SequenceDataset& ds, const Split& split, std::span<const i
   out.user_ids.resize(batch);
   out.num_candidates.assign(batch, 0);
   out.contextual.resize(batch * num_ctx);
+  const bool raw = ds.raw_ids();
+  out.item_keys.resize(raw ? tokens : 0);
+  out.target_keys.resize(raw ? tokens : 0);
+  out.eval_target_keys.resize(raw ? batch : 0);
 
   for (int64_t b = 0; b < batch; ++b) {
     const Sample& s = split.samples[samples[b]];
@@ -111,13 +115,21 @@ void make_batch(const SequenceDataset& ds, const Split& split, std::span<const i
     for (int64_t i = 0; i < n; ++i) {
       const int64_t e = s.begin + i;
       const int64_t next = i + 1 < n ? e + 1 : s.target;  // the event position i predicts
-      out.item_ids[o + i] = ds.items[e];
       out.timestamps[o + i] = ds.timestamps[e];
       if (has_actions) out.actions[o + i] = ds.actions[e];
-      out.target_ids[o + i] = ds.items[next];
       out.query_timestamps[o + i] = ds.timestamps[next];
+      if (raw) {  // keys; the dense ids are the step's to fill (batch.h)
+        out.item_keys[o + i] = ds.item_keys[e];
+        out.target_keys[o + i] = ds.item_keys[next];
+        out.item_ids[o + i] = 0;
+        out.target_ids[o + i] = 0;
+      } else {
+        out.item_ids[o + i] = ds.items[e];
+        out.target_ids[o + i] = ds.items[next];
+      }
     }
-    out.eval_targets[b] = ds.items[s.target];
+    out.eval_targets[b] = raw ? 0 : ds.items[s.target];
+    if (raw) out.eval_target_keys[b] = ds.item_keys[s.target];
     out.user_ids[b] = s.user;
     for (int64_t c = 0; c < num_ctx; ++c) {
       out.contextual[b * num_ctx + c] = ds.contextual_values[s.user * num_ctx + c];

@@ -11,6 +11,8 @@
 //   target_ids[i]       = item of h_{i+1}, and item of t for i = n-1
 //   query_timestamps[i] = time of h_{i+1}, and time of t for i = n-1
 //   eval_targets[b] = item of t; user_ids[b]; contextual[b*C + c]; num_candidates[b] = 0
+// Raw-id datasets: item_keys / target_keys / eval_target_keys hold the same events' keys and
+// item_ids / target_ids / eval_targets are zeros (batch.h).
 #pragma once
 
 #include <cstdint>

@@ -8,6 +8,8 @@
 // with words numbered x, y, z, w = 0, 1, 2, 3. Then
 //   uniform:  neg = 1 + u32_to_range(word(e), num_items - 1)      (ids 1..num_items-1)
 //   in-batch: neg = pool[u32_to_range(word(e), pool_size)]        (pool: sorted unique ids)
+//   keys:     neg = keys[u32_to_range(word(e), num_keys)]         (raw-id mode: a KeyCatalogue's
+//             sorted keys; over the full catalogue this is the key of the uniform id above)
 // u32_to_range(w, n) = (w * n) >> 32 (philox.h). Valid for step < 2^32 and T * R < 2^34, so a
 // resumed run draws the same negatives at the same step.
 #pragma once
@@ -44,6 +46,11 @@ HSTU_HD int32_t uniform_negative(uint64_t seed, uint64_t step, uint64_t e, int64
 HSTU_HD uint32_t in_batch_negative_index(uint64_t seed, uint64_t step, uint64_t e,
                                          uint32_t pool_size) {
   return u32_to_range(negative_word(seed, step, e), pool_size);
+}
+
+// Index into a sorted key span of num_keys keys (raw-id mode; key_negatives.h).
+HSTU_HD uint32_t key_negative_index(uint64_t seed, uint64_t step, uint64_t e, uint32_t num_keys) {
+  return u32_to_range(negative_word(seed, step, e), num_keys);
 }
 
 }  // namespace hstu

@@ -16,7 +16,7 @@ namespace hstu {
 std::vector<int64_t> popularity_counts(const SequenceDataset& ds, const Split& train) {
   std::vector<int64_t> counts(ds.num_items, 0);
   for (const Sample& s : train.samples) {
-    for (int64_t e = ds.user_offsets[s.user]; e <= s.target; ++e) ++counts[ds.items[e]];
+    for (int64_t e = ds.user_offsets[s.user]; e <= s.target; ++e) ++counts[item_index(ds, e)];
   }
   return counts;
 }
@@ -41,10 +41,10 @@ std::vector<int32_t> popularity_ranks(const SequenceDataset& ds, const Split& ev
   std::vector<int64_t> ahead;  // distinct history items placed before the target
   for (size_t k = 0; k < eval.samples.size(); ++k) {
     const Sample& s = eval.samples[k];
-    const int32_t target = ds.items[s.target];
+    const int32_t target = item_index(ds, s.target);
     ahead.clear();
     for (int64_t e = s.begin; e < s.end; ++e) {
-      const int32_t item = ds.items[e];
+      const int32_t item = item_index(ds, e);
       if (item != target && position[item] < position[target]) ahead.push_back(item);
     }
     std::sort(ahead.begin(), ahead.end());

@@ -26,6 +26,7 @@
 #include "core/checked.h"
 #include "core/error.h"
 #include "core/philox.h"
+#include "data/key_hash.h"
 #include "data/synthetic.h"
 #include "io/atomic_file.h"
 #include "io/crc32c.h"
@@ -43,6 +44,7 @@ constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ull;
 constexpr uint64_t kFnvPrime = 0x100000001b3ull;
 constexpr size_t kChecksumWord = 3;  // word index of the checksum field
 constexpr uint32_t kFlagActions = 1;
+constexpr uint32_t kFlagRawKeys = 2;  // items are raw i64 keys; catalogue keys follow
 
 struct FileHeader {
   char magic[8];
@@ -213,8 +215,20 @@ Json source_description(const DatasetArgs& args, bool skip_malformed) {
           {"files", std::move(files)}};
 }
 
-// The files of a cache whose sizes and CRC-32Cs source.json records ("cache_files").
-constexpr const char* kCacheFiles[] = {"sequences.bin", "item_ids.csv", "user_ids.csv"};
+// source_description plus, for a raw-id cache, "raw_ids": true (a dense cache's description is
+// unchanged, so existing caches stay valid).
+Json cache_description(const DatasetArgs& args, bool skip_malformed) {
+  Json d = source_description(args, skip_malformed);
+  if (args.raw_ids) d["raw_ids"] = true;
+  return d;
+}
+
+// The files of a cache whose sizes and CRC-32Cs source.json records ("cache_files"); a raw-id
+// cache has no item id map.
+std::vector<const char*> cache_files(bool raw_ids) {
+  if (raw_ids) return {"sequences.bin", "user_ids.csv"};
+  return {"sequences.bin", "item_ids.csv", "user_ids.csv"};
+}
 
 std::string hex32(uint32_t v) {
   char s[9];
@@ -223,9 +237,9 @@ std::string hex32(uint32_t v) {
 }
 
 // [{name, bytes, crc32c}] of the cache's files as they are on disk.
-Json cache_file_checksums(const std::filesystem::path& dir) {
+Json cache_file_checksums(const std::filesystem::path& dir, bool raw_ids) {
   Json files = Json::array();
-  for (const char* name : kCacheFiles) {
+  for (const char* name : cache_files(raw_ids)) {
     const std::string path = (dir / name).string();
     files.push_back({{"name", name},
                      {"bytes", static_cast<int64_t>(std::filesystem::file_size(path))},
@@ -237,7 +251,8 @@ Json cache_file_checksums(const std::filesystem::path& dir) {
 // Why the cache in `dir` cannot be used for `description` ("" when it can): its source.json
 // describes other raw files or options (or is damaged), or a file of the cache is missing or does
 // not match the size and CRC-32C source.json records for it.
-std::string cache_mismatch(const std::filesystem::path& dir, const Json& description) {
+std::string cache_mismatch(const std::filesystem::path& dir, const Json& description,
+                           bool raw_ids) {
   const std::string source = (dir / "source.json").string();
   Json recorded;
   try {
@@ -251,7 +266,7 @@ std::string cache_mismatch(const std::filesystem::path& dir, const Json& descrip
   Json files = recorded["cache_files"];
   recorded.erase("cache_files");
   if (recorded != description) return "the raw files or the preprocessing options changed";
-  for (const char* name : kCacheFiles) {
+  for (const char* name : cache_files(raw_ids)) {
     const std::string path = (dir / name).string();
     const Json* want = nullptr;
     if (files.is_array())
@@ -306,7 +321,45 @@ class DenseIds {
 
 }  // namespace
 
-SequenceDataset build_dataset(const RawData& raw, IdMaps* maps, const std::string& tie_break) {
+namespace {
+
+// Raw-id mode: the key of each dense item (entry 0 unused) from the dense -> raw map.
+std::vector<int64_t> raw_item_keys(const RawData& raw, const std::vector<int64_t>& item_raw) {
+  std::vector<int64_t> keys(item_raw.size() + 1, kNoKey);
+  if (raw.item_names.empty()) {
+    for (size_t e = 0; e < raw.events.size(); ++e) {
+      if (raw.events[e].item < 0)
+        HSTU_THROW(raw.source_of(static_cast<int64_t>(e)), ":", raw.events[e].line, ": item id ",
+                   raw.events[e].item,
+                   " is negative; DatasetArgs.raw_ids needs item ids >= 0 (-1 marks no item)");
+    }
+    for (size_t i = 0; i < item_raw.size(); ++i) {
+      HSTU_CHECK(item_raw[i] >= 0, raw.name, ": catalogue item id ", item_raw[i],
+                 " is negative; DatasetArgs.raw_ids needs item ids >= 0");
+      keys[i + 1] = item_raw[i];
+    }
+    return keys;
+  }
+  std::vector<std::pair<int64_t, int64_t>> by_key;  // (key, name index)
+  by_key.reserve(item_raw.size());
+  for (size_t i = 0; i < item_raw.size(); ++i) {
+    keys[i + 1] = string_key(raw.item_names.at(static_cast<size_t>(item_raw[i])));
+    by_key.emplace_back(keys[i + 1], item_raw[i]);
+  }
+  std::sort(by_key.begin(), by_key.end());
+  for (size_t i = 1; i < by_key.size(); ++i) {
+    if (by_key[i].first == by_key[i - 1].first)
+      HSTU_THROW(raw.name, ": the item ids \"", raw.item_names[by_key[i - 1].second], "\" and \"",
+                 raw.item_names[by_key[i].second], "\" hash to the same 63-bit key ",
+                 by_key[i].first, " (data/key_hash.h); DatasetArgs.raw_ids cannot tell them apart");
+  }
+  return keys;
+}
+
+}  // namespace
+
+SequenceDataset build_dataset(const RawData& raw, IdMaps* maps, const std::string& tie_break,
+                              bool raw_ids) {
   HSTU_CHECK(tie_break == "file" || tie_break == "shuffle",
              "DatasetArgs.tie_break must be file or shuffle, got '", tie_break, "'");
   const bool shuffle_ties = tie_break == "shuffle";
@@ -395,10 +448,14 @@ SequenceDataset build_dataset(const RawData& raw, IdMaps* maps, const std::strin
   attach_arrays(ds, std::move(a));
   validate_dataset(ds, raw.name);
   if (maps != nullptr) {
-    maps->item_raw.assign(1, 0);
-    maps->item_raw.insert(maps->item_raw.end(), item_raw.begin(), item_raw.end());
+    maps->item_raw.clear();
+    if (!raw_ids) {
+      maps->item_raw.assign(1, 0);
+      maps->item_raw.insert(maps->item_raw.end(), item_raw.begin(), item_raw.end());
+    }
     maps->user_raw = std::move(user_raw);
   }
+  if (raw_ids) return with_raw_keys(ds, raw_item_keys(raw, item_raw), raw.name);
   return ds;
 }
 
@@ -406,8 +463,9 @@ void write_sequence_file(const SequenceDataset& ds, const std::string& path) {
   const int64_t num_ctx = static_cast<int64_t>(ds.contextual_names.size());
   FileHeader h{};
   std::memcpy(h.magic, kMagic, 8);
-  h.version = kSequenceFileVersion;
-  h.flags = ds.actions.empty() ? 0 : kFlagActions;
+  const bool raw_keys = ds.raw_ids();
+  h.version = raw_keys ? kRawKeySequenceFileVersion : kSequenceFileVersion;
+  h.flags = (ds.actions.empty() ? 0 : kFlagActions) | (raw_keys ? kFlagRawKeys : 0);
   h.num_users = ds.num_users();
   h.num_events = ds.num_events();
   h.num_items = ds.num_items;
@@ -424,16 +482,22 @@ void write_sequence_file(const SequenceDataset& ds, const std::string& path) {
     meta.append(reinterpret_cast<const char*>(&ds.contextual_cardinalities[c]), 4);
   }
   h.file_bytes = sizeof(FileHeader) + pad8(meta.size()) + pad8(ds.user_offsets.size_bytes()) +
-                 pad8(ds.items.size_bytes()) + pad8(ds.actions.size_bytes()) +
-                 pad8(ds.timestamps.size_bytes()) + pad8(ds.contextual_values.size_bytes());
+                 pad8(ds.items.size_bytes()) + pad8(ds.item_keys.size_bytes()) +
+                 pad8(ds.actions.size_bytes()) + pad8(ds.timestamps.size_bytes()) +
+                 pad8(ds.contextual_values.size_bytes()) + pad8(ds.catalogue_keys.size_bytes());
   SectionWriter w(path);
   w.put(&h, sizeof(h));
   w.put(meta.data(), meta.size());
   w.put(ds.user_offsets.data(), ds.user_offsets.size_bytes());
-  w.put(ds.items.data(), ds.items.size_bytes());
+  if (raw_keys) {
+    w.put(ds.item_keys.data(), ds.item_keys.size_bytes());
+  } else {
+    w.put(ds.items.data(), ds.items.size_bytes());
+  }
   w.put(ds.actions.data(), ds.actions.size_bytes());
   w.put(ds.timestamps.data(), ds.timestamps.size_bytes());
   w.put(ds.contextual_values.data(), ds.contextual_values.size_bytes());
+  if (raw_keys) w.put(ds.catalogue_keys.data(), ds.catalogue_keys.size_bytes());
   HSTU_CHECK(w.bytes_written() == h.file_bytes, "sequence file size bookkeeping");
   h.checksum = w.checksum();
   w.finish(&h, sizeof(h));
@@ -452,9 +516,16 @@ SequenceDataset read_sequence_file(const std::string& path) {
   if (std::memcmp(h.magic, kMagic, 8) != 0) {
     HSTU_THROW(path, ": not an hstu sequence file (bad magic; expected \"HSTUSEQ1\")");
   }
-  if (h.version != kSequenceFileVersion) {
-    HSTU_THROW(path, ": sequence file version ", h.version, ", this build reads version ",
-               kSequenceFileVersion, " (preprocess again)");
+  if (h.version != kSequenceFileVersion && h.version != kRawKeySequenceFileVersion) {
+    HSTU_THROW(path, ": sequence file version ", h.version, ", this build reads versions ",
+               kSequenceFileVersion, " (dense ids) and ", kRawKeySequenceFileVersion,
+               " (raw keys) (preprocess again)");
+  }
+  const bool raw_keys = h.version == kRawKeySequenceFileVersion;
+  if ((h.flags & ~(kFlagActions | kFlagRawKeys)) != 0 ||
+      ((h.flags & kFlagRawKeys) != 0) != raw_keys) {
+    HSTU_THROW(path, ": header flags ", h.flags, " do not match sequence file version ", h.version,
+               " (preprocess again)");
   }
   if (h.file_bytes != size) {
     HSTU_THROW(path, ": ", (size < h.file_bytes ? "truncated" : "wrong size"), ": the header says ",
@@ -507,11 +578,19 @@ SequenceDataset read_sequence_file(const std::string& path) {
   ds.num_items = h.num_items;
   ds.num_actions = h.num_actions;
   ds.user_offsets = r.array<int64_t>(checked_add(h.num_users, 1, "user_offsets"), "user_offsets");
-  ds.items = r.array<int32_t>(h.num_events, "items");
+  if (raw_keys) {
+    ds.item_keys = r.array<int64_t>(h.num_events, "item keys");
+  } else {
+    ds.items = r.array<int32_t>(h.num_events, "items");
+  }
   if (h.flags & kFlagActions) ds.actions = r.array<int32_t>(h.num_events, "actions");
   ds.timestamps = r.array<int64_t>(h.num_events, "timestamps");
   ds.contextual_values = r.array<int32_t>(
       checked_mul(h.num_users, h.num_contextual, "contextual_values"), "contextual_values");
+  if (raw_keys) {
+    HSTU_CHECK(h.num_items >= 2, path, ": num_items = ", h.num_items, " (need >= 2)");
+    ds.catalogue_keys = r.array<int64_t>(h.num_items - 1, "catalogue keys");
+  }
   if (r.position() != size) {
     HSTU_THROW(path, ": sizes are inconsistent: the arrays end at byte ", r.position(), " of ",
                size);
@@ -533,16 +612,16 @@ void write_id_maps(const RawData& raw, const IdMaps& maps, const std::string& di
     }
     atomic_write_file((std::filesystem::path(dir) / file).string(), text);
   };
-  write_map("item_ids.csv", maps.item_raw, 1, raw.item_names);
+  if (!maps.item_raw.empty()) write_map("item_ids.csv", maps.item_raw, 1, raw.item_names);
   write_map("user_ids.csv", maps.user_raw, 0, raw.user_names);
 }
 
 SequenceDataset preprocess_raw(const DatasetArgs& args, const std::string& out_dir,
                                bool skip_malformed, DatasetReport* report) {
-  const Json description = source_description(args, skip_malformed);
+  const Json description = cache_description(args, skip_malformed);
   const RawData raw = read_raw(args.dataset_name, args.dataset_path, skip_malformed);
   IdMaps maps;
-  const SequenceDataset built = build_dataset(raw, &maps, args.tie_break);
+  const SequenceDataset built = build_dataset(raw, &maps, args.tie_break, args.raw_ids);
 
   const std::filesystem::path dir(out_dir);
   std::error_code ec;
@@ -552,7 +631,7 @@ SequenceDataset preprocess_raw(const DatasetArgs& args, const std::string& out_d
   write_sequence_file(built, (dir / "sequences.bin").string());
   write_id_maps(raw, maps, out_dir);
   Json source = description;
-  source["cache_files"] = cache_file_checksums(dir);
+  source["cache_files"] = cache_file_checksums(dir, args.raw_ids);
   atomic_write_file((dir / "source.json").string(), json::dump(source, 2) + "\n");
   if (report != nullptr) {
     report->dir = out_dir;
@@ -571,7 +650,9 @@ SequenceDataset load_preprocessed(const std::string& dir) {
 std::string dataset_cache_dir(const Config& cfg) {
   const std::string& root =
       cfg.dataset.cache_dir.empty() ? cfg.trainer.run_dir : cfg.dataset.cache_dir;
-  return (std::filesystem::path(root) / cfg.dataset.dataset_name).string();
+  return (std::filesystem::path(root) /
+          (cfg.dataset.dataset_name + (cfg.dataset.raw_ids ? "-raw" : "")))
+      .string();
 }
 
 namespace {
@@ -580,14 +661,18 @@ SequenceDataset open_dataset_untimed(const Config& cfg, bool skip_malformed,
   const DatasetArgs& args = cfg.dataset;
   if (args.dataset_name == "synthetic") {
     if (report != nullptr) *report = DatasetReport{};
-    return generate_synthetic(cfg.synthetic);
+    SequenceDataset ds = generate_synthetic(cfg.synthetic);
+    if (!args.raw_ids) return ds;
+    std::vector<int64_t> identity(static_cast<size_t>(ds.num_items));
+    for (size_t i = 0; i < identity.size(); ++i) identity[i] = static_cast<int64_t>(i);
+    return with_raw_keys(ds, identity, "synthetic");
   }
   const std::string dir = dataset_cache_dir(cfg);
   const std::filesystem::path source = std::filesystem::path(dir) / "source.json";
-  const Json description = source_description(args, skip_malformed);  // checks the name
+  const Json description = cache_description(args, skip_malformed);  // checks the name
   std::string why;
   if (std::filesystem::exists(source)) {
-    why = cache_mismatch(dir, description);
+    why = cache_mismatch(dir, description, args.raw_ids);
     if (why.empty()) {
       if (report != nullptr) {
         *report = DatasetReport{};

@@ -20,6 +20,11 @@
 //                      timestamps i64[E], contextual_values i32[U*C]
 // item_ids.csv: "index,raw_id" for dense items 1..V-1; user_ids.csv: "index,raw_id" for
 // 0..U-1 (string ids CSV-quoted when needed). source.json: what the cache was built from.
+//
+// Raw-id files (DatasetArgs.raw_ids; version 2, flags bit 1): the items section holds the raw
+// item keys i64[E] instead of i32 dense ids, and a last section the catalogue keys i64[V-1]
+// (sorted, unique); no item_ids.csv is written. Their cache folder is <dataset_name>-raw, and
+// source.json records "raw_ids": true and the CRC-32C of sequences.bin and user_ids.csv.
 #pragma once
 
 #include <cstdint>
@@ -32,7 +37,8 @@
 
 namespace hstu {
 
-inline constexpr uint32_t kSequenceFileVersion = 1;
+inline constexpr uint32_t kSequenceFileVersion = 1;        // dense item ids
+inline constexpr uint32_t kRawKeySequenceFileVersion = 2;  // raw item keys (DatasetArgs.raw_ids)
 
 // Dense id -> raw id (an index into RawData::item_names / user_names for string ids).
 struct IdMaps {
@@ -59,8 +65,12 @@ struct DatasetReport {
 // sort); "shuffle" uses a fixed hash of (user, item) instead — the statistics of Meta's
 // preprocessing, whose pandas quicksort leaves ties in an arbitrary order (on ml-latest-small
 // 22% of events share a timestamp, and 19% of users' last two events).
+// raw_ids: the result holds raw item keys (SequenceDataset::item_keys): a numeric id is its own
+// key (a negative one is an error naming its file:line), a string id the key of key_hash.h (two
+// strings with one key are an error naming both); maps->item_raw is left empty. The event order
+// is the same as without raw_ids.
 SequenceDataset build_dataset(const RawData& raw, IdMaps* maps = nullptr,
-                              const std::string& tie_break = "file");
+                              const std::string& tie_break = "file", bool raw_ids = false);
 
 // Writes sequences.bin (atomically: a temporary file renamed into place).
 void write_sequence_file(const SequenceDataset& ds, const std::string& path);
@@ -68,7 +78,7 @@ void write_sequence_file(const SequenceDataset& ds, const std::string& path);
 // Memory-maps a sequences.bin read-only and validates it; errors name `path`.
 SequenceDataset read_sequence_file(const std::string& path);
 
-// Writes item_ids.csv and user_ids.csv into `dir`.
+// Writes item_ids.csv (unless maps.item_raw is empty: raw-id mode) and user_ids.csv into `dir`.
 void write_id_maps(const RawData& raw, const IdMaps& maps, const std::string& dir);
 
 // Reads the raw files of args.dataset_name from args.dataset_path, writes sequences.bin, the id
@@ -79,10 +89,12 @@ SequenceDataset preprocess_raw(const DatasetArgs& args, const std::string& out_d
 // Loads <dir>/sequences.bin.
 SequenceDataset load_preprocessed(const std::string& dir);
 
-// The cache folder of a config's dataset: <cache_dir or run_dir>/<dataset_name>.
+// The cache folder of a config's dataset: <cache_dir or run_dir>/<dataset_name>, with "-raw"
+// appended under DatasetArgs.raw_ids.
 std::string dataset_cache_dir(const Config& cfg);
 
-// The dataset of a run: "synthetic" is generated from cfg.synthetic; a raw dataset is loaded
+// The dataset of a run: "synthetic" is generated from cfg.synthetic (under raw_ids each
+// generated id is its own key); a raw dataset is loaded
 // from its cache folder when source.json matches the raw files (path, name, size and mtime of
 // each) and the options, and sequences.bin, item_ids.csv and user_ids.csv match the sizes and
 // CRC-32Cs source.json records for them ("cache_files"); otherwise it is preprocessed into it

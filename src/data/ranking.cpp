@@ -10,6 +10,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "data/key_hash.h"
 #include "data/random_stream.h"
 
 namespace hstu {
@@ -118,12 +119,17 @@ void make_ranking_batch(const SequenceDataset& ds, const RankingSplit& split,
   out.user_ids.resize(batch);
   out.num_candidates.resize(batch);
   out.contextual.resize(batch * num_ctx);
+  const bool raw = ds.raw_ids();  // keys, dense ids left 0 for the step (batch.h)
+  out.item_keys.resize(raw ? tokens : 0);
+  out.target_keys.assign(raw ? tokens : 0, kNoKey);
+  out.eval_target_keys.assign(raw ? batch : 0, kNoKey);
   for (int64_t b = 0; b < batch; ++b) {
     const RankingSample& s = split.samples[samples[b]];
     const int64_t o = out.offsets[b], n = s.end - s.begin;
     for (int64_t i = 0; i < n; ++i) {
       const int64_t e = s.begin + i;
-      out.item_ids[o + i] = ds.items[e];
+      out.item_ids[o + i] = raw ? 0 : ds.items[e];
+      if (raw) out.item_keys[o + i] = ds.item_keys[e];
       out.actions[o + i] = ds.actions[e];
       out.timestamps[o + i] = ds.timestamps[e];
       out.query_timestamps[o + i] = ds.timestamps[i + 1 < n ? e + 1 : e];

@@ -31,6 +31,8 @@
 //   target_ids = 0 (no retrieval supervision), eval_targets[b] = 0,
 //   query_timestamps[i] = time of the next event of the sample (the last one: its own time).
 // max_seqlen counts events (n_b), before any interleaving with action tokens.
+// Raw-id datasets: item_keys holds the events' keys (the candidates' are each sample's last k),
+// target_keys / eval_target_keys are kNoKey, item_ids zeros for the step to fill (batch.h).
 #pragma once
 
 #include <cstdint>

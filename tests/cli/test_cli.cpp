@@ -331,6 +331,40 @@ TEST_F(Cli, PreprocessTakesThePeersFlagsAndSaysHowToTrain) {
     EXPECT_NE(r.out.find(std::string("  ") + name + " "), std::string::npos) << name;
 }
 
+// Raw-id data (issue 18): preprocessing writes keys into <dataset>-raw without an item map and
+// says how to train on it; until the step uses dynamic tables, train refuses them by name.
+TEST_F(Cli, PreprocessRawIdsAndTrainRefusesDynamicTablesForNow) {
+  write_ratings(dir_);
+  const std::string raw_keys =
+      " --set DatasetArgs.raw_ids=True --set 'DynamicTableArgs.tables=[\"item\"]'";
+  Outcome r =
+      hstu("preprocess --skip-malformed --dataset ml-latest-small --path " + dir_.file("raw") +
+           " --out " + dir_.file("cache/ml-latest-small-raw") + raw_keys);
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("output: " + dir_.file("cache/ml-latest-small-raw") +
+                       " (sequences.bin, user_ids.csv, source.json)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("--set DatasetArgs.cache_dir=" + dir_.file("cache") +
+                       " --set DatasetArgs.raw_ids=True"),
+            std::string::npos)
+      << r.out;
+  EXPECT_TRUE(std::filesystem::exists(dir_.file("cache/ml-latest-small-raw/sequences.bin")));
+  EXPECT_FALSE(std::filesystem::exists(dir_.file("cache/ml-latest-small-raw/item_ids.csv")));
+  // raw_ids alone is a validation error naming the key it needs.
+  r = hstu("preprocess --dataset ml-latest-small --path " + dir_.file("raw") +
+           " --set DatasetArgs.raw_ids=True");
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("DatasetArgs.raw_ids = True needs DynamicTableArgs.tables"),
+            std::string::npos)
+      << r.out;
+  r = hstu("train --run-dir " + dir_.file("run") + raw_keys);
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("the training step does not use dynamic tables yet (issue 18)"),
+            std::string::npos)
+      << r.out;
+}
+
 // Several config files apply in order; `hstu check` validates without training (0 / 2).
 TEST_F(Cli, ConfigFilesApplyInOrderAndCheckValidates) {
   const std::string a =

@@ -61,11 +61,12 @@ TEST(ConfigBind, UnknownClassListsKnownClasses) {
   EXPECT_EQ(load_error("NetworkArgs.num_layers = 3\nNetwrkArgs.num_layers = 3\n"),
             "t.gin:2: unknown class 'NetwrkArgs' in NetwrkArgs.num_layers (did you mean "
             "'NetworkArgs'?); known classes: TrainerArgs, DatasetArgs, SyntheticArgs, "
-            "RandomDistribution, NetworkArgs, OptimizerArgs, RetrievalArgs, RankingArgs");
+            "RandomDistribution, NetworkArgs, OptimizerArgs, RetrievalArgs, RankingArgs, "
+            "DynamicTableArgs");
   EXPECT_EQ(load_error("Model.x = 1\n"),
             "t.gin:1: unknown class 'Model' in Model.x; known classes: TrainerArgs, DatasetArgs, "
             "SyntheticArgs, RandomDistribution, NetworkArgs, OptimizerArgs, RetrievalArgs, "
-            "RankingArgs");
+            "RankingArgs, DynamicTableArgs");
 }
 
 TEST(ConfigBind, UnknownFieldSuggestsTheClosest) {
@@ -133,11 +134,10 @@ TEST(ConfigBind, CompatibilityFieldsAndClassesAreIgnoredWithWarnings) {
       "NetworkArgs.embedding_backend = None\n"
       "TrainerArgs.pipeline_type = 'prefetch'\n"
       "TensorModelParallelArgs.tensor_model_parallel_size = 1\n"
-      "DynamicEmbeddingArgs.item_vocab_gpu_capacity_ratio = 0.5\n"
       "feat/RandomDistribution.dist_type = 'zipf'\n",
       &warnings);
   EXPECT_EQ(c, Config{});
-  ASSERT_EQ(warnings.size(), 6u);
+  ASSERT_EQ(warnings.size(), 5u);
   EXPECT_EQ(warnings[0],
             "t.gin:1: NetworkArgs.kernel_backend is accepted for compatibility with "
             "recsys-examples and ignored (hstu has one attention kernel per device)");
@@ -146,8 +146,8 @@ TEST(ConfigBind, CompatibilityFieldsAndClassesAreIgnoredWithWarnings) {
             "compatibility with recsys-examples and ignored (tensor_model_parallel_size = 1 only: "
             "a no-op; larger sizes are errors in hstu files and the TP group's batch in "
             "recsys-examples files)");
-  EXPECT_EQ(warnings[5],
-            "t.gin:6: feat/RandomDistribution.dist_type is accepted for compatibility with "
+  EXPECT_EQ(warnings[4],
+            "t.gin:5: feat/RandomDistribution.dist_type is accepted for compatibility with "
             "recsys-examples and ignored (no field refers to it; bind e.g. "
             "SyntheticArgs.seqlen_dist = @feat/RandomDistribution())");
   // Ignored fields with a known value set are still checked.
@@ -178,7 +178,7 @@ TEST(ConfigBind, EveryProblemIsListedWithItsLine) {
             "  t.gin:2: NetworkArgs.hidden_dropout = 2 is out of range: must be in [0, 1)\n"
             "  t.gin:3: unknown class 'Foo' in Foo.bar; known classes: TrainerArgs, DatasetArgs, "
             "SyntheticArgs, RandomDistribution, NetworkArgs, OptimizerArgs, RetrievalArgs, "
-            "RankingArgs");
+            "RankingArgs, DynamicTableArgs");
   // Validation problems too, each located at the binding it names.
   EXPECT_EQ(load_error("RankingArgs.num_tasks = 8\n"
                        "TrainerArgs.profile = True\n"
@@ -424,7 +424,8 @@ TEST(ConfigSchema, CoversEveryMemberOfConfigH) {
   EXPECT_EQ(member_count<OptimizerArgs>(), stored_rows("OptimizerArgs"));
   EXPECT_EQ(member_count<RetrievalArgs>(), stored_rows("RetrievalArgs"));
   EXPECT_EQ(member_count<RankingArgs>(), stored_rows("RankingArgs"));
-  EXPECT_EQ(member_count<Config>(), 8u);  // seven sections + task
+  EXPECT_EQ(member_count<DynamicTableArgs>(), stored_rows("DynamicTableArgs"));
+  EXPECT_EQ(member_count<Config>(), 9u);  // eight sections + task
 }
 
 TEST(ConfigSchema, RowsAreDistinctAndDocumented) {

@@ -277,6 +277,20 @@ TEST_F(KillResume, DiskFullDuringSaves) {
   const bool tmpfs = !(force && std::string(force) == "fsize") && can_mount_tmpfs(dir);
   std::printf("[disk-full] %s\n", tmpfs ? "tmpfs in a user namespace (ENOSPC)"
                                         : "no namespaces here: RLIMIT_FSIZE (EFBIG)");
+  // The sizes below are calibrated on the reference run, so they follow the size of the config
+  // (config.gin, and the copy each save's model, optimizer and trainer_state files carry):
+  // base_kib = the run's own files and one save in 4 KiB tmpfs pages (116 KiB when config.gin
+  // had 14679 bytes); fsize0 = 1679 bytes below config.gin (then 13000).
+  const fs::path ref_dir = dir.file("reference");
+  int64_t base_kib = 0;
+  for (const auto& e : fs::recursive_directory_iterator(ref_dir)) {
+    if (!e.is_regular_file()) continue;
+    const std::string rel = fs::relative(e.path(), ref_dir).string();
+    if (rel.rfind("checkpoints/step-", 0) == 0 && rel.rfind("checkpoints/step-000000001/", 0) != 0)
+      continue;  // one save
+    base_kib += 4 * ((static_cast<int64_t>(e.file_size()) + 4095) / 4096);
+  }
+  const int64_t fsize0 = static_cast<int64_t>(fs::file_size(ref_dir / "config.gin")) - 1679;
   int64_t second_latest = 0;  // the commit of `latest` in the second save
   for (int seen = 0; const auto& [commit, path] : ref.commits)
     if (fs::path(path).filename() == "latest" && ++seen == 2) second_latest = commit;
@@ -292,11 +306,11 @@ TEST_F(KillResume, DiskFullDuringSaves) {
     std::string err;
     test::ProcResult r;
     if (tmpfs) {
-      // 116 KiB holds the run's own files and one save; each further 6 or 8 KiB moves the failure
-      // to another file or save (keep 1 never needs room for more than two saves).
+      // base_kib holds the run's own files and one save; each further 6 or 8 KiB moves the
+      // failure to another file or save (keep 1 never needs room for more than two saves).
       const std::string mnt = dir.file("mnt" + std::to_string(i));
       fs::create_directories(mnt);
-      const int kib = 116 + (keep == 1 ? 6 : 8) * (i / 2);
+      const int64_t kib = base_kib + (keep == 1 ? 6 : 8) * (i / 2);
       std::string script = "mount -t tmpfs -o size=" + std::to_string(kib) + "k tmpfs " + mnt +
                            " || exit 99; OMP_NUM_THREADS=1 ";
       for (const std::string& a : train_args(gin, mnt + "/run", keep)) script += "'" + a + "' ";
@@ -317,7 +331,7 @@ TEST_F(KillResume, DiskFullDuringSaves) {
       o.env.pop_back();
       args.push_back("--resume");
       args.push_back(run);
-      o.fsize_limit = 13000 + 1000 * i;  // above config.gin, below optimizer.safetensors
+      o.fsize_limit = fsize0 + 1000 * i;  // above config.gin, below optimizer.safetensors
       r = test::run_process(args, run + ".out", o);
     }
     const char* cause = tmpfs ? "No space left on device" : "File too large";
