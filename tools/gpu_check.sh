@@ -40,6 +40,9 @@ gtest_args=()
 if [[ -d .devdeps/googletest ]]; then
   gtest_args=(-DHSTU_GTEST_SOURCE_DIR="$PWD/.devdeps/googletest")
 fi
+if [[ -d .devdeps/cutlass/include ]]; then  # the sm_90a attention kernels' CUTLASS headers
+  gtest_args+=(-DHSTU_CUTLASS_INCLUDE="$PWD/.devdeps/cutlass/include")
+fi
 # CMake < 3.26 does not know nvcc's C++20 flag; naming it is harmless on newer versions.
 # Warnings do not stop this build (this box checks GPU results; they are counted below).
 if cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHSTU_CUDA=ON \

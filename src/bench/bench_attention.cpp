@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -58,7 +59,17 @@ struct Options {
   bool causal = true, validate = true, fwd_only = false;
   bool rab = false;  // relative attention bias (positions + 128 time buckets) with its gradient
   int warmup = 3, reps = 20;
+  std::string kernel = "auto";  // auto (the dispatch's choice), sm80 (forced), both (A/B forward)
 };
+
+// Forces the sm80 attention kernels (HSTU_ATTN_SM80=1) or gives the dispatch its choice back.
+void force_sm80(bool on) {
+  if (on) {
+    setenv("HSTU_ATTN_SM80", "1", 1);
+  } else {
+    unsetenv("HSTU_ATTN_SM80");
+  }
+}
 
 // TFLOPS of FlashAttention-2 on H100 SXM, bf16 (FA3 paper figures as transcribed in
 // performance-references.md §2) at L = 512, 1k, 2k, 4k, 8k, 16k; 0 = not published.
@@ -381,6 +392,10 @@ Options parse(const std::vector<std::string>& args) {
       o.fwd_only = true;
     } else if (a == "--rab") {
       o.rab = true;
+    } else if (a == "--kernel") {
+      o.kernel = next();
+      HSTU_CHECK(o.kernel == "auto" || o.kernel == "sm80" || o.kernel == "both",
+                 "bench attention: --kernel auto|sm80|both, got ", o.kernel);
     } else {
       HSTU_THROW("bench attention: unknown option '", a, "'");
     }
@@ -426,6 +441,11 @@ int run_attention_bench(const std::vector<std::string>& args) {
       "(H100 bf16): FA2 = FlashAttention-2 (FA3 paper), NV = NVIDIA CUTLASS HSTU (B=32, "
       "4 heads).\n",
       opt.causal ? " / 2" : "");
+  if (opt.kernel == "sm80") force_sm80(true);
+  if (opt.kernel == "both")
+    std::printf(
+        "--kernel both: each row is the dispatch's choice (sm90 forward on an H100/H200), "
+        "the next line the sm80 forward forced (HSTU_ATTN_SM80=1)\n");
   std::mt19937_64 g(20240601);
   bool ok = true;
   if (opt.validate) {
@@ -491,6 +511,15 @@ int run_attention_bench(const std::vector<std::string>& args) {
         ratio(tff, nv_ok ? nv_hstu_tflops(false, s.d, s.L) : 0), tb, tfb,
         ratio(tfb, s.jagged ? 0 : fa2_tflops(true, s.d, opt.causal, s.L)),
         ratio(tfb, nv_ok ? nv_hstu_tflops(true, s.d, s.L) : 0), ta, tfa, tf + std::min(tb, ta));
+    if (opt.kernel == "both") {
+      force_sm80(true);
+      const double t80 =
+          time_ms([&] { hstu_attention_fwd(det, dp.args, dp.o); }, opt.warmup, opt.reps);
+      force_sm80(false);
+      const double tf80 = fwd_flops / (t80 * 1e9);
+      std::printf("%-26s | %-8.3f %-7.1f sm80 fwd (forced); default / sm80 = %.2fx\n", "", t80,
+                  tf80, tff / tf80);
+    }
     std::fflush(stdout);
   }
   return ok ? 0 : 1;

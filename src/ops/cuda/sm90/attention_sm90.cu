@@ -1,0 +1,49 @@
+// attention_sm90.cu — which HSTU attention calls the sm_90a kernels take (attention_sm90.h):
+// the device's compute capability (cached per device), the HSTU_ATTN_SM80=1 override and the
+// operands' TMA constraints. Compiles without CUTLASS; the kernels themselves are in
+// attention_fwd_sm90.cuh.
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "core/cuda_check.h"
+#include "ops/cuda/sm90/attention_sm90.h"
+
+namespace hstu::cuda::attn {
+
+namespace {
+
+bool device_is_sm90() {
+  static std::mutex mu;
+  static int cc[64] = {};  // major * 10 + minor, 0 = not asked yet
+  int dev = 0;
+  HSTU_CUDA_CHECK(cudaGetDevice(&dev));
+  if (dev < 0 || dev >= 64) return false;
+  std::lock_guard<std::mutex> lock(mu);
+  if (cc[dev] == 0) {
+    int major = 0, minor = 0;
+    HSTU_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    HSTU_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+    cc[dev] = major * 10 + minor;
+  }
+  return cc[dev] == 90;  // sm_90a code runs on 9.0 only
+}
+
+}  // namespace
+
+bool sm90_attention_available() {
+  if (!sm90_kernels_built()) return false;
+  const char* force = std::getenv("HSTU_ATTN_SM80");
+  if (force && std::strcmp(force, "1") == 0) return false;
+  return device_is_sm90();
+}
+
+bool sm90_fwd_supported(const HstuAttnParams& p, int padded_head_dim) {
+  if (padded_head_dim != 64 && padded_head_dim != 128 && padded_head_dim != 256) return false;
+  // TMA: 16-byte aligned base and strides (vec), coordinates in int32.
+  if (!p.q.vec || !p.k.vec || !p.v.vec) return false;
+  if (p.total_tokens >= (int64_t(1) << 31)) return false;
+  return sm90_attention_available();
+}
+
+}  // namespace hstu::cuda::attn
