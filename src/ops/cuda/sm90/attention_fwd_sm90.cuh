@@ -1,16 +1,20 @@
 // attention_fwd_sm90.cuh — the Hopper (sm_90a) HSTU attention forward: FlashAttention-3's
-// structure (TMA, mbarrier pipelines, a producer warpgroup and two consumer warpgroups with
-// setmaxnreg, wgmma with register accumulators), HSTU's pointwise math.
+// structure (TMA, mbarrier pipelines, a producer warpgroup and 2-3 consumer warpgroups with
+// setmaxnreg, wgmma with register accumulators, intra-warpgroup GEMM / pointwise overlap),
+// HSTU's pointwise math.
 //
-// One CTA = kBM = 128 query rows of one (sequence, head), 3 warpgroups: warpgroup 0 is the
+// One CTA = kBM = 64 x (consumer warpgroups) query rows of one (sequence, head): 128 rows and
+// 2 consumer warpgroups at d = 128 / 256, 192 rows and 3 at d = 64. Warpgroup 0 is the
 // producer (one thread issues every TMA load: Q once, then K and V of each visible key block into
 // a two-stage circular buffer guarded by full / empty mbarriers, cutlass::PipelineTmaAsync);
-// warpgroups 1 and 2 each own 64 query rows. Per key block a consumer computes
+// each consumer warpgroup owns 64 query rows. Per key block a consumer computes
 // S = Q K^T (wgmma, both operands in shared memory, fp32 accumulators in registers), applies
 // alpha (S + rab), SiLU and the mask to the accumulators, converts them in place to the A
 // fragments of O += P V (wgmma, P from registers, V^T from shared memory as an MN-major operand)
-// and releases the stage. The 1/N scale is applied once at the end; O goes registers -> shared
-// memory (Q's buffer) -> predicated 16-byte global stores (jagged rows end inside a tile).
+// and releases the stage; S of the next key block is issued before P V of this one, so the
+// pointwise epilogue overlaps the tensor cores (FA3 §3.2). The 1/N scale is applied once at the
+// end; O goes registers -> shared memory (Q's buffer) -> predicated 16-byte global stores (jagged
+// rows end inside a tile).
 //
 // Masks and rab follow the sm80 kernel (attention_mask.cuh): tiles are classified at run time
 // (hstu_tile_kind); skipped key blocks are neither loaded nor computed; full tiles test nothing
@@ -62,12 +66,16 @@ template <typename T, int kHeadDim>
 struct FwdTraits {
   using Element = typename CuteElem<T>::type;
   static constexpr int kHD = kHeadDim;
-  static constexpr int kBM = 128;                         // 2 consumer warpgroups x 64 rows
+  // d 64: 3 consumer warpgroups (192-row tiles: the pointwise work, not the tensor cores, bounds
+  // this width, and a third warpgroup hides more of it); otherwise 2 (128-row tiles).
+  static constexpr int kConsumerWGs = kHeadDim <= 64 ? 3 : 2;
+  static constexpr int kBM = 64 * kConsumerWGs;           // 64 query rows per consumer warpgroup
   static constexpr int kBN = kHeadDim <= 128 ? 128 : 64;  // d 256: the O accumulator takes 128 regs
   static constexpr int kStages = 2;
-  static constexpr int kConsumerWGs = 2;
   static constexpr int kThreads = 128 * (kConsumerWGs + 1);
-  static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
+  // setmaxnreg budgets (65,536 registers): 24 / 240 with two consumer warpgroups, 32 / 160 with 3.
+  static constexpr int kProducerRegs = kConsumerWGs == 2 ? 24 : 32;
+  static constexpr int kConsumerRegs = kConsumerWGs == 2 ? 240 : 160;
 
   using AtomLayout = Layout<Shape<Int<kConsumerWGs>, _1, _1>>;
   // S [kBM, kBN] = Q [kBM, kHD] K^T: both operands K-major in shared memory.
@@ -244,7 +252,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     return;
   }
 
-  // ---- consumers: warpgroup wg owns query rows [64 (wg - 1), 64 wg) of the tile
+  // ---- consumers: warpgroup wg >= 1 owns query rows [64 (wg - 1), 64 wg) of the tile
   cutlass::arch::warpgroup_reg_alloc<Tr::kConsumerRegs>();
   const int ctid = tid - 128;
   typename Tr::TiledMma0 mma0;
@@ -259,18 +267,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   Tensor tScS = thr0.partition_C(make_identity_tensor(Shape<Int<kBM>, Int<kBN>>{}));
   const int64_t* thr = ss.thr;
 
-  reinterpret_cast<Barrier*>(&ss.barrier_q)->wait(0);
-  cutlass::PipelineState<Tr::kStages> rd;
-#pragma unroll 1
-  for (int n = 0; n < n_blocks; ++n) {
-    const int kind = tile_kind(si, p, m0, kBM, n * kBN, kBN);
-    if (kind == kTileSkip) continue;
-    Tensor tSrS = partition_fragment_C(mma0, Shape<Int<kBM>, Int<kBN>>{});
-    pipe_k.consumer_wait(rd);
-    wg_gemm<true>(mma0, tSrQ, tSrK(_, _, _, rd.index()), tSrS);
-    warpgroup_wait<0>();
-    pipe_k.consumer_release(rd);
-
+  // The score epilogue of key block n (kind: its tile kind), in place on tSrS.
+  auto scores = [&](auto& tSrS, int n, int kind) {
     const int j0 = n * kBN;
     if (kind == kTileFull) {
       if (j0 + kBN <= si.L) {
@@ -283,26 +281,62 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     } else {
       fwd_scores<kSPartial, kHasRab, kFast>(tSrS, tScS, p, si, thr, m0, j0);
     }
-    // The accumulator's register order equals the A fragments' of m64nXk16 (pairs of 8-column
-    // atoms make one 16-wide k block), so P is the accumulators converted in place.
-    Tensor tOrP = make_tensor<Element>(Layout<Shape<Shape<_2, _2, _2>, _1, Int<kBN / 16>>>{});
-    static_assert(size(decltype(tOrP){}) == size(decltype(tSrS){}), "P fragment size");
+  };
+  // The accumulator's register order equals the A fragments' of m64nXk16 (pairs of 8-column
+  // atoms make one 16-wide k block), so P is the accumulators converted pairwise in order.
+  Tensor tOrP = make_tensor<Element>(Layout<Shape<Shape<_2, _2, _2>, _1, Int<kBN / 16>>>{});
+  Tensor tSrS = partition_fragment_C(mma0, Shape<Int<kBM>, Int<kBN>>{});
+  static_assert(size(decltype(tOrP){}) == size(decltype(tSrS){}), "P fragment size");
+  auto to_p = [&] {
     uint32_t* pw = reinterpret_cast<uint32_t*>(raw_pointer_cast(tOrP.data()));
 #pragma unroll
     for (int e = 0; e < size(tSrS) / 2; ++e) pw[e] = Mma<T>::pack(tSrS(2 * e), tSrS(2 * e + 1));
+  };
+  auto next_visible = [&](int n) {
+    while (n < n_blocks && tile_kind(si, p, m0, kBM, n * kBN, kBN) == kTileSkip) ++n;
+    return n;
+  };
 
-    pipe_v.consumer_wait(rd);
+  reinterpret_cast<Barrier*>(&ss.barrier_q)->wait(0);
+  cutlass::PipelineState<Tr::kStages> rd_k, rd_v;
+  // FlashAttention-3's intra-warpgroup overlap: S of the next key block is issued before P V of
+  // this one, and its pointwise epilogue runs while P V is on the tensor cores.
+  int n = next_visible(0);  // a row block always sees its diagonal block: n < n_blocks
+  pipe_k.consumer_wait(rd_k);
+  wg_gemm<true>(mma0, tSrQ, tSrK(_, _, _, rd_k.index()), tSrS);
+  warpgroup_wait<0>();
+  pipe_k.consumer_release(rd_k);
+  ++rd_k;
+  scores(tSrS, n, tile_kind(si, p, m0, kBM, n * kBN, kBN));
+  to_p();
+#pragma unroll 1
+  for (int nn = next_visible(n + 1); nn < n_blocks; nn = next_visible(nn + 1)) {
+    pipe_k.consumer_wait(rd_k);
+    wg_gemm<true>(mma0, tSrQ, tSrK(_, _, _, rd_k.index()), tSrS);
+    pipe_v.consumer_wait(rd_v);
     warpgroup_fence_operand(tOrP);
-    wg_gemm<false>(mma1, tOrP, tOrV(_, _, _, rd.index()), tOrO);
+    wg_gemm<false>(mma1, tOrP, tOrV(_, _, _, rd_v.index()), tOrO);
+    warpgroup_wait<1>();  // S of block nn is in registers; P V of block n still runs
+    pipe_k.consumer_release(rd_k);
+    ++rd_k;
+    scores(tSrS, nn, tile_kind(si, p, m0, kBM, nn * kBN, kBN));
     warpgroup_wait<0>();
     warpgroup_fence_operand(tOrP);
-    pipe_v.consumer_release(rd);
-    ++rd;
+    pipe_v.consumer_release(rd_v);
+    ++rd_v;
+    to_p();
+    n = nn;
   }
+  pipe_v.consumer_wait(rd_v);
+  warpgroup_fence_operand(tOrP);
+  wg_gemm<false>(mma1, tOrP, tOrV(_, _, _, rd_v.index()), tOrO);
+  warpgroup_wait<0>();
+  warpgroup_fence_operand(tOrP);
+  pipe_v.consumer_release(rd_v);
 
-  // ---- epilogue: both warpgroups are past their last Q read, so Q's buffer holds O (the sm80
-  // swizzled row-major layout, swz<kHD>), then each warpgroup stores its own 64 rows.
-  cutlass::arch::NamedBarrier::sync(256, 0);
+  // ---- epilogue: all consumer warpgroups are past their last Q read, so Q's buffer holds O (the
+  // sm80 swizzled row-major layout, swz<kHD>), then each warpgroup stores its own 64 rows.
+  cutlass::arch::NamedBarrier::sync(128 * Tr::kConsumerWGs, 0);
   T* sO = reinterpret_cast<T*>(ss.q.data());
   Tensor tOcO = thr1.partition_C(make_identity_tensor(Shape<Int<kBM>, Int<kHD>>{}));
 #pragma unroll

@@ -13,6 +13,11 @@ namespace hstu::cuda::attn {
 
 namespace {
 
+bool env_is_1(const char* name) {
+  const char* v = std::getenv(name);
+  return v && std::strcmp(v, "1") == 0;
+}
+
 bool device_is_sm90() {
   static std::mutex mu;
   static int cc[64] = {};  // major * 10 + minor, 0 = not asked yet
@@ -29,12 +34,25 @@ bool device_is_sm90() {
   return cc[dev] == 90;  // sm_90a code runs on 9.0 only
 }
 
+// Where the sm_90a forward is slower than the sm80 one (measured, docs/BENCHMARKS.md), the
+// dispatch keeps sm80 unless HSTU_ATTN_SM90=1 forces it (tests and A/B benchmarks):
+//   - rab: the bias is computed per element inside the consumer's unrolled loop (position and
+//     time-bucket gathers), while the sm80 kernel builds a shared bias tile once per tile; H200,
+//     forward, sm90 / sm80 = 0.90x at 32 x 1024 x 4 x 128 and 0.40x at 128 x 200 x 2 x 64.
+//   - short sequences (max_seqlen < kSm90MinLen): 128/192-row tiles of one CTA per SM waste
+//     most of their rows.
+constexpr int kSm90MinLen = 0;
+bool sm90_faster(const HstuAttnParams& p) {
+  if (env_is_1("HSTU_ATTN_SM90")) return true;
+  if (p.rab_pos) return false;
+  return p.max_seqlen >= kSm90MinLen;
+}
+
 }  // namespace
 
 bool sm90_attention_available() {
   if (!sm90_kernels_built()) return false;
-  const char* force = std::getenv("HSTU_ATTN_SM80");
-  if (force && std::strcmp(force, "1") == 0) return false;
+  if (env_is_1("HSTU_ATTN_SM80")) return false;
   return device_is_sm90();
 }
 
@@ -43,7 +61,7 @@ bool sm90_fwd_supported(const HstuAttnParams& p, int padded_head_dim) {
   // TMA: 16-byte aligned base and strides (vec), coordinates in int32.
   if (!p.q.vec || !p.k.vec || !p.v.vec) return false;
   if (p.total_tokens >= (int64_t(1) << 31)) return false;
-  return sm90_attention_available();
+  return sm90_faster(p) && sm90_attention_available();
 }
 
 }  // namespace hstu::cuda::attn
