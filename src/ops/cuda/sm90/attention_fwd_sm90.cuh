@@ -21,7 +21,8 @@
 // (except the last key block, whose rows past the sequence's end belong to the next sequence —
 // TMA zero-fills only past the whole tensor — and are masked by a column bound), causal tiles
 // one compare, partial tiles call hstu_attend per element. rab is computed per element in the
-// consumer (positions from i - j, time buckets through the threshold table in shared memory).
+// consumer (positions from i - j, time buckets through the threshold table in shared memory;
+// only tables of <= kMaxTimeTable buckets, see time_bucket_table).
 //
 // Shapes: q/k/v are strided column views [T, H * stride]; each becomes a rank-3 TMA tensor
 // (token, column, head) with strides (row_stride, 1, head_stride) and the true head width as
@@ -130,6 +131,25 @@ struct FwdParams {
 // Per-element variants of the score epilogue.
 enum ScoreKind : int { kSFull = 0, kSFullEdge = 1, kSCausal = 2, kSPartial = 3 };
 
+// Time bucket of dt from the threshold table (time_bucket of attention_mask.cuh without its
+// double-precision fallback, whose code kept the unrolled score loop from unrolling and sent the
+// accumulators to local memory; the dispatch sends tables of more than kMaxTimeTable buckets to
+// the sm80 kernels).
+__device__ __forceinline__ int time_bucket_table(const HstuAttnParams& p, const int64_t* thr,
+                                                 int64_t dt) {
+  const int nb = p.rab_time_len - 1;
+  const int64_t a = dt < 0 ? -dt : dt;
+  if (a <= 1) return 0;
+  int b = static_cast<int>(__log2f(static_cast<float>(a)) * (0.69314718055994531f / 0.301f));
+  b = b < 0 ? 0 : (b > nb ? nb : b);
+  if (b < nb && a >= thr[b + 1]) {
+    ++b;
+  } else if (b > 0 && a < thr[b]) {
+    --b;
+  }
+  return b;
+}
+
 // P = SiLU(alpha (S + rab)) on one thread's accumulators tSrS (coordinates tScS within the tile
 // whose first query is i0 and first key j0), masked elements set to 0.
 template <int kKind, bool kHasRab, bool kFast, typename TS, typename TC>
@@ -147,11 +167,11 @@ __device__ __forceinline__ void fwd_scores(TS& tSrS, const TC& tScS, const HstuA
       ok = i < si.L && j < si.L &&
            hstu_attend(i, j, si.L, si.c, si.t, p.target_group_size, p.window, p.causal);
     if constexpr (kHasRab) {
-      if (i < si.L && j < si.L) {
-        int bucket;
-        x += rab_value(p, thr, i, j, __ldg(p.ts_query + si.start + i),
-                       __ldg(p.ts_key + si.start + j), bucket);
-      }
+      if (i < si.L && j < si.L)
+        x += __ldg(p.rab_pos + rab_pos_index(i, j, p.rab_pos_len)) +
+             __ldg(p.rab_time +
+                   time_bucket_table(
+                       p, thr, __ldg(p.ts_query + si.start + i) - __ldg(p.ts_key + si.start + j)));
     }
     float y;
     if constexpr (kFast) {
@@ -161,6 +181,26 @@ __device__ __forceinline__ void fwd_scores(TS& tSrS, const TC& tScS, const HstuA
       y = x * sigmoid_accurate(x);
     }
     tSrS(e) = ok ? y : 0.f;
+  }
+}
+
+// The score epilogue of the key block at j0 (kind: its tile kind), in place on tSrS.
+// NOTE: a function, not a lambda: nvcc did not inline the rab variant's lambda, which sent S to
+// local memory and made ptxas serialise every wgmma of the kernel (C7514).
+template <bool kHasRab, bool kFast, int kBN, typename TS, typename TC>
+__device__ __forceinline__ void apply_scores(TS& tSrS, const TC& tScS, const HstuAttnParams& p,
+                                             const SeqInfo& si, const int64_t* thr, int m0, int j0,
+                                             int kind) {
+  if (kind == kTileFull) {
+    if (j0 + kBN <= si.L) {
+      fwd_scores<kSFull, kHasRab, kFast>(tSrS, tScS, p, si, thr, m0, j0);
+    } else {
+      fwd_scores<kSFullEdge, kHasRab, kFast>(tSrS, tScS, p, si, thr, m0, j0);
+    }
+  } else if (kind == kTileCausal) {
+    fwd_scores<kSCausal, kHasRab, kFast>(tSrS, tScS, p, si, thr, m0, j0);
+  } else {
+    fwd_scores<kSPartial, kHasRab, kFast>(tSrS, tScS, p, si, thr, m0, j0);
   }
 }
 
@@ -267,25 +307,10 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   Tensor tScS = thr0.partition_C(make_identity_tensor(Shape<Int<kBM>, Int<kBN>>{}));
   const int64_t* thr = ss.thr;
 
-  // The score epilogue of key block n (kind: its tile kind), in place on tSrS.
-  auto scores = [&](auto& tSrS, int n, int kind) {
-    const int j0 = n * kBN;
-    if (kind == kTileFull) {
-      if (j0 + kBN <= si.L) {
-        fwd_scores<kSFull, kHasRab, kFast>(tSrS, tScS, p, si, thr, m0, j0);
-      } else {
-        fwd_scores<kSFullEdge, kHasRab, kFast>(tSrS, tScS, p, si, thr, m0, j0);
-      }
-    } else if (kind == kTileCausal) {
-      fwd_scores<kSCausal, kHasRab, kFast>(tSrS, tScS, p, si, thr, m0, j0);
-    } else {
-      fwd_scores<kSPartial, kHasRab, kFast>(tSrS, tScS, p, si, thr, m0, j0);
-    }
-  };
+  Tensor tSrS = partition_fragment_C(mma0, Shape<Int<kBM>, Int<kBN>>{});
   // The accumulator's register order equals the A fragments' of m64nXk16 (pairs of 8-column
   // atoms make one 16-wide k block), so P is the accumulators converted pairwise in order.
   Tensor tOrP = make_tensor<Element>(Layout<Shape<Shape<_2, _2, _2>, _1, Int<kBN / 16>>>{});
-  Tensor tSrS = partition_fragment_C(mma0, Shape<Int<kBM>, Int<kBN>>{});
   static_assert(size(decltype(tOrP){}) == size(decltype(tSrS){}), "P fragment size");
   auto to_p = [&] {
     uint32_t* pw = reinterpret_cast<uint32_t*>(raw_pointer_cast(tOrP.data()));
@@ -305,9 +330,11 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   pipe_k.consumer_wait(rd_k);
   wg_gemm<true>(mma0, tSrQ, tSrK(_, _, _, rd_k.index()), tSrS);
   warpgroup_wait<0>();
+  warpgroup_fence_operand(tSrS);
   pipe_k.consumer_release(rd_k);
   ++rd_k;
-  scores(tSrS, n, tile_kind(si, p, m0, kBM, n * kBN, kBN));
+  apply_scores<kHasRab, kFast, kBN>(tSrS, tScS, p, si, thr, m0, n * kBN,
+                                    tile_kind(si, p, m0, kBM, n * kBN, kBN));
   to_p();
 #pragma unroll 1
   for (int nn = next_visible(n + 1); nn < n_blocks; nn = next_visible(nn + 1)) {
@@ -317,10 +344,14 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     warpgroup_fence_operand(tOrP);
     wg_gemm<false>(mma1, tOrP, tOrV(_, _, _, rd_v.index()), tOrO);
     warpgroup_wait<1>();  // S of block nn is in registers; P V of block n still runs
+    // The fences pin the accumulator reads after the waits.
+    warpgroup_fence_operand(tSrS);
     pipe_k.consumer_release(rd_k);
     ++rd_k;
-    scores(tSrS, nn, tile_kind(si, p, m0, kBM, nn * kBN, kBN));
+    apply_scores<kHasRab, kFast, kBN>(tSrS, tScS, p, si, thr, m0, nn * kBN,
+                                      tile_kind(si, p, m0, kBM, nn * kBN, kBN));
     warpgroup_wait<0>();
+    warpgroup_fence_operand(tOrO);
     warpgroup_fence_operand(tOrP);
     pipe_v.consumer_release(rd_v);
     ++rd_v;
@@ -331,6 +362,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   warpgroup_fence_operand(tOrP);
   wg_gemm<false>(mma1, tOrP, tOrV(_, _, _, rd_v.index()), tOrO);
   warpgroup_wait<0>();
+  warpgroup_fence_operand(tOrO);
   warpgroup_fence_operand(tOrP);
   pipe_v.consumer_release(rd_v);
 
