@@ -73,6 +73,7 @@ struct FwdTraits {
   static constexpr int kBM = 64 * kConsumerWGs;           // 64 query rows per consumer warpgroup
   static constexpr int kBN = kHeadDim <= 128 ? 128 : 64;  // d 256: the O accumulator takes 128 regs
   static constexpr int kStages = 2;
+  static constexpr bool kPingPong = true;  // warp-scheduler barriers between consumer warpgroups
   static constexpr int kThreads = 128 * (kConsumerWGs + 1);
   // setmaxnreg budgets (65,536 registers): 24 / 240 with two consumer warpgroups, 32 / 160 with 3.
   static constexpr int kProducerRegs = kConsumerWGs == 2 ? 24 : 32;
@@ -322,13 +323,33 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     return n;
   };
 
+  // FA3's warp-scheduler barriers (ping-pong, kPingPong): the consumer warpgroups take turns to
+  // issue their GEMMs (named barrier kSchedBar + w, armed by the previous warpgroup in the cycle),
+  // so one warpgroup's pointwise epilogue runs while the next one's GEMMs use the tensor cores.
+  // Every warpgroup has the same number of turns (same key blocks); the last warpgroup's first
+  // arrive arms warpgroup 0's first turn and it skips its own final one, so the counts balance.
+  const int w = wg - 1;
+  constexpr int kWGs = Tr::kConsumerWGs, kSchedBar = 4;  // ids 0..3: the epilogue
+  auto turn_wait = [&] {
+    if constexpr (Tr::kPingPong) cutlass::arch::NamedBarrier::sync(256, kSchedBar + w);
+  };
+  auto turn_pass = [&](bool last) {
+    if constexpr (Tr::kPingPong)
+      if (!(last && w == kWGs - 1))
+        cutlass::arch::NamedBarrier::arrive(256, kSchedBar + (w + 1) % kWGs);
+  };
+  if constexpr (Tr::kPingPong)
+    if (w == kWGs - 1) cutlass::arch::NamedBarrier::arrive(256, kSchedBar);
+
   reinterpret_cast<Barrier*>(&ss.barrier_q)->wait(0);
   cutlass::PipelineState<Tr::kStages> rd_k, rd_v;
   // FlashAttention-3's intra-warpgroup overlap: S of the next key block is issued before P V of
   // this one, and its pointwise epilogue runs while P V is on the tensor cores.
   int n = next_visible(0);  // a row block always sees its diagonal block: n < n_blocks
   pipe_k.consumer_wait(rd_k);
+  turn_wait();
   wg_gemm<true>(mma0, tSrQ, tSrK(_, _, _, rd_k.index()), tSrS);
+  turn_pass(false);
   warpgroup_wait<0>();
   warpgroup_fence_operand(tSrS);
   pipe_k.consumer_release(rd_k);
@@ -339,10 +360,12 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
 #pragma unroll 1
   for (int nn = next_visible(n + 1); nn < n_blocks; nn = next_visible(nn + 1)) {
     pipe_k.consumer_wait(rd_k);
-    wg_gemm<true>(mma0, tSrQ, tSrK(_, _, _, rd_k.index()), tSrS);
     pipe_v.consumer_wait(rd_v);
+    turn_wait();
+    wg_gemm<true>(mma0, tSrQ, tSrK(_, _, _, rd_k.index()), tSrS);
     warpgroup_fence_operand(tOrP);
     wg_gemm<false>(mma1, tOrP, tOrV(_, _, _, rd_v.index()), tOrO);
+    turn_pass(false);
     warpgroup_wait<1>();  // S of block nn is in registers; P V of block n still runs
     // The fences pin the accumulator reads after the waits.
     warpgroup_fence_operand(tSrS);
@@ -359,8 +382,10 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     n = nn;
   }
   pipe_v.consumer_wait(rd_v);
+  turn_wait();
   warpgroup_fence_operand(tOrP);
   wg_gemm<false>(mma1, tOrP, tOrV(_, _, _, rd_v.index()), tOrO);
+  turn_pass(true);
   warpgroup_wait<0>();
   warpgroup_fence_operand(tOrO);
   warpgroup_fence_operand(tOrP);
@@ -377,7 +402,6 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     *reinterpret_cast<uint32_t*>(sO + swz<kHD>(r, c)) =
         Mma<T>::pack(tOrO(e) * p.scale, tOrO(e + 1) * p.scale);
   }
-  const int w = wg - 1;
   cutlass::arch::NamedBarrier::sync(128, 1 + w);
   const int rows = min(64, si.L - m0 - 64 * w);
   if (rows > 0)

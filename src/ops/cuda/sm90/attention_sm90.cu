@@ -34,19 +34,19 @@ bool device_is_sm90() {
   return cc[dev] == 90;  // sm_90a code runs on 9.0 only
 }
 
-// Where the sm_90a forward is slower than the sm80 one (measured, docs/BENCHMARKS.md), the
-// dispatch keeps sm80 unless HSTU_ATTN_SM90=1 forces it (tests and A/B benchmarks):
-//   - rab: the bias is computed per element inside the consumer's unrolled loop (position and
-//     time-bucket gathers), while the sm80 kernel builds a shared bias tile once per tile; H200,
-//     forward, sm90 / sm80 = 0.90x at 32 x 1024 x 4 x 128 and 0.40x at 128 x 200 x 2 x 64.
-//   - short sequences (max_seqlen < kSm90MinLen): 128/192-row tiles, one CTA per SM, waste most
-//     of their rows; H200, 128 x 200 x 2 x 64: 0.70x (0.037 vs 0.026 ms). At 64 x 256 x 4 x 256
-//     sm90 measured 1.64x, at 128 x 512 x 4 x 128 1.20x.
-constexpr int kSm90MinLen = 256;
-bool sm90_faster(const HstuAttnParams& p) {
+// Where the sm_90a forward measured slower than the sm80 one, the dispatch keeps sm80 unless
+// HSTU_ATTN_SM90=1 forces it (tests and A/B benchmarks). H200, forward, bf16, causal, sm90 / sm80:
+//   - short sequences: 128/192-row tiles of one CTA per SM waste most of their rows. d 64:
+//     0.70x at 128 x 200 x 2, 0.71x at 128 x 256 x 2, 0.99x at 64 x 384 x 4, 1.38x at
+//     32 x 2048 x 4; d 128: 1.04x at 128 x 256 x 4, 1.20x at 128 x 512 x 4; d 256: 1.64x at
+//     64 x 256 x 4. So sm90 from 512 tokens at d <= 64 and from 256 above.
+//   - rab (computed per element in the consumer; the sm80 kernel builds a shared bias tile):
+//     0.49x at 128 x 200 x 2 x 64, 1.13x at 32 x 1024 x 4 x 128, 1.20x at 32 x 4096 x 4 x 128.
+//     So sm90 with rab from 1024 tokens.
+bool sm90_faster(const HstuAttnParams& p, int padded_head_dim) {
   if (env_is_1("HSTU_ATTN_SM90")) return true;
-  if (p.rab_pos) return false;
-  return p.max_seqlen >= kSm90MinLen;
+  if (p.rab_pos) return p.max_seqlen >= 1024;
+  return p.max_seqlen >= (padded_head_dim <= 64 ? 512 : 256);
 }
 
 }  // namespace
@@ -63,7 +63,7 @@ bool sm90_fwd_supported(const HstuAttnParams& p, int padded_head_dim) {
   if (!p.q.vec || !p.k.vec || !p.v.vec) return false;
   if (p.total_tokens >= (int64_t(1) << 31)) return false;
   if (p.rab_pos && !p.time_table) return false;  // the kernel has no exact-bucket fallback
-  return sm90_faster(p) && sm90_attention_available();
+  return sm90_faster(p, padded_head_dim) && sm90_attention_available();
 }
 
 }  // namespace hstu::cuda::attn
