@@ -1,7 +1,10 @@
 // hstu_attention.cu — CUDA backend of HSTU attention: argument checks, the params struct, scratch
 // memory and the one dispatch point (padded head dim x dtype; has_rab is switched inside the
 // launchers). Kernels live in sm80/attention_*.cuh and are instantiated per (pass, head-dim
-// bucket, dtype) by files CMake generates from sm80/hstu_attention_instance.cu.in.
+// bucket, dtype) by files CMake generates from sm80/hstu_attention_instance.cu.in. On a
+// compute-capability-9.0 GPU the forward of the 64/128/256 buckets runs the sm_90a kernel
+// (sm90/attention_fwd_sm90.cuh) where it measured faster (sm90_fwd_supported; HSTU_ATTN_SM80=1 /
+// HSTU_ATTN_SM90=1 force either); the backward is the sm80 kernels' on every GPU.
 //
 // The shaping decision: head widths are padded internally to the next of 32/64/128/256 (zero
 // columns in shared memory), so one kernel per bucket serves every width — the paper's 25 and 50
