@@ -40,6 +40,9 @@ gtest_args=()
 if [[ -d .devdeps/googletest ]]; then
   gtest_args=(-DHSTU_GTEST_SOURCE_DIR="$PWD/.devdeps/googletest")
 fi
+if [[ -d .devdeps/cutlass/include ]]; then  # the sm_90a attention kernels' CUTLASS headers
+  gtest_args+=(-DHSTU_CUTLASS_INCLUDE="$PWD/.devdeps/cutlass/include")
+fi
 # CMake < 3.26 does not know nvcc's C++20 flag; naming it is harmless on newer versions.
 # Warnings do not stop this build (this box checks GPU results; they are counted below).
 if cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHSTU_CUDA=ON \
@@ -87,6 +90,7 @@ fi
 # graph (the default), and once launched kernel by kernel, cut into phases.
 benches=(
   "attention|bench attention"
+  "attention sm90 vs sm80|bench attention --fwd-only --kernel both --shape 32,4096,4,64 --shape 32,4096,4,128 --shape 32,4096,4,256 --shape 128,200,2,64"
   "attention small-d|bench attention --full --no-validate --shape 128,200,2,25 --shape 128,200,2,32 --shape 128,200,2,16 --shape 128,200,1,64 --shape 128,200,2,50 --shape 128,200,2,64"
   "attention rab|bench attention --full --no-validate --rab --shape 128,200,2,25 --shape 128,200,2,50 --shape 32,1024,4,128"
   "layer|bench layer"

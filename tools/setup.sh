@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # setup.sh — installs what building and testing hstu needs on a fresh Debian/Ubuntu machine
 # (compiler, CMake, Ninja, OpenBLAS, nlohmann/json, CLI11, GoogleTest, OpenMPI for CPU ranks,
-# clang-format 14 for the style test; clang 14 with libFuzzer and LLVM's OpenMP for the fuzz targets; Python's safetensors, tensorboard and matplotlib for the interop, TensorBoard and
+# clang-format 14 for the style test; the nvidia-cutlass headers for the sm_90a kernels; clang 14 with libFuzzer and LLVM's OpenMP for the fuzz targets; Python's safetensors, tensorboard and matplotlib for the interop, TensorBoard and
 # plot tests, which skip without them).
 # Does nothing for packages already present. CUDA is optional: with nvcc installed and a GPU
 # present the CUDA backend is built too (CMakeLists.txt: HSTU_CUDA).
@@ -27,3 +27,5 @@ pip_need() {
 }
 pip_need "safetensors, numpy" "safetensors numpy" "the Python interop test"
 pip_need "tensorboard, matplotlib" "tensorboard matplotlib" "the TensorBoard and plot tests"
+# CUTLASS/CuTe headers for the sm_90a attention kernels (pinned; only CUDA builds use them).
+pip_need "cutlass_library" "nvidia-cutlass==4.2.0.0" "the sm_90a attention kernels (sm80 ones run)"

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -58,7 +59,19 @@ struct Options {
   bool causal = true, validate = true, fwd_only = false;
   bool rab = false;  // relative attention bias (positions + 128 time buckets) with its gradient
   int warmup = 3, reps = 20;
+  // auto: the dispatch's choice; sm80 / sm90: that forward forced; both: each forward timed on
+  // sm90 (forced) and on sm80.
+  std::string kernel = "auto";
 };
+
+// Sets the dispatch's overrides: "sm80" (HSTU_ATTN_SM80=1), "sm90" (HSTU_ATTN_SM90=1: the sm_90a
+// forward wherever it can run, also where the dispatch would keep sm80) or "auto" (neither).
+void force_kernel(const std::string& k) {
+  unsetenv("HSTU_ATTN_SM80");
+  unsetenv("HSTU_ATTN_SM90");
+  if (k == "sm80") setenv("HSTU_ATTN_SM80", "1", 1);
+  if (k == "sm90") setenv("HSTU_ATTN_SM90", "1", 1);
+}
 
 // TFLOPS of FlashAttention-2 on H100 SXM, bf16 (FA3 paper figures as transcribed in
 // performance-references.md §2) at L = 512, 1k, 2k, 4k, 8k, 16k; 0 = not published.
@@ -381,6 +394,11 @@ Options parse(const std::vector<std::string>& args) {
       o.fwd_only = true;
     } else if (a == "--rab") {
       o.rab = true;
+    } else if (a == "--kernel") {
+      o.kernel = next();
+      HSTU_CHECK(
+          o.kernel == "auto" || o.kernel == "sm80" || o.kernel == "sm90" || o.kernel == "both",
+          "bench attention: --kernel auto|sm80|sm90|both, got ", o.kernel);
     } else {
       HSTU_THROW("bench attention: unknown option '", a, "'");
     }
@@ -426,6 +444,11 @@ int run_attention_bench(const std::vector<std::string>& args) {
       "(H100 bf16): FA2 = FlashAttention-2 (FA3 paper), NV = NVIDIA CUTLASS HSTU (B=32, "
       "4 heads).\n",
       opt.causal ? " / 2" : "");
+  force_kernel(opt.kernel == "both" ? "sm90" : opt.kernel);
+  if (opt.kernel == "both")
+    std::printf(
+        "--kernel both: each row runs the sm90 forward (HSTU_ATTN_SM90=1; on other GPUs "
+        "sm80), the next line the sm80 forward (HSTU_ATTN_SM80=1)\n");
   std::mt19937_64 g(20240601);
   bool ok = true;
   if (opt.validate) {
@@ -491,6 +514,15 @@ int run_attention_bench(const std::vector<std::string>& args) {
         ratio(tff, nv_ok ? nv_hstu_tflops(false, s.d, s.L) : 0), tb, tfb,
         ratio(tfb, s.jagged ? 0 : fa2_tflops(true, s.d, opt.causal, s.L)),
         ratio(tfb, nv_ok ? nv_hstu_tflops(true, s.d, s.L) : 0), ta, tfa, tf + std::min(tb, ta));
+    if (opt.kernel == "both") {
+      force_kernel("sm80");
+      const double t80 =
+          time_ms([&] { hstu_attention_fwd(det, dp.args, dp.o); }, opt.warmup, opt.reps);
+      force_kernel("sm90");
+      const double tf80 = fwd_flops / (t80 * 1e9);
+      std::printf("%-26s | %-8.3f %-7.1f sm80 fwd; sm90 / sm80 = %.2fx\n", "", t80, tf80,
+                  tff / tf80);
+    }
     std::fflush(stdout);
   }
   return ok ? 0 : 1;

@@ -18,6 +18,9 @@ namespace hstu {
 //   --full            full-length sequences only
 //   --dtype bf16|fp16 (default bf16)       --non-causal
 //   --warmup N (3)    --reps N (20, median reported)      --no-validate   --fwd-only
+//   --kernel auto|sm80|sm90|both  auto: the dispatch's choice; sm80: HSTU_ATTN_SM80=1 for the
+//                     run; sm90: HSTU_ATTN_SM90=1 (the sm_90a forward wherever it can run); both:
+//                     each forward on sm90, then again on sm80 (A/B, printed on the next line)
 // Columns: bwd = deterministic mode (separate dQ kernel), bwdA = atomic-dQ mode, f+b = fwd + the
 // faster backward. Returns 0, or 1 when the validation fails or CUDA is unavailable.
 int run_attention_bench(const std::vector<std::string>& args);

@@ -146,7 +146,7 @@ TEST_F(Cli, EveryCommandHasItsHelp) {
         "--warmup", "--phases"}},
       {"bench attention",
        {"--shape", "--jagged", "--full", "--dtype", "--non-causal", "--rab", "--warmup", "--reps",
-        "--no-validate", "--fwd-only"}},
+        "--no-validate", "--fwd-only", "--kernel"}},
       {"bench layer", {"--shape", "--device", "--reps", "--recompute"}},
       {"bench balance",
        {"config", "--config", "--set", "--world-sizes", "--batch-per-rank", "--max-len",

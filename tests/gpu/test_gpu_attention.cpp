@@ -13,6 +13,12 @@
 // rounded inputs as the reference. GPU outputs are NaN-poisoned before every call, and q, k, v
 // and their gradients are strided column views of fused [T, u|v|q|k] buffers, as in the layer.
 //
+// GpuAttentionSm90 runs the forward on the sm_90a kernels (H100/H200, HSTU_ATTN_SM90=1; skipped
+// elsewhere) and on the sm80 kernels (HSTU_ATTN_SM80=1) over cases made for the sm_90a tiles (128 x
+// 128 / 128 x 64): every head-width bucket 64/128/256 incl. partial widths, both dtypes, lengths 1,
+// tile multiples and non-multiples, every mask feature and rab; the suite above also runs on
+// sm_90a.
+//
 // Includes the backend header ops/cpu/hstu_attention.h (private to src/ops/ otherwise): the CPU
 // reference is called directly, the CUDA kernels through the dispatcher.
 #include <gtest/gtest.h>
@@ -21,6 +27,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -29,6 +36,7 @@
 #include "common/gpu_harness.h"
 #include "common/harness.h"
 #include "ops/cpu/hstu_attention.h"
+#include "ops/cuda/sm90/attention_sm90.h"
 
 namespace hstu::test {
 namespace {
@@ -490,6 +498,93 @@ TEST_P(GpuAttention, MatchesCpuReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, GpuAttention, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
+
+std::vector<Case> sm90_cases() {
+  constexpr DType kB = DType::kBF16, kH = DType::kF16;
+  const std::vector<int> edge = {1, 129, 300, 64, 192};  // 1, tile multiples and not
+  std::vector<Case> c;
+  auto add = [&](std::string name, DType dt, int d, auto&& tweak) {
+    Case x;
+    x.name = std::move(name);
+    x.dtype = dt;
+    x.dqk = x.dv = d;
+    x.heads = 2;
+    x.lengths = edge;
+    x.padded_heads = true;  // widths such as 100 and 200 need the 16-byte head stride for TMA
+    tweak(x);
+    c.push_back(x);
+  };
+  for (DType dt : {kB, kH}) {
+    const std::string t = dt == kB ? "_bf16" : "_fp16";
+    for (int d : {64, 100, 128, 200, 256}) {
+      if (dt == kH && (d == 100 || d == 200)) continue;
+      const std::string w = "_d" + std::to_string(d) + t;
+      add("causal" + w, dt, d, [](Case&) {});
+      add("noncausal" + w, dt, d, [](Case& x) { x.causal = false; });
+      add("context_targets_g3" + w, dt, d, [](Case& x) {
+        x.contexts = x.targets = true;
+        x.group = 3;
+      });
+      add("window_rab" + w, dt, d, [](Case& x) {
+        x.window = 150;
+        x.rab = true;
+      });
+    }
+  }
+  add("dqk64_dv128_bf16", kB, 64, [](Case& x) {
+    x.dv = 128;
+    x.contexts = true;
+  });
+  add("random_lengths_all_masks_d128_bf16", kB, 128, [](Case& x) {
+    x.lengths.clear();
+    x.max_len = 700;
+    x.contexts = x.targets = x.rab = true;
+    x.group = 2;
+    x.window = 200;
+  });
+  return c;
+}
+
+class GpuAttentionSm90 : public ::testing::TestWithParam<Case> {};
+
+// The forward only: the backward runs the sm80 kernels on every GPU.
+TEST_P(GpuAttentionSm90, ForwardMatchesCpuReference) {
+  HSTU_REQUIRE_GPU();
+  gpu::DeviceScope scope;
+  if (!cuda::attn::sm90_attention_available())
+    GTEST_SKIP() << "no sm_90a attention here (not a 9.0 GPU, no kernels built, or HSTU_ATTN_SM80)";
+  const Problem pb(GetParam());
+  const Outputs ref = cpu_reference(pb);
+  const Outputs naive = naive_lowp(pb);
+  GpuRun run(pb);
+  Ctx cctx = gpu::cuda_ctx(true);
+  const HstuAttentionArgs a = run.args();
+  Tensor out[2];
+  // HSTU_ATTN_SM90=1: the sm_90a kernel also where the dispatch prefers sm80 (rab).
+  setenv("HSTU_ATTN_SM90", "1", 1);
+  for (int sm80 = 0; sm80 < 2; ++sm80) {
+    if (sm80) setenv("HSTU_ATTN_SM80", "1", 1);
+    gpu::poison(run.o);
+    hstu_attention_fwd(cctx, a, run.o);
+    gpu::sync();
+    if (sm80) unsetenv("HSTU_ATTN_SM80");
+    out[sm80] = gpu::to_host(run.o);
+    const double err = max_abs_diff(out[sm80], ref.o), nerr = max_abs_diff(naive.o, ref.o);
+    std::printf("err %-40s o %-4s gpu %.3e naive %.3e ratio %.2f (max|ref| %.3e)\n",
+                pb.cs.name.c_str(), sm80 ? "sm80" : "sm90", err, nerr, nerr > 0 ? err / nerr : 0.0,
+                max_abs(ref.o));
+    SCOPED_TRACE(sm80 ? "sm80 forward" : "sm90 forward");
+    gpu::expect_lowp_close(out[sm80], ref.o, naive.o, 2.0, 1e-6 + 1e-4 * max_abs(ref.o), "o");
+  }
+  gpu::poison(run.o);  // the sm90 forward is deterministic too
+  hstu_attention_fwd(cctx, a, run.o);
+  gpu::sync();
+  unsetenv("HSTU_ATTN_SM90");
+  EXPECT_TRUE(bit_equal(out[0], gpu::to_host(run.o))) << "sm90 o differs between runs";
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, GpuAttentionSm90, ::testing::ValuesIn(sm90_cases()),
                          [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
 
 // The naive low-precision implementation agrees with the CPU reference when it does not round:

@@ -1,7 +1,10 @@
 // hstu_attention.cu — CUDA backend of HSTU attention: argument checks, the params struct, scratch
 // memory and the one dispatch point (padded head dim x dtype; has_rab is switched inside the
 // launchers). Kernels live in sm80/attention_*.cuh and are instantiated per (pass, head-dim
-// bucket, dtype) by files CMake generates from sm80/hstu_attention_instance.cu.in.
+// bucket, dtype) by files CMake generates from sm80/hstu_attention_instance.cu.in. On a
+// compute-capability-9.0 GPU the forward of the 64/128/256 buckets runs the sm_90a kernel
+// (sm90/attention_fwd_sm90.cuh) where it measured faster (sm90_fwd_supported; HSTU_ATTN_SM80=1 /
+// HSTU_ATTN_SM90=1 force either); the backward is the sm80 kernels' on every GPU.
 //
 // The shaping decision: head widths are padded internally to the next of 32/64/128/256 (zero
 // columns in shared memory), so one kernel per bucket serves every width — the paper's 25 and 50
@@ -24,6 +27,7 @@
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/hstu_attention.h"
 #include "ops/cuda/sm80/attention_launch.cuh"
+#include "ops/cuda/sm90/attention_sm90.h"
 #include "ops/detail/checks.h"
 
 namespace hstu::cuda {
@@ -175,6 +179,24 @@ void fwd_bucket(int hdp, const HstuAttnParams& p, cudaStream_t s) {
       return attn::run_fwd<T, 256>(p, s);
   }
 }
+// The sm_90a forward (wgmma / TMA) for the buckets it serves; only called when
+// sm90_fwd_supported() said yes, which needs a build with the kernels.
+template <typename T>
+void fwd_bucket_sm90(int hdp, const HstuAttnParams& p, cudaStream_t s) {
+#if defined(HSTU_SM90_KERNELS)
+  switch (hdp) {
+    case 64:
+      return attn::run_fwd_sm90<T, 64>(p, s);
+    case 128:
+      return attn::run_fwd_sm90<T, 128>(p, s);
+    case 256:
+      return attn::run_fwd_sm90<T, 256>(p, s);
+    default:
+      break;
+  }
+#endif
+  HSTU_THROW("hstu_attention: no sm_90a forward kernel for head width bucket ", hdp);
+}
 template <typename T>
 void bwd_bucket(int hdp, const HstuAttnParams& p, bool det, cudaStream_t s, cudaStream_t dq_s) {
   switch (hdp) {
@@ -231,6 +253,14 @@ void hstu_attention_fwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& o
   p.o = heads_view(o, p.num_heads);
   if (p.batch == 0 || p.total_tokens == 0 || p.max_seqlen == 0) return;
   const int hdp = head_dim_bucket(std::max(p.d_qk, p.d_v));
+  if (attn::sm90_fwd_supported(p, hdp)) {  // Hopper: wgmma / TMA (HSTU_ATTN_SM80=1: never)
+    if (args.q.dtype == DType::kBF16) {
+      fwd_bucket_sm90<bf16>(hdp, p, stream_of(ctx));
+    } else {
+      fwd_bucket_sm90<f16>(hdp, p, stream_of(ctx));
+    }
+    return;
+  }
   if (args.q.dtype == DType::kBF16) {
     fwd_bucket<bf16>(hdp, p, stream_of(ctx));
   } else {

@@ -1,0 +1,467 @@
+// attention_fwd_sm90.cuh — the Hopper (sm_90a) HSTU attention forward: FlashAttention-3's
+// structure (TMA, mbarrier pipelines, a producer warpgroup and 2-3 consumer warpgroups with
+// setmaxnreg, wgmma with register accumulators, intra-warpgroup GEMM / pointwise overlap),
+// HSTU's pointwise math.
+//
+// One CTA = kBM = 64 x (consumer warpgroups) query rows of one (sequence, head): 128 rows and
+// 2 consumer warpgroups at d = 128 / 256, 192 rows and 3 at d = 64. Warpgroup 0 is the
+// producer (one thread issues every TMA load: Q once, then K and V of each visible key block into
+// a two-stage circular buffer guarded by full / empty mbarriers, cutlass::PipelineTmaAsync);
+// each consumer warpgroup owns 64 query rows. Per key block a consumer computes
+// S = Q K^T (wgmma, both operands in shared memory, fp32 accumulators in registers), applies
+// alpha (S + rab), SiLU and the mask to the accumulators, converts them in place to the A
+// fragments of O += P V (wgmma, P from registers, V^T from shared memory as an MN-major operand)
+// and releases the stage; S of the next key block is issued before P V of this one, so the
+// pointwise epilogue overlaps the tensor cores (FA3 §3.2). The 1/N scale is applied once at the
+// end; O goes registers -> shared memory (Q's buffer) -> predicated 16-byte global stores (jagged
+// rows end inside a tile).
+//
+// Masks and rab follow the sm80 kernel (attention_mask.cuh): tiles are classified at run time
+// (hstu_tile_kind); skipped key blocks are neither loaded nor computed; full tiles test nothing
+// (except the last key block, whose rows past the sequence's end belong to the next sequence —
+// TMA zero-fills only past the whole tensor — and are masked by a column bound), causal tiles
+// one compare, partial tiles call hstu_attend per element. rab is computed per element in the
+// consumer (positions from i - j, time buckets through the threshold table in shared memory;
+// only tables of <= kMaxTimeTable buckets, see time_bucket_table).
+//
+// Shapes: q/k/v are strided column views [T, H * stride]; each becomes a rank-3 TMA tensor
+// (token, column, head) with strides (row_stride, 1, head_stride) and the true head width as
+// its column extent, so TMA zero-fills the columns between the width and kHeadDim itself.
+#pragma once
+
+// clang-format off
+#include <cute/tensor.hpp>  // first: the atoms below need it
+#include <cute/atom/copy_atom.hpp>
+#include <cute/atom/mma_atom.hpp>
+// clang-format on
+#include <cutlass/arch/barrier.h>
+#include <cutlass/arch/reg_reconfig.h>
+#include <cutlass/numeric_types.h>
+
+#include <cutlass/pipeline/sm90_pipeline.hpp>
+#include <type_traits>
+
+#include "core/cuda_check.h"
+#include "core/error.h"
+#include "ops/cuda/sm80/attention_mask.cuh"
+#include "ops/cuda/sm80/attention_primitives.cuh"
+#include "ops/cuda/sm90/attention_sm90.h"
+
+namespace hstu::cuda::attn::sm90 {
+
+using namespace cute;
+using cute::Tensor;  // not hstu::Tensor
+
+template <typename T>
+struct CuteElem;
+template <>
+struct CuteElem<__nv_bfloat16> {
+  using type = cutlass::bfloat16_t;
+};
+template <>
+struct CuteElem<__half> {
+  using type = cutlass::half_t;
+};
+
+template <typename T, int kHeadDim>
+struct FwdTraits {
+  using Element = typename CuteElem<T>::type;
+  static constexpr int kHD = kHeadDim;
+  // d 64: 3 consumer warpgroups (192-row tiles, as NVIDIA's and Meta's kernels): the pointwise
+  // work, not the tensor cores, bounds this width. H200, 32 x 4096 x 4 x 64: 325 TFLOPS with 2
+  // warpgroups and no overlap, 371 with 3 and the overlap (the two changes were not timed apart).
+  static constexpr int kConsumerWGs = kHeadDim <= 64 ? 3 : 2;
+  static constexpr int kBM = 64 * kConsumerWGs;           // 64 query rows per consumer warpgroup
+  static constexpr int kBN = kHeadDim <= 128 ? 128 : 64;  // d 256: the O accumulator takes 128 regs
+  static constexpr int kStages = 2;
+  // Warp-scheduler barriers between the consumer warpgroups (FA3 §3.3). NOTE: no measurable gain
+  // yet: 544.8 / 367.3 / 631.6 TFLOPS (d 128 / 64 / 256, B32 L4096 H4) with them on an H100,
+  // 544.8 / 373.3 / 627.2 without on an H200 (same tensor rate; not the same card). Kept on: it is
+  // the configuration the GPU tests ran last.
+  static constexpr bool kPingPong = true;
+  static constexpr int kThreads = 128 * (kConsumerWGs + 1);
+  // setmaxnreg budgets (65,536 registers): 24 / 240 with two consumer warpgroups, 32 / 160 with 3.
+  static constexpr int kProducerRegs = kConsumerWGs == 2 ? 24 : 32;
+  static constexpr int kConsumerRegs = kConsumerWGs == 2 ? 240 : 160;
+
+  using AtomLayout = Layout<Shape<Int<kConsumerWGs>, _1, _1>>;
+  // S [kBM, kBN] = Q [kBM, kHD] K^T: both operands K-major in shared memory.
+  using TiledMma0 = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<Element, Element, float, Shape<Int<kBM>, Int<kBN>, Int<kHD>>>(),
+      AtomLayout{}));
+  // O [kBM, kHD] += P [kBM, kBN] V [kBN, kHD]: P from registers, V^T MN-major in shared memory.
+  using TiledMma1 = decltype(make_tiled_mma(
+      GMMA::rs_op_selector<Element, Element, float, Shape<Int<kBM>, Int<kHD>, Int<kBN>>,
+                           GMMA::Major::K, GMMA::Major::MN>(),
+      AtomLayout{}));
+
+  using SmemAtom = GMMA::Layout_K_SW128_Atom<Element>;
+  using SmemLayoutQ = decltype(tile_to_shape(SmemAtom{}, Shape<Int<kBM>, Int<kHD>>{}));
+  using SmemLayoutK =
+      decltype(tile_to_shape(SmemAtom{}, Shape<Int<kBN>, Int<kHD>, Int<kStages>>{}));
+  using SmemLayoutVt = decltype(composition(
+      SmemLayoutK{},
+      make_ordered_layout(Shape<Int<kHD>, Int<kBN>, Int<kStages>>{}, Step<_2, _1, _3>{})));
+
+  // Global views: (token, column, head) with strides (row_stride, 1, head_stride).
+  using GShape = Shape<int32_t, int32_t, int32_t>;
+  using GStride = Stride<int64_t, _1, int64_t>;
+  using GTensor = decltype(make_tensor(make_gmem_ptr(static_cast<const Element*>(nullptr)),
+                                       GShape{}, GStride{}));
+  using TmaQ = decltype(make_tma_copy(SM90_TMA_LOAD{}, GTensor{}, SmemLayoutQ{},
+                                      Shape<Int<kBM>, Int<kHD>>{}, _1{}));
+  using TmaKV = decltype(make_tma_copy(SM90_TMA_LOAD{}, GTensor{}, take<0, 2>(SmemLayoutK{}),
+                                       Shape<Int<kBN>, Int<kHD>>{}, _1{}));
+
+  using Pipe = cutlass::PipelineTmaAsync<kStages>;
+  struct SharedStorage {
+    alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutQ>, 1024> q;  // then O
+    alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutK>, 1024> k;
+    alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutK>, 1024> v;
+    typename Pipe::SharedStorage pipe_k, pipe_v;
+    alignas(8) uint64_t barrier_q;
+    int64_t thr[kMaxTimeTable + 1];  // rab time-bucket thresholds
+  };
+  static constexpr int kSmemBytes = int(sizeof(SharedStorage));
+  static constexpr uint32_t kQBytes = kBM * kHD * sizeof(Element);
+  static constexpr uint32_t kKVBytes = kBN * kHD * sizeof(Element);
+};
+
+template <typename Tr>
+struct FwdParams {
+  HstuAttnParams p;
+  typename Tr::TmaQ tma_q;
+  typename Tr::TmaKV tma_k, tma_v;
+};
+
+// Per-element variants of the score epilogue.
+enum ScoreKind : int { kSFull = 0, kSFullEdge = 1, kSCausal = 2, kSPartial = 3 };
+
+// Time bucket of dt from the threshold table (time_bucket of attention_mask.cuh without its
+// double-precision fallback, whose code kept the unrolled score loop from unrolling and sent the
+// accumulators to local memory; the dispatch sends tables of more than kMaxTimeTable buckets to
+// the sm80 kernels).
+__device__ __forceinline__ int time_bucket_table(const HstuAttnParams& p, const int64_t* thr,
+                                                 int64_t dt) {
+  const int nb = p.rab_time_len - 1;
+  const int64_t a = dt < 0 ? -dt : dt;
+  if (a <= 1) return 0;
+  int b = static_cast<int>(__log2f(static_cast<float>(a)) * (0.69314718055994531f / 0.301f));
+  b = b < 0 ? 0 : (b > nb ? nb : b);
+  if (b < nb && a >= thr[b + 1]) {
+    ++b;
+  } else if (b > 0 && a < thr[b]) {
+    --b;
+  }
+  return b;
+}
+
+// P = SiLU(alpha (S + rab)) on one thread's accumulators tSrS (coordinates tScS within the tile
+// whose first query is i0 and first key j0), masked elements set to 0.
+template <int kKind, bool kHasRab, bool kFast, typename TS, typename TC>
+__device__ __forceinline__ void fwd_scores(TS& tSrS, const TC& tScS, const HstuAttnParams& p,
+                                           const SeqInfo& si, const int64_t* thr, int i0, int j0) {
+  const float half_alpha = 0.5f * p.alpha;
+#pragma unroll
+  for (int e = 0; e < size(tSrS); ++e) {
+    const int i = i0 + get<0>(tScS(e)), j = j0 + get<1>(tScS(e));
+    float x = tSrS(e);
+    bool ok = true;
+    if constexpr (kKind == kSFullEdge) ok = j < si.L;
+    if constexpr (kKind == kSCausal) ok = j <= i;
+    if constexpr (kKind == kSPartial)
+      ok = i < si.L && j < si.L &&
+           hstu_attend(i, j, si.L, si.c, si.t, p.target_group_size, p.window, p.causal);
+    if constexpr (kHasRab) {
+      if (i < si.L && j < si.L)
+        x += __ldg(p.rab_pos + rab_pos_index(i, j, p.rab_pos_len)) +
+             __ldg(p.rab_time +
+                   time_bucket_table(
+                       p, thr, __ldg(p.ts_query + si.start + i) - __ldg(p.ts_key + si.start + j)));
+    }
+    float y;
+    if constexpr (kFast) {
+      y = silu_fast_half(x * half_alpha);
+    } else {
+      x *= p.alpha;
+      y = x * sigmoid_accurate(x);
+    }
+    tSrS(e) = ok ? y : 0.f;
+  }
+}
+
+// The score epilogue of the key block at j0 (kind: its tile kind), in place on tSrS.
+// NOTE: a function, not a lambda: nvcc did not inline the rab variant's lambda, which sent S to
+// local memory and made ptxas serialise every wgmma of the kernel (C7514).
+template <bool kHasRab, bool kFast, int kBN, typename TS, typename TC>
+__device__ __forceinline__ void apply_scores(TS& tSrS, const TC& tScS, const HstuAttnParams& p,
+                                             const SeqInfo& si, const int64_t* thr, int m0, int j0,
+                                             int kind) {
+  if (kind == kTileFull) {
+    if (j0 + kBN <= si.L) {
+      fwd_scores<kSFull, kHasRab, kFast>(tSrS, tScS, p, si, thr, m0, j0);
+    } else {
+      fwd_scores<kSFullEdge, kHasRab, kFast>(tSrS, tScS, p, si, thr, m0, j0);
+    }
+  } else if (kind == kTileCausal) {
+    fwd_scores<kSCausal, kHasRab, kFast>(tSrS, tScS, p, si, thr, m0, j0);
+  } else {
+    fwd_scores<kSPartial, kHasRab, kFast>(tSrS, tScS, p, si, thr, m0, j0);
+  }
+}
+
+// C = A B over all k blocks of the operands (wgmma; zero_init overwrites C), committed as one
+// group; the caller waits.
+template <bool kZeroInit, typename Mma, typename TA, typename TB, typename TC>
+__device__ __forceinline__ void wg_gemm(Mma& mma, const TA& tA, const TB& tB, TC& tC) {
+  warpgroup_fence_operand(tC);
+  warpgroup_arrive();
+  if constexpr (kZeroInit) mma.accumulate_ = GMMA::ScaleOut::Zero;
+#pragma unroll
+  for (int kb = 0; kb < size<2>(tA); ++kb) {
+    cute::gemm(mma, tA(_, _, kb), tB(_, _, kb), tC);
+    mma.accumulate_ = GMMA::ScaleOut::One;
+  }
+  warpgroup_commit_batch();
+  warpgroup_fence_operand(tC);
+}
+
+template <typename T, typename Tr, bool kHasRab>
+__global__ void __launch_bounds__(Tr::kThreads, 1)
+    hstu_attn_fwd_sm90_kernel(const __grid_constant__ FwdParams<Tr> P) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Element = typename Tr::Element;
+  using Pipe = typename Tr::Pipe;
+  using SS = typename Tr::SharedStorage;
+  constexpr int kBM = Tr::kBM, kBN = Tr::kBN, kHD = Tr::kHD;
+  constexpr bool kFast = kFastSigmoidBf16 && std::is_same_v<T, __nv_bfloat16>;
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  SS& ss = *reinterpret_cast<SS*>(smem_raw);
+  const HstuAttnParams& p = P.p;
+
+  // NOTE: heavy (late, causal) query blocks first, so the tail of the grid is short blocks.
+  const int m_block = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const SeqInfo si = seq_info(p, b);
+  const int m0 = m_block * kBM;
+  if (m0 >= si.L) return;  // the whole CTA, before any barrier
+  const int tid = threadIdx.x, wg = tid / 128;
+  const int n_blocks = (si.L + kBN - 1) / kBN;
+
+  using Barrier = cutlass::arch::ClusterTransactionBarrier;
+  if (tid == 0) Barrier::init(&ss.barrier_q, 1);
+  typename Pipe::Params pp;
+  pp.transaction_bytes = Tr::kKVBytes;
+  pp.role = wg == 0 ? Pipe::ThreadCategory::Producer : Pipe::ThreadCategory::Consumer;
+  pp.is_leader = tid == 0;
+  pp.num_consumers = 128 * Tr::kConsumerWGs;
+  Pipe pipe_k(ss.pipe_k, pp, Shape<_1, _1, _1>{});
+  Pipe pipe_v(ss.pipe_v, pp, Shape<_1, _1, _1>{});
+  if constexpr (kHasRab) load_time_thresholds(p, ss.thr, tid, Tr::kThreads);
+  __syncthreads();  // barriers initialised (fence_barrier_init ran), thresholds loaded
+
+  Tensor sQ = make_tensor(make_smem_ptr(ss.q.data()), typename Tr::SmemLayoutQ{});
+  Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename Tr::SmemLayoutK{});
+  Tensor sV = make_tensor(make_smem_ptr(ss.v.data()), typename Tr::SmemLayoutK{});
+  Tensor sVt = make_tensor(make_smem_ptr(ss.v.data()), typename Tr::SmemLayoutVt{});
+
+  if (wg == 0) {  // ---- producer
+    cutlass::arch::warpgroup_reg_dealloc<Tr::kProducerRegs>();
+    if (tid != 0) return;
+    const int tokens = static_cast<int>(p.total_tokens), start = static_cast<int>(si.start);
+    Tensor mQ = P.tma_q.get_tma_tensor(make_shape(tokens, p.d_qk, p.num_heads))(_, _, h);
+    Tensor mK = P.tma_k.get_tma_tensor(make_shape(tokens, p.d_qk, p.num_heads))(_, _, h);
+    Tensor mV = P.tma_v.get_tma_tensor(make_shape(tokens, p.d_v, p.num_heads))(_, _, h);
+    Tensor gQ = local_tile(domain_offset(make_coord(start, _0{}), mQ), Shape<Int<kBM>, Int<kHD>>{},
+                           make_coord(m_block, _0{}));
+    Tensor gK = local_tile(domain_offset(make_coord(start, _0{}), mK), Shape<Int<kBN>, Int<kHD>>{},
+                           make_coord(_, _0{}));  // (kBN, kHD, n)
+    Tensor gV = local_tile(domain_offset(make_coord(start, _0{}), mV), Shape<Int<kBN>, Int<kHD>>{},
+                           make_coord(_, _0{}));
+    auto [tQg, tQs] = tma_partition(P.tma_q, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sQ),
+                                    group_modes<0, 2>(gQ));
+    auto [tKg, tKs] = tma_partition(P.tma_k, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sK),
+                                    group_modes<0, 2>(gK));
+    auto [tVg, tVs] = tma_partition(P.tma_v, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sV),
+                                    group_modes<0, 2>(gV));
+    reinterpret_cast<Barrier*>(&ss.barrier_q)->arrive_and_expect_tx(Tr::kQBytes);
+    copy(P.tma_q.with(ss.barrier_q, 0), tQg, tQs);
+    auto wr = cutlass::make_producer_start_state<Pipe>();
+#pragma unroll 1
+    for (int n = 0; n < n_blocks; ++n) {
+      if (tile_kind(si, p, m0, kBM, n * kBN, kBN) == kTileSkip) continue;
+      pipe_k.producer_acquire(wr);
+      copy(P.tma_k.with(*pipe_k.producer_get_barrier(wr), 0), tKg(_, n), tKs(_, wr.index()));
+      pipe_v.producer_acquire(wr);
+      copy(P.tma_v.with(*pipe_v.producer_get_barrier(wr), 0), tVg(_, n), tVs(_, wr.index()));
+      ++wr;
+    }
+    return;
+  }
+
+  // ---- consumers: warpgroup wg >= 1 owns query rows [64 (wg - 1), 64 wg) of the tile
+  cutlass::arch::warpgroup_reg_alloc<Tr::kConsumerRegs>();
+  const int ctid = tid - 128;
+  typename Tr::TiledMma0 mma0;
+  typename Tr::TiledMma1 mma1;
+  auto thr0 = mma0.get_thread_slice(ctid);
+  auto thr1 = mma1.get_thread_slice(ctid);
+  Tensor tSrQ = thr0.partition_fragment_A(sQ);   // descriptors
+  Tensor tSrK = thr0.partition_fragment_B(sK);   // (.., stage)
+  Tensor tOrV = thr1.partition_fragment_B(sVt);  // (.., stage)
+  Tensor tOrO = partition_fragment_C(mma1, Shape<Int<kBM>, Int<kHD>>{});
+  clear(tOrO);
+  Tensor tScS = thr0.partition_C(make_identity_tensor(Shape<Int<kBM>, Int<kBN>>{}));
+  const int64_t* thr = ss.thr;
+
+  Tensor tSrS = partition_fragment_C(mma0, Shape<Int<kBM>, Int<kBN>>{});
+  // The accumulator's register order equals the A fragments' of m64nXk16 (pairs of 8-column
+  // atoms make one 16-wide k block), so P is the accumulators converted pairwise in order.
+  Tensor tOrP = make_tensor<Element>(Layout<Shape<Shape<_2, _2, _2>, _1, Int<kBN / 16>>>{});
+  static_assert(size(decltype(tOrP){}) == size(decltype(tSrS){}), "P fragment size");
+  auto to_p = [&] {
+    uint32_t* pw = reinterpret_cast<uint32_t*>(raw_pointer_cast(tOrP.data()));
+#pragma unroll
+    for (int e = 0; e < size(tSrS) / 2; ++e) pw[e] = Mma<T>::pack(tSrS(2 * e), tSrS(2 * e + 1));
+  };
+  auto next_visible = [&](int n) {
+    while (n < n_blocks && tile_kind(si, p, m0, kBM, n * kBN, kBN) == kTileSkip) ++n;
+    return n;
+  };
+
+  // FA3's warp-scheduler barriers (ping-pong, kPingPong): the consumer warpgroups take turns to
+  // issue their GEMMs (named barrier kSchedBar + w, armed by the previous warpgroup in the cycle),
+  // so one warpgroup's pointwise epilogue runs while the next one's GEMMs use the tensor cores.
+  // Every warpgroup has the same number of turns (same key blocks); the last warpgroup's first
+  // arrive arms warpgroup 0's first turn and it skips its own final one, so the counts balance.
+  const int w = wg - 1;
+  constexpr int kWGs = Tr::kConsumerWGs, kSchedBar = 4;  // ids 0..3: the epilogue
+  auto turn_wait = [&] {
+    if constexpr (Tr::kPingPong) cutlass::arch::NamedBarrier::sync(256, kSchedBar + w);
+  };
+  auto turn_pass = [&](bool last) {
+    if constexpr (Tr::kPingPong)
+      if (!(last && w == kWGs - 1))
+        cutlass::arch::NamedBarrier::arrive(256, kSchedBar + (w + 1) % kWGs);
+  };
+  if constexpr (Tr::kPingPong)
+    if (w == kWGs - 1) cutlass::arch::NamedBarrier::arrive(256, kSchedBar);
+
+  reinterpret_cast<Barrier*>(&ss.barrier_q)->wait(0);
+  cutlass::PipelineState<Tr::kStages> rd_k, rd_v;
+  // FlashAttention-3's intra-warpgroup overlap: S of the next key block is issued before P V of
+  // this one, and its pointwise epilogue runs while P V is on the tensor cores.
+  int n = next_visible(0);  // a row block always sees its diagonal block: n < n_blocks
+  pipe_k.consumer_wait(rd_k);
+  turn_wait();
+  wg_gemm<true>(mma0, tSrQ, tSrK(_, _, _, rd_k.index()), tSrS);
+  turn_pass(false);
+  warpgroup_wait<0>();
+  warpgroup_fence_operand(tSrS);
+  pipe_k.consumer_release(rd_k);
+  ++rd_k;
+  apply_scores<kHasRab, kFast, kBN>(tSrS, tScS, p, si, thr, m0, n * kBN,
+                                    tile_kind(si, p, m0, kBM, n * kBN, kBN));
+  to_p();
+#pragma unroll 1
+  for (int nn = next_visible(n + 1); nn < n_blocks; nn = next_visible(nn + 1)) {
+    pipe_k.consumer_wait(rd_k);
+    pipe_v.consumer_wait(rd_v);
+    turn_wait();
+    wg_gemm<true>(mma0, tSrQ, tSrK(_, _, _, rd_k.index()), tSrS);
+    warpgroup_fence_operand(tOrP);
+    wg_gemm<false>(mma1, tOrP, tOrV(_, _, _, rd_v.index()), tOrO);
+    turn_pass(false);
+    warpgroup_wait<1>();  // S of block nn is in registers; P V of block n still runs
+    // The fences pin the accumulator reads after the waits.
+    warpgroup_fence_operand(tSrS);
+    pipe_k.consumer_release(rd_k);
+    ++rd_k;
+    apply_scores<kHasRab, kFast, kBN>(tSrS, tScS, p, si, thr, m0, nn * kBN,
+                                      tile_kind(si, p, m0, kBM, nn * kBN, kBN));
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(tOrO);
+    warpgroup_fence_operand(tOrP);
+    pipe_v.consumer_release(rd_v);
+    ++rd_v;
+    to_p();
+    n = nn;
+  }
+  pipe_v.consumer_wait(rd_v);
+  turn_wait();
+  warpgroup_fence_operand(tOrP);
+  wg_gemm<false>(mma1, tOrP, tOrV(_, _, _, rd_v.index()), tOrO);
+  turn_pass(true);
+  warpgroup_wait<0>();
+  warpgroup_fence_operand(tOrO);
+  warpgroup_fence_operand(tOrP);
+  pipe_v.consumer_release(rd_v);
+
+  // ---- epilogue: all consumer warpgroups are past their last Q read, so Q's buffer holds O (the
+  // sm80 swizzled row-major layout, swz<kHD>), then each warpgroup stores its own 64 rows.
+  cutlass::arch::NamedBarrier::sync(128 * Tr::kConsumerWGs, 0);
+  T* sO = reinterpret_cast<T*>(ss.q.data());
+  Tensor tOcO = thr1.partition_C(make_identity_tensor(Shape<Int<kBM>, Int<kHD>>{}));
+#pragma unroll
+  for (int e = 0; e < size(tOrO); e += 2) {
+    const int r = get<0>(tOcO(e)), c = get<1>(tOcO(e));
+    *reinterpret_cast<uint32_t*>(sO + swz<kHD>(r, c)) =
+        Mma<T>::pack(tOrO(e) * p.scale, tOrO(e + 1) * p.scale);
+  }
+  cutlass::arch::NamedBarrier::sync(128, 1 + w);
+  const int rows = min(64, si.L - m0 - 64 * w);
+  if (rows > 0)
+    store_tile<64, kHD, 128>(p.o.head<T>(si.start + m0 + 64 * w, h), p.o.row_stride,
+                             sO + 64 * w * kHD, rows, p.d_v, p.o.vec, tid & 127);
+#endif
+}
+
+// TMA view of one operand: (token, column, head) with the true head width as column extent.
+template <typename Tr>
+auto gmem_view(const HeadsView& v, int64_t tokens, int width, int heads) {
+  using Element = typename Tr::Element;
+  return make_tensor(make_gmem_ptr(static_cast<const Element*>(v.ptr)),
+                     make_shape(static_cast<int32_t>(tokens), static_cast<int32_t>(width),
+                                static_cast<int32_t>(heads)),
+                     make_stride(v.row_stride, _1{}, v.head_stride));
+}
+
+template <typename T, int kHeadDim>
+void launch_fwd(const HstuAttnParams& p, cudaStream_t stream) {
+  using Tr = FwdTraits<T, kHeadDim>;
+  HSTU_CHECK(p.total_tokens < (int64_t(1) << 31), "sm90 attention: ", p.total_tokens,
+             " tokens exceed TMA's 32-bit coordinates");
+  FwdParams<Tr> P;
+  P.p = p;
+  P.tma_q = make_tma_copy(SM90_TMA_LOAD{}, gmem_view<Tr>(p.q, p.total_tokens, p.d_qk, p.num_heads),
+                          typename Tr::SmemLayoutQ{}, Shape<Int<Tr::kBM>, Int<kHeadDim>>{}, _1{});
+  P.tma_k = make_tma_copy(SM90_TMA_LOAD{}, gmem_view<Tr>(p.k, p.total_tokens, p.d_qk, p.num_heads),
+                          take<0, 2>(typename Tr::SmemLayoutK{}),
+                          Shape<Int<Tr::kBN>, Int<kHeadDim>>{}, _1{});
+  P.tma_v = make_tma_copy(SM90_TMA_LOAD{}, gmem_view<Tr>(p.v, p.total_tokens, p.d_v, p.num_heads),
+                          take<0, 2>(typename Tr::SmemLayoutK{}),
+                          Shape<Int<Tr::kBN>, Int<kHeadDim>>{}, _1{});
+  const dim3 grid((p.max_seqlen + Tr::kBM - 1) / Tr::kBM, p.num_heads, p.batch);
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;
+  auto go = [&](auto kernel) {
+    // Every call (a host-side attribute, legal inside stream capture): both rab variants share
+    // this lambda's type, so a once-per-type flag would skip one of them.
+    HSTU_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes));
+    kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(P);
+    HSTU_CUDA_CHECK(cudaGetLastError());
+  };
+  if (p.rab_pos) {
+    go(hstu_attn_fwd_sm90_kernel<T, Tr, true>);
+  } else {
+    go(hstu_attn_fwd_sm90_kernel<T, Tr, false>);
+  }
+}
+
+}  // namespace hstu::cuda::attn::sm90
+
+namespace hstu::cuda::attn {
+template <typename T, int kHeadDim>
+void run_fwd_sm90(const HstuAttnParams& p, cudaStream_t stream) {
+  sm90::launch_fwd<T, kHeadDim>(p, stream);
+}
+}  // namespace hstu::cuda::attn

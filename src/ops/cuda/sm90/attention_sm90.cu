@@ -1,0 +1,69 @@
+// attention_sm90.cu — which HSTU attention calls the sm_90a kernels take (attention_sm90.h):
+// the device's compute capability (cached per device), the HSTU_ATTN_SM80=1 override and the
+// operands' TMA constraints. Compiles without CUTLASS; the kernels themselves are in
+// attention_fwd_sm90.cuh.
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "core/cuda_check.h"
+#include "ops/cuda/sm90/attention_sm90.h"
+
+namespace hstu::cuda::attn {
+
+namespace {
+
+bool env_is_1(const char* name) {
+  const char* v = std::getenv(name);
+  return v && std::strcmp(v, "1") == 0;
+}
+
+bool device_is_sm90() {
+  static std::mutex mu;
+  static int cc[64] = {};  // major * 10 + minor, 0 = not asked yet
+  int dev = 0;
+  HSTU_CUDA_CHECK(cudaGetDevice(&dev));
+  if (dev < 0 || dev >= 64) return false;
+  std::lock_guard<std::mutex> lock(mu);
+  if (cc[dev] == 0) {
+    int major = 0, minor = 0;
+    HSTU_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    HSTU_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+    cc[dev] = major * 10 + minor;
+  }
+  return cc[dev] == 90;  // sm_90a code runs on 9.0 only
+}
+
+// Where the sm_90a forward measured slower than the sm80 one, the dispatch keeps sm80 unless
+// HSTU_ATTN_SM90=1 forces it (tests and A/B benchmarks). H200, forward, bf16, causal, sm90 / sm80:
+//   - short sequences: 128/192-row tiles of one CTA per SM waste most of their rows. d 64:
+//     0.70x at 128 x 200 x 2, 0.71x at 128 x 256 x 2, 0.99x at 64 x 384 x 4, 1.38x at
+//     32 x 2048 x 4; d 128: 1.04x at 128 x 256 x 4, 1.20x at 128 x 512 x 4; d 256: 1.64x at
+//     64 x 256 x 4. So sm90 from 512 tokens at d <= 64 and from 256 above.
+//   - rab (computed per element in the consumer; the sm80 kernel builds a shared bias tile):
+//     0.49x at 128 x 200 x 2 x 64, 1.13x at 32 x 1024 x 4 x 128, 1.20x at 32 x 4096 x 4 x 128.
+//     So sm90 with rab from 1024 tokens.
+bool sm90_faster(const HstuAttnParams& p, int padded_head_dim) {
+  if (env_is_1("HSTU_ATTN_SM90")) return true;
+  if (p.rab_pos) return p.max_seqlen >= 1024;
+  return p.max_seqlen >= (padded_head_dim <= 64 ? 512 : 256);
+}
+
+}  // namespace
+
+bool sm90_attention_available() {
+  if (!sm90_kernels_built()) return false;
+  if (env_is_1("HSTU_ATTN_SM80")) return false;
+  return device_is_sm90();
+}
+
+bool sm90_fwd_supported(const HstuAttnParams& p, int padded_head_dim) {
+  if (padded_head_dim != 64 && padded_head_dim != 128 && padded_head_dim != 256) return false;
+  // TMA: 16-byte aligned base and strides (vec), coordinates in int32.
+  if (!p.q.vec || !p.k.vec || !p.v.vec) return false;
+  if (p.total_tokens >= (int64_t(1) << 31)) return false;
+  if (p.rab_pos && !p.time_table) return false;  // the kernel has no exact-bucket fallback
+  return sm90_faster(p, padded_head_dim) && sm90_attention_available();
+}
+
+}  // namespace hstu::cuda::attn

@@ -1,0 +1,42 @@
+// attention_sm90.h — the Hopper (sm_90a) HSTU attention entry points the dispatcher
+// (cuda/hstu_attention.cu) calls, and the test of which calls they serve.
+//
+// The shaping decision: the sm_90a kernels sit behind the same HstuAttnParams as the sm_80 ones,
+// and only the forward exists so far; the dispatcher asks sm90_fwd_supported() and falls back to
+// the sm80 kernels otherwise (other GPUs, HSTU_ATTN_SM80=1, head widths <= 32, operands whose
+// strides break TMA's 16-byte rules, builds without sm_90a code or without CUTLASS).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "ops/cuda/sm80/attention_params.cuh"
+
+namespace hstu::cuda::attn {
+
+// Forward on sm_90a: o = scale * sum_j SiLU(alpha (S + rab)) v over the visible keys;
+// kHeadDim = padded head width (64, 128 or 256).
+template <typename T, int kHeadDim>
+void run_fwd_sm90(const HstuAttnParams& p, cudaStream_t stream);
+
+// Whether this build carries the sm_90a kernels (CMake: HSTU_SM90_KERNELS, set when
+// HSTU_CUDA_ARCHS names 90a and CUTLASS headers were found).
+constexpr bool sm90_kernels_built() {
+#if defined(HSTU_SM90_KERNELS)
+  return true;
+#else
+  return false;
+#endif
+}
+
+// Whether the sm_90a forward takes this call: a compute-capability-9.0 device, no
+// HSTU_ATTN_SM80=1 in the environment, a padded head width of 64 / 128 / 256, q, k, v
+// TMA-addressable (16-byte aligned base, row and head strides; HeadsView::vec), and a call where
+// it measured faster than the sm80 kernel (lengths from 256 / 512 tokens, rab from 1024;
+// attention_sm90.cu) or HSTU_ATTN_SM90=1.
+bool sm90_fwd_supported(const HstuAttnParams& p, int padded_head_dim);
+
+// Whether the sm_90a forward runs at all here (kernels built, a 9.0 device, no HSTU_ATTN_SM80=1):
+// the GPU tests' question, which they cannot ask sm90_kernels_built() (a define of hstu_ops).
+bool sm90_attention_available();
+
+}  // namespace hstu::cuda::attn
