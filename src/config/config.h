@@ -192,7 +192,7 @@ struct DynamicTableArgs {
   int64_t capacity_rows = -1;            // slots of the table (-1 = capacity_ratio x catalogue)
   double capacity_ratio = 1.0;           // capacity as a fraction of the catalogue's keys
   int64_t max_capacity_rows = 0;         // growth by doubling up to this (0 = no growth)
-  int64_t bucket_size = 128;             // slots per bucket (recsys-examples' bucket_capacity)
+  int64_t bucket_size = 32;              // slots per bucket: 1..32, a power of two (one warp)
   double max_load_factor = 0.75;         // grow when this fraction of slots is occupied
   std::string eviction = "lru";          // none | lru | lfu (a full bucket evicts its lowest score)
   int64_t admit_threshold = 0;           // insert a key at its N-th sighting (0/1 = at once)

@@ -49,7 +49,10 @@ DynamicTableConfig dynamic_table_config(const Config& cfg, const std::string& ta
              " table is not dynamic: DynamicTableArgs.tables does not list \"", table, "\"");
   HSTU_CHECK(catalogue_keys >= 0, "dynamic table '", table, "': catalogue of ", catalogue_keys,
              " keys");
-  HSTU_CHECK(a.bucket_size >= 1, "DynamicTableArgs.bucket_size = ", a.bucket_size, " (need >= 1)");
+  HSTU_CHECK(
+      a.bucket_size >= 1 && a.bucket_size <= 32 && (a.bucket_size & (a.bucket_size - 1)) == 0,
+      "DynamicTableArgs.bucket_size = ", a.bucket_size,
+      " (need a power of two from 1 to 32: one warp probes a bucket)");
   const OptimizerArgs& o = cfg.optimizer;
   HSTU_CHECK(o.sparse_optimizer_str != "dense_adam",
              "OptimizerArgs.sparse_optimizer_str = \"dense_adam\" updates every row every step, "

@@ -34,7 +34,7 @@ struct DynamicTableConfig {
   int64_t dim = 0;                // embedding width
   int64_t capacity_rows = 0;      // slots, a multiple of bucket_size
   int64_t max_capacity_rows = 0;  // growth bound, >= capacity_rows (== it: no growth)
-  int64_t bucket_size = 128;
+  int64_t bucket_size = 32;
   double max_load_factor = 0.75;  // grow above this occupied fraction (while it may)
   DynamicEviction eviction = DynamicEviction::kLru;
   int64_t admit_threshold = 0;  // insert at the N-th sighting (0 or 1 = at once)

@@ -401,8 +401,9 @@ std::vector<FieldSpec> dynamic_table_fields() {
       num(HSTU_FIELD(DynamicTableArgs, dynamic, max_capacity_rows), at_least(0),
           "the table doubles while more than max_load_factor of its slots are used, up to this "
           "many slots (0 = fixed capacity: a full bucket evicts)"),
-      num(HSTU_FIELD(DynamicTableArgs, dynamic, bucket_size), between(1, 65536, false),
-          "slots per bucket; a key lives in one bucket (recsys-examples' bucket_capacity, 128)"),
+      num(HSTU_FIELD(DynamicTableArgs, dynamic, bucket_size), between(1, 32, false),
+          "slots per bucket, a power of two; a key lives in one bucket, probed by one warp "
+          "(recsys-examples' bucket_capacity is 128, hard-coded there)"),
       num(HSTU_FIELD(DynamicTableArgs, dynamic, max_load_factor), between(0.01, 1, false),
           "occupied fraction of the slots above which the table grows (when it may)"),
       str(HSTU_FIELD(DynamicTableArgs, dynamic, eviction), {"none", "lru", "lfu"},

@@ -9,9 +9,11 @@
 // carry the raw item keys (>= 0) where the dense arrays carry ids, and kNoKey (-1, key_hash.h)
 // where a dense array holds 0 ("none": ranking's targets, a sample without an eval target). A
 // raw key is never -1, so "none" cannot be confused with an item. item_ids, target_ids and
-// eval_targets then have their sizes but hold 0: the training step maps the keys to window
-// indices 1.. in place (0 stays padding / none). Ranking candidates are the last
-// num_candidates[b] entries of each sample's item_keys. Dense datasets leave the keys empty.
+// eval_targets then hold each key's catalogue index (data/dataset.h item_index: 1 + its position
+// among the sorted catalogue keys; for numeric ids exactly the dense id), so negatives,
+// evaluation and baselines work in catalogue space while a dynamic item table is keyed by the
+// raw keys (train/dynamic_item_table.h). Ranking candidates are the last num_candidates[b]
+// entries of each sample's item_keys. Dense datasets leave the keys empty.
 #pragma once
 
 #include <cstdint>

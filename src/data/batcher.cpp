@@ -118,17 +118,17 @@ void make_batch(const SequenceDataset& ds, const Split& split, std::span<const i
       out.timestamps[o + i] = ds.timestamps[e];
       if (has_actions) out.actions[o + i] = ds.actions[e];
       out.query_timestamps[o + i] = ds.timestamps[next];
-      if (raw) {  // keys; the dense ids are the step's to fill (batch.h)
+      if (raw) {  // keys, and their catalogue indices as the dense ids (batch.h)
         out.item_keys[o + i] = ds.item_keys[e];
         out.target_keys[o + i] = ds.item_keys[next];
-        out.item_ids[o + i] = 0;
-        out.target_ids[o + i] = 0;
+        out.item_ids[o + i] = item_index(ds, e);
+        out.target_ids[o + i] = item_index(ds, next);
       } else {
         out.item_ids[o + i] = ds.items[e];
         out.target_ids[o + i] = ds.items[next];
       }
     }
-    out.eval_targets[b] = raw ? 0 : ds.items[s.target];
+    out.eval_targets[b] = item_index(ds, s.target);
     if (raw) out.eval_target_keys[b] = ds.item_keys[s.target];
     out.user_ids[b] = s.user;
     for (int64_t c = 0; c < num_ctx; ++c) {

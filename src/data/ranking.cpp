@@ -119,7 +119,7 @@ void make_ranking_batch(const SequenceDataset& ds, const RankingSplit& split,
   out.user_ids.resize(batch);
   out.num_candidates.resize(batch);
   out.contextual.resize(batch * num_ctx);
-  const bool raw = ds.raw_ids();  // keys, dense ids left 0 for the step (batch.h)
+  const bool raw = ds.raw_ids();  // keys, and their catalogue indices as the dense ids (batch.h)
   out.item_keys.resize(raw ? tokens : 0);
   out.target_keys.assign(raw ? tokens : 0, kNoKey);
   out.eval_target_keys.assign(raw ? batch : 0, kNoKey);
@@ -128,7 +128,7 @@ void make_ranking_batch(const SequenceDataset& ds, const RankingSplit& split,
     const int64_t o = out.offsets[b], n = s.end - s.begin;
     for (int64_t i = 0; i < n; ++i) {
       const int64_t e = s.begin + i;
-      out.item_ids[o + i] = raw ? 0 : ds.items[e];
+      out.item_ids[o + i] = item_index(ds, e);
       if (raw) out.item_keys[o + i] = ds.item_keys[e];
       out.actions[o + i] = ds.actions[e];
       out.timestamps[o + i] = ds.timestamps[e];

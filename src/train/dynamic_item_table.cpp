@@ -2,7 +2,7 @@
 // (dynamic_item_table.h).
 #include "train/dynamic_item_table.h"
 
-#include <numeric>
+#include <utility>
 
 #include "core/error.h"
 #include "core/phase_timer.h"
@@ -10,14 +10,17 @@
 namespace hstu {
 
 DynamicItemTable::DynamicItemTable(const embed::DynamicTableSpec& spec, Device device,
-                                   int64_t max_unique)
-    : table_(std::make_unique<embed::DynamicTable>(spec, device)), win_(*table_, max_unique) {}
+                                   int64_t max_unique, std::vector<int64_t> catalogue_keys)
+    : table_(std::make_unique<embed::DynamicTable>(spec, device)),
+      win_(*table_, max_unique),
+      catalogue_(std::move(catalogue_keys)) {}
 
 void DynamicItemTable::widen(std::span<const std::span<int32_t>> ids) {
   keys_.resize(ids.size());
   key_spans_.clear();
   for (size_t s = 0; s < ids.size(); ++s) {
-    keys_[s].assign(ids[s].begin(), ids[s].end());
+    keys_[s].resize(ids[s].size());
+    for (size_t i = 0; i < ids[s].size(); ++i) keys_[s][i] = key_of(ids[s][i]);
     key_spans_.emplace_back(keys_[s]);
   }
 }
@@ -54,7 +57,7 @@ void DynamicItemTable::materialize(Ctx& ctx, EmbeddingTable& out) {
   scratch_->reset(0);
   const Tensor keys = scratch_->alloc(DType::kI64, {n}), refs = scratch_->alloc(DType::kI64, {n});
   std::vector<int64_t> host(static_cast<size_t>(n));
-  std::iota(host.begin(), host.end(), int64_t{0});
+  for (int64_t i = 0; i < n; ++i) host[static_cast<size_t>(i)] = key_of(static_cast<int32_t>(i));
   copy_bytes(keys.data, keys.device, host.data(), Device::kCPU, host.size() * sizeof(int64_t));
   table_->flush(ctx);
   table_->find(ctx, keys, refs);

@@ -4,6 +4,11 @@
 // sparse optimiser applies the window's gradient rows in the table. For full-catalogue
 // evaluation the catalogue's rows are materialised into a dense table (keys absent from the
 // table read their initial value, as a dense table's untrained rows do).
+//
+// Keys: with a dense-id dataset the key of id i is i. With raw ids (DatasetArgs.raw_ids) the
+// batches' int32 ids are catalogue indices (data/batch.h) and the key of index i >= 1 is
+// catalogue_keys[i - 1] + 1, so the table, its checkpoints and its counters are keyed by the
+// raw ids (+ 1: table key 0 is the padding id, raw key 0 a real item).
 #pragma once
 
 #include <cstdint>
@@ -21,7 +26,9 @@ class DynamicItemTable final : public ItemWindow {
  public:
   // A table of `spec` on `device` whose window holds at most max_unique rows (the most
   // distinct ids of one step, id 0 included: model/memory_plan.h item_window_rows).
-  DynamicItemTable(const embed::DynamicTableSpec& spec, Device device, int64_t max_unique);
+  // catalogue_keys: the sorted raw keys of a raw-id dataset (empty: dense ids are the keys).
+  DynamicItemTable(const embed::DynamicTableSpec& spec, Device device, int64_t max_unique,
+                   std::vector<int64_t> catalogue_keys = {});
 
   EmbeddingTable& window() override { return win_.window(); }
   int64_t fetch(Ctx& ctx, int64_t step, std::span<const std::span<int32_t>> ids) override;
@@ -39,11 +46,17 @@ class DynamicItemTable final : public ItemWindow {
   embed::DynamicTableCounters counters() const { return table_->counters(); }
 
  private:
-  // keys_[s] = ids[s] as int64 keys.
+  // The table key of catalogue index `id`.
+  int64_t key_of(int32_t id) const {
+    if (catalogue_.empty() || id == 0) return id;
+    return catalogue_[static_cast<size_t>(id) - 1] + 1;
+  }
+  // keys_[s] = the table keys of ids[s].
   void widen(std::span<const std::span<int32_t>> ids);
 
   std::unique_ptr<embed::DynamicTable> table_;
   embed::DynamicItemWindow win_;
+  std::vector<int64_t> catalogue_;
   std::vector<std::vector<int64_t>> keys_;
   std::vector<std::span<const int64_t>> key_spans_;
   std::unique_ptr<Arena> scratch_;  // materialize: keys i64 [n], refs i64 [n]

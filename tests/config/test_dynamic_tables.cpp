@@ -54,10 +54,10 @@ TEST(DynamicTableArgs, BindsAndRoundTripsThroughGin) {
   EXPECT_EQ(c.dynamic.hbm_bytes, 1000000);
   EXPECT_TRUE(c.dataset.raw_ids);
   EXPECT_EQ(load(to_gin(c)), c);
-  // Defaults: no dynamic table, recsys-examples' bucket of 128 and LRU.
+  // Defaults: no dynamic table, buckets of 32 (one warp) and LRU.
   const Config d;
   EXPECT_TRUE(d.dynamic.tables.empty());
-  EXPECT_EQ(d.dynamic.bucket_size, 128);
+  EXPECT_EQ(d.dynamic.bucket_size, 32);
   EXPECT_EQ(d.dynamic.eviction, "lru");
   EXPECT_FALSE(d.dataset.raw_ids);
 }
@@ -70,7 +70,7 @@ TEST(DynamicTableArgs, ValidationNamesTheKeys) {
             "t.gin:1: DynamicTableArgs.eviction = \"fifo\" is not allowed: must be one of none, "
             "lru, lfu");
   EXPECT_EQ(load_error("DynamicTableArgs.bucket_size = 0\n"),
-            "t.gin:1: DynamicTableArgs.bucket_size = 0 is out of range: must be in [1, 65536]");
+            "t.gin:1: DynamicTableArgs.bucket_size = 0 is out of range: must be in [1, 32]");
   EXPECT_EQ(load_error("DynamicTableArgs.capacity_rows = 0\n"),
             "t.gin:1: DynamicTableArgs.capacity_rows = 0 is out of range: must be -1 or >= 1");
   EXPECT_EQ(load_error("DatasetArgs.raw_ids = True\n"),
@@ -98,9 +98,9 @@ TEST(DynamicTableConfig, CapacityFromTheCatalogueRoundedToBuckets) {
   const DynamicTableConfig t = dynamic_table_config(c, "item", 1000);
   EXPECT_EQ(t.name, "item");
   EXPECT_EQ(t.dim, 64);
-  EXPECT_EQ(t.capacity_rows, 1024);  // 1000 keys -> 8 buckets of 128
+  EXPECT_EQ(t.capacity_rows, 1024);  // 1000 keys -> 32 buckets of 32
   EXPECT_EQ(t.max_capacity_rows, 1024);
-  EXPECT_EQ(t.bucket_size, 128);
+  EXPECT_EQ(t.bucket_size, 32);
   EXPECT_EQ(t.eviction, DynamicEviction::kLru);
   EXPECT_EQ(t.optimizer, "adam");
   EXPECT_DOUBLE_EQ(t.learning_rate, 0.01);
@@ -115,12 +115,12 @@ TEST(DynamicTableConfig, CapacityFromTheCatalogueRoundedToBuckets) {
   c.optimizer.sparse_learning_rate = 0.5;
   const DynamicTableConfig h = dynamic_table_config(c, "item", 1000);
   EXPECT_EQ(h.capacity_rows, 512);
-  EXPECT_EQ(h.max_capacity_rows, 3072);
+  EXPECT_EQ(h.max_capacity_rows, 3008);  // 94 buckets of 32
   EXPECT_EQ(h.dim, 32);
   EXPECT_EQ(h.eviction, DynamicEviction::kNone);
   EXPECT_DOUBLE_EQ(h.learning_rate, 0.5);
 
-  c.dynamic.capacity_rows = 100;  // rows win over the ratio; at least one bucket
+  c.dynamic.capacity_rows = 100;  // rows win over the ratio; whole buckets (4 of 32)
   c.dynamic.max_capacity_rows = 0;
   EXPECT_EQ(dynamic_table_config(c, "item", 1000).capacity_rows, 128);
 }
@@ -139,10 +139,10 @@ TEST(DynamicTableConfig, HbmBudgetPrecedenceAndBytesFormula) {
   c.dynamic.host_tier = true;
   c.dynamic.hbm_ratio = 0.25;  // 2560 rows
   EXPECT_EQ(dynamic_table_config(c, "item", 1).gpu_cache_rows, 2560);
-  c.dynamic.hbm_rows = 1000;  // rows win over the ratio: 1000 -> 7 whole buckets (896)
-  EXPECT_EQ(dynamic_table_config(c, "item", 1).gpu_cache_rows, 896);
-  c.dynamic.hbm_bytes = 1536 * 2000;  // bytes win over rows: 2000 Adam rows of 1536 B -> 1920
-  EXPECT_EQ(dynamic_table_config(c, "item", 1).gpu_cache_rows, 1920);
+  c.dynamic.hbm_rows = 1000;  // rows win over the ratio: 1000 -> 31 whole buckets (992)
+  EXPECT_EQ(dynamic_table_config(c, "item", 1).gpu_cache_rows, 992);
+  c.dynamic.hbm_bytes = 1536 * 2000;  // bytes win over rows: 2000 Adam rows of 1536 B -> 1984
+  EXPECT_EQ(dynamic_table_config(c, "item", 1).gpu_cache_rows, 1984);
   c.dynamic.hbm_bytes = 1536 * 20000;  // the whole table fits: no cache
   EXPECT_EQ(dynamic_table_config(c, "item", 1).gpu_cache_rows, 0);
 
@@ -153,9 +153,9 @@ TEST(DynamicTableConfig, HbmBudgetPrecedenceAndBytesFormula) {
             "(1536 bytes per row) gives 2000 rows in HBM: set DynamicTableArgs.host_tier = True "
             "(HBM caches a host table) or raise the budget");
   c.dynamic.host_tier = true;
-  c.dynamic.hbm_bytes = 1536 * 100;  // below one bucket
+  c.dynamic.hbm_bytes = 1536 * 20;  // below one bucket
   EXPECT_TRUE(contains(error_of([&] { dynamic_table_config(c, "item", 1); }),
-                       "less than one bucket (DynamicTableArgs.bucket_size = 128)"));
+                       "less than one bucket (DynamicTableArgs.bucket_size = 32)"));
 }
 
 TEST(DynamicTableConfig, RefusesTablesThatAreNotDynamic) {

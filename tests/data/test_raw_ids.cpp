@@ -60,7 +60,8 @@ TEST(RawIds, StringKeyIsStableAndNonNegative) {
 }
 
 // Every raw-id batch equals the dense batch mapped through the id map: keys where ids are,
-// kNoKey where the dense array says "none", zeros in the dense arrays.
+// kNoKey where the dense array says "none", and the dense arrays hold the catalogue indices,
+// which for numeric ids are the dense ids.
 void expect_batches_match(const SequenceBatch& dense, const SequenceBatch& raw,
                           const std::vector<int64_t>& id_map) {
   ASSERT_EQ(raw.offsets, dense.offsets);
@@ -71,12 +72,12 @@ void expect_batches_match(const SequenceBatch& dense, const SequenceBatch& raw,
   for (size_t t = 0; t < dense.item_ids.size(); ++t) {
     ASSERT_EQ(raw.item_keys[t], key(dense.item_ids[t])) << t;
     ASSERT_EQ(raw.target_keys[t], key(dense.target_ids[t])) << t;
-    ASSERT_EQ(raw.item_ids[t], 0);
-    ASSERT_EQ(raw.target_ids[t], 0);
+    ASSERT_EQ(raw.item_ids[t], dense.item_ids[t]) << t;
+    ASSERT_EQ(raw.target_ids[t], dense.target_ids[t]) << t;
   }
   for (size_t b = 0; b < dense.eval_targets.size(); ++b) {
     ASSERT_EQ(raw.eval_target_keys[b], key(dense.eval_targets[b])) << b;
-    ASSERT_EQ(raw.eval_targets[b], 0);
+    ASSERT_EQ(raw.eval_targets[b], dense.eval_targets[b]) << b;
   }
   EXPECT_EQ(raw.actions, dense.actions);
   EXPECT_EQ(raw.timestamps, dense.timestamps);
