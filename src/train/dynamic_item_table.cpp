@@ -4,6 +4,7 @@
 
 #include <utility>
 
+#include "config/dynamic_table.h"
 #include "core/error.h"
 #include "core/phase_timer.h"
 
@@ -62,6 +63,38 @@ void DynamicItemTable::materialize(Ctx& ctx, EmbeddingTable& out) {
   table_->flush(ctx);
   table_->find(ctx, keys, refs);
   table_->gather(ctx, keys, refs, out.weight, /*init_missing=*/true);
+}
+
+std::unique_ptr<DynamicItemTable> make_dynamic_item_table(const Config& cfg,
+                                                          const SequenceDataset& ds, Device device,
+                                                          int64_t max_unique) {
+  const DynamicTableConfig c = dynamic_table_config(cfg, "item", ds.num_items - 1);
+  HSTU_CHECK(c.value_dtype == DynamicValueDtype::kFloat32,
+             "DynamicTableArgs.value_dtype = \"bfloat16\": bf16 embeddings in dynamic tables are "
+             "not implemented yet; use \"float32\"");
+  embed::DynamicTableSpec spec;
+  spec.name = "item_embedding";
+  spec.dim = c.dim;
+  spec.capacity_rows = c.capacity_rows;
+  spec.max_capacity_rows = c.max_capacity_rows;
+  spec.bucket_size = static_cast<int>(c.bucket_size);
+  spec.max_load_factor = c.max_load_factor;
+  spec.eviction = c.eviction == DynamicEviction::kNone  ? "none"
+                  : c.eviction == DynamicEviction::kLfu ? "lfu"
+                                                        : "lru";
+  spec.admit_threshold = c.admit_threshold;
+  spec.optimizer = c.optimizer;
+  spec.lr = static_cast<float>(c.learning_rate);
+  spec.beta1 = static_cast<float>(c.adam_beta1);
+  spec.beta2 = static_cast<float>(c.adam_beta2);
+  spec.eps = static_cast<float>(c.adam_eps);
+  spec.init_std = c.init_std;
+  spec.seed = c.seed;
+  spec.gpu_cache_rows = c.gpu_cache_rows;
+  spec.value_dtype = c.value_dtype == DynamicValueDtype::kBFloat16 ? "bf16" : "f32";
+  std::vector<int64_t> catalogue;
+  if (ds.raw_ids()) catalogue.assign(ds.catalogue_keys.begin(), ds.catalogue_keys.end());
+  return std::make_unique<DynamicItemTable>(spec, device, max_unique, std::move(catalogue));
 }
 
 }  // namespace hstu

@@ -16,6 +16,8 @@
 #include <span>
 #include <vector>
 
+#include "config/config.h"
+#include "data/dataset.h"
 #include "embed/dynamic_table.h"
 #include "embed/item_window.h"
 #include "train/item_window.h"
@@ -61,5 +63,12 @@ class DynamicItemTable final : public ItemWindow {
   std::vector<std::span<const int64_t>> key_spans_;
   std::unique_ptr<Arena> scratch_;  // materialize: keys i64 [n], refs i64 [n]
 };
+
+// The item table of a run with "item" in DynamicTableArgs.tables: its spec resolved from the
+// config (config/dynamic_table.h) for the dataset's catalogue, keyed by the dataset's raw keys in
+// raw-id mode, with a window of max_unique rows.
+std::unique_ptr<DynamicItemTable> make_dynamic_item_table(const Config& cfg,
+                                                          const SequenceDataset& ds, Device device,
+                                                          int64_t max_unique);
 
 }  // namespace hstu

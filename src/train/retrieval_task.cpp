@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "config/dynamic_table.h"
 #include "core/checked.h"
 #include "data/popularity.h"
 #include "data/preprocess.h"
@@ -15,6 +16,7 @@
 #include "model/flops.h"
 #include "model/memory_plan.h"
 #include "model/model.h"
+#include "train/dynamic_item_table.h"
 #include "train/evaluator.h"
 #include "train/item_window.h"
 #include "train/memory_check.h"
@@ -33,6 +35,16 @@ bool shard_items(const Config& cfg, const dist::Comm& comm) {
 
 ModelShape retrieval_shape(const Config& cfg, const SequenceDataset& ds, const dist::Comm& comm) {
   ModelShape shape = retrieval_model_shape(cfg, ds.num_items);  // the planner's shape
+  if (is_dynamic_table(cfg, "item")) {
+    HSTU_CHECK(!data_parallel_job(comm), "DynamicTableArgs.tables = [\"item\"] on ", comm.size(),
+               " data-parallel ranks: dynamic tables are not sharded over ranks yet (issue 18); "
+               "train on one rank or drop the key");
+    // The step's distinct keys pass through a window; evaluation reads the catalogue
+    // materialised into a dense table (dynamic_item_table.h).
+    shape.window_rows = item_window_rows(cfg, ds.num_items);
+    shape.full_eval_buffers = true;
+    return shape;
+  }
   // A sharded table's window holds a step's distinct ids (memory_plan.h).
   if (shard_items(cfg, comm)) shape.window_rows = item_window_rows(cfg, ds.num_items);
   if (shape.window_rows > 0) {
@@ -50,6 +62,16 @@ NamedValues popularity_baseline(const Config& cfg, const SequenceDataset& ds,
   RetrievalMetrics m;
   for (int32_t r : ranks) m.add(r);
   return m.values(cfg.retrieval.eval_metrics);
+}
+
+Json counters_json(const embed::DynamicTableCounters& c) {
+  Json j = {{"size", c.size},           {"capacity", c.capacity},     {"inserts", c.inserts},
+            {"evictions", c.evictions}, {"rejections", c.rejections}, {"grows", c.grows}};
+  if (c.cache_misses > 0 || c.cache_evictions > 0) {
+    j["cache_misses"] = c.cache_misses;
+    j["cache_evictions"] = c.cache_evictions;
+  }
+  return j;
 }
 
 class RetrievalTask final : public Task {
@@ -78,7 +100,13 @@ class RetrievalTask final : public Task {
     if (out) *out << data_line();
     HSTU_CHECK(!splits_.train.samples.empty(), "dataset '", ds_.name, "' has no training samples");
     model_.plan(static_cast<uint64_t>(ta.seed));
-    if (shape_.window_rows > 0) {
+    if (is_dynamic_table(cfg, "item")) {
+      auto table = make_dynamic_item_table(cfg, ds_, device_, shape_.window_rows);
+      dynamic_ = table.get();
+      window_ = std::move(table);
+      model_.set_item_table(&window_->window());
+      catalogue_.allocate("item_embedding", ds_.num_items, cfg.network.hidden_size, device_, "sgd");
+    } else if (shape_.window_rows > 0) {
       items_ = std::make_unique<dist::ShardedTable>(
           comm_, "item_embedding", ds_.num_items, cfg.network.hidden_size,
           cfg.optimizer.sparse_optimizer_str,
@@ -115,6 +143,7 @@ class RetrievalTask final : public Task {
   CheckpointTensors checkpoint_tensors() override {
     CheckpointTensors t = hstu::checkpoint_tensors(model_);
     if (items_) t = {&model_.dense(), {}, device_, {items_.get()}, &comm_, {}, nullptr};
+    if (dynamic_) t = {&model_.dense(), {}, device_, {}, nullptr, {&dynamic_->table()}, &ctx()};
     return t;
   }
 
@@ -145,9 +174,37 @@ class RetrievalTask final : public Task {
 
   void evaluate(EvalRecord& rec) override {
     const std::vector<std::string>& selected = cfg_.retrieval.eval_metrics;
+    if (dynamic_) {  // the catalogue's rows, materialised, as the model's item table
+      dynamic_->materialize(ctx(), catalogue_);
+      model_.set_item_table(&catalogue_);
+    }
     if (val_eval_) rec.validation = val_eval_->run(ctx(), model_).values(selected);
     rec.test = test_eval_->run(ctx(), model_).values(selected);
+    if (dynamic_) model_.set_item_table(&window_->window());
   }
+  Json step_metrics() const override {
+    if (!dynamic_) return Json::object();
+    return {{"item_table", counters_json(dynamic_->counters())}};
+  }
+  // A dynamic item table's final counters, printed and logged (event "item_table").
+  void finish(const TrainSummary&, MetricsLog& log, std::ostream* out) const override {
+    if (!dynamic_) return;
+    const embed::DynamicTableCounters c = dynamic_->counters();
+    if (out) {
+      char line[320];
+      std::snprintf(line, sizeof line,
+                    "item table (dynamic): %lld keys in %lld slots; %lld inserts, %lld evictions, "
+                    "%lld rejections, %lld growths\n",
+                    static_cast<long long>(c.size), static_cast<long long>(c.capacity),
+                    static_cast<long long>(c.inserts), static_cast<long long>(c.evictions),
+                    static_cast<long long>(c.rejections), static_cast<long long>(c.grows));
+      *out << line << std::flush;
+    }
+    Json r = counters_json(c);
+    r["event"] = "item_table";
+    log.write(r);
+  }
+
   const char* test_label() const override { return "test"; }
   const char* baseline_label() const override { return "popularity"; }
   const NamedValues& baseline() const override { return baseline_; }
@@ -191,7 +248,9 @@ class RetrievalTask final : public Task {
   Runtime runtime_;
   HstuModel model_;
   std::unique_ptr<dist::ShardedTable> items_;  // the item table, when sharded over the ranks
-  std::unique_ptr<ItemWindow> window_;         // the step's way to items_
+  std::unique_ptr<ItemWindow> window_;         // the step's way to items_ (or a dynamic table)
+  DynamicItemTable* dynamic_ = nullptr;        // the dynamic item table, if the config has one
+  EmbeddingTable catalogue_;                   // its rows materialised for evaluation
   Batcher batcher_;
   TrainStep stepper_;
   DataParallel dp_;

@@ -69,6 +69,8 @@ class Task {
   // The baseline's metrics on the evaluation split, computed before training.
   virtual const NamedValues& baseline() const = 0;
 
+  // Members the task adds to each metrics.jsonl "train" line (a dynamic item table's counters).
+  virtual Json step_metrics() const { return Json::object(); }
   // Records the task writes into metrics.jsonl before the first step (ranking: its baseline).
   virtual void log_setup(MetricsLog& log) const {}
   // After training and the summary record: the task's closing report (`out` is null when

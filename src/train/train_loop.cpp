@@ -46,7 +46,7 @@ void EpochProgress::close() {
 }
 
 void RunningLoss::write_train_line(MetricsLog& log, TensorBoardWriter* tb, int64_t step,
-                                   int64_t epoch, const TrainRates& rates) {
+                                   int64_t epoch, const TrainRates& rates, const Json& extra) {
   // Every step since the last line skipped (TrainerArgs.nonfinite = "skip_step"): no values.
   const double none = std::numeric_limits<double>::quiet_NaN();
   const double n = static_cast<double>(count_);
@@ -62,6 +62,7 @@ void RunningLoss::write_train_line(MetricsLog& log, TensorBoardWriter* tb, int64
             {"lr", rates.lr}};
   if (std::isfinite(rates.mfu)) r["mfu"] = rates.mfu;
   if (skipped_ > 0) r["skipped_steps"] = skipped_;
+  for (const auto& [key, value] : extra.items()) r[key] = value;
   log.write(r);
   if (tb) {
     if (count_ > 0) tb->add_scalar("train/loss", step, loss);

@@ -67,10 +67,11 @@ class RunningLoss {
   }
   void add_skipped() { ++skipped_; }
   // Appends {"event": "train", step, epoch, loss (the mean), grad_norm (the mean), grad_norm_max,
-  // tokens_per_s, lr[, mfu][, skipped_steps]} to `log` and the same values as the scalars
-  // train/<name> to `tb` (when given); starts over.
+  // tokens_per_s, lr[, mfu][, skipped_steps]} and the members of `extra` (the task's:
+  // Task::step_metrics) to `log` and the same values as the scalars train/<name> to `tb` (when
+  // given); starts over.
   void write_train_line(MetricsLog& log, TensorBoardWriter* tb, int64_t step, int64_t epoch,
-                        const TrainRates& rates);
+                        const TrainRates& rates, const Json& extra = Json::object());
 
  private:
   double sum_ = 0, grad_norm_sum_ = 0, grad_norm_max_ = 0;

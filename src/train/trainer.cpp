@@ -337,7 +337,8 @@ TrainSummary Loop::run() {
       const double seconds = std::max(ProgressBar::steady_seconds() - t0, 1e-9);
       TrainRates rates{tokens_done / seconds, lr_schedule.lr_at(step_ - 1)};
       if (peak_tflops > 0 && flops_done > 0) rates.mfu = flops_done / seconds / 1e12 / peak_tflops;
-      if (root_) running.write_train_line(*log_, tb_.get(), step_, epoch, rates);
+      if (root_)
+        running.write_train_line(*log_, tb_.get(), step_, epoch, rates, task_.step_metrics());
     }
     if (due.epoch_done || due.eval) progress.close();
     if (due.eval && (summary_.evals.empty() || summary_.evals.back().step != step_))
