@@ -7,14 +7,17 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "config/dynamic_table.h"
 #include "config/load.h"
 #include "config/schema.h"
 #include "data/preprocess.h"
 #include "data/ranking.h"
 #include "data/splits.h"
 #include "io/atomic_file.h"
+#include "model/memory_plan.h"
 #include "model/ranking_model.h"
 #include "train/checkpoint.h"
+#include "train/dynamic_item_table.h"
 #include "train/eval_report.h"
 #include "train/evaluator.h"
 #include "train/health.h"
@@ -58,10 +61,18 @@ std::vector<EvalRow> eval_retrieval(const Config& cfg, const SequenceDataset& ds
   shape.num_negatives = 1;
   HstuModel model(cfg, shape, device, device == Device::kCPU ? DType::kF32 : DType::kBF16);
   model.plan(0);
-  load_checkpoint(model, ckpt, false);
-  check_finite_weights(checkpoint_tensors(model), ckpt);
   Runtime runtime(device, cfg, shape);
   Ctx& ctx = runtime.ctx();
+  if (is_dynamic_table(cfg, "item")) {  // the table's rows, materialised as the model's table
+    const std::unique_ptr<DynamicItemTable> items =
+        make_dynamic_item_table(cfg, ds, device, item_window_rows(cfg, ds.num_items));
+    load_checkpoint({&model.dense(), {}, device, {}, nullptr, {&items->table()}, &ctx}, ckpt,
+                    false);
+    items->materialize(ctx, model.items());
+  } else {
+    load_checkpoint(model, ckpt, false);
+  }
+  check_finite_weights(checkpoint_tensors(model), ckpt);
   model.dense().refresh_compute_copy(ctx);
   std::vector<EvalRow> rows;
   if (!splits.validation.samples.empty())
@@ -86,7 +97,9 @@ struct EvalArgs {
 int run_eval(const EvalArgs& a) {
   std::vector<std::string> warnings;
   const Config cfg = load_config(a.run_dir + "/config.gin", overrides(a.config), &warnings);
-  refuse_dynamic_tables_until_wired(cfg);
+  HSTU_CHECK(cfg.task != "ranking" || (cfg.dynamic.tables.empty() && !cfg.dataset.raw_ids),
+             "hstu eval: ranking with dynamic tables or raw ids is not supported (the ranking "
+             "task trains dense tables only)");
   const SequenceDataset ds = open_dataset(cfg);
   const std::string ckpt = a.checkpoint.empty() ? a.run_dir + "/checkpoints" : a.checkpoint;
   const std::vector<EvalRow> rows =

@@ -39,7 +39,6 @@ struct TrainArgs {
 int run_train(const TrainArgs& a) {
   TrainOptions opts;
   const Config cfg = resolve_config(a.config, NoFile::kEmbeddedDefault, &opts.config_text);
-  refuse_dynamic_tables_until_wired(cfg);
   opts.resume_dir = a.resume;
   opts.allow_config_change = a.allow_config_change;
   opts.quiet = a.quiet;

@@ -136,15 +136,6 @@ std::string files_label(const ConfigArgs& args) {
   return label;
 }
 
-void refuse_dynamic_tables_until_wired(const Config& cfg) {
-  if (cfg.dynamic.tables.empty() && !cfg.dataset.raw_ids) return;
-  HSTU_THROW("DynamicTableArgs.tables = [\"item\"]",
-             cfg.dataset.raw_ids ? " and DatasetArgs.raw_ids = True are" : " is",
-             " configured and validated, and `hstu preprocess` writes raw-id data, but the "
-             "training step does not use dynamic tables yet (issue 18); remove the key(s) to train "
-             "with the dense item table");
-}
-
 Config resolve_config(const ConfigArgs& args, NoFile fallback, std::string* gin_text,
                       std::vector<std::string>* notes) {
   std::vector<std::string> warnings;

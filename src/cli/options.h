@@ -62,11 +62,6 @@ std::vector<std::string> overrides(const ConfigArgs& args);
 // The config files (or `fallback`), then overrides(args); validated. Prints ignored-key warnings
 // and named differences (to stderr, or into `notes` when not null); `gin_text` (when not null)
 // receives the effective config in gin syntax.
-// Until the training step uses dynamic tables (issue 18: configured and preprocessed, the
-// table is plugged into the step separately), a run that asks for them or for raw-id data is
-// refused naming the keys, rather than training dense tables on zeroed ids. Remove with the
-// integration.
-void refuse_dynamic_tables_until_wired(const Config& cfg);
 Config resolve_config(const ConfigArgs& args, NoFile fallback, std::string* gin_text,
                       std::vector<std::string>* notes = nullptr);
 // The config files of `args` joined for messages ("a.gin + b.gin"), or "" when none.

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "config/dynamic_table.h"
 #include "core/checked.h"
 #include "data/preprocess.h"
 #include "data/ranking.h"
@@ -43,6 +44,28 @@ RankingShape ranking_task_shape(const Config& cfg, const SequenceDataset& ds,
   return shape;
 }
 
+// Ranking trains its item table dense, one row per catalogue id (raw-id batches carry catalogue
+// indices, data/batch.h). A dynamic item table (DynamicTableArgs) that can hold the whole
+// catalogue and admits every key trains exactly those rows (tests/train: the dynamic step equals
+// the dense one), so it is trained dense with a note; one that would evict or refuse keys
+// would change the results and is refused.
+void check_dynamic_items(const Config& cfg, const SequenceDataset& ds) {
+  if (!is_dynamic_table(cfg, "item")) return;
+  const int64_t keys = ds.num_items - 1;
+  const DynamicTableConfig t = dynamic_table_config(cfg, "item", keys);
+  HSTU_CHECK(t.max_capacity_rows * t.max_load_factor >= static_cast<double>(keys) &&
+                 t.admit_threshold <= 1,
+             "ranking with DynamicTableArgs.tables = [\"item\"]: the ranking task trains its item "
+             "table dense; a dynamic table of ",
+             t.max_capacity_rows, " slots (load factor ", t.max_load_factor, ", admit_threshold ",
+             t.admit_threshold, ") for ", keys,
+             " catalogue keys would evict or refuse keys, which only retrieval implements");
+  std::fprintf(stderr,
+               "hstu: note: ranking trains the item table dense (%lld rows): the same rows as the "
+               "configured dynamic table, which holds the whole catalogue and admits every key\n",
+               static_cast<long long>(ds.num_items));
+}
+
 class RankingTask final : public Task {
  public:
   RankingTask(const Config& cfg, dist::Comm& comm, std::ostream* out)
@@ -71,6 +94,7 @@ class RankingTask final : public Task {
                                     !ds_.actions.empty()));
         }) {
     const TrainerArgs& ta = cfg.trainer;
+    check_dynamic_items(cfg, ds_);
     if (out) *out << data_line();
     HSTU_CHECK(!splits_.train.samples.empty(), "dataset '", ds_.name,
                "' has no ranking training samples");

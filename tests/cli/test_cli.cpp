@@ -332,8 +332,9 @@ TEST_F(Cli, PreprocessTakesThePeersFlagsAndSaysHowToTrain) {
 }
 
 // Raw-id data (issue 18): preprocessing writes keys into <dataset>-raw without an item map and
-// says how to train on it; until the step uses dynamic tables, train refuses them by name.
-TEST_F(Cli, PreprocessRawIdsAndTrainRefusesDynamicTablesForNow) {
+// says how to train on it; a run on it with a dynamic item table trains, shows the table's
+// counters, saves the table and evaluates from its checkpoint.
+TEST_F(Cli, PreprocessRawIdsAndTrainADynamicItemTable) {
   write_ratings(dir_);
   const std::string raw_keys =
       " --set DatasetArgs.raw_ids=True --set 'DynamicTableArgs.tables=[\"item\"]'";
@@ -358,11 +359,30 @@ TEST_F(Cli, PreprocessRawIdsAndTrainRefusesDynamicTablesForNow) {
   EXPECT_NE(r.out.find("DatasetArgs.raw_ids = True needs DynamicTableArgs.tables"),
             std::string::npos)
       << r.out;
-  r = hstu("train --run-dir " + dir_.file("run") + raw_keys);
-  EXPECT_EQ(r.status, 1) << r.out;
-  EXPECT_NE(r.out.find("the training step does not use dynamic tables yet (issue 18)"),
-            std::string::npos)
+  // Training reads well-formed raw data (its own cache): 6 users, 5 movies.
+  std::filesystem::create_directories(dir_.file("clean"));
+  std::string rows = "userId,movieId,rating,timestamp\n";
+  for (int u = 1; u <= 6; ++u)
+    for (int i = 0; i < 5; ++i)
+      rows += std::to_string(u) + "," + std::to_string(10 + (u + i) % 5) + ",4.0," +
+              std::to_string(100 * u + i) + "\n";
+  dir_.write("clean/ratings.csv", rows);
+  dir_.write("clean/movies.csv", "movieId,title,genres\n10,a,x\n11,b,y\n12,c,z\n13,d,x\n14,e,y\n");
+  const std::string data = " --set DatasetArgs.dataset_name=\"ml-latest-small\" --set " +
+                           std::string("DatasetArgs.dataset_path=\"") + dir_.file("clean") +
+                           "\" --set DatasetArgs.cache_dir=\"" + dir_.file("cache2") + "\"";
+  r = hstu("train --run-dir " + dir_.file("run") + raw_keys + data +
+           " --set TrainerArgs.max_train_iters=3 --set TrainerArgs.eval_interval=3"
+           " --set TrainerArgs.ckpt_save_interval=0"
+           " --set TrainerArgs.train_batch_size=4 --set TrainerArgs.eval_batch_size=4");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("item table (dynamic): "), std::string::npos) << r.out;
+  EXPECT_TRUE(std::filesystem::exists(
+      dir_.file("run/checkpoints/step-000000003/item_embedding.dynamic.safetensors")))
       << r.out;
+  r = hstu("eval " + dir_.file("run"));
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("HR@10"), std::string::npos) << r.out;
 }
 
 // Several config files apply in order; `hstu check` validates without training (0 / 2).
