@@ -178,7 +178,7 @@ void DynamicTable::find_or_insert(Ctx& ctx, const Tensor& unique, const Tensor& 
   int64_t* sslots = work_i64(n);
   int64_t* sev = work_i64(n);
   store_->find_or_insert(ctx, keys, cnt, n, step_, sslots, sev);
-  cache_->erase(ctx, sev, n);  // rows the store evicted are gone: drop their cached copies
+  cache_->erase_async(ctx, sev, n);  // rows the store evicted are gone: drop their copies
   fill_cache(ctx, keys, cnt, sslots, n, out);
 }
 
@@ -194,15 +194,14 @@ void DynamicTable::fill_cache(Ctx& ctx, const int64_t* keys, const int32_t* cnt,
   touch(ctx, cache_->view(), cslots, cnt, n, step_, Eviction::kLru);
   miss_mask(ctx, cslots, sslots, n, mask);
   miss_mask(ctx, cslots, sslots, n, miss);
-  const InsertCounts c = cache_->insert_no_grow(ctx, keys, n, step_, mask, cslots, cev);
-  cache_misses_ += c.inserted + c.no_victim;
-  cache_evictions_ += c.evicted;
+  // Counted on the device (misses: the cache's inserts and rejections; counters() reads them).
+  cache_->insert_no_grow(ctx, keys, n, step_, mask, cslots, cev);
   const TableView& cv = cache_->view();
   const TableView& sv = store_->view();
-  if (c.evicted > 0) {  // write back the changed rows of evicted keys before their slots refill
-    store_->find(ctx, cev, n, wb);
-    copy_rows(ctx, cv.values, cslots, sv.values, wb, n, row_width_, dirty_, nullptr);
-  }
+  // Write back the changed rows of evicted keys before their slots refill (cev[i] is kEmptyKey,
+  // found nowhere, where nothing was evicted: no host read-back decides whether to).
+  store_->find(ctx, cev, n, wb);
+  copy_rows(ctx, cv.values, cslots, sv.values, wb, n, row_width_, dirty_, nullptr);
   tier_refs(ctx, cslots, sslots, miss, n, cache_->capacity(), refs, fill_src);
   copy_rows(ctx, sv.values, fill_src, cv.values, cslots, n, row_width_, nullptr, dirty_);
 }
@@ -409,8 +408,11 @@ DynamicTableCounters DynamicTable::counters() const {
   c.size = s.size;
   c.capacity = s.capacity;
   c.grows = s.grows;
-  c.cache_misses = cache_misses_;
-  c.cache_evictions = cache_evictions_;
+  if (cache_) {
+    const HashTableCounters& cc = cache_->counters();
+    c.cache_misses = cc.inserts + cc.rejections;
+    c.cache_evictions = cc.evictions;
+  }
   return c;
 }
 

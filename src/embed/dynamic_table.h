@@ -153,7 +153,6 @@ class DynamicTable {
   std::unique_ptr<Arena> dirty_arena_;
   uint8_t* dirty_ = nullptr;  // u8 [cache capacity]: cache row changed since it was filled
   std::unique_ptr<Arena> work_;
-  int64_t cache_misses_ = 0, cache_evictions_ = 0;
 };
 
 }  // namespace hstu::embed

@@ -32,16 +32,19 @@ AdmitCounts admit(Ctx& ctx, uint32_t* sketch, int depth, int64_t width, const in
 }
 InsertCounts insert(Ctx& ctx, const TableView& t, const int64_t* keys, const int32_t* counts,
                     int64_t n, int64_t step, Eviction policy, bool allow_evict, uint8_t* mask,
-                    int64_t* slots, uint8_t* status, int64_t* evicted_keys) {
+                    int64_t* slots, uint8_t* status, int64_t* evicted_keys, uint64_t* pending) {
   HSTU_EMBED_DISPATCH(insert(ctx, t, keys, counts, n, step, policy, allow_evict, mask, slots,
-                             status, evicted_keys));
+                             status, evicted_keys, pending));
 }
 void init_rows(Ctx& ctx, const TableView& t, const int64_t* keys, const int64_t* slots,
                const uint8_t* status, int64_t n, uint64_t table_seed, float init_std) {
   HSTU_EMBED_DISPATCH(init_rows(ctx, t, keys, slots, status, n, table_seed, init_std));
 }
-int64_t erase(Ctx& ctx, const TableView& t, const int64_t* keys, int64_t n) {
-  HSTU_EMBED_DISPATCH(erase(ctx, t, keys, n));
+int64_t erase(Ctx& ctx, const TableView& t, const int64_t* keys, int64_t n, uint64_t* pending) {
+  HSTU_EMBED_DISPATCH(erase(ctx, t, keys, n, pending));
+}
+void read_pending(Ctx& ctx, uint64_t* pending, uint64_t* out) {
+  HSTU_EMBED_DISPATCH(read_pending(ctx, pending, out));
 }
 void rehash_double(Ctx& ctx, const TableView& from, const TableView& to) {
   HSTU_EMBED_DISPATCH(rehash_double(ctx, from, to));

@@ -74,17 +74,36 @@ AdmitCounts admit(Ctx& ctx, uint32_t* sketch, int depth, int64_t width, const in
 // else status kFull (mask stays 1) / kNoVictim. Sets slots[i], status[i], evicted_keys[i]
 // (kEmptyKey unless kEvicted), the new slot's score (LRU/none: step; LFU: counts[i]) and last_step
 // = step; mask[i] = 1 only for kFull afterwards.
+// With `pending` (u64 [kPendingWords] on ctx.device; host memory on the CPU) the counts are added
+// to pending[kPendingInserted..kPendingNoVictim] in stream order and {} is returned: the CUDA
+// backend then does not synchronise (read_pending settles them later).
 InsertCounts insert(Ctx& ctx, const TableView& t, const int64_t* keys, const int32_t* counts,
                     int64_t n, int64_t step, Eviction policy, bool allow_evict, uint8_t* mask,
-                    int64_t* slots, uint8_t* status, int64_t* evicted_keys);
+                    int64_t* slots, uint8_t* status, int64_t* evicted_keys,
+                    uint64_t* pending = nullptr);
 
 // Rows slots[i] (where status[i] is kInserted or kEvicted) = the key's initial embedding and a
 // zero optimiser state.
 void init_rows(Ctx& ctx, const TableView& t, const int64_t* keys, const int64_t* slots,
                const uint8_t* status, int64_t n, uint64_t table_seed, float init_std);
 
-// Erases keys[0:n) that are present; returns how many were.
-int64_t erase(Ctx& ctx, const TableView& t, const int64_t* keys, int64_t n);
+// Erases keys[0:n) that are present; returns how many were. With `pending` the count is added to
+// pending[kPendingErased] instead (no synchronisation) and 0 is returned.
+int64_t erase(Ctx& ctx, const TableView& t, const int64_t* keys, int64_t n,
+              uint64_t* pending = nullptr);
+
+// The words of a pending-count array (insert, erase).
+enum PendingWord : int {
+  kPendingInserted = 0,
+  kPendingEvicted = 1,
+  kPendingFull = 2,
+  kPendingNoVictim = 3,
+  kPendingErased = 4,
+  kPendingWords = 5
+};
+// Waits for the device (every stream: the one that last added may be gone), copies
+// pending[0:kPendingWords) to out (host) and zeroes pending.
+void read_pending(Ctx& ctx, uint64_t* pending, uint64_t* out);
 
 // Copies every slot of `from` into the slot of the same index within bucket b or b + nb of `to`
 // (to.num_buckets == 2 * from.num_buckets); `to` starts empty.

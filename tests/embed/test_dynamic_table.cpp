@@ -213,6 +213,30 @@ TEST(DynamicTable, GrowsByDoublingWithoutEviction) {
   EXPECT_LE(static_cast<double>(t.size()), 0.75 * static_cast<double>(t.capacity()) + 1e-9);
 }
 
+// Keys already present when a batch makes the table grow before inserting keep their rows: the
+// slots found before the rehash are looked up again (they were stale, and read other rows).
+TEST(DynamicTable, PresentKeysKeepTheirRowsWhenABatchGrowsTheTable) {
+  Ctx ctx = cpu_ctx();
+  DynamicTableSpec spec = small_spec("none", 256, 4096);
+  spec.bucket_size = 32;  // 8 buckets: the first batch fits without growing
+  DynamicTable t(spec, Device::kCPU);
+  std::vector<int64_t> first, second;
+  for (int64_t k = 0; k < 100; ++k) first.push_back(k * 7919 + 11);
+  for (int64_t k = 0; k < 300; ++k) second.push_back(k * 7919 + 11);
+  const SparseOptimizerSpec frozen = t.optimizer_spec(1, 0.0f);  // lr 0: rows stay initial
+  test::embed_cpu_step(t, ctx, first, 0, frozen, test_grad);
+  ASSERT_EQ(t.counters().grows, 0);
+  const test::EmbedStep s = test::embed_cpu_step(t, ctx, second, 1, frozen, test_grad);
+  ASSERT_GT(t.counters().grows, 0);
+  ASSERT_EQ(t.size(), 300);
+  for (size_t i = 0; i < s.unique.size(); ++i) {
+    ASSERT_GE(s.refs[i], 0);
+    for (int64_t c = 0; c < 5; ++c)
+      ASSERT_EQ(s.rows[i * 5 + c], embed::key_init_value(t.table_seed(), s.unique[i], c, 0.02f))
+          << "key " << s.unique[i] << " column " << c;
+  }
+}
+
 TEST(DynamicTable, NoEvictionOverflowNamesTableAndCapacity) {
   Ctx ctx = cpu_ctx();
   DynamicTable t(small_spec("none", 16, 32), Device::kCPU);

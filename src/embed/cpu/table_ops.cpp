@@ -105,7 +105,7 @@ AdmitCounts admit(Ctx&, uint32_t* sketch, int depth, int64_t width, const int64_
 
 InsertCounts insert(Ctx&, const TableView& t, const int64_t* keys, const int32_t* counts, int64_t n,
                     int64_t step, Eviction policy, bool allow_evict, uint8_t* mask, int64_t* slots,
-                    uint8_t* status, int64_t* evicted_keys) {
+                    uint8_t* status, int64_t* evicted_keys, uint64_t* pending) {
   InsertCounts c;
   for (int64_t i = 0; i < n; ++i) {
     evicted_keys[i] = kEmptyKey;
@@ -143,6 +143,13 @@ InsertCounts insert(Ctx&, const TableView& t, const int64_t* keys, const int32_t
         policy == Eviction::kLfu ? static_cast<uint64_t>(counts[i]) : static_cast<uint64_t>(step);
     t.last_step[slot] = step;
   }
+  if (pending) {
+    pending[kPendingInserted] += static_cast<uint64_t>(c.inserted);
+    pending[kPendingEvicted] += static_cast<uint64_t>(c.evicted);
+    pending[kPendingFull] += static_cast<uint64_t>(c.full);
+    pending[kPendingNoVictim] += static_cast<uint64_t>(c.no_victim);
+    return {};
+  }
   return c;
 }
 
@@ -157,7 +164,12 @@ void init_rows(Ctx& ctx, const TableView& t, const int64_t* keys, const int64_t*
   }
 }
 
-int64_t erase(Ctx& ctx, const TableView& t, const int64_t* keys, int64_t n) {
+void read_pending(Ctx&, uint64_t* pending, uint64_t* out) {
+  std::copy_n(pending, kPendingWords, out);
+  std::fill_n(pending, kPendingWords, uint64_t{0});
+}
+
+int64_t erase(Ctx& ctx, const TableView& t, const int64_t* keys, int64_t n, uint64_t* pending) {
   std::vector<int64_t> slots(static_cast<size_t>(n));
   cpu::find(ctx, t, keys, n, slots.data());
   int64_t erased = 0;
@@ -167,6 +179,10 @@ int64_t erase(Ctx& ctx, const TableView& t, const int64_t* keys, int64_t n) {
     t.scores[slots[i]] = 0;
     t.last_step[slots[i]] = -1;
     ++erased;
+  }
+  if (pending) {
+    pending[kPendingErased] += static_cast<uint64_t>(erased);
+    return 0;
   }
   return erased;
 }

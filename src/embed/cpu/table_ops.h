@@ -16,10 +16,11 @@ AdmitCounts admit(Ctx& ctx, uint32_t* sketch, int depth, int64_t width, const in
                   uint8_t* mask, bool need_counts);
 InsertCounts insert(Ctx& ctx, const TableView& t, const int64_t* keys, const int32_t* counts,
                     int64_t n, int64_t step, Eviction policy, bool allow_evict, uint8_t* mask,
-                    int64_t* slots, uint8_t* status, int64_t* evicted_keys);
+                    int64_t* slots, uint8_t* status, int64_t* evicted_keys, uint64_t* pending);
 void init_rows(Ctx& ctx, const TableView& t, const int64_t* keys, const int64_t* slots,
                const uint8_t* status, int64_t n, uint64_t table_seed, float init_std);
-int64_t erase(Ctx& ctx, const TableView& t, const int64_t* keys, int64_t n);
+int64_t erase(Ctx& ctx, const TableView& t, const int64_t* keys, int64_t n, uint64_t* pending);
+void read_pending(Ctx& ctx, uint64_t* pending, uint64_t* out);
 void rehash_double(Ctx& ctx, const TableView& from, const TableView& to);
 void gather(Ctx& ctx, const RowSpace& rs, const int64_t* refs, const int64_t* keys, int64_t n,
             float* out, int64_t out_ld, bool init_missing, uint64_t table_seed, float init_std);

@@ -112,14 +112,24 @@ __device__ __forceinline__ float* row_ptr(const RowSpace& rs, int64_t ref) {
 
 // ---- dedupe -------------------------------------------------------------------------------------
 
+// unique / inverse from the sorted keys; ends[u] = one past the last sorted position of unique
+// key u (written by the segment's last element, so no atomics on hot keys).
 __global__ void dedupe_scatter(const int64_t* sorted, const int32_t* pos, const int32_t* uid,
-                               int64_t n, int64_t* unique, int32_t* inverse, int32_t* counts) {
+                               int64_t n, int64_t* unique, int32_t* inverse, int32_t* ends) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   const int32_t u = uid[i] - 1;
-  if (i == 0 || sorted[i] != sorted[i - 1]) unique[u] = sorted[i];
+  const int64_t k = sorted[i];
+  if (i == 0 || k != sorted[i - 1]) unique[u] = k;
+  if (i == n - 1 || k != sorted[i + 1]) ends[u] = static_cast<int32_t>(i + 1);
   inverse[pos[i]] = u;
-  atomicAdd(counts + u, 1);  // integer: order-independent
+}
+
+// counts[u] = ends[u] - ends[u - 1] for u < U = uid[n - 1]; 0 beyond.
+__global__ void dedupe_counts(const int32_t* ends, const int32_t* uid, int64_t n, int32_t* counts) {
+  const int64_t u = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (u >= n) return;
+  counts[u] = u < uid[n - 1] ? ends[u] - (u > 0 ? ends[u - 1] : 0) : 0;
 }
 
 __global__ void head_flags(const int64_t* sorted, int64_t n, int32_t* head) {
@@ -306,6 +316,31 @@ __global__ void gather_kernel(RowSpace rs, const int64_t* refs, const int64_t* k
                                        : 0.0f;
 }
 
+// gather_kernel with 4 columns per thread (16-byte loads and stores; dim, row_width, out_ld
+// multiples of 4 and 16-byte aligned bases).
+__global__ void gather_vec4_kernel(RowSpace rs, const int64_t* refs, const int64_t* keys, int64_t n,
+                                   float* out, int64_t out_ld, bool init_missing, uint64_t seed,
+                                   float std) {
+  const int64_t q = rs.dim / 4;
+  const int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (e >= n * q) return;
+  const int64_t i = e / q, c = (e % q) * 4;
+  const int64_t r = refs[i];
+  float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  if (r >= 0) {
+    v = *reinterpret_cast<const float4*>(row_ptr(rs, r) + c);
+  } else if (init_missing) {
+    const int64_t k = keys[i];
+    v = make_float4(key_init_value(seed, k, c, std), key_init_value(seed, k, c + 1, std),
+                    key_init_value(seed, k, c + 2, std), key_init_value(seed, k, c + 3, std));
+  }
+  *reinterpret_cast<float4*>(out + i * out_ld + c) = v;
+}
+
+bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
 struct OptArgs {
   RowSpace rs;
   const int64_t* refs;
@@ -319,8 +354,24 @@ struct OptArgs {
   uint8_t* dirty;
 };
 
-// One warp per row; the math of ops/cuda/embedding.cu sparse_opt_row, state inside the row.
+// Element c of an Adam / SGD update (the expressions of ops/cuda/embedding.cu sparse_opt_row).
 template <SparseOptimizerSpec::Kind K>
+__device__ __forceinline__ void opt_elem(const OptArgs& a, float gc, float& w, float& m, float& v) {
+  if constexpr (K == SparseOptimizerSpec::kAdam) {
+    const float mc = a.beta1 * m + (1.0f - a.beta1) * gc;
+    const float vc = a.beta2 * v + (1.0f - a.beta2) * gc * gc;
+    m = mc;
+    v = vc;
+    w -= a.lr * (mc / a.bc1) / (sqrtf(vc / a.bc2) + a.eps);
+  } else {
+    w -= a.lr * gc;
+  }
+}
+
+// One warp per row; the math of ops/cuda/embedding.cu sparse_opt_row, state inside the row.
+// V = 4: Adam / SGD with 16-byte accesses (dim, row_width, grad_ld multiples of 4, aligned
+// bases); the per-element math is the same, so the results are bitwise those of V = 1.
+template <SparseOptimizerSpec::Kind K, int V>
 __global__ void apply_kernel(OptArgs a) {
   const int64_t i = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
@@ -329,19 +380,42 @@ __global__ void apply_kernel(OptArgs a) {
   const int64_t d = a.rs.dim;
   const int64_t r = a.refs[i];
   const bool skip = a.guard && !all_finite(a.guard, a.guard_n);
+  if constexpr (V == 4) {
+    static_assert(K != SparseOptimizerSpec::kRowWiseAdagrad, "row sums keep V = 1");
+    if (a.touched[i] && r >= 0 && !skip) {
+      float* w = row_ptr(a.rs, r);
+      for (int64_t c = 4 * lane; c < d; c += 128) {
+        const float4 gv = *reinterpret_cast<const float4*>(g + c);
+        float4 wv = *reinterpret_cast<float4*>(w + c);
+        float4 mv = make_float4(0, 0, 0, 0), vv = mv;
+        if constexpr (K == SparseOptimizerSpec::kAdam) {
+          mv = *reinterpret_cast<float4*>(w + d + c);
+          vv = *reinterpret_cast<float4*>(w + 2 * d + c);
+        }
+        opt_elem<K>(a, gv.x, wv.x, mv.x, vv.x);
+        opt_elem<K>(a, gv.y, wv.y, mv.y, vv.y);
+        opt_elem<K>(a, gv.z, wv.z, mv.z, vv.z);
+        opt_elem<K>(a, gv.w, wv.w, mv.w, vv.w);
+        *reinterpret_cast<float4*>(w + c) = wv;
+        if constexpr (K == SparseOptimizerSpec::kAdam) {
+          *reinterpret_cast<float4*>(w + d + c) = mv;
+          *reinterpret_cast<float4*>(w + 2 * d + c) = vv;
+        }
+      }
+      if (lane == 0 && a.dirty && r < a.rs.n_a) a.dirty[r] = 1;
+    }
+    __syncwarp();
+    for (int64_t c = 4 * lane; c < d; c += 128)
+      *reinterpret_cast<float4*>(g + c) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (lane == 0) a.touched[i] = 0;
+    return;
+  }
   if (a.touched[i] && r >= 0 && !skip) {
     float* w = row_ptr(a.rs, r);
     if constexpr (K == SparseOptimizerSpec::kAdam) {
       float* m = w + d;
       float* v = w + 2 * d;
-      for (int64_t c = lane; c < d; c += 32) {
-        const float gc = g[c];
-        const float mc = a.beta1 * m[c] + (1.0f - a.beta1) * gc;
-        const float vc = a.beta2 * v[c] + (1.0f - a.beta2) * gc * gc;
-        m[c] = mc;
-        v[c] = vc;
-        w[c] -= a.lr * (mc / a.bc1) / (sqrtf(vc / a.bc2) + a.eps);
-      }
+      for (int64_t c = lane; c < d; c += 32) opt_elem<K>(a, g[c], w[c], m[c], v[c]);
     } else if constexpr (K == SparseOptimizerSpec::kRowWiseAdagrad) {
       float ss = 0.0f;
       for (int64_t c = lane; c < d; c += 32) ss += g[c] * g[c];
@@ -352,7 +426,8 @@ __global__ void apply_kernel(OptArgs a) {
       const float mult = a.lr / (sqrtf(st) + a.eps);
       for (int64_t c = lane; c < d; c += 32) w[c] -= mult * g[c];
     } else {
-      for (int64_t c = lane; c < d; c += 32) w[c] -= a.lr * g[c];
+      float m = 0.0f, v = 0.0f;
+      for (int64_t c = lane; c < d; c += 32) opt_elem<K>(a, g[c], w[c], m, v);
     }
     if (lane == 0 && a.dirty && r < a.rs.n_a) a.dirty[r] = 1;
   }
@@ -439,8 +514,9 @@ int64_t dedupe(Ctx& ctx, const int64_t* keys, int64_t n, int64_t* unique, int32_
       cub::DeviceRadixSort::SortPairs(temp, sort_bytes, keys, sorted, pos_in, pos, nn, 0, 64, st));
   head_flags<<<blocks_for(n, 256), 256, 0, st>>>(sorted, n, head);
   HSTU_CUDA_CHECK(cub::DeviceScan::InclusiveSum(temp, scan_bytes, head, uid, nn, st));
-  HSTU_CUDA_CHECK(cudaMemsetAsync(counts, 0, static_cast<size_t>(n) * 4, st));
-  dedupe_scatter<<<blocks_for(n, 256), 256, 0, st>>>(sorted, pos, uid, n, unique, inverse, counts);
+  int32_t* ends = head;  // the flags are consumed by the scan
+  dedupe_scatter<<<blocks_for(n, 256), 256, 0, st>>>(sorted, pos, uid, n, unique, inverse, ends);
+  dedupe_counts<<<blocks_for(n, 256), 256, 0, st>>>(ends, uid, n, counts);
   HSTU_CUDA_CHECK_LAUNCH();
   int32_t u = 0;
   HSTU_CUDA_CHECK(cudaMemcpyAsync(ws.host(), uid + n - 1, 4, cudaMemcpyDeviceToHost, st));
@@ -485,7 +561,7 @@ AdmitCounts admit(Ctx& ctx, uint32_t* sketch, int depth, int64_t width, const in
 
 InsertCounts insert(Ctx& ctx, const TableView& t, const int64_t* keys, const int32_t* counts,
                     int64_t n, int64_t step, Eviction policy, bool allow_evict, uint8_t* mask,
-                    int64_t* slots, uint8_t* status, int64_t* evicted_keys) {
+                    int64_t* slots, uint8_t* status, int64_t* evicted_keys, uint64_t* pending) {
   if (n == 0) return {};
   const int nn = static_cast<int>(n);
   size_t sort_bytes = 0;
@@ -507,11 +583,17 @@ InsertCounts insert(Ctx& ctx, const TableView& t, const int64_t* keys, const int
                                                      evicted_keys, bucket_in, pos_in);
   HSTU_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, sort_bytes, bucket_in, bucket, pos_in, pos,
                                                   nn, 0, bits_for(t.num_buckets), st));
-  HSTU_CUDA_CHECK(cudaMemsetAsync(dc, 0, 32, st));
+  unsigned long long* out = reinterpret_cast<unsigned long long*>(pending);
+  static_assert(kPendingInserted == 0 && kPendingNoVictim == 3, "insert_runs' counter order");
+  if (!pending) {
+    out = dc;
+    HSTU_CUDA_CHECK(cudaMemsetAsync(dc, 0, 32, st));
+  }
   insert_runs<<<blocks_for(n, 128), 128, 0, st>>>(t, keys, counts, bucket, pos, n, step, policy,
                                                   allow_evict, mask, slots, status, evicted_keys,
-                                                  dc);
+                                                  out);
   HSTU_CUDA_CHECK_LAUNCH();
+  if (pending) return {};  // counted on the device; read_pending settles them
   unsigned long long h[4];
   read_counters(ctx, ws, dc, 4, h);
   InsertCounts r;
@@ -530,18 +612,32 @@ void init_rows(Ctx& ctx, const TableView& t, const int64_t* keys, const int64_t*
   HSTU_CUDA_CHECK_LAUNCH();
 }
 
-int64_t erase(Ctx& ctx, const TableView& t, const int64_t* keys, int64_t n) {
+int64_t erase(Ctx& ctx, const TableView& t, const int64_t* keys, int64_t n, uint64_t* pending) {
   if (n == 0) return 0;
   Workspace& ws = workspace(ctx, static_cast<size_t>(n) * 8 + 64);
   int64_t* slots = ws.take<int64_t>(static_cast<size_t>(n));
   unsigned long long* dc = ws.take<unsigned long long>(1);
   cuda::find(ctx, t, keys, n, slots);
+  if (pending) {
+    erase_kernel<<<blocks_for(n, 256), 256, 0, stream_of(ctx)>>>(
+        t, slots, n, reinterpret_cast<unsigned long long*>(pending) + kPendingErased);
+    HSTU_CUDA_CHECK_LAUNCH();
+    return 0;
+  }
   HSTU_CUDA_CHECK(cudaMemsetAsync(dc, 0, 8, stream_of(ctx)));
   erase_kernel<<<blocks_for(n, 256), 256, 0, stream_of(ctx)>>>(t, slots, n, dc);
   HSTU_CUDA_CHECK_LAUNCH();
   unsigned long long h[1];
   read_counters(ctx, ws, dc, 1, h);
   return static_cast<int64_t>(h[0]);
+}
+
+void read_pending(Ctx&, uint64_t* pending, uint64_t* out) {
+  // The whole device: the stream that last added may be gone by the time counters are read.
+  HSTU_CUDA_CHECK(cudaDeviceSynchronize());
+  HSTU_CUDA_CHECK(cudaMemcpy(out, pending, kPendingWords * 8, cudaMemcpyDeviceToHost));
+  HSTU_CUDA_CHECK(cudaMemset(pending, 0, kPendingWords * 8));
+  HSTU_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 void rehash_double(Ctx& ctx, const TableView& from, const TableView& to) {
@@ -557,6 +653,13 @@ void rehash_double(Ctx& ctx, const TableView& from, const TableView& to) {
 void gather(Ctx& ctx, const RowSpace& rs, const int64_t* refs, const int64_t* keys, int64_t n,
             float* out, int64_t out_ld, bool init_missing, uint64_t table_seed, float init_std) {
   if (n == 0) return;
+  if (rs.dim % 4 == 0 && rs.row_width % 4 == 0 && out_ld % 4 == 0 && aligned16(out) &&
+      aligned16(rs.a) && (rs.b == nullptr || aligned16(rs.b))) {
+    gather_vec4_kernel<<<blocks_for(n * rs.dim / 4, 256), 256, 0, stream_of(ctx)>>>(
+        rs, refs, keys, n, out, out_ld, init_missing, table_seed, init_std);
+    HSTU_CUDA_CHECK_LAUNCH();
+    return;
+  }
   gather_kernel<<<blocks_for(n * rs.dim, 256), 256, 0, stream_of(ctx)>>>(
       rs, refs, keys, n, out, out_ld, init_missing, table_seed, init_std);
   HSTU_CUDA_CHECK_LAUNCH();
@@ -579,18 +682,27 @@ void apply_optimizer(Ctx& ctx, const RowSpace& rs, const int64_t* refs, float* g
     a.guard_n = spec.skip_if_nonfinite.numel();
   }
   const unsigned grid = blocks_for(n * 32, 256);
+  const bool vec4 = rs.dim % 4 == 0 && rs.row_width % 4 == 0 && grad_ld % 4 == 0 &&
+                    aligned16(grad) && aligned16(rs.a) && (rs.b == nullptr || aligned16(rs.b));
+  const cudaStream_t st = stream_of(ctx);
   switch (spec.kind) {
     case SparseOptimizerSpec::kAdam:
       HSTU_CHECK(spec.step >= 1, "dynamic table Adam: step is 1-based, got ", spec.step);
       a.bc1 = static_cast<float>(1.0 - std::pow(double(spec.beta1), double(spec.step)));
       a.bc2 = static_cast<float>(1.0 - std::pow(double(spec.beta2), double(spec.step)));
-      apply_kernel<SparseOptimizerSpec::kAdam><<<grid, 256, 0, stream_of(ctx)>>>(a);
+      if (vec4)
+        apply_kernel<SparseOptimizerSpec::kAdam, 4><<<grid, 256, 0, st>>>(a);
+      else
+        apply_kernel<SparseOptimizerSpec::kAdam, 1><<<grid, 256, 0, st>>>(a);
       break;
     case SparseOptimizerSpec::kRowWiseAdagrad:
-      apply_kernel<SparseOptimizerSpec::kRowWiseAdagrad><<<grid, 256, 0, stream_of(ctx)>>>(a);
+      apply_kernel<SparseOptimizerSpec::kRowWiseAdagrad, 1><<<grid, 256, 0, st>>>(a);
       break;
     case SparseOptimizerSpec::kSgd:
-      apply_kernel<SparseOptimizerSpec::kSgd><<<grid, 256, 0, stream_of(ctx)>>>(a);
+      if (vec4)
+        apply_kernel<SparseOptimizerSpec::kSgd, 4><<<grid, 256, 0, st>>>(a);
+      else
+        apply_kernel<SparseOptimizerSpec::kSgd, 1><<<grid, 256, 0, st>>>(a);
       break;
   }
   HSTU_CUDA_CHECK_LAUNCH();
