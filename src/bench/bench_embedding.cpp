@@ -27,6 +27,7 @@ struct Options {
   std::vector<double> cache_ratios;
   int warmup = 3, iters = 10;
   bool small = false, deterministic = false;
+  bool scatter = false;  // backward through embedding_bwd (atomic scatter) instead of reduce_grad
 };
 
 // Power law p(x) ~ x^-alpha on [1, rows] by inverse CDF, scrambled into raw int64 keys.
@@ -111,6 +112,8 @@ int run_embedding_bench(const std::vector<std::string>& args) {
       o.small = true;
     else if (a == "--deterministic")
       o.deterministic = true;
+    else if (a == "--scatter")
+      o.scatter = true;
     else
       HSTU_THROW("bench embedding: unknown argument '", a, "'");
   }
@@ -130,8 +133,10 @@ int run_embedding_bench(const std::vector<std::string>& args) {
       static_cast<long long>(per_table * o.tables), static_cast<long long>(per_table), o.alpha,
       static_cast<long long>(o.rows), o.deterministic ? "deterministic" : "atomic");
   std::printf(
-      "iteration = dedupe + find_or_insert + gather + embedding_fwd (fwd) + embedding_bwd of "
-      "random output gradients + fused optimiser (bwd); median of %d after %d warm-up\n",
+      "iteration = dedupe + find_or_insert + gather + embedding_fwd (fwd) + %s of random output "
+      "gradients + fused optimiser (bwd); median of %d after %d warm-up\n",
+      o.scatter ? "embedding_bwd (atomic scatter)"
+                : "reduce_grad (per-key sums over dedupe's order)",
       o.iters, o.warmup);
   std::printf(
       "baseline (NV ms): NVIDIA DynamicEmb on one H100, 10 tables x 128, ~1.05 M lookups, alpha "
@@ -217,7 +222,10 @@ int run_embedding_bench(const std::vector<std::string>& args) {
           TableRun& r = runs[ti];
           const int64_t u = uniq[ti];
           const Tensor grad = r.grad.rows(0, u), touched = r.touched.rows(0, u);
-          embedding_bwd(ctx, r.dout, r.inverse, 1.0f, grad, touched, Tensor(), Tensor());
+          if (o.scatter)
+            embedding_bwd(ctx, r.dout, r.inverse, 1.0f, grad, touched, Tensor(), Tensor());
+          else
+            r.table->reduce_grad(ctx, r.dout, 1.0f, grad, touched);
           r.table->apply(ctx, r.table->optimizer_spec(it + 1, 0.01f), r.refs.rows(0, u), grad,
                          touched);
         }

@@ -7,7 +7,8 @@
 // SGD and Adam, all rows in HBM and with the host tier. One iteration, per table: dedupe the
 // lookups, find_or_insert, gather the unique rows into a window, expand them to the lookups'
 // output [n, 128] (embedding_fwd) — the forward — then scatter random output gradients into
-// the window's gradient rows (embedding_bwd) and apply the fused optimiser — the backward.
+// the window's gradient rows (DynamicTable::reduce_grad over dedupe's sorted order, or with
+// --scatter embedding_bwd) and apply the fused optimiser — the backward.
 // Median milliseconds per iteration after warm-up; printed beside NVIDIA's published DynamicEmb
 // times on an H100 (SGD all in HBM 1.59 ms, Adam with caching 11.63 ms, Adam all in HBM 1.338 +
 // 0.847 ms) with the speed-up and issue 18's goal (1.3x in HBM, 1.5x with the host tier).
@@ -24,6 +25,7 @@ namespace hstu {
 //   --optimizer sgd|adam|both (both)   --cache-ratio r (repeatable; 0 = all in HBM, else
 //   gpu_cache_rows = r x rows; default 0, 1.0 and 0.5)   --warmup N (3)   --iters N (10)
 //   --small (CPU-sized defaults: 10 tables, 104,857 lookups, 200 k rows)   --deterministic
+//   --scatter (the backward through embedding_bwd's scatter instead of the table's reduce_grad)
 // Returns 0.
 int run_embedding_bench(const std::vector<std::string>& args);
 

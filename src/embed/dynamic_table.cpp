@@ -138,16 +138,46 @@ int64_t DynamicTable::dedupe(Ctx& ctx, const Tensor& keys, const Tensor& unique,
   check_vec(counts, DType::kI32, device_, "dedupe counts", spec_.name);
   HSTU_CHECK(unique.dim(0) >= n && inverse.dim(0) >= n && counts.dim(0) >= n, "dynamic table '",
              spec_.name, "': dedupe outputs must hold ", n, " entries");
+  last_n_ = n;
+  last_u_ = 0;
   if (n == 0) return 0;
+  if (order_cap_ < n) {  // grows with the largest batch; a step allocates nothing after that
+    order_cap_ = std::max<int64_t>(n, 2 * order_cap_);
+    order_arena_ =
+        std::make_unique<Arena>(device_, static_cast<size_t>(order_cap_) * 8 + Arena::kAlign,
+                                "dynamic_table_order:" + spec_.name);
+    order_ = order_arena_->alloc(DType::kI32, {2 * order_cap_}).as<int32_t>();
+  }
   int64_t first = 0;
   const int64_t u = embed::dedupe(ctx, keys.as<int64_t>(), n, unique.as<int64_t>(),
-                                  inverse.as<int32_t>(), counts.as<int32_t>(), &first);
+                                  inverse.as<int32_t>(), counts.as<int32_t>(), &first, order_);
   HSTU_CHECK(first != kEmptyKey, "dynamic table '", spec_.name,
              "': dedupe keys contain the reserved key INT64_MIN (", kEmptyKey,
              "), which no table accepts");
   last_unique_ = unique.data;
   last_u_ = u;
   return u;
+}
+
+void DynamicTable::reduce_grad(Ctx& ctx, const Tensor& dout, float scale, const Tensor& grad,
+                               const Tensor& touched) {
+  HSTU_CHECK(last_n_ >= 0, "dynamic table '", spec_.name,
+             "': reduce_grad needs the dedupe of the same lookups first");
+  HSTU_CHECK(dout.ndim == 2 && dout.dtype == DType::kF32 && dout.device == device_ &&
+                 dout.dim(0) == last_n_ && dout.dim(1) == spec_.dim,
+             "dynamic table '", spec_.name, "': reduce_grad dout must be f32 [", last_n_, ", ",
+             spec_.dim, "] on ", device_name(device_), " (the last dedupe's lookups), got ",
+             dout.str());
+  HSTU_CHECK(grad.ndim == 2 && grad.dtype == DType::kF32 && grad.device == device_ &&
+                 grad.dim(0) >= last_u_ && grad.dim(1) == spec_.dim,
+             "dynamic table '", spec_.name, "': reduce_grad grad must be f32 [>= ", last_u_, ", ",
+             spec_.dim, "] on ", device_name(device_), ", got ", grad.str());
+  check_vec(touched, DType::kU8, device_, "reduce_grad touched", spec_.name);
+  HSTU_CHECK(touched.dim(0) >= last_u_, "dynamic table '", spec_.name,
+             "': reduce_grad touched holds fewer than ", last_u_, " entries");
+  if (last_n_ == 0) return;
+  embed::reduce_grad(ctx, order_, last_n_, last_u_, dout.as<float>(), dout.row_stride, scale,
+                     grad.as<float>(), grad.row_stride, spec_.dim, touched.as<uint8_t>());
 }
 
 void DynamicTable::begin_step(int64_t step) {

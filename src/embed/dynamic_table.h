@@ -81,6 +81,13 @@ class DynamicTable {
   // Throws for the reserved key INT64_MIN.
   int64_t dedupe(Ctx& ctx, const Tensor& keys, const Tensor& unique, const Tensor& inverse,
                  const Tensor& counts);
+  // The backward of the lookups of the last dedupe (keys [n] -> inverse): grad f32 [U, dim] (a
+  // row stride allowed; rows [0, U) zero on entry, as apply leaves them) += scale * the sum of
+  // dout f32 [n, dim] rows per unique key, touched u8 [U] = 1. Sums over dedupe's sorted order,
+  // so no lookup adds atomically (only warps' partial sums of a key spanning several chunks on
+  // CUDA, in no fixed order); the CPU equals embedding_bwd(dout, inverse, scale) exactly.
+  void reduce_grad(Ctx& ctx, const Tensor& dout, float scale, const Tensor& grad,
+                   const Tensor& touched);
   // The step whose keys are protected from eviction and stamp LRU scores; non-decreasing.
   void begin_step(int64_t step);
   int64_t step() const { return step_; }
@@ -149,6 +156,10 @@ class DynamicTable {
   int64_t step_ = 0;
   const void* last_unique_ = nullptr;  // the unique keys of the last dedupe, already checked
   int64_t last_u_ = 0;
+  int64_t last_n_ = -1;                 // lookups of the last dedupe (-1: none yet)
+  std::unique_ptr<Arena> order_arena_;  // i32 [2n]: dedupe's sorted positions | segment ends
+  int32_t* order_ = nullptr;
+  int64_t order_cap_ = 0;
   std::unique_ptr<HashTable> store_, cache_;
   std::unique_ptr<Arena> dirty_arena_;
   uint8_t* dirty_ = nullptr;  // u8 [cache capacity]: cache row changed since it was filled

@@ -14,8 +14,14 @@ namespace hstu::embed {
   HSTU_CUDA_DISPATCH(return cuda::call);
 
 int64_t dedupe(Ctx& ctx, const int64_t* keys, int64_t n, int64_t* unique, int32_t* inverse,
-               int32_t* counts, int64_t* first_key) {
-  HSTU_EMBED_DISPATCH(dedupe(ctx, keys, n, unique, inverse, counts, first_key));
+               int32_t* counts, int64_t* first_key, int32_t* order) {
+  HSTU_EMBED_DISPATCH(dedupe(ctx, keys, n, unique, inverse, counts, first_key, order));
+}
+void reduce_grad(Ctx& ctx, const int32_t* order, int64_t n, int64_t u, const float* dout,
+                 int64_t dout_ld, float scale, float* grad, int64_t grad_ld, int64_t dim,
+                 uint8_t* touched) {
+  HSTU_EMBED_DISPATCH(
+      reduce_grad(ctx, order, n, u, dout, dout_ld, scale, grad, grad_ld, dim, touched));
 }
 void find(Ctx& ctx, const TableView& t, const int64_t* keys, int64_t n, int64_t* slots) {
   HSTU_EMBED_DISPATCH(find(ctx, t, keys, n, slots));

@@ -46,9 +46,21 @@ struct InsertCounts {
 
 // Sort-based unique: unique[0:U) = the distinct keys of keys[0:n) ascending, inverse[i] = index
 // of keys[i] in unique, counts[u] = occurrences, *first_key (host) = unique[0]. Returns U (the
-// CUDA backend synchronises once).
+// CUDA backend synchronises once). With order (i32 [2n], optional): order[0:n) = the positions
+// of keys in (key, position) order, order[n + u] = one past unique key u's last entry there
+// (its segment of the sorted order ends), for reduce_grad.
 int64_t dedupe(Ctx& ctx, const int64_t* keys, int64_t n, int64_t* unique, int32_t* inverse,
-               int32_t* counts, int64_t* first_key);
+               int32_t* counts, int64_t* first_key, int32_t* order = nullptr);
+
+// The gradient of the unique rows from the lookups' output gradients, summed per unique key
+// over dedupe's order (no atomics per lookup): grad[u, 0:dim) += scale * sum of dout[p, 0:dim)
+// over the positions p of key u, touched[u] = 1, for u < U. grad rows [0, U) must be zero on
+// entry on CUDA (a key whose lookups span several warps' chunks adds its partial sums
+// atomically; the order of those additions is not fixed). The CPU sums each key in position
+// order, as embedding_bwd does.
+void reduce_grad(Ctx& ctx, const int32_t* order, int64_t n, int64_t u, const float* dout,
+                 int64_t dout_ld, float scale, float* grad, int64_t grad_ld, int64_t dim,
+                 uint8_t* touched);
 
 // slots[i] = slot of keys[i] or -1.
 void find(Ctx& ctx, const TableView& t, const int64_t* keys, int64_t n, int64_t* slots);

@@ -129,5 +129,40 @@ TEST(FusedOptimizer, NonFiniteGuardSkipsTheUpdateButClearsGradients) {
                Error);
 }
 
+// reduce_grad (per-key sums over dedupe's sorted order) equals embedding_bwd on the window
+// bit for bit on the CPU: the same additions in the same (position) order.
+TEST(DynamicTable, ReduceGradEqualsEmbeddingBwd) {
+  Ctx ctx = cpu_ctx();
+  embed::DynamicTableSpec s;
+  s.name = "items";
+  s.dim = 7;
+  s.capacity_rows = s.max_capacity_rows = 1024;
+  embed::DynamicTable t(s, Device::kCPU);
+  std::mt19937_64 rng(5);
+  std::vector<int64_t> keys(500);
+  for (auto& k : keys) k = static_cast<int64_t>(rng() % 60) * 1000003 - 9;
+  const int64_t n = 500, d = 7;
+  std::vector<float> dout(n * d);
+  for (auto& x : dout) x = std::uniform_real_distribution<float>(-1, 1)(rng);
+  std::vector<int64_t> unique(n);
+  std::vector<int32_t> inverse(n), counts(n);
+  const int64_t u =
+      t.dedupe(ctx, vec_tensor(keys), vec_tensor(unique), vec_tensor(inverse), vec_tensor(counts));
+  std::vector<float> a(u * d, 0.0f), b(u * d, 0.0f);
+  std::vector<uint8_t> ta(u, 0), tb(u, 0);
+  const Tensor dt(dout.data(), DType::kF32, Device::kCPU, {n, d});
+  t.reduce_grad(ctx, dt, 0.25f, Tensor(a.data(), DType::kF32, Device::kCPU, {u, d}),
+                vec_tensor(ta));
+  embedding_bwd(ctx, dt, vec_tensor(inverse), 0.25f,
+                Tensor(b.data(), DType::kF32, Device::kCPU, {u, d}), vec_tensor(tb), Tensor(),
+                Tensor());
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0);
+  EXPECT_EQ(ta, tb);
+  // dout of another length than the last dedupe's lookups is refused.
+  EXPECT_THROW(t.reduce_grad(ctx, Tensor(dout.data(), DType::kF32, Device::kCPU, {n - 1, d}), 1.0f,
+                             Tensor(a.data(), DType::kF32, Device::kCPU, {u, d}), vec_tensor(ta)),
+               Error);
+}
+
 }  // namespace
 }  // namespace hstu

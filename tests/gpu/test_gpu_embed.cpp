@@ -185,64 +185,110 @@ TEST(GpuDynamicTable, FusedOptimizersBitwiseEqualCudaSparseOptimizerStep) {
   HSTU_REQUIRE_GPU();
   Ctx ctx = test::gpu::cuda_ctx();
   for (const std::string opt_name : {"sgd", "adam", "row_wise_adagrad"}) {
-    constexpr int64_t kRows = 50, kDim = 40;
-    DynamicTableSpec s = spec_of("lru", opt_name, 256, 256);
-    s.dim = kDim;
-    DynamicTable t(s, Device::kCUDA);
-    std::vector<float> w(kRows * kDim);
-    std::mt19937 rng(9);
-    for (auto& x : w) x = std::uniform_real_distribution<float>(-0.05f, 0.05f)(rng);
-    std::vector<int64_t> ids(kRows);
-    for (int64_t r = 0; r < kRows; ++r) ids[r] = r * 3 + 1;
-    t.import_rows(ctx, ids, w, kDim);
-    DevVec<float> dw(w), dg(std::vector<float>(kRows * kDim, 0.0f)),
-        dm(std::vector<float>(kRows * kDim, 0.0f)), dv(std::vector<float>(kRows * kDim, 0.0f));
-    for (int64_t step = 1; step <= 3; ++step) {
-      std::vector<int32_t> rows;
-      for (int32_t r = 0; r < kRows; ++r)
-        if (rng() % 3) rows.push_back(r);
-      const int64_t u = static_cast<int64_t>(rows.size());
-      std::vector<float> g(static_cast<size_t>(u * kDim));
-      for (auto& x : g) x = std::uniform_real_distribution<float>(-1, 1)(rng);
-      std::vector<float> full(kRows * kDim, 0.0f);
-      for (int64_t i = 0; i < u; ++i) std::copy_n(&g[i * kDim], kDim, &full[rows[i] * kDim]);
-      HSTU_CUDA_CHECK(cudaMemcpy(dg.p, full.data(), full.size() * 4, cudaMemcpyHostToDevice));
-      const SparseOptimizerSpec spec = t.optimizer_spec(step, 0.01f * static_cast<float>(step));
-      DevVec<int32_t> drows(rows), dcount(std::vector<int32_t>{static_cast<int32_t>(u)});
-      Tensor tm, tv;
-      if (opt_name == "adam") {
-        tm = Tensor(dm.p, DType::kF32, Device::kCUDA, {kRows, kDim});
-        tv = Tensor(dv.p, DType::kF32, Device::kCUDA, {kRows, kDim});
-      } else if (opt_name == "row_wise_adagrad") {
-        tm = Tensor(dm.p, DType::kF32, Device::kCUDA, {kRows});
+    for (const int64_t kDim : {int64_t{40}, int64_t{128}}) {  // 128: the 16-byte kernels
+      constexpr int64_t kRows = 50;
+      DynamicTableSpec s = spec_of("lru", opt_name, 256, 256);
+      s.dim = kDim;
+      DynamicTable t(s, Device::kCUDA);
+      std::vector<float> w(kRows * kDim);
+      std::mt19937 rng(9);
+      for (auto& x : w) x = std::uniform_real_distribution<float>(-0.05f, 0.05f)(rng);
+      std::vector<int64_t> ids(kRows);
+      for (int64_t r = 0; r < kRows; ++r) ids[r] = r * 3 + 1;
+      t.import_rows(ctx, ids, w, kDim);
+      DevVec<float> dw(w), dg(std::vector<float>(kRows * kDim, 0.0f)),
+          dm(std::vector<float>(kRows * kDim, 0.0f)), dv(std::vector<float>(kRows * kDim, 0.0f));
+      for (int64_t step = 1; step <= 3; ++step) {
+        std::vector<int32_t> rows;
+        for (int32_t r = 0; r < kRows; ++r)
+          if (rng() % 3) rows.push_back(r);
+        const int64_t u = static_cast<int64_t>(rows.size());
+        std::vector<float> g(static_cast<size_t>(u * kDim));
+        for (auto& x : g) x = std::uniform_real_distribution<float>(-1, 1)(rng);
+        std::vector<float> full(kRows * kDim, 0.0f);
+        for (int64_t i = 0; i < u; ++i) std::copy_n(&g[i * kDim], kDim, &full[rows[i] * kDim]);
+        HSTU_CUDA_CHECK(cudaMemcpy(dg.p, full.data(), full.size() * 4, cudaMemcpyHostToDevice));
+        const SparseOptimizerSpec spec = t.optimizer_spec(step, 0.01f * static_cast<float>(step));
+        DevVec<int32_t> drows(rows), dcount(std::vector<int32_t>{static_cast<int32_t>(u)});
+        Tensor tm, tv;
+        if (opt_name == "adam") {
+          tm = Tensor(dm.p, DType::kF32, Device::kCUDA, {kRows, kDim});
+          tv = Tensor(dv.p, DType::kF32, Device::kCUDA, {kRows, kDim});
+        } else if (opt_name == "row_wise_adagrad") {
+          tm = Tensor(dm.p, DType::kF32, Device::kCUDA, {kRows});
+        }
+        sparse_optimizer_step(ctx, spec, Tensor(dw.p, DType::kF32, Device::kCUDA, {kRows, kDim}),
+                              Tensor(dg.p, DType::kF32, Device::kCUDA, {kRows, kDim}), drows.t(),
+                              dcount.t(), tm, tv);
+        std::vector<int64_t> keys(static_cast<size_t>(u));
+        for (int64_t i = 0; i < u; ++i) keys[i] = ids[rows[i]];
+        DevVec<int64_t> dk(keys), refs(u);
+        DevVec<int32_t> cnt(std::vector<int32_t>(static_cast<size_t>(u), 1));
+        t.begin_step(step);
+        t.find_or_insert(ctx, dk.t(), cnt.t(), refs.t());
+        DevVec<float> gg(g);
+        DevVec<uint8_t> touched(std::vector<uint8_t>(static_cast<size_t>(u), 1));
+        t.apply(ctx, spec, refs.t(), Tensor(gg.p, DType::kF32, Device::kCUDA, {u, kDim}),
+                touched.t());
       }
-      sparse_optimizer_step(ctx, spec, Tensor(dw.p, DType::kF32, Device::kCUDA, {kRows, kDim}),
-                            Tensor(dg.p, DType::kF32, Device::kCUDA, {kRows, kDim}), drows.t(),
-                            dcount.t(), tm, tv);
-      std::vector<int64_t> keys(static_cast<size_t>(u));
-      for (int64_t i = 0; i < u; ++i) keys[i] = ids[rows[i]];
-      DevVec<int64_t> dk(keys), refs(u);
-      DevVec<int32_t> cnt(std::vector<int32_t>(static_cast<size_t>(u), 1));
-      t.begin_step(step);
-      t.find_or_insert(ctx, dk.t(), cnt.t(), refs.t());
-      DevVec<float> gg(g);
-      DevVec<uint8_t> touched(std::vector<uint8_t>(static_cast<size_t>(u), 1));
-      t.apply(ctx, spec, refs.t(), Tensor(gg.p, DType::kF32, Device::kCUDA, {u, kDim}),
-              touched.t());
-    }
-    const std::vector<float> hw = dw.host(), hm = dm.host(), hv = dv.host();
-    const embed::TableRows out = t.export_rows(ctx);
-    const int64_t rw = t.row_width();
-    for (size_t i = 0; i < out.keys.size(); ++i) {
-      const int64_t r = (out.keys[i] - 1) / 3;
-      ASSERT_EQ(std::memcmp(&out.values[i * rw], &hw[r * kDim], kDim * 4), 0) << opt_name;
-      if (opt_name == "adam") {
-        ASSERT_EQ(std::memcmp(&out.values[i * rw + kDim], &hm[r * kDim], kDim * 4), 0);
-        ASSERT_EQ(std::memcmp(&out.values[i * rw + 2 * kDim], &hv[r * kDim], kDim * 4), 0);
-      } else if (opt_name == "row_wise_adagrad") {
-        ASSERT_EQ(std::memcmp(&out.values[i * rw + kDim], &hm[r], 4), 0);
+      const std::vector<float> hw = dw.host(), hm = dm.host(), hv = dv.host();
+      const embed::TableRows out = t.export_rows(ctx);
+      const int64_t rw = t.row_width();
+      for (size_t i = 0; i < out.keys.size(); ++i) {
+        const int64_t r = (out.keys[i] - 1) / 3;
+        ASSERT_EQ(std::memcmp(&out.values[i * rw], &hw[r * kDim], kDim * 4), 0) << opt_name;
+        if (opt_name == "adam") {
+          ASSERT_EQ(std::memcmp(&out.values[i * rw + kDim], &hm[r * kDim], kDim * 4), 0);
+          ASSERT_EQ(std::memcmp(&out.values[i * rw + 2 * kDim], &hv[r * kDim], kDim * 4), 0);
+        } else if (opt_name == "row_wise_adagrad") {
+          ASSERT_EQ(std::memcmp(&out.values[i * rw + kDim], &hm[r], 4), 0);
+        }
       }
     }
+  }
+}
+
+// reduce_grad on CUDA (chunks of 32 sorted lookups per warp, hot keys spanning many chunks)
+// against the CPU's per-key sums in position order; touched exactly.
+TEST(GpuDynamicTable, ReduceGradMatchesCpu) {
+  HSTU_REQUIRE_GPU();
+  Ctx cctx = cpu_ctx(), gctx = test::gpu::cuda_ctx();
+  for (const int64_t dim : {int64_t{40}, int64_t{128}, int64_t{130}}) {
+    DynamicTableSpec s = spec_of("lru", "sgd", 4096, 4096);
+    s.dim = dim;
+    DynamicTable ct(s, Device::kCPU), gt(s, Device::kCUDA);
+    std::mt19937_64 rng(21);
+    std::vector<int64_t> keys = power_law_keys(rng, 6000, 400.0);  // hot keys: ~1000 lookups
+    const int64_t n = static_cast<int64_t>(keys.size());
+    std::vector<float> dout(static_cast<size_t>(n * dim));
+    for (auto& x : dout) x = std::uniform_real_distribution<float>(-1, 1)(rng);
+    std::vector<int64_t> cu(n);
+    std::vector<int32_t> ci(n), cc(n);
+    const int64_t u = ct.dedupe(cctx, test::vec_tensor(keys), test::vec_tensor(cu),
+                                test::vec_tensor(ci), test::vec_tensor(cc));
+    std::vector<float> cg(static_cast<size_t>(u * dim), 0.0f);
+    std::vector<uint8_t> ctouch(static_cast<size_t>(u), 0);
+    ct.reduce_grad(cctx, Tensor(dout.data(), DType::kF32, Device::kCPU, {n, dim}), 0.5f,
+                   Tensor(cg.data(), DType::kF32, Device::kCPU, {u, dim}),
+                   test::vec_tensor(ctouch));
+    DevVec<int64_t> dk(keys), du(n);
+    DevVec<int32_t> di(n), dc(n);
+    ASSERT_EQ(gt.dedupe(gctx, dk.t(), du.t(), di.t(), dc.t()), u);
+    DevVec<float> dd(dout), dg(std::vector<float>(static_cast<size_t>(u * dim), 0.0f));
+    DevVec<uint8_t> dt(std::vector<uint8_t>(static_cast<size_t>(u), 0));
+    gt.reduce_grad(gctx, Tensor(dd.p, DType::kF32, Device::kCUDA, {n, dim}), 0.5f,
+                   Tensor(dg.p, DType::kF32, Device::kCUDA, {u, dim}), dt.t());
+    const std::vector<float> gg = dg.host();
+    ASSERT_EQ(dt.host(), ctouch);
+    std::vector<double> abs_sum(static_cast<size_t>(u * dim), 0.0);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t c = 0; c < dim; ++c)
+        abs_sum[ci[i] * dim + c] += 0.5 * std::abs(static_cast<double>(dout[i * dim + c]));
+    int64_t hot = 0;
+    for (int64_t k = 0; k < u; ++k) hot = std::max<int64_t>(hot, cc[k]);
+    ASSERT_GT(hot, 64) << "the test needs keys spanning several chunks";
+    for (size_t e = 0; e < cg.size(); ++e)
+      ASSERT_NEAR(cg[e], gg[e], 1e-6 + 1e-5 * abs_sum[e]) << "dim " << dim << " element " << e;
   }
 }
 

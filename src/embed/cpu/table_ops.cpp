@@ -32,7 +32,7 @@ float* row_ptr(const RowSpace& rs, int64_t ref) {
 }  // namespace
 
 int64_t dedupe(Ctx&, const int64_t* keys, int64_t n, int64_t* unique, int32_t* inverse,
-               int32_t* counts, int64_t* first_key) {
+               int32_t* counts, int64_t* first_key, int32_t* sorted) {
   std::vector<std::pair<int64_t, int32_t>> order(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) order[i] = {keys[i], static_cast<int32_t>(i)};
   std::sort(order.begin(), order.end());
@@ -45,9 +45,28 @@ int64_t dedupe(Ctx&, const int64_t* keys, int64_t n, int64_t* unique, int32_t* i
     }
     ++counts[u];
     inverse[order[i].second] = static_cast<int32_t>(u);
+    if (sorted) {
+      sorted[i] = order[i].second;
+      sorted[n + u] = static_cast<int32_t>(i + 1);
+    }
   }
   if (n > 0) *first_key = unique[0];
   return u + 1;
+}
+
+void reduce_grad(Ctx& ctx, const int32_t* order, int64_t n, int64_t u, const float* dout,
+                 int64_t dout_ld, float scale, float* grad, int64_t grad_ld, int64_t dim,
+                 uint8_t* touched) {
+  const int32_t* ends = order + n;
+#pragma omp parallel for num_threads(threads_for(ctx, n* dim))
+  for (int64_t k = 0; k < u; ++k) {
+    float* g = grad + k * grad_ld;
+    for (int64_t j = k > 0 ? ends[k - 1] : 0; j < ends[k]; ++j) {
+      const float* d = dout + static_cast<int64_t>(order[j]) * dout_ld;
+      for (int64_t c = 0; c < dim; ++c) g[c] += d[c] * scale;
+    }
+    touched[k] = 1;
+  }
 }
 
 void find(Ctx& ctx, const TableView& t, const int64_t* keys, int64_t n, int64_t* slots) {

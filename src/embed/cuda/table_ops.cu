@@ -137,6 +137,91 @@ __global__ void head_flags(const int64_t* sorted, int64_t n, int32_t* head) {
   if (i < n) head[i] = i == 0 || sorted[i] != sorted[i - 1];
 }
 
+// ---- gradient reduction over dedupe's order ----------------------------------------------------
+
+// One warp per chunk of kChunk sorted entries: lanes own V consecutive columns of a 32 * V column
+// block; the warp walks its entries in order, summing the rows of one key and writing the sum
+// when the key changes: a plain store when the key's whole segment lies in the chunk (the only
+// writer), an atomic add otherwise (hot keys span many chunks).
+constexpr int kChunk = 32;
+
+template <int V>
+__device__ __forceinline__ void flush_grad(float* g, const float (&acc)[V], bool owned, bool vec,
+                                           int64_t c, int64_t dim) {
+  if (owned) {
+    if (vec) {
+      *reinterpret_cast<float4*>(g + c) = make_float4(acc[0], acc[1 % V], acc[2 % V], acc[3 % V]);
+    } else {
+      for (int k = 0; k < V; ++k)
+        if (c + k < dim) g[c + k] = acc[k];
+    }
+    return;
+  }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (vec) {
+    atomicAdd(reinterpret_cast<float4*>(g + c),
+              make_float4(acc[0], acc[1 % V], acc[2 % V], acc[3 % V]));
+    return;
+  }
+#endif
+  for (int k = 0; k < V; ++k)
+    if (c + k < dim) atomicAdd(g + c + k, acc[k]);
+}
+
+template <int V>
+__global__ void reduce_grad_kernel(const int32_t* order, int64_t n, int64_t u, const float* dout,
+                                   int64_t dout_ld, float scale, float* grad, int64_t grad_ld,
+                                   int64_t dim, uint8_t* touched) {
+  const int64_t chunk = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  const int64_t j0 = chunk * kChunk;
+  if (j0 >= n) return;
+  const int64_t j1 = min(n, j0 + kChunk);
+  const int32_t* ends = order + n;
+  int64_t lo = 0, hi = u;  // the key of entry j0: the first with ends > j0
+  while (lo < hi) {
+    const int64_t mid = (lo + hi) / 2;
+    if (ends[mid] <= j0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  const int64_t u0 = lo;
+  const int32_t my_pos = j0 + lane < j1 ? order[j0 + lane] : 0;  // broadcast below
+  for (int64_t cb = 0; cb < dim; cb += 32 * V) {
+    const int64_t c = cb + static_cast<int64_t>(lane) * V;
+    const bool vec = V == 4 && c + 3 < dim;
+    int64_t k = u0;
+    int64_t start = k > 0 ? ends[k - 1] : 0, end = ends[k];
+    float acc[V];
+    for (int q = 0; q < V; ++q) acc[q] = 0.0f;
+    for (int64_t j = j0; j < j1; ++j) {
+      if (j >= end) {  // key k ends before entry j: write its sum
+        if (c < dim) flush_grad<V>(grad + k * grad_ld, acc, start >= j0 && end <= j1, vec, c, dim);
+        if (cb == 0 && lane == 0) touched[k] = 1;
+        ++k;
+        start = end;
+        end = ends[k];
+        for (int q = 0; q < V; ++q) acc[q] = 0.0f;
+      }
+      const int32_t p = __shfl_sync(0xffffffffu, my_pos, static_cast<int>(j - j0));
+      const float* d = dout + static_cast<int64_t>(p) * dout_ld + c;
+      if (vec) {
+        const float4 x = *reinterpret_cast<const float4*>(d);
+        acc[0] += x.x * scale;
+        acc[1 % V] += x.y * scale;
+        acc[2 % V] += x.z * scale;
+        acc[3 % V] += x.w * scale;
+      } else {
+        for (int q = 0; q < V; ++q)
+          if (c + q < dim) acc[q] += d[q] * scale;
+      }
+    }
+    if (c < dim) flush_grad<V>(grad + k * grad_ld, acc, start >= j0 && end <= j1, vec, c, dim);
+    if (cb == 0 && lane == 0) touched[k] = 1;
+  }
+}
+
 // ---- lookups --------------------------------------------------------------------------------
 
 __global__ void find_kernel(TableView t, const int64_t* keys, int64_t n, int64_t* slots) {
@@ -182,18 +267,29 @@ __global__ void sketch_add(uint32_t* sketch, int depth, int64_t width, const int
   }
 }
 
+// out (null: not counted) gets the admitted / rejected counts, one atomic per warp and counter.
 __global__ void admit_mask(uint32_t* sketch, int depth, int64_t width, const int64_t* keys,
                            const int64_t* slots, int64_t n, int64_t threshold, uint8_t* mask,
                            unsigned long long* out) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (i >= n) return;
-  mask[i] = 0;
-  if (slots[i] >= 0) return;
-  uint32_t est = 0xffffffffu;
-  for (int r = 0; sketch && r < depth; ++r) est = min(est, *sketch_cell(sketch, r, width, keys[i]));
-  const bool ok = static_cast<int64_t>(est) >= threshold && keys[i] != kEmptyKey;
-  mask[i] = ok;
-  atomicAdd(out + (ok ? 0 : 1), 1ull);
+  bool ok = false, missing = false;
+  if (i < n) {
+    missing = slots[i] < 0;
+    if (missing) {
+      uint32_t est = 0xffffffffu;
+      for (int r = 0; sketch && r < depth; ++r)
+        est = min(est, *sketch_cell(sketch, r, width, keys[i]));
+      ok = static_cast<int64_t>(est) >= threshold && keys[i] != kEmptyKey;
+    }
+    mask[i] = ok;
+  }
+  if (!out) return;
+  const unsigned adm = __ballot_sync(0xffffffffu, ok);
+  const unsigned rej = __ballot_sync(0xffffffffu, missing && !ok);
+  if (threadIdx.x % 32 == 0) {
+    if (adm) atomicAdd(out, static_cast<unsigned long long>(__popc(adm)));
+    if (rej) atomicAdd(out + 1, static_cast<unsigned long long>(__popc(rej)));
+  }
 }
 
 // ---- insert ---------------------------------------------------------------------------------
@@ -254,13 +350,17 @@ __global__ void insert_runs(TableView t, const int64_t* keys, const int32_t* cou
     if (c[k]) atomicAdd(out + k, c[k]);
 }
 
+// One warp per key: keys not inserted (every key of a step whose keys are all present) leave
+// after one status read.
 __global__ void init_rows_kernel(TableView t, const int64_t* keys, const int64_t* slots,
                                  const uint8_t* status, int64_t n, uint64_t seed, float std) {
-  const int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (e >= n * t.row_width) return;
-  const int64_t i = e / t.row_width, c = e % t.row_width;
-  if (status[i] != kInserted && status[i] != kEvicted) return;
-  t.values[slots[i] * t.row_width + c] = c < t.dim ? key_init_value(seed, keys[i], c, std) : 0.0f;
+  const int64_t i = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (i >= n || (status[i] != kInserted && status[i] != kEvicted)) return;
+  float* row = t.values + slots[i] * t.row_width;
+  const int64_t k = keys[i];
+  for (int64_t c = lane; c < t.row_width; c += 32)
+    row[c] = c < t.dim ? key_init_value(seed, k, c, std) : 0.0f;
 }
 
 __global__ void erase_kernel(TableView t, const int64_t* slots, int64_t n,
@@ -490,7 +590,7 @@ __global__ void iota_kernel(int32_t* p, int64_t n) {
 }  // namespace
 
 int64_t dedupe(Ctx& ctx, const int64_t* keys, int64_t n, int64_t* unique, int32_t* inverse,
-               int32_t* counts, int64_t* first_key) {
+               int32_t* counts, int64_t* first_key, int32_t* order) {
   if (n == 0) return 0;
   const int nn = static_cast<int>(n);
   size_t sort_bytes = 0, scan_bytes = 0;
@@ -505,6 +605,7 @@ int64_t dedupe(Ctx& ctx, const int64_t* keys, int64_t n, int64_t* unique, int32_
   int64_t* sorted = ws.take<int64_t>(static_cast<size_t>(n));
   int32_t* pos_in = ws.take<int32_t>(static_cast<size_t>(n));
   int32_t* pos = ws.take<int32_t>(static_cast<size_t>(n));
+  if (order) pos = order;  // the sorted positions are kept for reduce_grad
   int32_t* head = ws.take<int32_t>(static_cast<size_t>(n));
   int32_t* uid = ws.take<int32_t>(static_cast<size_t>(n));
   void* temp = ws.take<char>(std::max(sort_bytes, scan_bytes));
@@ -514,7 +615,7 @@ int64_t dedupe(Ctx& ctx, const int64_t* keys, int64_t n, int64_t* unique, int32_
       cub::DeviceRadixSort::SortPairs(temp, sort_bytes, keys, sorted, pos_in, pos, nn, 0, 64, st));
   head_flags<<<blocks_for(n, 256), 256, 0, st>>>(sorted, n, head);
   HSTU_CUDA_CHECK(cub::DeviceScan::InclusiveSum(temp, scan_bytes, head, uid, nn, st));
-  int32_t* ends = head;  // the flags are consumed by the scan
+  int32_t* ends = order ? order + n : head;  // (the flags are consumed by the scan)
   dedupe_scatter<<<blocks_for(n, 256), 256, 0, st>>>(sorted, pos, uid, n, unique, inverse, ends);
   dedupe_counts<<<blocks_for(n, 256), 256, 0, st>>>(ends, uid, n, counts);
   HSTU_CUDA_CHECK_LAUNCH();
@@ -525,6 +626,23 @@ int64_t dedupe(Ctx& ctx, const int64_t* keys, int64_t n, int64_t* unique, int32_
   std::memcpy(&u, ws.host(), 4);
   std::memcpy(first_key, ws.host() + 1, 8);
   return u;
+}
+
+void reduce_grad(Ctx& ctx, const int32_t* order, int64_t n, int64_t u, const float* dout,
+                 int64_t dout_ld, float scale, float* grad, int64_t grad_ld, int64_t dim,
+                 uint8_t* touched) {
+  if (n == 0 || u == 0 || dim == 0) return;
+  const unsigned grid = blocks_for((n + kChunk - 1) / kChunk * 32, 256);
+  const bool vec4 = dim % 4 == 0 && dout_ld % 4 == 0 && grad_ld % 4 == 0 &&
+                    reinterpret_cast<uintptr_t>(dout) % 16 == 0 &&
+                    reinterpret_cast<uintptr_t>(grad) % 16 == 0;
+  if (vec4)
+    reduce_grad_kernel<4><<<grid, 256, 0, stream_of(ctx)>>>(order, n, u, dout, dout_ld, scale, grad,
+                                                            grad_ld, dim, touched);
+  else
+    reduce_grad_kernel<1><<<grid, 256, 0, stream_of(ctx)>>>(order, n, u, dout, dout_ld, scale, grad,
+                                                            grad_ld, dim, touched);
+  HSTU_CUDA_CHECK_LAUNCH();
 }
 
 void find(Ctx& ctx, const TableView& t, const int64_t* keys, int64_t n, int64_t* slots) {
@@ -546,12 +664,12 @@ AdmitCounts admit(Ctx& ctx, uint32_t* sketch, int depth, int64_t width, const in
   if (n == 0) return {};
   Workspace& ws = workspace(ctx, 64);
   unsigned long long* dc = ws.take<unsigned long long>(4);
-  HSTU_CUDA_CHECK(cudaMemsetAsync(dc, 0, 32, stream_of(ctx)));
+  if (need_counts) HSTU_CUDA_CHECK(cudaMemsetAsync(dc, 0, 32, stream_of(ctx)));
   if (sketch)
     sketch_add<<<blocks_for(n, 256), 256, 0, stream_of(ctx)>>>(sketch, depth, width, keys, counts,
                                                                slots, n);
-  admit_mask<<<blocks_for(n, 256), 256, 0, stream_of(ctx)>>>(sketch, depth, width, keys, slots, n,
-                                                             threshold, mask, dc);
+  admit_mask<<<blocks_for(n, 256), 256, 0, stream_of(ctx)>>>(
+      sketch, depth, width, keys, slots, n, threshold, mask, need_counts ? dc : nullptr);
   HSTU_CUDA_CHECK_LAUNCH();
   if (!need_counts) return {-1, -1};
   unsigned long long h[4];
@@ -607,8 +725,8 @@ InsertCounts insert(Ctx& ctx, const TableView& t, const int64_t* keys, const int
 void init_rows(Ctx& ctx, const TableView& t, const int64_t* keys, const int64_t* slots,
                const uint8_t* status, int64_t n, uint64_t table_seed, float init_std) {
   if (n == 0) return;
-  init_rows_kernel<<<blocks_for(n * t.row_width, 256), 256, 0, stream_of(ctx)>>>(
-      t, keys, slots, status, n, table_seed, init_std);
+  init_rows_kernel<<<blocks_for(n * 32, 256), 256, 0, stream_of(ctx)>>>(t, keys, slots, status, n,
+                                                                        table_seed, init_std);
   HSTU_CUDA_CHECK_LAUNCH();
 }
 
