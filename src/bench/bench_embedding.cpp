@@ -27,7 +27,8 @@ struct Options {
   std::vector<double> cache_ratios;
   int warmup = 3, iters = 10;
   bool small = false, deterministic = false;
-  bool scatter = false;  // backward through embedding_bwd (atomic scatter) instead of reduce_grad
+  bool scatter = false;    // backward through embedding_bwd (atomic scatter) instead of reduce_grad
+  bool per_table = false;  // one dedupe per table instead of DynamicTable::dedupe_tables
 };
 
 // Power law p(x) ~ x^-alpha on [1, rows] by inverse CDF, scrambled into raw int64 keys.
@@ -114,6 +115,8 @@ int run_embedding_bench(const std::vector<std::string>& args) {
       o.deterministic = true;
     else if (a == "--scatter")
       o.scatter = true;
+    else if (a == "--per-table-dedupe")
+      o.per_table = true;
     else
       HSTU_THROW("bench embedding: unknown argument '", a, "'");
   }
@@ -133,8 +136,10 @@ int run_embedding_bench(const std::vector<std::string>& args) {
       static_cast<long long>(per_table * o.tables), static_cast<long long>(per_table), o.alpha,
       static_cast<long long>(o.rows), o.deterministic ? "deterministic" : "atomic");
   std::printf(
-      "iteration = dedupe + find_or_insert + gather + embedding_fwd (fwd) + %s of random output "
+      "iteration = dedupe (%s) + find_or_insert + gather + embedding_fwd (fwd) + %s of random "
+      "output "
       "gradients + fused optimiser (bwd); median of %d after %d warm-up\n",
+      o.per_table ? "per table" : "all tables in one pass",
       o.scatter ? "embedding_bwd (atomic scatter)"
                 : "reduce_grad (per-key sums over dedupe's order)",
       o.iters, o.warmup);
@@ -204,11 +209,22 @@ int run_embedding_bench(const std::vector<std::string>& args) {
         // The forward of every table, then the backward of every table, as a training step
         // runs them; one synchronisation after each half.
         const auto t0 = std::chrono::steady_clock::now();
+        if (!o.per_table) {  // every table's lookups deduplicated together
+          std::vector<embed::DynamicTable::DedupeCall> calls(runs.size());
+          for (size_t ti = 0; ti < runs.size(); ++ti) {
+            TableRun& r = runs[ti];
+            calls[ti] = {r.table.get(), r.keys[static_cast<size_t>(it % kBatches)],
+                         r.unique,      r.inverse,
+                         r.counts,      0};
+          }
+          embed::DynamicTable::dedupe_tables(ctx, calls);
+          for (size_t ti = 0; ti < runs.size(); ++ti) uniq[ti] = calls[ti].u;
+        }
         for (size_t ti = 0; ti < runs.size(); ++ti) {
           TableRun& r = runs[ti];
           const Tensor& keys = r.keys[static_cast<size_t>(it % kBatches)];
-          const int64_t u = r.table->dedupe(ctx, keys, r.unique, r.inverse, r.counts);
-          uniq[ti] = u;
+          if (o.per_table) uniq[ti] = r.table->dedupe(ctx, keys, r.unique, r.inverse, r.counts);
+          const int64_t u = uniq[ti];
           r.table->begin_step(it);
           const Tensor uk = r.unique.rows(0, u), refs = r.refs.rows(0, u);
           r.table->find_or_insert(ctx, uk, r.counts.rows(0, u), refs);

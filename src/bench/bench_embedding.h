@@ -6,7 +6,8 @@
 // from a power law with alpha 1.05 over each table's id range (scrambled into raw 64-bit keys),
 // SGD and Adam, all rows in HBM and with the host tier. One iteration, per table: dedupe the
 // lookups, find_or_insert, gather the unique rows into a window, expand them to the lookups'
-// output [n, 128] (embedding_fwd) — the forward — then scatter random output gradients into
+// output [n, 128] (embedding_fwd) — the forward, with every table's lookups deduplicated in one
+// pass (DynamicTable::dedupe_tables) — then scatter random output gradients into
 // the window's gradient rows (DynamicTable::reduce_grad over dedupe's sorted order, or with
 // --scatter embedding_bwd) and apply the fused optimiser — the backward.
 // Median milliseconds per iteration after warm-up; printed beside NVIDIA's published DynamicEmb
@@ -26,6 +27,7 @@ namespace hstu {
 //   gpu_cache_rows = r x rows; default 0, 1.0 and 0.5)   --warmup N (3)   --iters N (10)
 //   --small (CPU-sized defaults: 10 tables, 104,857 lookups, 200 k rows)   --deterministic
 //   --scatter (the backward through embedding_bwd's scatter instead of the table's reduce_grad)
+//   --per-table-dedupe (each table's dedupe on its own instead of DynamicTable::dedupe_tables)
 // Returns 0.
 int run_embedding_bench(const std::vector<std::string>& args);
 

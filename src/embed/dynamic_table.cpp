@@ -129,8 +129,8 @@ void DynamicTable::check_keys(Ctx& ctx, const Tensor& keys, const char* what) co
              " contains the reserved key INT64_MIN (", kEmptyKey, "), which no table accepts");
 }
 
-int64_t DynamicTable::dedupe(Ctx& ctx, const Tensor& keys, const Tensor& unique,
-                             const Tensor& inverse, const Tensor& counts) {
+int32_t* DynamicTable::prepare_dedupe(const Tensor& keys, const Tensor& unique,
+                                      const Tensor& inverse, const Tensor& counts) {
   check_vec(keys, DType::kI64, device_, "dedupe keys", spec_.name);
   const int64_t n = keys.dim(0);
   check_vec(unique, DType::kI64, device_, "dedupe unique", spec_.name);
@@ -138,9 +138,11 @@ int64_t DynamicTable::dedupe(Ctx& ctx, const Tensor& keys, const Tensor& unique,
   check_vec(counts, DType::kI32, device_, "dedupe counts", spec_.name);
   HSTU_CHECK(unique.dim(0) >= n && inverse.dim(0) >= n && counts.dim(0) >= n, "dynamic table '",
              spec_.name, "': dedupe outputs must hold ", n, " entries");
+  HSTU_CHECK(n < (int64_t{1} << 31), "dynamic table '", spec_.name, "': dedupe of ", n,
+             " lookups (at most 2^31 - 1)");
   last_n_ = n;
   last_u_ = 0;
-  if (n == 0) return 0;
+  last_unique_ = nullptr;
   if (order_cap_ < n) {  // grows with the largest batch; a step allocates nothing after that
     order_cap_ = std::max<int64_t>(n, 2 * order_cap_);
     order_arena_ =
@@ -148,15 +150,64 @@ int64_t DynamicTable::dedupe(Ctx& ctx, const Tensor& keys, const Tensor& unique,
                                 "dynamic_table_order:" + spec_.name);
     order_ = order_arena_->alloc(DType::kI32, {2 * order_cap_}).as<int32_t>();
   }
-  int64_t first = 0;
-  const int64_t u = embed::dedupe(ctx, keys.as<int64_t>(), n, unique.as<int64_t>(),
-                                  inverse.as<int32_t>(), counts.as<int32_t>(), &first, order_);
-  HSTU_CHECK(first != kEmptyKey, "dynamic table '", spec_.name,
+  return order_;
+}
+
+void DynamicTable::finish_dedupe(const Tensor& unique, int64_t u, int64_t first) {
+  HSTU_CHECK(u == 0 || first != kEmptyKey, "dynamic table '", spec_.name,
              "': dedupe keys contain the reserved key INT64_MIN (", kEmptyKey,
              "), which no table accepts");
   last_unique_ = unique.data;
   last_u_ = u;
+}
+
+int64_t DynamicTable::dedupe(Ctx& ctx, const Tensor& keys, const Tensor& unique,
+                             const Tensor& inverse, const Tensor& counts) {
+  int32_t* order = prepare_dedupe(keys, unique, inverse, counts);
+  const int64_t n = keys.dim(0);
+  if (n == 0) return 0;
+  int64_t first = 0;
+  const int64_t u = embed::dedupe(ctx, keys.as<int64_t>(), n, unique.as<int64_t>(),
+                                  inverse.as<int32_t>(), counts.as<int32_t>(), &first, order);
+  finish_dedupe(unique, u, first);
   return u;
+}
+
+void DynamicTable::dedupe_tables(Ctx& ctx, std::vector<DedupeCall>& calls) {
+  std::vector<DedupeJob> jobs;
+  std::vector<size_t> which;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    DedupeCall& c = calls[i];
+    HSTU_CHECK(c.table != nullptr, "dedupe_tables: call ", i, " has no table");
+    for (size_t k = 0; k < i; ++k)
+      HSTU_CHECK(calls[k].table != c.table, "dedupe_tables: table '", c.table->spec_.name,
+                 "' appears twice");
+    HSTU_CHECK(c.table->device_ == ctx.device, "dedupe_tables: table '", c.table->spec_.name,
+               "' is on ", device_name(c.table->device_), ", the context on ",
+               device_name(ctx.device));
+    int32_t* order = c.table->prepare_dedupe(c.keys, c.unique, c.inverse, c.counts);
+    c.u = 0;
+    if (c.keys.dim(0) == 0) continue;
+    DedupeJob j;
+    j.keys = c.keys.as<int64_t>();
+    j.n = c.keys.dim(0);
+    j.unique = c.unique.as<int64_t>();
+    j.inverse = c.inverse.as<int32_t>();
+    j.counts = c.counts.as<int32_t>();
+    j.order = order;
+    jobs.push_back(j);
+    which.push_back(i);
+  }
+  for (size_t b = 0; b < jobs.size(); b += kMaxDedupeJobs) {
+    const int m = static_cast<int>(std::min<size_t>(kMaxDedupeJobs, jobs.size() - b));
+    std::vector<int64_t> u(static_cast<size_t>(m)), first(static_cast<size_t>(m));
+    dedupe_many(ctx, jobs.data() + b, m, u.data(), first.data());
+    for (int k = 0; k < m; ++k) {
+      DedupeCall& c = calls[which[b + static_cast<size_t>(k)]];
+      c.table->finish_dedupe(c.unique, u[static_cast<size_t>(k)], first[static_cast<size_t>(k)]);
+      c.u = u[static_cast<size_t>(k)];
+    }
+  }
 }
 
 void DynamicTable::reduce_grad(Ctx& ctx, const Tensor& dout, float scale, const Tensor& grad,

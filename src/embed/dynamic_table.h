@@ -81,6 +81,16 @@ class DynamicTable {
   // Throws for the reserved key INT64_MIN.
   int64_t dedupe(Ctx& ctx, const Tensor& keys, const Tensor& unique, const Tensor& inverse,
                  const Tensor& counts);
+  // One table's dedupe in dedupe_tables: the arguments of dedupe and its result u.
+  struct DedupeCall {
+    DynamicTable* table = nullptr;
+    Tensor keys, unique, inverse, counts;
+    int64_t u = 0;  // out: the number of unique keys
+  };
+  // dedupe for several tables at once (each table at most once), with results equal to calling
+  // each table's dedupe: on CUDA one sort of all the lookups and one synchronisation instead of
+  // one per table. At most embed::kMaxDedupeJobs tables with lookups.
+  static void dedupe_tables(Ctx& ctx, std::vector<DedupeCall>& calls);
   // The backward of the lookups of the last dedupe (keys [n] -> inverse): grad f32 [U, dim] (a
   // row stride allowed; rows [0, U) zero on entry, as apply leaves them) += scale * the sum of
   // dout f32 [n, dim] rows per unique key, touched u8 [U] = 1. Sums over dedupe's sorted order,
@@ -147,6 +157,11 @@ class DynamicTable {
   void fill_cache(Ctx& ctx, const int64_t* keys, const int32_t* counts, const int64_t* sslots,
                   int64_t n, int64_t* refs);
   void check_keys(Ctx& ctx, const Tensor& keys, const char* what) const;
+  // dedupe's checks and its order buffer for n lookups; returns the order buffer.
+  int32_t* prepare_dedupe(const Tensor& keys, const Tensor& unique, const Tensor& inverse,
+                          const Tensor& counts);
+  // Records a dedupe's result (throws for the reserved key).
+  void finish_dedupe(const Tensor& unique, int64_t u, int64_t first);
 
   DynamicTableSpec spec_;
   Device device_;

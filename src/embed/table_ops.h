@@ -52,6 +52,22 @@ struct InsertCounts {
 int64_t dedupe(Ctx& ctx, const int64_t* keys, int64_t n, int64_t* unique, int32_t* inverse,
                int32_t* counts, int64_t* first_key, int32_t* order = nullptr);
 
+// One table's part of dedupe_many: its lookups and dedupe's outputs (as dedupe's arguments).
+struct DedupeJob {
+  const int64_t* keys = nullptr;
+  int64_t n = 0;
+  int64_t* unique = nullptr;
+  int32_t* inverse = nullptr;
+  int32_t* counts = nullptr;
+  int32_t* order = nullptr;  // optional, as dedupe's
+};
+inline constexpr int kMaxDedupeJobs = 64;
+// dedupe of up to kMaxDedupeJobs tables at once, each exactly as dedupe would (keys of different
+// jobs never meet): u[j] = job j's U, first_key[j] its smallest key (host arrays). The CUDA
+// backend sorts all lookups together ((key, position) in 64 bits, then the job in one stable
+// pass), so T tables cost one pair of sorts, one scan and one synchronisation.
+void dedupe_many(Ctx& ctx, const DedupeJob* jobs, int num_jobs, int64_t* u, int64_t* first_key);
+
 // The gradient of the unique rows from the lookups' output gradients, summed per unique key
 // over dedupe's order (no atomics per lookup): grad[u, 0:dim) += scale * sum of dout[p, 0:dim)
 // over the positions p of key u, touched[u] = 1, for u < U. grad rows [0, U) must be zero on

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <random>
 #include <unordered_map>
 
@@ -235,6 +236,39 @@ TEST(DynamicTable, PresentKeysKeepTheirRowsWhenABatchGrowsTheTable) {
       ASSERT_EQ(s.rows[i * 5 + c], embed::key_init_value(t.table_seed(), s.unique[i], c, 0.02f))
           << "key " << s.unique[i] << " column " << c;
   }
+}
+
+// dedupe_tables gives each table what its own dedupe gives (tables sharing keys included).
+TEST(DynamicTable, DedupeTablesEqualsPerTableDedupe) {
+  Ctx ctx = cpu_ctx();
+  std::vector<std::unique_ptr<DynamicTable>> tables;
+  std::vector<std::vector<int64_t>> keys(3), unique(3), u2(3);
+  std::vector<std::vector<int32_t>> inverse(3), counts(3), i2(3), c2(3);
+  std::mt19937_64 rng(4);
+  std::vector<DynamicTable::DedupeCall> calls;
+  for (int t = 0; t < 3; ++t) {
+    DynamicTableSpec s = small_spec("lru", 64, 64);
+    s.name = "t" + std::to_string(t);
+    tables.push_back(std::make_unique<DynamicTable>(s, Device::kCPU));
+    const size_t n = t == 1 ? 0 : 200 + 50 * t;  // an empty table among them
+    for (size_t i = 0; i < n; ++i) keys[t].push_back(static_cast<int64_t>(rng() % 90) - 40);
+    for (auto* v : {&unique[t], &u2[t]}) v->assign(n, 0);
+    for (auto* v : {&inverse[t], &counts[t], &i2[t], &c2[t]}) v->assign(n, 0);
+    calls.push_back({tables[t].get(), vec_tensor(keys[t]), vec_tensor(unique[t]),
+                     vec_tensor(inverse[t]), vec_tensor(counts[t]), -1});
+  }
+  DynamicTable::dedupe_tables(ctx, calls);
+  for (int t = 0; t < 3; ++t) {
+    const int64_t u = tables[t]->dedupe(ctx, vec_tensor(keys[t]), vec_tensor(u2[t]),
+                                        vec_tensor(i2[t]), vec_tensor(c2[t]));
+    ASSERT_EQ(calls[t].u, u) << t;
+    EXPECT_EQ(unique[t], u2[t]);
+    EXPECT_EQ(inverse[t], i2[t]);
+    EXPECT_EQ(std::vector<int32_t>(counts[t].begin(), counts[t].begin() + u),
+              std::vector<int32_t>(c2[t].begin(), c2[t].begin() + u));
+  }
+  calls.push_back(calls[0]);
+  EXPECT_THROW(DynamicTable::dedupe_tables(ctx, calls), Error);  // a table twice
 }
 
 TEST(DynamicTable, NoEvictionOverflowNamesTableAndCapacity) {

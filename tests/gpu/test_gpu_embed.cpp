@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -289,6 +290,66 @@ TEST(GpuDynamicTable, ReduceGradMatchesCpu) {
     ASSERT_GT(hot, 64) << "the test needs keys spanning several chunks";
     for (size_t e = 0; e < cg.size(); ++e)
       ASSERT_NEAR(cg[e], gg[e], 1e-6 + 1e-5 * abs_sum[e]) << "dim " << dim << " element " << e;
+  }
+}
+
+// dedupe_tables on CUDA (all tables' lookups sorted together) equals each table's CPU dedupe
+// exactly, and its saved order drives reduce_grad as the table's own dedupe does.
+TEST(GpuDynamicTable, DedupeTablesMatchesCpu) {
+  HSTU_REQUIRE_GPU();
+  Ctx cctx = cpu_ctx(), gctx = test::gpu::cuda_ctx();
+  constexpr int kTables = 5;
+  constexpr int64_t kDim = 128;
+  std::mt19937_64 rng(8);
+  std::vector<std::unique_ptr<DynamicTable>> ct, gt;
+  std::vector<std::vector<int64_t>> keys(kTables);
+  std::vector<std::unique_ptr<DevVec<int64_t>>> dk, du;
+  std::vector<std::unique_ptr<DevVec<int32_t>>> di, dc;
+  std::vector<DynamicTable::DedupeCall> calls;
+  for (int t = 0; t < kTables; ++t) {
+    DynamicTableSpec s = spec_of("lru", "sgd", 4096, 4096);
+    s.name = "t" + std::to_string(t);
+    s.dim = kDim;
+    ct.push_back(std::make_unique<DynamicTable>(s, Device::kCPU));
+    gt.push_back(std::make_unique<DynamicTable>(s, Device::kCUDA));
+    // Table 1 shares table 0's keys; table 3 is empty; others their own.
+    keys[t] = t == 3 ? std::vector<int64_t>{} : power_law_keys(rng, 3000 + 700 * t, 500.0);
+    if (t == 1) keys[1] = keys[0];
+    const int64_t n = static_cast<int64_t>(keys[t].size());
+    dk.push_back(std::make_unique<DevVec<int64_t>>(keys[t]));
+    du.push_back(std::make_unique<DevVec<int64_t>>(n));
+    di.push_back(std::make_unique<DevVec<int32_t>>(n));
+    dc.push_back(std::make_unique<DevVec<int32_t>>(n));
+    calls.push_back({gt[t].get(), dk[t]->t(), du[t]->t(), di[t]->t(), dc[t]->t(), -1});
+  }
+  DynamicTable::dedupe_tables(gctx, calls);
+  for (int t = 0; t < kTables; ++t) {
+    const int64_t n = static_cast<int64_t>(keys[t].size());
+    std::vector<int64_t> cu(n);
+    std::vector<int32_t> ci(n), cc(n);
+    const int64_t u = ct[t]->dedupe(cctx, test::vec_tensor(keys[t]), test::vec_tensor(cu),
+                                    test::vec_tensor(ci), test::vec_tensor(cc));
+    ASSERT_EQ(calls[t].u, u) << "table " << t;
+    if (n == 0) continue;
+    ASSERT_EQ(du[t]->host(u), std::vector<int64_t>(cu.begin(), cu.begin() + u)) << t;
+    ASSERT_EQ(di[t]->host(), ci) << t;
+    ASSERT_EQ(dc[t]->host(u), std::vector<int32_t>(cc.begin(), cc.begin() + u)) << t;
+    // The order reduce_grad reads: the summed gradient equals the CPU's.
+    std::vector<float> dout(static_cast<size_t>(n * kDim));
+    for (auto& x : dout) x = std::uniform_real_distribution<float>(-1, 1)(rng);
+    std::vector<float> cg(static_cast<size_t>(u * kDim), 0.0f);
+    std::vector<uint8_t> ctouch(static_cast<size_t>(u), 0);
+    ct[t]->reduce_grad(cctx, Tensor(dout.data(), DType::kF32, Device::kCPU, {n, kDim}), 1.0f,
+                       Tensor(cg.data(), DType::kF32, Device::kCPU, {u, kDim}),
+                       test::vec_tensor(ctouch));
+    DevVec<float> dd(dout), dg(std::vector<float>(static_cast<size_t>(u * kDim), 0.0f));
+    DevVec<uint8_t> dt(std::vector<uint8_t>(static_cast<size_t>(u), 0));
+    gt[t]->reduce_grad(gctx, Tensor(dd.p, DType::kF32, Device::kCUDA, {n, kDim}), 1.0f,
+                       Tensor(dg.p, DType::kF32, Device::kCUDA, {u, kDim}), dt.t());
+    ASSERT_EQ(dt.host(), ctouch);
+    const std::vector<float> gg = dg.host();
+    for (size_t e = 0; e < cg.size(); ++e)
+      ASSERT_NEAR(cg[e], gg[e], 1e-3) << "table " << t << " element " << e;
   }
 }
 

@@ -54,6 +54,14 @@ int64_t dedupe(Ctx&, const int64_t* keys, int64_t n, int64_t* unique, int32_t* i
   return u + 1;
 }
 
+void dedupe_many(Ctx& ctx, const DedupeJob* jobs, int num_jobs, int64_t* u, int64_t* first_key) {
+  for (int j = 0; j < num_jobs; ++j) {
+    const DedupeJob& b = jobs[j];
+    first_key[j] = 0;
+    u[j] = cpu::dedupe(ctx, b.keys, b.n, b.unique, b.inverse, b.counts, &first_key[j], b.order);
+  }
+}
+
 void reduce_grad(Ctx& ctx, const int32_t* order, int64_t n, int64_t u, const float* dout,
                  int64_t dout_ld, float scale, float* grad, int64_t grad_ld, int64_t dim,
                  uint8_t* touched) {

@@ -137,6 +137,82 @@ __global__ void head_flags(const int64_t* sorted, int64_t n, int32_t* head) {
   if (i < n) head[i] = i == 0 || sorted[i] != sorted[i - 1];
 }
 
+// ---- dedupe of several tables ---------------------------------------------------------------
+
+struct GroupArgs {
+  int jobs;
+  int64_t off[kMaxDedupeJobs + 1];  // job j's lookups are [off[j], off[j + 1]) of the concatenation
+  DedupeJob job[kMaxDedupeJobs];
+};
+
+__device__ __forceinline__ int job_of(const GroupArgs& g, int64_t p) {
+  int lo = 0, hi = g.jobs - 1;  // the last job whose offset is <= p
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (g.off[mid] <= p)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
+__global__ void job_tags(GroupArgs g, const int32_t* pos, int64_t n, uint8_t* tag) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n) tag[i] = static_cast<uint8_t>(job_of(g, pos[i]));
+}
+
+// After the stable sort by job, job j's entries sit at [off[j], off[j + 1]), keys ascending.
+__global__ void group_heads(GroupArgs g, const int64_t* cat, const int32_t* pos, const uint8_t* tag,
+                            int64_t n, int32_t* head) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n) head[i] = i == 0 || tag[i] != tag[i - 1] || cat[pos[i]] != cat[pos[i - 1]];
+}
+
+// ends[gid] = one past the segment's last entry, local to its job.
+__global__ void group_scatter(GroupArgs g, const int64_t* cat, const int32_t* pos,
+                              const uint8_t* tag, const int32_t* uid, int64_t n, int32_t* ends) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const int t = tag[i];
+  const DedupeJob& jb = g.job[t];
+  const int64_t o = g.off[t];
+  const int32_t base = o > 0 ? uid[o - 1] : 0;
+  const int32_t u = uid[i] - 1 - base;
+  const int32_t p = pos[i] - static_cast<int32_t>(o);
+  const int64_t k = cat[pos[i]];
+  if (uid[i] != (i > 0 ? uid[i - 1] : 0)) jb.unique[u] = k;
+  jb.inverse[p] = u;
+  if (jb.order) jb.order[i - o] = p;
+  if (i == n - 1 || tag[i + 1] != t || cat[pos[i + 1]] != k) {
+    const int32_t e = static_cast<int32_t>(i + 1 - o);
+    ends[uid[i] - 1] = e;
+    if (jb.order) jb.order[jb.n + u] = e;
+  }
+}
+
+__global__ void group_counts(GroupArgs g, const int32_t* pos, const uint8_t* tag,
+                             const int32_t* uid, int64_t n, const int32_t* ends) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const int t = tag[i];
+  if (!(i == n - 1 || tag[i + 1] != t || uid[i + 1] != uid[i])) return;  // segment tails only
+  const int64_t o = g.off[t];
+  const int32_t base = o > 0 ? uid[o - 1] : 0;
+  const int32_t u = uid[i] - 1 - base;
+  g.job[t].counts[u] = ends[uid[i] - 1] - (u > 0 ? ends[uid[i] - 2] : 0);
+}
+
+// res[2j] = job j's U, res[2j + 1] = its first key.
+__global__ void group_results(GroupArgs g, const int64_t* cat, const int32_t* pos,
+                              const int32_t* uid, long long* res) {
+  const int j = threadIdx.x;
+  if (j >= g.jobs) return;
+  const int64_t o = g.off[j], e = g.off[j + 1];
+  res[2 * j] = uid[e - 1] - (o > 0 ? uid[o - 1] : 0);
+  res[2 * j + 1] = cat[pos[o]];
+}
+
 // ---- gradient reduction over dedupe's order ----------------------------------------------------
 
 // One warp per chunk of kChunk sorted entries: lanes own V consecutive columns of a 32 * V column
@@ -626,6 +702,73 @@ int64_t dedupe(Ctx& ctx, const int64_t* keys, int64_t n, int64_t* unique, int32_
   std::memcpy(&u, ws.host(), 4);
   std::memcpy(first_key, ws.host() + 1, 8);
   return u;
+}
+
+void dedupe_many(Ctx& ctx, const DedupeJob* jobs, int num_jobs, int64_t* u, int64_t* first_key) {
+  GroupArgs g{};
+  int64_t n = 0;
+  for (int j = 0; j < num_jobs; ++j) {
+    HSTU_CHECK(jobs[j].n >= 1, "dedupe_many: job ", j, " has no lookups");
+    g.job[g.jobs] = jobs[j];
+    g.off[g.jobs++] = n;
+    n += jobs[j].n;
+  }
+  g.off[g.jobs] = n;
+  if (n == 0) return;
+  HSTU_CHECK(n < (int64_t{1} << 31), "dedupe_many: ", n, " lookups (at most 2^31 - 1)");
+  const int nn = static_cast<int>(n);
+  size_t sort_bytes = 0, tag_bytes = 0, scan_bytes = 0;
+  HSTU_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
+      nullptr, sort_bytes, static_cast<const int64_t*>(nullptr), static_cast<int64_t*>(nullptr),
+      static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr), nn));
+  HSTU_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
+      nullptr, tag_bytes, static_cast<const uint8_t*>(nullptr), static_cast<uint8_t*>(nullptr),
+      static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr), nn));
+  HSTU_CUDA_CHECK(cub::DeviceScan::InclusiveSum(nullptr, scan_bytes,
+                                                static_cast<const int32_t*>(nullptr),
+                                                static_cast<int32_t*>(nullptr), nn));
+  const size_t temp_bytes = std::max({sort_bytes, tag_bytes, scan_bytes});
+  Workspace& ws =
+      workspace(ctx, static_cast<size_t>(n) * 42 + temp_bytes + 16 * kMaxDedupeJobs + 2048);
+  int64_t* cat = ws.take<int64_t>(static_cast<size_t>(n));
+  int64_t* sorted = ws.take<int64_t>(static_cast<size_t>(n));
+  int32_t* pos_in = ws.take<int32_t>(static_cast<size_t>(n));
+  int32_t* pos1 = ws.take<int32_t>(static_cast<size_t>(n));
+  int32_t* pos = ws.take<int32_t>(static_cast<size_t>(n));
+  uint8_t* tag_in = ws.take<uint8_t>(static_cast<size_t>(n));
+  uint8_t* tag = ws.take<uint8_t>(static_cast<size_t>(n));
+  int32_t* head = ws.take<int32_t>(static_cast<size_t>(n));
+  int32_t* uid = ws.take<int32_t>(static_cast<size_t>(n));
+  long long* res = ws.take<long long>(2 * kMaxDedupeJobs);
+  void* temp = ws.take<char>(temp_bytes);
+  const cudaStream_t st = stream_of(ctx);
+  for (int j = 0; j < g.jobs; ++j)
+    HSTU_CUDA_CHECK(cudaMemcpyAsync(cat + g.off[j], g.job[j].keys,
+                                    static_cast<size_t>(g.job[j].n) * 8, cudaMemcpyDeviceToDevice,
+                                    st));
+  iota_kernel<<<blocks_for(n, 256), 256, 0, st>>>(pos_in, n);
+  // (key, position) order over all lookups, then a stable pass by job: (job, key, position).
+  HSTU_CUDA_CHECK(
+      cub::DeviceRadixSort::SortPairs(temp, sort_bytes, cat, sorted, pos_in, pos1, nn, 0, 64, st));
+  job_tags<<<blocks_for(n, 256), 256, 0, st>>>(g, pos1, n, tag_in);
+  HSTU_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, tag_bytes, tag_in, tag, pos1, pos, nn, 0,
+                                                  std::max(1, bits_for(g.jobs - 1)), st));
+  group_heads<<<blocks_for(n, 256), 256, 0, st>>>(g, cat, pos, tag, n, head);
+  HSTU_CUDA_CHECK(cub::DeviceScan::InclusiveSum(temp, scan_bytes, head, uid, nn, st));
+  int32_t* ends = head;  // the flags are consumed by the scan
+  group_scatter<<<blocks_for(n, 256), 256, 0, st>>>(g, cat, pos, tag, uid, n, ends);
+  group_counts<<<blocks_for(n, 256), 256, 0, st>>>(g, pos, tag, uid, n, ends);
+  group_results<<<1, kMaxDedupeJobs, 0, st>>>(g, cat, pos, uid, res);
+  HSTU_CUDA_CHECK_LAUNCH();
+  static thread_local long long* host = nullptr;  // page-locked, one per thread
+  if (!host) HSTU_CUDA_CHECK(cudaHostAlloc(&host, 16 * kMaxDedupeJobs, cudaHostAllocDefault));
+  HSTU_CUDA_CHECK(
+      cudaMemcpyAsync(host, res, 16 * static_cast<size_t>(g.jobs), cudaMemcpyDeviceToHost, st));
+  sync(ctx);
+  for (int j = 0; j < num_jobs; ++j) {
+    u[j] = host[2 * j];
+    first_key[j] = host[2 * j + 1];
+  }
 }
 
 void reduce_grad(Ctx& ctx, const int32_t* order, int64_t n, int64_t u, const float* dout,

@@ -8,6 +8,7 @@ namespace hstu::embed::cuda {
 
 int64_t dedupe(Ctx& ctx, const int64_t* keys, int64_t n, int64_t* unique, int32_t* inverse,
                int32_t* counts, int64_t* first_key, int32_t* order);
+void dedupe_many(Ctx& ctx, const DedupeJob* jobs, int num_jobs, int64_t* u, int64_t* first_key);
 void reduce_grad(Ctx& ctx, const int32_t* order, int64_t n, int64_t u, const float* dout,
                  int64_t dout_ld, float scale, float* grad, int64_t grad_ld, int64_t dim,
                  uint8_t* touched);
