@@ -80,12 +80,15 @@ HashTable::~HashTable() = default;
 void HashTable::allocate(Ctx&, int64_t num_buckets) {
   auto st = std::make_unique<Storage>();
   const int64_t cap = num_buckets * cfg_.bucket_size;
-  st->meta = std::make_unique<Arena>(device_, static_cast<size_t>(cap) * 24 + 4 * Arena::kAlign,
-                                     "dynamic_table:" + cfg_.name);
+  st->meta = std::make_unique<Arena>(
+      device_,
+      static_cast<size_t>(cap) * 24 + static_cast<size_t>(num_buckets) * 4 + 5 * Arena::kAlign,
+      "dynamic_table:" + cfg_.name);
   TableView v;
   v.keys = st->meta->alloc(DType::kI64, {cap}).as<int64_t>();
   v.scores = reinterpret_cast<uint64_t*>(st->meta->alloc(DType::kI64, {cap}).data);
   v.last_step = st->meta->alloc(DType::kI64, {cap}).as<int64_t>();
+  v.heads = st->meta->alloc(DType::kI32, {num_buckets}).as<int32_t>();
   const size_t vbytes = static_cast<size_t>(cap * cfg_.row_width) * sizeof(float);
   if (cfg_.values_on_host && device_ == Device::kCUDA) {
     st->pinned = std::make_unique<HostStaging>(device_, std::max<size_t>(vbytes, 4));

@@ -25,6 +25,8 @@ struct TableView {
   uint64_t* scores = nullptr;    // [capacity]: LRU step of last use / LFU frequency
   int64_t* last_step = nullptr;  // [capacity]: step of last use (-1: never); protects the step
   float* values = nullptr;       // [capacity, row_width]: embedding [dim] | optimiser state
+  int32_t* heads = nullptr;      // [num_buckets]: CUDA insert's per-bucket key lists; -1 between
+                                 // calls (clear sets it; the CPU does not use it)
   int64_t num_buckets = 0;
   int bucket_size = 0;
   int64_t row_width = 0, dim = 0;
@@ -180,7 +182,8 @@ void tier_refs(Ctx& ctx, const int64_t* cache_slots, const int64_t* store_slots,
 void set_scores(Ctx& ctx, const TableView& t, const int64_t* slots, const uint64_t* values,
                 int64_t n);
 
-// Empties every slot: keys = kEmptyKey, scores = 0, last_step = -1 (values untouched).
+// Empties every slot: keys = kEmptyKey, scores = 0, last_step = -1, heads = -1 (values
+// untouched).
 void clear(Ctx& ctx, const TableView& t);
 // p[0:n) = v.
 void fill_u8(Ctx& ctx, uint8_t* p, int64_t n, uint8_t v);

@@ -332,6 +332,7 @@ void clear(Ctx&, const TableView& t) {
   std::fill(t.keys, t.keys + t.capacity(), kEmptyKey);
   std::fill(t.scores, t.scores + t.capacity(), uint64_t{0});
   std::fill(t.last_step, t.last_step + t.capacity(), int64_t{-1});
+  if (t.heads) std::fill(t.heads, t.heads + t.num_buckets, int32_t{-1});
 }
 
 void fill_u8(Ctx&, uint8_t* p, int64_t n, uint8_t v) {

@@ -1,14 +1,16 @@
 // cuda/table_ops.cu — CUDA kernels of the dynamic table's primitives.
 //
 // The one decision: insert is deterministic and equal to the CPU reference. The keys to insert
-// (ascending) are stably sorted by bucket, and one thread owns each bucket's run of keys and
-// places them in order, so a bucket sees the same sequence of free-slot picks and evictions as
-// the CPU loop. Lookups are one warp per key (lane s compares slot s; bucket_size <= 32). The
-// fused optimiser is one warp per row with the per-element float math of ops/cuda/embedding.cu's
-// sparse_opt_row (the same expressions, bc1/bc2 rounded from double as there), so a dynamic
-// table's update equals the dense table's CUDA update bit for bit. Calls that return counts
-// synchronise the stream. Temporary device memory (sort buffers, CUB temp storage, counters)
-// comes from a per-stream workspace that grows and is reused, so a step allocates nothing.
+// push their indices onto per-bucket lists (the table's heads, -1 between calls), and one thread
+// owns each bucket's list and places its keys in ascending index order, so a bucket sees the
+// same sequence of free-slot picks and evictions as the CPU loop (no sort: a step whose keys
+// are all present costs two passes over them). Lookups are one warp per key (lane s compares slot
+// s; bucket_size <= 32). The fused optimiser is one warp per row with the per-element float math of
+// ops/cuda/embedding.cu's sparse_opt_row (the same expressions, bc1/bc2 rounded from double as
+// there), so a dynamic table's update equals the dense table's CUDA update bit for bit. Calls that
+// return counts synchronise the stream. Temporary device memory (sort buffers, CUB temp storage,
+// counters) comes from a per-stream workspace that grows and is reused, so a step allocates
+// nothing.
 #include <thrust/iterator/counting_iterator.h>
 
 #include <algorithm>
@@ -370,29 +372,40 @@ __global__ void admit_mask(uint32_t* sketch, int depth, int64_t width, const int
 
 // ---- insert ---------------------------------------------------------------------------------
 
-__global__ void insert_prepare(const int64_t* keys, const uint8_t* mask, int64_t n,
-                               int64_t num_buckets, uint8_t* status, int64_t* evicted,
-                               uint32_t* bucket, int32_t* pos) {
+// Insert without sorting: each key to insert pushes its index onto its bucket's list
+// (t.heads[b], next[]); the key that found the list empty owns the bucket and places the
+// bucket's keys in ascending index order (the CPU loop's order), then empties the list. A step
+// whose keys are all present costs two passes over the keys and nothing per bucket.
+__global__ void insert_link(TableView t, const int64_t* keys, const uint8_t* mask, int64_t n,
+                            uint8_t* status, int64_t* evicted, int32_t* next, uint8_t* owner) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   evicted[i] = kEmptyKey;
   status[i] = kSkipped;
-  bucket[i] = static_cast<uint32_t>(mask[i] ? bucket_of(keys[i], num_buckets) : num_buckets);
-  pos[i] = static_cast<int32_t>(i);
+  owner[i] = 0;
+  if (!mask[i]) return;
+  const int64_t b = bucket_of(keys[i], t.num_buckets);
+  const int32_t prev = atomicExch(t.heads + b, static_cast<int32_t>(i));
+  next[i] = prev;
+  owner[i] = prev == -1;
 }
 
-// Thread j owns the run of pos[] (sorted by bucket, keys ascending within) starting at j.
-__global__ void insert_runs(TableView t, const int64_t* keys, const int32_t* counts,
-                            const uint32_t* run_bucket, const int32_t* pos, int64_t m, int64_t step,
-                            Eviction policy, bool allow_evict, uint8_t* mask, int64_t* slots,
-                            uint8_t* status, int64_t* evicted, unsigned long long* out) {
+__global__ void insert_lists(TableView t, const int64_t* keys, const int32_t* counts, int64_t n,
+                             int64_t step, Eviction policy, bool allow_evict, uint8_t* mask,
+                             int64_t* slots, uint8_t* status, int64_t* evicted, const int32_t* next,
+                             const uint8_t* owner, unsigned long long* out) {
   const int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (j >= m || (j > 0 && run_bucket[j] == run_bucket[j - 1])) return;
-  if (run_bucket[j] >= t.num_buckets) return;  // the keys not to insert
-  const int64_t base = static_cast<int64_t>(run_bucket[j]) * t.bucket_size;
+  if (j >= n || !owner[j]) return;
+  const int64_t bkt = bucket_of(keys[j], t.num_buckets);
+  const int64_t base = bkt * t.bucket_size;
+  const int32_t first = t.heads[bkt];
   unsigned long long c[4] = {0, 0, 0, 0};
-  for (int64_t q = j; q < m && run_bucket[q] == run_bucket[j]; ++q) {
-    const int64_t i = pos[q];
+  for (int32_t bound = -1;;) {
+    int32_t i = -1;  // the smallest index on the list above bound
+    for (int32_t q = first; q != -1; q = next[q])
+      if (q > bound && (i < 0 || q < i)) i = q;
+    if (i < 0) break;
+    bound = i;
     int64_t slot = -1;
     for (int s = 0; s < t.bucket_size && slot < 0; ++s)
       if (t.keys[base + s] == kEmptyKey) slot = base + s;
@@ -422,6 +435,7 @@ __global__ void insert_runs(TableView t, const int64_t* keys, const int32_t* cou
         policy == Eviction::kLfu ? static_cast<uint64_t>(counts[i]) : static_cast<uint64_t>(step);
     t.last_step[slot] = step;
   }
+  t.heads[bkt] = -1;  // empty for the next call
   for (int k = 0; k < 4; ++k)
     if (c[k]) atomicAdd(out + k, c[k]);
 }
@@ -461,6 +475,7 @@ __global__ void clear_kernel(TableView t) {
   t.keys[q] = kEmptyKey;
   t.scores[q] = 0;
   t.last_step[q] = -1;
+  if (q < t.num_buckets) t.heads[q] = -1;
 }
 
 __global__ void rehash_kernel(TableView from, TableView to) {
@@ -824,35 +839,24 @@ InsertCounts insert(Ctx& ctx, const TableView& t, const int64_t* keys, const int
                     int64_t n, int64_t step, Eviction policy, bool allow_evict, uint8_t* mask,
                     int64_t* slots, uint8_t* status, int64_t* evicted_keys, uint64_t* pending) {
   if (n == 0) return {};
-  const int nn = static_cast<int>(n);
-  size_t sort_bytes = 0;
-  HSTU_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
-      nullptr, sort_bytes, static_cast<const uint32_t*>(nullptr), static_cast<uint32_t*>(nullptr),
-      static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr), nn));
-  Workspace& ws = workspace(ctx, static_cast<size_t>(n) * 16 + sort_bytes + 1024);
-  uint32_t* bucket_in = ws.take<uint32_t>(static_cast<size_t>(n));
-  uint32_t* bucket = ws.take<uint32_t>(static_cast<size_t>(n));
-  int32_t* pos_in = ws.take<int32_t>(static_cast<size_t>(n));
-  int32_t* pos = ws.take<int32_t>(static_cast<size_t>(n));
+  HSTU_CHECK(n < (int64_t{1} << 31), "dynamic table insert: ", n, " keys (at most 2^31 - 1)");
+  HSTU_CHECK(t.heads != nullptr, "dynamic table insert: the table view has no bucket lists");
+  Workspace& ws = workspace(ctx, static_cast<size_t>(n) * 5 + 1024);
+  int32_t* next = ws.take<int32_t>(static_cast<size_t>(n));
+  uint8_t* owner = ws.take<uint8_t>(static_cast<size_t>(n));
   unsigned long long* dc = ws.take<unsigned long long>(4);
-  void* temp = ws.take<char>(sort_bytes);
   const cudaStream_t st = stream_of(ctx);
-  HSTU_CHECK(t.num_buckets < (int64_t{1} << 31), "dynamic table: too many buckets");
-  // Keys not to insert get bucket num_buckets (sorted last, skipped); positions ascending in,
-  // so a bucket's keys stay in input order (radix sort is stable).
-  insert_prepare<<<blocks_for(n, 256), 256, 0, st>>>(keys, mask, n, t.num_buckets, status,
-                                                     evicted_keys, bucket_in, pos_in);
-  HSTU_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, sort_bytes, bucket_in, bucket, pos_in, pos,
-                                                  nn, 0, bits_for(t.num_buckets), st));
   unsigned long long* out = reinterpret_cast<unsigned long long*>(pending);
-  static_assert(kPendingInserted == 0 && kPendingNoVictim == 3, "insert_runs' counter order");
+  static_assert(kPendingInserted == 0 && kPendingNoVictim == 3, "insert_lists' counter order");
   if (!pending) {
     out = dc;
     HSTU_CUDA_CHECK(cudaMemsetAsync(dc, 0, 32, st));
   }
-  insert_runs<<<blocks_for(n, 128), 128, 0, st>>>(t, keys, counts, bucket, pos, n, step, policy,
-                                                  allow_evict, mask, slots, status, evicted_keys,
-                                                  out);
+  insert_link<<<blocks_for(n, 256), 256, 0, st>>>(t, keys, mask, n, status, evicted_keys, next,
+                                                  owner);
+  insert_lists<<<blocks_for(n, 128), 128, 0, st>>>(t, keys, counts, n, step, policy, allow_evict,
+                                                   mask, slots, status, evicted_keys, next, owner,
+                                                   out);
   HSTU_CUDA_CHECK_LAUNCH();
   if (pending) return {};  // counted on the device; read_pending settles them
   unsigned long long h[4];
