@@ -29,6 +29,8 @@ struct Options {
   bool small = false, deterministic = false;
   bool scatter = false;    // backward through embedding_bwd (atomic scatter) instead of reduce_grad
   bool per_table = false;  // one dedupe per table instead of DynamicTable::dedupe_tables
+  bool window = false;     // forward: gather into a window, then embedding_fwd (not lookup)
+  bool unfused = false;    // backward: reduce_grad then apply (not the fused backward)
 };
 
 // Power law p(x) ~ x^-alpha on [1, rows] by inverse CDF, scrambled into raw int64 keys.
@@ -117,6 +119,10 @@ int run_embedding_bench(const std::vector<std::string>& args) {
       o.scatter = true;
     else if (a == "--per-table-dedupe")
       o.per_table = true;
+    else if (a == "--window")
+      o.window = true;
+    else if (a == "--unfused-bwd")
+      o.unfused = true;
     else
       HSTU_THROW("bench embedding: unknown argument '", a, "'");
   }
@@ -228,9 +234,13 @@ int run_embedding_bench(const std::vector<std::string>& args) {
           r.table->begin_step(it);
           const Tensor uk = r.unique.rows(0, u), refs = r.refs.rows(0, u);
           r.table->find_or_insert(ctx, uk, r.counts.rows(0, u), refs);
-          const Tensor win = r.window.rows(0, u);
-          r.table->gather(ctx, uk, refs, win, true);
-          embedding_fwd(ctx, win, r.inverse, 1.0f, Tensor(), Tensor(), r.out);
+          if (o.window) {
+            const Tensor win = r.window.rows(0, u);
+            r.table->gather(ctx, uk, refs, win, true);
+            embedding_fwd(ctx, win, r.inverse, 1.0f, Tensor(), Tensor(), r.out);
+          } else {
+            r.table->lookup(ctx, uk, refs, r.inverse, r.out, true);
+          }
         }
         synchronize_device(device);
         const auto t1 = std::chrono::steady_clock::now();
@@ -238,12 +248,16 @@ int run_embedding_bench(const std::vector<std::string>& args) {
           TableRun& r = runs[ti];
           const int64_t u = uniq[ti];
           const Tensor grad = r.grad.rows(0, u), touched = r.touched.rows(0, u);
-          if (o.scatter)
-            embedding_bwd(ctx, r.dout, r.inverse, 1.0f, grad, touched, Tensor(), Tensor());
-          else
-            r.table->reduce_grad(ctx, r.dout, 1.0f, grad, touched);
-          r.table->apply(ctx, r.table->optimizer_spec(it + 1, 0.01f), r.refs.rows(0, u), grad,
-                         touched);
+          const SparseOptimizerSpec spec = r.table->optimizer_spec(it + 1, 0.01f);
+          if (o.scatter || o.unfused) {
+            if (o.scatter)
+              embedding_bwd(ctx, r.dout, r.inverse, 1.0f, grad, touched, Tensor(), Tensor());
+            else
+              r.table->reduce_grad(ctx, r.dout, 1.0f, grad, touched);
+            r.table->apply(ctx, spec, r.refs.rows(0, u), grad, touched);
+          } else {
+            r.table->backward(ctx, spec, r.refs.rows(0, u), r.dout, 1.0f, grad, touched);
+          }
         }
         synchronize_device(device);
         const auto t2 = std::chrono::steady_clock::now();

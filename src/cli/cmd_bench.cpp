@@ -120,6 +120,14 @@ void add_bench_embedding(CLI::App& bench, Commands& commands) {
       ->check(int_in(1));
   app->add_flag("--small")->description("CPU-sized workload: 104,857 lookups, 200 k rows");
   app->add_flag("--deterministic")->description("sorted (bit-reproducible) gradient scatter");
+  app->add_flag("--scatter")
+      ->description(
+          "backward through embedding_bwd's scatter + apply (not the table's fused backward)");
+  app->add_flag("--unfused-bwd")->description("backward: reduce_grad then apply");
+  app->add_flag("--per-table-dedupe")
+      ->description("one dedupe per table (not all tables' lookups in one pass)");
+  app->add_flag("--window")
+      ->description("forward: gather into a window + embedding_fwd (not lookup)");
   commands.push_back({app, [app] { return run_embedding_bench(given_args(*app)); }});
 }
 

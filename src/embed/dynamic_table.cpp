@@ -316,6 +316,56 @@ void DynamicTable::gather(Ctx& ctx, const Tensor& keys, const Tensor& refs, cons
                 out.row_stride, init_missing, table_seed_, static_cast<float>(spec_.init_std));
 }
 
+void DynamicTable::lookup(Ctx& ctx, const Tensor& unique, const Tensor& refs, const Tensor& inverse,
+                          const Tensor& out, bool init_missing) {
+  check_vec(unique, DType::kI64, device_, "lookup keys", spec_.name);
+  check_vec(refs, DType::kI64, device_, "lookup refs", spec_.name);
+  check_vec(inverse, DType::kI32, device_, "lookup inverse", spec_.name);
+  const int64_t n = out.ndim == 2 ? out.dim(0) : -1;
+  HSTU_CHECK(out.ndim == 2 && out.dtype == DType::kF32 && out.device == device_ &&
+                 out.dim(1) == spec_.dim && inverse.dim(0) >= n,
+             "dynamic table '", spec_.name, "': lookup out must be f32 [n, ", spec_.dim, "] on ",
+             device_name(device_), " with n <= inverse, got ", out.str());
+  if (n == 0) return;
+  embed::gather(ctx, rows(), refs.as<int64_t>(), unique.as<int64_t>(), n, out.as<float>(),
+                out.row_stride, init_missing, table_seed_, static_cast<float>(spec_.init_std),
+                inverse.as<int32_t>());
+}
+
+void DynamicTable::backward(Ctx& ctx, const SparseOptimizerSpec& opt, const Tensor& refs,
+                            const Tensor& dout, float scale, const Tensor& grad,
+                            const Tensor& touched) {
+  if (opt.kind == SparseOptimizerSpec::kRowWiseAdagrad) {
+    reduce_grad(ctx, dout, scale, grad, touched);
+    apply(ctx, opt, refs.rows(0, last_u_), grad.rows(0, last_u_), touched.rows(0, last_u_));
+    return;
+  }
+  const SparseOptimizerSpec::Kind want = optimizer_spec(1, 0).kind;
+  HSTU_CHECK(opt.kind == want, "dynamic table '", spec_.name, "': backward with another ",
+             "optimiser than the table's '", spec_.optimizer, "'");
+  HSTU_CHECK(last_n_ >= 0, "dynamic table '", spec_.name,
+             "': backward needs the dedupe of the same lookups first");
+  check_vec(refs, DType::kI64, device_, "backward refs", spec_.name);
+  HSTU_CHECK(refs.dim(0) >= last_u_, "dynamic table '", spec_.name,
+             "': backward refs hold fewer than ", last_u_, " entries");
+  HSTU_CHECK(dout.ndim == 2 && dout.dtype == DType::kF32 && dout.device == device_ &&
+                 dout.dim(0) == last_n_ && dout.dim(1) == spec_.dim,
+             "dynamic table '", spec_.name, "': backward dout must be f32 [", last_n_, ", ",
+             spec_.dim, "] on ", device_name(device_), " (the last dedupe's lookups), got ",
+             dout.str());
+  HSTU_CHECK(grad.ndim == 2 && grad.dtype == DType::kF32 && grad.device == device_ &&
+                 grad.dim(0) >= last_u_ && grad.dim(1) == spec_.dim,
+             "dynamic table '", spec_.name, "': backward grad must be f32 [>= ", last_u_, ", ",
+             spec_.dim, "] on ", device_name(device_), ", got ", grad.str());
+  check_vec(touched, DType::kU8, device_, "backward touched", spec_.name);
+  HSTU_CHECK(touched.dim(0) >= last_u_, "dynamic table '", spec_.name,
+             "': backward touched holds fewer than ", last_u_, " entries");
+  if (last_n_ == 0 || last_u_ == 0) return;
+  embed::backward_apply(ctx, order_, last_n_, last_u_, dout.as<float>(), dout.row_stride, scale,
+                        rows(), refs.as<int64_t>(), grad.as<float>(), grad.row_stride,
+                        touched.as<uint8_t>(), opt, cache_ ? dirty_ : nullptr);
+}
+
 SparseOptimizerSpec DynamicTable::optimizer_spec(int64_t step, float lr) const {
   SparseOptimizerSpec s;
   s.kind = spec_.optimizer == "adam"               ? SparseOptimizerSpec::kAdam

@@ -61,9 +61,20 @@ void rehash_double(Ctx& ctx, const TableView& from, const TableView& to) {
   HSTU_EMBED_DISPATCH(rehash_double(ctx, from, to));
 }
 void gather(Ctx& ctx, const RowSpace& rs, const int64_t* refs, const int64_t* keys, int64_t n,
-            float* out, int64_t out_ld, bool init_missing, uint64_t table_seed, float init_std) {
+            float* out, int64_t out_ld, bool init_missing, uint64_t table_seed, float init_std,
+            const int32_t* inverse) {
   HSTU_EMBED_DISPATCH(
-      gather(ctx, rs, refs, keys, n, out, out_ld, init_missing, table_seed, init_std));
+      gather(ctx, rs, refs, keys, n, out, out_ld, init_missing, table_seed, init_std, inverse));
+}
+void backward_apply(Ctx& ctx, const int32_t* order, int64_t n, int64_t u, const float* dout,
+                    int64_t dout_ld, float scale, const RowSpace& rs, const int64_t* refs,
+                    float* grad, int64_t grad_ld, uint8_t* touched, const SparseOptimizerSpec& spec,
+                    uint8_t* dirty) {
+  HSTU_CHECK(spec.kind == SparseOptimizerSpec::kAdam || spec.kind == SparseOptimizerSpec::kSgd,
+             "dynamic table backward_apply: Adam or SGD only (row-wise Adagrad: reduce_grad, "
+             "then apply)");
+  HSTU_EMBED_DISPATCH(backward_apply(ctx, order, n, u, dout, dout_ld, scale, rs, refs, grad,
+                                     grad_ld, touched, spec, dirty));
 }
 void apply_optimizer(Ctx& ctx, const RowSpace& rs, const int64_t* refs, float* grad,
                      int64_t grad_ld, uint8_t* touched, int64_t n, const SparseOptimizerSpec& spec,

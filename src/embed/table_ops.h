@@ -148,10 +148,12 @@ struct RowSpace {
   int64_t row_width = 0, dim = 0;
 };
 
-// out[i, 0:dim) = embedding of refs[i]; for refs[i] < 0 the key's initial value (init_missing)
-// or zeros. out is [n, out_ld] f32.
+// out[i, 0:dim) = embedding of refs[r], r = inverse ? inverse[i] : i; for refs[r] < 0 the initial
+// value of keys[r] (init_missing) or zeros. out is [n, out_ld] f32. With inverse it is the
+// lookups' output straight from the table (no window).
 void gather(Ctx& ctx, const RowSpace& rs, const int64_t* refs, const int64_t* keys, int64_t n,
-            float* out, int64_t out_ld, bool init_missing, uint64_t table_seed, float init_std);
+            float* out, int64_t out_ld, bool init_missing, uint64_t table_seed, float init_std,
+            const int32_t* inverse = nullptr);
 
 // The fused sparse optimiser: for each i with touched[i] and refs[i] >= 0, updates row refs[i]
 // (embedding and state in the row) from grad[i, 0:dim) with exactly the per-element math of
@@ -161,6 +163,19 @@ void gather(Ctx& ctx, const RowSpace& rs, const int64_t* refs, const int64_t* ke
 void apply_optimizer(Ctx& ctx, const RowSpace& rs, const int64_t* refs, float* grad,
                      int64_t grad_ld, uint8_t* touched, int64_t n, const SparseOptimizerSpec& spec,
                      uint8_t* dirty);
+
+// The fused backward of dedupe's lookups: the rows' gradients summed per unique key over dedupe's
+// order (reduce_grad's sums) and the optimiser applied with apply_optimizer's per-element math,
+// without a gradient row per key: a key whose lookups lie within one warp's chunk is updated
+// directly from the sum; a key spanning chunks adds its partial sums to grad[u] (rows [0, u)
+// zero on entry, as apply leaves them), touched[u] = 1, and is updated by a second pass that
+// zeroes its grad and touched. refs [u] as apply's. The CPU runs reduce_grad then
+// apply_optimizer. Adam and SGD only (row-wise Adagrad needs the row's whole gradient first:
+// reduce_grad + apply_optimizer).
+void backward_apply(Ctx& ctx, const int32_t* order, int64_t n, int64_t u, const float* dout,
+                    int64_t dout_ld, float scale, const RowSpace& rs, const int64_t* refs,
+                    float* grad, int64_t grad_ld, uint8_t* touched, const SparseOptimizerSpec& spec,
+                    uint8_t* dirty);
 
 // dst row dst_slots[i] = src row src_slots[i] (whole rows, row_width floats) where both are
 // >= 0 and (only_dirty == nullptr or only_dirty[src_slots[i]]); then clear_dirty[dst_slots[i]]

@@ -54,6 +54,14 @@ int64_t dedupe(Ctx&, const int64_t* keys, int64_t n, int64_t* unique, int32_t* i
   return u + 1;
 }
 
+void backward_apply(Ctx& ctx, const int32_t* order, int64_t n, int64_t u, const float* dout,
+                    int64_t dout_ld, float scale, const RowSpace& rs, const int64_t* refs,
+                    float* grad, int64_t grad_ld, uint8_t* touched, const SparseOptimizerSpec& spec,
+                    uint8_t* dirty) {
+  cpu::reduce_grad(ctx, order, n, u, dout, dout_ld, scale, grad, grad_ld, rs.dim, touched);
+  cpu::apply_optimizer(ctx, rs, refs, grad, grad_ld, touched, u, spec, dirty);
+}
+
 void dedupe_many(Ctx& ctx, const DedupeJob* jobs, int num_jobs, int64_t* u, int64_t* first_key) {
   for (int j = 0; j < num_jobs; ++j) {
     const DedupeJob& b = jobs[j];
@@ -233,15 +241,17 @@ void rehash_double(Ctx&, const TableView& from, const TableView& to) {
 }
 
 void gather(Ctx& ctx, const RowSpace& rs, const int64_t* refs, const int64_t* keys, int64_t n,
-            float* out, int64_t out_ld, bool init_missing, uint64_t table_seed, float init_std) {
+            float* out, int64_t out_ld, bool init_missing, uint64_t table_seed, float init_std,
+            const int32_t* inverse) {
 #pragma omp parallel for num_threads(threads_for(ctx, n* rs.dim))
   for (int64_t i = 0; i < n; ++i) {
     float* o = out + i * out_ld;
-    if (refs[i] >= 0) {
-      std::memcpy(o, row_ptr(rs, refs[i]), static_cast<size_t>(rs.dim) * sizeof(float));
+    const int64_t r = inverse ? inverse[i] : i;
+    if (refs[r] >= 0) {
+      std::memcpy(o, row_ptr(rs, refs[r]), static_cast<size_t>(rs.dim) * sizeof(float));
     } else {
       for (int64_t c = 0; c < rs.dim; ++c)
-        o[c] = init_missing ? key_init_value(table_seed, keys[i], c, init_std) : 0.0f;
+        o[c] = init_missing ? key_init_value(table_seed, keys[r], c, init_std) : 0.0f;
     }
   }
 }
