@@ -29,8 +29,11 @@ struct Options {
   bool small = false, deterministic = false;
   bool scatter = false;    // backward through embedding_bwd (atomic scatter) instead of reduce_grad
   bool per_table = false;  // one dedupe per table instead of DynamicTable::dedupe_tables
-  bool window = false;     // forward: gather into a window, then embedding_fwd (not lookup)
-  bool unfused = false;    // backward: reduce_grad then apply (not the fused backward)
+  // Measured on an H100 (docs/BENCHMARKS.md, issue 18): the window + reduce_grad + apply path is
+  // faster than lookup (random 512-byte row reads per lookup) and the fused backward (each
+  // owned key's row update sits in the warp's serial walk); both stay selectable.
+  bool window = true;   // forward: gather into a window, then embedding_fwd (--lookup: lookup)
+  bool unfused = true;  // backward: reduce_grad then apply (--fused-bwd: DynamicTable::backward)
 };
 
 // Power law p(x) ~ x^-alpha on [1, rows] by inverse CDF, scrambled into raw int64 keys.
@@ -119,10 +122,10 @@ int run_embedding_bench(const std::vector<std::string>& args) {
       o.scatter = true;
     else if (a == "--per-table-dedupe")
       o.per_table = true;
-    else if (a == "--window")
-      o.window = true;
-    else if (a == "--unfused-bwd")
-      o.unfused = true;
+    else if (a == "--lookup")
+      o.window = false;
+    else if (a == "--fused-bwd")
+      o.unfused = false;
     else
       HSTU_THROW("bench embedding: unknown argument '", a, "'");
   }
