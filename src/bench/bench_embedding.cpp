@@ -27,6 +27,13 @@ struct Options {
   std::vector<double> cache_ratios;
   int warmup = 3, iters = 10;
   bool small = false, deterministic = false;
+  bool scatter = false;    // backward through embedding_bwd (atomic scatter) instead of reduce_grad
+  bool per_table = false;  // one dedupe per table instead of DynamicTable::dedupe_tables
+  // Measured on an H100 (docs/BENCHMARKS.md, issue 18): the window + reduce_grad + apply path is
+  // faster than lookup (random 512-byte row reads per lookup) and the fused backward (each
+  // owned key's row update sits in the warp's serial walk); both stay selectable.
+  bool window = true;   // forward: gather into a window, then embedding_fwd (--lookup: lookup)
+  bool unfused = true;  // backward: reduce_grad then apply (--fused-bwd: DynamicTable::backward)
 };
 
 // Power law p(x) ~ x^-alpha on [1, rows] by inverse CDF, scrambled into raw int64 keys.
@@ -111,6 +118,14 @@ int run_embedding_bench(const std::vector<std::string>& args) {
       o.small = true;
     else if (a == "--deterministic")
       o.deterministic = true;
+    else if (a == "--scatter")
+      o.scatter = true;
+    else if (a == "--per-table-dedupe")
+      o.per_table = true;
+    else if (a == "--lookup")
+      o.window = false;
+    else if (a == "--fused-bwd")
+      o.unfused = false;
     else
       HSTU_THROW("bench embedding: unknown argument '", a, "'");
   }
@@ -130,8 +145,12 @@ int run_embedding_bench(const std::vector<std::string>& args) {
       static_cast<long long>(per_table * o.tables), static_cast<long long>(per_table), o.alpha,
       static_cast<long long>(o.rows), o.deterministic ? "deterministic" : "atomic");
   std::printf(
-      "iteration = dedupe + find_or_insert + gather + embedding_fwd (fwd) + embedding_bwd of "
-      "random output gradients + fused optimiser (bwd); median of %d after %d warm-up\n",
+      "iteration = dedupe (%s) + find_or_insert + gather + embedding_fwd (fwd) + %s of random "
+      "output "
+      "gradients + fused optimiser (bwd); median of %d after %d warm-up\n",
+      o.per_table ? "per table" : "all tables in one pass",
+      o.scatter ? "embedding_bwd (atomic scatter)"
+                : "reduce_grad (per-key sums over dedupe's order)",
       o.iters, o.warmup);
   std::printf(
       "baseline (NV ms): NVIDIA DynamicEmb on one H100, 10 tables x 128, ~1.05 M lookups, alpha "
@@ -199,17 +218,32 @@ int run_embedding_bench(const std::vector<std::string>& args) {
         // The forward of every table, then the backward of every table, as a training step
         // runs them; one synchronisation after each half.
         const auto t0 = std::chrono::steady_clock::now();
+        if (!o.per_table) {  // every table's lookups deduplicated together
+          std::vector<embed::DynamicTable::DedupeCall> calls(runs.size());
+          for (size_t ti = 0; ti < runs.size(); ++ti) {
+            TableRun& r = runs[ti];
+            calls[ti] = {r.table.get(), r.keys[static_cast<size_t>(it % kBatches)],
+                         r.unique,      r.inverse,
+                         r.counts,      0};
+          }
+          embed::DynamicTable::dedupe_tables(ctx, calls);
+          for (size_t ti = 0; ti < runs.size(); ++ti) uniq[ti] = calls[ti].u;
+        }
         for (size_t ti = 0; ti < runs.size(); ++ti) {
           TableRun& r = runs[ti];
           const Tensor& keys = r.keys[static_cast<size_t>(it % kBatches)];
-          const int64_t u = r.table->dedupe(ctx, keys, r.unique, r.inverse, r.counts);
-          uniq[ti] = u;
+          if (o.per_table) uniq[ti] = r.table->dedupe(ctx, keys, r.unique, r.inverse, r.counts);
+          const int64_t u = uniq[ti];
           r.table->begin_step(it);
           const Tensor uk = r.unique.rows(0, u), refs = r.refs.rows(0, u);
           r.table->find_or_insert(ctx, uk, r.counts.rows(0, u), refs);
-          const Tensor win = r.window.rows(0, u);
-          r.table->gather(ctx, uk, refs, win, true);
-          embedding_fwd(ctx, win, r.inverse, 1.0f, Tensor(), Tensor(), r.out);
+          if (o.window) {
+            const Tensor win = r.window.rows(0, u);
+            r.table->gather(ctx, uk, refs, win, true);
+            embedding_fwd(ctx, win, r.inverse, 1.0f, Tensor(), Tensor(), r.out);
+          } else {
+            r.table->lookup(ctx, uk, refs, r.inverse, r.out, true);
+          }
         }
         synchronize_device(device);
         const auto t1 = std::chrono::steady_clock::now();
@@ -217,9 +251,16 @@ int run_embedding_bench(const std::vector<std::string>& args) {
           TableRun& r = runs[ti];
           const int64_t u = uniq[ti];
           const Tensor grad = r.grad.rows(0, u), touched = r.touched.rows(0, u);
-          embedding_bwd(ctx, r.dout, r.inverse, 1.0f, grad, touched, Tensor(), Tensor());
-          r.table->apply(ctx, r.table->optimizer_spec(it + 1, 0.01f), r.refs.rows(0, u), grad,
-                         touched);
+          const SparseOptimizerSpec spec = r.table->optimizer_spec(it + 1, 0.01f);
+          if (o.scatter || o.unfused) {
+            if (o.scatter)
+              embedding_bwd(ctx, r.dout, r.inverse, 1.0f, grad, touched, Tensor(), Tensor());
+            else
+              r.table->reduce_grad(ctx, r.dout, 1.0f, grad, touched);
+            r.table->apply(ctx, spec, r.refs.rows(0, u), grad, touched);
+          } else {
+            r.table->backward(ctx, spec, r.refs.rows(0, u), r.dout, 1.0f, grad, touched);
+          }
         }
         synchronize_device(device);
         const auto t2 = std::chrono::steady_clock::now();

@@ -124,6 +124,15 @@ void add_bench_embedding(CLI::App& bench, Commands& commands) {
       ->check(int_in(1));
   app->add_flag("--small")->description("CPU-sized workload: 104,857 lookups, 200 k rows");
   app->add_flag("--deterministic")->description("sorted (bit-reproducible) gradient scatter");
+  app->add_flag("--scatter")
+      ->description(
+          "backward through embedding_bwd's atomic scatter (not the table's reduce_grad)");
+  app->add_flag("--fused-bwd")
+      ->description("backward: the table's fused backward (sums applied in the reduction pass)");
+  app->add_flag("--per-table-dedupe")
+      ->description("one dedupe per table (not all tables' lookups in one pass)");
+  app->add_flag("--lookup")
+      ->description("forward: the table's lookup (rows straight to the output, no window)");
   commands.push_back({app, [app] { return run_embedding_bench(given_args(*app)); }});
 }
 

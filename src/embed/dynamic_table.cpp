@@ -129,8 +129,8 @@ void DynamicTable::check_keys(Ctx& ctx, const Tensor& keys, const char* what) co
              " contains the reserved key INT64_MIN (", kEmptyKey, "), which no table accepts");
 }
 
-int64_t DynamicTable::dedupe(Ctx& ctx, const Tensor& keys, const Tensor& unique,
-                             const Tensor& inverse, const Tensor& counts) {
+int32_t* DynamicTable::prepare_dedupe(const Tensor& keys, const Tensor& unique,
+                                      const Tensor& inverse, const Tensor& counts) {
   check_vec(keys, DType::kI64, device_, "dedupe keys", spec_.name);
   const int64_t n = keys.dim(0);
   check_vec(unique, DType::kI64, device_, "dedupe unique", spec_.name);
@@ -138,16 +138,97 @@ int64_t DynamicTable::dedupe(Ctx& ctx, const Tensor& keys, const Tensor& unique,
   check_vec(counts, DType::kI32, device_, "dedupe counts", spec_.name);
   HSTU_CHECK(unique.dim(0) >= n && inverse.dim(0) >= n && counts.dim(0) >= n, "dynamic table '",
              spec_.name, "': dedupe outputs must hold ", n, " entries");
-  if (n == 0) return 0;
-  int64_t first = 0;
-  const int64_t u = embed::dedupe(ctx, keys.as<int64_t>(), n, unique.as<int64_t>(),
-                                  inverse.as<int32_t>(), counts.as<int32_t>(), &first);
-  HSTU_CHECK(first != kEmptyKey, "dynamic table '", spec_.name,
+  HSTU_CHECK(n < (int64_t{1} << 31), "dynamic table '", spec_.name, "': dedupe of ", n,
+             " lookups (at most 2^31 - 1)");
+  last_n_ = n;
+  last_u_ = 0;
+  last_unique_ = nullptr;
+  if (order_cap_ < n) {  // grows with the largest batch; a step allocates nothing after that
+    order_cap_ = std::max<int64_t>(n, 2 * order_cap_);
+    order_arena_ =
+        std::make_unique<Arena>(device_, static_cast<size_t>(order_cap_) * 8 + Arena::kAlign,
+                                "dynamic_table_order:" + spec_.name);
+    order_ = order_arena_->alloc(DType::kI32, {2 * order_cap_}).as<int32_t>();
+  }
+  return order_;
+}
+
+void DynamicTable::finish_dedupe(const Tensor& unique, int64_t u, int64_t first) {
+  HSTU_CHECK(u == 0 || first != kEmptyKey, "dynamic table '", spec_.name,
              "': dedupe keys contain the reserved key INT64_MIN (", kEmptyKey,
              "), which no table accepts");
   last_unique_ = unique.data;
   last_u_ = u;
+}
+
+int64_t DynamicTable::dedupe(Ctx& ctx, const Tensor& keys, const Tensor& unique,
+                             const Tensor& inverse, const Tensor& counts) {
+  int32_t* order = prepare_dedupe(keys, unique, inverse, counts);
+  const int64_t n = keys.dim(0);
+  if (n == 0) return 0;
+  int64_t first = 0;
+  const int64_t u = embed::dedupe(ctx, keys.as<int64_t>(), n, unique.as<int64_t>(),
+                                  inverse.as<int32_t>(), counts.as<int32_t>(), &first, order);
+  finish_dedupe(unique, u, first);
   return u;
+}
+
+void DynamicTable::dedupe_tables(Ctx& ctx, std::vector<DedupeCall>& calls) {
+  std::vector<DedupeJob> jobs;
+  std::vector<size_t> which;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    DedupeCall& c = calls[i];
+    HSTU_CHECK(c.table != nullptr, "dedupe_tables: call ", i, " has no table");
+    for (size_t k = 0; k < i; ++k)
+      HSTU_CHECK(calls[k].table != c.table, "dedupe_tables: table '", c.table->spec_.name,
+                 "' appears twice");
+    HSTU_CHECK(c.table->device_ == ctx.device, "dedupe_tables: table '", c.table->spec_.name,
+               "' is on ", device_name(c.table->device_), ", the context on ",
+               device_name(ctx.device));
+    int32_t* order = c.table->prepare_dedupe(c.keys, c.unique, c.inverse, c.counts);
+    c.u = 0;
+    if (c.keys.dim(0) == 0) continue;
+    DedupeJob j;
+    j.keys = c.keys.as<int64_t>();
+    j.n = c.keys.dim(0);
+    j.unique = c.unique.as<int64_t>();
+    j.inverse = c.inverse.as<int32_t>();
+    j.counts = c.counts.as<int32_t>();
+    j.order = order;
+    jobs.push_back(j);
+    which.push_back(i);
+  }
+  for (size_t b = 0; b < jobs.size(); b += kMaxDedupeJobs) {
+    const int m = static_cast<int>(std::min<size_t>(kMaxDedupeJobs, jobs.size() - b));
+    std::vector<int64_t> u(static_cast<size_t>(m)), first(static_cast<size_t>(m));
+    dedupe_many(ctx, jobs.data() + b, m, u.data(), first.data());
+    for (int k = 0; k < m; ++k) {
+      DedupeCall& c = calls[which[b + static_cast<size_t>(k)]];
+      c.table->finish_dedupe(c.unique, u[static_cast<size_t>(k)], first[static_cast<size_t>(k)]);
+      c.u = u[static_cast<size_t>(k)];
+    }
+  }
+}
+
+void DynamicTable::reduce_grad(Ctx& ctx, const Tensor& dout, float scale, const Tensor& grad,
+                               const Tensor& touched) {
+  HSTU_CHECK(last_n_ >= 0, "dynamic table '", spec_.name,
+             "': reduce_grad needs the dedupe of the same lookups first");
+  HSTU_CHECK(dout.ndim == 2 && dout.dtype == DType::kF32 && dout.device == device_ &&
+                 dout.dim(0) == last_n_ && dout.dim(1) == spec_.dim,
+             "dynamic table '", spec_.name, "': reduce_grad dout must be f32 [", last_n_, ", ",
+             spec_.dim, "] on ", device_name(device_), " (the last dedupe's lookups), got ",
+             dout.str());
+  HSTU_CHECK(grad.ndim == 2 && grad.dtype == DType::kF32 && grad.device == device_ &&
+                 grad.dim(0) >= last_u_ && grad.dim(1) == spec_.dim,
+             "dynamic table '", spec_.name, "': reduce_grad grad must be f32 [>= ", last_u_, ", ",
+             spec_.dim, "] on ", device_name(device_), ", got ", grad.str());
+  check_vec(touched, DType::kU8, device_, "reduce_grad touched", spec_.name);
+  HSTU_CHECK(touched.dim(0) >= last_u_, "dynamic table '", spec_.name,
+             "': reduce_grad touched holds fewer than ", last_u_, " entries");
+  if (last_n_ == 0) return;
+  embed::reduce_grad(ctx, order_, last_n_, last_u_, dout.as<float>(), dout.row_stride, scale,
+                     grad.as<float>(), grad.row_stride, spec_.dim, touched.as<uint8_t>());
 }
 
 void DynamicTable::begin_step(int64_t step) {
@@ -178,7 +259,7 @@ void DynamicTable::find_or_insert(Ctx& ctx, const Tensor& unique, const Tensor& 
   int64_t* sslots = work_i64(n);
   int64_t* sev = work_i64(n);
   store_->find_or_insert(ctx, keys, cnt, n, step_, sslots, sev);
-  cache_->erase(ctx, sev, n);  // rows the store evicted are gone: drop their cached copies
+  cache_->erase_async(ctx, sev, n);  // rows the store evicted are gone: drop their copies
   fill_cache(ctx, keys, cnt, sslots, n, out);
 }
 
@@ -194,15 +275,14 @@ void DynamicTable::fill_cache(Ctx& ctx, const int64_t* keys, const int32_t* cnt,
   touch(ctx, cache_->view(), cslots, cnt, n, step_, Eviction::kLru);
   miss_mask(ctx, cslots, sslots, n, mask);
   miss_mask(ctx, cslots, sslots, n, miss);
-  const InsertCounts c = cache_->insert_no_grow(ctx, keys, n, step_, mask, cslots, cev);
-  cache_misses_ += c.inserted + c.no_victim;
-  cache_evictions_ += c.evicted;
+  // Counted on the device (misses: the cache's inserts and rejections; counters() reads them).
+  cache_->insert_no_grow(ctx, keys, n, step_, mask, cslots, cev);
   const TableView& cv = cache_->view();
   const TableView& sv = store_->view();
-  if (c.evicted > 0) {  // write back the changed rows of evicted keys before their slots refill
-    store_->find(ctx, cev, n, wb);
-    copy_rows(ctx, cv.values, cslots, sv.values, wb, n, row_width_, dirty_, nullptr);
-  }
+  // Write back the changed rows of evicted keys before their slots refill (cev[i] is kEmptyKey,
+  // found nowhere, where nothing was evicted: no host read-back decides whether to).
+  store_->find(ctx, cev, n, wb);
+  copy_rows(ctx, cv.values, cslots, sv.values, wb, n, row_width_, dirty_, nullptr);
   tier_refs(ctx, cslots, sslots, miss, n, cache_->capacity(), refs, fill_src);
   copy_rows(ctx, sv.values, fill_src, cv.values, cslots, n, row_width_, nullptr, dirty_);
 }
@@ -234,6 +314,56 @@ void DynamicTable::gather(Ctx& ctx, const Tensor& keys, const Tensor& refs, cons
   if (n == 0) return;
   embed::gather(ctx, rows(), refs.as<int64_t>(), keys.as<int64_t>(), n, out.as<float>(),
                 out.row_stride, init_missing, table_seed_, static_cast<float>(spec_.init_std));
+}
+
+void DynamicTable::lookup(Ctx& ctx, const Tensor& unique, const Tensor& refs, const Tensor& inverse,
+                          const Tensor& out, bool init_missing) {
+  check_vec(unique, DType::kI64, device_, "lookup keys", spec_.name);
+  check_vec(refs, DType::kI64, device_, "lookup refs", spec_.name);
+  check_vec(inverse, DType::kI32, device_, "lookup inverse", spec_.name);
+  const int64_t n = out.ndim == 2 ? out.dim(0) : -1;
+  HSTU_CHECK(out.ndim == 2 && out.dtype == DType::kF32 && out.device == device_ &&
+                 out.dim(1) == spec_.dim && inverse.dim(0) >= n,
+             "dynamic table '", spec_.name, "': lookup out must be f32 [n, ", spec_.dim, "] on ",
+             device_name(device_), " with n <= inverse, got ", out.str());
+  if (n == 0) return;
+  embed::gather(ctx, rows(), refs.as<int64_t>(), unique.as<int64_t>(), n, out.as<float>(),
+                out.row_stride, init_missing, table_seed_, static_cast<float>(spec_.init_std),
+                inverse.as<int32_t>());
+}
+
+void DynamicTable::backward(Ctx& ctx, const SparseOptimizerSpec& opt, const Tensor& refs,
+                            const Tensor& dout, float scale, const Tensor& grad,
+                            const Tensor& touched) {
+  if (opt.kind == SparseOptimizerSpec::kRowWiseAdagrad) {
+    reduce_grad(ctx, dout, scale, grad, touched);
+    apply(ctx, opt, refs.rows(0, last_u_), grad.rows(0, last_u_), touched.rows(0, last_u_));
+    return;
+  }
+  const SparseOptimizerSpec::Kind want = optimizer_spec(1, 0).kind;
+  HSTU_CHECK(opt.kind == want, "dynamic table '", spec_.name, "': backward with another ",
+             "optimiser than the table's '", spec_.optimizer, "'");
+  HSTU_CHECK(last_n_ >= 0, "dynamic table '", spec_.name,
+             "': backward needs the dedupe of the same lookups first");
+  check_vec(refs, DType::kI64, device_, "backward refs", spec_.name);
+  HSTU_CHECK(refs.dim(0) >= last_u_, "dynamic table '", spec_.name,
+             "': backward refs hold fewer than ", last_u_, " entries");
+  HSTU_CHECK(dout.ndim == 2 && dout.dtype == DType::kF32 && dout.device == device_ &&
+                 dout.dim(0) == last_n_ && dout.dim(1) == spec_.dim,
+             "dynamic table '", spec_.name, "': backward dout must be f32 [", last_n_, ", ",
+             spec_.dim, "] on ", device_name(device_), " (the last dedupe's lookups), got ",
+             dout.str());
+  HSTU_CHECK(grad.ndim == 2 && grad.dtype == DType::kF32 && grad.device == device_ &&
+                 grad.dim(0) >= last_u_ && grad.dim(1) == spec_.dim,
+             "dynamic table '", spec_.name, "': backward grad must be f32 [>= ", last_u_, ", ",
+             spec_.dim, "] on ", device_name(device_), ", got ", grad.str());
+  check_vec(touched, DType::kU8, device_, "backward touched", spec_.name);
+  HSTU_CHECK(touched.dim(0) >= last_u_, "dynamic table '", spec_.name,
+             "': backward touched holds fewer than ", last_u_, " entries");
+  if (last_n_ == 0 || last_u_ == 0) return;
+  embed::backward_apply(ctx, order_, last_n_, last_u_, dout.as<float>(), dout.row_stride, scale,
+                        rows(), refs.as<int64_t>(), grad.as<float>(), grad.row_stride,
+                        touched.as<uint8_t>(), opt, cache_ ? dirty_ : nullptr);
 }
 
 SparseOptimizerSpec DynamicTable::optimizer_spec(int64_t step, float lr) const {
@@ -409,8 +539,11 @@ DynamicTableCounters DynamicTable::counters() const {
   c.size = s.size;
   c.capacity = s.capacity;
   c.grows = s.grows;
-  c.cache_misses = cache_misses_;
-  c.cache_evictions = cache_evictions_;
+  if (cache_) {
+    const HashTableCounters& cc = cache_->counters();
+    c.cache_misses = cc.inserts + cc.rejections;
+    c.cache_evictions = cc.evictions;
+  }
   return c;
 }
 

@@ -81,6 +81,23 @@ class DynamicTable {
   // Throws for the reserved key INT64_MIN.
   int64_t dedupe(Ctx& ctx, const Tensor& keys, const Tensor& unique, const Tensor& inverse,
                  const Tensor& counts);
+  // One table's dedupe in dedupe_tables: the arguments of dedupe and its result u.
+  struct DedupeCall {
+    DynamicTable* table = nullptr;
+    Tensor keys, unique, inverse, counts;
+    int64_t u = 0;  // out: the number of unique keys
+  };
+  // dedupe for several tables at once (each table at most once), with results equal to calling
+  // each table's dedupe: on CUDA one sort of all the lookups and one synchronisation instead of
+  // one per table. At most embed::kMaxDedupeJobs tables with lookups.
+  static void dedupe_tables(Ctx& ctx, std::vector<DedupeCall>& calls);
+  // The backward of the lookups of the last dedupe (keys [n] -> inverse): grad f32 [U, dim] (a
+  // row stride allowed; rows [0, U) zero on entry, as apply leaves them) += scale * the sum of
+  // dout f32 [n, dim] rows per unique key, touched u8 [U] = 1. Sums over dedupe's sorted order,
+  // so no lookup adds atomically (only warps' partial sums of a key spanning several chunks on
+  // CUDA, in no fixed order); the CPU equals embedding_bwd(dout, inverse, scale) exactly.
+  void reduce_grad(Ctx& ctx, const Tensor& dout, float scale, const Tensor& grad,
+                   const Tensor& touched);
   // The step whose keys are protected from eviction and stamp LRU scores; non-decreasing.
   void begin_step(int64_t step);
   int64_t step() const { return step_; }
@@ -95,6 +112,20 @@ class DynamicTable {
   // (init_missing) or zeros.
   void gather(Ctx& ctx, const Tensor& keys, const Tensor& refs, const Tensor& out,
               bool init_missing);
+  // The lookups' output straight from the table (no window): out f32 [n, dim] (a row stride
+  // allowed) row i = the row of refs[inverse[i]] (i32 [n], dedupe's), or for refs < 0 the
+  // initial value of unique[inverse[i]] (init_missing) or zeros; = gather into a window then
+  // embedding_fwd(window, inverse) with scale 1, in one pass.
+  void lookup(Ctx& ctx, const Tensor& unique, const Tensor& refs, const Tensor& inverse,
+              const Tensor& out, bool init_missing);
+  // The fused backward of the last dedupe's lookups: reduce_grad's per-key sums of dout f32
+  // [n, dim] (times scale) applied by the table's optimiser (as apply) without a gradient row per
+  // key where a key's lookups fall in one warp's chunk; grad f32 [>= U, dim] and touched u8
+  // [>= U] (zero on entry, left zero) carry the keys spanning chunks. Equals reduce_grad then
+  // apply up to the order of those keys' partial sums (the CPU runs exactly that). Row-wise
+  // Adagrad runs reduce_grad then apply.
+  void backward(Ctx& ctx, const SparseOptimizerSpec& opt, const Tensor& refs, const Tensor& dout,
+                float scale, const Tensor& grad, const Tensor& touched);
   // The fused optimiser on rows refs[i] with touched[i] (u8 [U]) from grad f32 [U, dim];
   // zeroes grad and touched. opt.kind must be the table's optimizer.
   void apply(Ctx& ctx, const SparseOptimizerSpec& opt, const Tensor& refs, const Tensor& grad,
@@ -140,6 +171,11 @@ class DynamicTable {
   void fill_cache(Ctx& ctx, const int64_t* keys, const int32_t* counts, const int64_t* sslots,
                   int64_t n, int64_t* refs);
   void check_keys(Ctx& ctx, const Tensor& keys, const char* what) const;
+  // dedupe's checks and its order buffer for n lookups; returns the order buffer.
+  int32_t* prepare_dedupe(const Tensor& keys, const Tensor& unique, const Tensor& inverse,
+                          const Tensor& counts);
+  // Records a dedupe's result (throws for the reserved key).
+  void finish_dedupe(const Tensor& unique, int64_t u, int64_t first);
 
   DynamicTableSpec spec_;
   Device device_;
@@ -149,11 +185,14 @@ class DynamicTable {
   int64_t step_ = 0;
   const void* last_unique_ = nullptr;  // the unique keys of the last dedupe, already checked
   int64_t last_u_ = 0;
+  int64_t last_n_ = -1;                 // lookups of the last dedupe (-1: none yet)
+  std::unique_ptr<Arena> order_arena_;  // i32 [2n]: dedupe's sorted positions | segment ends
+  int32_t* order_ = nullptr;
+  int64_t order_cap_ = 0;
   std::unique_ptr<HashTable> store_, cache_;
   std::unique_ptr<Arena> dirty_arena_;
   uint8_t* dirty_ = nullptr;  // u8 [cache capacity]: cache row changed since it was filled
   std::unique_ptr<Arena> work_;
-  int64_t cache_misses_ = 0, cache_evictions_ = 0;
 };
 
 }  // namespace hstu::embed

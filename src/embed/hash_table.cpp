@@ -53,8 +53,26 @@ HashTable::HashTable(const HashTableConfig& cfg, Device device) : cfg_(cfg), dev
     sketch_ = reinterpret_cast<uint32_t*>(
         sketch_arena_->zeros(DType::kI32, {kSketchDepth * sketch_width_}).data);
   }
+  pending_arena_ = std::make_unique<Arena>(device, kPendingWords * 8 + Arena::kAlign,
+                                           "dynamic_table_counts:" + cfg.name);
+  pending_ = reinterpret_cast<uint64_t*>(pending_arena_->zeros(DType::kI64, {kPendingWords}).data);
   // The clear and zero-fills ran on the default stream: done before any stream's work.
   synchronize(ctx);
+}
+
+void HashTable::settle() const {
+  if (!has_pending_) return;
+  uint64_t h[kPendingWords];
+  Ctx ctx;
+  ctx.device = device_;
+  read_pending(ctx, pending_, h);
+  has_pending_ = false;
+  counters_.inserts += static_cast<int64_t>(h[kPendingInserted]);
+  counters_.evictions += static_cast<int64_t>(h[kPendingEvicted]);
+  counters_.rejections += static_cast<int64_t>(h[kPendingNoVictim]);
+  counters_.size += static_cast<int64_t>(h[kPendingInserted]) -
+                    static_cast<int64_t>(h[kPendingEvicted]) -
+                    static_cast<int64_t>(h[kPendingErased]);
 }
 
 HashTable::~HashTable() = default;
@@ -62,12 +80,15 @@ HashTable::~HashTable() = default;
 void HashTable::allocate(Ctx&, int64_t num_buckets) {
   auto st = std::make_unique<Storage>();
   const int64_t cap = num_buckets * cfg_.bucket_size;
-  st->meta = std::make_unique<Arena>(device_, static_cast<size_t>(cap) * 24 + 4 * Arena::kAlign,
-                                     "dynamic_table:" + cfg_.name);
+  st->meta = std::make_unique<Arena>(
+      device_,
+      static_cast<size_t>(cap) * 24 + static_cast<size_t>(num_buckets) * 4 + 5 * Arena::kAlign,
+      "dynamic_table:" + cfg_.name);
   TableView v;
   v.keys = st->meta->alloc(DType::kI64, {cap}).as<int64_t>();
   v.scores = reinterpret_cast<uint64_t*>(st->meta->alloc(DType::kI64, {cap}).data);
   v.last_step = st->meta->alloc(DType::kI64, {cap}).as<int64_t>();
+  v.heads = st->meta->alloc(DType::kI32, {num_buckets}).as<int32_t>();
   const size_t vbytes = static_cast<size_t>(cap * cfg_.row_width) * sizeof(float);
   if (cfg_.values_on_host && device_ == Device::kCUDA) {
     st->pinned = std::make_unique<HostStaging>(device_, std::max<size_t>(vbytes, 4));
@@ -139,16 +160,29 @@ void HashTable::find_or_insert(Ctx& ctx, const int64_t* keys, const int32_t* cou
     counters_.rejections += ad.rejected;
     if (ad.admitted == 0) return;
   }
+  bool grew = false;
   while (need_counts &&
-         static_cast<double>(counters_.size + ad.admitted) >
+         static_cast<double>(size() + ad.admitted) >
              cfg_.max_load_factor * static_cast<double>(capacity()) &&
-         view_.num_buckets < max_buckets_)
+         view_.num_buckets < max_buckets_) {
     grow(ctx);
+    grew = true;
+  }
+  // The keys found before the growth moved with the rehash: look them up again.
+  if (grew) embed::find(ctx, view_, keys, n, slots);
   for (;;) {
     const bool at_max = view_.num_buckets >= max_buckets_;
-    const InsertCounts c =
-        insert(ctx, view_, keys, counts, n, step, cfg_.eviction,
-               at_max && cfg_.eviction != Eviction::kNone, mask, slots, status, evicted);
+    if (at_max && cfg_.eviction != Eviction::kNone) {
+      // With eviction at max capacity no key finds its bucket full (kFull), so nothing on the
+      // host waits for the counts: they stay on the device until counters() reads them.
+      insert(ctx, view_, keys, counts, n, step, cfg_.eviction, true, mask, slots, status, evicted,
+             pending_);
+      has_pending_ = true;
+      init_rows(ctx, view_, keys, slots, status, n, cfg_.table_seed, cfg_.init_std);
+      break;
+    }
+    const InsertCounts c = insert(ctx, view_, keys, counts, n, step, cfg_.eviction, false, mask,
+                                  slots, status, evicted);
     init_rows(ctx, view_, keys, slots, status, n, cfg_.table_seed, cfg_.init_std);
     counters_.inserts += c.inserted;
     counters_.evictions += c.evicted;
@@ -165,25 +199,29 @@ void HashTable::find_or_insert(Ctx& ctx, const int64_t* keys, const int32_t* cou
   }
 }
 
-InsertCounts HashTable::insert_no_grow(Ctx& ctx, const int64_t* keys, int64_t n, int64_t step,
-                                       uint8_t* mask, int64_t* slots, int64_t* evicted_keys) {
-  if (n == 0) return {};
+void HashTable::insert_no_grow(Ctx& ctx, const int64_t* keys, int64_t n, int64_t step,
+                               uint8_t* mask, int64_t* slots, int64_t* evicted_keys) {
+  if (n == 0) return;
   ensure_work(n);
   uint8_t* status = scratch<uint8_t>(n);
   int32_t* ones = scratch<int32_t>(n);  // counts are unused by LRU
-  const InsertCounts c = insert(ctx, view_, keys, ones, n, step, Eviction::kLru, true, mask, slots,
-                                status, evicted_keys);
+  insert(ctx, view_, keys, ones, n, step, Eviction::kLru, true, mask, slots, status, evicted_keys,
+         pending_);
+  has_pending_ = true;
   work_->reset(0);
-  counters_.inserts += c.inserted;
-  counters_.evictions += c.evicted;
-  counters_.size += c.inserted - c.evicted;
-  return c;
 }
 
 int64_t HashTable::erase(Ctx& ctx, const int64_t* keys, int64_t n) {
+  settle();
   const int64_t e = embed::erase(ctx, view_, keys, n);
   counters_.size -= e;
   return e;
+}
+
+void HashTable::erase_async(Ctx& ctx, const int64_t* keys, int64_t n) {
+  if (n == 0) return;
+  embed::erase(ctx, view_, keys, n, pending_);
+  has_pending_ = true;
 }
 
 }  // namespace hstu::embed

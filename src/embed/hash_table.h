@@ -42,9 +42,14 @@ class HashTable {
 
   const TableView& view() const { return view_; }
   const HashTableConfig& config() const { return cfg_; }
-  const HashTableCounters& counters() const { return counters_; }
+  // Counters (and size) settle the counts the device accumulated since the last read first: a
+  // synchronisation when any are pending.
+  const HashTableCounters& counters() const {
+    settle();
+    return counters_;
+  }
   Device device() const { return device_; }
-  int64_t size() const { return counters_.size; }
+  int64_t size() const { return counters().size; }
   int64_t capacity() const { return view_.capacity(); }
 
   // slots[i] = slot of keys[i], or -1.
@@ -58,10 +63,13 @@ class HashTable {
   void find_or_insert(Ctx& ctx, const int64_t* keys, const int32_t* counts, int64_t n, int64_t step,
                       int64_t* slots, int64_t* evicted_keys, bool admit_all = false);
   // Inserts keys whose mask[i] is set, all absent, never growing (the cache of a tier): slots,
-  // evicted_keys as above; mask is consumed.
-  InsertCounts insert_no_grow(Ctx& ctx, const int64_t* keys, int64_t n, int64_t step, uint8_t* mask,
-                              int64_t* slots, int64_t* evicted_keys);
+  // evicted_keys as above; mask is consumed. The counts stay on the device (counters() settles
+  // them), so this does not synchronise.
+  void insert_no_grow(Ctx& ctx, const int64_t* keys, int64_t n, int64_t step, uint8_t* mask,
+                      int64_t* slots, int64_t* evicted_keys);
   int64_t erase(Ctx& ctx, const int64_t* keys, int64_t n);
+  // erase without the count read-back (counted on the device; counters() settles it).
+  void erase_async(Ctx& ctx, const int64_t* keys, int64_t n);
   // Doubles the buckets (rehash); throws at max capacity.
   void grow(Ctx& ctx);
 
@@ -84,7 +92,13 @@ class HashTable {
   int64_t sketch_width_ = 0;
   static constexpr int kSketchDepth = 4;
   std::unique_ptr<Arena> work_;
-  HashTableCounters counters_;
+  // Counts of inserts / evictions / erases accumulated on the device (PendingWord order), settled
+  // into counters_ by settle() (which waits for the device).
+  void settle() const;
+  std::unique_ptr<Arena> pending_arena_;
+  uint64_t* pending_ = nullptr;
+  mutable bool has_pending_ = false;
+  mutable HashTableCounters counters_;
 };
 
 }  // namespace hstu::embed

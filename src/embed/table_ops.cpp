@@ -14,8 +14,19 @@ namespace hstu::embed {
   HSTU_CUDA_DISPATCH(return cuda::call);
 
 int64_t dedupe(Ctx& ctx, const int64_t* keys, int64_t n, int64_t* unique, int32_t* inverse,
-               int32_t* counts, int64_t* first_key) {
-  HSTU_EMBED_DISPATCH(dedupe(ctx, keys, n, unique, inverse, counts, first_key));
+               int32_t* counts, int64_t* first_key, int32_t* order) {
+  HSTU_EMBED_DISPATCH(dedupe(ctx, keys, n, unique, inverse, counts, first_key, order));
+}
+void dedupe_many(Ctx& ctx, const DedupeJob* jobs, int num_jobs, int64_t* u, int64_t* first_key) {
+  HSTU_CHECK(num_jobs >= 0 && num_jobs <= kMaxDedupeJobs, "dedupe_many: ", num_jobs,
+             " tables (at most ", kMaxDedupeJobs, ")");
+  HSTU_EMBED_DISPATCH(dedupe_many(ctx, jobs, num_jobs, u, first_key));
+}
+void reduce_grad(Ctx& ctx, const int32_t* order, int64_t n, int64_t u, const float* dout,
+                 int64_t dout_ld, float scale, float* grad, int64_t grad_ld, int64_t dim,
+                 uint8_t* touched) {
+  HSTU_EMBED_DISPATCH(
+      reduce_grad(ctx, order, n, u, dout, dout_ld, scale, grad, grad_ld, dim, touched));
 }
 void find(Ctx& ctx, const TableView& t, const int64_t* keys, int64_t n, int64_t* slots) {
   HSTU_EMBED_DISPATCH(find(ctx, t, keys, n, slots));
@@ -32,24 +43,38 @@ AdmitCounts admit(Ctx& ctx, uint32_t* sketch, int depth, int64_t width, const in
 }
 InsertCounts insert(Ctx& ctx, const TableView& t, const int64_t* keys, const int32_t* counts,
                     int64_t n, int64_t step, Eviction policy, bool allow_evict, uint8_t* mask,
-                    int64_t* slots, uint8_t* status, int64_t* evicted_keys) {
+                    int64_t* slots, uint8_t* status, int64_t* evicted_keys, uint64_t* pending) {
   HSTU_EMBED_DISPATCH(insert(ctx, t, keys, counts, n, step, policy, allow_evict, mask, slots,
-                             status, evicted_keys));
+                             status, evicted_keys, pending));
 }
 void init_rows(Ctx& ctx, const TableView& t, const int64_t* keys, const int64_t* slots,
                const uint8_t* status, int64_t n, uint64_t table_seed, float init_std) {
   HSTU_EMBED_DISPATCH(init_rows(ctx, t, keys, slots, status, n, table_seed, init_std));
 }
-int64_t erase(Ctx& ctx, const TableView& t, const int64_t* keys, int64_t n) {
-  HSTU_EMBED_DISPATCH(erase(ctx, t, keys, n));
+int64_t erase(Ctx& ctx, const TableView& t, const int64_t* keys, int64_t n, uint64_t* pending) {
+  HSTU_EMBED_DISPATCH(erase(ctx, t, keys, n, pending));
+}
+void read_pending(Ctx& ctx, uint64_t* pending, uint64_t* out) {
+  HSTU_EMBED_DISPATCH(read_pending(ctx, pending, out));
 }
 void rehash_double(Ctx& ctx, const TableView& from, const TableView& to) {
   HSTU_EMBED_DISPATCH(rehash_double(ctx, from, to));
 }
 void gather(Ctx& ctx, const RowSpace& rs, const int64_t* refs, const int64_t* keys, int64_t n,
-            float* out, int64_t out_ld, bool init_missing, uint64_t table_seed, float init_std) {
+            float* out, int64_t out_ld, bool init_missing, uint64_t table_seed, float init_std,
+            const int32_t* inverse) {
   HSTU_EMBED_DISPATCH(
-      gather(ctx, rs, refs, keys, n, out, out_ld, init_missing, table_seed, init_std));
+      gather(ctx, rs, refs, keys, n, out, out_ld, init_missing, table_seed, init_std, inverse));
+}
+void backward_apply(Ctx& ctx, const int32_t* order, int64_t n, int64_t u, const float* dout,
+                    int64_t dout_ld, float scale, const RowSpace& rs, const int64_t* refs,
+                    float* grad, int64_t grad_ld, uint8_t* touched, const SparseOptimizerSpec& spec,
+                    uint8_t* dirty) {
+  HSTU_CHECK(spec.kind == SparseOptimizerSpec::kAdam || spec.kind == SparseOptimizerSpec::kSgd,
+             "dynamic table backward_apply: Adam or SGD only (row-wise Adagrad: reduce_grad, "
+             "then apply)");
+  HSTU_EMBED_DISPATCH(backward_apply(ctx, order, n, u, dout, dout_ld, scale, rs, refs, grad,
+                                     grad_ld, touched, spec, dirty));
 }
 void apply_optimizer(Ctx& ctx, const RowSpace& rs, const int64_t* refs, float* grad,
                      int64_t grad_ld, uint8_t* touched, int64_t n, const SparseOptimizerSpec& spec,

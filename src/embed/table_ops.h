@@ -25,6 +25,8 @@ struct TableView {
   uint64_t* scores = nullptr;    // [capacity]: LRU step of last use / LFU frequency
   int64_t* last_step = nullptr;  // [capacity]: step of last use (-1: never); protects the step
   float* values = nullptr;       // [capacity, row_width]: embedding [dim] | optimiser state
+  int32_t* heads = nullptr;      // [num_buckets]: CUDA insert's per-bucket key lists; -1 between
+                                 // calls (clear sets it; the CPU does not use it)
   int64_t num_buckets = 0;
   int bucket_size = 0;
   int64_t row_width = 0, dim = 0;
@@ -46,9 +48,37 @@ struct InsertCounts {
 
 // Sort-based unique: unique[0:U) = the distinct keys of keys[0:n) ascending, inverse[i] = index
 // of keys[i] in unique, counts[u] = occurrences, *first_key (host) = unique[0]. Returns U (the
-// CUDA backend synchronises once).
+// CUDA backend synchronises once). With order (i32 [2n], optional): order[0:n) = the positions
+// of keys in (key, position) order, order[n + u] = one past unique key u's last entry there
+// (its segment of the sorted order ends), for reduce_grad.
 int64_t dedupe(Ctx& ctx, const int64_t* keys, int64_t n, int64_t* unique, int32_t* inverse,
-               int32_t* counts, int64_t* first_key);
+               int32_t* counts, int64_t* first_key, int32_t* order = nullptr);
+
+// One table's part of dedupe_many: its lookups and dedupe's outputs (as dedupe's arguments).
+struct DedupeJob {
+  const int64_t* keys = nullptr;
+  int64_t n = 0;
+  int64_t* unique = nullptr;
+  int32_t* inverse = nullptr;
+  int32_t* counts = nullptr;
+  int32_t* order = nullptr;  // optional, as dedupe's
+};
+inline constexpr int kMaxDedupeJobs = 64;
+// dedupe of up to kMaxDedupeJobs tables at once, each exactly as dedupe would (keys of different
+// jobs never meet): u[j] = job j's U, first_key[j] its smallest key (host arrays). The CUDA
+// backend sorts all lookups together ((key, position) in 64 bits, then the job in one stable
+// pass), so T tables cost one pair of sorts, one scan and one synchronisation.
+void dedupe_many(Ctx& ctx, const DedupeJob* jobs, int num_jobs, int64_t* u, int64_t* first_key);
+
+// The gradient of the unique rows from the lookups' output gradients, summed per unique key
+// over dedupe's order (no atomics per lookup): grad[u, 0:dim) += scale * sum of dout[p, 0:dim)
+// over the positions p of key u, touched[u] = 1, for u < U. grad rows [0, U) must be zero on
+// entry on CUDA (a key whose lookups span several warps' chunks adds its partial sums
+// atomically; the order of those additions is not fixed). The CPU sums each key in position
+// order, as embedding_bwd does.
+void reduce_grad(Ctx& ctx, const int32_t* order, int64_t n, int64_t u, const float* dout,
+                 int64_t dout_ld, float scale, float* grad, int64_t grad_ld, int64_t dim,
+                 uint8_t* touched);
 
 // slots[i] = slot of keys[i] or -1.
 void find(Ctx& ctx, const TableView& t, const int64_t* keys, int64_t n, int64_t* slots);
@@ -74,17 +104,36 @@ AdmitCounts admit(Ctx& ctx, uint32_t* sketch, int depth, int64_t width, const in
 // else status kFull (mask stays 1) / kNoVictim. Sets slots[i], status[i], evicted_keys[i]
 // (kEmptyKey unless kEvicted), the new slot's score (LRU/none: step; LFU: counts[i]) and last_step
 // = step; mask[i] = 1 only for kFull afterwards.
+// With `pending` (u64 [kPendingWords] on ctx.device; host memory on the CPU) the counts are added
+// to pending[kPendingInserted..kPendingNoVictim] in stream order and {} is returned: the CUDA
+// backend then does not synchronise (read_pending settles them later).
 InsertCounts insert(Ctx& ctx, const TableView& t, const int64_t* keys, const int32_t* counts,
                     int64_t n, int64_t step, Eviction policy, bool allow_evict, uint8_t* mask,
-                    int64_t* slots, uint8_t* status, int64_t* evicted_keys);
+                    int64_t* slots, uint8_t* status, int64_t* evicted_keys,
+                    uint64_t* pending = nullptr);
 
 // Rows slots[i] (where status[i] is kInserted or kEvicted) = the key's initial embedding and a
 // zero optimiser state.
 void init_rows(Ctx& ctx, const TableView& t, const int64_t* keys, const int64_t* slots,
                const uint8_t* status, int64_t n, uint64_t table_seed, float init_std);
 
-// Erases keys[0:n) that are present; returns how many were.
-int64_t erase(Ctx& ctx, const TableView& t, const int64_t* keys, int64_t n);
+// Erases keys[0:n) that are present; returns how many were. With `pending` the count is added to
+// pending[kPendingErased] instead (no synchronisation) and 0 is returned.
+int64_t erase(Ctx& ctx, const TableView& t, const int64_t* keys, int64_t n,
+              uint64_t* pending = nullptr);
+
+// The words of a pending-count array (insert, erase).
+enum PendingWord : int {
+  kPendingInserted = 0,
+  kPendingEvicted = 1,
+  kPendingFull = 2,
+  kPendingNoVictim = 3,
+  kPendingErased = 4,
+  kPendingWords = 5
+};
+// Waits for the device (every stream: the one that last added may be gone), copies
+// pending[0:kPendingWords) to out (host) and zeroes pending.
+void read_pending(Ctx& ctx, uint64_t* pending, uint64_t* out);
 
 // Copies every slot of `from` into the slot of the same index within bucket b or b + nb of `to`
 // (to.num_buckets == 2 * from.num_buckets); `to` starts empty.
@@ -99,10 +148,12 @@ struct RowSpace {
   int64_t row_width = 0, dim = 0;
 };
 
-// out[i, 0:dim) = embedding of refs[i]; for refs[i] < 0 the key's initial value (init_missing)
-// or zeros. out is [n, out_ld] f32.
+// out[i, 0:dim) = embedding of refs[r], r = inverse ? inverse[i] : i; for refs[r] < 0 the initial
+// value of keys[r] (init_missing) or zeros. out is [n, out_ld] f32. With inverse it is the
+// lookups' output straight from the table (no window).
 void gather(Ctx& ctx, const RowSpace& rs, const int64_t* refs, const int64_t* keys, int64_t n,
-            float* out, int64_t out_ld, bool init_missing, uint64_t table_seed, float init_std);
+            float* out, int64_t out_ld, bool init_missing, uint64_t table_seed, float init_std,
+            const int32_t* inverse = nullptr);
 
 // The fused sparse optimiser: for each i with touched[i] and refs[i] >= 0, updates row refs[i]
 // (embedding and state in the row) from grad[i, 0:dim) with exactly the per-element math of
@@ -112,6 +163,19 @@ void gather(Ctx& ctx, const RowSpace& rs, const int64_t* refs, const int64_t* ke
 void apply_optimizer(Ctx& ctx, const RowSpace& rs, const int64_t* refs, float* grad,
                      int64_t grad_ld, uint8_t* touched, int64_t n, const SparseOptimizerSpec& spec,
                      uint8_t* dirty);
+
+// The fused backward of dedupe's lookups: the rows' gradients summed per unique key over dedupe's
+// order (reduce_grad's sums) and the optimiser applied with apply_optimizer's per-element math,
+// without a gradient row per key: a key whose lookups lie within one warp's chunk is updated
+// directly from the sum; a key spanning chunks adds its partial sums to grad[u] (rows [0, u)
+// zero on entry, as apply leaves them), touched[u] = 1, and is updated by a second pass that
+// zeroes its grad and touched. refs [u] as apply's. The CPU runs reduce_grad then
+// apply_optimizer. Adam and SGD only (row-wise Adagrad needs the row's whole gradient first:
+// reduce_grad + apply_optimizer).
+void backward_apply(Ctx& ctx, const int32_t* order, int64_t n, int64_t u, const float* dout,
+                    int64_t dout_ld, float scale, const RowSpace& rs, const int64_t* refs,
+                    float* grad, int64_t grad_ld, uint8_t* touched, const SparseOptimizerSpec& spec,
+                    uint8_t* dirty);
 
 // dst row dst_slots[i] = src row src_slots[i] (whole rows, row_width floats) where both are
 // >= 0 and (only_dirty == nullptr or only_dirty[src_slots[i]]); then clear_dirty[dst_slots[i]]
@@ -133,7 +197,8 @@ void tier_refs(Ctx& ctx, const int64_t* cache_slots, const int64_t* store_slots,
 void set_scores(Ctx& ctx, const TableView& t, const int64_t* slots, const uint64_t* values,
                 int64_t n);
 
-// Empties every slot: keys = kEmptyKey, scores = 0, last_step = -1 (values untouched).
+// Empties every slot: keys = kEmptyKey, scores = 0, last_step = -1, heads = -1 (values
+// untouched).
 void clear(Ctx& ctx, const TableView& t);
 // p[0:n) = v.
 void fill_u8(Ctx& ctx, uint8_t* p, int64_t n, uint8_t v);

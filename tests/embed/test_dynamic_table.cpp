@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <random>
 #include <unordered_map>
 
@@ -211,6 +212,63 @@ TEST(DynamicTable, GrowsByDoublingWithoutEviction) {
   EXPECT_GE(t.capacity(), 1024);
   EXPECT_GT(t.counters().grows, 0);
   EXPECT_LE(static_cast<double>(t.size()), 0.75 * static_cast<double>(t.capacity()) + 1e-9);
+}
+
+// Keys already present when a batch makes the table grow before inserting keep their rows: the
+// slots found before the rehash are looked up again (they were stale, and read other rows).
+TEST(DynamicTable, PresentKeysKeepTheirRowsWhenABatchGrowsTheTable) {
+  Ctx ctx = cpu_ctx();
+  DynamicTableSpec spec = small_spec("none", 256, 4096);
+  spec.bucket_size = 32;  // 8 buckets: the first batch fits without growing
+  DynamicTable t(spec, Device::kCPU);
+  std::vector<int64_t> first, second;
+  for (int64_t k = 0; k < 100; ++k) first.push_back(k * 7919 + 11);
+  for (int64_t k = 0; k < 300; ++k) second.push_back(k * 7919 + 11);
+  const SparseOptimizerSpec frozen = t.optimizer_spec(1, 0.0f);  // lr 0: rows stay initial
+  test::embed_cpu_step(t, ctx, first, 0, frozen, test_grad);
+  ASSERT_EQ(t.counters().grows, 0);
+  const test::EmbedStep s = test::embed_cpu_step(t, ctx, second, 1, frozen, test_grad);
+  ASSERT_GT(t.counters().grows, 0);
+  ASSERT_EQ(t.size(), 300);
+  for (size_t i = 0; i < s.unique.size(); ++i) {
+    ASSERT_GE(s.refs[i], 0);
+    for (int64_t c = 0; c < 5; ++c)
+      ASSERT_EQ(s.rows[i * 5 + c], embed::key_init_value(t.table_seed(), s.unique[i], c, 0.02f))
+          << "key " << s.unique[i] << " column " << c;
+  }
+}
+
+// dedupe_tables gives each table what its own dedupe gives (tables sharing keys included).
+TEST(DynamicTable, DedupeTablesEqualsPerTableDedupe) {
+  Ctx ctx = cpu_ctx();
+  std::vector<std::unique_ptr<DynamicTable>> tables;
+  std::vector<std::vector<int64_t>> keys(3), unique(3), u2(3);
+  std::vector<std::vector<int32_t>> inverse(3), counts(3), i2(3), c2(3);
+  std::mt19937_64 rng(4);
+  std::vector<DynamicTable::DedupeCall> calls;
+  for (int t = 0; t < 3; ++t) {
+    DynamicTableSpec s = small_spec("lru", 64, 64);
+    s.name = "t" + std::to_string(t);
+    tables.push_back(std::make_unique<DynamicTable>(s, Device::kCPU));
+    const size_t n = t == 1 ? 0 : 200 + 50 * t;  // an empty table among them
+    for (size_t i = 0; i < n; ++i) keys[t].push_back(static_cast<int64_t>(rng() % 90) - 40);
+    for (auto* v : {&unique[t], &u2[t]}) v->assign(n, 0);
+    for (auto* v : {&inverse[t], &counts[t], &i2[t], &c2[t]}) v->assign(n, 0);
+    calls.push_back({tables[t].get(), vec_tensor(keys[t]), vec_tensor(unique[t]),
+                     vec_tensor(inverse[t]), vec_tensor(counts[t]), -1});
+  }
+  DynamicTable::dedupe_tables(ctx, calls);
+  for (int t = 0; t < 3; ++t) {
+    const int64_t u = tables[t]->dedupe(ctx, vec_tensor(keys[t]), vec_tensor(u2[t]),
+                                        vec_tensor(i2[t]), vec_tensor(c2[t]));
+    ASSERT_EQ(calls[t].u, u) << t;
+    EXPECT_EQ(unique[t], u2[t]);
+    EXPECT_EQ(inverse[t], i2[t]);
+    EXPECT_EQ(std::vector<int32_t>(counts[t].begin(), counts[t].begin() + u),
+              std::vector<int32_t>(c2[t].begin(), c2[t].begin() + u));
+  }
+  calls.push_back(calls[0]);
+  EXPECT_THROW(DynamicTable::dedupe_tables(ctx, calls), Error);  // a table twice
 }
 
 TEST(DynamicTable, NoEvictionOverflowNamesTableAndCapacity) {

@@ -129,5 +129,94 @@ TEST(FusedOptimizer, NonFiniteGuardSkipsTheUpdateButClearsGradients) {
                Error);
 }
 
+// reduce_grad (per-key sums over dedupe's sorted order) equals embedding_bwd on the window
+// bit for bit on the CPU: the same additions in the same (position) order.
+TEST(DynamicTable, ReduceGradEqualsEmbeddingBwd) {
+  Ctx ctx = cpu_ctx();
+  embed::DynamicTableSpec s;
+  s.name = "items";
+  s.dim = 7;
+  s.capacity_rows = s.max_capacity_rows = 1024;
+  embed::DynamicTable t(s, Device::kCPU);
+  std::mt19937_64 rng(5);
+  std::vector<int64_t> keys(500);
+  for (auto& k : keys) k = static_cast<int64_t>(rng() % 60) * 1000003 - 9;
+  const int64_t n = 500, d = 7;
+  std::vector<float> dout(n * d);
+  for (auto& x : dout) x = std::uniform_real_distribution<float>(-1, 1)(rng);
+  std::vector<int64_t> unique(n);
+  std::vector<int32_t> inverse(n), counts(n);
+  const int64_t u =
+      t.dedupe(ctx, vec_tensor(keys), vec_tensor(unique), vec_tensor(inverse), vec_tensor(counts));
+  std::vector<float> a(u * d, 0.0f), b(u * d, 0.0f);
+  std::vector<uint8_t> ta(u, 0), tb(u, 0);
+  const Tensor dt(dout.data(), DType::kF32, Device::kCPU, {n, d});
+  t.reduce_grad(ctx, dt, 0.25f, Tensor(a.data(), DType::kF32, Device::kCPU, {u, d}),
+                vec_tensor(ta));
+  embedding_bwd(ctx, dt, vec_tensor(inverse), 0.25f,
+                Tensor(b.data(), DType::kF32, Device::kCPU, {u, d}), vec_tensor(tb), Tensor(),
+                Tensor());
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0);
+  EXPECT_EQ(ta, tb);
+  // dout of another length than the last dedupe's lookups is refused.
+  EXPECT_THROW(t.reduce_grad(ctx, Tensor(dout.data(), DType::kF32, Device::kCPU, {n - 1, d}), 1.0f,
+                             Tensor(a.data(), DType::kF32, Device::kCPU, {u, d}), vec_tensor(ta)),
+               Error);
+}
+
+// lookup equals gather into a window + embedding_fwd, and backward equals reduce_grad + apply,
+// bit for bit on the CPU (Adam: the fused path; row-wise Adagrad: its two-pass fallback).
+TEST(DynamicTable, LookupAndBackwardEqualTheUnfusedSteps) {
+  for (const char* opt : {"adam", "sgd", "row_wise_adagrad"}) {
+    Ctx ctx = cpu_ctx();
+    embed::DynamicTableSpec s;
+    s.name = "items";
+    s.dim = 6;
+    s.optimizer = opt;
+    s.capacity_rows = s.max_capacity_rows = 1024;
+    embed::DynamicTable a(s, Device::kCPU), b(s, Device::kCPU);
+    std::mt19937_64 rng(12);
+    const int64_t n = 400, d = 6;
+    for (int step = 0; step < 3; ++step) {
+      std::vector<int64_t> keys(n);
+      for (auto& k : keys) k = static_cast<int64_t>(rng() % 80) * 31 - 700;
+      std::vector<float> dout(n * d);
+      for (auto& x : dout) x = std::uniform_real_distribution<float>(-1, 1)(rng);
+      const Tensor dt(dout.data(), DType::kF32, Device::kCPU, {n, d});
+      std::vector<int64_t> ua(n), ub(n), ra, rb;
+      std::vector<int32_t> ia(n), ib(n), ca(n), cb(n);
+      const int64_t u =
+          a.dedupe(ctx, vec_tensor(keys), vec_tensor(ua), vec_tensor(ia), vec_tensor(ca));
+      ASSERT_EQ(b.dedupe(ctx, vec_tensor(keys), vec_tensor(ub), vec_tensor(ib), vec_tensor(cb)), u);
+      ua.resize(u), ub.resize(u), ca.resize(u), cb.resize(u), ra.resize(u), rb.resize(u);
+      a.begin_step(step), b.begin_step(step);
+      a.find_or_insert(ctx, vec_tensor(ua), vec_tensor(ca), vec_tensor(ra));
+      b.find_or_insert(ctx, vec_tensor(ub), vec_tensor(cb), vec_tensor(rb));
+      std::vector<float> oa(n * d), win(u * d), ob(n * d);
+      a.lookup(ctx, vec_tensor(ua), vec_tensor(ra), vec_tensor(ia),
+               Tensor(oa.data(), DType::kF32, Device::kCPU, {n, d}), true);
+      b.gather(ctx, vec_tensor(ub), vec_tensor(rb),
+               Tensor(win.data(), DType::kF32, Device::kCPU, {u, d}), true);
+      embedding_fwd(ctx, Tensor(win.data(), DType::kF32, Device::kCPU, {u, d}), vec_tensor(ib),
+                    1.0f, Tensor(), Tensor(), Tensor(ob.data(), DType::kF32, Device::kCPU, {n, d}));
+      ASSERT_EQ(oa, ob) << opt;
+      std::vector<float> ga(u * d, 0.0f), gb(u * d, 0.0f);
+      std::vector<uint8_t> ta(u, 0), tb(u, 0);
+      const SparseOptimizerSpec spec = a.optimizer_spec(step + 1, 0.05f);
+      a.backward(ctx, spec, vec_tensor(ra), dt, 0.5f,
+                 Tensor(ga.data(), DType::kF32, Device::kCPU, {u, d}), vec_tensor(ta));
+      b.reduce_grad(ctx, dt, 0.5f, Tensor(gb.data(), DType::kF32, Device::kCPU, {u, d}),
+                    vec_tensor(tb));
+      b.apply(ctx, spec, vec_tensor(rb), Tensor(gb.data(), DType::kF32, Device::kCPU, {u, d}),
+              vec_tensor(tb));
+      ASSERT_EQ(ga, std::vector<float>(u * d, 0.0f));
+      ASSERT_EQ(ta, std::vector<uint8_t>(u, 0));
+    }
+    const embed::TableRows xa = a.export_rows(ctx), xb = b.export_rows(ctx);
+    EXPECT_EQ(xa.keys, xb.keys);
+    EXPECT_EQ(std::memcmp(xa.values.data(), xb.values.data(), xa.values.size() * 4), 0) << opt;
+  }
+}
+
 }  // namespace
 }  // namespace hstu

@@ -32,7 +32,7 @@ float* row_ptr(const RowSpace& rs, int64_t ref) {
 }  // namespace
 
 int64_t dedupe(Ctx&, const int64_t* keys, int64_t n, int64_t* unique, int32_t* inverse,
-               int32_t* counts, int64_t* first_key) {
+               int32_t* counts, int64_t* first_key, int32_t* sorted) {
   std::vector<std::pair<int64_t, int32_t>> order(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) order[i] = {keys[i], static_cast<int32_t>(i)};
   std::sort(order.begin(), order.end());
@@ -45,9 +45,44 @@ int64_t dedupe(Ctx&, const int64_t* keys, int64_t n, int64_t* unique, int32_t* i
     }
     ++counts[u];
     inverse[order[i].second] = static_cast<int32_t>(u);
+    if (sorted) {
+      sorted[i] = order[i].second;
+      sorted[n + u] = static_cast<int32_t>(i + 1);
+    }
   }
   if (n > 0) *first_key = unique[0];
   return u + 1;
+}
+
+void backward_apply(Ctx& ctx, const int32_t* order, int64_t n, int64_t u, const float* dout,
+                    int64_t dout_ld, float scale, const RowSpace& rs, const int64_t* refs,
+                    float* grad, int64_t grad_ld, uint8_t* touched, const SparseOptimizerSpec& spec,
+                    uint8_t* dirty) {
+  cpu::reduce_grad(ctx, order, n, u, dout, dout_ld, scale, grad, grad_ld, rs.dim, touched);
+  cpu::apply_optimizer(ctx, rs, refs, grad, grad_ld, touched, u, spec, dirty);
+}
+
+void dedupe_many(Ctx& ctx, const DedupeJob* jobs, int num_jobs, int64_t* u, int64_t* first_key) {
+  for (int j = 0; j < num_jobs; ++j) {
+    const DedupeJob& b = jobs[j];
+    first_key[j] = 0;
+    u[j] = cpu::dedupe(ctx, b.keys, b.n, b.unique, b.inverse, b.counts, &first_key[j], b.order);
+  }
+}
+
+void reduce_grad(Ctx& ctx, const int32_t* order, int64_t n, int64_t u, const float* dout,
+                 int64_t dout_ld, float scale, float* grad, int64_t grad_ld, int64_t dim,
+                 uint8_t* touched) {
+  const int32_t* ends = order + n;
+#pragma omp parallel for num_threads(threads_for(ctx, n* dim))
+  for (int64_t k = 0; k < u; ++k) {
+    float* g = grad + k * grad_ld;
+    for (int64_t j = k > 0 ? ends[k - 1] : 0; j < ends[k]; ++j) {
+      const float* d = dout + static_cast<int64_t>(order[j]) * dout_ld;
+      for (int64_t c = 0; c < dim; ++c) g[c] += d[c] * scale;
+    }
+    touched[k] = 1;
+  }
 }
 
 void find(Ctx& ctx, const TableView& t, const int64_t* keys, int64_t n, int64_t* slots) {
@@ -105,7 +140,7 @@ AdmitCounts admit(Ctx&, uint32_t* sketch, int depth, int64_t width, const int64_
 
 InsertCounts insert(Ctx&, const TableView& t, const int64_t* keys, const int32_t* counts, int64_t n,
                     int64_t step, Eviction policy, bool allow_evict, uint8_t* mask, int64_t* slots,
-                    uint8_t* status, int64_t* evicted_keys) {
+                    uint8_t* status, int64_t* evicted_keys, uint64_t* pending) {
   InsertCounts c;
   for (int64_t i = 0; i < n; ++i) {
     evicted_keys[i] = kEmptyKey;
@@ -143,6 +178,13 @@ InsertCounts insert(Ctx&, const TableView& t, const int64_t* keys, const int32_t
         policy == Eviction::kLfu ? static_cast<uint64_t>(counts[i]) : static_cast<uint64_t>(step);
     t.last_step[slot] = step;
   }
+  if (pending) {
+    pending[kPendingInserted] += static_cast<uint64_t>(c.inserted);
+    pending[kPendingEvicted] += static_cast<uint64_t>(c.evicted);
+    pending[kPendingFull] += static_cast<uint64_t>(c.full);
+    pending[kPendingNoVictim] += static_cast<uint64_t>(c.no_victim);
+    return {};
+  }
   return c;
 }
 
@@ -157,7 +199,12 @@ void init_rows(Ctx& ctx, const TableView& t, const int64_t* keys, const int64_t*
   }
 }
 
-int64_t erase(Ctx& ctx, const TableView& t, const int64_t* keys, int64_t n) {
+void read_pending(Ctx&, uint64_t* pending, uint64_t* out) {
+  std::copy_n(pending, kPendingWords, out);
+  std::fill_n(pending, kPendingWords, uint64_t{0});
+}
+
+int64_t erase(Ctx& ctx, const TableView& t, const int64_t* keys, int64_t n, uint64_t* pending) {
   std::vector<int64_t> slots(static_cast<size_t>(n));
   cpu::find(ctx, t, keys, n, slots.data());
   int64_t erased = 0;
@@ -167,6 +214,10 @@ int64_t erase(Ctx& ctx, const TableView& t, const int64_t* keys, int64_t n) {
     t.scores[slots[i]] = 0;
     t.last_step[slots[i]] = -1;
     ++erased;
+  }
+  if (pending) {
+    pending[kPendingErased] += static_cast<uint64_t>(erased);
+    return 0;
   }
   return erased;
 }
@@ -190,15 +241,17 @@ void rehash_double(Ctx&, const TableView& from, const TableView& to) {
 }
 
 void gather(Ctx& ctx, const RowSpace& rs, const int64_t* refs, const int64_t* keys, int64_t n,
-            float* out, int64_t out_ld, bool init_missing, uint64_t table_seed, float init_std) {
+            float* out, int64_t out_ld, bool init_missing, uint64_t table_seed, float init_std,
+            const int32_t* inverse) {
 #pragma omp parallel for num_threads(threads_for(ctx, n* rs.dim))
   for (int64_t i = 0; i < n; ++i) {
     float* o = out + i * out_ld;
-    if (refs[i] >= 0) {
-      std::memcpy(o, row_ptr(rs, refs[i]), static_cast<size_t>(rs.dim) * sizeof(float));
+    const int64_t r = inverse ? inverse[i] : i;
+    if (refs[r] >= 0) {
+      std::memcpy(o, row_ptr(rs, refs[r]), static_cast<size_t>(rs.dim) * sizeof(float));
     } else {
       for (int64_t c = 0; c < rs.dim; ++c)
-        o[c] = init_missing ? key_init_value(table_seed, keys[i], c, init_std) : 0.0f;
+        o[c] = init_missing ? key_init_value(table_seed, keys[r], c, init_std) : 0.0f;
     }
   }
 }
@@ -289,6 +342,7 @@ void clear(Ctx&, const TableView& t) {
   std::fill(t.keys, t.keys + t.capacity(), kEmptyKey);
   std::fill(t.scores, t.scores + t.capacity(), uint64_t{0});
   std::fill(t.last_step, t.last_step + t.capacity(), int64_t{-1});
+  if (t.heads) std::fill(t.heads, t.heads + t.num_buckets, int32_t{-1});
 }
 
 void fill_u8(Ctx&, uint8_t* p, int64_t n, uint8_t v) {

@@ -1,14 +1,16 @@
 // cuda/table_ops.cu — CUDA kernels of the dynamic table's primitives.
 //
 // The one decision: insert is deterministic and equal to the CPU reference. The keys to insert
-// (ascending) are stably sorted by bucket, and one thread owns each bucket's run of keys and
-// places them in order, so a bucket sees the same sequence of free-slot picks and evictions as
-// the CPU loop. Lookups are one warp per key (lane s compares slot s; bucket_size <= 32). The
-// fused optimiser is one warp per row with the per-element float math of ops/cuda/embedding.cu's
-// sparse_opt_row (the same expressions, bc1/bc2 rounded from double as there), so a dynamic
-// table's update equals the dense table's CUDA update bit for bit. Calls that return counts
-// synchronise the stream. Temporary device memory (sort buffers, CUB temp storage, counters)
-// comes from a per-stream workspace that grows and is reused, so a step allocates nothing.
+// push their indices onto per-bucket lists (the table's heads, -1 between calls), and one thread
+// owns each bucket's list and places its keys in ascending index order, so a bucket sees the
+// same sequence of free-slot picks and evictions as the CPU loop (no sort: a step whose keys
+// are all present costs two passes over them). Lookups are one warp per key (lane s compares slot
+// s; bucket_size <= 32). The fused optimiser is one warp per row with the per-element float math of
+// ops/cuda/embedding.cu's sparse_opt_row (the same expressions, bc1/bc2 rounded from double as
+// there), so a dynamic table's update equals the dense table's CUDA update bit for bit. Calls that
+// return counts synchronise the stream. Temporary device memory (sort buffers, CUB temp storage,
+// counters) comes from a per-stream workspace that grows and is reused, so a step allocates
+// nothing.
 #include <thrust/iterator/counting_iterator.h>
 
 #include <algorithm>
@@ -112,19 +114,190 @@ __device__ __forceinline__ float* row_ptr(const RowSpace& rs, int64_t ref) {
 
 // ---- dedupe -------------------------------------------------------------------------------------
 
+// unique / inverse from the sorted keys; ends[u] = one past the last sorted position of unique
+// key u (written by the segment's last element, so no atomics on hot keys).
 __global__ void dedupe_scatter(const int64_t* sorted, const int32_t* pos, const int32_t* uid,
-                               int64_t n, int64_t* unique, int32_t* inverse, int32_t* counts) {
+                               int64_t n, int64_t* unique, int32_t* inverse, int32_t* ends) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   const int32_t u = uid[i] - 1;
-  if (i == 0 || sorted[i] != sorted[i - 1]) unique[u] = sorted[i];
+  const int64_t k = sorted[i];
+  if (i == 0 || k != sorted[i - 1]) unique[u] = k;
+  if (i == n - 1 || k != sorted[i + 1]) ends[u] = static_cast<int32_t>(i + 1);
   inverse[pos[i]] = u;
-  atomicAdd(counts + u, 1);  // integer: order-independent
+}
+
+// counts[u] = ends[u] - ends[u - 1] for u < U = uid[n - 1]; 0 beyond.
+__global__ void dedupe_counts(const int32_t* ends, const int32_t* uid, int64_t n, int32_t* counts) {
+  const int64_t u = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (u >= n) return;
+  counts[u] = u < uid[n - 1] ? ends[u] - (u > 0 ? ends[u - 1] : 0) : 0;
 }
 
 __global__ void head_flags(const int64_t* sorted, int64_t n, int32_t* head) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i < n) head[i] = i == 0 || sorted[i] != sorted[i - 1];
+}
+
+// ---- dedupe of several tables ---------------------------------------------------------------
+
+struct GroupArgs {
+  int jobs;
+  int64_t off[kMaxDedupeJobs + 1];  // job j's lookups are [off[j], off[j + 1]) of the concatenation
+  DedupeJob job[kMaxDedupeJobs];
+};
+
+__device__ __forceinline__ int job_of(const GroupArgs& g, int64_t p) {
+  int lo = 0, hi = g.jobs - 1;  // the last job whose offset is <= p
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (g.off[mid] <= p)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
+__global__ void job_tags(GroupArgs g, const int32_t* pos, int64_t n, uint8_t* tag) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n) tag[i] = static_cast<uint8_t>(job_of(g, pos[i]));
+}
+
+// After the stable sort by job, job j's entries sit at [off[j], off[j + 1]), keys ascending.
+__global__ void group_heads(GroupArgs g, const int64_t* cat, const int32_t* pos, const uint8_t* tag,
+                            int64_t n, int32_t* head) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n) head[i] = i == 0 || tag[i] != tag[i - 1] || cat[pos[i]] != cat[pos[i - 1]];
+}
+
+// ends[gid] = one past the segment's last entry, local to its job.
+__global__ void group_scatter(GroupArgs g, const int64_t* cat, const int32_t* pos,
+                              const uint8_t* tag, const int32_t* uid, int64_t n, int32_t* ends) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const int t = tag[i];
+  const DedupeJob& jb = g.job[t];
+  const int64_t o = g.off[t];
+  const int32_t base = o > 0 ? uid[o - 1] : 0;
+  const int32_t u = uid[i] - 1 - base;
+  const int32_t p = pos[i] - static_cast<int32_t>(o);
+  const int64_t k = cat[pos[i]];
+  if (uid[i] != (i > 0 ? uid[i - 1] : 0)) jb.unique[u] = k;
+  jb.inverse[p] = u;
+  if (jb.order) jb.order[i - o] = p;
+  if (i == n - 1 || tag[i + 1] != t || cat[pos[i + 1]] != k) {
+    const int32_t e = static_cast<int32_t>(i + 1 - o);
+    ends[uid[i] - 1] = e;
+    if (jb.order) jb.order[jb.n + u] = e;
+  }
+}
+
+__global__ void group_counts(GroupArgs g, const int32_t* pos, const uint8_t* tag,
+                             const int32_t* uid, int64_t n, const int32_t* ends) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const int t = tag[i];
+  if (!(i == n - 1 || tag[i + 1] != t || uid[i + 1] != uid[i])) return;  // segment tails only
+  const int64_t o = g.off[t];
+  const int32_t base = o > 0 ? uid[o - 1] : 0;
+  const int32_t u = uid[i] - 1 - base;
+  g.job[t].counts[u] = ends[uid[i] - 1] - (u > 0 ? ends[uid[i] - 2] : 0);
+}
+
+// res[2j] = job j's U, res[2j + 1] = its first key.
+__global__ void group_results(GroupArgs g, const int64_t* cat, const int32_t* pos,
+                              const int32_t* uid, long long* res) {
+  const int j = threadIdx.x;
+  if (j >= g.jobs) return;
+  const int64_t o = g.off[j], e = g.off[j + 1];
+  res[2 * j] = uid[e - 1] - (o > 0 ? uid[o - 1] : 0);
+  res[2 * j + 1] = cat[pos[o]];
+}
+
+// ---- gradient reduction over dedupe's order ----------------------------------------------------
+
+// One warp per chunk of kChunk sorted entries: lanes own V consecutive columns of a 32 * V column
+// block; the warp walks its entries in order, summing the rows of one key and writing the sum
+// when the key changes: a plain store when the key's whole segment lies in the chunk (the only
+// writer), an atomic add otherwise (hot keys span many chunks).
+constexpr int kChunk = 32;
+
+template <int V>
+__device__ __forceinline__ void flush_grad(float* g, const float (&acc)[V], bool owned, bool vec,
+                                           int64_t c, int64_t dim) {
+  if (owned) {
+    if (vec) {
+      *reinterpret_cast<float4*>(g + c) = make_float4(acc[0], acc[1 % V], acc[2 % V], acc[3 % V]);
+    } else {
+      for (int k = 0; k < V; ++k)
+        if (c + k < dim) g[c + k] = acc[k];
+    }
+    return;
+  }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (vec) {
+    atomicAdd(reinterpret_cast<float4*>(g + c),
+              make_float4(acc[0], acc[1 % V], acc[2 % V], acc[3 % V]));
+    return;
+  }
+#endif
+  for (int k = 0; k < V; ++k)
+    if (c + k < dim) atomicAdd(g + c + k, acc[k]);
+}
+
+template <int V>
+__global__ void reduce_grad_kernel(const int32_t* order, int64_t n, int64_t u, const float* dout,
+                                   int64_t dout_ld, float scale, float* grad, int64_t grad_ld,
+                                   int64_t dim, uint8_t* touched) {
+  const int64_t chunk = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  const int64_t j0 = chunk * kChunk;
+  if (j0 >= n) return;
+  const int64_t j1 = min(n, j0 + kChunk);
+  const int32_t* ends = order + n;
+  int64_t lo = 0, hi = u;  // the key of entry j0: the first with ends > j0
+  while (lo < hi) {
+    const int64_t mid = (lo + hi) / 2;
+    if (ends[mid] <= j0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  const int64_t u0 = lo;
+  const int32_t my_pos = j0 + lane < j1 ? order[j0 + lane] : 0;  // broadcast below
+  for (int64_t cb = 0; cb < dim; cb += 32 * V) {
+    const int64_t c = cb + static_cast<int64_t>(lane) * V;
+    const bool vec = V == 4 && c + 3 < dim;
+    int64_t k = u0;
+    int64_t start = k > 0 ? ends[k - 1] : 0, end = ends[k];
+    float acc[V];
+    for (int q = 0; q < V; ++q) acc[q] = 0.0f;
+    for (int64_t j = j0; j < j1; ++j) {
+      if (j >= end) {  // key k ends before entry j: write its sum
+        if (c < dim) flush_grad<V>(grad + k * grad_ld, acc, start >= j0 && end <= j1, vec, c, dim);
+        if (cb == 0 && lane == 0) touched[k] = 1;
+        ++k;
+        start = end;
+        end = ends[k];
+        for (int q = 0; q < V; ++q) acc[q] = 0.0f;
+      }
+      const int32_t p = __shfl_sync(0xffffffffu, my_pos, static_cast<int>(j - j0));
+      const float* d = dout + static_cast<int64_t>(p) * dout_ld + c;
+      if (vec) {
+        const float4 x = *reinterpret_cast<const float4*>(d);
+        acc[0] += x.x * scale;
+        acc[1 % V] += x.y * scale;
+        acc[2 % V] += x.z * scale;
+        acc[3 % V] += x.w * scale;
+      } else {
+        for (int q = 0; q < V; ++q)
+          if (c + q < dim) acc[q] += d[q] * scale;
+      }
+    }
+    if (c < dim) flush_grad<V>(grad + k * grad_ld, acc, start >= j0 && end <= j1, vec, c, dim);
+    if (cb == 0 && lane == 0) touched[k] = 1;
+  }
 }
 
 // ---- lookups --------------------------------------------------------------------------------
@@ -172,45 +345,67 @@ __global__ void sketch_add(uint32_t* sketch, int depth, int64_t width, const int
   }
 }
 
+// out (null: not counted) gets the admitted / rejected counts, one atomic per warp and counter.
 __global__ void admit_mask(uint32_t* sketch, int depth, int64_t width, const int64_t* keys,
                            const int64_t* slots, int64_t n, int64_t threshold, uint8_t* mask,
                            unsigned long long* out) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (i >= n) return;
-  mask[i] = 0;
-  if (slots[i] >= 0) return;
-  uint32_t est = 0xffffffffu;
-  for (int r = 0; sketch && r < depth; ++r) est = min(est, *sketch_cell(sketch, r, width, keys[i]));
-  const bool ok = static_cast<int64_t>(est) >= threshold && keys[i] != kEmptyKey;
-  mask[i] = ok;
-  atomicAdd(out + (ok ? 0 : 1), 1ull);
+  bool ok = false, missing = false;
+  if (i < n) {
+    missing = slots[i] < 0;
+    if (missing) {
+      uint32_t est = 0xffffffffu;
+      for (int r = 0; sketch && r < depth; ++r)
+        est = min(est, *sketch_cell(sketch, r, width, keys[i]));
+      ok = static_cast<int64_t>(est) >= threshold && keys[i] != kEmptyKey;
+    }
+    mask[i] = ok;
+  }
+  if (!out) return;
+  const unsigned adm = __ballot_sync(0xffffffffu, ok);
+  const unsigned rej = __ballot_sync(0xffffffffu, missing && !ok);
+  if (threadIdx.x % 32 == 0) {
+    if (adm) atomicAdd(out, static_cast<unsigned long long>(__popc(adm)));
+    if (rej) atomicAdd(out + 1, static_cast<unsigned long long>(__popc(rej)));
+  }
 }
 
 // ---- insert ---------------------------------------------------------------------------------
 
-__global__ void insert_prepare(const int64_t* keys, const uint8_t* mask, int64_t n,
-                               int64_t num_buckets, uint8_t* status, int64_t* evicted,
-                               uint32_t* bucket, int32_t* pos) {
+// Insert without sorting: each key to insert pushes its index onto its bucket's list
+// (t.heads[b], next[]); the key that found the list empty owns the bucket and places the
+// bucket's keys in ascending index order (the CPU loop's order), then empties the list. A step
+// whose keys are all present costs two passes over the keys and nothing per bucket.
+__global__ void insert_link(TableView t, const int64_t* keys, const uint8_t* mask, int64_t n,
+                            uint8_t* status, int64_t* evicted, int32_t* next, uint8_t* owner) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   evicted[i] = kEmptyKey;
   status[i] = kSkipped;
-  bucket[i] = static_cast<uint32_t>(mask[i] ? bucket_of(keys[i], num_buckets) : num_buckets);
-  pos[i] = static_cast<int32_t>(i);
+  owner[i] = 0;
+  if (!mask[i]) return;
+  const int64_t b = bucket_of(keys[i], t.num_buckets);
+  const int32_t prev = atomicExch(t.heads + b, static_cast<int32_t>(i));
+  next[i] = prev;
+  owner[i] = prev == -1;
 }
 
-// Thread j owns the run of pos[] (sorted by bucket, keys ascending within) starting at j.
-__global__ void insert_runs(TableView t, const int64_t* keys, const int32_t* counts,
-                            const uint32_t* run_bucket, const int32_t* pos, int64_t m, int64_t step,
-                            Eviction policy, bool allow_evict, uint8_t* mask, int64_t* slots,
-                            uint8_t* status, int64_t* evicted, unsigned long long* out) {
+__global__ void insert_lists(TableView t, const int64_t* keys, const int32_t* counts, int64_t n,
+                             int64_t step, Eviction policy, bool allow_evict, uint8_t* mask,
+                             int64_t* slots, uint8_t* status, int64_t* evicted, const int32_t* next,
+                             const uint8_t* owner, unsigned long long* out) {
   const int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (j >= m || (j > 0 && run_bucket[j] == run_bucket[j - 1])) return;
-  if (run_bucket[j] >= t.num_buckets) return;  // the keys not to insert
-  const int64_t base = static_cast<int64_t>(run_bucket[j]) * t.bucket_size;
+  if (j >= n || !owner[j]) return;
+  const int64_t bkt = bucket_of(keys[j], t.num_buckets);
+  const int64_t base = bkt * t.bucket_size;
+  const int32_t first = t.heads[bkt];
   unsigned long long c[4] = {0, 0, 0, 0};
-  for (int64_t q = j; q < m && run_bucket[q] == run_bucket[j]; ++q) {
-    const int64_t i = pos[q];
+  for (int32_t bound = -1;;) {
+    int32_t i = -1;  // the smallest index on the list above bound
+    for (int32_t q = first; q != -1; q = next[q])
+      if (q > bound && (i < 0 || q < i)) i = q;
+    if (i < 0) break;
+    bound = i;
     int64_t slot = -1;
     for (int s = 0; s < t.bucket_size && slot < 0; ++s)
       if (t.keys[base + s] == kEmptyKey) slot = base + s;
@@ -240,17 +435,22 @@ __global__ void insert_runs(TableView t, const int64_t* keys, const int32_t* cou
         policy == Eviction::kLfu ? static_cast<uint64_t>(counts[i]) : static_cast<uint64_t>(step);
     t.last_step[slot] = step;
   }
+  t.heads[bkt] = -1;  // empty for the next call
   for (int k = 0; k < 4; ++k)
     if (c[k]) atomicAdd(out + k, c[k]);
 }
 
+// One warp per key: keys not inserted (every key of a step whose keys are all present) leave
+// after one status read.
 __global__ void init_rows_kernel(TableView t, const int64_t* keys, const int64_t* slots,
                                  const uint8_t* status, int64_t n, uint64_t seed, float std) {
-  const int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (e >= n * t.row_width) return;
-  const int64_t i = e / t.row_width, c = e % t.row_width;
-  if (status[i] != kInserted && status[i] != kEvicted) return;
-  t.values[slots[i] * t.row_width + c] = c < t.dim ? key_init_value(seed, keys[i], c, std) : 0.0f;
+  const int64_t i = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (i >= n || (status[i] != kInserted && status[i] != kEvicted)) return;
+  float* row = t.values + slots[i] * t.row_width;
+  const int64_t k = keys[i];
+  for (int64_t c = lane; c < t.row_width; c += 32)
+    row[c] = c < t.dim ? key_init_value(seed, k, c, std) : 0.0f;
 }
 
 __global__ void erase_kernel(TableView t, const int64_t* slots, int64_t n,
@@ -275,6 +475,7 @@ __global__ void clear_kernel(TableView t) {
   t.keys[q] = kEmptyKey;
   t.scores[q] = 0;
   t.last_step[q] = -1;
+  if (q < t.num_buckets) t.heads[q] = -1;
 }
 
 __global__ void rehash_kernel(TableView from, TableView to) {
@@ -296,14 +497,41 @@ __global__ void rehash_kernel(TableView from, TableView to) {
 
 __global__ void gather_kernel(RowSpace rs, const int64_t* refs, const int64_t* keys, int64_t n,
                               float* out, int64_t out_ld, bool init_missing, uint64_t seed,
-                              float std) {
+                              float std, const int32_t* inverse) {
   const int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (e >= n * rs.dim) return;
   const int64_t i = e / rs.dim, c = e % rs.dim;
-  const int64_t r = refs[i];
+  const int64_t u = inverse ? inverse[i] : i;
+  const int64_t r = refs[u];
   out[i * out_ld + c] = r >= 0         ? row_ptr(rs, r)[c]
-                        : init_missing ? key_init_value(seed, keys[i], c, std)
+                        : init_missing ? key_init_value(seed, keys[u], c, std)
                                        : 0.0f;
+}
+
+// gather_kernel with 4 columns per thread (16-byte loads and stores; dim, row_width, out_ld
+// multiples of 4 and 16-byte aligned bases).
+__global__ void gather_vec4_kernel(RowSpace rs, const int64_t* refs, const int64_t* keys, int64_t n,
+                                   float* out, int64_t out_ld, bool init_missing, uint64_t seed,
+                                   float std, const int32_t* inverse) {
+  const int64_t q = rs.dim / 4;
+  const int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (e >= n * q) return;
+  const int64_t i = e / q, c = (e % q) * 4;
+  const int64_t u = inverse ? inverse[i] : i;
+  const int64_t r = refs[u];
+  float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  if (r >= 0) {
+    v = *reinterpret_cast<const float4*>(row_ptr(rs, r) + c);
+  } else if (init_missing) {
+    const int64_t k = keys[u];
+    v = make_float4(key_init_value(seed, k, c, std), key_init_value(seed, k, c + 1, std),
+                    key_init_value(seed, k, c + 2, std), key_init_value(seed, k, c + 3, std));
+  }
+  *reinterpret_cast<float4*>(out + i * out_ld + c) = v;
+}
+
+bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
 struct OptArgs {
@@ -319,8 +547,24 @@ struct OptArgs {
   uint8_t* dirty;
 };
 
-// One warp per row; the math of ops/cuda/embedding.cu sparse_opt_row, state inside the row.
+// Element c of an Adam / SGD update (the expressions of ops/cuda/embedding.cu sparse_opt_row).
 template <SparseOptimizerSpec::Kind K>
+__device__ __forceinline__ void opt_elem(const OptArgs& a, float gc, float& w, float& m, float& v) {
+  if constexpr (K == SparseOptimizerSpec::kAdam) {
+    const float mc = a.beta1 * m + (1.0f - a.beta1) * gc;
+    const float vc = a.beta2 * v + (1.0f - a.beta2) * gc * gc;
+    m = mc;
+    v = vc;
+    w -= a.lr * (mc / a.bc1) / (sqrtf(vc / a.bc2) + a.eps);
+  } else {
+    w -= a.lr * gc;
+  }
+}
+
+// One warp per row; the math of ops/cuda/embedding.cu sparse_opt_row, state inside the row.
+// V = 4: Adam / SGD with 16-byte accesses (dim, row_width, grad_ld multiples of 4, aligned
+// bases); the per-element math is the same, so the results are bitwise those of V = 1.
+template <SparseOptimizerSpec::Kind K, int V>
 __global__ void apply_kernel(OptArgs a) {
   const int64_t i = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
@@ -329,19 +573,42 @@ __global__ void apply_kernel(OptArgs a) {
   const int64_t d = a.rs.dim;
   const int64_t r = a.refs[i];
   const bool skip = a.guard && !all_finite(a.guard, a.guard_n);
+  if constexpr (V == 4) {
+    static_assert(K != SparseOptimizerSpec::kRowWiseAdagrad, "row sums keep V = 1");
+    if (a.touched[i] && r >= 0 && !skip) {
+      float* w = row_ptr(a.rs, r);
+      for (int64_t c = 4 * lane; c < d; c += 128) {
+        const float4 gv = *reinterpret_cast<const float4*>(g + c);
+        float4 wv = *reinterpret_cast<float4*>(w + c);
+        float4 mv = make_float4(0, 0, 0, 0), vv = mv;
+        if constexpr (K == SparseOptimizerSpec::kAdam) {
+          mv = *reinterpret_cast<float4*>(w + d + c);
+          vv = *reinterpret_cast<float4*>(w + 2 * d + c);
+        }
+        opt_elem<K>(a, gv.x, wv.x, mv.x, vv.x);
+        opt_elem<K>(a, gv.y, wv.y, mv.y, vv.y);
+        opt_elem<K>(a, gv.z, wv.z, mv.z, vv.z);
+        opt_elem<K>(a, gv.w, wv.w, mv.w, vv.w);
+        *reinterpret_cast<float4*>(w + c) = wv;
+        if constexpr (K == SparseOptimizerSpec::kAdam) {
+          *reinterpret_cast<float4*>(w + d + c) = mv;
+          *reinterpret_cast<float4*>(w + 2 * d + c) = vv;
+        }
+      }
+      if (lane == 0 && a.dirty && r < a.rs.n_a) a.dirty[r] = 1;
+    }
+    __syncwarp();
+    for (int64_t c = 4 * lane; c < d; c += 128)
+      *reinterpret_cast<float4*>(g + c) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (lane == 0) a.touched[i] = 0;
+    return;
+  }
   if (a.touched[i] && r >= 0 && !skip) {
     float* w = row_ptr(a.rs, r);
     if constexpr (K == SparseOptimizerSpec::kAdam) {
       float* m = w + d;
       float* v = w + 2 * d;
-      for (int64_t c = lane; c < d; c += 32) {
-        const float gc = g[c];
-        const float mc = a.beta1 * m[c] + (1.0f - a.beta1) * gc;
-        const float vc = a.beta2 * v[c] + (1.0f - a.beta2) * gc * gc;
-        m[c] = mc;
-        v[c] = vc;
-        w[c] -= a.lr * (mc / a.bc1) / (sqrtf(vc / a.bc2) + a.eps);
-      }
+      for (int64_t c = lane; c < d; c += 32) opt_elem<K>(a, g[c], w[c], m[c], v[c]);
     } else if constexpr (K == SparseOptimizerSpec::kRowWiseAdagrad) {
       float ss = 0.0f;
       for (int64_t c = lane; c < d; c += 32) ss += g[c] * g[c];
@@ -352,12 +619,152 @@ __global__ void apply_kernel(OptArgs a) {
       const float mult = a.lr / (sqrtf(st) + a.eps);
       for (int64_t c = lane; c < d; c += 32) w[c] -= mult * g[c];
     } else {
-      for (int64_t c = lane; c < d; c += 32) w[c] -= a.lr * g[c];
+      float m = 0.0f, v = 0.0f;
+      for (int64_t c = lane; c < d; c += 32) opt_elem<K>(a, g[c], w[c], m, v);
     }
     if (lane == 0 && a.dirty && r < a.rs.n_a) a.dirty[r] = 1;
   }
   __syncwarp();
   for (int64_t c = lane; c < d; c += 32) g[c] = 0.0f;
+  if (lane == 0) a.touched[i] = 0;
+}
+
+// The fused backward (backward_apply): one warp per chunk of kChunk sorted lookups, as
+// reduce_grad_kernel, with the chunk's rows loaded 8 at a time (independent 16-byte loads in
+// flight) and each key's sum applied to its row at once when the key's lookups all lie in the
+// chunk (V = 4: Adam / SGD, dim a multiple of 4); a key spanning chunks adds its partial sums to
+// grad and is left to apply_touched_kernel.
+template <SparseOptimizerSpec::Kind K>
+__device__ __forceinline__ void flush_apply(const OptArgs& a, int64_t k, const float (&acc)[4],
+                                            bool owned, int64_t c, bool skip, bool first_block,
+                                            int lane) {
+  if (!owned) {
+    float* g = a.grad + k * a.grad_ld + c;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    atomicAdd(reinterpret_cast<float4*>(g), make_float4(acc[0], acc[1], acc[2], acc[3]));
+#else
+    for (int q = 0; q < 4; ++q) atomicAdd(g + q, acc[q]);
+#endif
+    if (first_block && lane == 0) a.touched[k] = 1;
+    return;
+  }
+  const int64_t r = a.refs[k];
+  if (r < 0 || skip) return;
+  float* w = row_ptr(a.rs, r);
+  const int64_t d = a.rs.dim;
+  float4 wv = *reinterpret_cast<float4*>(w + c);
+  float4 mv = make_float4(0, 0, 0, 0), vv = mv;
+  if constexpr (K == SparseOptimizerSpec::kAdam) {
+    mv = *reinterpret_cast<float4*>(w + d + c);
+    vv = *reinterpret_cast<float4*>(w + 2 * d + c);
+  }
+  opt_elem<K>(a, acc[0], wv.x, mv.x, vv.x);
+  opt_elem<K>(a, acc[1], wv.y, mv.y, vv.y);
+  opt_elem<K>(a, acc[2], wv.z, mv.z, vv.z);
+  opt_elem<K>(a, acc[3], wv.w, mv.w, vv.w);
+  *reinterpret_cast<float4*>(w + c) = wv;
+  if constexpr (K == SparseOptimizerSpec::kAdam) {
+    *reinterpret_cast<float4*>(w + d + c) = mv;
+    *reinterpret_cast<float4*>(w + 2 * d + c) = vv;
+  }
+  if (first_block && lane == 0 && a.dirty && r < a.rs.n_a) a.dirty[r] = 1;
+}
+
+template <SparseOptimizerSpec::Kind K>
+__global__ void backward_apply_kernel(OptArgs a, const int32_t* order, int64_t n, int64_t u,
+                                      const float* dout, int64_t dout_ld, float scale) {
+  const int64_t chunk = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  const int64_t j0 = chunk * kChunk;
+  if (j0 >= n) return;
+  const int64_t j1 = min(n, j0 + kChunk);
+  const int32_t* ends = order + n;
+  int64_t lo = 0, hi = u;
+  while (lo < hi) {
+    const int64_t mid = (lo + hi) / 2;
+    if (ends[mid] <= j0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  const int64_t u0 = lo;
+  const bool skip = a.guard && !all_finite(a.guard, a.guard_n);
+  const int32_t my_pos = j0 + lane < j1 ? order[j0 + lane] : 0;
+  const int64_t d = a.rs.dim;
+  for (int64_t cb = 0; cb < d; cb += 128) {
+    const int64_t c = cb + 4 * static_cast<int64_t>(lane);
+    const bool active = c < d;
+    int64_t k = u0;
+    int64_t start = k > 0 ? ends[k - 1] : 0, end = ends[k];
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int64_t jb = j0; jb < j1; jb += 8) {
+      float4 x[8];
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {
+        const int src = static_cast<int>((jb + q < j1 ? jb + q : j1 - 1) - j0);
+        const int32_t p = __shfl_sync(0xffffffffu, my_pos, src);
+        x[q] = active && jb + q < j1
+                   ? *reinterpret_cast<const float4*>(dout + static_cast<int64_t>(p) * dout_ld + c)
+                   : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      }
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {
+        const int64_t j = jb + q;
+        if (j >= j1) break;
+        if (j >= end) {
+          if (active) flush_apply<K>(a, k, acc, start >= j0 && end <= j1, c, skip, cb == 0, lane);
+          ++k;
+          start = end;
+          end = ends[k];
+          acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
+        }
+        acc[0] += x[q].x * scale;
+        acc[1] += x[q].y * scale;
+        acc[2] += x[q].z * scale;
+        acc[3] += x[q].w * scale;
+      }
+    }
+    if (active) flush_apply<K>(a, k, acc, start >= j0 && end <= j1, c, skip, cb == 0, lane);
+  }
+}
+
+// The second pass of backward_apply: apply_kernel's update on the touched rows only (keys that
+// spanned chunks), zeroing their grad and touched; other rows are left as they are (zero).
+template <SparseOptimizerSpec::Kind K>
+__global__ void apply_touched_kernel(OptArgs a) {
+  const int64_t i = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (i >= a.n || !a.touched[i]) return;
+  float* g = a.grad + i * a.grad_ld;
+  const int64_t d = a.rs.dim;
+  const int64_t r = a.refs[i];
+  const bool skip = a.guard && !all_finite(a.guard, a.guard_n);
+  if (r >= 0 && !skip) {
+    float* w = row_ptr(a.rs, r);
+    for (int64_t c = 4 * lane; c < d; c += 128) {
+      const float4 gv = *reinterpret_cast<const float4*>(g + c);
+      float acc[4] = {gv.x, gv.y, gv.z, gv.w};
+      float4 wv = *reinterpret_cast<float4*>(w + c);
+      float4 mv = make_float4(0, 0, 0, 0), vv = mv;
+      if constexpr (K == SparseOptimizerSpec::kAdam) {
+        mv = *reinterpret_cast<float4*>(w + d + c);
+        vv = *reinterpret_cast<float4*>(w + 2 * d + c);
+      }
+      opt_elem<K>(a, acc[0], wv.x, mv.x, vv.x);
+      opt_elem<K>(a, acc[1], wv.y, mv.y, vv.y);
+      opt_elem<K>(a, acc[2], wv.z, mv.z, vv.z);
+      opt_elem<K>(a, acc[3], wv.w, mv.w, vv.w);
+      *reinterpret_cast<float4*>(w + c) = wv;
+      if constexpr (K == SparseOptimizerSpec::kAdam) {
+        *reinterpret_cast<float4*>(w + d + c) = mv;
+        *reinterpret_cast<float4*>(w + 2 * d + c) = vv;
+      }
+    }
+    if (lane == 0 && a.dirty && r < a.rs.n_a) a.dirty[r] = 1;
+  }
+  __syncwarp();
+  for (int64_t c = 4 * lane; c < d; c += 128)
+    *reinterpret_cast<float4*>(g + c) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   if (lane == 0) a.touched[i] = 0;
 }
 
@@ -415,7 +822,7 @@ __global__ void iota_kernel(int32_t* p, int64_t n) {
 }  // namespace
 
 int64_t dedupe(Ctx& ctx, const int64_t* keys, int64_t n, int64_t* unique, int32_t* inverse,
-               int32_t* counts, int64_t* first_key) {
+               int32_t* counts, int64_t* first_key, int32_t* order) {
   if (n == 0) return 0;
   const int nn = static_cast<int>(n);
   size_t sort_bytes = 0, scan_bytes = 0;
@@ -430,6 +837,7 @@ int64_t dedupe(Ctx& ctx, const int64_t* keys, int64_t n, int64_t* unique, int32_
   int64_t* sorted = ws.take<int64_t>(static_cast<size_t>(n));
   int32_t* pos_in = ws.take<int32_t>(static_cast<size_t>(n));
   int32_t* pos = ws.take<int32_t>(static_cast<size_t>(n));
+  if (order) pos = order;  // the sorted positions are kept for reduce_grad
   int32_t* head = ws.take<int32_t>(static_cast<size_t>(n));
   int32_t* uid = ws.take<int32_t>(static_cast<size_t>(n));
   void* temp = ws.take<char>(std::max(sort_bytes, scan_bytes));
@@ -439,8 +847,9 @@ int64_t dedupe(Ctx& ctx, const int64_t* keys, int64_t n, int64_t* unique, int32_
       cub::DeviceRadixSort::SortPairs(temp, sort_bytes, keys, sorted, pos_in, pos, nn, 0, 64, st));
   head_flags<<<blocks_for(n, 256), 256, 0, st>>>(sorted, n, head);
   HSTU_CUDA_CHECK(cub::DeviceScan::InclusiveSum(temp, scan_bytes, head, uid, nn, st));
-  HSTU_CUDA_CHECK(cudaMemsetAsync(counts, 0, static_cast<size_t>(n) * 4, st));
-  dedupe_scatter<<<blocks_for(n, 256), 256, 0, st>>>(sorted, pos, uid, n, unique, inverse, counts);
+  int32_t* ends = order ? order + n : head;  // (the flags are consumed by the scan)
+  dedupe_scatter<<<blocks_for(n, 256), 256, 0, st>>>(sorted, pos, uid, n, unique, inverse, ends);
+  dedupe_counts<<<blocks_for(n, 256), 256, 0, st>>>(ends, uid, n, counts);
   HSTU_CUDA_CHECK_LAUNCH();
   int32_t u = 0;
   HSTU_CUDA_CHECK(cudaMemcpyAsync(ws.host(), uid + n - 1, 4, cudaMemcpyDeviceToHost, st));
@@ -449,6 +858,90 @@ int64_t dedupe(Ctx& ctx, const int64_t* keys, int64_t n, int64_t* unique, int32_
   std::memcpy(&u, ws.host(), 4);
   std::memcpy(first_key, ws.host() + 1, 8);
   return u;
+}
+
+void dedupe_many(Ctx& ctx, const DedupeJob* jobs, int num_jobs, int64_t* u, int64_t* first_key) {
+  GroupArgs g{};
+  int64_t n = 0;
+  for (int j = 0; j < num_jobs; ++j) {
+    HSTU_CHECK(jobs[j].n >= 1, "dedupe_many: job ", j, " has no lookups");
+    g.job[g.jobs] = jobs[j];
+    g.off[g.jobs++] = n;
+    n += jobs[j].n;
+  }
+  g.off[g.jobs] = n;
+  if (n == 0) return;
+  HSTU_CHECK(n < (int64_t{1} << 31), "dedupe_many: ", n, " lookups (at most 2^31 - 1)");
+  const int nn = static_cast<int>(n);
+  size_t sort_bytes = 0, tag_bytes = 0, scan_bytes = 0;
+  HSTU_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
+      nullptr, sort_bytes, static_cast<const int64_t*>(nullptr), static_cast<int64_t*>(nullptr),
+      static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr), nn));
+  HSTU_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
+      nullptr, tag_bytes, static_cast<const uint8_t*>(nullptr), static_cast<uint8_t*>(nullptr),
+      static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr), nn));
+  HSTU_CUDA_CHECK(cub::DeviceScan::InclusiveSum(nullptr, scan_bytes,
+                                                static_cast<const int32_t*>(nullptr),
+                                                static_cast<int32_t*>(nullptr), nn));
+  const size_t temp_bytes = std::max({sort_bytes, tag_bytes, scan_bytes});
+  Workspace& ws =
+      workspace(ctx, static_cast<size_t>(n) * 42 + temp_bytes + 16 * kMaxDedupeJobs + 2048);
+  int64_t* cat = ws.take<int64_t>(static_cast<size_t>(n));
+  int64_t* sorted = ws.take<int64_t>(static_cast<size_t>(n));
+  int32_t* pos_in = ws.take<int32_t>(static_cast<size_t>(n));
+  int32_t* pos1 = ws.take<int32_t>(static_cast<size_t>(n));
+  int32_t* pos = ws.take<int32_t>(static_cast<size_t>(n));
+  uint8_t* tag_in = ws.take<uint8_t>(static_cast<size_t>(n));
+  uint8_t* tag = ws.take<uint8_t>(static_cast<size_t>(n));
+  int32_t* head = ws.take<int32_t>(static_cast<size_t>(n));
+  int32_t* uid = ws.take<int32_t>(static_cast<size_t>(n));
+  long long* res = ws.take<long long>(2 * kMaxDedupeJobs);
+  void* temp = ws.take<char>(temp_bytes);
+  const cudaStream_t st = stream_of(ctx);
+  for (int j = 0; j < g.jobs; ++j)
+    HSTU_CUDA_CHECK(cudaMemcpyAsync(cat + g.off[j], g.job[j].keys,
+                                    static_cast<size_t>(g.job[j].n) * 8, cudaMemcpyDeviceToDevice,
+                                    st));
+  iota_kernel<<<blocks_for(n, 256), 256, 0, st>>>(pos_in, n);
+  // (key, position) order over all lookups, then a stable pass by job: (job, key, position).
+  HSTU_CUDA_CHECK(
+      cub::DeviceRadixSort::SortPairs(temp, sort_bytes, cat, sorted, pos_in, pos1, nn, 0, 64, st));
+  job_tags<<<blocks_for(n, 256), 256, 0, st>>>(g, pos1, n, tag_in);
+  HSTU_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, tag_bytes, tag_in, tag, pos1, pos, nn, 0,
+                                                  std::max(1, bits_for(g.jobs - 1)), st));
+  group_heads<<<blocks_for(n, 256), 256, 0, st>>>(g, cat, pos, tag, n, head);
+  HSTU_CUDA_CHECK(cub::DeviceScan::InclusiveSum(temp, scan_bytes, head, uid, nn, st));
+  int32_t* ends = head;  // the flags are consumed by the scan
+  group_scatter<<<blocks_for(n, 256), 256, 0, st>>>(g, cat, pos, tag, uid, n, ends);
+  group_counts<<<blocks_for(n, 256), 256, 0, st>>>(g, pos, tag, uid, n, ends);
+  group_results<<<1, kMaxDedupeJobs, 0, st>>>(g, cat, pos, uid, res);
+  HSTU_CUDA_CHECK_LAUNCH();
+  static thread_local long long* host = nullptr;  // page-locked, one per thread
+  if (!host) HSTU_CUDA_CHECK(cudaHostAlloc(&host, 16 * kMaxDedupeJobs, cudaHostAllocDefault));
+  HSTU_CUDA_CHECK(
+      cudaMemcpyAsync(host, res, 16 * static_cast<size_t>(g.jobs), cudaMemcpyDeviceToHost, st));
+  sync(ctx);
+  for (int j = 0; j < num_jobs; ++j) {
+    u[j] = host[2 * j];
+    first_key[j] = host[2 * j + 1];
+  }
+}
+
+void reduce_grad(Ctx& ctx, const int32_t* order, int64_t n, int64_t u, const float* dout,
+                 int64_t dout_ld, float scale, float* grad, int64_t grad_ld, int64_t dim,
+                 uint8_t* touched) {
+  if (n == 0 || u == 0 || dim == 0) return;
+  const unsigned grid = blocks_for((n + kChunk - 1) / kChunk * 32, 256);
+  const bool vec4 = dim % 4 == 0 && dout_ld % 4 == 0 && grad_ld % 4 == 0 &&
+                    reinterpret_cast<uintptr_t>(dout) % 16 == 0 &&
+                    reinterpret_cast<uintptr_t>(grad) % 16 == 0;
+  if (vec4)
+    reduce_grad_kernel<4><<<grid, 256, 0, stream_of(ctx)>>>(order, n, u, dout, dout_ld, scale, grad,
+                                                            grad_ld, dim, touched);
+  else
+    reduce_grad_kernel<1><<<grid, 256, 0, stream_of(ctx)>>>(order, n, u, dout, dout_ld, scale, grad,
+                                                            grad_ld, dim, touched);
+  HSTU_CUDA_CHECK_LAUNCH();
 }
 
 void find(Ctx& ctx, const TableView& t, const int64_t* keys, int64_t n, int64_t* slots) {
@@ -470,12 +963,12 @@ AdmitCounts admit(Ctx& ctx, uint32_t* sketch, int depth, int64_t width, const in
   if (n == 0) return {};
   Workspace& ws = workspace(ctx, 64);
   unsigned long long* dc = ws.take<unsigned long long>(4);
-  HSTU_CUDA_CHECK(cudaMemsetAsync(dc, 0, 32, stream_of(ctx)));
+  if (need_counts) HSTU_CUDA_CHECK(cudaMemsetAsync(dc, 0, 32, stream_of(ctx)));
   if (sketch)
     sketch_add<<<blocks_for(n, 256), 256, 0, stream_of(ctx)>>>(sketch, depth, width, keys, counts,
                                                                slots, n);
-  admit_mask<<<blocks_for(n, 256), 256, 0, stream_of(ctx)>>>(sketch, depth, width, keys, slots, n,
-                                                             threshold, mask, dc);
+  admit_mask<<<blocks_for(n, 256), 256, 0, stream_of(ctx)>>>(
+      sketch, depth, width, keys, slots, n, threshold, mask, need_counts ? dc : nullptr);
   HSTU_CUDA_CHECK_LAUNCH();
   if (!need_counts) return {-1, -1};
   unsigned long long h[4];
@@ -485,33 +978,28 @@ AdmitCounts admit(Ctx& ctx, uint32_t* sketch, int depth, int64_t width, const in
 
 InsertCounts insert(Ctx& ctx, const TableView& t, const int64_t* keys, const int32_t* counts,
                     int64_t n, int64_t step, Eviction policy, bool allow_evict, uint8_t* mask,
-                    int64_t* slots, uint8_t* status, int64_t* evicted_keys) {
+                    int64_t* slots, uint8_t* status, int64_t* evicted_keys, uint64_t* pending) {
   if (n == 0) return {};
-  const int nn = static_cast<int>(n);
-  size_t sort_bytes = 0;
-  HSTU_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
-      nullptr, sort_bytes, static_cast<const uint32_t*>(nullptr), static_cast<uint32_t*>(nullptr),
-      static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr), nn));
-  Workspace& ws = workspace(ctx, static_cast<size_t>(n) * 16 + sort_bytes + 1024);
-  uint32_t* bucket_in = ws.take<uint32_t>(static_cast<size_t>(n));
-  uint32_t* bucket = ws.take<uint32_t>(static_cast<size_t>(n));
-  int32_t* pos_in = ws.take<int32_t>(static_cast<size_t>(n));
-  int32_t* pos = ws.take<int32_t>(static_cast<size_t>(n));
+  HSTU_CHECK(n < (int64_t{1} << 31), "dynamic table insert: ", n, " keys (at most 2^31 - 1)");
+  HSTU_CHECK(t.heads != nullptr, "dynamic table insert: the table view has no bucket lists");
+  Workspace& ws = workspace(ctx, static_cast<size_t>(n) * 5 + 1024);
+  int32_t* next = ws.take<int32_t>(static_cast<size_t>(n));
+  uint8_t* owner = ws.take<uint8_t>(static_cast<size_t>(n));
   unsigned long long* dc = ws.take<unsigned long long>(4);
-  void* temp = ws.take<char>(sort_bytes);
   const cudaStream_t st = stream_of(ctx);
-  HSTU_CHECK(t.num_buckets < (int64_t{1} << 31), "dynamic table: too many buckets");
-  // Keys not to insert get bucket num_buckets (sorted last, skipped); positions ascending in,
-  // so a bucket's keys stay in input order (radix sort is stable).
-  insert_prepare<<<blocks_for(n, 256), 256, 0, st>>>(keys, mask, n, t.num_buckets, status,
-                                                     evicted_keys, bucket_in, pos_in);
-  HSTU_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, sort_bytes, bucket_in, bucket, pos_in, pos,
-                                                  nn, 0, bits_for(t.num_buckets), st));
-  HSTU_CUDA_CHECK(cudaMemsetAsync(dc, 0, 32, st));
-  insert_runs<<<blocks_for(n, 128), 128, 0, st>>>(t, keys, counts, bucket, pos, n, step, policy,
-                                                  allow_evict, mask, slots, status, evicted_keys,
-                                                  dc);
+  unsigned long long* out = reinterpret_cast<unsigned long long*>(pending);
+  static_assert(kPendingInserted == 0 && kPendingNoVictim == 3, "insert_lists' counter order");
+  if (!pending) {
+    out = dc;
+    HSTU_CUDA_CHECK(cudaMemsetAsync(dc, 0, 32, st));
+  }
+  insert_link<<<blocks_for(n, 256), 256, 0, st>>>(t, keys, mask, n, status, evicted_keys, next,
+                                                  owner);
+  insert_lists<<<blocks_for(n, 128), 128, 0, st>>>(t, keys, counts, n, step, policy, allow_evict,
+                                                   mask, slots, status, evicted_keys, next, owner,
+                                                   out);
   HSTU_CUDA_CHECK_LAUNCH();
+  if (pending) return {};  // counted on the device; read_pending settles them
   unsigned long long h[4];
   read_counters(ctx, ws, dc, 4, h);
   InsertCounts r;
@@ -525,23 +1013,37 @@ InsertCounts insert(Ctx& ctx, const TableView& t, const int64_t* keys, const int
 void init_rows(Ctx& ctx, const TableView& t, const int64_t* keys, const int64_t* slots,
                const uint8_t* status, int64_t n, uint64_t table_seed, float init_std) {
   if (n == 0) return;
-  init_rows_kernel<<<blocks_for(n * t.row_width, 256), 256, 0, stream_of(ctx)>>>(
-      t, keys, slots, status, n, table_seed, init_std);
+  init_rows_kernel<<<blocks_for(n * 32, 256), 256, 0, stream_of(ctx)>>>(t, keys, slots, status, n,
+                                                                        table_seed, init_std);
   HSTU_CUDA_CHECK_LAUNCH();
 }
 
-int64_t erase(Ctx& ctx, const TableView& t, const int64_t* keys, int64_t n) {
+int64_t erase(Ctx& ctx, const TableView& t, const int64_t* keys, int64_t n, uint64_t* pending) {
   if (n == 0) return 0;
   Workspace& ws = workspace(ctx, static_cast<size_t>(n) * 8 + 64);
   int64_t* slots = ws.take<int64_t>(static_cast<size_t>(n));
   unsigned long long* dc = ws.take<unsigned long long>(1);
   cuda::find(ctx, t, keys, n, slots);
+  if (pending) {
+    erase_kernel<<<blocks_for(n, 256), 256, 0, stream_of(ctx)>>>(
+        t, slots, n, reinterpret_cast<unsigned long long*>(pending) + kPendingErased);
+    HSTU_CUDA_CHECK_LAUNCH();
+    return 0;
+  }
   HSTU_CUDA_CHECK(cudaMemsetAsync(dc, 0, 8, stream_of(ctx)));
   erase_kernel<<<blocks_for(n, 256), 256, 0, stream_of(ctx)>>>(t, slots, n, dc);
   HSTU_CUDA_CHECK_LAUNCH();
   unsigned long long h[1];
   read_counters(ctx, ws, dc, 1, h);
   return static_cast<int64_t>(h[0]);
+}
+
+void read_pending(Ctx&, uint64_t* pending, uint64_t* out) {
+  // The whole device: the stream that last added may be gone by the time counters are read.
+  HSTU_CUDA_CHECK(cudaDeviceSynchronize());
+  HSTU_CUDA_CHECK(cudaMemcpy(out, pending, kPendingWords * 8, cudaMemcpyDeviceToHost));
+  HSTU_CUDA_CHECK(cudaMemset(pending, 0, kPendingWords * 8));
+  HSTU_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 void rehash_double(Ctx& ctx, const TableView& from, const TableView& to) {
@@ -555,10 +1057,18 @@ void rehash_double(Ctx& ctx, const TableView& from, const TableView& to) {
 }
 
 void gather(Ctx& ctx, const RowSpace& rs, const int64_t* refs, const int64_t* keys, int64_t n,
-            float* out, int64_t out_ld, bool init_missing, uint64_t table_seed, float init_std) {
+            float* out, int64_t out_ld, bool init_missing, uint64_t table_seed, float init_std,
+            const int32_t* inverse) {
   if (n == 0) return;
+  if (rs.dim % 4 == 0 && rs.row_width % 4 == 0 && out_ld % 4 == 0 && aligned16(out) &&
+      aligned16(rs.a) && (rs.b == nullptr || aligned16(rs.b))) {
+    gather_vec4_kernel<<<blocks_for(n * rs.dim / 4, 256), 256, 0, stream_of(ctx)>>>(
+        rs, refs, keys, n, out, out_ld, init_missing, table_seed, init_std, inverse);
+    HSTU_CUDA_CHECK_LAUNCH();
+    return;
+  }
   gather_kernel<<<blocks_for(n * rs.dim, 256), 256, 0, stream_of(ctx)>>>(
-      rs, refs, keys, n, out, out_ld, init_missing, table_seed, init_std);
+      rs, refs, keys, n, out, out_ld, init_missing, table_seed, init_std, inverse);
   HSTU_CUDA_CHECK_LAUNCH();
 }
 
@@ -579,19 +1089,71 @@ void apply_optimizer(Ctx& ctx, const RowSpace& rs, const int64_t* refs, float* g
     a.guard_n = spec.skip_if_nonfinite.numel();
   }
   const unsigned grid = blocks_for(n * 32, 256);
+  const bool vec4 = rs.dim % 4 == 0 && rs.row_width % 4 == 0 && grad_ld % 4 == 0 &&
+                    aligned16(grad) && aligned16(rs.a) && (rs.b == nullptr || aligned16(rs.b));
+  const cudaStream_t st = stream_of(ctx);
   switch (spec.kind) {
     case SparseOptimizerSpec::kAdam:
       HSTU_CHECK(spec.step >= 1, "dynamic table Adam: step is 1-based, got ", spec.step);
       a.bc1 = static_cast<float>(1.0 - std::pow(double(spec.beta1), double(spec.step)));
       a.bc2 = static_cast<float>(1.0 - std::pow(double(spec.beta2), double(spec.step)));
-      apply_kernel<SparseOptimizerSpec::kAdam><<<grid, 256, 0, stream_of(ctx)>>>(a);
+      if (vec4)
+        apply_kernel<SparseOptimizerSpec::kAdam, 4><<<grid, 256, 0, st>>>(a);
+      else
+        apply_kernel<SparseOptimizerSpec::kAdam, 1><<<grid, 256, 0, st>>>(a);
       break;
     case SparseOptimizerSpec::kRowWiseAdagrad:
-      apply_kernel<SparseOptimizerSpec::kRowWiseAdagrad><<<grid, 256, 0, stream_of(ctx)>>>(a);
+      apply_kernel<SparseOptimizerSpec::kRowWiseAdagrad, 1><<<grid, 256, 0, st>>>(a);
       break;
     case SparseOptimizerSpec::kSgd:
-      apply_kernel<SparseOptimizerSpec::kSgd><<<grid, 256, 0, stream_of(ctx)>>>(a);
+      if (vec4)
+        apply_kernel<SparseOptimizerSpec::kSgd, 4><<<grid, 256, 0, st>>>(a);
+      else
+        apply_kernel<SparseOptimizerSpec::kSgd, 1><<<grid, 256, 0, st>>>(a);
       break;
+  }
+  HSTU_CUDA_CHECK_LAUNCH();
+}
+
+void backward_apply(Ctx& ctx, const int32_t* order, int64_t n, int64_t u, const float* dout,
+                    int64_t dout_ld, float scale, const RowSpace& rs, const int64_t* refs,
+                    float* grad, int64_t grad_ld, uint8_t* touched, const SparseOptimizerSpec& spec,
+                    uint8_t* dirty) {
+  if (n == 0 || u == 0) return;
+  const bool vec4 = rs.dim % 4 == 0 && rs.row_width % 4 == 0 && grad_ld % 4 == 0 &&
+                    dout_ld % 4 == 0 && aligned16(dout) && aligned16(grad) && aligned16(rs.a) &&
+                    (rs.b == nullptr || aligned16(rs.b));
+  if (!vec4) {  // the two-pass path (the same sums and updates)
+    cuda::reduce_grad(ctx, order, n, u, dout, dout_ld, scale, grad, grad_ld, rs.dim, touched);
+    cuda::apply_optimizer(ctx, rs, refs, grad, grad_ld, touched, u, spec, dirty);
+    return;
+  }
+  OptArgs a{};
+  a.rs = rs, a.refs = refs, a.grad = grad, a.grad_ld = grad_ld, a.touched = touched, a.n = u;
+  a.lr = spec.lr, a.beta1 = spec.beta1, a.beta2 = spec.beta2, a.eps = spec.eps;
+  a.dirty = dirty;
+  if (!spec.skip_if_nonfinite.empty()) {
+    HSTU_CHECK(spec.skip_if_nonfinite.device == Device::kCUDA &&
+                   spec.skip_if_nonfinite.dtype == DType::kF64,
+               "dynamic table optimiser: skip_if_nonfinite must be f64 on the device, got ",
+               spec.skip_if_nonfinite.str());
+    a.guard = spec.skip_if_nonfinite.as<double>();
+    a.guard_n = spec.skip_if_nonfinite.numel();
+  }
+  const cudaStream_t st = stream_of(ctx);
+  const unsigned grid = blocks_for((n + kChunk - 1) / kChunk * 32, 256);
+  const unsigned grid2 = blocks_for(u * 32, 256);
+  if (spec.kind == SparseOptimizerSpec::kAdam) {
+    HSTU_CHECK(spec.step >= 1, "dynamic table Adam: step is 1-based, got ", spec.step);
+    a.bc1 = static_cast<float>(1.0 - std::pow(double(spec.beta1), double(spec.step)));
+    a.bc2 = static_cast<float>(1.0 - std::pow(double(spec.beta2), double(spec.step)));
+    backward_apply_kernel<SparseOptimizerSpec::kAdam>
+        <<<grid, 256, 0, st>>>(a, order, n, u, dout, dout_ld, scale);
+    apply_touched_kernel<SparseOptimizerSpec::kAdam><<<grid2, 256, 0, st>>>(a);
+  } else {
+    backward_apply_kernel<SparseOptimizerSpec::kSgd>
+        <<<grid, 256, 0, st>>>(a, order, n, u, dout, dout_ld, scale);
+    apply_touched_kernel<SparseOptimizerSpec::kSgd><<<grid2, 256, 0, st>>>(a);
   }
   HSTU_CUDA_CHECK_LAUNCH();
 }

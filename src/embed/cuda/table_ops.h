@@ -7,7 +7,11 @@
 namespace hstu::embed::cuda {
 
 int64_t dedupe(Ctx& ctx, const int64_t* keys, int64_t n, int64_t* unique, int32_t* inverse,
-               int32_t* counts, int64_t* first_key);
+               int32_t* counts, int64_t* first_key, int32_t* order);
+void dedupe_many(Ctx& ctx, const DedupeJob* jobs, int num_jobs, int64_t* u, int64_t* first_key);
+void reduce_grad(Ctx& ctx, const int32_t* order, int64_t n, int64_t u, const float* dout,
+                 int64_t dout_ld, float scale, float* grad, int64_t grad_ld, int64_t dim,
+                 uint8_t* touched);
 void find(Ctx& ctx, const TableView& t, const int64_t* keys, int64_t n, int64_t* slots);
 void touch(Ctx& ctx, const TableView& t, const int64_t* slots, const int32_t* counts, int64_t n,
            int64_t step, Eviction policy);
@@ -16,13 +20,19 @@ AdmitCounts admit(Ctx& ctx, uint32_t* sketch, int depth, int64_t width, const in
                   uint8_t* mask, bool need_counts);
 InsertCounts insert(Ctx& ctx, const TableView& t, const int64_t* keys, const int32_t* counts,
                     int64_t n, int64_t step, Eviction policy, bool allow_evict, uint8_t* mask,
-                    int64_t* slots, uint8_t* status, int64_t* evicted_keys);
+                    int64_t* slots, uint8_t* status, int64_t* evicted_keys, uint64_t* pending);
 void init_rows(Ctx& ctx, const TableView& t, const int64_t* keys, const int64_t* slots,
                const uint8_t* status, int64_t n, uint64_t table_seed, float init_std);
-int64_t erase(Ctx& ctx, const TableView& t, const int64_t* keys, int64_t n);
+int64_t erase(Ctx& ctx, const TableView& t, const int64_t* keys, int64_t n, uint64_t* pending);
+void read_pending(Ctx& ctx, uint64_t* pending, uint64_t* out);
 void rehash_double(Ctx& ctx, const TableView& from, const TableView& to);
 void gather(Ctx& ctx, const RowSpace& rs, const int64_t* refs, const int64_t* keys, int64_t n,
-            float* out, int64_t out_ld, bool init_missing, uint64_t table_seed, float init_std);
+            float* out, int64_t out_ld, bool init_missing, uint64_t table_seed, float init_std,
+            const int32_t* inverse);
+void backward_apply(Ctx& ctx, const int32_t* order, int64_t n, int64_t u, const float* dout,
+                    int64_t dout_ld, float scale, const RowSpace& rs, const int64_t* refs,
+                    float* grad, int64_t grad_ld, uint8_t* touched, const SparseOptimizerSpec& spec,
+                    uint8_t* dirty);
 void apply_optimizer(Ctx& ctx, const RowSpace& rs, const int64_t* refs, float* grad,
                      int64_t grad_ld, uint8_t* touched, int64_t n, const SparseOptimizerSpec& spec,
                      uint8_t* dirty);
