@@ -549,11 +549,6 @@ void validate(const Config& config) {
                   ") must be greater than low (", format_number(s.seqlen_dist.low), ") or -1"));
 
   if (c.task == "retrieval") {
-    fail_unless(c.retrieval.num_negatives != -1,
-                "RetrievalArgs.num_negatives = -1 (recsys-examples' default: one in-batch negative "
-                "draw per query of the batch, a count that changes batch to batch) is not "
-                "implemented; hstu's step draws a fixed count per query: set a positive count "
-                "(recsys-examples' movielen_retrieval.gin sets 128)");
     fail_unless(c.dataset.max_num_candidates == 0,
                 cat("DatasetArgs.max_num_candidates = ", c.dataset.max_num_candidates,
                     " but retrieval has no candidates (set it to 0 or bind RankingArgs)"));

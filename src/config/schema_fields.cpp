@@ -345,8 +345,8 @@ std::vector<FieldSpec> optimizer_fields() {
 std::vector<FieldSpec> retrieval_fields() {
   return {
       num(HSTU_FIELD(RetrievalArgs, retrieval, num_negatives), or_auto(at_least(1)),
-          "R sampled negatives per query (-1, recsys-examples' default of one per query of the "
-          "batch, is refused: not implemented)"),
+          "R sampled negatives per query; -1 (recsys-examples' default): R = the batch's "
+          "number of queries (supervised tokens), drawn with replacement"),
       str(HSTU_FIELD(RetrievalArgs, retrieval, eval_metrics), {"HR@K", "NDCG@K", "MRR"},
           "metrics reported first in the eval table (any K >= 1), then hstu's standard set"),
       num(HSTU_FIELD(RetrievalArgs, retrieval, temperature), above(0),

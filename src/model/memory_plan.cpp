@@ -8,6 +8,7 @@
 
 #include "core/arena.h"
 #include "core/checked.h"
+#include "data/negatives.h"
 #include "model/batch_tensors.h"
 #include "model/hstu_layer.h"
 #include "model/params.h"
@@ -88,7 +89,8 @@ ModelShape retrieval_model_shape(const Config& cfg, int64_t num_items) {
   shape.num_items = num_items;
   shape.max_batch = std::max(cfg.trainer.train_batch_size, cfg.trainer.eval_batch_size);
   shape.max_tokens = shape.max_batch * cfg.dataset.max_history_seqlen;
-  shape.num_negatives = cfg.retrieval.num_negatives;
+  // -1: one negative per query of the batch; a batch has at most max_tokens queries.
+  shape.num_negatives = negatives_per_query(cfg.retrieval.num_negatives, shape.max_tokens);
   return shape;
 }
 
@@ -183,7 +185,7 @@ ModelMemory retrieval_memory(const Config& cfg, int64_t num_items, Device device
   set_dense(dense, m);
   const int64_t tokens =
       checked_mul(cfg.trainer.train_batch_size, cfg.dataset.max_history_seqlen, "tokens per step");
-  const int64_t r = cfg.retrieval.num_negatives;
+  const int64_t r = negatives_per_query(cfg.retrieval.num_negatives, tokens);
   m.tables.push_back(
       table("item", num_items, checked_mul(tokens, 2 + r, "item ids per step"),
             std::to_string(tokens) + " tokens x (2 + " + std::to_string(r) + " negatives)"));
