@@ -24,6 +24,9 @@ struct SequenceDataset {
   std::span<const int32_t> items;         // [E] dense item ids, 1..num_items-1
   std::span<const int32_t> actions;       // [E] rating / engagement bitmask (may be empty)
   std::span<const int64_t> timestamps;    // [E] seconds
+  // [E] ranking labels drawn apart from the actions (recsys-examples' benchmark data: bitmasks
+  // in [0, 2^num_tasks)); empty = the actions are the labels (every real dataset).
+  std::span<const int32_t> labels;
 
   // Contextual (per-user categorical) features: values[u * C + c] in [0, cardinality[c]).
   std::vector<std::string> contextual_names;      // [C]
@@ -46,6 +49,7 @@ struct SequenceArrays {
   std::vector<int32_t> items;              // [E]
   std::vector<int32_t> actions;            // [E] or empty
   std::vector<int64_t> timestamps;         // [E]
+  std::vector<int32_t> labels;             // [E] or empty
   std::vector<int32_t> contextual_values;  // [U*C] or empty
 };
 

@@ -15,6 +15,11 @@ namespace hstu {
 
 namespace {
 
+// Event e's label: the dataset's own labels when it has them (benchmark data), else its action.
+int32_t event_label(const SequenceDataset& ds, int64_t e) {
+  return ds.labels.empty() ? ds.actions[e] : ds.labels[e];
+}
+
 constexpr double kGradTol = 1e-9;  // convergence: max |df/dW|
 
 // The design of a fit: standardised features with an intercept column, labels, the model type.
@@ -178,9 +183,12 @@ LogisticFit fit(Problem pr, int max_iters) {
       ss += d * d;
     }
     const double sd = std::sqrt(ss / static_cast<double>(pr.n));
-    pr.mean[static_cast<size_t>(a)] = mean;
-    // A constant feature stays centred (all zeros): its weight is held at 0 by the L2 term.
-    pr.sd[static_cast<size_t>(a)] = sd > 1e-12 * std::max(1.0, std::abs(mean)) ? sd : 1.0;
+    const bool constant = !(sd > 1e-12 * std::max(1.0, std::abs(mean)));
+    // A constant feature is centred on its own value, so its column is exactly 0 (a mean off by
+    // rounding would leave a ~1e-17 column that the fit scales up); the L2 term holds its
+    // weight at 0. (Benchmark data scored whole has no history: the user mean is constant.)
+    pr.mean[static_cast<size_t>(a)] = constant && pr.n > 0 ? pr.x[static_cast<size_t>(a)] : mean;
+    pr.sd[static_cast<size_t>(a)] = constant ? 1.0 : sd;
   }
   const int64_t m = pr.rows * pr.q;
   std::vector<double> w(static_cast<size_t>(m), 0.0), grad, hess, trial(static_cast<size_t>(m));
@@ -325,13 +333,13 @@ RankingBaselineRows ranking_baseline_rows(const SequenceDataset& ds, const Ranki
     for (size_t v = 0; v < nv; ++v) {
       double sum = 0;
       for (int64_t e = s.begin; e < s.candidates; ++e)
-        sum += action_value(ds.actions[e], head, static_cast<int64_t>(v));
+        sum += action_value(event_label(ds, e), head, static_cast<int64_t>(v));
       mean[v] = s.num_history() > 0 ? sum / static_cast<double>(s.num_history()) : fallback[v];
     }
     for (int64_t e = s.candidates; e < s.end; ++e) {
       out.log_pop.push_back(std::log1p(static_cast<double>(item_counts[ds.items[e]])));
       out.user_mean.insert(out.user_mean.end(), mean.begin(), mean.end());
-      out.labels.push_back(ranking_label(ds.actions[e], head));
+      out.labels.push_back(ranking_label(event_label(ds, e), head));
     }
   }
   return out;
@@ -380,7 +388,7 @@ RankingBaseline ranking_baseline(const SequenceDataset& ds, const RankingSplits&
   for (const RankingSample& s : splits.train.samples)
     for (int64_t e = s.begin; e < s.end; ++e, ++events)
       for (int64_t v = 0; v < nv; ++v)
-        fallback[static_cast<size_t>(v)] += action_value(ds.actions[e], head, v);
+        fallback[static_cast<size_t>(v)] += action_value(event_label(ds, e), head, v);
   for (double& f : fallback) f = events > 0 ? f / static_cast<double>(events) : 0.0;
 
   const int64_t n_eval =
