@@ -177,7 +177,8 @@ std::vector<FieldSpec> dataset_fields() {
       num(HSTU_FIELD(DatasetArgs, dataset, max_history_seqlen), at_least(1),
           "history events kept per sample (the newest)"),
       num(HSTU_FIELD(DatasetArgs, dataset, max_num_candidates), at_least(0),
-          "ranking candidates per sample (0 for retrieval)"),
+          "ranking candidates per sample (0 for retrieval; in ranking on benchmark data, every "
+          "item scored)"),
       plain(HSTU_FIELD(DatasetArgs, dataset, shuffle),
             "reshuffle the sample order every epoch (seeded)"),
       str(HSTU_FIELD(DatasetArgs, dataset, split), {"paper", "validation"},
