@@ -170,11 +170,13 @@ LogisticFit fit(Problem pr, int max_iters) {
   pr.mean.assign(static_cast<size_t>(pr.p), 0.0);
   pr.sd.assign(static_cast<size_t>(pr.p), 1.0);
   for (int64_t a = 0; a < pr.p; ++a) {
-    double sum = 0;
+    double sum = 0, lo = pr.x[static_cast<size_t>(a)], hi = lo;
     for (int64_t i = 0; i < pr.n; ++i) {
       const double v = pr.x[static_cast<size_t>(i * pr.p + a)];
       HSTU_CHECK(std::isfinite(v), "logistic fit: feature ", a, " of row ", i, " is ", v);
       sum += v;
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
     }
     const double mean = sum / static_cast<double>(pr.n);
     double ss = 0;
@@ -183,11 +185,12 @@ LogisticFit fit(Problem pr, int max_iters) {
       ss += d * d;
     }
     const double sd = std::sqrt(ss / static_cast<double>(pr.n));
-    const bool constant = !(sd > 1e-12 * std::max(1.0, std::abs(mean)));
-    // A constant feature is centred on its own value, so its column is exactly 0 (a mean off by
-    // rounding would leave a ~1e-17 column that the fit scales up); the L2 term holds its
-    // weight at 0. (Benchmark data scored whole has no history: the user mean is constant.)
-    pr.mean[static_cast<size_t>(a)] = constant && pr.n > 0 ? pr.x[static_cast<size_t>(a)] : mean;
+    // A constant feature (judged by its range: over many rows the rounding of `mean` alone gives
+    // an sd that a relative threshold takes for variation, and a column of +-1 beside the
+    // intercept) is centred on its own value, so its column is exactly 0 and the L2 term holds
+    // its weight at 0. (Benchmark data scored whole has no history: the user mean is constant.)
+    const bool constant = !(hi - lo > 1e-12 * std::max(1.0, std::abs(mean)));
+    pr.mean[static_cast<size_t>(a)] = constant ? lo : mean;
     pr.sd[static_cast<size_t>(a)] = constant ? 1.0 : sd;
   }
   const int64_t m = pr.rows * pr.q;
