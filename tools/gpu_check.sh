@@ -91,6 +91,7 @@ benches=(
   "attention rab|bench attention --full --no-validate --rab --shape 128,200,2,25 --shape 128,200,2,50 --shape 32,1024,4,128"
   "layer|bench layer"
   "train|bench train"
+  "embedding|bench embedding"
   "train ml1m-large|bench train configs/bench-ml1m-large.gin"
   "train ml1m-large nondet|bench train configs/bench-ml1m-large.gin --set TrainerArgs.deterministic=False"
   "train ml1m-large direct|bench train configs/bench-ml1m-large.gin --phases --set TrainerArgs.cuda_graph=False"

@@ -1,6 +1,6 @@
-// cmd_bench.cpp — `hstu bench <train|attention|layer|balance>`. The attention and layer benchmarks
-// read an argument list (src/bench/): their options are declared and checked here, for --help and
-// usage errors, and handed on as given.
+// cmd_bench.cpp — `hstu bench <train|attention|layer|balance|embedding>`. The attention and layer
+// benchmarks read an argument list (src/bench/): their options are declared and checked here, for
+// --help and usage errors, and handed on as given.
 #include <exception>
 #include <filesystem>
 #include <memory>
@@ -8,6 +8,7 @@
 
 #include "bench/bench_attention.h"
 #include "bench/bench_balance.h"
+#include "bench/bench_embedding.h"
 #include "bench/bench_layer.h"
 #include "bench/bench_train.h"
 #include "cli/commands.h"
@@ -83,6 +84,43 @@ void add_bench_layer(CLI::App& bench, Commands& commands) {
       ->check(int_in(1));
   app->add_flag("--recompute")->description("recompute the input LayerNorm and SiLU in backward");
   commands.push_back({app, [app] { return run_layer_bench(given_args(*app)); }});
+}
+
+void add_bench_embedding(CLI::App& bench, Commands& commands) {
+  CLI::App* app = bench.add_subcommand(
+      "embedding",
+      "dynamic embedding tables on recsys-examples' DynamicEmb workload (10 x 128, 1.05 M "
+      "lookups, alpha 1.05; SGD / Adam; all in HBM and with the host tier)");
+  add_config_value(*app, "--device", "TrainerArgs.device", "");
+  app->add_option("--tables", "tables (default 10)")->type_name("N")->check(int_in(1, 4096));
+  app->add_option("--dim", "embedding dimension (default 128)")
+      ->type_name("D")
+      ->check(int_in(1, 65536));
+  app->add_option("--lookups", "lookups per iteration, all tables (default 1048570)")
+      ->type_name("N")
+      ->check(int_in(1));
+  app->add_option("--rows", "ids per table (default 1.68 M on CUDA, 200 k on the CPU)")
+      ->type_name("R")
+      ->check(int_in(1));
+  app->add_option("--alpha", "power-law exponent of the keys (default 1.05)")->type_name("A");
+  app->add_option("--optimizer", "sgd, adam or both (default both)")
+      ->type_name("NAME")
+      ->check(CLI::IsMember({"sgd", "adam", "both"}).description(""));
+  app->add_option("--cache-ratio",
+                  "host tier cache rows / table rows, 0 = all in HBM (repeatable; default 0, 1.0 "
+                  "and 0.5)")
+      ->type_name("R")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->allow_extra_args(false);
+  app->add_option("--warmup", "untimed iterations first (default 3)")
+      ->type_name("N")
+      ->check(int_in(0));
+  app->add_option("--iters", "timed iterations, median reported (default 10)")
+      ->type_name("N")
+      ->check(int_in(1));
+  app->add_flag("--small")->description("CPU-sized workload: 104,857 lookups, 200 k rows");
+  app->add_flag("--deterministic")->description("sorted (bit-reproducible) gradient scatter");
+  commands.push_back({app, [app] { return run_embedding_bench(given_args(*app)); }});
 }
 
 // configs/bench-large.gin of the working directory, else of the source tree hstu was built from.
@@ -161,6 +199,7 @@ void add_bench(CLI::App& hstu, Commands& commands) {
   add_bench_attention(*bench, commands);
   add_bench_layer(*bench, commands);
   add_bench_balance(*bench, commands);
+  add_bench_embedding(*bench, commands);
 }
 
 }  // namespace hstu::cli

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "core/checked.h"
 #include "data/preprocess.h"
 #include "dist/rank_plan.h"
 #include "model/memory_plan.h"
@@ -44,9 +45,10 @@ int run_plan(const PlanArgs& a) {
   std::cout << "), " << model.layers << " layers, D=" << model.dim << ", batch "
             << cfg.trainer.train_batch_size << " per rank\n";
   for (const int64_t w : a.worlds) {
-    const dist::RankPlan plan =
-        dist::plan_ranks(model, static_cast<int>(w), cfg.trainer.model_parallel_tables, owner,
-                         cfg.optimizer.sparse_optimizer_str);
+    const dist::RankPlan plan = dist::plan_ranks(
+        model, static_cast<int>(w), cfg.trainer.model_parallel_tables, owner,
+        cfg.optimizer.sparse_optimizer_str,
+        checked_mul(cfg.trainer.table_budget_mb, int64_t{1} << 20, "TrainerArgs.table_budget_mb"));
     std::cout << "\nworld size " << w << " (global batch " << cfg.trainer.train_batch_size * w
               << "):\n"
               << dist::describe_rank_plan(plan);

@@ -56,6 +56,7 @@ struct TrainerArgs {
   std::vector<std::string> model_parallel_tables = {"item"};
   std::string shard_owner = "modulo";  // which rank owns id k: modulo (k mod W) | hash
   int64_t grad_bucket_mb = 25;         // gradient all-reduce bucket size (MiB of fp32)
+  int64_t table_budget_mb = 0;         // embedding-table memory one rank may hold; 0 = none
   std::string nonfinite = "error";     // a non-finite loss or gradient norm: error | skip_step
 
   bool operator==(const TrainerArgs&) const = default;

@@ -154,6 +154,10 @@ std::vector<FieldSpec> trainer_fields() {
           "data-parallel runs: MiB of fp32 gradients per all-reduce; each bucket is reduced as "
           "soon as the layers it holds finish their backward pass (GPU: on a communication "
           "stream, overlapped with the rest of the backward pass)"),
+      num(HSTU_FIELD(TrainerArgs, trainer, table_budget_mb), at_least(0),
+          "MiB of embedding tables (rows + gradient + optimiser state, a sharded table's shard "
+          "and window) one rank may hold; checked before anything is allocated, with each "
+          "table's part named (`hstu plan` prints it per rank). 0 = no budget"),
       str(HSTU_FIELD(TrainerArgs, trainer, nonfinite), {"error", "skip_step"},
           "a step whose loss or dense gradient norm is not finite (checked every step, read "
           "back with the loss): error = stop naming the step and the first parameter group "

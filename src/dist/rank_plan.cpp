@@ -78,7 +78,7 @@ std::string per_rank(const std::vector<int64_t>& bytes) {
 
 RankPlan plan_ranks(const ModelMemory& model, int world,
                     const std::vector<std::string>& model_parallel, OwnerKind owner,
-                    const std::string& sparse_optimizer) {
+                    const std::string& sparse_optimizer, int64_t table_budget) {
   HSTU_CHECK(world >= 1, "plan: world size ", world, " must be at least 1");
   HSTU_CHECK(model.act != DType::kF64, "plan: f64 models are not planned (tables are f32)");
   RankPlan p;
@@ -94,10 +94,11 @@ RankPlan plan_ranks(const ModelMemory& model, int world,
   int64_t single = model.dense_bytes + model.compute_copy_bytes + model.activation_bytes;
   p.gradient_bytes = checked_mul(model.dense_floats, model.param_elem_bytes, "dense gradients");
   std::vector<int64_t> per_rank_tables(static_cast<size_t>(world), 0);
+  int64_t replicated_tables = 0;
   for (const PlannedTable& t : model.tables) {
     TablePlacement tp;
     tp.table = t;
-    tp.sharded = sharded(t.name);
+    tp.sharded = t.shardable && sharded(t.name);
     tp.whole_bytes = embedding_table_bytes(t.rows, model.dim, sparse_optimizer);
     single = checked_add(single, tp.whole_bytes, "single-rank bytes");
     if (tp.sharded) {
@@ -112,6 +113,7 @@ RankPlan plan_ranks(const ModelMemory& model, int world,
       p.all_to_all_bytes += tp.all_to_all_bytes;
     } else {
       common = checked_add(common, tp.whole_bytes, "replicated table bytes");
+      replicated_tables += tp.whole_bytes;
       // all_reduce_gradients: the f32 gradient [rows, dim] and the u8 touched flags [rows].
       p.gradient_bytes +=
           checked_add(checked_mul(checked_mul(t.rows, model.dim, "grad"), 4, "grad"), t.rows,
@@ -123,11 +125,39 @@ RankPlan plan_ranks(const ModelMemory& model, int world,
   const TablePlacement* item = find_table(p, "item");
   p.activation_bytes = item && item->sharded ? model.step_activation_bytes : model.activation_bytes;
   common += p.activation_bytes;
-  for (int r = 0; r < world; ++r)
+  for (int r = 0; r < world; ++r) {
     p.rank_bytes.push_back(common + per_rank_tables[static_cast<size_t>(r)]);
+    p.rank_table_bytes.push_back(per_rank_tables[static_cast<size_t>(r)] + replicated_tables);
+  }
+  p.table_budget = table_budget;
   p.single_rank_bytes = single;
   p.all_reduce_bytes = world > 1 ? remote(p.gradient_bytes, world) * 2 : 0;
   return p;
+}
+
+std::string table_budget_error(const RankPlan& p) {
+  if (p.table_budget <= 0) return "";
+  const auto worst = std::max_element(p.rank_table_bytes.begin(), p.rank_table_bytes.end());
+  if (*worst <= p.table_budget) return "";
+  const int rank = static_cast<int>(worst - p.rank_table_bytes.begin());
+  std::ostringstream os;
+  os << "the embedding tables of rank " << rank << " of " << p.world << " need " << mib(*worst)
+     << ", more than TrainerArgs.table_budget_mb = " << mib(p.table_budget) << ":";
+  for (const TablePlacement& t : p.tables) {
+    if (t.sharded) {
+      const ShardSize& z = t.shards.at(static_cast<size_t>(rank));
+      os << "\n  '" << t.table.name << "' shard + window " << mib(z.table_bytes + z.window_bytes)
+         << " (whole " << mib(t.whole_bytes) << ", sharded over " << p.world << " ranks)";
+    } else {
+      os << "\n  '" << t.table.name << "' replicated " << mib(t.whole_bytes)
+         << (t.table.name == "item" ? " (not sharded: TrainerArgs.model_parallel_tables lacks "
+                                      "\"item\", or one rank)"
+                                    : "");
+    }
+  }
+  os << "\nshard the large tables over more ranks, or raise TrainerArgs.table_budget_mb "
+        "(`hstu plan --world-size N` prints each rank's tables)";
+  return os.str();
 }
 
 std::string describe_rank_plan(const RankPlan& p) {
@@ -180,6 +210,18 @@ std::string describe_rank_plan(const RankPlan& p) {
     os << "                    (of which the evaluation's normalised item table "
        << mib(p.activation_bytes - m.step_activation_bytes) << ")\n";
   os << "  total             " << per_rank(p.rank_bytes) << "\n";
+  if (p.table_budget > 0) {
+    const int64_t worst = *std::max_element(p.rank_table_bytes.begin(), p.rank_table_bytes.end());
+    os << "  table budget      " << mib(p.table_budget)
+       << " per rank (TrainerArgs.table_budget_mb); tables per rank "
+       << per_rank(p.rank_table_bytes)
+       << (worst <= p.table_budget ? ": fits" : ": EXCEEDS the budget") << "\n";
+    for (const TablePlacement& t : p.tables)
+      if (t.whole_bytes > p.table_budget)
+        os << "                    '" << t.table.name << "' whole is " << mib(t.whole_bytes)
+           << " = " << static_cast<double>(t.whole_bytes) / static_cast<double>(p.table_budget)
+           << "x the budget" << (t.sharded ? ": sharded over the ranks" : ": NOT sharded") << "\n";
+  }
   if (p.world > 1) {
     os << "  one rank (W = 1)  " << size(p.single_rank_bytes) << " (every table whole)\n";
     os << "per step, bytes each rank sends:\n";

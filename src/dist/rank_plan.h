@@ -42,20 +42,28 @@ struct RankPlan {
   OwnerKind owner = OwnerKind::kModulo;
   std::string sparse_optimizer;
   std::vector<TablePlacement> tables;
-  int64_t activation_bytes = 0;     // per rank
-  std::vector<int64_t> rank_bytes;  // [W] everything a rank holds
-  int64_t single_rank_bytes = 0;    // the W = 1 plan's total
-  int64_t gradient_bytes = 0;       // what the all-reduce sums (dense + replicated tables)
-  int64_t all_reduce_bytes = 0;     // 2 (W-1)/W x gradient_bytes, sent per rank and step
-  int64_t all_to_all_bytes = 0;     // the sharded tables' sum, sent per rank and step
+  int64_t activation_bytes = 0;           // per rank
+  std::vector<int64_t> rank_bytes;        // [W] everything a rank holds
+  std::vector<int64_t> rank_table_bytes;  // [W] its embedding tables (shards, windows, replicas)
+  int64_t table_budget = 0;               // TrainerArgs.table_budget_mb in bytes; 0 = none
+  int64_t single_rank_bytes = 0;          // the W = 1 plan's total
+  int64_t gradient_bytes = 0;             // what the all-reduce sums (dense + replicated tables)
+  int64_t all_reduce_bytes = 0;           // 2 (W-1)/W x gradient_bytes, sent per rank and step
+  int64_t all_to_all_bytes = 0;           // the sharded tables' sum, sent per rank and step
 };
 
 // The plan of `model` over `world` ranks: tables named in `model_parallel` (TrainerArgs.
 // model_parallel_tables) are sharded by `owner` when world > 1; `sparse_optimizer` is
 // OptimizerArgs.sparse_optimizer_str. f32 / 16-bit models only (the tables are f32).
+// table_budget: the bytes of embedding tables one rank may hold (TrainerArgs.table_budget_mb;
+// 0 = no budget); the plan reports it, table_budget_error checks it.
 RankPlan plan_ranks(const ModelMemory& model, int world,
                     const std::vector<std::string>& model_parallel, OwnerKind owner,
-                    const std::string& sparse_optimizer);
+                    const std::string& sparse_optimizer, int64_t table_budget = 0);
+
+// Empty when every rank's tables fit plan.table_budget (or there is none); else why not: each
+// table on the worst rank, and how many ranks a sharded item table needs.
+std::string table_budget_error(const RankPlan& plan);
 
 // The printed plan. For world = 1 its dense, table and activation lines are those of
 // HstuModel::describe_plan / RankingModel::describe_plan. Ranks are listed one by one up to 16,

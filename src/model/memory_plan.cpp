@@ -82,7 +82,28 @@ int64_t ranking_token_capacity(const RankingShape& s) {
   return s.max_batch * num_ctx + k * s.max_events;
 }
 
+// The most item ids one step of a windowed item table holds: a training step's inputs, targets
+// and negatives, or an evaluation batch's inputs (evaluator.cpp), whichever is more.
+struct WindowIds {
+  int64_t ids;
+  std::string formula;
+};
+WindowIds window_ids(const Config& cfg) {
+  const int64_t l = cfg.dataset.max_history_seqlen;
+  const int64_t tokens = checked_mul(cfg.trainer.train_batch_size, l, "tokens per step");
+  // -1: one negative per query of the batch, at most one per token.
+  const int64_t r = negatives_per_query(cfg.retrieval.num_negatives, tokens);
+  const int64_t train = checked_mul(tokens, 2 + r, "item ids per step");
+  const int64_t eval = checked_mul(cfg.trainer.eval_batch_size, l, "tokens per evaluation batch");
+  if (eval > train) return {eval, std::to_string(eval) + " evaluation tokens"};
+  return {train, std::to_string(tokens) + " tokens x (2 + " + std::to_string(r) + " negatives)"};
+}
+
 }  // namespace
+
+int64_t item_window_rows(const Config& cfg, int64_t num_items) {
+  return table("item", num_items, window_ids(cfg).ids, "").max_unique;
+}
 
 ModelShape retrieval_model_shape(const Config& cfg, int64_t num_items) {
   ModelShape shape;
@@ -183,12 +204,8 @@ ModelMemory retrieval_memory(const Config& cfg, int64_t num_items, Device device
   DenseParams dense;
   add_common_params(cfg, layers, dense);
   set_dense(dense, m);
-  const int64_t tokens =
-      checked_mul(cfg.trainer.train_batch_size, cfg.dataset.max_history_seqlen, "tokens per step");
-  const int64_t r = negatives_per_query(cfg.retrieval.num_negatives, tokens);
-  m.tables.push_back(
-      table("item", num_items, checked_mul(tokens, 2 + r, "item ids per step"),
-            std::to_string(tokens) + " tokens x (2 + " + std::to_string(r) + " negatives)"));
+  const WindowIds w = window_ids(cfg);
+  m.tables.push_back(table("item", num_items, w.ids, w.formula));
   m.step_activation_bytes = retrieval_activation_bytes(cfg, shape, act, false);
   m.activation_bytes = retrieval_activation_bytes(cfg, shape, act, true);
   return m;
@@ -216,14 +233,19 @@ ModelMemory ranking_memory(const Config& cfg, const RankingShape& shape, Device 
     in = arch[i];
   }
   set_dense(dense, m);
-  const int64_t samples = cfg.trainer.train_batch_size;
-  const int64_t events = checked_mul(
-      samples, cfg.dataset.max_history_seqlen + cfg.dataset.max_num_candidates, "events per step");
+  // shape.max_events: the events of max(train_batch_size, eval_batch_size) samples, as the
+  // ranking task sizes the item window (an evaluation batch passes through it too).
+  const int64_t samples = shape.max_batch;
+  const int64_t events = shape.max_events;
   const std::string ev =
-      "events + 1 = " + std::to_string(samples) + " x " +
-      std::to_string(cfg.dataset.max_history_seqlen + cfg.dataset.max_num_candidates) + " + 1";
+      std::to_string(samples) + " samples x " +
+      std::to_string(cfg.dataset.max_history_seqlen + cfg.dataset.max_num_candidates) + " events";
   m.tables.push_back(table("item", shape.num_items, events, ev));
-  if (shape.num_actions > 0) m.tables.push_back(table("action", shape.num_actions, events, ev));
+  // Only the item table is sharded in ranking (ranking_task.cpp); these stay replicated.
+  if (shape.num_actions > 0) {
+    m.tables.push_back(table("action", shape.num_actions, events, ev));
+    m.tables.back().shardable = false;
+  }
   const int64_t num_ctx = static_cast<int64_t>(shape.contextual_cardinalities.size());
   if (num_ctx > 0) {
     int64_t rows = 0;
@@ -232,6 +254,7 @@ ModelMemory ranking_memory(const Config& cfg, const RankingShape& shape, Device 
         table("contextual", std::max<int64_t>(rows, 1),
               checked_mul(samples, num_ctx, "contextual ids per step"),
               std::to_string(samples) + " samples x " + std::to_string(num_ctx) + " features"));
+    m.tables.back().shardable = false;
   }
   m.step_activation_bytes = m.activation_bytes = ranking_activation_bytes(cfg, shape, act);
   return m;

@@ -30,10 +30,11 @@ namespace hstu {
 struct PlannedTable {
   std::string name;  // "item" | "action" | "contextual"
   int64_t rows = 0;
-  // Most distinct ids of this table in one training step of train_batch_size samples, id 0
+  // Most distinct ids of this table in one step (a training step or an evaluation batch), id 0
   // included, capped at rows: the rows a rank fetches when the table is sharded.
   int64_t max_unique = 0;
   std::string max_unique_formula;  // how max_unique was computed, for the printed plan
+  bool shardable = true;  // the trainer shards it when TrainerArgs.model_parallel_tables names it
 };
 
 // What a model needs on one device, for the batch it is planned for.
@@ -60,6 +61,10 @@ struct ModelMemory {
 // The ModelShape the retrieval task plans its model with (retrieval_task.cpp): batches of
 // max(train_batch_size, eval_batch_size) samples of max_history_seqlen tokens.
 ModelShape retrieval_model_shape(const Config& cfg, int64_t num_items);
+// The rows of a windowed item table's per-step window (a row-sharded or dynamic table): the most
+// distinct ids of a training step (inputs, targets, negatives) or an evaluation batch (inputs),
+// + 1 for the padding id 0, at most num_items. The same number `hstu plan` prints.
+int64_t item_window_rows(const Config& cfg, int64_t num_items);
 
 // The activation arena bytes of HstuModel(cfg, shape, *, act).plan(); owns_item_table = false
 // leaves out the evaluation buffers of the item table (a row-sharded item table is evaluated

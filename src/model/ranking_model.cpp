@@ -125,7 +125,7 @@ RankingShape ranking_shape(const Config& cfg, const SequenceDataset& ds) {
 }
 
 std::vector<EmbeddingTable*> RankingModel::tables() {
-  std::vector<EmbeddingTable*> t{&items_};
+  std::vector<EmbeddingTable*> t{item_table_};
   if (interleave_) t.push_back(&actions_);
   if (num_ctx_ > 0) t.push_back(&contextual_);
   return t;
@@ -164,7 +164,7 @@ void RankingModel::plan(uint64_t seed) {
     init_tensor(h, Init::trunc_normal(0.02), seed, name);
     copy_tensor(t.weight, h);
   };
-  make_table(items_, "item_embedding", shape_.num_items);
+  if (shape_.item_window_rows == 0) make_table(items_, "item_embedding", shape_.num_items);
   if (interleave_) make_table(actions_, "action_embedding", shape_.num_actions);
   if (num_ctx_ > 0) {
     int64_t rows = 0;
@@ -230,6 +230,15 @@ size_t RankingModel::upload_staging_bytes() const {
   return static_cast<size_t>(upload_capacity()) * sizeof(int32_t);
 }
 
+void RankingModel::set_item_table(EmbeddingTable* window) {
+  HSTU_CHECK(shape_.item_window_rows > 0, "set_item_table: the ranking model owns its item table");
+  HSTU_CHECK(
+      window && window->rows >= shape_.item_window_rows && window->dim == cfg_.network.hidden_size,
+      "set_item_table: a window of at least [", shape_.item_window_rows, ", ",
+      cfg_.network.hidden_size, "] rows is needed");
+  item_table_ = window;
+}
+
 ModelShape RankingModel::runtime_shape() const {
   int64_t ctx_rows = 0;
   for (int32_t c : shape_.contextual_cardinalities) ctx_rows += c;
@@ -242,8 +251,9 @@ ModelShape RankingModel::runtime_shape() const {
 }
 
 int64_t RankingModel::num_params() const {
+  const int64_t d = cfg_.network.hidden_size;
   int64_t n =
-      items_.rows * items_.dim + actions_.rows * actions_.dim + contextual_.rows * contextual_.dim;
+      shape_.num_items * d + actions_.rows * actions_.dim + contextual_.rows * contextual_.dim;
   for (const auto& p : dense_.table()) n += p.numel;
   return n;
 }
@@ -254,9 +264,12 @@ std::string RankingModel::describe_plan() const {
   os << "memory plan (" << device_name(device_) << ", activations " << dtype_name(act_) << "):\n"
      << "  dense parameters  " << dense_.table().size() << " tensors, " << dense_.size()
      << " floats x4 (param, grad, m, v) = " << mib(dense_.flat_params().nbytes() * 4) << "\n"
-     << "  embedding tables  item [" << items_.rows << "], action [" << actions_.rows
-     << "], contextual [" << contextual_.rows << "] x " << cfg_.network.hidden_size
-     << " + grad + optimizer = "
+     << "  embedding tables  item ["
+     << (shape_.item_window_rows > 0
+             ? "window of " + std::to_string(shape_.item_window_rows) + " rows, sharded"
+             : std::to_string(items_.rows))
+     << "], action [" << actions_.rows << "], contextual [" << contextual_.rows << "] x "
+     << cfg_.network.hidden_size << " + grad + optimizer = "
      << mib(table_bytes(items_) + table_bytes(actions_) + table_bytes(contextual_)) << "\n"
      << "  activations       " << layers_.size() << " layers, " << max_tokens_ << " tokens / "
      << shape_.max_candidates << " candidates max = " << mib(arena_ ? arena_->capacity() : 0)
@@ -360,8 +373,8 @@ void RankingModel::forward(Ctx& ctx, bool training, uint64_t seed) {
   const float sq = static_cast<float>(std::sqrt(static_cast<double>(cfg_.network.hidden_size)));
   const Tensor pos = dense_.param(pos_table_);
   phase(ctx, "fwd.embed");
-  embedding_fwd(ctx, items_.weight, buf_.item_ids.rows(0, e), sq, pos, buf_.item_pos.rows(0, e),
-                buf_.item_emb.rows(0, e));
+  embedding_fwd(ctx, item_table_->weight, buf_.item_ids.rows(0, e), sq, pos,
+                buf_.item_pos.rows(0, e), buf_.item_emb.rows(0, e));
   if (interleave_)
     embedding_fwd(ctx, actions_.weight, buf_.action_ids.rows(0, e), sq, pos,
                   buf_.action_pos.rows(0, e), buf_.action_emb.rows(0, e));
@@ -494,7 +507,7 @@ void RankingModel::forward_backward(Ctx& ctx, uint64_t seed, double loss_scale, 
                      d_item, d_action);
   const float sq = static_cast<float>(std::sqrt(static_cast<double>(cfg_.network.hidden_size)));
   const Tensor d_pos = dense_.grad(pos_table_);
-  embedding_bwd(ctx, d_item, buf_.item_ids.rows(0, e), sq, items_.grad, items_.touched,
+  embedding_bwd(ctx, d_item, buf_.item_ids.rows(0, e), sq, item_table_->grad, item_table_->touched,
                 buf_.item_pos.rows(0, e), d_pos);
   if (interleave_)
     embedding_bwd(ctx, d_action, buf_.action_ids.rows(0, e), sq, actions_.grad, actions_.touched,

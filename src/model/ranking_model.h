@@ -58,6 +58,9 @@ struct RankingShape {
   int64_t max_events = 0;          // events (items) per batch
   int64_t max_candidates = 0;      // candidates per batch
   bool movielens_ratings = false;  // cross-entropy labels are action - 1
+  // > 0: the item table is a row-sharded table's per-step window of this many rows, given with
+  // set_item_table (batches then hold window rows as item ids); 0: the model owns its table.
+  int64_t item_window_rows = 0;
 };
 
 // The shape of the ranking model of `cfg` over `ds`, planned for batches of
@@ -114,6 +117,9 @@ class RankingModel {
   DenseParams& dense() { return dense_; }
   // item, action (when present), contextual (when present).
   std::vector<EmbeddingTable*> tables();
+  // Uses `window` (a row-sharded table's window of shape.item_window_rows rows) as the item
+  // table.
+  void set_item_table(EmbeddingTable* window);
   int64_t num_params() const;
 
  private:
@@ -155,6 +161,7 @@ class RankingModel {
   std::vector<HstuLayer> layers_;
   DenseParams dense_;
   EmbeddingTable items_, actions_, contextual_;
+  EmbeddingTable* item_table_ = &items_;  // items_, or a sharded table's window
   std::vector<int32_t> ctx_row_offset_;
   int pos_table_ = -1, final_ln_w_ = -1, final_ln_b_ = -1;
   std::vector<int> head_w_, head_b_;

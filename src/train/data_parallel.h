@@ -22,9 +22,7 @@
 
 namespace hstu {
 
-namespace dist {
-class ShardedTable;
-}
+class ItemWindow;  // item_window.h
 
 // Whether a job runs the data-parallel paths: every communicator but the local one (so a 1-rank
 // NCCL or MPI job exercises the collectives, as the acceptance measurements of the NCCL path
@@ -39,7 +37,7 @@ struct StepShare {
   int64_t token_offset = 0;    // where this rank's tokens start in the global batch
   int64_t global_count = -1;   // loss normaliser of the global batch (-1: this batch's own)
   std::span<const int32_t> global_targets;  // the global batch's target ids (in-batch pools)
-  dist::ShardedTable* items = nullptr;      // retrieval: the row-sharded item table, if any
+  ItemWindow* items = nullptr;  // retrieval: an item table reached through a window, if any
   bool distributed() const { return comm != nullptr && data_parallel_job(*comm); }
 };
 

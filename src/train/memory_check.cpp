@@ -7,6 +7,7 @@
 #include <sstream>
 #include <vector>
 
+#include "core/checked.h"
 #include "core/device_info.h"
 #include "core/error.h"
 #include "dist/rank_plan.h"
@@ -50,14 +51,16 @@ MemoryBudget cuda_memory_budget() {
 
 void check_plan_fits(const Config& cfg, const ModelMemory& m, int world, int rank,
                      const MemoryBudget& budget) {
-  if (budget.bytes < 0) return;
   const TrainerArgs& ta = cfg.trainer;
-  const dist::RankPlan plan =
-      dist::plan_ranks(m, world, ta.model_parallel_tables,
-                       dist::parse_owner(ta.shard_owner, "TrainerArgs.shard_owner"),
-                       cfg.optimizer.sparse_optimizer_str);
+  const dist::RankPlan plan = dist::plan_ranks(
+      m, world, ta.model_parallel_tables,
+      dist::parse_owner(ta.shard_owner, "TrainerArgs.shard_owner"),
+      cfg.optimizer.sparse_optimizer_str,
+      checked_mul(ta.table_budget_mb, int64_t{1} << 20, "TrainerArgs.table_budget_mb"));
+  const std::string over = dist::table_budget_error(plan);
+  HSTU_CHECK(over.empty(), over);
   const int64_t need = plan.rank_bytes.at(static_cast<size_t>(rank));
-  if (need <= budget.bytes) return;
+  if (budget.bytes < 0 || need <= budget.bytes) return;
   const NetworkArgs& n = cfg.network;
   std::vector<Part> parts;
   parts.push_back(

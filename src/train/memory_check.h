@@ -26,7 +26,8 @@ MemoryBudget host_memory_budget(const std::string& meminfo = "/proc/meminfo");
 MemoryBudget cuda_memory_budget();
 
 // Throws, naming each part of the plan (dense parameters, each embedding table, activations)
-// with its bytes and the fields behind it, when rank `rank` of `world` needs more than `budget`.
+// with its bytes and the fields behind it, when rank `rank` of `world` needs more than `budget`,
+// or when its embedding tables exceed TrainerArgs.table_budget_mb (dist::table_budget_error).
 void check_plan_fits(const Config& cfg, const ModelMemory& model, int world, int rank,
                      const MemoryBudget& budget);
 

@@ -62,7 +62,7 @@ int64_t ranking_eval_samples(const RankingSplit& split, int64_t batch_size, int6
 
 NamedValues evaluate_ranking(Ctx& ctx, RankingModel& model, const SequenceDataset& ds,
                              const RankingSplit& split, int64_t batch_size, int64_t max_iters,
-                             dist::Comm* comm) {
+                             dist::Comm* comm, ItemWindow* items) {
   HSTU_CHECK(batch_size >= 1, "ranking eval batch size ", batch_size, " must be >= 1");
   const int64_t k = model.num_outputs();
   const int ranks = comm ? comm->size() : 1, rank = comm ? comm->rank() : 0;
@@ -77,30 +77,46 @@ NamedValues evaluate_ranking(Ctx& ctx, RankingModel& model, const SequenceDatase
   const int64_t total = cand_begin.back();
   std::vector<float> logits(static_cast<size_t>(total * k), 0.0f);  // [N, K]
   std::vector<int32_t> labels(static_cast<size_t>(total), 0);       // [N]
-  SequenceBatch b;
+  SequenceBatch b, work;
   std::vector<int64_t> idx;
   std::vector<double> tmp;  // a batch's logits in f64 when the model computes in f64
-  for (int64_t s = 0, batch = 0; s < n; s += batch_size, ++batch) {
-    if (batch % ranks != rank) continue;
-    idx.resize(static_cast<size_t>(std::min(batch_size, n - s)));
-    std::iota(idx.begin(), idx.end(), s);
-    make_ranking_batch(ds, split, idx, b);
-    model.upload(b);
-    const Tensor out = model.predict(ctx);  // [nc, K]
-    const int64_t nc = model.num_candidates(), c0 = cand_begin[static_cast<size_t>(s)];
-    HSTU_CHECK(c0 + nc <= total, "ranking eval: the batch has more candidates than its samples");
-    HSTU_CHECK(out.dtype == DType::kF32 || out.dtype == DType::kF64,
-               "ranking eval reads f32 or f64 logits");
-    float* dst = logits.data() + c0 * k;
-    if (out.dtype == DType::kF32) {
-      copy_bytes(dst, Device::kCPU, out.data, out.device, static_cast<size_t>(nc * k) * 4);
-    } else {
-      tmp.resize(static_cast<size_t>(nc * k));
-      copy_bytes(tmp.data(), Device::kCPU, out.data, out.device, tmp.size() * sizeof(double));
-      std::copy(tmp.begin(), tmp.end(), dst);
+  const int64_t batches = (n + batch_size - 1) / batch_size;
+  // Rounds of one batch per rank, so that a windowed item table's collective fetch runs as
+  // often on every rank (a rank past the last batch fetches nothing).
+  for (int64_t round = 0; round < batches; round += ranks) {
+    const int64_t batch = round + rank, s = batch * batch_size;
+    const bool mine = batch < batches;
+    if (mine) {
+      idx.resize(static_cast<size_t>(std::min(batch_size, n - s)));
+      std::iota(idx.begin(), idx.end(), s);
+      make_ranking_batch(ds, split, idx, b);
     }
-    const std::vector<int32_t>& l = model.labels();  // [nc]
-    std::copy(l.begin(), l.begin() + nc, labels.begin() + c0);
+    const SequenceBatch* in = &b;
+    if (items) {  // the window holds the batch's item rows; the ids become window rows
+      work = mine ? b : SequenceBatch{};
+      const std::span<int32_t> ids[] = {work.item_ids};
+      items->fetch(ctx, ids);
+      in = &work;
+    }
+    if (mine) {
+      model.upload(*in);
+      const Tensor out = model.predict(ctx);  // [nc, K]
+      const int64_t nc = model.num_candidates(), c0 = cand_begin[static_cast<size_t>(s)];
+      HSTU_CHECK(c0 + nc <= total, "ranking eval: the batch has more candidates than its samples");
+      HSTU_CHECK(out.dtype == DType::kF32 || out.dtype == DType::kF64,
+                 "ranking eval reads f32 or f64 logits");
+      float* dst = logits.data() + c0 * k;
+      if (out.dtype == DType::kF32) {
+        copy_bytes(dst, Device::kCPU, out.data, out.device, static_cast<size_t>(nc * k) * 4);
+      } else {
+        tmp.resize(static_cast<size_t>(nc * k));
+        copy_bytes(tmp.data(), Device::kCPU, out.data, out.device, tmp.size() * sizeof(double));
+        std::copy(tmp.begin(), tmp.end(), dst);
+      }
+      const std::vector<int32_t>& l = model.labels();  // [nc]
+      std::copy(l.begin(), l.begin() + nc, labels.begin() + c0);
+    }
+    if (items) items->end_read_only();  // only read: no gradients go back
   }
   if (ranks > 1 && total > 0) {
     comm->host_all_reduce(Tensor(logits.data(), DType::kF32, Device::kCPU, {total * k}),

@@ -26,6 +26,7 @@
 #include "data/ranking.h"
 #include "dist/comm.h"
 #include "model/ranking_model.h"
+#include "train/item_window.h"
 #include "train/metrics.h"
 
 namespace hstu {
@@ -55,10 +56,11 @@ class RankingMetrics {
 // max_iters batches only when max_iters > 0 (so the first min(n, max_iters * batch_size)
 // samples). Forward without dropout (RankingModel::predict). With a communicator of W ranks,
 // rank r scores batches r, r + W, ... and every rank returns the metrics of all of them, equal
-// to a single process's.
+// to a single process's. `items`: the model's item table when it is a window (a row-sharded
+// table: every rank fetches once per round of W batches, a rank without a batch fetching none).
 NamedValues evaluate_ranking(Ctx& ctx, RankingModel& model, const SequenceDataset& ds,
                              const RankingSplit& split, int64_t batch_size, int64_t max_iters,
-                             dist::Comm* comm = nullptr);
+                             dist::Comm* comm = nullptr, ItemWindow* items = nullptr);
 
 // How many samples of `split` evaluate_ranking scores with these arguments.
 int64_t ranking_eval_samples(const RankingSplit& split, int64_t batch_size, int64_t max_iters);

@@ -4,19 +4,24 @@
 // split (ranking_eval.h: per-task AUC, accuracy and log-loss / CE), and a logistic baseline
 // scored on the same candidates by the same metric code (ranking_baseline.h). On synthetic data
 // the closing report sets each task's AUC beside the planted signal's oracle AUC.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <memory>
 
+#include "core/checked.h"
 #include "data/benchmark_dataset.h"
 #include "data/preprocess.h"
 #include "data/ranking.h"
 #include "data/synthetic_oracle.h"
+#include "dist/sharded_table.h"
+#include "dist/sharding.h"
 #include "model/flops.h"
 #include "model/memory_plan.h"
 #include "model/ranking_model.h"
 #include "train/eval_report.h"
+#include "train/item_window.h"
 #include "train/memory_check.h"
 #include "train/ranking_baseline.h"
 #include "train/ranking_eval.h"
@@ -50,6 +55,19 @@ BenchmarkData ranking_data(const Config& cfg, DatasetReport* report) {
   return d;
 }
 
+// The ranking model's shape; on W > 1 data-parallel ranks with "item" in
+// TrainerArgs.model_parallel_tables, the item table becomes a per-step window of a row-sharded
+// table: the most item ids of one batch (history + candidates) + the padding id 0.
+RankingShape ranking_task_shape(const Config& cfg, const SequenceDataset& ds,
+                                const dist::Comm& comm) {
+  RankingShape shape = ranking_shape(cfg, ds);
+  const auto& t = cfg.trainer.model_parallel_tables;
+  if (data_parallel_job(comm) && std::find(t.begin(), t.end(), "item") != t.end())
+    shape.item_window_rows = std::min<int64_t>(
+        ds.num_items, checked_add(shape.max_events, 1, "ranking item window rows"));
+  return shape;
+}
+
 class RankingTask final : public Task {
  public:
   RankingTask(const Config& cfg, dist::Comm& comm, std::ostream* out)
@@ -59,7 +77,7 @@ class RankingTask final : public Task {
         data_(ranking_data(cfg, &report_)),
         ds_(data_.ds),
         splits_(data_.splits),
-        shape_(ranking_shape(cfg, ds_)),
+        shape_(ranking_task_shape(cfg, ds_, comm)),
         plan_fits_(
             (check_memory_plan(cfg,
                                ranking_memory(cfg, shape_, device_,
@@ -90,14 +108,36 @@ class RankingTask final : public Task {
     HSTU_CHECK(!splits_.train.samples.empty(), "dataset '", ds_.name,
                "' has no ranking training samples");
     model_.plan(static_cast<uint64_t>(ta.seed));
-    // Row-sharded ranking tables are not built yet: they stay replicated, which trains the same
-    // model (only each rank's memory differs), so a run says so rather than failing.
-    if (data_parallel_job(comm) && !ta.model_parallel_tables.empty() && comm.is_root())
-      std::fprintf(stderr,
-                   "hstu: warning: ranking keeps every embedding table replicated on each rank "
-                   "(TrainerArgs.model_parallel_tables applies to retrieval's item table only); "
-                   "the results are those of sharded tables, the memory per rank is not\n");
-    if (out) *out << model_line() << model_.describe_plan() << std::flush;
+    if (shape_.item_window_rows > 0) {
+      items_ = std::make_unique<dist::ShardedTable>(
+          comm_, "item_embedding", ds_.num_items, cfg.network.hidden_size,
+          cfg.optimizer.sparse_optimizer_str,
+          dist::parse_owner(ta.shard_owner, "TrainerArgs.shard_owner"), shape_.item_window_rows);
+      // The rows a single process would start from (ranking_model.cpp), each on its owner.
+      items_->init_from_full(Init::trunc_normal(0.02), static_cast<uint64_t>(ta.seed));
+      window_ = std::make_unique<ShardedItemWindow>(*items_, comm_);
+      model_.set_item_table(&window_->window());
+    }
+    // Only the item table is sharded; the action and contextual tables are small (at most a few
+    // thousand rows) and stay replicated, which trains the same model.
+    if (data_parallel_job(comm) && comm.is_root())
+      for (const std::string& t : ta.model_parallel_tables)
+        if (t != "item")
+          std::fprintf(stderr,
+                       "hstu: warning: ranking keeps the '%s' table replicated on each rank "
+                       "(TrainerArgs.model_parallel_tables shards ranking's item table only)\n",
+                       t.c_str());
+    if (out) {
+      *out << model_line() << model_.describe_plan();
+      if (items_)
+        *out << "  item shards       " << comm_.size() << " ranks, "
+             << dist::owner_name(items_->sharding().kind()) << " owner:\n"
+             << dist::format_shards(
+                    dist::describe_shards(ds_.num_items, cfg.network.hidden_size, comm_.size(),
+                                          cfg.optimizer.sparse_optimizer_str,
+                                          items_->sharding().kind(), shape_.item_window_rows));
+      *out << std::flush;
+    }
     const int64_t eval_samples =
         ranking_eval_samples(splits_.eval, ta.eval_batch_size, ta.max_eval_iters);
     baseline_ = ranking_baseline(ds_, splits_,
@@ -111,7 +151,10 @@ class RankingTask final : public Task {
   Batcher& batcher() override { return batcher_; }
   std::string data_fingerprint() const override { return dataset_fingerprint(ds_); }
   CheckpointTensors checkpoint_tensors() override {
-    return {&model_.dense(), model_.tables(), device_, {}, nullptr};
+    if (!items_) return {&model_.dense(), model_.tables(), device_, {}, nullptr};
+    std::vector<EmbeddingTable*> replicated = model_.tables();
+    replicated.erase(replicated.begin());  // the item table: its shards instead
+    return {&model_.dense(), replicated, device_, {items_.get()}, &comm_};
   }
 
   dist::Comm& comm() override { return comm_; }
@@ -128,7 +171,7 @@ class RankingTask final : public Task {
     // Dropout streams: a range no other rank's tokens reach (the ranking layout of the global
     // batch is not built), so ranks never share masks.
     model_.set_token_offset(comm_.rank() * model_.token_capacity());
-    StepShare share{&comm_, 0, candidate_count(batch), {}};
+    StepShare share{&comm_, 0, candidate_count(batch), {}, window_.get()};
     stepper_.run(ctx(), model_, mine, step, lr, share);
     return model_.num_tokens();
   }
@@ -143,7 +186,7 @@ class RankingTask final : public Task {
     const TrainerArgs& ta = cfg_.trainer;
     if (!splits_.eval.samples.empty())
       rec.test = evaluate_ranking(ctx(), model_, ds_, splits_.eval, ta.eval_batch_size,
-                                  ta.max_eval_iters, &comm_);
+                                  ta.max_eval_iters, &comm_, window_.get());
   }
   const char* test_label() const override { return "eval"; }
   const char* baseline_label() const override { return "baseline"; }
@@ -248,6 +291,8 @@ class RankingTask final : public Task {
   const bool plan_fits_;
   RankingModel model_;
   Runtime runtime_;
+  std::unique_ptr<dist::ShardedTable> items_;  // the item table, when sharded over the ranks
+  std::unique_ptr<ItemWindow> window_;         // the step's and evaluation's way to items_
   Batcher batcher_;
   RankingTrainStep stepper_;
   DataParallel dp_;

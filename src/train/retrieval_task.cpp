@@ -16,6 +16,7 @@
 #include "model/memory_plan.h"
 #include "model/model.h"
 #include "train/evaluator.h"
+#include "train/item_window.h"
 #include "train/memory_check.h"
 #include "train/resume_check.h"
 #include "train/runtime.h"
@@ -35,12 +36,8 @@ ModelShape retrieval_shape(const Config& cfg, const SequenceDataset& ds, const d
   // num_negatives = -1 draws one negative per query of the global batch: up to W x max_tokens.
   if (cfg.retrieval.num_negatives == -1 && data_parallel_job(comm))
     shape.num_negatives = checked_mul(shape.max_tokens, comm.size(), "negatives per query");
-  // A sharded table's window holds a step's distinct ids: inputs, targets and negatives (+ 0).
-  if (shard_items(cfg, comm))
-    shape.window_rows = std::min<int64_t>(
-        ds.num_items,
-        checked_add(checked_mul(shape.max_tokens, 2 + shape.num_negatives, "item window rows"), 1,
-                    "item window rows"));
+  // A sharded table's window holds a step's distinct ids (memory_plan.h).
+  if (shard_items(cfg, comm)) shape.window_rows = item_window_rows(cfg, ds.num_items);
   if (shape.window_rows > 0) {
     shape.max_eval_queries = checked_mul(shape.max_batch, comm.size(), "eval queries");
     shape.max_scatter_rows = checked_mul(shape.window_rows, comm.size(), "window rows");
@@ -91,7 +88,8 @@ class RetrievalTask final : public Task {
           dist::parse_owner(ta.shard_owner, "TrainerArgs.shard_owner"), shape_.window_rows);
       // The rows a single process would start from (model.cpp), each on its owner.
       items_->init_from_full(Init::trunc_normal(0.02), static_cast<uint64_t>(ta.seed));
-      model_.set_item_table(&items_->window());
+      window_ = std::make_unique<ShardedItemWindow>(*items_, comm_);
+      model_.set_item_table(&window_->window());
     }
     if (out) {
       *out << model_line() << model_.describe_plan();
@@ -130,12 +128,14 @@ class RetrievalTask final : public Task {
 
   int64_t step(const SequenceBatch& batch, int64_t step, double lr) override {
     if (!data_parallel_job(comm_)) {
-      stepper_.run(ctx(), model_, batch, step, lr);
+      StepShare share;
+      share.items = window_.get();
+      stepper_.run(ctx(), model_, batch, step, lr, share);
       return batch.num_tokens();
     }
     const SequenceBatch& mine = dp_.take(batch);
     StepShare share{&comm_, dp_.token_offset(), supervised_tokens(batch), batch.target_ids,
-                    items_.get()};
+                    window_.get()};
     stepper_.run(ctx(), model_, mine, step, lr, share);
     return mine.num_tokens();
   }
@@ -194,6 +194,7 @@ class RetrievalTask final : public Task {
   Runtime runtime_;
   HstuModel model_;
   std::unique_ptr<dist::ShardedTable> items_;  // the item table, when sharded over the ranks
+  std::unique_ptr<ItemWindow> window_;         // the step's way to items_
   Batcher batcher_;
   TrainStep stepper_;
   DataParallel dp_;

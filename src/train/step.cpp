@@ -7,11 +7,11 @@
 #include "core/phase_timer.h"
 #include "core/philox.h"
 #include "data/negatives.h"
-#include "dist/sharded_table.h"
 #include "ops/embedding.h"
 #include "ops/optimizer.h"
 #include "train/data_parallel.h"
 #include "train/grad_reducer.h"
+#include "train/item_window.h"
 #if defined(HSTU_WITH_CUDA)
 #include "ops/negatives_gpu.h"
 #endif
@@ -109,7 +109,7 @@ std::vector<StepLoss> StepStaging::drain(bool wait_all) {
 
 void TrainStep::run(Ctx& ctx, HstuModel& model, const SequenceBatch& host, int64_t step, double lr,
                     const StepShare& share) {
-  if (share.items && share.distributed()) return run_sharded(ctx, model, host, step, lr, share);
+  if (share.items) return run_windowed(ctx, model, host, step, lr, share);
   BatchTensors& bt = model.batch_tensors();
   phase(ctx, "upload");
   upload_batch(host, model.capacity(), bt,
@@ -160,10 +160,9 @@ void TrainStep::run(Ctx& ctx, HstuModel& model, const SequenceBatch& host, int64
   staging_.record(ctx, step, model.dense().health());
 }
 
-void TrainStep::run_sharded(Ctx& ctx, HstuModel& model, const SequenceBatch& host, int64_t step,
-                            double lr, const StepShare& share) {
-  dist::ShardedTable& items = *share.items;
-  dist::Comm& comm = *share.comm;
+void TrainStep::run_windowed(Ctx& ctx, HstuModel& model, const SequenceBatch& host, int64_t step,
+                             double lr, const StepShare& share) {
+  ItemWindow& items = *share.items;
   const uint64_t seed = static_cast<uint64_t>(cfg_.trainer.seed);
   const int64_t sup = supervised_tokens(host);
   const int64_t global_sup = share.global_count >= 0 ? share.global_count : sup;
@@ -171,10 +170,9 @@ void TrainStep::run_sharded(Ctx& ctx, HstuModel& model, const SequenceBatch& hos
   phase(ctx, "negatives");
   negs_ = sample_negatives(cfg_.retrieval.negative_sampler, host, num_items_, r, seed,
                            static_cast<uint64_t>(step), share.token_offset, share.global_targets);
-  phase(ctx, "comm.embedding_fetch");
   work_ = host;
   const std::span<int32_t> ids[] = {work_.item_ids, work_.target_ids, negs_};
-  items.dedup_and_fetch(ctx, comm, ids);
+  items.fetch(ctx, ids);
   BatchTensors& bt = model.batch_tensors();
   phase(ctx, "upload");
   upload_batch(work_, model.capacity(), bt,
@@ -183,119 +181,65 @@ void TrainStep::run_sharded(Ctx& ctx, HstuModel& model, const SequenceBatch& hos
   bt.num_negatives = r;
   const Tensor negs = negatives_view(bt);  // [T, R]
   copy_bytes(negs.data, negs.device, negs_.data(), Device::kCPU, negs_.size() * sizeof(int32_t));
-  // The window exchanges wait on the host, so they stay outside the step's graph.
+  // The window's fetch and update may wait on the host, so they stay outside the step's graph.
   graph_.run(ctx, [&] {
     GradReducer* red = reducer_for(share, model.dense(), reducer_, cfg_);
     if (sup > 0)
       model.forward_backward(ctx, bt, derive_seed(seed, static_cast<uint64_t>(step)),
                              1.0 / global_sup, red);
-    if (global_sup > 0) {
+    if (red && global_sup > 0) {
       if (sup == 0) fill_zero(model.loss_tensor(), ctx.stream);
       red->finish(ctx, {{model.loss_tensor(), dist::ReduceOp::kSum}});
     }
   });
-  phase(ctx, "comm.embedding_grads");
-  items.push_grads(ctx, comm);
-  EmbeddingTable* const tables[] = {&items.shard()};
-  optimizer_step(ctx, model.dense(), tables, cfg_.optimizer, lr, step + 1,
+  optimizer_step(ctx, model.dense(), {}, cfg_.optimizer, lr, step + 1,
                  global_sup > 0 ? model.loss_tensor() : Tensor(), skip_nonfinite(cfg_));
+  const DenseParams& dense = model.dense();
+  items.update(ctx, cfg_.optimizer, lr, step + 1, skip_nonfinite(cfg_) ? dense.health() : Tensor(),
+               dense.grad_sumsq());
   staging_.record(ctx, step, model.dense().health());
 }
 
 void RankingTrainStep::run(Ctx& ctx, RankingModel& model, const SequenceBatch& batch, int64_t step,
                            double lr, const StepShare& share) {
+  const SequenceBatch* in = &batch;
+  if (share.items) {  // the item ids become rows of the window their rows are fetched into
+    work_ = batch;
+    const std::span<int32_t> ids[] = {work_.item_ids};
+    share.items->fetch(ctx, ids);
+    in = &work_;
+  }
   phase(ctx, "upload");
-  model.upload(batch, staging_.next_upload(ctx, model.upload_staging_bytes()), ctx.stream);
+  model.upload(*in, staging_.next_upload(ctx, model.upload_staging_bytes()), ctx.stream);
   const int64_t nc = model.num_candidates();
   const int64_t global_nc = share.global_count >= 0 ? share.global_count : nc;
   const uint64_t seed =
       derive_seed(static_cast<uint64_t>(cfg_.trainer.seed), static_cast<uint64_t>(step));
+  // The tables updated here: all but a windowed item table (the first), updated by its window.
+  std::vector<EmbeddingTable*> tables = model.tables();
+  if (share.items) tables.erase(tables.begin());
   graph_.run(ctx, [&] {
     GradReducer* red = reducer_for(share, model.dense(), reducer_, cfg_);
     if (nc > 0) model.forward_backward(ctx, seed, 1.0 / global_nc, red);
     if (red && global_nc > 0) {  // the replicated tables and the loss join the sums
       if (nc == 0) fill_zero(model.loss_tensor(), ctx.stream);
       std::vector<std::pair<Tensor, dist::ReduceOp>> extra;
-      for (EmbeddingTable* t : model.tables()) {
+      for (EmbeddingTable* t : tables) {
         extra.emplace_back(t->grad, dist::ReduceOp::kSum);
         extra.emplace_back(t->touched, dist::ReduceOp::kMax);
       }
       extra.emplace_back(model.loss_tensor(), dist::ReduceOp::kSum);
       red->finish(ctx, extra);
     }
-    optimizer_step(ctx, model.dense(), model.tables(), cfg_.optimizer, lr, step + 1,
+    optimizer_step(ctx, model.dense(), tables, cfg_.optimizer, lr, step + 1,
                    global_nc > 0 ? model.loss_tensor() : Tensor(), skip_nonfinite(cfg_));
   });
+  if (share.items) {
+    const DenseParams& dense = model.dense();
+    share.items->update(ctx, cfg_.optimizer, lr, step + 1,
+                        skip_nonfinite(cfg_) ? dense.health() : Tensor(), dense.grad_sumsq());
+  }
   staging_.record(ctx, step, model.dense().health());
-}
-
-// Applies the dense and sparse optimisers and clears the gradients.
-void optimizer_step(Ctx& ctx, DenseParams& dense, std::span<EmbeddingTable* const> tables,
-                    const OptimizerArgs& o, double lr, int64_t step, const Tensor& loss,
-                    bool skip_nonfinite) {
-  phase(ctx, "opt.dense");
-  // The step's health, before anything is updated: the gradient sum of squares (one reduction
-  // over the flat gradients, which clipping needs anyway) and the loss beside it.
-  const Tensor health = dense.health();
-  sum_squares_into(ctx, dense.flat_grads(), dense.grad_sumsq());
-  if (loss.empty())
-    fill_zero(health.rows(1, 2), ctx.stream);
-  else
-    copy_bytes_async(health.rows(1, 2).data, health.device, loss.data, loss.device, sizeof(double),
-                     ctx.stream);
-  DenseOptimizerSpec spec;
-  spec.kind = o.optimizer_str == "sgd"     ? DenseOptimizerSpec::kSgd
-              : o.optimizer_str == "adamw" ? DenseOptimizerSpec::kAdamW
-                                           : DenseOptimizerSpec::kAdam;
-  spec.lr = static_cast<float>(lr);
-  spec.beta1 = static_cast<float>(o.adam_beta1);
-  spec.beta2 = static_cast<float>(o.adam_beta2);
-  spec.eps = static_cast<float>(o.adam_eps);
-  spec.step = step;
-  if (skip_nonfinite) spec.skip_if_nonfinite = health;
-  if (o.grad_clip_norm > 0) {  // the factor is applied on the device: the host does not wait
-    spec.clip_norm = o.grad_clip_norm;
-    spec.grad_sumsq = dense.grad_sumsq();
-  }
-  const int64_t nd = dense.num_decay(), n = dense.size();
-  spec.weight_decay = static_cast<float>(o.weight_decay);
-  if (nd > 0)
-    dense_optimizer_step(ctx, spec, dense.flat_params().rows(0, nd), dense.flat_grads().rows(0, nd),
-                         dense.flat_m().rows(0, nd), dense.flat_v().rows(0, nd));
-  spec.weight_decay = 0.0f;
-  if (n > nd)
-    dense_optimizer_step(ctx, spec, dense.flat_params().rows(nd, n), dense.flat_grads().rows(nd, n),
-                         dense.flat_m().rows(nd, n), dense.flat_v().rows(nd, n));
-  fill_zero(dense.flat_grads(), ctx.stream);
-  dense.refresh_compute_copy(ctx);
-
-  phase(ctx, "opt.tables");
-  const double sparse_lr = o.sparse_learning_rate > 0 ? o.sparse_learning_rate : lr;
-  for (EmbeddingTable* t : tables) {
-    if (o.sparse_optimizer_str == "dense_adam") {
-      DenseOptimizerSpec ds = spec;
-      ds.lr = static_cast<float>(sparse_lr);
-      ds.kind = DenseOptimizerSpec::kAdam;
-      const Tensor w = t->weight.reshape({t->weight.numel()});
-      dense_optimizer_step(ctx, ds, w, t->grad.reshape({w.numel()}), t->m.reshape({w.numel()}),
-                           t->v.reshape({w.numel()}));
-      fill_zero(t->grad, ctx.stream);
-      fill_zero(t->touched, ctx.stream);  // every row was updated: no row list needed
-      continue;
-    }
-    SparseOptimizerSpec ss;
-    ss.kind = o.sparse_optimizer_str == "sgd"                ? SparseOptimizerSpec::kSgd
-              : o.sparse_optimizer_str == "row_wise_adagrad" ? SparseOptimizerSpec::kRowWiseAdagrad
-                                                             : SparseOptimizerSpec::kAdam;
-    ss.lr = static_cast<float>(sparse_lr);
-    ss.beta1 = spec.beta1;
-    ss.beta2 = spec.beta2;
-    ss.eps = spec.eps;
-    ss.step = step;
-    ss.skip_if_nonfinite = spec.skip_if_nonfinite;
-    collect_touched_rows(ctx, t->touched, t->row_list, t->row_count);
-    sparse_optimizer_step(ctx, ss, t->weight, t->grad, t->row_list, t->row_count, t->m, t->v);
-  }
 }
 
 }  // namespace hstu

@@ -26,6 +26,7 @@
 #include "model/ranking_model.h"
 #include "train/data_parallel.h"
 #include "train/grad_reducer.h"
+#include "train/optimizer_step.h"
 
 namespace hstu {
 
@@ -98,23 +99,25 @@ class TrainStep {
   const StepGraph& graph() const { return graph_; }
 
  private:
-  // The step with a row-sharded item table: negatives drawn on the host, the batch's ids
-  // deduplicated and their rows fetched into the table's window, the unchanged model on the
-  // window, then the window's gradients pushed to the owners and the optimiser on the shard.
-  void run_sharded(Ctx& ctx, HstuModel& model, const SequenceBatch& batch, int64_t step, double lr,
-                   const StepShare& share);
+  // The step with an item table reached through a window (item_window.h): negatives drawn on the
+  // host, the batch's ids deduplicated and their rows fetched into the window, the unchanged
+  // model on the window, then the window's gradients applied to the table.
+  void run_windowed(Ctx& ctx, HstuModel& model, const SequenceBatch& batch, int64_t step, double lr,
+                    const StepShare& share);
 
   const Config& cfg_;
   int64_t num_items_;
   std::vector<int32_t> negs_;
-  SequenceBatch work_;                    // run_sharded: the batch with window indices for ids
+  SequenceBatch work_;                    // run_windowed: the batch with window indices for ids
   std::unique_ptr<GradReducer> reducer_;  // data-parallel runs
   StepStaging staging_;
   StepGraph graph_;
 };
 
 // The ranking model's training step, enqueued like TrainStep's: the batch goes up in one copy
-// through page-locked staging, the loss (scaled by 1 / candidates) comes back a step later.
+// through page-locked staging, the loss (scaled by 1 / candidates) comes back a step later. With
+// share.items (a row-sharded item table) the batch's item ids are fetched into the window first
+// and the window's gradients applied to the table after the step's graph.
 class RankingTrainStep {
  public:
   explicit RankingTrainStep(const Config& cfg) : cfg_(cfg), graph_(cfg.trainer.cuda_graph) {}
@@ -126,20 +129,10 @@ class RankingTrainStep {
 
  private:
   const Config& cfg_;
+  SequenceBatch work_;  // a windowed item table: the batch with window rows for item ids
   StepStaging staging_;
   std::unique_ptr<GradReducer> reducer_;  // data-parallel runs
   StepGraph graph_;
 };
-
-// Applies the dense optimiser (one call per decay group of the flat buffer) and each embedding
-// table's sparse optimiser for 1-based step `step`, then clears all gradients. Shared by the
-// retrieval and ranking models. First it fills dense.health(): the gradients' sum of squares
-// (every step: the numerical health check and the logged gradient norm read it) and a copy of
-// `loss` (f64 [1] on the device, the step's all-reduced loss; empty: 0). skip_nonfinite
-// (TrainerArgs.nonfinite = "skip_step"): the optimisers read health() on the device and apply
-// nothing when a value is not finite (the gradients are cleared all the same).
-void optimizer_step(Ctx& ctx, DenseParams& dense, std::span<EmbeddingTable* const> tables,
-                    const OptimizerArgs& o, double lr, int64_t step, const Tensor& loss = {},
-                    bool skip_nonfinite = false);
 
 }  // namespace hstu

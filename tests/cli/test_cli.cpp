@@ -100,6 +100,8 @@ TEST_F(Cli, UsageErrorsExitTwoNamingTheFlagOrValue) {
       {"bench balance --world-sizes 2,0", "--world-sizes"},
       {"bench balance --zipf-alpha 1", "--zipf-alpha"},
       {"bench balance --batch-per-rank 0", "--batch-per-rank"},
+      {"bench embedding --optimizer adagrad", "--optimizer"},
+      {"bench embedding --tables 0", "--tables"},
       {"plan --world-size 0", "--world-size"},
       {"plan --world-size 2,x", "--world-size"},
       {"plan --device gpu", "--device"},
@@ -138,7 +140,7 @@ TEST_F(Cli, EveryCommandHasItsHelp) {
       {"preprocess",
        {"config", "--config", "--gin-config-file", "--set", "--dataset", "--path", "--out",
         "--skip-malformed"}},
-      {"bench", {"train", "attention", "layer", "balance"}},
+      {"bench", {"train", "attention", "layer", "balance", "embedding"}},
       {"bench train",
        {"config", "--config", "--gin-config-file", "--set", "--device", "--threads", "--steps",
         "--warmup", "--phases"}},
@@ -149,6 +151,9 @@ TEST_F(Cli, EveryCommandHasItsHelp) {
       {"bench balance",
        {"config", "--config", "--set", "--world-sizes", "--batch-per-rank", "--max-len",
         "--zipf-alpha", "--steps", "--seed"}},
+      {"bench embedding",
+       {"--device", "--tables", "--dim", "--lookups", "--rows", "--alpha", "--optimizer",
+        "--cache-ratio", "--warmup", "--iters", "--small", "--deterministic"}},
       {"info", {"--help"}},
       {"plan", {"config", "--config", "--gin-config-file", "--set", "--device", "--world-size"}},
       {"help", {"command"}},
@@ -254,6 +259,18 @@ TEST_F(Cli, BenchOptionsReachTheBenchmarks) {
   r = hstu("bench balance --config " + gin + " --world-sizes 2 --steps 1");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("D 16"), std::string::npos) << r.out;
+  // bench embedding: a tiny CPU run of every tier and optimiser given.
+  r = hstu(
+      "bench embedding --device cpu --tables 2 --dim 8 --lookups 400 --rows 300 --alpha 1.2 "
+      "--optimizer adam --cache-ratio 0 --cache-ratio 0.5 --warmup 0 --iters 1");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("2 tables x dim 8, 400 lookups per iteration (200 per table), power law "
+                       "alpha 1.20 over 300 ids"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("\nadam  all-in-HBM"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\nadam  host r=0.50"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("\nsgd "), std::string::npos) << r.out;
 }
 
 // A MovieLens ratings file with one malformed row (line 4).

@@ -92,13 +92,16 @@ TEST(RankPlan, OneRankPrintsTheRankingModelsPlan) {
     ASSERT_EQ(lines(real, prefix).size(), 1u) << prefix;
     EXPECT_EQ(lines(mine, prefix), lines(real, prefix)) << prefix;
   }
-  // On 4 ranks the item and contextual tables are sharded, the action table replicated.
+  // On 4 ranks the item table is sharded; ranking keeps the action and contextual tables
+  // replicated even when model_parallel_tables names them (ranking_task.cpp), and the plan says
+  // what the trainer does.
   const RankPlan p4 = plan_ranks(m, 4, {"item", "contextual"}, OwnerKind::kHash, "adam");
   ASSERT_EQ(p4.tables.size(), 3u);
   EXPECT_TRUE(p4.tables[0].sharded);
   EXPECT_FALSE(p4.tables[1].sharded);
-  EXPECT_TRUE(p4.tables[2].sharded);
-  EXPECT_EQ(p4.gradient_bytes, m.dense_floats * 4 + 4 * 64 * 4 + 4);
+  EXPECT_FALSE(p4.tables[2].sharded);
+  EXPECT_EQ(p4.tables[0].table.max_unique, 8 * 60 + 1);  // a batch's events + the padding id
+  EXPECT_EQ(p4.gradient_bytes, m.dense_floats * 4 + (4 * 64 * 4 + 4) + (14 * 64 * 4 + 14));
   EXPECT_EQ(lines(describe_rank_plan(p4), "  action embedding").size(), 1u);
 }
 
@@ -149,6 +152,34 @@ TEST(RankPlan, ReplicatedItemTableKeepsItsEvaluationBuffersAndJoinsTheAllReduce)
   EXPECT_EQ(p.gradient_bytes, m.dense_floats * 4 + 20001 * 64 * 4 + 20001);
   EXPECT_EQ(p.all_to_all_bytes, 0);
   for (const int64_t b : p.rank_bytes) EXPECT_EQ(b, p.single_rank_bytes);
+}
+
+// TrainerArgs.table_budget_mb: an item table larger than one rank's budget fits once sharded over
+// enough ranks; the error names each table of the worst rank and the key.
+TEST(RankPlan, TableBudgetIsMetBySharding) {
+  const Config cfg = retrieval_config();
+  const ModelMemory m = retrieval_memory(cfg, 1000000, Device::kCUDA, DType::kBF16);
+  const int64_t whole = embedding_table_bytes(m.tables[0].rows, 64, "adam");  // + grad, m, v
+  const int64_t budget = whole / 3;
+  const RankPlan one = plan_ranks(m, 1, {"item"}, OwnerKind::kModulo, "adam", budget);
+  ASSERT_EQ(one.rank_table_bytes.size(), 1u);
+  EXPECT_EQ(one.rank_table_bytes[0], whole);
+  const std::string e1 = table_budget_error(one);
+  EXPECT_NE(e1.find("TrainerArgs.table_budget_mb"), std::string::npos) << e1;
+  EXPECT_NE(e1.find("'item' replicated"), std::string::npos) << e1;
+  EXPECT_NE(describe_rank_plan(one).find("EXCEEDS the budget"), std::string::npos);
+  // Two ranks: each shard is half the table, still above a third.
+  EXPECT_NE(table_budget_error(plan_ranks(m, 2, {"item"}, OwnerKind::kModulo, "adam", budget)), "");
+  // Four ranks: a quarter of the table + the window fits.
+  const RankPlan four = plan_ranks(m, 4, {"item"}, OwnerKind::kModulo, "adam", budget);
+  EXPECT_EQ(table_budget_error(four), "");
+  const std::string d = describe_rank_plan(four);
+  EXPECT_NE(d.find(": fits"), std::string::npos) << d;
+  EXPECT_NE(d.find(" the budget: sharded over the ranks"), std::string::npos) << d;
+  // Not sharded (model_parallel_tables empty): four ranks do not help.
+  EXPECT_NE(table_budget_error(plan_ranks(m, 4, {}, OwnerKind::kModulo, "adam", budget)), "");
+  // No budget: never an error.
+  EXPECT_EQ(table_budget_error(plan_ranks(m, 1, {"item"}, OwnerKind::kModulo, "adam")), "");
 }
 
 }  // namespace

@@ -97,10 +97,18 @@ TEST(RetrievalPlanWindow, CountsInputsTargetsAndNegativesOfOneTrainingStep) {
   Config cfg;
   cfg.dataset.max_history_seqlen = 10;
   cfg.trainer.train_batch_size = 4;
-  cfg.trainer.eval_batch_size = 100;  // the window follows the training batch
+  cfg.trainer.eval_batch_size = 16;  // 160 input ids: fewer than a training step's 200
   cfg.retrieval.num_negatives = 3;
   const ModelMemory m = retrieval_memory(cfg, 1000000, Device::kCUDA, DType::kBF16);
   EXPECT_EQ(m.tables[0].max_unique, 4 * 10 * (2 + 3) + 1);
+  EXPECT_EQ(item_window_rows(cfg, 1000000), m.tables[0].max_unique);  // what the trainer sizes
+  // An evaluation batch's inputs also pass through the window (evaluator.cpp): 1000 ids.
+  cfg.trainer.eval_batch_size = 100;
+  EXPECT_EQ(retrieval_memory(cfg, 1000000, Device::kCUDA, DType::kBF16).tables[0].max_unique,
+            100 * 10 + 1);
+  EXPECT_EQ(item_window_rows(cfg, 1000000), 100 * 10 + 1);
+  EXPECT_EQ(item_window_rows(cfg, 500), 500);  // never more than the table's rows
+  cfg.trainer.eval_batch_size = 16;
   EXPECT_EQ(m.compute_copy_bytes, m.dense_floats * 2);  // the bf16 copy of the flat buffer
   EXPECT_GT(m.activation_bytes, m.step_activation_bytes);
 }

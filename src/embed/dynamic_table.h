@@ -1,0 +1,159 @@
+// dynamic_table.h — a dynamic embedding table: rows keyed by raw int64 ids (any value but
+// INT64_MIN, reserved), held in a bucketed hash table on the table's device, with admission,
+// growth by doubling, eviction (none / LRU / LFU), a host-memory tier, and the sparse optimisers
+// fused into the table (embedding and optimiser state share one row).
+//
+// A training step (see also the integration notes in docs/ARCHITECTURE.md's embed entry):
+//   U = dedupe(ctx, raw ids [n] i64, unique, inverse, counts)    sorted unique keys, inverse map
+//   begin_step(step)                                             scores, eviction protection
+//   find_or_insert(ctx, unique[0:U), counts[0:U), refs[0:U))     admission, growth, eviction
+//   gather(ctx, unique, refs, window weight [U, dim], true)      rows (or initial values)
+//   ... the model runs on the window; its gradient rows land in grad [U, dim], touched [U] ...
+//   apply(ctx, optimiser, refs, grad, touched)                   fused update; clears grad/touched
+//   prefetch(side ctx, next batch's unique keys)                 host tier only, optional
+// Evaluation: find(ctx, unique, refs) then gather(..., init_missing = false) (missing: zeros).
+// refs stay valid until the next find_or_insert, prefetch, erase or import_rows.
+//
+// Keys never admitted (fewer than admit_threshold sightings) or that found their bucket full of
+// keys used this step get ref -1: gather gives them the initial value, apply drops their
+// gradient. A key's initial value depends only on (seed, name, key) (table_math.h).
+//
+// Host tier (gpu_cache_rows > 0): every row lives in the store (page-locked host memory on
+// CUDA, whose keys and scores stay on the device); the device cache (gpu_cache_rows rows, LRU)
+// holds copies: misses are copied in, evicted rows written back when the optimiser changed them.
+// The store's keys, scores, admission and eviction are exactly those of the table without a
+// tier, so both give the same rows. On the CPU backend both tiers are host memory and the code
+// path is the same.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/context.h"
+#include "core/tensor.h"
+#include "embed/hash_table.h"
+#include "ops/embedding.h"
+
+namespace hstu::embed {
+
+// The configuration of one table; config keys fill exactly these fields.
+struct DynamicTableSpec {
+  std::string name;                     // keys the initial values and the errors
+  int64_t dim = 128;                    // embedding width
+  int64_t capacity_rows = 1 << 20;      // initial capacity (rounded up to a power-of-two buckets)
+  int64_t max_capacity_rows = 1 << 20;  // growth stops here; then eviction
+  int bucket_size = 32;                 // slots per bucket (power of two, <= 32)
+  double max_load_factor = 0.75;        // grow when size would exceed this fraction of capacity
+  std::string eviction = "lru";         // "none" | "lru" | "lfu"
+  int64_t admit_threshold = 0;          // <= 1: admit every key; else sightings needed
+  std::string optimizer = "adam";       // "sgd" | "adam" | "row_wise_adagrad"
+  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
+  double init_std = 0.02;  // truncated normal (+-2 std), as the dense tables
+  uint64_t seed = 42;
+  int64_t gpu_cache_rows = 0;       // 0: every row on the device; else the device cache size
+  std::string value_dtype = "f32";  // "f32" (bf16 embeddings are not implemented yet)
+};
+
+Eviction parse_eviction(const std::string& name, const std::string& table);
+// Optimiser state floats per row after the embedding: adam 2 * dim, row_wise_adagrad 1, sgd 0.
+int64_t optimizer_state_width(const std::string& optimizer, int64_t dim, const std::string& table);
+
+struct DynamicTableCounters {
+  int64_t inserts = 0, evictions = 0, rejections = 0, size = 0, capacity = 0, grows = 0;
+  int64_t cache_misses = 0, cache_evictions = 0;  // host tier only
+};
+
+// Rows of a table on the host (export_rows / import_rows).
+struct TableRows {
+  std::vector<int64_t> keys;     // [n]
+  std::vector<float> values;     // [n, row_width]: embedding | optimiser state
+  std::vector<uint64_t> scores;  // [n]
+};
+
+class DynamicTable {
+ public:
+  DynamicTable(const DynamicTableSpec& spec, Device device);
+  ~DynamicTable();
+
+  // unique[0:U) = sorted distinct keys (i64 [n]), inverse i32 [n], counts i32 [n]; returns U.
+  // Throws for the reserved key INT64_MIN.
+  int64_t dedupe(Ctx& ctx, const Tensor& keys, const Tensor& unique, const Tensor& inverse,
+                 const Tensor& counts);
+  // The step whose keys are protected from eviction and stamp LRU scores; non-decreasing.
+  void begin_step(int64_t step);
+  int64_t step() const { return step_; }
+
+  // refs i64 [U] for unique keys i64 [U] (distinct; ascending as dedupe returns them, or any
+  // fixed order: inserts follow it); counts i32 [U] (sightings). Throws for the reserved key
+  // when it comes first (as in dedupe's order); elsewhere it is never inserted.
+  void find_or_insert(Ctx& ctx, const Tensor& unique, const Tensor& counts, const Tensor& refs);
+  // Read-only lookup: refs (-1: absent); no insertion, no score change.
+  void find(Ctx& ctx, const Tensor& keys, const Tensor& refs);
+  // out f32 [U, dim] (a row stride allowed) = rows of refs; refs < 0: initial value
+  // (init_missing) or zeros.
+  void gather(Ctx& ctx, const Tensor& keys, const Tensor& refs, const Tensor& out,
+              bool init_missing);
+  // The fused optimiser on rows refs[i] with touched[i] (u8 [U]) from grad f32 [U, dim];
+  // zeroes grad and touched. opt.kind must be the table's optimizer.
+  void apply(Ctx& ctx, const SparseOptimizerSpec& opt, const Tensor& refs, const Tensor& grad,
+             const Tensor& touched);
+  // The optimiser spec of the table's hyper-parameters at Adam step `step` (1-based), lr `lr`.
+  SparseOptimizerSpec optimizer_spec(int64_t step, float lr) const;
+  // Host tier: brings rows of keys (distinct; i64 [n]) already in the table into the
+  // device cache for the next step, without inserting or changing store scores. Call it after
+  // this step's find_or_insert, on any stream ordered after it; no-op without a tier.
+  void prefetch(Ctx& ctx, const Tensor& keys);
+  // Removes keys (i64 [n], distinct); returns how many were present.
+  int64_t erase(Ctx& ctx, const Tensor& keys);
+  // Writes the cache's changed rows back to the store (host tier; no-op otherwise).
+  void flush(Ctx& ctx);
+
+  // The keys present (keys i64 [>= size()], in slot order) and their refs (i64, same length) on
+  // the device, for gather: the item set of full-catalogue evaluation and of negatives drawn
+  // from the table. Returns their number. Refs as find's.
+  int64_t list_keys(Ctx& ctx, const Tensor& keys, const Tensor& refs);
+  // Every row (host copy; flushes first), in slot order.
+  TableRows export_rows(Ctx& ctx);
+  // Inserts or overwrites keys with the given rows: values [n, row_width], or [n, dim] with a
+  // zero optimiser state; scores = `scores` when given ([n]), else this step (LRU/none) or 1
+  // (LFU); no admission. Grows as needed; throws when max capacity cannot hold them.
+  void import_rows(Ctx& ctx, const std::vector<int64_t>& keys, const std::vector<float>& values,
+                   int64_t width, const std::vector<uint64_t>* scores = nullptr);
+
+  DynamicTableCounters counters() const;
+  const DynamicTableSpec& spec() const { return spec_; }
+  int64_t row_width() const { return row_width_; }
+  int64_t size() const;
+  int64_t capacity() const;
+  bool tiered() const { return cache_ != nullptr; }
+  Device device() const { return device_; }
+  uint64_t table_seed() const { return table_seed_; }
+
+ private:
+  RowSpace rows() const;
+  void ensure_work(int64_t n);
+  int64_t* work_i64(int64_t n);
+  uint8_t* work_u8(int64_t n);
+  // Brings rows of the keys with store_slots >= 0 into the cache (see find_or_insert).
+  void fill_cache(Ctx& ctx, const int64_t* keys, const int32_t* counts, const int64_t* sslots,
+                  int64_t n, int64_t* refs);
+  void check_keys(Ctx& ctx, const Tensor& keys, const char* what) const;
+
+  DynamicTableSpec spec_;
+  Device device_;
+  Eviction eviction_;
+  int64_t row_width_ = 0;
+  uint64_t table_seed_ = 0;
+  int64_t step_ = 0;
+  const void* last_unique_ = nullptr;  // the unique keys of the last dedupe, already checked
+  int64_t last_u_ = 0;
+  std::unique_ptr<HashTable> store_, cache_;
+  std::unique_ptr<Arena> dirty_arena_;
+  uint8_t* dirty_ = nullptr;  // u8 [cache capacity]: cache row changed since it was filled
+  std::unique_ptr<Arena> work_;
+  int64_t cache_misses_ = 0, cache_evictions_ = 0;
+};
+
+}  // namespace hstu::embed

@@ -1,0 +1,90 @@
+// hash_table.h — one tier of a dynamic embedding table: a bucketed hash table of int64 keys with
+// per-slot scores and value rows (embedding | optimiser state), its growth by doubling, admission
+// sketch and counters. DynamicTable (dynamic_table.h) is the public face: it owns one HashTable
+// (all rows on the device) or two (a host-memory store with every row and a device cache).
+//
+// All batch arguments are arrays on the table's device; keys handed to find_or_insert are
+// distinct (DynamicTable::dedupe makes them so, ascending) and handled in the given order.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/arena.h"
+#include "core/context.h"
+#include "core/host_staging.h"
+#include "embed/table_ops.h"
+
+namespace hstu::embed {
+
+struct HashTableConfig {
+  std::string name;  // for errors
+  int64_t capacity_rows = 0, max_capacity_rows = 0;
+  int bucket_size = 32;
+  double max_load_factor = 0.75;
+  Eviction eviction = Eviction::kLru;
+  int64_t admit_threshold = 0;  // <= 1: every key is admitted
+  int64_t dim = 0, row_width = 0;
+  uint64_t table_seed = 0;
+  float init_std = 0.02f;
+  bool values_on_host = false;  // CUDA: values in page-locked host memory (the store of a tier)
+};
+
+struct HashTableCounters {
+  int64_t inserts = 0, evictions = 0, rejections = 0, size = 0, capacity = 0, grows = 0;
+};
+
+class HashTable {
+ public:
+  HashTable(const HashTableConfig& cfg, Device device);
+  ~HashTable();
+
+  const TableView& view() const { return view_; }
+  const HashTableConfig& config() const { return cfg_; }
+  const HashTableCounters& counters() const { return counters_; }
+  Device device() const { return device_; }
+  int64_t size() const { return counters_.size; }
+  int64_t capacity() const { return view_.capacity(); }
+
+  // slots[i] = slot of keys[i], or -1.
+  void find(Ctx& ctx, const int64_t* keys, int64_t n, int64_t* slots);
+  // Finds keys[0:n) (distinct), updates the scores of those present, admits and
+  // inserts the missing ones (growing, then evicting at max capacity), initialising their rows.
+  // slots[i] = the key's slot, -1 if not admitted or no slot could be freed this step.
+  // evicted_keys (device i64 [n], optional) receives the keys this call evicted (kEmptyKey
+  // elsewhere). Slots are valid until the next call that inserts, erases or grows.
+  // admit_all skips admission (imports).
+  void find_or_insert(Ctx& ctx, const int64_t* keys, const int32_t* counts, int64_t n, int64_t step,
+                      int64_t* slots, int64_t* evicted_keys, bool admit_all = false);
+  // Inserts keys whose mask[i] is set, all absent, never growing (the cache of a tier): slots,
+  // evicted_keys as above; mask is consumed.
+  InsertCounts insert_no_grow(Ctx& ctx, const int64_t* keys, int64_t n, int64_t step, uint8_t* mask,
+                              int64_t* slots, int64_t* evicted_keys);
+  int64_t erase(Ctx& ctx, const int64_t* keys, int64_t n);
+  // Doubles the buckets (rehash); throws at max capacity.
+  void grow(Ctx& ctx);
+
+ private:
+  struct Storage;
+  void allocate(Ctx& ctx, int64_t num_buckets);
+  // Makes the work arena hold the scratch arrays of a call over n keys (at most 32 B per key).
+  void ensure_work(int64_t n);
+  // A scratch array of n elements of T on the device (valid until the call returns).
+  template <typename T>
+  T* scratch(int64_t n);
+
+  HashTableConfig cfg_;
+  Device device_;
+  int64_t max_buckets_ = 0;
+  std::unique_ptr<Storage> storage_;
+  TableView view_;
+  std::unique_ptr<Arena> sketch_arena_;
+  uint32_t* sketch_ = nullptr;
+  int64_t sketch_width_ = 0;
+  static constexpr int kSketchDepth = 4;
+  std::unique_ptr<Arena> work_;
+  HashTableCounters counters_;
+};
+
+}  // namespace hstu::embed

@@ -1,0 +1,61 @@
+// table_math.h — the per-key formulas the CPU reference and the CUDA kernels of the dynamic
+// embedding table share (HSTU_HD): the sentinel key, the bucket of a key, a key's initial value,
+// and the eviction order of two slots.
+//
+// A key's initial row is a pure function of (table seed, key, column): element c of key k draws
+// Box-Muller pairs from Philox(derive_seed(table_seed, k), counter j, subsequence c) until one is
+// inside +-2 (truncated normal, as model/params.h Init::trunc_normal), so it depends neither on
+// insertion order nor on the rank or backend that inserts the key.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "core/host_device.h"
+#include "core/philox.h"
+
+namespace hstu::embed {
+
+// The one key value a table reserves internally for empty slots; callers get an error for it.
+inline constexpr int64_t kEmptyKey = INT64_MIN;
+
+// SplitMix-style 64-bit finaliser (murmur3 fmix64) of the key's bits.
+HSTU_HD uint64_t key_hash(int64_t key) {
+  uint64_t k = static_cast<uint64_t>(key);
+  k ^= k >> 33;
+  k *= 0xff51afd7ed558ccdull;
+  k ^= k >> 33;
+  k *= 0xc4ceb9fe1a85ec53ull;
+  k ^= k >> 33;
+  return k;
+}
+
+// Bucket of `key` among num_buckets (a power of two). Doubling the bucket count splits bucket b
+// into b and b + num_buckets, so a rehash never overflows a bucket.
+HSTU_HD int64_t bucket_of(int64_t key, int64_t num_buckets) {
+  return static_cast<int64_t>(key_hash(key) & static_cast<uint64_t>(num_buckets - 1));
+}
+
+// Element c of the initial embedding of `key`: std * z, z ~ N(0, 1) truncated at +-2.
+HSTU_HD float key_init_value(uint64_t table_seed, int64_t key, int64_t c, float std) {
+  const uint64_t ks = derive_seed(table_seed, static_cast<uint64_t>(key));
+  for (uint64_t j = 0; j < 64; ++j) {
+    const Philox4 r = philox4x32(ks, j, static_cast<uint32_t>(c));
+    const uint32_t w[4] = {r.x, r.y, r.z, r.w};
+    for (int p = 0; p < 4; p += 2) {
+      const double u1 = (static_cast<double>(w[p]) + 0.5) / 4294967296.0;
+      const double u2 = (static_cast<double>(w[p + 1]) + 0.5) / 4294967296.0;
+      const double z = sqrt(-2.0 * log(u1)) * cos(2.0 * 3.14159265358979323846 * u2);
+      if (z >= -2.0 && z <= 2.0) return static_cast<float>(static_cast<double>(std) * z);
+    }
+  }
+  return 0.0f;  // 128 rejections in a row: probability 2^-570
+}
+
+// True when slot a (score sa, key ka) is evicted before slot b: lower score first, then the
+// smaller key, so the victim does not depend on where keys sit in the bucket.
+HSTU_HD bool evicts_before(uint64_t sa, int64_t ka, uint64_t sb, int64_t kb) {
+  return sa < sb || (sa == sb && ka < kb);
+}
+
+}  // namespace hstu::embed
