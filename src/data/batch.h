@@ -38,6 +38,9 @@ struct SequenceBatch {
   // Ranking.
   std::vector<int32_t> num_candidates;  // [B] candidates at the end of each sample (0 = none)
   std::vector<int32_t> contextual;      // [B*C] contextual feature values per sample
+  // [T] the events' labels when the dataset draws them apart from the actions (benchmark data);
+  // empty: the candidates' actions are their labels.
+  std::vector<int32_t> labels;
 
   // Raw-id mode only (else empty).
   std::vector<int64_t> item_keys;         // [T] keys of item_ids' events

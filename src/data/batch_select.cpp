@@ -24,8 +24,8 @@ void select_samples(const SequenceBatch& in, std::span<const int64_t> samples, S
   out.batch_size = static_cast<int32_t>(samples.size());
   out.max_seqlen = 0;
   out.offsets.assign(1, 0);
-  for (auto* v : {&out.item_ids, &out.actions, &out.target_ids, &out.eval_targets, &out.user_ids,
-                  &out.num_candidates, &out.contextual})
+  for (auto* v : {&out.item_ids, &out.actions, &out.labels, &out.target_ids, &out.eval_targets,
+                  &out.user_ids, &out.num_candidates, &out.contextual})
     v->clear();
   out.timestamps.clear();
   out.query_timestamps.clear();
@@ -41,6 +41,7 @@ void select_samples(const SequenceBatch& in, std::span<const int64_t> samples, S
     out.max_seqlen = std::max(out.max_seqlen, static_cast<int32_t>(end - begin));
     append(in.item_ids, begin, end, out.item_ids);
     append(in.actions, begin, end, out.actions);
+    append(in.labels, begin, end, out.labels);
     append(in.timestamps, begin, end, out.timestamps);
     append(in.target_ids, begin, end, out.target_ids);
     append(in.query_timestamps, begin, end, out.query_timestamps);

@@ -11,8 +11,7 @@
 // Batch b of a run is a pure function of (seed, b mod num_generated_batches), as recsys-examples
 // generates num_generated_batches batches once and cycles them.
 //
-// NOTE: the trainer does not consume these batches yet (ranking reads SequenceDataset samples
-// with at least one candidate); see docs/PEER_CONFIGS.md.
+// The trainer consumes them through data/benchmark_dataset.h (dataset "benchmark").
 #pragma once
 
 #include <cstdint>

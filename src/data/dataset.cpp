@@ -17,6 +17,7 @@ void attach_arrays(SequenceDataset& ds, SequenceArrays&& arrays) {
   ds.items = owned->items;
   ds.actions = owned->actions;
   ds.timestamps = owned->timestamps;
+  ds.labels = owned->labels;
   ds.contextual_values = owned->contextual_values;
   ds.item_keys = owned->item_keys;
   ds.catalogue_keys = owned->catalogue_keys;
@@ -73,6 +74,9 @@ void validate_dataset(const SequenceDataset& ds, const std::string& source) {
   }
   if (static_cast<int64_t>(ds.timestamps.size()) != num_events) {
     HSTU_THROW(source, ": ", ds.timestamps.size(), " timestamps for ", num_events, " events");
+  }
+  if (!ds.labels.empty() && static_cast<int64_t>(ds.labels.size()) != num_events) {
+    HSTU_THROW(source, ": ", ds.labels.size(), " labels for ", num_events, " events");
   }
   if (!ds.actions.empty() && static_cast<int64_t>(ds.actions.size()) != num_events) {
     HSTU_THROW(source, ": ", ds.actions.size(), " actions for ", num_events, " events");

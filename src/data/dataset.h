@@ -33,6 +33,9 @@ struct SequenceDataset {
   // unique, [num_items - 1]: the reader's catalogue and every rated item).
   std::span<const int64_t> item_keys;       // [E] keys >= 0
   std::span<const int64_t> catalogue_keys;  // [V-1] strictly increasing
+  // [E] ranking labels drawn apart from the actions (recsys-examples' benchmark data: bitmasks
+  // in [0, 2^num_tasks)); empty = the actions are the labels (every real dataset).
+  std::span<const int32_t> labels;
 
   // Contextual (per-user categorical) features: values[u * C + c] in [0, cardinality[c]).
   std::vector<std::string> contextual_names;      // [C]
@@ -68,6 +71,7 @@ struct SequenceArrays {
   std::vector<int32_t> items;              // [E]
   std::vector<int32_t> actions;            // [E] or empty
   std::vector<int64_t> timestamps;         // [E]
+  std::vector<int32_t> labels;             // [E] or empty
   std::vector<int32_t> contextual_values;  // [U*C] or empty
   std::vector<int64_t> item_keys;          // [E] raw-id mode (then items is empty)
   std::vector<int64_t> catalogue_keys;     // [V-1] raw-id mode

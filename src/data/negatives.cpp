@@ -51,6 +51,14 @@ void for_negative_words(uint64_t seed, uint64_t step, int64_t e0, int64_t n, Emi
 
 }  // namespace
 
+int64_t negatives_per_query(int64_t num_negatives, int64_t queries) {
+  HSTU_CHECK(num_negatives == -1 || num_negatives >= 1,
+             "RetrievalArgs.num_negatives = ", num_negatives,
+             " (need >= 1, or -1 for one per query of the batch)");
+  HSTU_CHECK(queries >= 0, "negatives_per_query: ", queries, " queries");
+  return num_negatives > 0 ? num_negatives : std::max<int64_t>(queries, 1);
+}
+
 void sample_uniform_negatives(int64_t num_items, int64_t num_tokens, int64_t num_negatives,
                               uint64_t seed, uint64_t step, std::span<int32_t> out,
                               int64_t token_offset) {

@@ -16,6 +16,13 @@
 
 namespace hstu {
 
+// R, the negatives per query of a step: RetrievalArgs.num_negatives when positive; -1
+// (recsys-examples' default) means one draw per query of the batch, R = `queries` (the batch's
+// supervised tokens; of the global batch in a data-parallel step), at least 1. With the in-batch
+// sampler every query then draws #queries negatives uniformly with replacement from the batch's
+// deduplicated supervision ids; a draw equal to the query's own positive is masked by the loss.
+int64_t negatives_per_query(int64_t num_negatives, int64_t queries);
+
 // out[t * R + r] ([num_tokens * R]) = uniform_negative(seed, step, (o + t) * R + r, num_items),
 // o = token_offset: where the batch's tokens start in the global batch of a data-parallel step
 // (0 otherwise), so W ranks draw what one rank with the whole batch draws.

@@ -659,6 +659,9 @@ namespace {
 SequenceDataset open_dataset_untimed(const Config& cfg, bool skip_malformed,
                                      DatasetReport* report) {
   const DatasetArgs& args = cfg.dataset;
+  HSTU_CHECK(args.dataset_name != "benchmark",
+             "DatasetArgs.dataset_name = \"benchmark\" (recsys-examples' random benchmark data) "
+             "trains the ranking task only (RankingArgs)");
   if (args.dataset_name == "synthetic") {
     if (report != nullptr) *report = DatasetReport{};
     SequenceDataset ds = generate_synthetic(cfg.synthetic);

@@ -112,6 +112,7 @@ void make_ranking_batch(const SequenceDataset& ds, const RankingSplit& split,
   }
   out.item_ids.resize(tokens);
   out.actions.resize(tokens);
+  out.labels.resize(ds.labels.empty() ? 0 : tokens);
   out.timestamps.resize(tokens);
   out.target_ids.assign(tokens, 0);
   out.query_timestamps.resize(tokens);
@@ -131,6 +132,7 @@ void make_ranking_batch(const SequenceDataset& ds, const RankingSplit& split,
       out.item_ids[o + i] = item_index(ds, e);
       if (raw) out.item_keys[o + i] = ds.item_keys[e];
       out.actions[o + i] = ds.actions[e];
+      if (!ds.labels.empty()) out.labels[o + i] = ds.labels[e];
       out.timestamps[o + i] = ds.timestamps[e];
       out.query_timestamps[o + i] = ds.timestamps[i + 1 < n ? e + 1 : e];
     }
@@ -144,13 +146,16 @@ void make_ranking_batch(const SequenceDataset& ds, const RankingSplit& split,
 
 void ranking_labels(const SequenceBatch& batch, std::vector<int32_t>& labels) {
   labels.clear();
-  HSTU_CHECK(static_cast<int32_t>(batch.actions.size()) == batch.num_tokens(),
-             "ranking labels need the batch's actions");
+  HSTU_CHECK(
+      static_cast<int32_t>(batch.actions.size()) == batch.num_tokens() &&
+          (batch.labels.empty() || static_cast<int32_t>(batch.labels.size()) == batch.num_tokens()),
+      "ranking labels need the batch's actions (or labels) for every event");
   for (int32_t b = 0; b < batch.batch_size; ++b) {
     const int32_t end = batch.offsets[b + 1], nc = batch.num_candidates[b];
     HSTU_CHECK(nc >= 0 && nc <= end - batch.offsets[b], "sample ", b, " has ", nc,
                " candidates in ", end - batch.offsets[b], " events");
-    labels.insert(labels.end(), batch.actions.begin() + (end - nc), batch.actions.begin() + end);
+    const std::vector<int32_t>& src = batch.labels.empty() ? batch.actions : batch.labels;
+    labels.insert(labels.end(), src.begin() + (end - nc), src.begin() + end);
   }
 }
 

@@ -22,6 +22,13 @@ BatchTensors allocate_batch_tensors(Arena& arena, const BatchCapacity& cap) {
   return bt;
 }
 
+Tensor negatives_view(const BatchTensors& bt) {
+  const int64_t t = bt.num_tokens, r = bt.num_negatives, cap = bt.neg_ids.numel();
+  HSTU_CHECK(r >= 1 && t * r <= cap, "negatives of ", t, " tokens x ", r,
+             " exceed the planned buffer of ", cap, " ids (RetrievalArgs.num_negatives)");
+  return bt.neg_ids.reshape({cap}).rows(0, t * r).reshape({t, r});
+}
+
 namespace {
 
 // Copies n values of a batch field into dst: directly (synchronous) or through the staging
@@ -96,6 +103,7 @@ void upload_batch(const SequenceBatch& b, const BatchCapacity& cap, BatchTensors
   bt.batch_size = b.batch_size;
   bt.num_tokens = checked_i32(n, "tokens in a batch");
   bt.max_seqlen = b.max_seqlen;
+  bt.num_negatives = std::max<int64_t>(cap.num_negatives, 1);
   bt.host = &b;
   if (staging) staging->wait();  // its previous copies must have read it
   Uploader up(staging, stream);

@@ -30,7 +30,10 @@ struct BatchTensors {
   Tensor target_ids;  // i32 [T] next item per position (0 = unsupervised)
   Tensor ts_key;      // i64 [T] own timestamp
   Tensor ts_query;    // i64 [T] timestamp of the predicted item
-  Tensor neg_ids;     // i32 [T, R] sampled negatives (filled by the trainer)
+  Tensor neg_ids;     // i32 capacity [T_max, R_max]; the step's negatives fill a [T, R] prefix
+  // R of this batch: upload_batch sets the capacity's count; a step with RetrievalArgs
+  // .num_negatives = -1 sets the batch's query count (data/negatives.h: negatives_per_query).
+  int64_t num_negatives = 0;
   // Ranking only (left empty by allocate_batch_tensors, so retrieval never sets them): the
   // attention's contextual prefix and target counts per sample, i32 [B] (capacity max_batch).
   Tensor num_contexts;
@@ -39,6 +42,10 @@ struct BatchTensors {
   const SequenceBatch* host = nullptr;
   std::vector<int32_t> host_positions;  // [T] host staging of `positions`
 };
+
+// The batch's negatives, i32 [num_tokens, num_negatives]: the first T * R elements of neg_ids,
+// row-major (a batch's R may be smaller than the capacity's).
+Tensor negatives_view(const BatchTensors& bt);
 
 // Capacity of the buffers of a BatchTensors.
 struct BatchCapacity {

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "core/error.h"
+#include "data/negatives.h"
 
 namespace hstu {
 
@@ -36,8 +37,10 @@ int64_t ranking_sample_tokens(int64_t num_events, int64_t num_contextual, bool a
 
 double retrieval_step_flops(const Config& cfg, const SequenceBatch& b) {
   const double d = static_cast<double>(cfg.network.hidden_size);
-  const double head =
-      3.0 * 2.0 * b.num_tokens() * static_cast<double>(cfg.retrieval.num_negatives + 1) * d;
+  int64_t queries = 0;
+  for (const int32_t t : b.target_ids) queries += t != 0;
+  const int64_t r = negatives_per_query(cfg.retrieval.num_negatives, queries);
+  const double head = 3.0 * 2.0 * b.num_tokens() * static_cast<double>(r + 1) * d;
   return hstu_layers_flops(
              cfg.network,
              std::span<const int32_t>(b.offsets.data(), static_cast<size_t>(b.batch_size) + 1)) +

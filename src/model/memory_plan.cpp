@@ -8,6 +8,7 @@
 
 #include "core/arena.h"
 #include "core/checked.h"
+#include "data/negatives.h"
 #include "model/batch_tensors.h"
 #include "model/hstu_layer.h"
 #include "model/params.h"
@@ -88,8 +89,10 @@ struct WindowIds {
   std::string formula;
 };
 WindowIds window_ids(const Config& cfg) {
-  const int64_t l = cfg.dataset.max_history_seqlen, r = cfg.retrieval.num_negatives;
+  const int64_t l = cfg.dataset.max_history_seqlen;
   const int64_t tokens = checked_mul(cfg.trainer.train_batch_size, l, "tokens per step");
+  // -1: one negative per query of the batch, at most one per token.
+  const int64_t r = negatives_per_query(cfg.retrieval.num_negatives, tokens);
   const int64_t train = checked_mul(tokens, 2 + r, "item ids per step");
   const int64_t eval = checked_mul(cfg.trainer.eval_batch_size, l, "tokens per evaluation batch");
   if (eval > train) return {eval, std::to_string(eval) + " evaluation tokens"};
@@ -107,7 +110,8 @@ ModelShape retrieval_model_shape(const Config& cfg, int64_t num_items) {
   shape.num_items = num_items;
   shape.max_batch = std::max(cfg.trainer.train_batch_size, cfg.trainer.eval_batch_size);
   shape.max_tokens = shape.max_batch * cfg.dataset.max_history_seqlen;
-  shape.num_negatives = cfg.retrieval.num_negatives;
+  // -1: one negative per query of the batch; a batch has at most max_tokens queries.
+  shape.num_negatives = negatives_per_query(cfg.retrieval.num_negatives, shape.max_tokens);
   return shape;
 }
 

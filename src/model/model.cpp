@@ -209,8 +209,8 @@ void HstuModel::forward_backward(Ctx& ctx, const BatchTensors& b, uint64_t seed,
   const Tensor d_out = first_rows(buf_.d_out, t), d_x = first_rows(buf_.d_x, t);
   phase(ctx, "loss.sampled_softmax");
   sampled_softmax(ctx, spec, first_rows(buf_.out_norm, t), b.target_ids.rows(0, t),
-                  b.neg_ids.rows(0, t).reshape({t, cap_.num_negatives}), items_->weight, buf_.loss,
-                  d_out, items_->grad, items_->touched);
+                  negatives_view(b), items_->weight, buf_.loss, d_out, items_->grad,
+                  items_->touched);
   // Back through the output normalisation(s).
   phase(ctx, "bwd.output_norm");
   if (cfg_.network.final_layernorm) {

@@ -89,6 +89,7 @@ RankingModel::RankingModel(const Config& cfg, const RankingShape& shape, Device 
              " activations, not ", dtype_name(act));
   num_ctx_ = static_cast<int32_t>(shape.contextual_cardinalities.size());
   interleave_ = shape.num_actions > 0;
+  score_all_ = cfg.dataset.max_num_candidates == 0;
   const int64_t k = interleave_ ? 2 : 1;
   max_tokens_ = shape.max_batch * num_ctx_ + k * shape.max_events;
   HstuLayerConfig lc = layer_config(cfg);
@@ -116,7 +117,9 @@ RankingShape ranking_shape(const Config& cfg, const SequenceDataset& ds) {
   shape.contextual_cardinalities = ds.contextual_cardinalities;
   shape.max_batch = batch;
   shape.max_events = batch * (cfg.dataset.max_history_seqlen + cfg.dataset.max_num_candidates);
-  shape.max_candidates = batch * cfg.dataset.max_num_candidates;
+  // max_num_candidates = 0: every event is scored.
+  shape.max_candidates = cfg.dataset.max_num_candidates > 0 ? batch * cfg.dataset.max_num_candidates
+                                                            : shape.max_events;
   shape.movielens_ratings = ds.name.rfind("ml-", 0) == 0;
   return shape;
 }
@@ -283,8 +286,22 @@ void RankingModel::upload(const SequenceBatch& b, HostStaging* staging, void* st
   HSTU_CHECK(static_cast<int64_t>(b.contextual.size()) == int64_t{b.batch_size} * num_ctx_,
              "ranking batch has ", b.contextual.size(), " contextual values, expected ",
              int64_t{b.batch_size} * num_ctx_);
-  ranking_layout(b.offsets, b.num_candidates, num_ctx_, interleave_,
-                 cfg_.network.num_position_buckets, layout_);
+  if (score_all_) {
+    // Every event scored: no targets in the attention or the positions; the candidate rows
+    // (gather_candidate_rows) are the last num_candidates[b] = n_b events of each sample.
+    for (int32_t s = 0; s < b.batch_size; ++s)
+      HSTU_CHECK(b.num_candidates[s] == b.offsets[s + 1] - b.offsets[s], "sample ", s, " scores ",
+                 b.num_candidates[s], " of its ", b.offsets[s + 1] - b.offsets[s],
+                 " events; with DatasetArgs.max_num_candidates = 0 every event is scored");
+    no_targets_.assign(static_cast<size_t>(b.batch_size), 0);
+    ranking_layout(b.offsets, no_targets_, num_ctx_, interleave_, cfg_.network.num_position_buckets,
+                   layout_);
+    for (int32_t s = 0; s < b.batch_size; ++s)
+      layout_.candidate_offsets[s + 1] = layout_.candidate_offsets[s] + b.num_candidates[s];
+  } else {
+    ranking_layout(b.offsets, b.num_candidates, num_ctx_, interleave_,
+                   cfg_.network.num_position_buckets, layout_);
+  }
   num_events_ = events;
   num_cand_ = layout_.candidate_offsets.back();
   HSTU_CHECK(num_cand_ <= shape_.max_candidates, "ranking batch has ", num_cand_,
@@ -293,7 +310,8 @@ void RankingModel::upload(const SequenceBatch& b, HostStaging* staging, void* st
   labels_.clear();
   for (int32_t s = 0; s < b.batch_size; ++s)
     for (int32_t i = b.offsets[s + 1] - b.num_candidates[s]; i < b.offsets[s + 1]; ++i)
-      labels_.push_back(b.actions[static_cast<size_t>(i)]);
+      labels_.push_back(b.labels.empty() ? b.actions[static_cast<size_t>(i)]
+                                         : b.labels[static_cast<size_t>(i)]);
   if (!binary_) {
     const int32_t k = static_cast<int32_t>(num_outputs());
     for (int32_t& l : labels_) {

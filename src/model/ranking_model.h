@@ -152,6 +152,11 @@ class RankingModel {
   DType act_;
   int32_t num_ctx_ = 0;
   bool interleave_ = false, binary_ = true;
+  // DatasetArgs.max_num_candidates = 0 (recsys-examples: every item scored): a sample's
+  // num_candidates events are all its events, scored and labelled, but none is an attention
+  // target and positions are not clamped (the layout of zero candidates).
+  bool score_all_ = false;
+  std::vector<int32_t> no_targets_;  // [B] zeros: the layout's candidate counts in score_all_
   int64_t max_tokens_ = 0;
   std::vector<HstuLayer> layers_;
   DenseParams dense_;

@@ -15,6 +15,11 @@ namespace hstu {
 
 namespace {
 
+// Event e's label: the dataset's own labels when it has them (benchmark data), else its action.
+int32_t event_label(const SequenceDataset& ds, int64_t e) {
+  return ds.labels.empty() ? ds.actions[e] : ds.labels[e];
+}
+
 constexpr double kGradTol = 1e-9;  // convergence: max |df/dW|
 
 // The design of a fit: standardised features with an intercept column, labels, the model type.
@@ -165,11 +170,13 @@ LogisticFit fit(Problem pr, int max_iters) {
   pr.mean.assign(static_cast<size_t>(pr.p), 0.0);
   pr.sd.assign(static_cast<size_t>(pr.p), 1.0);
   for (int64_t a = 0; a < pr.p; ++a) {
-    double sum = 0;
+    double sum = 0, lo = pr.x[static_cast<size_t>(a)], hi = lo;
     for (int64_t i = 0; i < pr.n; ++i) {
       const double v = pr.x[static_cast<size_t>(i * pr.p + a)];
       HSTU_CHECK(std::isfinite(v), "logistic fit: feature ", a, " of row ", i, " is ", v);
       sum += v;
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
     }
     const double mean = sum / static_cast<double>(pr.n);
     double ss = 0;
@@ -178,9 +185,13 @@ LogisticFit fit(Problem pr, int max_iters) {
       ss += d * d;
     }
     const double sd = std::sqrt(ss / static_cast<double>(pr.n));
-    pr.mean[static_cast<size_t>(a)] = mean;
-    // A constant feature stays centred (all zeros): its weight is held at 0 by the L2 term.
-    pr.sd[static_cast<size_t>(a)] = sd > 1e-12 * std::max(1.0, std::abs(mean)) ? sd : 1.0;
+    // A constant feature (judged by its range: over many rows the rounding of `mean` alone gives
+    // an sd that a relative threshold takes for variation, and a column of +-1 beside the
+    // intercept) is centred on its own value, so its column is exactly 0 and the L2 term holds
+    // its weight at 0. (Benchmark data scored whole has no history: the user mean is constant.)
+    const bool constant = !(hi - lo > 1e-12 * std::max(1.0, std::abs(mean)));
+    pr.mean[static_cast<size_t>(a)] = constant ? lo : mean;
+    pr.sd[static_cast<size_t>(a)] = constant ? 1.0 : sd;
   }
   const int64_t m = pr.rows * pr.q;
   std::vector<double> w(static_cast<size_t>(m), 0.0), grad, hess, trial(static_cast<size_t>(m));
@@ -325,13 +336,13 @@ RankingBaselineRows ranking_baseline_rows(const SequenceDataset& ds, const Ranki
     for (size_t v = 0; v < nv; ++v) {
       double sum = 0;
       for (int64_t e = s.begin; e < s.candidates; ++e)
-        sum += action_value(ds.actions[e], head, static_cast<int64_t>(v));
+        sum += action_value(event_label(ds, e), head, static_cast<int64_t>(v));
       mean[v] = s.num_history() > 0 ? sum / static_cast<double>(s.num_history()) : fallback[v];
     }
     for (int64_t e = s.candidates; e < s.end; ++e) {
       out.log_pop.push_back(std::log1p(static_cast<double>(item_counts[ds.items[e]])));
       out.user_mean.insert(out.user_mean.end(), mean.begin(), mean.end());
-      out.labels.push_back(ranking_label(ds.actions[e], head));
+      out.labels.push_back(ranking_label(event_label(ds, e), head));
     }
   }
   return out;
@@ -380,7 +391,7 @@ RankingBaseline ranking_baseline(const SequenceDataset& ds, const RankingSplits&
   for (const RankingSample& s : splits.train.samples)
     for (int64_t e = s.begin; e < s.end; ++e, ++events)
       for (int64_t v = 0; v < nv; ++v)
-        fallback[static_cast<size_t>(v)] += action_value(ds.actions[e], head, v);
+        fallback[static_cast<size_t>(v)] += action_value(event_label(ds, e), head, v);
   for (double& f : fallback) f = events > 0 ? f / static_cast<double>(events) : 0.0;
 
   const int64_t n_eval =

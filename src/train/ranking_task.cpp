@@ -5,12 +5,14 @@
 // scored on the same candidates by the same metric code (ranking_baseline.h). On synthetic data
 // the closing report sets each task's AUC beside the planted signal's oracle AUC.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <memory>
 
 #include "config/dynamic_table.h"
 #include "core/checked.h"
+#include "data/benchmark_dataset.h"
 #include "data/preprocess.h"
 #include "data/ranking.h"
 #include "data/synthetic_oracle.h"
@@ -30,6 +32,29 @@
 
 namespace hstu {
 namespace {
+
+// A ranking run's dataset and samples: a real or synthetic dataset with its ranking splits, or
+// recsys-examples' generated benchmark data (DatasetArgs.dataset_name = "benchmark") with its
+// generated train and eval samples and their length histogram.
+BenchmarkData ranking_data(const Config& cfg, DatasetReport* report) {
+  if (cfg.dataset.dataset_name == "benchmark") {
+    const auto t0 = std::chrono::steady_clock::now();
+    BenchmarkData d = benchmark_data(cfg);
+    *report = DatasetReport{};
+    report->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return d;
+  }
+  HSTU_CHECK(cfg.dataset.max_num_candidates > 0,
+             "DatasetArgs.max_num_candidates = 0 (every item scored) is implemented for "
+             "recsys-examples' benchmark data only (DatasetArgs.dataset_name = \"benchmark\"); "
+             "dataset '",
+             cfg.dataset.dataset_name, "' needs max_num_candidates >= 1");
+  BenchmarkData d;
+  d.ds = open_dataset(cfg, false, report);
+  d.splits =
+      make_ranking_splits(d.ds, cfg.dataset, cfg.dataset.ranking_split, cfg.dataset.truncate);
+  return d;
+}
 
 // The ranking model's shape; on W > 1 data-parallel ranks with "item" in
 // TrainerArgs.model_parallel_tables, the item table becomes a per-step window of a row-sharded
@@ -72,9 +97,9 @@ class RankingTask final : public Task {
       : cfg_(cfg),
         comm_(comm),
         device_(resolve_device(cfg.trainer.device)),
-        ds_(open_dataset(cfg, false, &report_)),
-        splits_(
-            make_ranking_splits(ds_, cfg.dataset, cfg.dataset.ranking_split, cfg.dataset.truncate)),
+        data_(ranking_data(cfg, &report_)),
+        ds_(data_.ds),
+        splits_(data_.splits),
         shape_(ranking_task_shape(cfg, ds_, comm)),
         plan_fits_(
             (check_memory_plan(cfg,
@@ -95,7 +120,15 @@ class RankingTask final : public Task {
         }) {
     const TrainerArgs& ta = cfg.trainer;
     check_dynamic_items(cfg, ds_);
-    if (out) *out << data_line();
+    if (out) {
+      *out << data_line();
+      if (ds_.name == "benchmark")
+        *out << "benchmark data: " << splits_.train.samples.size() << " train samples ("
+             << benchmark_layout(cfg).train_batches << " generated batches, cycled), "
+             << splits_.eval.samples.size() << " eval samples; item lengths of the train "
+             << "samples:\n"
+             << data_.histogram;
+    }
     HSTU_CHECK(!splits_.train.samples.empty(), "dataset '", ds_.name,
                "' has no ranking training samples");
     model_.plan(static_cast<uint64_t>(ta.seed));
@@ -240,8 +273,9 @@ class RankingTask final : public Task {
                   ds_.name.c_str(), static_cast<long long>(ds_.num_users()),
                   static_cast<long long>(ds_.num_items - 1),
                   static_cast<long long>(ds_.num_events()), ds_.contextual_names.size(),
-                  report_.seconds, cfg_.dataset.ranking_split.c_str(), splits_.train.samples.size(),
-                  splits_.eval.samples.size());
+                  report_.seconds,
+                  ds_.name == "benchmark" ? "generated" : cfg_.dataset.ranking_split.c_str(),
+                  splits_.train.samples.size(), splits_.eval.samples.size());
     return line;
   }
 
@@ -272,8 +306,9 @@ class RankingTask final : public Task {
   dist::Comm& comm_;
   const Device device_;
   DatasetReport report_;
-  const SequenceDataset ds_;
-  const RankingSplits splits_;
+  const BenchmarkData data_;  // the dataset and samples; ds_ and splits_ name them
+  const SequenceDataset& ds_;
+  const RankingSplits& splits_;
   const RankingShape shape_;
   // The memory plan checked against the host's or the GPU's memory before anything is
   // allocated (memory_check.h); always true.
@@ -291,8 +326,6 @@ class RankingTask final : public Task {
 }  // namespace
 
 std::unique_ptr<Task> make_ranking_task(const Config& cfg, dist::Comm& comm, std::ostream* out) {
-  HSTU_CHECK(cfg.dataset.max_num_candidates > 0,
-             "ranking needs DatasetArgs.max_num_candidates >= 1");
   return std::make_unique<RankingTask>(cfg, comm, out);
 }
 

@@ -35,6 +35,9 @@ bool shard_items(const Config& cfg, const dist::Comm& comm) {
 
 ModelShape retrieval_shape(const Config& cfg, const SequenceDataset& ds, const dist::Comm& comm) {
   ModelShape shape = retrieval_model_shape(cfg, ds.num_items);  // the planner's shape
+  // num_negatives = -1 draws one negative per query of the global batch: up to W x max_tokens.
+  if (cfg.retrieval.num_negatives == -1 && data_parallel_job(comm))
+    shape.num_negatives = checked_mul(shape.max_tokens, comm.size(), "negatives per query");
   if (is_dynamic_table(cfg, "item")) {
     HSTU_CHECK(!data_parallel_job(comm), "DynamicTableArgs.tables = [\"item\"] on ", comm.size(),
                " data-parallel ranks: dynamic tables are not sharded over ranks yet (issue 18); "
@@ -261,10 +264,6 @@ class RetrievalTask final : public Task {
 }  // namespace
 
 std::unique_ptr<Task> make_retrieval_task(const Config& cfg, dist::Comm& comm, std::ostream* out) {
-  HSTU_CHECK(cfg.retrieval.num_negatives > 0,
-             "RetrievalArgs.num_negatives = ", cfg.retrieval.num_negatives,
-             " (one negative per query of the batch) is not supported yet; "
-             "set a positive count, e.g. 128");
   return std::make_unique<RetrievalTask>(cfg, comm, out);
 }
 

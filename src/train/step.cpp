@@ -115,13 +115,15 @@ void TrainStep::run(Ctx& ctx, HstuModel& model, const SequenceBatch& host, int64
   upload_batch(host, model.capacity(), bt,
                staging_.next_upload(ctx, upload_staging_bytes(model.capacity())), ctx.stream);
   bt.token_offset = share.token_offset;
-  const int64_t r = cfg_.retrieval.num_negatives;
   const uint64_t seed = static_cast<uint64_t>(cfg_.trainer.seed);
   const int64_t sup = supervised_tokens(host);
   const int64_t global_sup = share.global_count >= 0 ? share.global_count : sup;
+  // R: fixed, or (-1) the global batch's query count, known on the host before any work.
+  const int64_t r = negatives_per_query(cfg_.retrieval.num_negatives, global_sup);
+  bt.num_negatives = r;
   graph_.run(ctx, [&] {
     phase(ctx, "negatives");
-    const Tensor negs = bt.neg_ids.rows(0, bt.num_tokens).reshape({bt.num_tokens, r});
+    const Tensor negs = negatives_view(bt);  // [T, R]
     if (ctx.cpu()) {
       negs_ =
           sample_negatives(cfg_.retrieval.negative_sampler, host, num_items_, r, seed,
@@ -161,8 +163,10 @@ void TrainStep::run(Ctx& ctx, HstuModel& model, const SequenceBatch& host, int64
 void TrainStep::run_windowed(Ctx& ctx, HstuModel& model, const SequenceBatch& host, int64_t step,
                              double lr, const StepShare& share) {
   ItemWindow& items = *share.items;
-  const int64_t r = cfg_.retrieval.num_negatives;
   const uint64_t seed = static_cast<uint64_t>(cfg_.trainer.seed);
+  const int64_t sup = supervised_tokens(host);
+  const int64_t global_sup = share.global_count >= 0 ? share.global_count : sup;
+  const int64_t r = negatives_per_query(cfg_.retrieval.num_negatives, global_sup);
   phase(ctx, "negatives");
   negs_ = sample_negatives(cfg_.retrieval.negative_sampler, host, num_items_, r, seed,
                            static_cast<uint64_t>(step), share.token_offset, share.global_targets);
@@ -174,10 +178,9 @@ void TrainStep::run_windowed(Ctx& ctx, HstuModel& model, const SequenceBatch& ho
   upload_batch(work_, model.capacity(), bt,
                staging_.next_upload(ctx, upload_staging_bytes(model.capacity())), ctx.stream);
   bt.token_offset = share.token_offset;
-  const Tensor negs = bt.neg_ids.rows(0, bt.num_tokens).reshape({bt.num_tokens, r});
+  bt.num_negatives = r;
+  const Tensor negs = negatives_view(bt);  // [T, R]
   copy_bytes(negs.data, negs.device, negs_.data(), Device::kCPU, negs_.size() * sizeof(int32_t));
-  const int64_t sup = supervised_tokens(host);
-  const int64_t global_sup = share.global_count >= 0 ? share.global_count : sup;
   // The window's fetch and update may wait on the host, so they stay outside the step's graph.
   graph_.run(ctx, [&] {
     GradReducer* red = reducer_for(share, model.dense(), reducer_, cfg_);

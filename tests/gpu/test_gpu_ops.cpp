@@ -29,6 +29,7 @@
 #include "common/gpu_harness.h"
 #include "common/harness.h"
 #include "core/philox.h"
+#include "data/negatives.h"
 #include "data/negatives_rng.h"
 #include "ops/cpu/activation.h"
 #include "ops/cpu/cast.h"
@@ -599,7 +600,34 @@ void run_sampled_softmax(const Case& c) {
   check(lf, loss, kFwd, c, "loss (forward only)");
 }
 
+// variant 2: RetrievalArgs.num_negatives = -1, R = the batch's queries, written into the [T, R]
+// prefix of a [T, T] capacity buffer (model/batch_tensors.h: negatives_view), against the CPU
+// sampler the CPU step uses.
+void run_negatives_per_query(const Case& c) {
+  const int64_t t = c.m, items = c.k;
+  const uint64_t seed = 0x5eedull + static_cast<uint64_t>(t), step = 777;
+  Ctx g = gpu::cuda_ctx(c.det);
+  SequenceBatch b;
+  b.batch_size = 1;
+  b.offsets = {0, static_cast<int32_t>(t)};
+  Tensor targets = alloc(DType::kI32, {t});
+  fill_int(targets, 0, items);  // zeros (unsupervised) and repeats
+  for (int64_t i = 0; i < t; ++i) b.target_ids.push_back(static_cast<int32_t>(get(targets, i)));
+  int64_t queries = 0;
+  for (const int32_t id : b.target_ids) queries += id != 0;
+  const int64_t r = negatives_per_query(-1, queries);
+  ASSERT_GT(queries, 1);
+  const std::vector<int32_t> want = sample_negatives("in_batch", b, items, r, seed, step);
+  const Tensor cap = out_dev(DType::kI32, {t, t});
+  const Tensor negd = cap.reshape({t * t}).rows(0, t * r).reshape({t, r});
+  cuda::sample_in_batch_negatives(g, dev(targets, DType::kI32), seed, step, negd);
+  Tensor wt = alloc(DType::kI32, {t, r});
+  for (int64_t e = 0; e < t * r; ++e) set(wt, e, want[static_cast<size_t>(e)]);
+  check_exact(negd, wt, c.name + " neg_ids");
+}
+
 void run_negatives(const Case& c) {
+  if (c.variant == 2) return run_negatives_per_query(c);
   const int64_t t = c.m, r = c.n, items = c.k;
   const uint64_t seed = 0x5eedull + static_cast<uint64_t>(t), step = 12345;
   Ctx g = gpu::cuda_ctx(c.det);
@@ -988,6 +1016,8 @@ std::vector<Case> cases() {
        .why = "exact (same formula)"});
   add({.name = "negatives_in_batch", .op = Op::kNegatives, .m = 50, .n = 9, .k = 20, .variant = 1,
        .why = "exact (same formula)"});
+  add({.name = "negatives_in_batch_per_query", .op = Op::kNegatives, .m = 61, .k = 40,
+       .variant = 2, .why = "exact (same formula; R = the batch's queries)"});
 
   add({.name = "dense_adamw", .op = Op::kDenseOpt, .m = 4099, .variant = DenseOptimizerSpec::kAdamW,
        .f32_rtol = 1e-6, .why = "fp32 vs f64 update"});

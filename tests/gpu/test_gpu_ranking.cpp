@@ -381,6 +381,9 @@ struct ModelCase {
   bool bce = true;  // 3-task BCE vs 5-class cross-entropy
   bool final_ln = false;
   DType dtype = DType::kBF16;  // GPU activations (the CPU runs f32)
+  // DatasetArgs.max_num_candidates = 0: every event scored, no attention targets, explicit
+  // labels (recsys-examples' benchmark data).
+  bool score_all = false;
 };
 void PrintTo(const ModelCase& c, std::ostream* os) {
   *os << c.name;
@@ -401,26 +404,27 @@ Config tiny_config(const ModelCase& c) {
   // unit's gradient by O(1), which no rounding bound covers.
   cfg.ranking.prediction_head_act_type = "gelu";
   cfg.dataset.max_history_seqlen = 10;
-  cfg.dataset.max_num_candidates = 4;
+  cfg.dataset.max_num_candidates = c.score_all ? 0 : 4;
   cfg.ranking.prediction_head_arch =
       c.bce ? std::vector<int64_t>{24, 3} : std::vector<int64_t>{24, 5};
   cfg.ranking.num_tasks = c.bce ? 3 : 1;
   return cfg;
 }
 
-RankingShape tiny_shape() {
+RankingShape tiny_shape(bool score_all = false) {
   RankingShape s;
   s.num_items = 60;
   s.num_actions = 8;
   s.contextual_cardinalities = {3, 5};
   s.max_batch = 6;
   s.max_events = 6 * 12;
-  s.max_candidates = 6 * 4;
+  s.max_candidates = score_all ? s.max_events : 6 * 4;
   return s;
 }
 
-// A random batch of 6 samples: one without events, one without candidates, the rest jagged.
-SequenceBatch random_batch(bool bce) {
+// A random batch of 6 samples: one without events, one without candidates, the rest jagged
+// (score_all: every event of every sample scored, labels drawn apart from the actions).
+SequenceBatch random_batch(bool bce, bool score_all = false) {
   SequenceBatch b;
   b.batch_size = 6;
   b.offsets = {0};
@@ -443,6 +447,11 @@ SequenceBatch random_batch(bool bce) {
   }
   b.timestamps.assign(static_cast<size_t>(t), 0);
   b.query_timestamps.assign(static_cast<size_t>(t), 0);
+  if (score_all) {
+    for (int s = 0; s < 6; ++s) b.num_candidates[s] = b.offsets[s + 1] - b.offsets[s];
+    for (int64_t i = 0; i < t; ++i)
+      b.labels.push_back(static_cast<int32_t>(bce ? rand_int(0, 7) : rand_int(0, 4)));
+  }
   return b;
 }
 
@@ -495,8 +504,8 @@ TEST_P(GpuRankingModel, LowPrecisionStepMatchesCpuF32) {
   gpu::DeviceScope scope;
   const ModelCase& c = GetParam();
   const Config cfg = tiny_config(c);
-  const RankingShape shape = tiny_shape();
-  const SequenceBatch batch = random_batch(c.bce);
+  const RankingShape shape = tiny_shape(c.score_all);
+  const SequenceBatch batch = random_batch(c.bce, c.score_all);
   const uint64_t seed = 1 + rng()() % 1000;
 
   RankingModel cpu_model(cfg, shape, Device::kCPU, DType::kF32);
@@ -586,15 +595,18 @@ TEST_P(GpuRankingModel, LowPrecisionStepMatchesCpuF32) {
         << c.name << ": " << gg[i].first << " gradient not repeatable";
 }
 
-INSTANTIATE_TEST_SUITE_P(Heads, GpuRankingModel,
-                         ::testing::Values(ModelCase{"bce3_bf16", true, false},
-                                           ModelCase{"bce3_final_ln_bf16", true, true},
-                                           ModelCase{"ce5_bf16", false, false},
-                                           ModelCase{"ce5_final_ln_bf16", false, true},
-                                           ModelCase{"bce3_f16", true, false, DType::kF16},
-                                           ModelCase{"bce3_final_ln_f16", true, true, DType::kF16},
-                                           ModelCase{"ce5_final_ln_f16", false, true, DType::kF16}),
-                         [](const ::testing::TestParamInfo<ModelCase>& i) { return i.param.name; });
+INSTANTIATE_TEST_SUITE_P(
+    Heads, GpuRankingModel,
+    ::testing::Values(ModelCase{"bce3_bf16", true, false},
+                      ModelCase{"bce3_final_ln_bf16", true, true},
+                      ModelCase{"ce5_bf16", false, false},
+                      ModelCase{"ce5_final_ln_bf16", false, true},
+                      ModelCase{"bce3_f16", true, false, DType::kF16},
+                      ModelCase{"bce3_final_ln_f16", true, true, DType::kF16},
+                      ModelCase{"ce5_final_ln_f16", false, true, DType::kF16},
+                      ModelCase{"bce3_score_all_bf16", true, false, DType::kBF16, true},
+                      ModelCase{"ce5_score_all_bf16", false, false, DType::kBF16, true}),
+    [](const ::testing::TestParamInfo<ModelCase>& i) { return i.param.name; });
 
 // fp32 activations on CUDA are refused up front (the attention kernels take bf16 / fp16).
 TEST(GpuRankingModelDtype, RejectsF32OnCuda) {

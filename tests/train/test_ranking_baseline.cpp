@@ -96,6 +96,20 @@ TEST(LogisticFit, MultinomialRecoversKnownCoefficients) {
   }
 }
 
+TEST(LogisticFit, AConstantFeatureOverManyRowsGetsNoWeight) {
+  // 200k rows of one user-mean value (benchmark data scored whole: no history). The rounding of
+  // its mean over that many rows (~2e-12 here) must not make it a column of +-1 beside the
+  // intercept, whose weight the fit would then blow up to ~1e11 in the feature's units. (8 Newton
+  // steps: the optimum is reached long before; the test is about the weights.)
+  const int64_t n = 200000;
+  const std::vector<double> x(static_cast<size_t>(n), 0.4993001);
+  std::vector<uint8_t> y(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) y[static_cast<size_t>(i)] = i % 10 < 3;  // 30% positives
+  const LogisticFit f = fit_binary_logistic(x, 1, y, kLogisticL2, 8);
+  EXPECT_EQ(f.coef[1], 0.0);                          // the constant feature
+  EXPECT_NEAR(f.coef[0], std::log(0.3 / 0.7), 1e-3);  // the intercept: the base rate
+}
+
 TEST(LogisticFit, SeparableDataAndAbsentClassStayFinite) {
   // y = [x > 0]: the unregularised maximum likelihood is at infinity; the tiny L2 term keeps the
   // weight finite (of order log(1 / l2)) and Newton still converges.

@@ -447,6 +447,15 @@ void sampled_softmax(Ctx& ctx, const SampledSoftmaxSpec& spec, const Tensor& q,
   // NOTE: each warp keeps about D + 4*(R+1) floats in shared memory; the block shrinks to stay
   // in the default 48 KiB and opts in beyond it only for very wide rows or many negatives.
   const size_t warp_bytes = sizeof(float) * static_cast<size_t>(warp_smem_floats(d, nj));
+  int device = 0, smem_optin = 0;
+  HSTU_CUDA_CHECK(cudaGetDevice(&device));
+  HSTU_CUDA_CHECK(
+      cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  HSTU_CHECK(warp_bytes <= static_cast<size_t>(smem_optin), "sampled_softmax: ", r,
+             " negatives per query need ", warp_bytes >> 10,
+             " KiB of shared memory per warp, more than the device's ", smem_optin >> 10,
+             " KiB (RetrievalArgs.num_negatives; -1 draws one per query of the batch: use a "
+             "smaller TrainerArgs.train_batch_size or a fixed count)");
   const int warps = static_cast<int>(std::clamp<size_t>((48 << 10) / warp_bytes, 1, 8));
   const size_t smem = warp_bytes * warps;
   const unsigned grid = static_cast<unsigned>((t + warps - 1) / warps);
