@@ -171,55 +171,9 @@ if [[ -n "${SEEDS:-}" && -x "$BUILD/hstu" && -d .devdeps/data/ml-latest-small ]]
     row "ml-latest-small s$seed" "$(grep -E 'last 10|HR@10' "$LOG/mls_seed$seed.log" | tail -1)"
   done
 fi
-# ---- dynamic item tables on ml-latest-small (optional: DYN=1) -------------------------------
-# The paper's ML-1M preset with the item table as a dynamic hash table (issue 18): DYN_SEEDS runs
-# (no eviction: the capacity holds the catalogue) beside the dense runs of SEEDS; a raw-id run
-# whose table holds half the catalogue (LRU) with a checkpoint every 20 epochs and a resume from
-# epoch 40; a host-tier run (a quarter of the rows in HBM) against all rows in HBM.
-mls_summary() {  # mean HR@10 / NDCG@10 of the last 10 evals, tokens/s, the item table counters
-  python3 - "$1" << 'PY'
-import json, sys
-evs, summ, tab = [], None, None
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    if r.get("event") == "eval": evs.append(r.get("test", {}))
-    if r.get("event") == "summary": summ = r
-    if r.get("event") == "item_table": tab = r
-last = evs[-10:] or [{}]
-mean = lambda k: sum(e.get(k, float("nan")) for e in last) / len(last)
-print("last %d evals: HR@10 %.4f NDCG@10 %.4f" % (len(last), mean("HR@10"), mean("NDCG@10")),
-      "| %.0f tokens/s" % (summ or {}).get("tokens_per_s", 0),
-      "| table", {k: v for k, v in (tab or {}).items() if k != "event"})
-PY
-}
+# ---- dynamic item tables on ml-latest-small (optional: DYN=1; tools/dyn_check.sh) ----------
 if [[ "${DYN:-0}" == 1 && -x "$BUILD/hstu" && -d .devdeps/data/ml-latest-small ]]; then
-  mls=(train configs/ml-1m-hstu.gin --device cuda --quiet --set DatasetArgs.dataset_name=ml-latest-small
-       --set DatasetArgs.dataset_path=.devdeps/data/ml-latest-small)
-  dyn=(--set 'DynamicTableArgs.tables=["item"]')
-  for seed in ${DYN_SEEDS:-42 1 2}; do
-    timeout "${QUALITY_TIMEOUT:-240}" "$BUILD/hstu" "${mls[@]}" "${dyn[@]}" \
-      --set TrainerArgs.seed="$seed" --run-dir "runs/mls-dyn-$seed" > "$LOG/mls_dyn_seed$seed.log" 2>&1 &
-    timeout "${QUALITY_TIMEOUT:-240}" "$BUILD/hstu" "${mls[@]}" \
-      --set TrainerArgs.seed="$seed" --run-dir "runs/mls-dense-$seed" > "$LOG/mls_dense_seed$seed.log" 2>&1 &
-    wait
-    row "mls dense s$seed" "$(mls_summary runs/mls-dense-$seed/metrics.jsonl 2>&1 | tail -1)"
-    row "mls dynamic s$seed" "$(mls_summary runs/mls-dyn-$seed/metrics.jsonl 2>&1 | tail -1)"
-  done
-  half=("${mls[@]}" "${dyn[@]}" --set DatasetArgs.raw_ids=True --set DynamicTableArgs.capacity_ratio=0.5
-        --set DynamicTableArgs.eviction=\"lru\" --set TrainerArgs.num_epochs=60)
-  timeout 300 "$BUILD/hstu" "${half[@]}" --set TrainerArgs.ckpt_save_interval=20 --set TrainerArgs.ckpt_keep=5 \
-    --run-dir runs/mls-half > "$LOG/mls_half.log" 2>&1
-  row "raw ids, half table, LRU" "rc $? $(mls_summary runs/mls-half/metrics.jsonl 2>&1 | tail -1)"
-  first_ckpt=$(ls -d runs/mls-half/checkpoints/step-* 2> /dev/null | head -2 | tail -1)
-  timeout 300 "$BUILD/hstu" "${half[@]}" --resume "$first_ckpt" --run-dir runs/mls-half-resumed \
-    > "$LOG/mls_half_resume.log" 2>&1
-  row "  resumed from $(basename "$first_ckpt")" "rc $? $(mls_summary runs/mls-half-resumed/metrics.jsonl 2>&1 | tail -1)"
-  for tier in hbm host; do
-    extra=(); [[ $tier == host ]] && extra=(--set DynamicTableArgs.host_tier=True --set DynamicTableArgs.hbm_ratio=0.25)
-    timeout 300 "$BUILD/hstu" "${mls[@]}" "${dyn[@]}" "${extra[@]}" --set TrainerArgs.num_epochs=30 \
-      --run-dir "runs/mls-tier-$tier" > "$LOG/mls_tier_$tier.log" 2>&1
-    row "dynamic table, $tier" "rc $? $(mls_summary runs/mls-tier-$tier/metrics.jsonl 2>&1 | tail -1)"
-  done
+  while IFS= read -r line; do rows+=("$line"); done < <(BUILD="$BUILD" LOG="$LOG" bash tools/dyn_check.sh)
 fi
 # ---- NVTX ranges under Nsight Compute (optional) ----------------------------------------------
 # `ncu --nvtx --nvtx-include "<phase>/"` must profile exactly the kernels of that step phase of
