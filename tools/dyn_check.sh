@@ -13,6 +13,7 @@
 #   - the host tier (a quarter of the rows in HBM) against every row in HBM, in-batch negatives
 #     (a step's keys must fit the HBM cache): tokens/s.
 # Each line: mean HR@10 / NDCG@10 of the last 10 evaluations, tokens/s, the table's counters.
+# HALF_EPOCHS (60), SAVE_EVERY (steps, 20) and TIER_EPOCHS (30) shorten the last runs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD="${BUILD:-build-gpu}"
@@ -52,8 +53,8 @@ for seed in ${DYN_SEEDS:-42 1 2}; do
 done
 half=("${mls[@]}" "${dyn[@]}" --set DatasetArgs.raw_ids=True --set DynamicTableArgs.capacity_ratio=0.25
       --set DynamicTableArgs.eviction=\"lru\" --set RetrievalArgs.negative_sampler=\"in_batch\"
-      --set TrainerArgs.num_epochs=60)
-timeout 300 "$H" "${half[@]}" --set TrainerArgs.ckpt_save_interval=20 --set TrainerArgs.ckpt_keep=5 \
+      --set TrainerArgs.num_epochs="${HALF_EPOCHS:-60}")
+timeout 300 "$H" "${half[@]}" --set TrainerArgs.ckpt_save_interval="${SAVE_EVERY:-20}" --set TrainerArgs.ckpt_keep=5 \
   --run-dir runs/mls-half > "$LOG/mls_half.log" 2>&1
 line "raw ids, ~half, LRU" "rc $? $(summary runs/mls-half/metrics.jsonl 2>&1 | tail -1)"
 second=$(ls -d runs/mls-half/checkpoints/step-* 2> /dev/null | sed -n 2p)
@@ -63,7 +64,7 @@ line "  resumed $(basename "$second")" "rc $? $(summary runs/mls-half-resumed/me
 for tier in hbm host; do
   extra=()
   [[ $tier == host ]] && extra=(--set DynamicTableArgs.host_tier=True --set DynamicTableArgs.hbm_ratio=0.25)
-  timeout 300 "$H" "${mls[@]}" "${dyn[@]}" "${extra[@]}" --set TrainerArgs.num_epochs=30 \
+  timeout 300 "$H" "${mls[@]}" "${dyn[@]}" "${extra[@]}" --set TrainerArgs.num_epochs="${TIER_EPOCHS:-30}" \
     --set RetrievalArgs.negative_sampler=\"in_batch\" \
     --run-dir "runs/mls-tier-$tier" > "$LOG/mls_tier_$tier.log" 2>&1
   line "dynamic, $tier" "rc $? $(summary runs/mls-tier-$tier/metrics.jsonl 2>&1 | tail -1)"
