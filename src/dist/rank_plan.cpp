@@ -99,7 +99,9 @@ RankPlan plan_ranks(const ModelMemory& model, int world,
     TablePlacement tp;
     tp.table = t;
     tp.sharded = t.shardable && sharded(t.name);
-    tp.whole_bytes = embedding_table_bytes(t.rows, model.dim, sparse_optimizer);
+    tp.whole_bytes = t.dynamic_bytes >= 0
+                         ? t.dynamic_bytes
+                         : embedding_table_bytes(t.rows, model.dim, sparse_optimizer);
     single = checked_add(single, tp.whole_bytes, "single-rank bytes");
     if (tp.sharded) {
       tp.shards = describe_shards(t.rows, model.dim, world, sparse_optimizer, owner, t.max_unique);
@@ -192,6 +194,10 @@ std::string describe_rank_plan(const RankPlan& p) {
       char label[32];
       std::snprintf(label, sizeof label, "  %-18s", (t.table.name + " embedding").c_str());
       os << label << "[" << t.table.rows << ", " << m.dim << "] ";
+      if (!t.table.dynamic_formula.empty()) {
+        os << t.table.dynamic_formula << " = " << mib(t.whole_bytes) << "\n";
+        continue;
+      }
       if (!t.sharded) {
         os << "+ grad + optimizer = " << mib(t.whole_bytes) << "\n";
         continue;

@@ -4,8 +4,10 @@
 #include "model/memory_plan.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 
+#include "config/dynamic_table.h"
 #include "core/arena.h"
 #include "core/checked.h"
 #include "data/negatives.h"
@@ -97,6 +99,29 @@ WindowIds window_ids(const Config& cfg) {
   const int64_t eval = checked_mul(cfg.trainer.eval_batch_size, l, "tokens per evaluation batch");
   if (eval > train) return {eval, std::to_string(eval) + " evaluation tokens"};
   return {train, std::to_string(tokens) + " tokens x (2 + " + std::to_string(r) + " negatives)"};
+}
+
+// The device bytes of a dynamic item table: its slots on the device (all of them, or the HBM
+// cache of a host tier) as a power of two of buckets, each slot a row (embedding + optimiser
+// state) with an 8-byte key and score; the step's window (f32 rows + gradient); the catalogue
+// materialised for evaluation (f32 rows + gradient buffer).
+void plan_dynamic_items(const Config& cfg, int64_t num_items, PlannedTable& t) {
+  const DynamicTableConfig c = dynamic_table_config(cfg, "item", num_items - 1);
+  const int64_t wanted = c.gpu_cache_rows > 0 ? c.gpu_cache_rows : c.max_capacity_rows;
+  const int64_t buckets = static_cast<int64_t>(
+      std::bit_ceil(static_cast<uint64_t>((wanted + c.bucket_size - 1) / c.bucket_size)));
+  const int64_t slots = checked_mul(buckets, c.bucket_size, "dynamic table slots");
+  const int64_t row = dynamic_row_bytes(c.dim, c.optimizer, c.value_dtype) + 16;
+  const int64_t table_bytes = checked_mul(slots, row, "dynamic table bytes");
+  const int64_t window = checked_mul(t.max_unique, c.dim * 8, "dynamic window bytes");
+  const int64_t catalogue = checked_mul(num_items, c.dim * 8, "dynamic catalogue bytes");
+  t.shardable = false;  // refused on several ranks (retrieval_task.cpp)
+  t.dynamic_bytes =
+      checked_add(checked_add(table_bytes, window, "dynamic bytes"), catalogue, "dynamic bytes");
+  t.dynamic_formula = "dynamic: " + std::to_string(slots) + " slots x " + std::to_string(row) +
+                      " B" + (c.gpu_cache_rows > 0 ? " in HBM (host tier)" : "") + " + window " +
+                      std::to_string(t.max_unique) + " rows + catalogue " +
+                      std::to_string(num_items) + " rows for evaluation";
 }
 
 }  // namespace
@@ -206,6 +231,7 @@ ModelMemory retrieval_memory(const Config& cfg, int64_t num_items, Device device
   set_dense(dense, m);
   const WindowIds w = window_ids(cfg);
   m.tables.push_back(table("item", num_items, w.ids, w.formula));
+  if (is_dynamic_table(cfg, "item")) plan_dynamic_items(cfg, num_items, m.tables.back());
   m.step_activation_bytes = retrieval_activation_bytes(cfg, shape, act, false);
   m.activation_bytes = retrieval_activation_bytes(cfg, shape, act, true);
   return m;

@@ -35,6 +35,11 @@ struct PlannedTable {
   int64_t max_unique = 0;
   std::string max_unique_formula;  // how max_unique was computed, for the printed plan
   bool shardable = true;  // the trainer shards it when TrainerArgs.model_parallel_tables names it
+  // A dynamic table (DynamicTableArgs): its device bytes (slots with their keys and scores, the
+  // step's window, the catalogue materialised for evaluation) and how they were counted; -1 and
+  // "": a dense table, rows x dim with its gradient and optimiser state.
+  int64_t dynamic_bytes = -1;
+  std::string dynamic_formula;
 };
 
 // What a model needs on one device, for the batch it is planned for.

@@ -140,7 +140,10 @@ std::string HstuModel::describe_plan() const {
      << "  dense parameters  " << dense_.table().size() << " tensors, " << dense_.size()
      << " floats x4 (param, grad, m, v) = " << mib(dense_.flat_params().nbytes() * 4) << "\n"
      << "  item embedding    [" << shape_.num_items << ", " << cfg_.network.hidden_size << "] "
-     << (shape_.window_rows > 0
+     << (shape_.full_eval_buffers
+             ? "a dynamic table (its window of " + std::to_string(shape_.window_rows) +
+                   " rows here; the table itself is planned by `hstu plan`)"
+         : shape_.window_rows > 0
              ? "sharded over the ranks (its shard and window below)"
              : "+ grad + optimizer = " + mib(own_items_.arena ? own_items_.arena->capacity() : 0))
      << "\n"

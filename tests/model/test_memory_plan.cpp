@@ -180,5 +180,34 @@ INSTANTIATE_TEST_SUITE_P(Shapes, RankingPlan,
                                            RankingCase{"no_final_ln", 5, 2, false}),
                          [](const auto& info) { return std::string(info.param.name); });
 
+// A dynamic item table is planned as its device slots (a power of two of buckets, each a row of
+// embedding + Adam state + key and score), the step's window and the evaluation catalogue; a host
+// tier keeps only its HBM cache on the device.
+TEST(RetrievalPlanDynamic, SlotsWindowAndCatalogue) {
+  Config cfg;
+  cfg.dataset.max_history_seqlen = 10;
+  cfg.trainer.train_batch_size = 4;
+  cfg.trainer.eval_batch_size = 4;
+  cfg.retrieval.num_negatives = 3;
+  cfg.network.hidden_size = 16;
+  cfg.optimizer.sparse_optimizer_str = "adam";
+  cfg.dynamic.tables = {"item"};
+  const int64_t items = 1001;  // 1000 keys + padding
+  const PlannedTable t = retrieval_memory(cfg, items, Device::kCUDA, DType::kBF16).tables[0];
+  const int64_t window = 4 * 10 * (2 + 3) + 1;
+  ASSERT_EQ(t.max_unique, window);
+  EXPECT_FALSE(t.shardable);
+  // 1000 keys -> 32 buckets of 32 = 1024 slots; a row: 16 floats + 32 of Adam state, + 16 B.
+  EXPECT_EQ(t.dynamic_bytes, 1024 * (48 * 4 + 16) + window * 16 * 8 + items * 16 * 8);
+  EXPECT_NE(t.dynamic_formula.find("1024 slots"), std::string::npos) << t.dynamic_formula;
+  cfg.dynamic.host_tier = true;
+  cfg.dynamic.hbm_ratio = 0.25;  // 256 rows in HBM: 8 buckets
+  const PlannedTable h = retrieval_memory(cfg, items, Device::kCUDA, DType::kBF16).tables[0];
+  EXPECT_EQ(h.dynamic_bytes, 256 * (48 * 4 + 16) + window * 16 * 8 + items * 16 * 8);
+  EXPECT_NE(h.dynamic_formula.find("host tier"), std::string::npos) << h.dynamic_formula;
+  cfg.dynamic.tables = {};
+  EXPECT_EQ(retrieval_memory(cfg, items, Device::kCUDA, DType::kBF16).tables[0].dynamic_bytes, -1);
+}
+
 }  // namespace
 }  // namespace hstu
