@@ -110,7 +110,8 @@ static HstuAttentionArgs attention_args(const HstuLayerConfig& c, const DensePar
   a.k = uvqk.cols(l.k0(), l.width());
   a.dim_qk = a.dim_v = static_cast<int32_t>(c.head_dim);
   a.cu_seqlens = b.offsets.rows(0, b.batch_size + 1);
-  if (!b.num_contexts.empty()) a.num_contexts = b.num_contexts.rows(0, b.batch_size);
+  if (c.contextual_mask && !b.num_contexts.empty())
+    a.num_contexts = b.num_contexts.rows(0, b.batch_size);
   if (!b.num_targets.empty()) a.num_targets = b.num_targets.rows(0, b.batch_size);
   a.max_seqlen = b.max_seqlen;
   a.num_heads = static_cast<int32_t>(c.heads);

@@ -51,6 +51,9 @@ struct HstuLayerConfig {
   int64_t rab_time_buckets = 128;
   float dropout = 0.0f;
   bool causal = true;
+  // false (NetworkArgs.disable_contextual_mask): contextual tokens are a plain causal prefix
+  // instead of seeing every contextual and history token (hstu_attend with c = 0).
+  bool contextual_mask = true;
   int32_t target_group_size = 1;
   int32_t max_attn_len = 0;
   bool recompute_ln = false, recompute_silu = false;

@@ -44,6 +44,7 @@ HstuLayerConfig layer_config(const Config& cfg) {
   c.rab_time_buckets = n.rab_num_time_buckets;
   c.dropout = static_cast<float>(n.hidden_dropout);
   c.causal = n.is_causal;
+  c.contextual_mask = !n.disable_contextual_mask;
   c.target_group_size = static_cast<int32_t>(n.target_group_size);
   c.max_attn_len = static_cast<int32_t>(n.max_attn_len);
   c.recompute_ln = n.recompute_input_layernorm;

@@ -108,6 +108,56 @@ INSTANTIATE_TEST_SUITE_P(Heads, RankingGrad,
                                            GradCase{"cross_entropy_final_ln", false, true}),
                          [](const auto& info) { return std::string(info.param.name); });
 
+// NetworkArgs.disable_contextual_mask makes the contextual tokens a plain causal prefix: with
+// contextual features the candidates' logits change (two layers carry what the contextual tokens
+// saw), without them the key changes nothing.
+TEST(RankingContextualMask, DisableChangesOnlyRunsWithContextualTokens) {
+  auto logits = [](bool disable, bool with_ctx) {
+    Config cfg = test::ranking_config({.num_layers = 2,
+                                       .hidden_size = 8,
+                                       .num_attention_heads = 2,
+                                       .kv_channels = 4,
+                                       .num_position_buckets = 12,
+                                       .head_arch = {5, 1},
+                                       .num_tasks = 1,
+                                       .max_history_seqlen = 4,
+                                       .max_num_candidates = 2});
+    cfg.network.hidden_dropout = 0.0;
+    cfg.network.input_dropout = 0.0;
+    cfg.network.disable_contextual_mask = disable;
+    RankingShape shape;
+    shape.num_items = 20;
+    shape.num_actions = 8;
+    if (with_ctx) shape.contextual_cardinalities = {3, 4};
+    shape.max_batch = 2;
+    shape.max_events = 9;
+    shape.max_candidates = 4;
+    RankingModel model(cfg, shape, Device::kCPU, DType::kF64);
+    model.plan(7);
+    const Tensor& p = model.dense().flat_params();  // the same weights in every model
+    for (int64_t i = 0; i < p.numel(); ++i) test::set(p, i, 0.5 * std::sin(0.7 * i + 0.3));
+    SequenceBatch b;
+    b.batch_size = 2;
+    b.offsets = {0, 5, 9};
+    b.max_seqlen = 5;
+    b.item_ids = {1, 5, 3, 9, 2, 7, 4, 8, 12};
+    b.actions = {0, 1, 1, 0, 1, 1, 0, 1, 0};
+    b.timestamps = std::vector<int64_t>(9, 0);
+    b.query_timestamps = std::vector<int64_t>(9, 0);
+    b.num_candidates = {2, 2};
+    if (with_ctx) b.contextual = {0, 3, 2, 1};
+    b.user_ids = {0, 1};
+    model.upload(b);
+    Ctx ctx = cpu_ctx();
+    const Tensor out = model.predict(ctx);
+    std::vector<double> v(static_cast<size_t>(out.numel()));
+    copy_bytes(v.data(), Device::kCPU, out.data, out.device, v.size() * sizeof(double));
+    return v;
+  };
+  EXPECT_NE(logits(false, true), logits(true, true));
+  EXPECT_EQ(logits(false, false), logits(true, false));
+}
+
 // End to end on the KuaiRand-format fixture: a tiny network for 160 steps must learn
 // the planted engagement signal (mean eval AUC over the tasks with both labels present).
 TEST(RankingTrain, KuaiRandFixtureLearns) {
