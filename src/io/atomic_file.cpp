@@ -111,6 +111,7 @@ AtomicFile::~AtomicFile() {
 
 void AtomicFile::write(const void* data, size_t bytes) {
   HSTU_CHECK(fd_ >= 0, "write to ", path_, " after commit");
+  if (bytes == 0) return;  // an empty span may come with a null pointer (memcpy's UB)
   const char* p = static_cast<const char*>(data);
   if (buffered_ + bytes > buf_.size()) flush();
   if (bytes < buf_.size()) {
