@@ -149,7 +149,8 @@ std::vector<FieldSpec> trainer_fields() {
           "hstu launch, torchrun, mpirun, srun); `hstu` started alone keeps every table whole"),
       str(HSTU_FIELD(TrainerArgs, trainer, shard_owner), {"modulo", "hash"},
           "the rank that owns id k of a sharded table: modulo = k mod W (recsys-examples' "
-          "roundrobin), hash = murmur3_fmix64(k) mod W (its hash_roundrobin)"),
+          "roundrobin), hash = murmur3_fmix64(k) mod W (its hash_roundrobin); a dynamic item "
+          "table (DynamicTableArgs) is sharded by the same rule on its 64-bit keys"),
       num(HSTU_FIELD(TrainerArgs, trainer, grad_bucket_mb), at_least(1),
           "data-parallel runs: MiB of fp32 gradients per all-reduce; each bucket is reduced as "
           "soon as the layers it holds finish their backward pass (GPU: on a communication "
@@ -396,7 +397,9 @@ std::vector<FieldSpec> dynamic_table_fields() {
           "user-id table); [] = every table dense"),
       num(HSTU_FIELD(DynamicTableArgs, dynamic, capacity_rows), or_auto(at_least(1)),
           "slots of each dynamic table, rounded up to whole buckets (recsys-examples' "
-          "item_vocab_size_or_capacity; -1 or None = capacity_ratio x the catalogue's keys)"),
+          "item_vocab_size_or_capacity; -1 or None = capacity_ratio x the catalogue's keys); "
+          "on W data-parallel ranks the table is sharded by key (TrainerArgs.shard_owner) and "
+          "each rank holds align(ceil(capacity / W), bucket_size) slots"),
       num(HSTU_FIELD(DynamicTableArgs, dynamic, capacity_ratio), above(0),
           "capacity as a multiple of the catalogue's keys when capacity_rows = -1 (0.5: half "
           "the catalogue, the rest evicted)"),

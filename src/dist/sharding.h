@@ -38,6 +38,15 @@ inline uint64_t murmur3_fmix64(uint64_t k) {
   return k;
 }
 
+// The owner of a dynamic table's 64-bit key among `world` ranks (train/dynamic_shard.h): the
+// same rule on the key's bits, so for keys >= 0 (every key hstu makes) it equals
+// RowSharding::owner(key): modulo: key mod W; hash: murmur3_fmix64(key) mod W. Key 0 (padding)
+// is always rank 0's.
+inline int key_owner(int64_t key, int world, OwnerKind kind) {
+  const uint64_t k = static_cast<uint64_t>(key), w = static_cast<uint64_t>(world);
+  return static_cast<int>(kind == OwnerKind::kModulo ? k % w : murmur3_fmix64(k) % w);
+}
+
 // The row placement of a table of `rows` ids over `world` ranks. Ids are in [0, rows) and fit
 // int32 (the model's ids are i32).
 class RowSharding {

@@ -39,6 +39,12 @@ std::string dynamic_table_file(const std::string& dir, const std::string& name) 
 }
 
 std::string save_dynamic_table(Ctx& ctx, DynamicTable& table, const std::string& dir) {
+  const std::string path = dynamic_table_file(dir, table.spec().name);
+  save_dynamic_table_file(ctx, table, path);
+  return path;
+}
+
+void save_dynamic_table_file(Ctx& ctx, DynamicTable& table, const std::string& path) {
   TableRows rows = table.export_rows(ctx);
   const int64_t n = static_cast<int64_t>(rows.keys.size()), w = table.row_width();
   std::vector<int64_t> scores(rows.scores.size());
@@ -59,18 +65,20 @@ std::string save_dynamic_table(Ctx& ctx, DynamicTable& table, const std::string&
       {"size", std::to_string(c.size)},
       {"capacity", std::to_string(c.capacity)},
   };
-  const std::string path = dynamic_table_file(dir, s.name);
   save_safetensors(path,
                    {{"keys", Tensor(rows.keys.data(), DType::kI64, Device::kCPU, {n})},
                     {"values", Tensor(rows.values.data(), DType::kF32, Device::kCPU, {n, w})},
                     {"scores", Tensor(scores.data(), DType::kI64, Device::kCPU, {n})}},
                    meta);
-  return path;
 }
 
 int64_t load_dynamic_table(Ctx& ctx, DynamicTable& table, const std::string& dir,
                            const std::function<bool(int64_t)>& keep) {
-  const std::string path = dynamic_table_file(dir, table.spec().name);
+  return load_dynamic_table_file(ctx, table, dynamic_table_file(dir, table.spec().name), keep);
+}
+
+int64_t load_dynamic_table_file(Ctx& ctx, DynamicTable& table, const std::string& path,
+                                const std::function<bool(int64_t)>& keep) {
   SafetensorsFile f(path);
   HSTU_CHECK(meta_str(f, "format") == kFormat, path, ": format '", meta_str(f, "format"),
              "' is not ", kFormat);

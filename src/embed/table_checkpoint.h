@@ -28,6 +28,8 @@ std::string dynamic_table_file(const std::string& dir, const std::string& name);
 
 // Writes the table (flushing a host tier's cache first); returns the path.
 std::string save_dynamic_table(Ctx& ctx, DynamicTable& table, const std::string& dir);
+// The same into the file `path` (a rank's shard file, train/dynamic_shard_checkpoint.h).
+void save_dynamic_table_file(Ctx& ctx, DynamicTable& table, const std::string& path);
 
 // Loads the file of table.spec().name from dir into `table` (which should be empty: loaded keys
 // overwrite, others stay), sets its step to the saved one, and returns the number of rows
@@ -35,5 +37,8 @@ std::string save_dynamic_table(Ctx& ctx, DynamicTable& table, const std::string&
 // keys for which keep(key) is true are loaded.
 int64_t load_dynamic_table(Ctx& ctx, DynamicTable& table, const std::string& dir,
                            const std::function<bool(int64_t)>& keep = nullptr);
+// The same from the file `path`.
+int64_t load_dynamic_table_file(Ctx& ctx, DynamicTable& table, const std::string& path,
+                                const std::function<bool(int64_t)>& keep = nullptr);
 
 }  // namespace hstu::embed

@@ -14,6 +14,7 @@
 #include "embed/table_checkpoint.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
+#include "train/dynamic_shard_checkpoint.h"
 
 namespace hstu {
 namespace {
@@ -177,9 +178,19 @@ Json load_checkpoint(const CheckpointTensors& m, const std::string& where, bool 
   // Tables another run sharded: assembled from its shard files.
   for (EmbeddingTable* t : m.tables)
     if (sharded_in(dir, t->name)) dist::assemble_full_table(dir, t->name, *t, with_optimizer);
-  for (embed::DynamicTable* t : m.dynamic) {
+  for (embed::DynamicTable* t : m.dynamic) {  // one file, or every rank's of a sharded save
     HSTU_CHECK(m.ctx, "load_checkpoint: dynamic tables need CheckpointTensors.ctx");
-    embed::load_dynamic_table(*m.ctx, *t, dir);
+    load_dynamic_any(*m.ctx, *t, dir);
+  }
+  for (embed::DynamicTable* t : m.dynamic_sharded) {  // the keys this rank owns, from any save
+    HSTU_CHECK(m.ctx && m.comm,
+               "load_checkpoint: sharded dynamic tables need "
+               "CheckpointTensors.ctx and comm");
+    const int world = m.comm->size(), rank = m.comm->rank();
+    const dist::OwnerKind owner = m.dynamic_owner;
+    load_dynamic_any(*m.ctx, *t, dir, [world, rank, owner](int64_t key) {
+      return dist::key_owner(key, world, owner) == rank;
+    });
   }
   for (dist::ShardedTable* t : m.sharded) {
     if (sharded_in(dir, t->name()))

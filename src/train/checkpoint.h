@@ -20,6 +20,7 @@
 
 #include "dist/comm.h"
 #include "dist/sharded_table.h"
+#include "dist/sharding.h"
 #include "embed/dynamic_table.h"
 #include "io/json.h"
 #include "model/model.h"
@@ -57,6 +58,15 @@ struct CheckpointTensors {
   // optimiser state, scores; embed/table_checkpoint.h) and loaded into an empty table.
   std::vector<embed::DynamicTable*> dynamic;
   Ctx* ctx = nullptr;  // the run's context (needed with dynamic tables)
+  // Dynamic tables sharded by key over `comm`'s ranks (train/dynamic_shard.h; this rank's
+  // table): every rank saves its own file and rank 0 an index (train/dynamic_shard_checkpoint.h);
+  // a save with them is collective, and a load keeps the keys `dynamic_owner` routes to this rank
+  // from every saved file, whatever rank count wrote them. A plain `dynamic` table loads every
+  // rank's file.
+  std::vector<embed::DynamicTable*> dynamic_sharded;
+  dist::OwnerKind dynamic_owner = dist::OwnerKind::kModulo;
+  // Whether saving is collective (sharded or dynamic_sharded tables).
+  bool collective() const { return !sharded.empty() || !dynamic_sharded.empty(); }
 };
 CheckpointTensors checkpoint_tensors(HstuModel& model);
 

@@ -18,6 +18,7 @@
 #include "io/atomic_file.h"
 #include "io/crc32c.h"
 #include "train/checkpoint.h"
+#include "train/dynamic_shard_checkpoint.h"
 
 namespace hstu {
 namespace {
@@ -171,8 +172,8 @@ std::string pick_save(const std::string& ckpt_dir) {
 std::string save_checkpoint_step(const CheckpointTensors& m, const Json& state,
                                  const std::string& ckpt_dir, int64_t keep) {
   HSTU_CHECK(keep >= 1, "TrainerArgs.ckpt_keep must be at least 1, not ", keep);
-  dist::Comm* comm = m.sharded.empty() ? nullptr : m.comm;
-  HSTU_CHECK(m.sharded.empty() || comm, "a checkpoint of sharded tables needs the job's ranks");
+  dist::Comm* comm = m.collective() ? m.comm : nullptr;
+  HSTU_CHECK(!m.collective() || comm, "a checkpoint of sharded tables needs the job's ranks");
   const bool root = !comm || comm->is_root();
   const std::string name = step_folder_name(json::int_at(state, "step"));
   const std::string final_dir = ckpt_dir + "/" + name, tmp = final_dir + ".tmp";
@@ -185,6 +186,10 @@ std::string save_checkpoint_step(const CheckpointTensors& m, const Json& state,
     if (comm) {
       comm->barrier();  // the folder exists: every rank adds its shards
       for (const dist::ShardedTable* t : m.sharded) dist::save_shard(tmp, t->name(), *comm, *t);
+      for (embed::DynamicTable* t : m.dynamic_sharded) {
+        HSTU_CHECK(m.ctx, "save_checkpoint: dynamic tables need CheckpointTensors.ctx");
+        save_dynamic_shard(*m.ctx, *t, tmp, *comm, m.dynamic_owner);
+      }
       comm->barrier();
     }
     if (root) {

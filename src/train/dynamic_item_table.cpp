@@ -2,6 +2,7 @@
 // (dynamic_item_table.h).
 #include "train/dynamic_item_table.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "config/dynamic_table.h"
@@ -11,10 +12,40 @@
 namespace hstu {
 
 DynamicItemTable::DynamicItemTable(const embed::DynamicTableSpec& spec, Device device,
-                                   int64_t max_unique, std::vector<int64_t> catalogue_keys)
+                                   int64_t max_unique, std::vector<int64_t> catalogue_keys,
+                                   dist::Comm* comm, dist::OwnerKind owner)
     : table_(std::make_unique<embed::DynamicTable>(spec, device)),
       win_(*table_, max_unique),
-      catalogue_(std::move(catalogue_keys)) {}
+      catalogue_(std::move(catalogue_keys)) {
+  if (comm) {
+    shard_ = std::make_unique<DynamicShard>(*table_, *comm, owner, max_unique);
+    summed_ = shard_->sum_counters();
+  }
+}
+
+int64_t DynamicItemTable::dedupe(std::span<const std::span<int32_t>> ids) {
+  std::vector<int64_t> all = {0};  // padding key 0 is always window row 0
+  for (const auto& k : keys_) all.insert(all.end(), k.begin(), k.end());
+  std::sort(all.begin(), all.end());
+  ukeys_.assign({0});
+  for (size_t i = 0; i < all.size(); ++i)
+    if (all[i] != 0 && (i == 0 || all[i] != all[i - 1])) ukeys_.push_back(all[i]);
+  const int64_t u = static_cast<int64_t>(ukeys_.size());
+  HSTU_CHECK(u <= win_.max_unique(), "dynamic item table '", table_->spec().name, "': ", u,
+             " distinct ids in one step exceed max_unique = ", win_.max_unique());
+  ucounts_.assign(static_cast<size_t>(u), 0);
+  for (size_t s = 0; s < ids.size(); ++s)
+    for (size_t i = 0; i < ids[s].size(); ++i) {
+      const int64_t k = keys_[s][i];
+      const int32_t w =
+          k == 0 ? 0
+                 : static_cast<int32_t>(std::lower_bound(ukeys_.begin() + 1, ukeys_.end(), k) -
+                                        ukeys_.begin());
+      ids[s][i] = w;
+      ++ucounts_[static_cast<size_t>(w)];
+    }
+  return u;
+}
 
 void DynamicItemTable::widen(std::span<const std::span<int32_t>> ids) {
   keys_.resize(ids.size());
@@ -29,11 +60,22 @@ void DynamicItemTable::widen(std::span<const std::span<int32_t>> ids) {
 int64_t DynamicItemTable::fetch(Ctx& ctx, int64_t step, std::span<const std::span<int32_t>> ids) {
   phase(ctx, "embedding_fetch");
   widen(ids);
+  if (shard_) {
+    const int64_t u = dedupe(ids);
+    shard_->fetch(ctx, step, ukeys_, ucounts_, win_.window(), /*insert=*/true);
+    return u;
+  }
   return win_.fetch(ctx, step, key_spans_, ids);
 }
 
 int64_t DynamicItemTable::fetch_read_only(Ctx& ctx, std::span<const std::span<int32_t>> ids) {
   widen(ids);
+  if (shard_) {
+    const int64_t u = dedupe(ids);
+    shard_->fetch(ctx, 0, ukeys_, ucounts_, win_.window(), /*insert=*/false,
+                  /*init_missing=*/true);
+    return u;
+  }
   return win_.fetch_read_only(ctx, key_spans_, ids, /*init_missing=*/true);
 }
 
@@ -46,11 +88,22 @@ void DynamicItemTable::update(Ctx& ctx, const OptimizerArgs& o, double lr, int64
   const double sparse_lr = o.sparse_learning_rate > 0 ? o.sparse_learning_rate : lr;
   SparseOptimizerSpec s = table_->optimizer_spec(step, static_cast<float>(sparse_lr));
   s.skip_if_nonfinite = skip_if_nonfinite;
+  if (shard_) {
+    shard_->update(ctx, s, win_.window());
+    summed_ = shard_->sum_counters();
+    return;
+  }
   win_.apply(ctx, s);
 }
 
 void DynamicItemTable::materialize(Ctx& ctx, EmbeddingTable& out) {
   const int64_t n = out.rows;
+  if (shard_) {
+    std::vector<int64_t> keys(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) keys[static_cast<size_t>(i)] = key_of(static_cast<int32_t>(i));
+    shard_->materialize(ctx, keys, out);
+    return;
+  }
   if (!scratch_ || scratch_->capacity() < static_cast<size_t>(n) * 16 + 2 * Arena::kAlign)
     scratch_ =
         std::make_unique<Arena>(table_->device(), static_cast<size_t>(n) * 16 + 2 * Arena::kAlign,
@@ -67,7 +120,7 @@ void DynamicItemTable::materialize(Ctx& ctx, EmbeddingTable& out) {
 
 std::unique_ptr<DynamicItemTable> make_dynamic_item_table(const Config& cfg,
                                                           const SequenceDataset& ds, Device device,
-                                                          int64_t max_unique) {
+                                                          int64_t max_unique, dist::Comm* comm) {
   const DynamicTableConfig c = dynamic_table_config(cfg, "item", ds.num_items - 1);
   HSTU_CHECK(c.value_dtype == DynamicValueDtype::kFloat32,
              "DynamicTableArgs.value_dtype = \"bfloat16\": bf16 embeddings in dynamic tables are "
@@ -94,7 +147,11 @@ std::unique_ptr<DynamicItemTable> make_dynamic_item_table(const Config& cfg,
   spec.value_dtype = c.value_dtype == DynamicValueDtype::kBFloat16 ? "bf16" : "f32";
   std::vector<int64_t> catalogue;
   if (ds.raw_ids()) catalogue.assign(ds.catalogue_keys.begin(), ds.catalogue_keys.end());
-  return std::make_unique<DynamicItemTable>(spec, device, max_unique, std::move(catalogue));
+  if (!comm)
+    return std::make_unique<DynamicItemTable>(spec, device, max_unique, std::move(catalogue));
+  return std::make_unique<DynamicItemTable>(
+      shard_table_spec(spec, comm->size()), device, max_unique, std::move(catalogue), comm,
+      dist::parse_owner(cfg.trainer.shard_owner, "TrainerArgs.shard_owner"));
 }
 
 }  // namespace hstu

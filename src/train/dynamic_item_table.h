@@ -9,6 +9,12 @@
 // batches' int32 ids are catalogue indices (data/batch.h) and the key of index i >= 1 is
 // catalogue_keys[i - 1] + 1, so the table, its checkpoints and its counters are keyed by the
 // raw ids (+ 1: table key 0 is the padding id, raw key 0 a real item).
+//
+// On several data-parallel ranks (a communicator passed in) the table is sharded by key
+// (dynamic_shard.h): this rank's table holds the keys dist::key_owner routes to it, fetch and
+// update exchange the window's keys, rows and gradients with their owners, materialize
+// all-gathers the catalogue, and counters() are the ranks' sums as of the last update. Every
+// method but table() and counters() is then collective.
 #pragma once
 
 #include <cstdint>
@@ -18,8 +24,11 @@
 
 #include "config/config.h"
 #include "data/dataset.h"
+#include "dist/comm.h"
+#include "dist/sharding.h"
 #include "embed/dynamic_table.h"
 #include "embed/item_window.h"
+#include "train/dynamic_shard.h"
 #include "train/item_window.h"
 
 namespace hstu {
@@ -29,8 +38,10 @@ class DynamicItemTable final : public ItemWindow {
   // A table of `spec` on `device` whose window holds at most max_unique rows (the most
   // distinct ids of one step, id 0 included: model/memory_plan.h item_window_rows).
   // catalogue_keys: the sorted raw keys of a raw-id dataset (empty: dense ids are the keys).
+  // With `comm`, `spec` is this rank's shard (shard_table_spec) and keys are routed by `owner`.
   DynamicItemTable(const embed::DynamicTableSpec& spec, Device device, int64_t max_unique,
-                   std::vector<int64_t> catalogue_keys = {});
+                   std::vector<int64_t> catalogue_keys = {}, dist::Comm* comm = nullptr,
+                   dist::OwnerKind owner = dist::OwnerKind::kModulo);
 
   EmbeddingTable& window() override { return win_.window(); }
   int64_t fetch(Ctx& ctx, int64_t step, std::span<const std::span<int32_t>> ids) override;
@@ -44,8 +55,12 @@ class DynamicItemTable final : public ItemWindow {
   // initial value: the catalogue of a full-catalogue evaluation.
   void materialize(Ctx& ctx, EmbeddingTable& out);
 
+  // This rank's table (its shard when sharded).
   embed::DynamicTable& table() { return *table_; }
-  embed::DynamicTableCounters counters() const { return table_->counters(); }
+  // The table's counters; sharded: every rank's summed at the last update (or construction).
+  embed::DynamicTableCounters counters() const { return shard_ ? summed_ : table_->counters(); }
+  // The key exchange when sharded over ranks, else null.
+  const DynamicShard* shard() const { return shard_.get(); }
 
  private:
   // The table key of catalogue index `id`.
@@ -55,6 +70,9 @@ class DynamicItemTable final : public ItemWindow {
   }
   // keys_[s] = the table keys of ids[s].
   void widen(std::span<const std::span<int32_t>> ids);
+  // Sharded: the distinct keys of key_spans_ (key 0 first, then ascending) into ukeys_ and their
+  // sightings into ucounts_; ids rewritten to window rows. Returns U.
+  int64_t dedupe(std::span<const std::span<int32_t>> ids);
 
   std::unique_ptr<embed::DynamicTable> table_;
   embed::DynamicItemWindow win_;
@@ -62,13 +80,20 @@ class DynamicItemTable final : public ItemWindow {
   std::vector<std::vector<int64_t>> keys_;
   std::vector<std::span<const int64_t>> key_spans_;
   std::unique_ptr<Arena> scratch_;  // materialize: keys i64 [n], refs i64 [n]
+  std::unique_ptr<DynamicShard> shard_;
+  embed::DynamicTableCounters summed_;
+  std::vector<int64_t> ukeys_;
+  std::vector<int32_t> ucounts_;
 };
 
 // The item table of a run with "item" in DynamicTableArgs.tables: its spec resolved from the
 // config (config/dynamic_table.h) for the dataset's catalogue, keyed by the dataset's raw keys in
-// raw-id mode, with a window of max_unique rows.
+// raw-id mode, with a window of max_unique rows. With `comm` (a data-parallel job) the table is
+// sharded over its ranks by TrainerArgs.shard_owner, each rank's capacity a 1/W share
+// (shard_table_spec).
 std::unique_ptr<DynamicItemTable> make_dynamic_item_table(const Config& cfg,
                                                           const SequenceDataset& ds, Device device,
-                                                          int64_t max_unique);
+                                                          int64_t max_unique,
+                                                          dist::Comm* comm = nullptr);
 
 }  // namespace hstu

@@ -39,13 +39,13 @@ ModelShape retrieval_shape(const Config& cfg, const SequenceDataset& ds, const d
   if (cfg.retrieval.num_negatives == -1 && data_parallel_job(comm))
     shape.num_negatives = checked_mul(shape.max_tokens, comm.size(), "negatives per query");
   if (is_dynamic_table(cfg, "item")) {
-    HSTU_CHECK(!data_parallel_job(comm), "DynamicTableArgs.tables = [\"item\"] on ", comm.size(),
-               " data-parallel ranks: dynamic tables are not sharded over ranks yet (issue 18); "
-               "train on one rank or drop the key");
     // The step's distinct keys pass through a window; evaluation reads the catalogue
-    // materialised into a dense table (dynamic_item_table.h).
+    // materialised into a dense table (dynamic_item_table.h). On several ranks the table is
+    // sharded by key and each owner sums up to W windows' gradient rows (dynamic_shard.h).
     shape.window_rows = item_window_rows(cfg, ds.num_items);
     shape.full_eval_buffers = true;
+    if (data_parallel_job(comm))
+      shape.max_scatter_rows = checked_mul(shape.window_rows, comm.size(), "window rows");
     return shape;
   }
   // A sharded table's window holds a step's distinct ids (memory_plan.h).
@@ -104,7 +104,9 @@ class RetrievalTask final : public Task {
     HSTU_CHECK(!splits_.train.samples.empty(), "dataset '", ds_.name, "' has no training samples");
     model_.plan(static_cast<uint64_t>(ta.seed));
     if (is_dynamic_table(cfg, "item")) {
-      auto table = make_dynamic_item_table(cfg, ds_, device_, shape_.window_rows);
+      // Sharded by key over the ranks of a data-parallel job (dynamic_shard.h).
+      auto table = make_dynamic_item_table(cfg, ds_, device_, shape_.window_rows,
+                                           data_parallel_job(comm_) ? &comm_ : nullptr);
       dynamic_ = table.get();
       window_ = std::move(table);
       model_.set_item_table(&window_->window());
@@ -146,7 +148,13 @@ class RetrievalTask final : public Task {
   CheckpointTensors checkpoint_tensors() override {
     CheckpointTensors t = hstu::checkpoint_tensors(model_);
     if (items_) t = {&model_.dense(), {}, device_, {items_.get()}, &comm_, {}, nullptr};
-    if (dynamic_) t = {&model_.dense(), {}, device_, {}, nullptr, {&dynamic_->table()}, &ctx()};
+    if (dynamic_ && !dynamic_->shard())
+      t = {&model_.dense(), {}, device_, {}, nullptr, {&dynamic_->table()}, &ctx()};
+    if (dynamic_ && dynamic_->shard()) {  // every rank saves its table; loads reshard
+      t = {&model_.dense(), {}, device_, {}, &comm_, {}, &ctx()};
+      t.dynamic_sharded = {&dynamic_->table()};
+      t.dynamic_owner = dynamic_->shard()->owner();
+    }
     return t;
   }
 
@@ -197,10 +205,11 @@ class RetrievalTask final : public Task {
       char line[320];
       std::snprintf(line, sizeof line,
                     "item table (dynamic): %lld keys in %lld slots; %lld inserts, %lld evictions, "
-                    "%lld rejections, %lld growths\n",
+                    "%lld rejections, %lld growths%s\n",
                     static_cast<long long>(c.size), static_cast<long long>(c.capacity),
                     static_cast<long long>(c.inserts), static_cast<long long>(c.evictions),
-                    static_cast<long long>(c.rejections), static_cast<long long>(c.grows));
+                    static_cast<long long>(c.rejections), static_cast<long long>(c.grows),
+                    dynamic_->shard() ? " (summed over the ranks' shards)" : "");
       *out << line << std::flush;
     }
     Json r = counters_json(c);

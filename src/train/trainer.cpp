@@ -76,7 +76,7 @@ class Loop {
     // Rank 0 writes the replicated state; with sharded tables every rank writes its shards.
     const CheckpointTensors ckpt = task_.checkpoint_tensors();
     dist::heartbeat(step_);
-    if (root_ || !ckpt.sharded.empty())
+    if (root_ || ckpt.collective())
       saved_dir_ = save_checkpoint_step(ckpt, trainer_state(), ckpt_dir_, ta_.ckpt_keep);
     dist::heartbeat(step_);
     saved_step_ = step_;
