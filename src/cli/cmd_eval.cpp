@@ -39,7 +39,8 @@ std::vector<EvalRow> eval_ranking(const Config& cfg, const SequenceDataset& ds,
   Runtime runtime(device, cfg, model.runtime_shape());
   Ctx& ctx = runtime.ctx();
   model.plan(0);
-  const CheckpointTensors tensors{&model.dense(), model.tables(), device, {}, nullptr, {}, nullptr};
+  const CheckpointTensors tensors{
+      &model.dense(), model.tables(), device, {}, nullptr, {}, nullptr, {}, {}};
   load_checkpoint(tensors, ckpt, false);
   check_finite_weights(tensors, ckpt);
   model.dense().refresh_compute_copy(ctx);
@@ -66,8 +67,8 @@ std::vector<EvalRow> eval_retrieval(const Config& cfg, const SequenceDataset& ds
   if (is_dynamic_table(cfg, "item")) {  // the table's rows, materialised as the model's table
     const std::unique_ptr<DynamicItemTable> items =
         make_dynamic_item_table(cfg, ds, device, item_window_rows(cfg, ds.num_items));
-    load_checkpoint({&model.dense(), {}, device, {}, nullptr, {&items->table()}, &ctx}, ckpt,
-                    false);
+    load_checkpoint({&model.dense(), {}, device, {}, nullptr, {&items->table()}, &ctx, {}, {}},
+                    ckpt, false);
     items->materialize(ctx, model.items());
   } else {
     load_checkpoint(model, ckpt, false);

@@ -129,7 +129,7 @@ bool sharded_in(const std::string& dir, const std::string& name) {
 }  // namespace
 
 CheckpointTensors checkpoint_tensors(HstuModel& model) {
-  return {&model.dense(), {&model.items()}, model.device(), {}, nullptr, {}, nullptr};
+  return {&model.dense(), {&model.items()}, model.device(), {}, nullptr, {}, nullptr, {}, {}};
 }
 
 void save_checkpoint(const CheckpointTensors& m, const Json& state, const std::string& dir) {

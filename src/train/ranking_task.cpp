@@ -175,10 +175,11 @@ class RankingTask final : public Task {
   Batcher& batcher() override { return batcher_; }
   std::string data_fingerprint() const override { return dataset_fingerprint(ds_); }
   CheckpointTensors checkpoint_tensors() override {
-    if (!items_) return {&model_.dense(), model_.tables(), device_, {}, nullptr, {}, nullptr};
+    if (!items_)
+      return {&model_.dense(), model_.tables(), device_, {}, nullptr, {}, nullptr, {}, {}};
     std::vector<EmbeddingTable*> replicated = model_.tables();
     replicated.erase(replicated.begin());  // the item table: its shards instead
-    return {&model_.dense(), replicated, device_, {items_.get()}, &comm_, {}, nullptr};
+    return {&model_.dense(), replicated, device_, {items_.get()}, &comm_, {}, nullptr, {}, {}};
   }
 
   dist::Comm& comm() override { return comm_; }

@@ -147,11 +147,11 @@ class RetrievalTask final : public Task {
   std::string data_fingerprint() const override { return dataset_fingerprint(ds_); }
   CheckpointTensors checkpoint_tensors() override {
     CheckpointTensors t = hstu::checkpoint_tensors(model_);
-    if (items_) t = {&model_.dense(), {}, device_, {items_.get()}, &comm_, {}, nullptr};
+    if (items_) t = {&model_.dense(), {}, device_, {items_.get()}, &comm_, {}, nullptr, {}, {}};
     if (dynamic_ && !dynamic_->shard())
-      t = {&model_.dense(), {}, device_, {}, nullptr, {&dynamic_->table()}, &ctx()};
+      t = {&model_.dense(), {}, device_, {}, nullptr, {&dynamic_->table()}, &ctx(), {}, {}};
     if (dynamic_ && dynamic_->shard()) {  // every rank saves its table; loads reshard
-      t = {&model_.dense(), {}, device_, {}, &comm_, {}, &ctx()};
+      t = {&model_.dense(), {}, device_, {}, &comm_, {}, &ctx(), {}, {}};
       t.dynamic_sharded = {&dynamic_->table()};
       t.dynamic_owner = dynamic_->shard()->owner();
     }

@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -256,7 +257,8 @@ std::map<int64_t, std::vector<float>> table_rows(const std::string& dir) {
   std::vector<std::string> files;
   const std::string index = dir + "/" + dynamic_shard_index_name("item_embedding");
   if (std::filesystem::exists(index)) {
-    for (const Json& f : json::array_at(json::parse_file(index), "files"))
+    const Json j = json::parse_file(index);
+    for (const Json& f : json::array_at(j, "files"))
       files.push_back(dir + "/" + json::string_at(f, "file"));
   } else {
     files.push_back(embed::dynamic_table_file(dir, "item_embedding"));
@@ -357,7 +359,7 @@ TEST(DynamicShard, RetrievalEqualsOneRankWithTheWholeBatch) {
         EXPECT_EQ(json::int_at(cd, k), json::int_at(cr, k)) << k << " summed over the ranks";
     }
     c.barrier();
-    if (c.is_root()) std::filesystem::remove_all(dir);
+    if (c.is_root() && !std::getenv("HSTU_KEEP")) std::filesystem::remove_all(dir);
   }
 }
 
@@ -389,14 +391,16 @@ TEST(DynamicShard, CheckpointsLoadOnAnyRankCount) {
   }
   c.barrier();
   run(dyn_config(dir + "/from_one", 8, "hash", true), &c, save_at(dir + "/ref", 10));
-  if (c.is_root())
+  if (c.is_root()) {
     EXPECT_LT(max_rel_diff(save_at(dir + "/from_one"), save_at(dir + "/ref")), 2e-4)
         << w << " ranks continuing a one-rank save";
+  }
   // Resharding of the table alone: the W-rank save onto M ranks, M = 1 .. 2W + 1, each rank
   // keeping its keys (modulo and hash): every key exactly once, with its saved row.
   if (c.is_root()) {
     Ctx ctx = cpu_ctx();
     const auto saved = table_rows(at10);
+    EXPECT_GT(saved.size(), 100u) << "keys saved at step 10";
     embed::DynamicTableSpec spec = table_spec("none", 1024);
     spec.dim = 16;
     for (const dist::OwnerKind owner : {dist::OwnerKind::kModulo, dist::OwnerKind::kHash})
@@ -416,11 +420,13 @@ TEST(DynamicShard, CheckpointsLoadOnAnyRankCount) {
                     .second);
           }
         }
-        EXPECT_EQ(got, saved) << "onto " << m << " ranks (" << owner_name(owner) << ")";
+        EXPECT_EQ(got.size(), saved.size())
+            << "onto " << m << " ranks (" << owner_name(owner) << ")";
+        EXPECT_TRUE(got == saved) << "onto " << m << " ranks (" << owner_name(owner) << ")";
       }
   }
   c.barrier();
-  if (c.is_root()) std::filesystem::remove_all(dir);
+  if (c.is_root() && !std::getenv("HSTU_KEEP")) std::filesystem::remove_all(dir);
 }
 
 }  // namespace
