@@ -31,9 +31,13 @@ HSTU_HD uint64_t key_hash(int64_t key) {
 }
 
 // Bucket of `key` among num_buckets (a power of two). Doubling the bucket count splits bucket b
-// into b and b + num_buckets, so a rehash never overflows a bucket.
+// into b and b + num_buckets, so a rehash never overflows a bucket. The key is salted before the
+// hash so that the bucket bits are independent of the `hash` owner function of sharded tables
+// (dist::key_owner = fmix64(key) mod W): unsalted, every key a rank owns under W = 2^j ranks
+// would share the hash's low j bits and fill only 1 / W of that rank's buckets.
 HSTU_HD int64_t bucket_of(int64_t key, int64_t num_buckets) {
-  return static_cast<int64_t>(key_hash(key) & static_cast<uint64_t>(num_buckets - 1));
+  const int64_t salted = static_cast<int64_t>(static_cast<uint64_t>(key) ^ 0x9e3779b97f4a7c15ull);
+  return static_cast<int64_t>(key_hash(salted) & static_cast<uint64_t>(num_buckets - 1));
 }
 
 // Element c of the initial embedding of `key`: std * z, z ~ N(0, 1) truncated at +-2.

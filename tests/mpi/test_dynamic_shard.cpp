@@ -66,10 +66,11 @@ std::vector<int32_t> rank_ids(int rank, int64_t step, int64_t n, int32_t vocab) 
   return ids;
 }
 
-// A gradient row for (rank, key): deterministic, distinct per rank.
+// A gradient row for (rank, key): multiples of 2^-10 below 1, so sums of a few are exact in any
+// order and the comparison with the reference checks the routing bit for bit.
 float grad_of(int rank, int64_t key, int64_t col, int64_t step) {
-  return 0.01f * std::sin(0.7f * static_cast<float>(key) + 0.3f * static_cast<float>(col) +
-                          1.1f * static_cast<float>(rank) + 0.2f * static_cast<float>(step));
+  const int64_t v = (key * 37 + col * 11 + rank * 5 + step * 3) % 17 - 8;
+  return static_cast<float>(v) / 1024.0f;
 }
 
 std::vector<float> rows_of(const Tensor& t, int64_t n) {
@@ -115,11 +116,12 @@ TEST(DynamicShard, StepsEqualOneTableFedEveryRanksIds) {
       const int64_t ru = ref.fetch(ctx, step, ref_spans);
       const std::vector<float> got = rows_of(sharded.window().weight, u);
       const std::vector<float> want = rows_of(ref.window().weight, ru);
+      int64_t differ = 0;  // no ASSERT here: a rank leaving early would strand the others
       for (int64_t i = 0; i < kIds; ++i)
         for (int64_t d = 0; d < kDim; ++d)
-          ASSERT_EQ(got[static_cast<size_t>(mine[static_cast<size_t>(i)] * kDim + d)],
-                    want[static_cast<size_t>(all[static_cast<size_t>(me * kIds + i)] * kDim + d)])
-              << "step " << step << " id " << original[static_cast<size_t>(i)];
+          differ += got[static_cast<size_t>(mine[static_cast<size_t>(i)] * kDim + d)] !=
+                    want[static_cast<size_t>(all[static_cast<size_t>(me * kIds + i)] * kDim + d)];
+      EXPECT_EQ(differ, 0) << "window values differing from the reference at step " << step;
       // Gradients: rank r's row of key k on its window row; the reference sums them in rank
       // order from zero, as the owner does.
       std::vector<float> g(static_cast<size_t>(u * kDim), 0.0f), rg(static_cast<size_t>(ru * kDim));
@@ -346,12 +348,15 @@ TEST(DynamicShard, RetrievalEqualsOneRankWithTheWholeBatch) {
     if (c.is_root()) {
       EXPECT_TRUE(std::filesystem::exists(save_at(a.trainer.run_dir) + "/" +
                                           dynamic_shard_index_name("item_embedding")));
-      EXPECT_LT(max_rel_diff(save_at(a.trainer.run_dir), save_at(b.trainer.run_dir)), 2e-4)
-          << c.size() << " ranks vs one rank with the whole batch (" << owner << ")";
+      const double diff = max_rel_diff(save_at(a.trainer.run_dir), save_at(b.trainer.run_dir));
+      std::printf("[ measured ] %d ranks vs one rank (%s): weights and rows within %.3g\n",
+                  c.size(), owner.c_str(), diff);
+      EXPECT_LT(diff, 2e-4) << c.size() << " ranks vs one rank with the whole batch (" << owner
+                            << ")";
       EXPECT_EQ(d.steps, 20);
       EXPECT_NEAR(d.last_loss, r.last_loss, 1e-4 * (1 + std::abs(r.last_loss)));
-      ASSERT_EQ(d.final_test.size(), r.final_test.size());
-      for (size_t i = 0; i < r.final_test.size(); ++i)
+      EXPECT_EQ(d.final_test.size(), r.final_test.size());
+      for (size_t i = 0; i < std::min(r.final_test.size(), d.final_test.size()); ++i)
         EXPECT_NEAR(d.final_test[i].second, r.final_test[i].second, 0.02) << r.final_test[i].first;
       const Json cd = item_table_record(a.trainer.run_dir),
                  cr = item_table_record(b.trainer.run_dir);
