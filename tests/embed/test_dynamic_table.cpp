@@ -173,6 +173,27 @@ void run_model_sequence(const std::string& eviction, int64_t cap, int64_t max_ca
   if (evictions) *evictions = model.evictions;
 }
 
+// A sharded table's rank holds the keys with fmix64(key) mod W == rank (dist::key_owner's hash
+// owner, = key_hash here); their buckets must still spread over the whole table, not the 1 / W
+// of them whose index shares those low bits.
+TEST(DynamicTable, BucketsAreIndependentOfTheHashOwner) {
+  constexpr int64_t kBuckets = 64;
+  for (const uint64_t w : {2u, 4u, 8u}) {
+    std::vector<int64_t> load(kBuckets, 0);
+    int64_t n = 0;
+    for (int64_t k = 0; k < 40000; ++k) {
+      if (embed::key_hash(k) % w != 0) continue;  // the keys rank 0 owns
+      ++load[static_cast<size_t>(embed::bucket_of(k, kBuckets))];
+      ++n;
+    }
+    const double mean = static_cast<double>(n) / kBuckets;
+    for (int64_t b = 0; b < kBuckets; ++b) {
+      EXPECT_GT(load[static_cast<size_t>(b)], 0.7 * mean) << "bucket " << b << ", W = " << w;
+      EXPECT_LT(load[static_cast<size_t>(b)], 1.3 * mean) << "bucket " << b << ", W = " << w;
+    }
+  }
+}
+
 TEST(DynamicTable, LruMatchesModel) {
   int64_t evictions = 0;
   run_model_sequence("lru", 64, 64, 1, 60, true, &evictions);
