@@ -17,7 +17,10 @@
 # kernels; SANITIZE_FILTER, RACECHECK_FILTER, SANITIZE_TIMEOUT),
 # DYN=1 (dynamic item tables on ml-latest-small: DYN_SEEDS dense vs dynamic, half-catalogue LRU
 # with a resume, the host tier vs all in HBM), KUAIRAND=1 (the kuairand_1k_ranking.gin keys on a
-# generated 1000-user fixture, 4 GPU steps, losses printed for comparison with the CPU run).
+# generated 1000-user fixture, 4 GPU steps, losses printed for comparison with the CPU run),
+# FUZZ_SECONDS=N (the libFuzzer targets of build-fuzz/, built on the CPU box with clang and
+# carried here, each N seconds on FUZZ_PARALLEL (default 9) of the spare CPU cores while the GPU
+# stages run; their grown corpora, minimised, in $LOG/fuzz-corpus.tar.gz).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -63,6 +66,14 @@ if ninja -C "$BUILD" -j "$JOBS" -k 0 > "$LOG/build.log" 2>&1; then
 else
   row "build" "FAILED: $(grep -c '^FAILED' "$LOG/build.log") target(s) (build.log)"
   status=1
+fi
+
+# ---- fuzzing on the idle CPU cores (issue 17), in the background -------------------------------
+fuzz_pid=
+if [[ -n "${FUZZ_SECONDS:-}" && -x build-fuzz/fuzz_gin ]]; then
+  FUZZ_NO_BUILD=1 FUZZ_PARALLEL="${FUZZ_PARALLEL:-9}" FUZZ_CORPUS_OUT="$LOG/fuzz-corpus" \
+    nice -n 10 ./tools/fuzz_smoke.sh "$FUZZ_SECONDS" > "$LOG/fuzz.log" 2>&1 &
+  fuzz_pid=$!
 fi
 
 # ---- GPU consistency tests ---------------------------------------------------------------------
@@ -235,6 +246,14 @@ if [[ "${SANITIZE:-0}" == 1 && -x "$BUILD/test_gpu" ]] && command -v compute-san
   [[ $rc -eq 0 ]] || status=1
 fi
 
+if [[ -n "$fuzz_pid" ]]; then
+  wait "$fuzz_pid"
+  rc=$?
+  row "fuzz (${FUZZ_SECONDS} s x target)" "rc $rc, $(tail -1 "$LOG/fuzz.log")"
+  [[ $rc -eq 0 ]] || status=1
+  tar -czf "$LOG/fuzz-corpus.tar.gz" -C "$LOG" fuzz-corpus 2> /dev/null && rm -rf "$LOG/fuzz-corpus"
+fi
+
 # ---- summary ---------------------------------------------------------------------------------
 {
   echo "=== gpu_check summary (logs: $LOG) ==="
@@ -257,6 +276,7 @@ fi
       tail -40 "$LOG/$f.log"
     fi
   done
+  [[ -s "$LOG/fuzz.log" ]] && grep '^fuzz_smoke' "$LOG/fuzz.log"
   if [[ -s "$LOG/kuairand_gpu.log" ]]; then
     echo "--- kuairand-1k on the GPU (last lines) ---"
     tail -4 "$LOG/kuairand_gpu.log"
