@@ -99,6 +99,13 @@ AdmitCounts admit(Ctx& ctx, uint32_t* sketch, int depth, int64_t width, const in
                   const int32_t* counts, const int64_t* slots, int64_t n, int64_t threshold,
                   uint8_t* mask, bool need_counts);
 
+// find, touch and admission without a sketch in one pass (the steady-state step of
+// find_or_insert): slots[i] = slot of keys[i] or -1; found slots are touched as touch() does;
+// mask[i] = 1 for every missing key but the reserved one (admit() with sketch == nullptr).
+// Counts nothing; the CUDA backend runs one kernel and never synchronises.
+void find_touch_admit(Ctx& ctx, const TableView& t, const int64_t* keys, const int32_t* counts,
+                      int64_t n, int64_t step, Eviction policy, int64_t* slots, uint8_t* mask);
+
 // Inserts keys[i] where mask[i] (keys absent from the table), a bucket's keys in input order: a
 // free slot, else (allow_evict) the slot of the bucket's lowest (score, key) not used this step,
 // else status kFull (mask stays 1) / kNoVictim. Sets slots[i], status[i], evicted_keys[i]

@@ -138,6 +138,14 @@ AdmitCounts admit(Ctx&, uint32_t* sketch, int depth, int64_t width, const int64_
   return a;
 }
 
+// The reference of the fused pass: exactly find, touch, then admit without a sketch.
+void find_touch_admit(Ctx& ctx, const TableView& t, const int64_t* keys, const int32_t* counts,
+                      int64_t n, int64_t step, Eviction policy, int64_t* slots, uint8_t* mask) {
+  cpu::find(ctx, t, keys, n, slots);
+  cpu::touch(ctx, t, slots, counts, n, step, policy);
+  cpu::admit(ctx, nullptr, 0, 1, keys, counts, slots, n, 0, mask, false);
+}
+
 InsertCounts insert(Ctx&, const TableView& t, const int64_t* keys, const int32_t* counts, int64_t n,
                     int64_t step, Eviction policy, bool allow_evict, uint8_t* mask, int64_t* slots,
                     uint8_t* status, int64_t* evicted_keys, uint64_t* pending) {
