@@ -36,12 +36,12 @@ struct Options {
   bool scatter = false;    // backward through embedding_bwd (atomic scatter) instead of reduce_grad
   bool per_table = false;  // one dedupe per table instead of DynamicTable::dedupe_tables
   // Measured (docs/BENCHMARKS.md, issue 18): lookup (the rows straight to the output, 8 rows in
-  // flight per warp) beats gather into a window + embedding_fwd, and reduce_grad + apply beats
-  // the fused backward (each owned key's row update sits in the warp's serial walk); the others
+  // flight per warp) beats gather into a window + embedding_fwd, and DynamicTable::backward
+  // (grad as scratch: no zeroing pass, no touched flags) beats reduce_grad + apply; the others
   // stay selectable.
-  bool window = false;  // forward: gather into a window, then embedding_fwd (--window)
-  bool unfused = true;  // backward: reduce_grad then apply (--fused-bwd: DynamicTable::backward)
-  int streams = -1;     // CUDA streams the tables' steps are spread over (-1: 4 on CUDA, else 1)
+  bool window = false;   // forward: gather into a window, then embedding_fwd (--window)
+  bool unfused = false;  // backward: reduce_grad then apply (--unfused-bwd), else backward
+  int streams = -1;      // CUDA streams the tables' steps are spread over (-1: 4 on CUDA, else 1)
 };
 
 // Power law p(x) ~ x^-alpha on [1, rows] by inverse CDF, scrambled into raw int64 keys.
@@ -138,6 +138,8 @@ int run_embedding_bench(const std::vector<std::string>& args) {
       o.streams = std::stoi(value());
     else if (a == "--fused-bwd")
       o.unfused = false;
+    else if (a == "--unfused-bwd")
+      o.unfused = true;
     else
       HSTU_THROW("bench embedding: unknown argument '", a, "'");
   }
@@ -165,12 +167,13 @@ int run_embedding_bench(const std::vector<std::string>& args) {
       static_cast<long long>(per_table * o.tables), static_cast<long long>(per_table), o.alpha,
       static_cast<long long>(o.rows), o.deterministic ? "deterministic" : "atomic");
   std::printf(
-      "iteration = dedupe (%s) + find_or_insert + %s (fwd) + %s of random output gradients + "
-      "fused optimiser (bwd), tables spread over %d stream(s); median of %d after %d warm-up\n",
+      "iteration = dedupe (%s) + find_or_insert + %s (fwd) + %s of random output gradients "
+      "(bwd), tables spread over %d stream(s); median of %d after %d warm-up\n",
       o.per_table ? "per table" : "all tables in one pass",
       o.window ? "gather into a window + embedding_fwd" : "lookup (rows straight to the output)",
-      o.scatter ? "embedding_bwd (atomic scatter)"
-                : "reduce_grad (per-key sums over dedupe's order)",
+      o.scatter   ? "embedding_bwd (atomic scatter)"
+      : o.unfused ? "reduce_grad (per-key sums over dedupe's order) then apply"
+                  : "backward (per-key sums over dedupe's order, applied; grad as scratch)",
       o.streams, o.iters, o.warmup);
   std::printf(
       "baseline (NV ms): NVIDIA DynamicEmb on one H100, 10 tables x 128, ~1.05 M lookups, alpha "

@@ -8,7 +8,7 @@
 // table's lookups deduplicated in one pass (DynamicTable::dedupe_tables), then per table
 // find_or_insert and the rows straight to the lookups' output [n, 128] (DynamicTable::lookup) —
 // and the backward — per table, random output gradients summed per unique key over dedupe's
-// sorted order (DynamicTable::reduce_grad) and the fused optimiser (apply). On CUDA the tables'
+// sorted order and the fused optimiser applied (DynamicTable::backward). On CUDA the tables'
 // steps are spread over 4 streams (table t on stream t % 4), so one table's small kernels overlap
 // another's row traffic. Flags select the other steps for comparison (the fastest measured are
 // the defaults).
@@ -33,7 +33,8 @@ namespace hstu {
 //   --window (forward: gather of the unique rows into a window, then embedding_fwd)
 //   --lookup (forward: DynamicTable::lookup, rows straight to the output; the default)
 //   --streams S (CUDA streams the tables are spread over; 4 on CUDA, 1 on the CPU)
-//   --fused-bwd (backward: DynamicTable::backward, sums applied in the reduction pass)
+//   --fused-bwd (backward: DynamicTable::backward, grad as scratch; the default)
+//   --unfused-bwd (backward: DynamicTable::reduce_grad, then apply, which zeroes grad)
 // Returns 0.
 int run_embedding_bench(const std::vector<std::string>& args);
 

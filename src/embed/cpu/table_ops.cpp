@@ -58,6 +58,11 @@ void backward_apply(Ctx& ctx, const int32_t* order, int64_t n, int64_t u, const 
                     int64_t dout_ld, float scale, const RowSpace& rs, const int64_t* refs,
                     float* grad, int64_t grad_ld, uint8_t* touched, const SparseOptimizerSpec& spec,
                     uint8_t* dirty) {
+  // grad and touched are scratch (any contents on entry): zeroed, then reduce_grad and apply.
+  for (int64_t k = 0; k < u; ++k) {
+    std::fill_n(grad + k * grad_ld, rs.dim, 0.0f);
+    touched[k] = 0;
+  }
   cpu::reduce_grad(ctx, order, n, u, dout, dout_ld, scale, grad, grad_ld, rs.dim, touched);
   cpu::apply_optimizer(ctx, rs, refs, grad, grad_ld, touched, u, spec, dirty);
 }

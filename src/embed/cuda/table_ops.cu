@@ -301,7 +301,7 @@ __global__ void reduce_grad_kernel(const int32_t* order, int64_t n, int64_t u, c
 }
 
 // reduce_grad_kernel<4> with the chunk's rows loaded 8 at a time (independent 16-byte loads in
-// flight, as backward_apply_kernel); the additions are reduce_grad_kernel's, in the same order,
+// flight); the additions are reduce_grad_kernel's, in the same order,
 // so the sums are bitwise the same. dim, dout_ld, grad_ld multiples of 4, 16-byte aligned.
 __global__ void reduce_grad_vec4_kernel(const int32_t* order, int64_t n, int64_t u,
                                         const float* dout, int64_t dout_ld, float scale,
@@ -346,7 +346,7 @@ __global__ void reduce_grad_vec4_kernel(const int32_t* order, int64_t n, int64_t
         if (j >= end) {  // key k ends before entry j: write its sum
           if (active)
             flush_grad<4>(grad + k * grad_ld, acc, start >= j0 && end <= j1, true, c, dim);
-          if (cb == 0 && lane == 0) touched[k] = 1;
+          if (touched && cb == 0 && lane == 0) touched[k] = 1;
           ++k;
           start = end;
           end = ends[k];
@@ -359,8 +359,34 @@ __global__ void reduce_grad_vec4_kernel(const int32_t* order, int64_t n, int64_t
       }
     }
     if (active) flush_grad<4>(grad + k * grad_ld, acc, start >= j0 && end <= j1, true, c, dim);
-    if (cb == 0 && lane == 0) touched[k] = 1;
+    if (touched && cb == 0 && lane == 0) touched[k] = 1;
   }
+}
+
+// Before reduce_grad_vec4_kernel in backward_apply: zeroes the grad rows of the keys whose
+// lookups span a chunk boundary (the only rows reduce adds to atomically; every other key's sum
+// is stored whole by the one warp that owns it). One warp per boundary j0 = b * kChunk, b >= 1;
+// a hot key spanning many boundaries is zeroed by each of their warps (the same stores).
+__global__ void zero_spanning_kernel(const int32_t* order, int64_t n, int64_t u, float* grad,
+                                     int64_t grad_ld, int64_t dim) {
+  const int64_t b = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32 + 1;
+  const int lane = threadIdx.x % 32;
+  const int64_t j0 = b * kChunk;
+  if (j0 >= n) return;
+  const int32_t* ends = order + n;
+  int64_t lo = 0, hi = u;  // the key of entry j0
+  while (lo < hi) {
+    const int64_t mid = (lo + hi) / 2;
+    if (ends[mid] <= j0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  const int64_t start = lo > 0 ? ends[lo - 1] : 0;
+  if (start >= j0) return;  // the key begins at the boundary: no earlier chunk adds to it
+  float* g = grad + lo * grad_ld;
+  for (int64_t c = 4 * static_cast<int64_t>(lane); c < dim; c += 128)
+    *reinterpret_cast<float4*>(g + c) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 }
 
 // ---- lookups --------------------------------------------------------------------------------
@@ -751,143 +777,37 @@ __global__ void apply_kernel(OptArgs a) {
   if (lane == 0) a.touched[i] = 0;
 }
 
-// The fused backward (backward_apply): one warp per chunk of kChunk sorted lookups, as
-// reduce_grad_kernel, with the chunk's rows loaded 8 at a time (independent 16-byte loads in
-// flight) and each key's sum applied to its row at once when the key's lookups all lie in the
-// chunk (V = 4: Adam / SGD, dim a multiple of 4); a key spanning chunks adds its partial sums to
-// grad and is left to apply_touched_kernel.
+// The optimiser step of backward_apply: apply_kernel<K, 4>'s update of every row i < n (every
+// unique key has lookups, so all are touched) from grad row i, without zeroing grad (scratch).
 template <SparseOptimizerSpec::Kind K>
-__device__ __forceinline__ void flush_apply(const OptArgs& a, int64_t k, const float (&acc)[4],
-                                            bool owned, int64_t c, bool skip, bool first_block,
-                                            int lane) {
-  if (!owned) {
-    float* g = a.grad + k * a.grad_ld + c;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    atomicAdd(reinterpret_cast<float4*>(g), make_float4(acc[0], acc[1], acc[2], acc[3]));
-#else
-    for (int q = 0; q < 4; ++q) atomicAdd(g + q, acc[q]);
-#endif
-    if (first_block && lane == 0) a.touched[k] = 1;
-    return;
-  }
-  const int64_t r = a.refs[k];
-  if (r < 0 || skip) return;
-  float* w = row_ptr(a.rs, r);
-  const int64_t d = a.rs.dim;
-  float4 wv = *reinterpret_cast<float4*>(w + c);
-  float4 mv = make_float4(0, 0, 0, 0), vv = mv;
-  if constexpr (K == SparseOptimizerSpec::kAdam) {
-    mv = *reinterpret_cast<float4*>(w + d + c);
-    vv = *reinterpret_cast<float4*>(w + 2 * d + c);
-  }
-  opt_elem<K>(a, acc[0], wv.x, mv.x, vv.x);
-  opt_elem<K>(a, acc[1], wv.y, mv.y, vv.y);
-  opt_elem<K>(a, acc[2], wv.z, mv.z, vv.z);
-  opt_elem<K>(a, acc[3], wv.w, mv.w, vv.w);
-  *reinterpret_cast<float4*>(w + c) = wv;
-  if constexpr (K == SparseOptimizerSpec::kAdam) {
-    *reinterpret_cast<float4*>(w + d + c) = mv;
-    *reinterpret_cast<float4*>(w + 2 * d + c) = vv;
-  }
-  if (first_block && lane == 0 && a.dirty && r < a.rs.n_a) a.dirty[r] = 1;
-}
-
-template <SparseOptimizerSpec::Kind K>
-__global__ void backward_apply_kernel(OptArgs a, const int32_t* order, int64_t n, int64_t u,
-                                      const float* dout, int64_t dout_ld, float scale) {
-  const int64_t chunk = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
-  const int lane = threadIdx.x % 32;
-  const int64_t j0 = chunk * kChunk;
-  if (j0 >= n) return;
-  const int64_t j1 = min(n, j0 + kChunk);
-  const int32_t* ends = order + n;
-  int64_t lo = 0, hi = u;
-  while (lo < hi) {
-    const int64_t mid = (lo + hi) / 2;
-    if (ends[mid] <= j0)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  const int64_t u0 = lo;
-  const bool skip = a.guard && !all_finite(a.guard, a.guard_n);
-  const int32_t my_pos = j0 + lane < j1 ? order[j0 + lane] : 0;
-  const int64_t d = a.rs.dim;
-  for (int64_t cb = 0; cb < d; cb += 128) {
-    const int64_t c = cb + 4 * static_cast<int64_t>(lane);
-    const bool active = c < d;
-    int64_t k = u0;
-    int64_t start = k > 0 ? ends[k - 1] : 0, end = ends[k];
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int64_t jb = j0; jb < j1; jb += 8) {
-      float4 x[8];
-#pragma unroll
-      for (int q = 0; q < 8; ++q) {
-        const int src = static_cast<int>((jb + q < j1 ? jb + q : j1 - 1) - j0);
-        const int32_t p = __shfl_sync(0xffffffffu, my_pos, src);
-        x[q] = active && jb + q < j1
-                   ? *reinterpret_cast<const float4*>(dout + static_cast<int64_t>(p) * dout_ld + c)
-                   : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      }
-#pragma unroll
-      for (int q = 0; q < 8; ++q) {
-        const int64_t j = jb + q;
-        if (j >= j1) break;
-        if (j >= end) {
-          if (active) flush_apply<K>(a, k, acc, start >= j0 && end <= j1, c, skip, cb == 0, lane);
-          ++k;
-          start = end;
-          end = ends[k];
-          acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
-        }
-        acc[0] += x[q].x * scale;
-        acc[1] += x[q].y * scale;
-        acc[2] += x[q].z * scale;
-        acc[3] += x[q].w * scale;
-      }
-    }
-    if (active) flush_apply<K>(a, k, acc, start >= j0 && end <= j1, c, skip, cb == 0, lane);
-  }
-}
-
-// The second pass of backward_apply: apply_kernel's update on the touched rows only (keys that
-// spanned chunks), zeroing their grad and touched; other rows are left as they are (zero).
-template <SparseOptimizerSpec::Kind K>
-__global__ void apply_touched_kernel(OptArgs a) {
+__global__ void apply_rows_kernel(OptArgs a) {
   const int64_t i = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
-  if (i >= a.n || !a.touched[i]) return;
-  float* g = a.grad + i * a.grad_ld;
-  const int64_t d = a.rs.dim;
+  if (i >= a.n) return;
   const int64_t r = a.refs[i];
-  const bool skip = a.guard && !all_finite(a.guard, a.guard_n);
-  if (r >= 0 && !skip) {
-    float* w = row_ptr(a.rs, r);
-    for (int64_t c = 4 * lane; c < d; c += 128) {
-      const float4 gv = *reinterpret_cast<const float4*>(g + c);
-      float acc[4] = {gv.x, gv.y, gv.z, gv.w};
-      float4 wv = *reinterpret_cast<float4*>(w + c);
-      float4 mv = make_float4(0, 0, 0, 0), vv = mv;
-      if constexpr (K == SparseOptimizerSpec::kAdam) {
-        mv = *reinterpret_cast<float4*>(w + d + c);
-        vv = *reinterpret_cast<float4*>(w + 2 * d + c);
-      }
-      opt_elem<K>(a, acc[0], wv.x, mv.x, vv.x);
-      opt_elem<K>(a, acc[1], wv.y, mv.y, vv.y);
-      opt_elem<K>(a, acc[2], wv.z, mv.z, vv.z);
-      opt_elem<K>(a, acc[3], wv.w, mv.w, vv.w);
-      *reinterpret_cast<float4*>(w + c) = wv;
-      if constexpr (K == SparseOptimizerSpec::kAdam) {
-        *reinterpret_cast<float4*>(w + d + c) = mv;
-        *reinterpret_cast<float4*>(w + 2 * d + c) = vv;
-      }
+  if (r < 0 || (a.guard && !all_finite(a.guard, a.guard_n))) return;
+  const float* g = a.grad + i * a.grad_ld;
+  const int64_t d = a.rs.dim;
+  float* w = row_ptr(a.rs, r);
+  for (int64_t c = 4 * lane; c < d; c += 128) {
+    const float4 gv = *reinterpret_cast<const float4*>(g + c);
+    float4 wv = *reinterpret_cast<float4*>(w + c);
+    float4 mv = make_float4(0, 0, 0, 0), vv = mv;
+    if constexpr (K == SparseOptimizerSpec::kAdam) {
+      mv = *reinterpret_cast<float4*>(w + d + c);
+      vv = *reinterpret_cast<float4*>(w + 2 * d + c);
     }
-    if (lane == 0 && a.dirty && r < a.rs.n_a) a.dirty[r] = 1;
+    opt_elem<K>(a, gv.x, wv.x, mv.x, vv.x);
+    opt_elem<K>(a, gv.y, wv.y, mv.y, vv.y);
+    opt_elem<K>(a, gv.z, wv.z, mv.z, vv.z);
+    opt_elem<K>(a, gv.w, wv.w, mv.w, vv.w);
+    *reinterpret_cast<float4*>(w + c) = wv;
+    if constexpr (K == SparseOptimizerSpec::kAdam) {
+      *reinterpret_cast<float4*>(w + d + c) = mv;
+      *reinterpret_cast<float4*>(w + 2 * d + c) = vv;
+    }
   }
-  __syncwarp();
-  for (int64_t c = 4 * lane; c < d; c += 128)
-    *reinterpret_cast<float4*>(g + c) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  if (lane == 0) a.touched[i] = 0;
+  if (lane == 0 && a.dirty && r < a.rs.n_a) a.dirty[r] = 1;
 }
 
 __global__ void copy_rows_kernel(const float* src, const int64_t* src_slots, float* dst,
@@ -1251,10 +1171,14 @@ void backward_apply(Ctx& ctx, const int32_t* order, int64_t n, int64_t u, const 
                     float* grad, int64_t grad_ld, uint8_t* touched, const SparseOptimizerSpec& spec,
                     uint8_t* dirty) {
   if (n == 0 || u == 0) return;
+  const cudaStream_t st = stream_of(ctx);
   const bool vec4 = rs.dim % 4 == 0 && rs.row_width % 4 == 0 && grad_ld % 4 == 0 &&
                     dout_ld % 4 == 0 && aligned16(dout) && aligned16(grad) && aligned16(rs.a) &&
                     (rs.b == nullptr || aligned16(rs.b));
-  if (!vec4) {  // the two-pass path (the same sums and updates)
+  if (!vec4) {  // zero the scratch, then the two-pass path (the same sums and updates)
+    HSTU_CUDA_CHECK(cudaMemset2DAsync(grad, static_cast<size_t>(grad_ld) * 4, 0,
+                                      static_cast<size_t>(rs.dim) * 4, static_cast<size_t>(u), st));
+    HSTU_CUDA_CHECK(cudaMemsetAsync(touched, 0, static_cast<size_t>(u), st));
     cuda::reduce_grad(ctx, order, n, u, dout, dout_ld, scale, grad, grad_ld, rs.dim, touched);
     cuda::apply_optimizer(ctx, rs, refs, grad, grad_ld, touched, u, spec, dirty);
     return;
@@ -1271,20 +1195,20 @@ void backward_apply(Ctx& ctx, const int32_t* order, int64_t n, int64_t u, const 
     a.guard = spec.skip_if_nonfinite.as<double>();
     a.guard_n = spec.skip_if_nonfinite.numel();
   }
-  const cudaStream_t st = stream_of(ctx);
-  const unsigned grid = blocks_for((n + kChunk - 1) / kChunk * 32, 256);
-  const unsigned grid2 = blocks_for(u * 32, 256);
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  if (chunks > 1)
+    zero_spanning_kernel<<<blocks_for((chunks - 1) * 32, 256), 256, 0, st>>>(order, n, u, grad,
+                                                                             grad_ld, rs.dim);
+  reduce_grad_vec4_kernel<<<blocks_for(chunks * 32, 256), 256, 0, st>>>(
+      order, n, u, dout, dout_ld, scale, grad, grad_ld, rs.dim, nullptr);
+  const unsigned grid = blocks_for(u * 32, 256);
   if (spec.kind == SparseOptimizerSpec::kAdam) {
     HSTU_CHECK(spec.step >= 1, "dynamic table Adam: step is 1-based, got ", spec.step);
     a.bc1 = static_cast<float>(1.0 - std::pow(double(spec.beta1), double(spec.step)));
     a.bc2 = static_cast<float>(1.0 - std::pow(double(spec.beta2), double(spec.step)));
-    backward_apply_kernel<SparseOptimizerSpec::kAdam>
-        <<<grid, 256, 0, st>>>(a, order, n, u, dout, dout_ld, scale);
-    apply_touched_kernel<SparseOptimizerSpec::kAdam><<<grid2, 256, 0, st>>>(a);
+    apply_rows_kernel<SparseOptimizerSpec::kAdam><<<grid, 256, 0, st>>>(a);
   } else {
-    backward_apply_kernel<SparseOptimizerSpec::kSgd>
-        <<<grid, 256, 0, st>>>(a, order, n, u, dout, dout_ld, scale);
-    apply_touched_kernel<SparseOptimizerSpec::kSgd><<<grid2, 256, 0, st>>>(a);
+    apply_rows_kernel<SparseOptimizerSpec::kSgd><<<grid, 256, 0, st>>>(a);
   }
   HSTU_CUDA_CHECK_LAUNCH();
 }
