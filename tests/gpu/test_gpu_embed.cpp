@@ -355,16 +355,17 @@ TEST(GpuDynamicTable, DedupeTablesMatchesCpu) {
 
 // lookup (rows straight to the lookups' output) and the fused backward (per-key sums applied by
 // the optimiser, hot keys through grad) on CUDA against the CPU, step after step, SGD and Adam
-// at dim 128 (the 16-byte kernels) and 40 (the scalar path), row-wise Adagrad at 128, with keys
-// spanning many chunks and grad / touched poisoned on entry; outputs and final rows.
+// at dim 128 and 40 (the 16-byte kernels) and 42 (the scalar path), row-wise Adagrad at 128, with
+// keys spanning many chunks and grad / touched poisoned on entry; outputs and final rows.
 TEST(GpuDynamicTable, LookupAndFusedBackwardMatchCpu) {
   HSTU_REQUIRE_GPU();
   Ctx cctx = cpu_ctx(), gctx = test::gpu::cuda_ctx();
-  for (const char* opt : {"sgd", "adam", "row_wise_adagrad", "sgd@40", "adam@40"}) {
+  for (const char* opt : {"sgd", "adam", "row_wise_adagrad", "sgd@40", "sgd@42", "adam@42"}) {
     const std::string name(opt);
     const size_t at = name.find('@');
     DynamicTableSpec s = spec_of("lru", name.substr(0, at), 8192, 8192);
-    s.dim = at == std::string::npos ? 128 : std::stoll(name.substr(at + 1));  // 40: scalar path
+    // 40: the 16-byte kernels with idle lanes; 42 (not a multiple of 4): the scalar path.
+    s.dim = at == std::string::npos ? 128 : std::stoll(name.substr(at + 1));
     DynamicTable ct(s, Device::kCPU), gt(s, Device::kCUDA);
     std::mt19937_64 rng(31);
     for (int step = 0; step < 3; ++step) {
