@@ -128,11 +128,21 @@ void add_bench_embedding(CLI::App& bench, Commands& commands) {
       ->description(
           "backward through embedding_bwd's atomic scatter (not the table's reduce_grad)");
   app->add_flag("--fused-bwd")
-      ->description("backward: the table's fused backward (sums applied in the reduction pass)");
+      ->description(
+          "backward: the table's backward (per-key sums applied, grad as scratch; the default)");
+  app->add_flag("--unfused-bwd")
+      ->description("backward: the table's reduce_grad, then apply (which zeroes grad)");
   app->add_flag("--per-table-dedupe")
       ->description("one dedupe per table (not all tables' lookups in one pass)");
   app->add_flag("--lookup")
-      ->description("forward: the table's lookup (rows straight to the output, no window)");
+      ->description("forward: the table's lookup (rows straight to the output; the default)");
+  app->add_flag("--window")
+      ->description("forward: gather of the unique rows into a window, then embedding_fwd");
+  app->add_option("--streams",
+                  "CUDA streams the tables' steps are spread over (default 4 on "
+                  "CUDA, 1 on the CPU)")
+      ->type_name("S")
+      ->check(int_in(1, 64));
   commands.push_back({app, [app] { return run_embedding_bench(given_args(*app)); }});
 }
 
