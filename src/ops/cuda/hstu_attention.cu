@@ -4,7 +4,9 @@
 // bucket, dtype) by files CMake generates from sm80/hstu_attention_instance.cu.in. On a
 // compute-capability-9.0 GPU the forward of the 64/128/256 buckets runs the sm_90a kernel
 // (sm90/attention_fwd_sm90.cuh) where it measured faster (sm90_fwd_supported; HSTU_ATTN_SM80=1 /
-// HSTU_ATTN_SM90=1 force either); the backward is the sm80 kernels' on every GPU.
+// HSTU_ATTN_SM90=1 force either); the backward of the 64/128 buckets without rab likewise runs
+// the sm_90a kernels (sm90/attention_bwd_sm90.cuh, sm90_bwd_supported; always deterministic, so
+// it serves both modes), other calls the sm80 kernels.
 //
 // The shaping decision: head widths are padded internally to the next of 32/64/128/256 (zero
 // columns in shared memory), so one kernel per bucket serves every width — the paper's 25 and 50
@@ -211,6 +213,23 @@ void bwd_bucket(int hdp, const HstuAttnParams& p, bool det, cudaStream_t s, cuda
   }
 }
 
+// The sm_90a backward (deterministic dK/dV + dQ kernels); only called when sm90_bwd_supported()
+// said yes, which needs a build with the kernels.
+template <typename T>
+void bwd_bucket_sm90(int hdp, const HstuAttnParams& p, cudaStream_t s, cudaStream_t dq_s) {
+#if defined(HSTU_SM90_KERNELS)
+  switch (hdp) {
+    case 64:
+      return attn::run_bwd_sm90<T, 64>(p, s, dq_s);
+    case 128:
+      return attn::run_bwd_sm90<T, 128>(p, s, dq_s);
+    default:
+      break;
+  }
+#endif
+  HSTU_THROW("hstu_attention: no sm_90a backward kernel for head width bucket ", hdp);
+}
+
 // The deterministic backward's second stream: the dQ kernel runs beside the dK/dV kernel. One
 // non-blocking stream and a fork / join event pair per device, created on first use (the warm-up
 // step) and kept for the process.
@@ -285,7 +304,9 @@ void hstu_attention_bwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& d
   const int hdp = head_dim_bucket(std::max(p.d_qk, p.d_v));
   const cudaStream_t stream = stream_of(ctx);
   const bool rab_grad = args.has_rab() && !d_rab_pos.empty();
-  const bool det = ctx.deterministic;
+  // Hopper: the sm_90a backward is deterministic whatever ctx asks (dQ from its own kernel).
+  const bool sm90 = attn::sm90_bwd_supported(p, hdp);
+  const bool det = ctx.deterministic || sm90;
   // Deterministic: the dQ kernel goes on the side stream, forked from and joined back to ours.
   const SideStream* side = det ? &side_stream() : nullptr;
   auto run = [&] {
@@ -293,7 +314,13 @@ void hstu_attention_bwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& d
       HSTU_CUDA_CHECK(cudaEventRecord(side->fork, stream));
       HSTU_CUDA_CHECK(cudaStreamWaitEvent(side->stream, side->fork, 0));
     }
-    if (dt == DType::kBF16) {
+    if (sm90) {
+      if (dt == DType::kBF16) {
+        bwd_bucket_sm90<bf16>(hdp, p, stream, side->stream);
+      } else {
+        bwd_bucket_sm90<f16>(hdp, p, stream, side->stream);
+      }
+    } else if (dt == DType::kBF16) {
       bwd_bucket<bf16>(hdp, p, det, stream, side ? side->stream : stream);
     } else {
       bwd_bucket<f16>(hdp, p, det, stream, side ? side->stream : stream);
