@@ -17,7 +17,8 @@
 // elsewhere) and on the sm80 kernels (HSTU_ATTN_SM80=1) over cases made for the sm_90a tiles (128 x
 // 128 / 128 x 64): every head-width bucket 64/128/256 incl. partial widths, both dtypes, lengths 1,
 // tile multiples and non-multiples, every mask feature and rab; the suite above also runs on
-// sm_90a.
+// sm_90a. Its backward test runs the same cases on the sm_90a backward (d 64 / 128 without rab;
+// the others fall back to sm80) and the sm80 one.
 //
 // Includes the backend header ops/cpu/hstu_attention.h (private to src/ops/ otherwise): the CPU
 // reference is called directly, the CUDA kernels through the dispatcher.
@@ -530,8 +531,21 @@ std::vector<Case> sm90_cases() {
         x.window = 150;
         x.rab = true;
       });
+      // Without rab: the sm_90a backward's window and full-mask cases (it sends rab to sm80).
+      add("window_contexts" + w, dt, d, [](Case& x) {
+        x.window = 150;
+        x.contexts = true;
+      });
     }
   }
+  add("random_lengths_masks_norab_d64_fp16", kH, 64, [](Case& x) {
+    x.lengths.clear();
+    x.max_len = 600;
+    x.contexts = x.targets = true;
+    x.group = 2;
+    x.window = 100;
+  });
+  add("long_causal_d128_bf16", kB, 128, [](Case& x) { x.lengths = {1000, 513, 2}; });
   add("dqk64_dv128_bf16", kB, 64, [](Case& x) {
     x.dv = 128;
     x.contexts = true;
@@ -548,7 +562,6 @@ std::vector<Case> sm90_cases() {
 
 class GpuAttentionSm90 : public ::testing::TestWithParam<Case> {};
 
-// The forward only: the backward runs the sm80 kernels on every GPU.
 TEST_P(GpuAttentionSm90, ForwardMatchesCpuReference) {
   HSTU_REQUIRE_GPU();
   gpu::DeviceScope scope;
@@ -582,6 +595,50 @@ TEST_P(GpuAttentionSm90, ForwardMatchesCpuReference) {
   gpu::sync();
   unsetenv("HSTU_ATTN_SM90");
   EXPECT_TRUE(bit_equal(out[0], gpu::to_host(run.o))) << "sm90 o differs between runs";
+}
+
+// The backward with HSTU_ATTN_SM90=1: the sm_90a dK/dV + dQ kernels where sm90_bwd_supported()
+// takes the call (head-width buckets 64 / 128, no rab), the sm80 kernels otherwise (rab, d 256:
+// those cases then check sm80 once more). Both modes are asked for; the sm_90a backward is
+// deterministic in both, so every run is compared bit for bit with the first. The sm80 error of
+// the same case is printed beside it (HSTU_ATTN_SM80=1).
+TEST_P(GpuAttentionSm90, BackwardMatchesCpuReference) {
+  HSTU_REQUIRE_GPU();
+  gpu::DeviceScope scope;
+  if (!cuda::attn::sm90_attention_available())
+    GTEST_SKIP() << "no sm_90a attention here (not a 9.0 GPU, no kernels built, or HSTU_ATTN_SM80)";
+  const Problem pb(GetParam());
+  const Outputs ref = cpu_reference(pb);
+  const Outputs naive = naive_lowp(pb);
+  GpuRun run(pb);
+  constexpr double kBwdM = 5.0;
+  setenv("HSTU_ATTN_SM90", "1", 1);
+  Outputs first;
+  for (int k = 0; k < 3; ++k) {  // sm90 det, sm90 asked for atomic dQ, sm80 det
+    const bool sm80 = k == 2;
+    if (sm80) setenv("HSTU_ATTN_SM80", "1", 1);
+    const Outputs out = run.run(k != 1);
+    if (sm80) unsetenv("HSTU_ATTN_SM80");
+    SCOPED_TRACE(sm80 ? "sm80 backward" : (k == 0 ? "sm90 backward" : "sm90, atomic asked"));
+    auto check = [&](const char* what, const Tensor& o, const Tensor& r, const Tensor& nv) {
+      const double err = max_abs_diff(o, r), nerr = max_abs_diff(nv, r);
+      std::printf("err %-40s %-3s %-4s gpu %.3e naive %.3e ratio %.2f (max|ref| %.3e)\n",
+                  pb.cs.name.c_str(), what, sm80 ? "sm80" : "sm90", err, nerr,
+                  nerr > 0 ? err / nerr : 0.0, max_abs(r));
+      gpu::expect_lowp_close(o, r, nv, kBwdM, 1e-6 + 1e-4 * max_abs(r), what);
+    };
+    check("dq", out.dq, ref.dq, naive.dq);
+    check("dk", out.dk, ref.dk, naive.dk);
+    check("dv", out.dv, ref.dv, naive.dv);
+    if (k == 0) {
+      first = out;
+    } else if (k == 1 && !pb.cs.rab) {  // the sm_90a path (or the sm80 det one) again: same bits
+      EXPECT_TRUE(bit_equal(first.dq, out.dq)) << "sm90 dq differs between runs";
+      EXPECT_TRUE(bit_equal(first.dk, out.dk)) << "sm90 dk differs between runs";
+      EXPECT_TRUE(bit_equal(first.dv, out.dv)) << "sm90 dv differs between runs";
+    }
+  }
+  unsetenv("HSTU_ATTN_SM90");
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, GpuAttentionSm90, ::testing::ValuesIn(sm90_cases()),

@@ -107,9 +107,8 @@ struct BwdParams {
 // dS / (alpha scale) = y SiLU'(alpha x); masked elements 0. Tile element (r, c) of coordinates
 // tc is (query, key) = (c0 + c, r0 + r) when kKeyMajor, else (r0 + r, c0 + c).
 template <int kKind, bool kKeyMajor, typename TX, typename TC>
-__device__ __forceinline__ void bwd_pointwise(TX& tX, TX& tY, const TC& tc,
-                                              const HstuAttnParams& p, const SeqInfo& si, int r0,
-                                              int c0) {
+__device__ __forceinline__ void bwd_pointwise(TX& tX, TX& tY, const TC& tc, const HstuAttnParams& p,
+                                              const SeqInfo& si, int r0, int c0) {
 #pragma unroll
   for (int e = 0; e < size(tX); ++e) {
     const int rr = r0 + get<0>(tc(e)), cc = c0 + get<1>(tc(e));
@@ -177,7 +176,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   const int n_blocks = (si.L + kBN - 1) / kBN;
   // Kind of the tile (resident block, streamed block n); tile_kind takes the query range first.
   auto kind_of = [&](int n) {
-    return kDkdv ? tile_kind(si, p, n * kBN, kBN, r0, kBM) : tile_kind(si, p, r0, kBM, n * kBN, kBN);
+    return kDkdv ? tile_kind(si, p, n * kBN, kBN, r0, kBM)
+                 : tile_kind(si, p, r0, kBM, n * kBN, kBN);
   };
   auto next_visible = [&](int n) {
     while (n < n_blocks && kind_of(n) == kTileSkip) ++n;
@@ -211,14 +211,14 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     Tensor mS1 = P.tma_s1.get_tma_tensor(make_shape(tokens, p.d_qk, p.num_heads))(_, _, h);
     Tensor mS2 = P.tma_s2.get_tma_tensor(make_shape(tokens, p.d_v, p.num_heads))(_, _, h);
     auto off = make_coord(start, _0{});
-    Tensor gR1 = local_tile(domain_offset(off, mR1), Shape<Int<kBM>, Int<kHD>>{},
-                            make_coord(blk, _0{}));
-    Tensor gR2 = local_tile(domain_offset(off, mR2), Shape<Int<kBM>, Int<kHD>>{},
-                            make_coord(blk, _0{}));
+    Tensor gR1 =
+        local_tile(domain_offset(off, mR1), Shape<Int<kBM>, Int<kHD>>{}, make_coord(blk, _0{}));
+    Tensor gR2 =
+        local_tile(domain_offset(off, mR2), Shape<Int<kBM>, Int<kHD>>{}, make_coord(blk, _0{}));
     Tensor gS1 = local_tile(domain_offset(off, mS1), Shape<Int<kBN>, Int<kHD>>{},
                             make_coord(_, _0{}));  // (kBN, kHD, n)
-    Tensor gS2 = local_tile(domain_offset(off, mS2), Shape<Int<kBN>, Int<kHD>>{},
-                            make_coord(_, _0{}));
+    Tensor gS2 =
+        local_tile(domain_offset(off, mS2), Shape<Int<kBN>, Int<kHD>>{}, make_coord(_, _0{}));
     auto [tR1g, tR1s] = tma_partition(P.tma_r1, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sR1),
                                       group_modes<0, 2>(gR1));
     auto [tR2g, tR2s] = tma_partition(P.tma_r2, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sR2),
@@ -317,13 +317,13 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   if (rows <= 0) return;
   const int64_t row = si.start + r0 + 64 * w;
   if constexpr (kDkdv) {
-    store_tile<64, kHD, 128>(p.dk.head<T>(row, h), p.dk.row_stride, sB + 64 * w * kHD, rows,
-                             p.d_qk, p.dk.vec, tid & 127);
-    store_tile<64, kHD, 128>(p.dv.head<T>(row, h), p.dv.row_stride, sA + 64 * w * kHD, rows,
-                             p.d_v, p.dv.vec, tid & 127);
+    store_tile<64, kHD, 128>(p.dk.head<T>(row, h), p.dk.row_stride, sB + 64 * w * kHD, rows, p.d_qk,
+                             p.dk.vec, tid & 127);
+    store_tile<64, kHD, 128>(p.dv.head<T>(row, h), p.dv.row_stride, sA + 64 * w * kHD, rows, p.d_v,
+                             p.dv.vec, tid & 127);
   } else {
-    store_tile<64, kHD, 128>(p.dq.head<T>(row, h), p.dq.row_stride, sB + 64 * w * kHD, rows,
-                             p.d_qk, p.dq.vec, tid & 127);
+    store_tile<64, kHD, 128>(p.dq.head<T>(row, h), p.dq.row_stride, sB + 64 * w * kHD, rows, p.d_qk,
+                             p.dq.vec, tid & 127);
   }
 #endif
 }
