@@ -38,6 +38,11 @@ namespace {
 
 using attn::HstuAttnParams;
 
+bool env_flag(const char* name) {
+  const char* v = std::getenv(name);
+  return v && v[0] == '1' && v[1] == 0;
+}
+
 int head_dim_bucket(int d) {
   if (d <= 32) return 32;
   if (d <= 64) return 64;
@@ -216,13 +221,14 @@ void bwd_bucket(int hdp, const HstuAttnParams& p, bool det, cudaStream_t s, cuda
 // The sm_90a backward (deterministic dK/dV + dQ kernels); only called when sm90_bwd_supported()
 // said yes, which needs a build with the kernels.
 template <typename T>
-void bwd_bucket_sm90(int hdp, const HstuAttnParams& p, cudaStream_t s, cudaStream_t dq_s) {
+void bwd_bucket_sm90(int hdp, const HstuAttnParams& p, int* sem, cudaStream_t s,
+                     cudaStream_t dq_s) {
 #if defined(HSTU_SM90_KERNELS)
   switch (hdp) {
     case 64:
-      return attn::run_bwd_sm90<T, 64>(p, s, dq_s);
+      return attn::run_bwd_sm90<T, 64>(p, sem, s, dq_s);
     case 128:
-      return attn::run_bwd_sm90<T, 128>(p, s, dq_s);
+      return attn::run_bwd_sm90<T, 128>(p, sem, s, dq_s);
     default:
       break;
   }
@@ -304,21 +310,33 @@ void hstu_attention_bwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& d
   const int hdp = head_dim_bucket(std::max(p.d_qk, p.d_v));
   const cudaStream_t stream = stream_of(ctx);
   const bool rab_grad = args.has_rab() && !d_rab_pos.empty();
-  // Hopper: the sm_90a backward is deterministic whatever ctx asks (dQ from its own kernel).
+  // Hopper: the sm_90a backward is deterministic whatever ctx asks. Its fused form (dQ added in
+  // a fixed order to an fp32 accumulator) needs scratch; the split form (a second, query-major dQ
+  // kernel on the side stream) needs none and serves calls without (or with too little) scratch,
+  // and HSTU_ATTN_SM90_SPLIT=1 forces it (A/B).
   const bool sm90 = attn::sm90_bwd_supported(p, hdp);
+  const int64_t sem_n = int64_t(p.batch) * p.num_heads *
+                        ((p.max_seqlen + attn::kSm90BwdQueryBlock - 1) / attn::kSm90BwdQueryBlock);
+  const size_t fused_bytes = 4 * size_t(p.total_tokens * p.num_heads * hdp) + 4 * size_t(sem_n) +
+                             1024;  // + alignment of the two allocations
+  const bool sm90_fused = sm90 && !env_flag("HSTU_ATTN_SM90_SPLIT") && ctx.scratch &&
+                          ctx.scratch->device() == Device::kCUDA && !ctx.scratch->is_measuring() &&
+                          ctx.scratch->capacity() - ctx.scratch->used() >= fused_bytes;
   const bool det = ctx.deterministic || sm90;
   // Deterministic: the dQ kernel goes on the side stream, forked from and joined back to ours.
-  const SideStream* side = det ? &side_stream() : nullptr;
+  const SideStream* side = det && !sm90_fused ? &side_stream() : nullptr;
+  int* sem = nullptr;
   auto run = [&] {
     if (side) {
       HSTU_CUDA_CHECK(cudaEventRecord(side->fork, stream));
       HSTU_CUDA_CHECK(cudaStreamWaitEvent(side->stream, side->fork, 0));
     }
     if (sm90) {
+      const cudaStream_t dq_s = side ? side->stream : stream;
       if (dt == DType::kBF16) {
-        bwd_bucket_sm90<bf16>(hdp, p, stream, side->stream);
+        bwd_bucket_sm90<bf16>(hdp, p, sem, stream, dq_s);
       } else {
-        bwd_bucket_sm90<f16>(hdp, p, stream, side->stream);
+        bwd_bucket_sm90<f16>(hdp, p, sem, stream, dq_s);
       }
     } else if (dt == DType::kBF16) {
       bwd_bucket<bf16>(hdp, p, det, stream, side ? side->stream : stream);
@@ -330,7 +348,7 @@ void hstu_attention_bwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& d
       HSTU_CUDA_CHECK(cudaStreamWaitEvent(stream, side->join, 0));
     }
   };
-  if (!rab_grad && det) {  // no scratch needed
+  if (!rab_grad && det && !sm90_fused) {  // no scratch needed
     run();
     return;
   }
@@ -344,7 +362,12 @@ void hstu_attention_bwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& d
     p.d_rab_pos = static_cast<float*>(d_rab_pos.data);
     p.d_rab_time = static_cast<float*>(d_rab_time.data);
   }
-  if (!det) {
+  if (sm90_fused) {
+    const Tensor s = scratch.alloc(DType::kI32, {sem_n});
+    HSTU_CUDA_CHECK(cudaMemsetAsync(s.data, 0, s.nbytes(), stream));
+    sem = static_cast<int*>(s.data);
+  }
+  if (!det || sm90_fused) {
     const Tensor acc = scratch.alloc(DType::kF32, {p.total_tokens * p.num_heads * hdp});
     HSTU_CUDA_CHECK(cudaMemsetAsync(acc.data, 0, acc.nbytes(), stream));
     p.dq_accum = static_cast<float*>(acc.data);

@@ -36,11 +36,14 @@
 // (token, column, head) with the true head width as its column extent (gmem_view of the forward).
 #pragma once
 
+#include "ops/cuda/sm80/attention_bwd.cuh"  // atomic_add2, the dQ convert kernel
 #include "ops/cuda/sm90/attention_fwd_sm90.cuh"
 
 namespace hstu::cuda::attn::sm90 {
 
-template <typename T, int kHeadDim, bool kDkdv>
+// kDkdv: the key-major kernel (dK, dV; with kFusedDq also dQ through the ordered fp32
+// accumulation); else the query-major dQ kernel of the split scheme.
+template <typename T, int kHeadDim, bool kDkdv, bool kFusedDq = false>
 struct BwdTraits {
   using Element = typename CuteElem<T>::type;
   static constexpr int kHD = kHeadDim;
@@ -81,12 +84,27 @@ struct BwdTraits {
   using TmaS = decltype(make_tma_copy(SM90_TMA_LOAD{}, GTensor{}, take<0, 2>(SmemLayoutS{}),
                                       Shape<Int<kBN>, Int<kHD>>{}, _1{}));
 
+  // Fused dQ (kFusedDq): warpgroup w's partial dQ [kBN queries, kHD] = dS [kBN, its 64 keys]
+  // K [its 64 keys, kHD]: dS^T goes from the accumulators to shared memory (query-contiguous,
+  // the MN-major A operand), K^T is the resident K buffer read MN-major (hd contiguous).
+  static constexpr bool kFused = kDkdv && kFusedDq;
+  using TiledMmaDq = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<Element, Element, float, Shape<Int<kBN>, Int<kHD>, _64>, GMMA::Major::MN,
+                           GMMA::Major::MN>(),
+      Layout<Shape<_1, _1, _1>>{}));
+  using SmemLayoutdS = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<Element>{},
+                                              Shape<Int<kBN>, _64, Int<kConsumerWGs>>{}));
+  // (hd, key within the warpgroup's 64, warpgroup) -> the resident (key, hd) buffer.
+  using SmemLayoutRt = decltype(composition(
+      SmemLayoutR{}, Layout<Shape<Int<kHD>, _64, Int<kConsumerWGs>>, Stride<Int<kBM>, _1, _64>>{}));
+
   using Pipe = cutlass::PipelineTmaAsync<kStages>;
   struct SharedStorage {
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutR>, 1024> r1;  // then dK / dQ
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutR>, 1024> r2;  // then dV
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutS>, 1024> s1;
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutS>, 1024> s2;
+    alignas(1024) cute::array_aligned<Element, kFused ? cosize_v<SmemLayoutdS> : 8, 1024> ds;
     typename Pipe::SharedStorage pipe;
     alignas(8) uint64_t barrier_r;
   };
@@ -96,12 +114,23 @@ struct BwdTraits {
 };
 
 // Resident operands r1, r2 and streamed s1, s2: (K, V; Q, dO) for dK/dV, (Q, dO; K, V) for dQ.
+// Fused dQ: p.dq_accum (fp32 [T, H, kHD], zeroed) receives every key block's partial dQ in a
+// fixed order; dq_sem[(b H + h) sem_blocks + m] (zeroed) counts the warpgroup contributions
+// already added to query block m of sequence b, head h.
 template <typename Tr>
 struct BwdParams {
   HstuAttnParams p;
   typename Tr::TmaR tma_r1, tma_r2;
   typename Tr::TmaS tma_s1, tma_s2;
+  int* dq_sem = nullptr;
+  int sem_blocks = 0;
 };
+
+__device__ __forceinline__ int ld_acquire(const int* p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
 
 // In place on one thread's accumulators: x = Q.K -> P / scale = SiLU(alpha x), y = dO.V ->
 // dS / (alpha scale) = y SiLU'(alpha x); masked elements 0. Tile element (r, c) of coordinates
@@ -266,6 +295,14 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   Tensor tOrP = make_tensor<Element>(FragLayout{});
   Tensor tOrD = make_tensor<Element>(FragLayout{});
   static_assert(size(FragLayout{}) == size(decltype(tXrX){}), "A fragment size");
+  // Fused dQ operands (unused otherwise).
+  typename Tr::TiledMmaDq mmaDq;
+  auto thrDq = mmaDq.get_thread_slice(tid & 127);
+  Tensor sdS = make_tensor(make_smem_ptr(ss.ds.data()), typename Tr::SmemLayoutdS{});
+  Tensor sRt = make_tensor(make_smem_ptr(ss.r1.data()), typename Tr::SmemLayoutRt{});
+  Tensor tDrdS = thrDq.partition_fragment_A(sdS(_, _, w));
+  Tensor tDrK = thrDq.partition_fragment_B(sRt(_, _, w));
+  Tensor tDcQ = thrDq.partition_C(make_identity_tensor(Shape<Int<kBN>, Int<kHD>>{}));
 
   reinterpret_cast<Barrier*>(&ss.barrier_r)->wait(0);
   cutlass::PipelineState<Tr::kStages> rd;
@@ -287,6 +324,18 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       wg_gemm<false>(mmaO, tOrP, tOrS2t(_, _, _, st), accA);  // dV += P^T dO
     }
     wg_gemm<false>(mmaO, tOrD, tOrS1t(_, _, _, st), accB);  // dK += dS^T Q  |  dQ += dS K
+    if constexpr (Tr::kFused) {
+      // dS^T (this warpgroup's 64 keys x kBN queries, the converted pairs of tOrD: adjacent
+      // queries) -> sdS(query, key, w), query-contiguous, while the GEMMs run.
+      const uint32_t* dw = reinterpret_cast<const uint32_t*>(raw_pointer_cast(tOrD.data()));
+#pragma unroll
+      for (int e = 0; e < size(tXrY); e += 2) {
+        const int r = get<0>(tXcX(e)) - 64 * w, c = get<1>(tXcX(e));
+        *reinterpret_cast<uint32_t*>(&sdS(c, r, w)) = dw[e / 2];
+      }
+      cutlass::arch::fence_view_async_shared();  // generic-proxy writes -> wgmma reads
+      cutlass::arch::NamedBarrier::sync(128, 4 + w);
+    }
     warpgroup_wait<0>();
     warpgroup_fence_operand(accA);
     warpgroup_fence_operand(accB);
@@ -294,6 +343,34 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     warpgroup_fence_operand(tOrD);
     pipe.consumer_release(rd);
     ++rd;
+    if constexpr (Tr::kFused) {
+      Tensor accQ = partition_fragment_C(mmaDq, Shape<Int<kBN>, Int<kHD>>{});
+      wg_gemm<true>(mmaDq, tDrdS, tDrK, accQ);  // partial dQ = dS K over this warpgroup's keys
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(accQ);
+      // Ordered accumulation: contribution 2 idx + w of query block n, idx = the visible key
+      // blocks before this one (ascending key blocks, warpgroup 0 first): a fixed order of fp32
+      // adds, so dQ is bit-identical run to run.
+      int* sem = P.dq_sem + (int64_t(b) * p.num_heads + h) * P.sem_blocks + n;
+      if ((tid & 127) == 0) {
+        int idx = 0;
+        for (int k = 0; k < blk; ++k)
+          idx += tile_kind(si, p, n * kBN, kBN, k * kBM, kBM) != kTileSkip;
+        while (ld_acquire(sem) != 2 * idx + w) {
+        }
+      }
+      cutlass::arch::NamedBarrier::sync(128, 4 + w);
+#pragma unroll
+      for (int e = 0; e < size(accQ); e += 2) {
+        const int i = n * kBN + get<0>(tDcQ(e)), c = get<1>(tDcQ(e));
+        if (i < si.L)
+          atomic_add2(p.dq_accum + ((si.start + i) * p.num_heads + h) * int64_t(kHD) + c, accQ(e),
+                      accQ(e + 1));
+      }
+      __threadfence();
+      cutlass::arch::NamedBarrier::sync(128, 4 + w);
+      if ((tid & 127) == 0) atomicAdd(sem, 1);
+    }
   }
 
   // ---- epilogue: both warpgroups are past their last resident read; r1 holds dK / dQ and r2 dV
@@ -328,9 +405,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
 #endif
 }
 
-template <typename T, int kHeadDim, bool kDkdv>
-void launch_bwd_pass(const HstuAttnParams& p, cudaStream_t stream) {
-  using Tr = BwdTraits<T, kHeadDim, kDkdv>;
+template <typename T, int kHeadDim, bool kDkdv, bool kFusedDq>
+void launch_bwd_pass(const HstuAttnParams& p, int* dq_sem, cudaStream_t stream) {
+  using Tr = BwdTraits<T, kHeadDim, kDkdv, kFusedDq>;
   HSTU_CHECK(p.total_tokens < (int64_t(1) << 31), "sm90 attention backward: ", p.total_tokens,
              " tokens exceed TMA's 32-bit coordinates");
   const HeadsView& r1 = kDkdv ? p.k : p.q;
@@ -339,6 +416,8 @@ void launch_bwd_pass(const HstuAttnParams& p, cudaStream_t stream) {
   const HeadsView& s2 = kDkdv ? p.d_o : p.v;
   BwdParams<Tr> P;
   P.p = p;
+  P.dq_sem = dq_sem;
+  P.sem_blocks = (p.max_seqlen + Tr::kBN - 1) / Tr::kBN;
   const auto tile_r = Shape<Int<Tr::kBM>, Int<kHeadDim>>{};
   const auto tile_s = Shape<Int<Tr::kBN>, Int<kHeadDim>>{};
   P.tma_r1 = make_tma_copy(SM90_TMA_LOAD{}, gmem_view<Tr>(r1, p.total_tokens, p.d_qk, p.num_heads),
@@ -362,8 +441,20 @@ void launch_bwd_pass(const HstuAttnParams& p, cudaStream_t stream) {
 
 namespace hstu::cuda::attn {
 template <typename T, int kHeadDim>
-void run_bwd_sm90(const HstuAttnParams& p, cudaStream_t stream, cudaStream_t dq_stream) {
-  sm90::launch_bwd_pass<T, kHeadDim, true>(p, stream);
-  sm90::launch_bwd_pass<T, kHeadDim, false>(p, dq_stream);
+void run_bwd_sm90(const HstuAttnParams& p, int* dq_sem, cudaStream_t stream,
+                  cudaStream_t dq_stream) {
+  if (dq_sem) {  // fused: dK, dV and the ordered dQ accumulation, then dQ converted
+    static_assert(sm90::BwdTraits<T, kHeadDim, true, true>::kBN == kSm90BwdQueryBlock);
+    HSTU_CHECK(p.dq_accum && p.dq_accum_head_stride == kHeadDim,
+               "sm90 attention backward: the fused dQ needs an fp32 accumulator of head stride ",
+               kHeadDim);
+    sm90::launch_bwd_pass<T, kHeadDim, true, true>(p, dq_sem, stream);
+    const int64_t n = p.total_tokens * p.num_heads * p.d_qk;
+    const int blocks = static_cast<int>(std::min<int64_t>((n + 255) / 256, 4096));
+    launch<hstu_attn_dq_convert_kernel<T>>(dim3(blocks), 256, 0, stream, p);
+  } else {  // split: dK, dV beside a query-major dQ kernel
+    sm90::launch_bwd_pass<T, kHeadDim, true, false>(p, nullptr, stream);
+    sm90::launch_bwd_pass<T, kHeadDim, false, false>(p, nullptr, dq_stream);
+  }
 }
 }  // namespace hstu::cuda::attn

@@ -18,11 +18,18 @@ namespace hstu::cuda::attn {
 template <typename T, int kHeadDim>
 void run_fwd_sm90(const HstuAttnParams& p, cudaStream_t stream);
 
-// Backward on sm_90a (attention_bwd_sm90.cuh), always deterministic: dk, dv from a key-major
-// kernel on `stream`, dq from a query-major kernel on dq_stream (which the caller has made wait
-// for `stream` and joins back afterwards; may equal stream). kHeadDim = 64 or 128; no rab.
+// Backward on sm_90a (attention_bwd_sm90.cuh), always deterministic; kHeadDim = 64 or 128, no
+// rab. With dq_sem (int32 [B, H, ceil(max_seqlen / kSm90BwdQueryBlock)], zeroed) and p.dq_accum
+// (fp32 [T, H, kHeadDim], zeroed; dq_accum_head_stride = kHeadDim): one kernel computes dk, dv
+// and adds each key block's partial dQ to dq_accum in a fixed order (semaphores), then dq is
+// converted, all on `stream`. Without (null): dk, dv from a key-major kernel on `stream` and dq
+// from a query-major kernel on dq_stream (which the caller has made wait for `stream` and joins
+// back afterwards; may equal stream).
 template <typename T, int kHeadDim>
-void run_bwd_sm90(const HstuAttnParams& p, cudaStream_t stream, cudaStream_t dq_stream);
+void run_bwd_sm90(const HstuAttnParams& p, int* dq_sem, cudaStream_t stream,
+                  cudaStream_t dq_stream);
+// Query rows per block of the sm_90a backward's streamed operands (the dQ semaphores' unit).
+constexpr int kSm90BwdQueryBlock = 64;
 
 // Whether this build carries the sm_90a kernels (CMake: HSTU_SM90_KERNELS, set when
 // HSTU_CUDA_ARCHS names 90a and CUTLASS headers were found).

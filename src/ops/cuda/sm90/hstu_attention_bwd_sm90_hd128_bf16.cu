@@ -5,5 +5,6 @@
 #include "ops/cuda/sm90/attention_bwd_sm90.cuh"
 
 namespace hstu::cuda::attn {
-template void run_bwd_sm90<__nv_bfloat16, 128>(const HstuAttnParams&, cudaStream_t, cudaStream_t);
+template void run_bwd_sm90<__nv_bfloat16, 128>(const HstuAttnParams&, int*, cudaStream_t,
+                                               cudaStream_t);
 }  // namespace hstu::cuda::attn
