@@ -17,8 +17,8 @@
 // elsewhere) and on the sm80 kernels (HSTU_ATTN_SM80=1) over cases made for the sm_90a tiles (128 x
 // 128 / 128 x 64): every head-width bucket 64/128/256 incl. partial widths, both dtypes, lengths 1,
 // tile multiples and non-multiples, every mask feature and rab; the suite above also runs on
-// sm_90a. Its backward test runs the same cases on the sm_90a backward (d 64 / 128 without rab;
-// the others fall back to sm80) and the sm80 one.
+// sm_90a. Its backward test runs the same cases on the sm_90a backward (d 64 / 128 without rab,
+// split and fused forms; the others fall back to sm80) and the sm80 one.
 //
 // Includes the backend header ops/cpu/hstu_attention.h (private to src/ops/ otherwise): the CPU
 // reference is called directly, the CUDA kernels through the dispatcher.
@@ -604,11 +604,12 @@ TEST_P(GpuAttentionSm90, ForwardMatchesCpuReference) {
   EXPECT_TRUE(bit_equal(out[0], gpu::to_host(run.o))) << "sm90 o differs between runs";
 }
 
-// The backward with HSTU_ATTN_SM90=1: the sm_90a dK/dV + dQ kernels where sm90_bwd_supported()
-// takes the call (head-width buckets 64 / 128, no rab), the sm80 kernels otherwise (rab, d 256:
-// those cases then check sm80 once more). Both modes are asked for; the sm_90a backward is
-// deterministic in both, so every run is compared bit for bit with the first. The sm80 error of
-// the same case is printed beside it (HSTU_ATTN_SM80=1).
+// The backward with HSTU_ATTN_SM90=1: the sm_90a kernels where sm90_bwd_supported() takes the
+// call (buckets 64 / 128, no rab; sm90_bwd_expected), the sm80 kernels otherwise (rab, d 256:
+// those cases then check sm80 once more). Runs: the split form (default) in deterministic mode
+// and with atomic dQ asked for, the fused form (HSTU_ATTN_SM90_FUSED=1) twice the same way, and
+// sm80 (HSTU_ATTN_SM80=1, its error printed beside). The sm_90a backward is deterministic in both
+// modes: each form's second run is compared bit for bit with its first.
 TEST_P(GpuAttentionSm90, BackwardMatchesCpuReference) {
   HSTU_REQUIRE_GPU();
   gpu::DeviceScope scope;
@@ -619,27 +620,31 @@ TEST_P(GpuAttentionSm90, BackwardMatchesCpuReference) {
   const Outputs naive = naive_lowp(pb);
   GpuRun run(pb);
   constexpr double kBwdM = 5.0;
+  const char* names[5] = {"sm90 split", "sm90 split, atomic asked", "sm90 fused",
+                          "sm90 fused, atomic asked", "sm80"};
   setenv("HSTU_ATTN_SM90", "1", 1);
   Outputs first;
-  for (int k = 0; k < 3; ++k) {  // sm90 det, sm90 asked for atomic dQ, sm80 det
-    const bool sm80 = k == 2;
+  for (int k = 0; k < 5; ++k) {
+    const bool sm80 = k == 4, fused = k == 2 || k == 3;
     if (sm80) setenv("HSTU_ATTN_SM80", "1", 1);
-    const Outputs out = run.run(k != 1);
-    if (sm80) unsetenv("HSTU_ATTN_SM80");
-    SCOPED_TRACE(sm80 ? "sm80 backward" : (k == 0 ? "sm90 backward" : "sm90, atomic asked"));
+    if (fused) setenv("HSTU_ATTN_SM90_FUSED", "1", 1);
+    const Outputs out = run.run(k % 2 == 0);
+    unsetenv("HSTU_ATTN_SM80");
+    unsetenv("HSTU_ATTN_SM90_FUSED");
+    SCOPED_TRACE(names[k]);
     auto check = [&](const char* what, const Tensor& o, const Tensor& r, const Tensor& nv) {
       const double err = max_abs_diff(o, r), nerr = max_abs_diff(nv, r);
-      std::printf("err %-40s %-3s %-4s gpu %.3e naive %.3e ratio %.2f (max|ref| %.3e)\n",
-                  pb.cs.name.c_str(), what, sm80 ? "sm80" : "sm90", err, nerr,
+      std::printf("err %-40s %-3s %-5s gpu %.3e naive %.3e ratio %.2f (max|ref| %.3e)\n",
+                  pb.cs.name.c_str(), what, sm80 ? "sm80" : (fused ? "sm90f" : "sm90"), err, nerr,
                   nerr > 0 ? err / nerr : 0.0, max_abs(r));
       gpu::expect_lowp_close(o, r, nv, kBwdM, 1e-6 + 1e-4 * max_abs(r), what);
     };
     check("dq", out.dq, ref.dq, naive.dq);
     check("dk", out.dk, ref.dk, naive.dk);
     check("dv", out.dv, ref.dv, naive.dv);
-    if (k == 0) {
+    if (k % 2 == 0) {
       first = out;
-    } else if (k == 1 && sm90_bwd_expected(pb.cs)) {  // the sm_90a backward again: same bits
+    } else if (sm90_bwd_expected(pb.cs)) {  // the same sm_90a form again: same bits
       EXPECT_TRUE(bit_equal(first.dq, out.dq)) << "sm90 dq differs between runs";
       EXPECT_TRUE(bit_equal(first.dk, out.dk)) << "sm90 dk differs between runs";
       EXPECT_TRUE(bit_equal(first.dv, out.dv)) << "sm90 dv differs between runs";

@@ -6,7 +6,7 @@
 // (sm90/attention_fwd_sm90.cuh) where it measured faster (sm90_fwd_supported; HSTU_ATTN_SM80=1 /
 // HSTU_ATTN_SM90=1 force either); the backward of the 64/128 buckets without rab likewise runs
 // the sm_90a kernels (sm90/attention_bwd_sm90.cuh, sm90_bwd_supported; always deterministic, so
-// it serves both modes), other calls the sm80 kernels.
+// it serves both modes; HSTU_ATTN_SM90_FUSED=1 its fused-dQ form), other calls the sm80 kernels.
 //
 // The shaping decision: head widths are padded internally to the next of 32/64/128/256 (zero
 // columns in shared memory), so one kernel per bucket serves every width — the paper's 25 and 50
@@ -310,16 +310,18 @@ void hstu_attention_bwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& d
   const int hdp = head_dim_bucket(std::max(p.d_qk, p.d_v));
   const cudaStream_t stream = stream_of(ctx);
   const bool rab_grad = args.has_rab() && !d_rab_pos.empty();
-  // Hopper: the sm_90a backward is deterministic whatever ctx asks. Its fused form (dQ added in
-  // a fixed order to an fp32 accumulator) needs scratch; the split form (a second, query-major dQ
-  // kernel on the side stream) needs none and serves calls without (or with too little) scratch,
-  // and HSTU_ATTN_SM90_SPLIT=1 forces it (A/B).
+  // Hopper: the sm_90a backward is deterministic whatever ctx asks. Its default split form (dK/dV
+  // kernel + a query-major dQ kernel on the side stream) needs no scratch. The fused form (dQ
+  // added per key block to an fp32 accumulator in a fixed order, semaphores) is opt-in,
+  // HSTU_ATTN_SM90_FUSED=1: correct and deterministic, but measured 2.5x slower (H200, 32 x 4096
+  // x 4 x 128: 133 vs 340 TFLOPS; attention_bwd_sm90.cuh); it needs scratch, and calls without
+  // enough keep the split form.
   const bool sm90 = attn::sm90_bwd_supported(p, hdp);
   const int64_t sem_n = int64_t(p.batch) * p.num_heads *
                         ((p.max_seqlen + attn::kSm90BwdQueryBlock - 1) / attn::kSm90BwdQueryBlock);
   const size_t fused_bytes = 4 * size_t(p.total_tokens * p.num_heads * hdp) + 4 * size_t(sem_n) +
                              1024;  // + alignment of the two allocations
-  const bool sm90_fused = sm90 && !env_flag("HSTU_ATTN_SM90_SPLIT") && ctx.scratch &&
+  const bool sm90_fused = sm90 && env_flag("HSTU_ATTN_SM90_FUSED") && ctx.scratch &&
                           ctx.scratch->device() == Device::kCUDA && !ctx.scratch->is_measuring() &&
                           ctx.scratch->capacity() - ctx.scratch->used() >= fused_bytes;
   const bool det = ctx.deterministic || sm90;

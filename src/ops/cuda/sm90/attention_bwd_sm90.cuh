@@ -16,7 +16,17 @@
 //   - dQ kernel (kDkdv = false): one CTA per block of kBM = 128 queries, resident Q and dO; it
 //     streams the visible key blocks (K, V) and computes S = Q K^T, dP = dO V^T, dQ += dS K.
 // The dQ kernel recomputes S and dP (7 GEMMs per tile pair instead of 5): the price of a dQ
-// written once, in a fixed order, without atomics.
+// written once, in a fixed order, without atomics. This split form is the default.
+//
+// Fused form (kFusedDq, opt-in: HSTU_ATTN_SM90_FUSED=1): the dK/dV kernel also computes each
+// warpgroup's partial dQ = dS K over its 64 keys (dS^T through shared memory, a fifth wgmma) and
+// adds it with fp32 atomics to an accumulator in a fixed order — descending key blocks,
+// warpgroup 0 first, enforced by a semaphore per (sequence, head, query block) — then a convert
+// kernel writes dq. Correct and bit-identical run to run (GPU tests), but slower: H200, bf16,
+// causal, 32 x 4096 x 4: 133 TFLOPS at d 128 and 89 at d 64 against 340 and 198 for the split
+// form (ascending key order: 84.5 at d 128). NOTE: where the time goes was not measured (ncu);
+// the suspects are the 64 KB of fp32 atomics per warpgroup step (FA3 issues them as TMA bulk
+// reductions) and the serialisation of the adds to one query block.
 //
 // Each consumer warpgroup owns 64 rows of the resident block; the producer warp issues the
 // resident loads once and the streamed block pair (one mbarrier per stage, both operands'

@@ -49,12 +49,15 @@ bool sm90_faster(const HstuAttnParams& p, int padded_head_dim) {
   return p.max_seqlen >= (padded_head_dim <= 64 ? 512 : 256);
 }
 
-// The backward: where the sm_90a backward measured slower than the sm80 one the dispatch keeps
-// sm80 unless HSTU_ATTN_SM90=1. H200 figures: docs/BENCHMARKS.md / the comment below.
-// TODO(measure): thresholds from the first device run.
+// The backward (split form; H200, bf16, causal, deterministic, TFLOPS sm90 / sm80): 32 x 4096 x
+// 4 x 128 339.8 / 175.5 (1.94x; vs the sm80 atomic-dQ backward 199.7: 1.70x), 32 x 4096 x 4 x 64
+// 197.8 / 157.0 (1.26x; atomic 185.3: 1.07x). Shorter sequences were not measured on the split
+// form (its fused variant, slower, ran 0.66-0.80x of sm80 from 256 to 1024 tokens), so the
+// dispatch takes it from 4096 tokens only; HSTU_ATTN_SM90=1 forces it.
 bool sm90_bwd_faster(const HstuAttnParams& p, int padded_head_dim) {
+  (void)padded_head_dim;
   if (env_is_1("HSTU_ATTN_SM90")) return true;
-  return p.max_seqlen >= (padded_head_dim <= 64 ? 512 : 256);
+  return p.max_seqlen >= 4096;
 }
 
 // TMA: 16-byte aligned base and strides (vec), coordinates in int32.
