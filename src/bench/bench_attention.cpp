@@ -538,10 +538,11 @@ int run_attention_bench(const std::vector<std::string>& args) {
       force_kernel("sm90");
       const double tf80 = fwd_flops / (t80 * 1e9), tfb80 = bwd_flops / (tb80 * 1e9),
                    tfa80 = bwd_flops / (ta80 * 1e9);
-      std::printf(
-          "%-26s | %-8.3f %-7.1f sm80 fwd; sm90 / sm80 = %.2fx | %-8.3f %-7.1f sm80 bwd; "
-          "sm90 / sm80 = %.2fx | %-8.3f %-7.1f sm80 bwdA\n",
-          "", t80, tf80, tff / tf80, tb80, tfb80, tfb / tfb80, ta80, tfa80);
+      std::printf("%-26s | %-8.3f %-7.1f sm80 fwd; sm90 / sm80 = %.2fx", "", t80, tf80, tff / tf80);
+      if (!opt.fwd_only)
+        std::printf(" | %-8.3f %-7.1f sm80 bwd; sm90 / sm80 = %.2fx | %-8.3f %-7.1f sm80 bwdA",
+                    tb80, tfb80, tfb / tfb80, ta80, tfa80);
+      std::printf("\n");
     }
     std::fflush(stdout);
   }
