@@ -17,8 +17,8 @@
 // elsewhere) and on the sm80 kernels (HSTU_ATTN_SM80=1) over cases made for the sm_90a tiles (128 x
 // 128 / 128 x 64): every head-width bucket 64/128/256 incl. partial widths, both dtypes, lengths 1,
 // tile multiples and non-multiples, every mask feature and rab; the suite above also runs on
-// sm_90a. Its backward test runs the same cases on the sm_90a backward (d 64 / 128 without rab,
-// split and fused forms; the others fall back to sm80) and the sm80 one.
+// sm_90a. GpuAttentionSm90Bwd runs the cases of that list the sm_90a backward takes (d 64 / 128
+// without rab; split and fused forms), and two it sends to sm80, on both backends.
 //
 // Includes the backend header ops/cpu/hstu_attention.h (private to src/ops/ otherwise): the CPU
 // reference is called directly, the CUDA kernels through the dispatcher.
@@ -604,13 +604,24 @@ TEST_P(GpuAttentionSm90, ForwardMatchesCpuReference) {
   EXPECT_TRUE(bit_equal(out[0], gpu::to_host(run.o))) << "sm90 o differs between runs";
 }
 
+// The cases of sm90_cases() the sm_90a backward takes, and two it sends to sm80 (rab, d 256).
+std::vector<Case> sm90_bwd_cases() {
+  std::vector<Case> c;
+  for (const Case& x : sm90_cases())
+    if (sm90_bwd_expected(x) || x.name == "window_rab_d128_bf16" || x.name == "causal_d256_bf16")
+      c.push_back(x);
+  return c;
+}
+
+class GpuAttentionSm90Bwd : public ::testing::TestWithParam<Case> {};
+
 // The backward with HSTU_ATTN_SM90=1: the sm_90a kernels where sm90_bwd_supported() takes the
 // call (buckets 64 / 128, no rab; sm90_bwd_expected), the sm80 kernels otherwise (rab, d 256:
 // those cases then check sm80 once more). Runs: the split form (default) in deterministic mode
 // and with atomic dQ asked for, the fused form (HSTU_ATTN_SM90_FUSED=1) twice the same way, and
 // sm80 (HSTU_ATTN_SM80=1, its error printed beside). The sm_90a backward is deterministic in both
 // modes: each form's second run is compared bit for bit with its first.
-TEST_P(GpuAttentionSm90, BackwardMatchesCpuReference) {
+TEST_P(GpuAttentionSm90Bwd, MatchesCpuReference) {
   HSTU_REQUIRE_GPU();
   gpu::DeviceScope scope;
   if (!cuda::attn::sm90_attention_available())
@@ -654,6 +665,8 @@ TEST_P(GpuAttentionSm90, BackwardMatchesCpuReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, GpuAttentionSm90, ::testing::ValuesIn(sm90_cases()),
+                         [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
+INSTANTIATE_TEST_SUITE_P(Cases, GpuAttentionSm90Bwd, ::testing::ValuesIn(sm90_bwd_cases()),
                          [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
 
 // The naive low-precision implementation agrees with the CPU reference when it does not round:
