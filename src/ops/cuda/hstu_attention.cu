@@ -20,7 +20,8 @@
 // and added as 64-bit fixed-point (2^-40) integers, which are order-independent in both modes.
 //
 // Scratch (ctx.scratch): 8 * (|rab_pos| + |rab_time|) bytes with rab gradients, plus
-// 4 * T * H * Dpad bytes for the dQ accumulator when not deterministic.
+// 4 * T * H * Dpad bytes for the dQ accumulator when not deterministic (sm80) or with the fused
+// sm_90a backward (HSTU_ATTN_SM90_FUSED=1; + 4 * B * H * ceil(max_seqlen / 64) semaphore bytes).
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
