@@ -103,6 +103,7 @@ fi
 benches=(
   "attention|bench attention"
   "attention sm90 vs sm80|bench attention --fwd-only --kernel both --shape 32,4096,4,64 --shape 32,4096,4,128 --shape 32,4096,4,256 --shape 128,200,2,64"
+  "attention bwd sm90 vs sm80|bench attention --kernel both --no-validate --shape 32,4096,4,64 --shape 32,4096,4,128 --shape 32,2048,4,128 --shape 32,1024,4,128 --shape 128,512,4,128"
   "attention small-d|bench attention --full --no-validate --shape 128,200,2,25 --shape 128,200,2,32 --shape 128,200,2,16 --shape 128,200,1,64 --shape 128,200,2,50 --shape 128,200,2,64"
   "attention rab|bench attention --full --no-validate --rab --shape 128,200,2,25 --shape 128,200,2,50 --shape 32,1024,4,128"
   "layer|bench layer"

@@ -73,7 +73,8 @@ void add_bench_attention(CLI::App& bench, Commands& commands) {
   app->add_flag("--no-validate")->description("skip the check against the CPU reference");
   app->add_flag("--fwd-only")->description("forward only");
   app->add_option("--kernel",
-                  "attention forward: the dispatch's choice, sm80 or sm90 forced, or both (A/B)")
+                  "attention kernels (forward and backward): the dispatch's choice, sm80 or sm90 "
+                  "forced, or both (A/B)")
       ->type_name("auto|sm80|sm90|both")
       ->check(CLI::IsMember({"auto", "sm80", "sm90", "both"}).description(""));
   commands.push_back({app, [app] { return run_attention_bench(given_args(*app)); }});
