@@ -350,8 +350,33 @@ TEST(ConfigBind, RecsysExamplesRankingMetricsAreClassificationMetrics) {
   const std::string ndcg = load_error(base + "RankingArgs.eval_metrics = ('AUC', 'NDCG')\n");
   EXPECT_NE(ndcg.find("t.gin:14: RankingArgs.eval_metrics"), std::string::npos) << ndcg;
   EXPECT_NE(ndcg.find("\"NDCG\" is a retrieval metric"), std::string::npos) << ndcg;
-  const std::string f1 = load_error(base + "RankingArgs.eval_metrics = ['F1Score']\n");
-  EXPECT_NE(f1.find("\"F1Score\" is not computed by hstu"), std::string::npos) << f1;
+  // recsys-examples' other MetricType names (AP spelled as its value, or as hstu's short name).
+  EXPECT_EQ(
+      load(base + "RankingArgs.eval_metrics = ['RECALL', 'PRECISION', 'F1Score', "
+                  "'AVERAGE PRECISION', 'AP']\n")
+          .ranking.eval_metrics,
+      (std::vector<std::string>{"RECALL", "PRECISION", "F1Score", "AVERAGE PRECISION", "AP"}));
+  const std::string typo = load_error(base + "RankingArgs.eval_metrics = ['Recall']\n");
+  EXPECT_NE(typo.find("RankingArgs.eval_metrics"), std::string::npos) << typo;
+  EXPECT_NE(typo.find("Recall"), std::string::npos) << typo;
+}
+
+TEST(ConfigValidate, ZeroCandidatesRankingNeedsTheUserSplit) {
+  Config c;
+  c.task = "ranking";
+  c.ranking.prediction_head_arch = {4, 1};
+  c.dataset.dataset_name = "ml-1m";
+  c.dataset.max_num_candidates = 0;  // recsys-examples: every event scored
+  c.dataset.ranking_split = "time";
+  const std::string msg = error_of([&] { validate(c); });
+  EXPECT_NE(msg.find("DatasetArgs.max_num_candidates = 0 scores every event"), std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("ranking_split = \"user_70_30\""), std::string::npos) << msg;
+  c.dataset.ranking_split = "user_70_30";
+  EXPECT_NO_THROW(validate(c));
+  c.dataset.ranking_split = "time";
+  c.dataset.dataset_name = "benchmark";  // generated samples: no split
+  EXPECT_NO_THROW(validate(c));
 }
 
 TEST(ConfigValidate, DefaultsAreValid) {
