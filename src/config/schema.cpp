@@ -604,14 +604,6 @@ void validate(const Config& config) {
                     r.prediction_head_arch.empty() ? 0 : r.prediction_head_arch.back(),
                     " but RankingArgs.num_tasks = ", r.num_tasks,
                     ": with several tasks the head needs one logit per task"));
-    fail_unless(c.dataset.max_num_candidates > 0 || c.dataset.dataset_name == "benchmark" ||
-                    c.dataset.ranking_split == "user_70_30",
-                cat("DatasetArgs.max_num_candidates = 0 scores every event of a sample "
-                    "(recsys-examples' semantics), which needs DatasetArgs.ranking_split = "
-                    "\"user_70_30\" (their split: whole users train or eval); the \"",
-                    c.dataset.ranking_split,
-                    "\" split cuts each user's train and eval windows of max_num_candidates "
-                    "events, none when it is 0"));
   }
   if (problems.size() == 1) HSTU_THROW("invalid config: ", problems[0]);
   if (!problems.empty()) {

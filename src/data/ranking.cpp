@@ -37,9 +37,10 @@ RankingSplits make_ranking_splits(const SequenceDataset& ds, const DatasetArgs& 
   HSTU_CHECK(split == "time" || split == "user_70_30", "ranking split \"", split,
              "\" (expected time or user_70_30)");
   HSTU_CHECK(c >= 1 || split == "user_70_30",
-             "DatasetArgs.max_num_candidates = 0 (every event scored) needs "
-             "DatasetArgs.ranking_split = \"user_70_30\": the time split's windows are "
-             "max_num_candidates events");
+             "DatasetArgs.max_num_candidates = 0 scores every event of a sample (recsys-examples' "
+             "semantics), which needs DatasetArgs.ranking_split = \"user_70_30\" (their split: "
+             "whole users train or eval); the \"time\" split cuts each user's train and eval "
+             "windows of max_num_candidates events, none when it is 0");
   HSTU_CHECK(truncate == "newest" || truncate == "oldest", "ranking truncate \"", truncate,
              "\" (expected newest or oldest)");
   HSTU_CHECK(!(split == "time" && truncate == "oldest"),

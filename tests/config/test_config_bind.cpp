@@ -361,24 +361,6 @@ TEST(ConfigBind, RecsysExamplesRankingMetricsAreClassificationMetrics) {
   EXPECT_NE(typo.find("Recall"), std::string::npos) << typo;
 }
 
-TEST(ConfigValidate, ZeroCandidatesRankingNeedsTheUserSplit) {
-  Config c;
-  c.task = "ranking";
-  c.ranking.prediction_head_arch = {4, 1};
-  c.dataset.dataset_name = "ml-1m";
-  c.dataset.max_num_candidates = 0;  // recsys-examples: every event scored
-  c.dataset.ranking_split = "time";
-  const std::string msg = error_of([&] { validate(c); });
-  EXPECT_NE(msg.find("DatasetArgs.max_num_candidates = 0 scores every event"), std::string::npos)
-      << msg;
-  EXPECT_NE(msg.find("ranking_split = \"user_70_30\""), std::string::npos) << msg;
-  c.dataset.ranking_split = "user_70_30";
-  EXPECT_NO_THROW(validate(c));
-  c.dataset.ranking_split = "time";
-  c.dataset.dataset_name = "benchmark";  // generated samples: no split
-  EXPECT_NO_THROW(validate(c));
-}
-
 TEST(ConfigValidate, DefaultsAreValid) {
   EXPECT_NO_THROW(validate(Config{}));
 }

@@ -199,9 +199,9 @@ __global__ void __launch_bounds__(256) sampled_softmax_kernel(SsArgs a) {
   const bool tiled = tile < nj;
   const int64_t d = a.d, tp = pad4(tile);
   float* qs = smem + warp * warp_smem_floats(d, tile, tiled);
-  float* gs = qs + pad4(d);                 // tiled: dq of the tiles so far (fp32)
+  float* gs = qs + pad4(d);                // tiled: dq of the tiles so far (fp32)
   float* lg = gs + (tiled ? pad4(d) : 0);  // logit; A_j once the softmax is known
-  float* dots = lg + tp;                    // <q, x_j>; then B_j
+  float* dots = lg + tp;                   // <q, x_j>; then B_j
   float* nrm = dots + tp;
   int32_t* ids = reinterpret_cast<int32_t*>(nrm + tp);
   const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + warp;
