@@ -391,7 +391,7 @@ std::vector<FieldSpec> ranking_fields() {
           "torchmetrics' binary metrics at threshold 0.5 on sigmoid(logit), or their macro mean "
           "over the classes of a cross-entropy head; a value with a zero denominator (no "
           "positive label, no positive prediction) is reported as undefined with a warning "
-          "(torchmetrics: 0)"),
+          "(torchmetrics' safe division: 0 for recall, precision, F1)"),
   };
 }
 

@@ -11,7 +11,8 @@
 // P / R the precision / recall of "score >= s"; sigmoid is monotone, so it is computed on the
 // logits. One deliberate difference, as for AUC: a value whose denominator is 0 (recall or AP
 // without a positive label, precision without a positive prediction, F1 when TP + FP + FN = 0)
-// is NaN, reported as undefined with a warning; torchmetrics reports 0 there.
+// is NaN, reported as undefined with a warning; torchmetrics' safe division reports 0 for
+// recall, precision and F1 there (and its AP without a positive label has no meaning either).
 //
 // Results never depend on the order samples arrive in (or on how partial accumulators are
 // merged): retrieval keeps a histogram of ranks and sums it in rank order, binary metrics sort
