@@ -474,7 +474,7 @@ void sampled_softmax(Ctx& ctx, const SampledSoftmaxSpec& spec, const Tensor& q,
     return;
   }
   const int64_t r = neg_ids.dim(1), nj = r + 1;
-  HSTU_CHECK(t * nj < (int64_t(1) << 31), "sampled_softmax: T * (R + 1) exceeds 2^31");
+  HSTU_CHECK(r < (int64_t(1) << 31) - 1, "sampled_softmax: ", r, " negatives per query");
 
   Scratch scratch(ctx, op);
   SsArgs a;
@@ -488,6 +488,12 @@ void sampled_softmax(Ctx& ctx, const SampledSoftmaxSpec& spec, const Tensor& q,
   Tensor token_loss = scratch.alloc(DType::kF32, {t});
   a.token_loss = token_loss.as<float>();
   const bool det = grad && ctx.deterministic;
+  // The deterministic scatter records one (key, A, B) per (token, candidate) and sorts them with
+  // 32-bit item indices; the atomic path has no such bound.
+  HSTU_CHECK(!det || t * nj < (int64_t(1) << 31),
+             "sampled_softmax: the deterministic table gradient records T * (R + 1) = ", t * nj,
+             " (token, candidate) pairs, more than 2^31 - 1 (TrainerArgs.deterministic = false "
+             "scatters with atomics instead; or a smaller TrainerArgs.train_batch_size)");
   Tensor pair_key, pair_a, pair_b;
   if (grad) {
     a.dq = dq.data, a.lddq = dq.row_stride;
