@@ -136,9 +136,58 @@ int64_t ShardedTable::dedup_and_fetch(Ctx& ctx, Comm& comm,
   return fetch(ctx, comm, dedup_->run(ids));
 }
 
+int64_t ShardedTable::dedup_and_fetch_device(Ctx& ctx, Comm& comm, std::span<const Tensor> ids) {
+#if defined(HSTU_WITH_CUDA)
+  HSTU_CHECK(device_ == Device::kCUDA && !ctx.cpu(), "sharded table ", name_,
+             ": dedup_and_fetch_device needs a CUDA table and context");
+  HSTU_CHECK(!fetched_, "sharded table ", name_,
+             ": fetch called twice without push_grads in between");
+  if (!dev_arena_)  // once, before the first step's work: the step loop allocates nothing after
+    dev_arena_ = Arena::planned(device_, "sharded:" + name_ + ":dedupe", [&](Arena& a) {
+      dev_ = cuda::allocate_window_dedup(a, rows(), cap_);
+    });
+  cuda::window_dedup(ctx, dev_, ids);
+  if (world() == 1) {  // the shard is the whole table and its local rows are the ids
+    cuda::window_gather_rows(ctx, dev_, shard_.weight, window_.weight);
+    unique_ = -1;
+    device_window_ = true;
+    fetched_ = true;
+    return -1;
+  }
+  // W ranks: the distinct ids to the host (the only wait of the step's fetch), then the exchange.
+  // Through the page-locked upload buffer (2 * cap i32), on the step's stream.
+  up_->wait();
+  int32_t* h = reinterpret_cast<int32_t*>(up_->data());
+  copy_bytes_async(h, Device::kCPU, dev_.count.data, device_, sizeof(int32_t), ctx.stream);
+  up_->record(ctx.stream);
+  up_->wait();
+  const int32_t u = h[0];
+  HSTU_CHECK(u >= 1 && u <= cap_, "sharded table ", name_, ": ", u,
+             " distinct ids from the device dedupe, outside [1, ", cap_, "]");
+  copy_bytes_async(h, Device::kCPU, dev_.unique.data, device_,
+                   static_cast<size_t>(u) * sizeof(int32_t), ctx.stream);
+  up_->record(ctx.stream);
+  up_->wait();
+  dev_unique_.assign(h, h + u);
+  device_window_ = false;
+  return fetch(ctx, comm, dev_unique_);
+#else
+  (void)ctx, (void)comm, (void)ids;
+  HSTU_THROW("sharded table ", name_, ": dedup_and_fetch_device needs a CUDA build");
+#endif
+}
+
 void ShardedTable::push_grads(Ctx& ctx, Comm& comm) {
   HSTU_CHECK(fetched_, "sharded table ", name_, ": push_grads without a fetch before it");
   fetched_ = false;
+#if defined(HSTU_WITH_CUDA)
+  if (device_window_) {  // one rank: the window's touched rows straight into the shard
+    device_window_ = false;
+    cuda::window_scatter_grads(ctx, dev_, window_.grad, window_.touched, shard_.grad,
+                               shard_.touched);
+    return;
+  }
+#endif
   const int64_t u = unique_;
   // Which window rows the step touched (host).
   flags_->wait();

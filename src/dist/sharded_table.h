@@ -21,6 +21,13 @@
 // The step's routing (which window row went to which owner) is computed on the host; the device
 // work is the library collectives plus the embedding ops' gather (embedding_fwd, scale 1) and
 // scatter-add (embedding_bwd, scale 1), so CPU and CUDA share this code.
+//
+// On CUDA, dedup_and_fetch_device does step 1 on the device instead (ops/window_gpu.h: the same
+// sorted unique ids and remap as IdDeduper), on ids already on the device. On one rank the window
+// is gathered straight from the shard and push_grads adds its rows back with one kernel: nothing
+// reads a device value on the host, so the whole step can be one CUDA graph. On W ranks the
+// distinct ids come back to the host in one small copy (their number bounded by max_unique) and
+// the routing and exchanges run as above.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +42,7 @@
 #include "dist/comm.h"
 #include "dist/sharding.h"
 #include "model/params.h"
+#include "ops/window_gpu.h"
 
 namespace hstu::dist {
 
@@ -61,6 +69,10 @@ class ShardedTable {
   // own IdDeduper (a [rows] i32 host array, made on first use), then fetches. Returns U;
   // unique_ids() are the ids of window rows [0, U).
   int64_t dedup_and_fetch(Ctx& ctx, Comm& comm, std::span<const std::span<int32_t>> ids);
+  // Steps 1 and 2 with ids on the GPU (a CUDA table; i32 device tensors [n] or [n, m] with a row
+  // stride, rewritten in place to window rows). One rank: no synchronisation, returns -1 (U stays
+  // on the device). W ranks: one copy of the distinct ids to the host, then fetch; returns U.
+  int64_t dedup_and_fetch_device(Ctx& ctx, Comm& comm, std::span<const Tensor> ids);
   std::span<const int32_t> unique_ids() const {
     return dedup_ ? dedup_->unique() : std::span<const int32_t>();
   }
@@ -124,6 +136,11 @@ class ShardedTable {
   std::vector<int64_t> send_counts_, recv_counts_;
   int64_t unique_ = 0;
   bool fetched_ = false;
+  // The device dedupe (CUDA tables, made on the first dedup_and_fetch_device).
+  std::unique_ptr<Arena> dev_arena_;
+  cuda::WindowDedup dev_;
+  bool device_window_ = false;  // the last fetch left U on the device (one rank)
+  std::vector<int32_t> dev_unique_;
 };
 
 }  // namespace hstu::dist

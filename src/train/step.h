@@ -104,6 +104,15 @@ class TrainStep {
   // model on the window, then the window's gradients applied to the table.
   void run_windowed(Ctx& ctx, HstuModel& model, const SequenceBatch& batch, int64_t step, double lr,
                     const StepShare& share);
+  // The same on the GPU when the window takes device ids (ItemWindow::on_device): the raw batch
+  // uploaded, negatives drawn on the device, the ids deduplicated and remapped there; on one rank
+  // (device_only) the fetch, the model and both optimisers are one CUDA graph.
+  void run_windowed_device(Ctx& ctx, HstuModel& model, const SequenceBatch& batch, int64_t step,
+                           double lr, const StepShare& share);
+  bool window_on_device(const Ctx& ctx, const StepShare& share) const;
+  // negs[T, R] (a view of bt's negatives) drawn on the device with the CPU samplers' formula.
+  void device_negatives(Ctx& ctx, const BatchTensors& bt, const Tensor& negs, int64_t step,
+                        const StepShare& share);
 
   const Config& cfg_;
   int64_t num_items_;

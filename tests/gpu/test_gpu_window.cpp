@@ -1,0 +1,241 @@
+// test_gpu_window.cpp — the row-sharded item table's window on the device (ops/window_gpu.h,
+// ShardedTable::dedup_and_fetch_device, TrainStep's device window step) against the host path.
+//
+// (1) The device dedupe equals IdDeduper (dist/sharding.h): the same sorted unique ids and the
+// same remapped ids, for the flag-scan strategy (rows <= window) and the sort strategy (rows >
+// window), with 1-D and strided 2-D id arrays; the window gather and the gradient scatter equal
+// their definitions. (2) Training on one rank (a local communicator on the GPU) with the window
+// on the device equals the host window path (host dedupe, host negatives, host routing) bit for
+// bit after several steps: every loss, the dense parameters and the item table, for uniform and
+// in-batch negatives and both dedupe strategies.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/gpu_harness.h"
+#include "config/load.h"
+#include "data/batcher.h"
+#include "data/preprocess.h"
+#include "data/splits.h"
+#include "dist/comm.h"
+#include "dist/sharded_table.h"
+#include "dist/sharding.h"
+#include "model/memory_plan.h"
+#include "model/model.h"
+#include "ops/window_gpu.h"
+#include "train/item_window.h"
+#include "train/runtime.h"
+#include "train/step.h"
+
+namespace hstu::test {
+namespace {
+
+template <typename T>
+std::vector<T> host_copy(const Tensor& t, int64_t n) {
+  std::vector<T> v(static_cast<size_t>(n));
+  copy_bytes(v.data(), Device::kCPU, t.data, t.device, v.size() * sizeof(T));
+  return v;
+}
+
+template <typename T>
+Tensor device_copy(Arena& a, const std::vector<T>& v, std::initializer_list<int64_t> dims) {
+  Tensor t = a.alloc(DTypeOf<T>::value, dims);
+  copy_bytes(t.data, Device::kCUDA, v.data(), Device::kCPU, v.size() * sizeof(T));
+  return t;
+}
+
+// Ids of a [n] array and an [m, k] array stored at row stride k + 3, against IdDeduper.
+void check_dedupe(int64_t rows, int64_t cap, int64_t n, int64_t m, int64_t k, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(rows - 1));
+  std::vector<int32_t> a(static_cast<size_t>(n)), b(static_cast<size_t>(m * k));
+  for (auto& x : a) x = id(rng) / 3;  // skewed, with repeats and zeros
+  for (auto& x : b) x = id(rng);
+  const int64_t ld = k + 3;
+  std::vector<int32_t> b_strided(static_cast<size_t>(m * ld), -7);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < k; ++j) b_strided[static_cast<size_t>(i * ld + j)] = b[i * k + j];
+
+  Ctx ctx = gpu::cuda_ctx();
+  Arena arena(Device::kCUDA, 64 << 20, "test");
+  const cuda::WindowDedup d = cuda::allocate_window_dedup(arena, rows, cap);
+  EXPECT_EQ(d.dense, rows <= cap);
+  Tensor ta = device_copy(arena, a, {n});
+  Tensor tb = device_copy(arena, b_strided, {m, ld}).cols(0, k);
+  const Tensor ids[] = {ta, tb};
+  cuda::window_dedup(ctx, d, ids);
+
+  dist::IdDeduper host(rows);
+  const std::span<int32_t> spans[] = {a, b};
+  const std::span<const int32_t> want = host.run(spans);
+  gpu::sync();
+  const int32_t u = host_copy<int32_t>(d.count, 1)[0];
+  ASSERT_EQ(u, static_cast<int32_t>(want.size()));
+  EXPECT_EQ(host_copy<int32_t>(d.unique, u), std::vector<int32_t>(want.begin(), want.end()));
+  EXPECT_EQ(host_copy<int32_t>(ta, n), a);
+  const std::vector<int32_t> got_b = host_copy<int32_t>(tb, m * ld);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < ld; ++j)
+      ASSERT_EQ(got_b[static_cast<size_t>(i * ld + j)],
+                j < k ? b[static_cast<size_t>(i * k + j)] : -7)
+          << "row " << i << " col " << j;
+
+  // The window gather and the gradient scatter against their definitions.
+  const int64_t dim = 5;
+  std::vector<float> table(static_cast<size_t>(rows * dim)), wgrad(static_cast<size_t>(cap * dim));
+  for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<float>(i % 97) * 0.25f;
+  for (size_t i = 0; i < wgrad.size(); ++i) wgrad[i] = static_cast<float>(i % 13) - 6.0f;
+  std::vector<uint8_t> wtouched(static_cast<size_t>(cap), 0);
+  for (int64_t j = 0; j < u; j += 2) wtouched[static_cast<size_t>(j)] = 1;
+  Tensor t_table = device_copy(arena, table, {rows, dim});
+  Tensor t_window = arena.zeros(DType::kF32, {cap, dim});
+  Tensor t_wgrad = device_copy(arena, wgrad, {cap, dim});
+  Tensor t_wtouched = device_copy(arena, wtouched, {cap});
+  Tensor t_grad = arena.zeros(DType::kF32, {rows, dim});
+  Tensor t_touched = arena.zeros(DType::kU8, {rows});
+  cuda::window_gather_rows(ctx, d, t_table, t_window);
+  cuda::window_scatter_grads(ctx, d, t_wgrad, t_wtouched, t_grad, t_touched);
+  gpu::sync();
+  const auto window = host_copy<float>(t_window, cap * dim);
+  const auto grad = host_copy<float>(t_grad, rows * dim);
+  const auto touched = host_copy<uint8_t>(t_touched, rows);
+  const auto wgrad_after = host_copy<float>(t_wgrad, cap * dim);
+  const auto wtouched_after = host_copy<uint8_t>(t_wtouched, cap);
+  std::vector<float> want_grad(static_cast<size_t>(rows * dim), 0.0f);
+  std::vector<uint8_t> want_touched(static_cast<size_t>(rows), 0);
+  for (int64_t j = 0; j < u; ++j) {
+    const int64_t r = want[static_cast<size_t>(j)];
+    for (int64_t c = 0; c < dim; ++c) {
+      ASSERT_EQ(window[j * dim + c], table[r * dim + c]) << "window row " << j;
+      if (wtouched[j]) want_grad[r * dim + c] = wgrad[j * dim + c];
+    }
+    want_touched[r] = wtouched[j];
+  }
+  EXPECT_EQ(grad, want_grad);
+  EXPECT_EQ(touched, want_touched);
+  for (int64_t j = 0; j < u; ++j) {
+    EXPECT_EQ(wtouched_after[j], 0);
+    for (int64_t c = 0; c < dim; ++c)
+      if (wtouched[j]) ASSERT_EQ(wgrad_after[j * dim + c], 0.0f);
+  }
+}
+
+TEST(GpuWindow, DedupeFlagScanEqualsHost) {
+  HSTU_REQUIRE_GPU();
+  check_dedupe(/*rows=*/700, /*cap=*/4000, /*n=*/900, /*m=*/37, /*k=*/50, 1);
+  check_dedupe(/*rows=*/3, /*cap=*/3, /*n=*/10, /*m=*/2, /*k=*/2, 2);
+}
+
+TEST(GpuWindow, DedupeSortEqualsHost) {
+  HSTU_REQUIRE_GPU();
+  check_dedupe(/*rows=*/100000, /*cap=*/3000, /*n=*/900, /*m=*/37, /*k=*/50, 3);
+  check_dedupe(/*rows=*/1 << 24, /*cap=*/200, /*n=*/60, /*m=*/5, /*k=*/20, 4);
+}
+
+constexpr int kSteps = 6;
+
+struct Run {
+  std::vector<double> losses;
+  std::vector<std::vector<float>> state;  // dense params, m, v, the item table
+};
+
+// kSteps training steps with the item table sharded over a 1-rank local communicator on the GPU,
+// its window on the host (the reference) or on the device.
+Run train_sharded(const std::string& gin, bool host_window) {
+  const Config cfg = load_config_text(gin, "<window>", {}, nullptr);
+  const SequenceDataset ds = open_dataset(cfg);
+  const DataSplits splits = make_splits(ds, cfg.dataset.split, cfg.dataset.max_history_seqlen);
+  Batcher batcher(ds, splits.train, cfg.trainer.train_batch_size, true, 7);
+  ModelShape shape = retrieval_model_shape(cfg, ds.num_items);
+  shape.window_rows = item_window_rows(cfg, ds.num_items);
+  shape.max_eval_queries = shape.max_batch;
+  shape.max_scatter_rows = shape.window_rows;
+  std::unique_ptr<dist::Comm> comm = dist::make_local_comm(Device::kCUDA);
+  Runtime runtime(Device::kCUDA, cfg, shape);
+  HstuModel model(cfg, shape, Device::kCUDA, DType::kBF16);
+  model.plan(11);
+  dist::ShardedTable table(*comm, "item_embedding", ds.num_items, cfg.network.hidden_size,
+                           cfg.optimizer.sparse_optimizer_str, dist::OwnerKind::kModulo,
+                           shape.window_rows);
+  table.init_from_full(Init::trunc_normal(0.02), 11);
+  ShardedItemWindow window(table, *comm);
+  window.set_host_path(host_window);
+  EXPECT_EQ(window.on_device(), !host_window);
+  model.set_item_table(&window.window());
+  TrainStep stepper(cfg, ds.num_items);
+  StepShare share;
+  share.comm = comm.get();
+  share.items = &window;
+  Run r;
+  SequenceBatch batch;
+  for (int64_t step = 0; step < kSteps; ++step) {
+    batcher.next(batch);
+    stepper.run(runtime.ctx(), model, batch, step, 1e-3 * static_cast<double>(step + 1), share);
+    for (const StepLoss& l : stepper.drain(false)) r.losses.push_back(l.loss);
+  }
+  for (const StepLoss& l : stepper.drain(true)) r.losses.push_back(l.loss);
+  runtime.synchronize();
+  for (const Tensor& t : {model.dense().flat_params(), model.dense().flat_m(),
+                          model.dense().flat_v(), table.shard().weight})
+    r.state.push_back(host_copy<float>(t, t.numel()));
+  return r;
+}
+
+std::string gin(int64_t items, int64_t batch, int64_t seqlen, int64_t negatives,
+                const char* sampler) {
+  return "DatasetArgs.dataset_name = \"synthetic\"\n"
+         "DatasetArgs.max_history_seqlen = " +
+         std::to_string(seqlen) +
+         "\nSyntheticArgs.num_users = 300\n"
+         "SyntheticArgs.num_items = " +
+         std::to_string(items) +
+         "\nSyntheticArgs.min_seqlen = 5\n"
+         "SyntheticArgs.max_seqlen = " +
+         std::to_string(seqlen) +
+         "\nNetworkArgs.num_layers = 2\n"
+         "NetworkArgs.hidden_size = 32\n"
+         "NetworkArgs.num_attention_heads = 2\n"
+         "NetworkArgs.kv_channels = 16\n"
+         "NetworkArgs.hidden_dropout = 0.2\n"
+         "TrainerArgs.train_batch_size = " +
+         std::to_string(batch) + "\nRetrievalArgs.num_negatives = " + std::to_string(negatives) +
+         "\nRetrievalArgs.negative_sampler = \"" + sampler + "\"\n";
+}
+
+void expect_equal(const Run& host, const Run& dev) {
+  ASSERT_EQ(host.losses.size(), static_cast<size_t>(kSteps));
+  EXPECT_EQ(host.losses, dev.losses);
+  ASSERT_EQ(host.state.size(), dev.state.size());
+  for (size_t i = 0; i < host.state.size(); ++i) {
+    ASSERT_EQ(host.state[i].size(), dev.state[i].size());
+    EXPECT_EQ(0, std::memcmp(host.state[i].data(), dev.state[i].data(),
+                             host.state[i].size() * sizeof(float)))
+        << "state " << i << " (dense params, m, v, item table) differs";
+  }
+}
+
+// Window rows >= table rows: the flag-scan dedupe.
+TEST(GpuWindow, StepDeviceEqualsHostFlagScan) {
+  HSTU_REQUIRE_GPU();
+  for (const char* sampler : {"uniform", "in_batch"}) {
+    SCOPED_TRACE(sampler);
+    const std::string g = gin(500, 16, 32, 16, sampler);
+    expect_equal(train_sharded(g, true), train_sharded(g, false));
+  }
+}
+
+// Window rows < table rows: the sort dedupe.
+TEST(GpuWindow, StepDeviceEqualsHostSort) {
+  HSTU_REQUIRE_GPU();
+  for (const char* sampler : {"uniform", "in_batch"}) {
+    SCOPED_TRACE(sampler);
+    const std::string g = gin(20000, 4, 16, 4, sampler);
+    expect_equal(train_sharded(g, true), train_sharded(g, false));
+  }
+}
+
+}  // namespace
+}  // namespace hstu::test
