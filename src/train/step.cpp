@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "core/checked.h"
 #include "core/phase_timer.h"
 #include "core/philox.h"
 #include "data/negatives.h"
@@ -115,6 +116,7 @@ void TrainStep::run(Ctx& ctx, HstuModel& model, const SequenceBatch& host, int64
   upload_batch(host, model.capacity(), bt,
                staging_.next_upload(ctx, upload_staging_bytes(model.capacity())), ctx.stream);
   bt.token_offset = share.token_offset;
+  upload_pool(ctx, model, share);
   const uint64_t seed = static_cast<uint64_t>(cfg_.trainer.seed);
   const int64_t sup = supervised_tokens(host);
   const int64_t global_sup = share.global_count >= 0 ? share.global_count : sup;
@@ -154,12 +156,13 @@ void TrainStep::run(Ctx& ctx, HstuModel& model, const SequenceBatch& host, int64
 void TrainStep::device_negatives(Ctx& ctx, const BatchTensors& bt, const Tensor& negs, int64_t step,
                                  const StepShare& share) {
 #if defined(HSTU_WITH_CUDA)
-  // The same per-element formula on the device: no [T, R] host buffer or copy per step. (A
-  // data-parallel rank's in-batch pool is its own batch's targets.)
+  // The same per-element formula on the device: no [T, R] host buffer or copy per step. A
+  // data-parallel rank's in-batch pool is the global batch's targets (upload_pool), as on the CPU.
   const uint64_t seed = static_cast<uint64_t>(cfg_.trainer.seed);
   if (cfg_.retrieval.negative_sampler == "in_batch")
-    cuda::sample_in_batch_negatives(ctx, bt.target_ids.rows(0, bt.num_tokens), seed,
-                                    static_cast<uint64_t>(step), negs, share.token_offset);
+    cuda::sample_in_batch_negatives(
+        ctx, pool_used_ >= 0 ? pool_.rows(0, pool_used_) : bt.target_ids.rows(0, bt.num_tokens),
+        seed, static_cast<uint64_t>(step), negs, share.token_offset);
   else
     cuda::sample_uniform_negatives(ctx, num_items_, seed, static_cast<uint64_t>(step), negs,
                                    share.token_offset);
@@ -169,12 +172,39 @@ void TrainStep::device_negatives(Ctx& ctx, const BatchTensors& bt, const Tensor&
 #endif
 }
 
+TrainStep::~TrainStep() {
+  for (auto& b : pool_up_)
+    if (b) b->wait();
+}
+
+void TrainStep::upload_pool(Ctx& ctx, const HstuModel& model, const StepShare& share) {
+  pool_used_ = -1;
+  if (ctx.cpu() || cfg_.retrieval.negative_sampler != "in_batch" || !share.distributed() ||
+      share.global_targets.empty())
+    return;
+  const int64_t n = static_cast<int64_t>(share.global_targets.size());
+  if (!pool_arena_) {  // at the first step, before any work is queued: W x max_tokens
+    const int64_t cap =
+        checked_mul(model.capacity().max_tokens, share.comm->size(), "in-batch pool targets");
+    pool_arena_ = std::make_unique<Arena>(
+        ctx.device, static_cast<size_t>(std::max<int64_t>(cap, 1)) * sizeof(int32_t), "pool");
+    pool_ = pool_arena_->alloc(DType::kI32, {std::max<int64_t>(cap, 1)});
+    for (auto& b : pool_up_)
+      b = std::make_unique<HostStaging>(ctx.device, static_cast<size_t>(pool_.numel()) * 4);
+  }
+  HSTU_CHECK(n <= pool_.numel(), "in-batch pool: the global batch's ", n,
+             " targets exceed the planned ", pool_.numel(), " (W x max_tokens)");
+  HostStaging& b = *pool_up_[pool_uploads_++ % 2];
+  b.wait();  // its copy of two steps ago has run
+  std::memcpy(b.data(), share.global_targets.data(), static_cast<size_t>(n) * sizeof(int32_t));
+  copy_bytes_async(pool_.data, ctx.device, b.data(), Device::kCPU,
+                   static_cast<size_t>(n) * sizeof(int32_t), ctx.stream);
+  b.record(ctx.stream);
+  pool_used_ = n;
+}
+
 bool TrainStep::window_on_device(const Ctx& ctx, const StepShare& share) const {
-  if (ctx.cpu() || !share.items->on_device()) return false;
-  // The device's in-batch pool is the rank's own targets; the host path draws from the global
-  // batch's, so several ranks with in-batch negatives keep the host path.
-  const bool global_pool = share.distributed() && share.comm->size() > 1;
-  return !(global_pool && cfg_.retrieval.negative_sampler == "in_batch");
+  return !ctx.cpu() && share.items->on_device();
 }
 
 void TrainStep::run_windowed_device(Ctx& ctx, HstuModel& model, const SequenceBatch& host,
@@ -190,6 +220,7 @@ void TrainStep::run_windowed_device(Ctx& ctx, HstuModel& model, const SequenceBa
                staging_.next_upload(ctx, upload_staging_bytes(model.capacity())), ctx.stream);
   bt.token_offset = share.token_offset;
   bt.num_negatives = r;
+  upload_pool(ctx, model, share);
   const Tensor negs = negatives_view(bt);  // [T, R]
   auto fetch = [&] {
     phase(ctx, "negatives");

@@ -7,7 +7,8 @@
 // their definitions. (2) Training on one rank (a local communicator on the GPU) with the window
 // on the device equals the host window path (host dedupe, host negatives, host routing) bit for
 // bit after several steps: every loss, the dense parameters and the item table, for uniform and
-// in-batch negatives and both dedupe strategies.
+// in-batch negatives and both dedupe strategies. (3) A data-parallel step's in-batch negatives
+// on CUDA are drawn from the global batch's targets, equal to the CPU sampler's (one NCCL rank).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -18,6 +19,7 @@
 #include "common/gpu_harness.h"
 #include "config/load.h"
 #include "data/batcher.h"
+#include "data/negatives.h"
 #include "data/preprocess.h"
 #include "data/splits.h"
 #include "dist/comm.h"
@@ -26,6 +28,9 @@
 #include "model/memory_plan.h"
 #include "model/model.h"
 #include "ops/window_gpu.h"
+#if defined(HSTU_WITH_NCCL)
+#include "dist/nccl_comm.h"
+#endif
 #include "train/item_window.h"
 #include "train/runtime.h"
 #include "train/step.h"
@@ -236,6 +241,58 @@ TEST(GpuWindow, StepDeviceEqualsHostSort) {
     expect_equal(train_sharded(g, true), train_sharded(g, false));
   }
 }
+
+#if defined(HSTU_WITH_NCCL)
+// A data-parallel step's in-batch negatives on CUDA come from the global batch's targets (as the
+// CPU sampler's do), not only the rank's own: one NCCL rank is handed a global batch whose
+// targets include ids its own batch lacks, and its negatives must equal the CPU sampler's with
+// that pool, element for element.
+TEST(GpuWindow, InBatchPoolIsTheGlobalBatch) {
+  HSTU_REQUIRE_GPU();
+  const Config cfg = load_config_text(gin(500, 8, 32, 16, "in_batch"), "<pool>", {}, nullptr);
+  const SequenceDataset ds = open_dataset(cfg);
+  const DataSplits splits = make_splits(ds, cfg.dataset.split, cfg.dataset.max_history_seqlen);
+  Batcher batcher(ds, splits.train, cfg.trainer.train_batch_size, true, 7);
+  ModelShape shape = retrieval_model_shape(cfg, ds.num_items);
+  shape.max_pool_targets = 2 * shape.max_tokens;  // as for two ranks
+  std::unique_ptr<dist::Comm> comm = dist::make_nccl_comm(0, 1, dist::nccl_unique_id(), 0, 120);
+  Runtime runtime(Device::kCUDA, cfg, shape);
+  HstuModel model(cfg, shape, Device::kCUDA, DType::kBF16);
+  model.plan(11);
+  TrainStep stepper(cfg, ds.num_items);
+  SequenceBatch batch;
+  for (int64_t step = 0; step < 3; ++step) {
+    batcher.next(batch);
+    // The "global" targets: this batch's, then ids from the top of the catalogue that a batch of
+    // 8 short synthetic histories is unlikely to hold (another rank's batch).
+    std::vector<int32_t> global(batch.target_ids);
+    for (int32_t i = 0; i < 200; ++i)
+      global.push_back(static_cast<int32_t>(ds.num_items - 1 - (i * 7 + step) % 300));
+    StepShare share;
+    share.comm = comm.get();
+    share.global_count = supervised_tokens(batch);
+    share.global_targets = global;
+    stepper.run(runtime.ctx(), model, batch, step, 1e-3, share);
+    runtime.synchronize();
+    const Tensor negs = negatives_view(model.batch_tensors());  // [T, R]
+    const int64_t t = negs.dim(0), r = negs.dim(1);
+    std::vector<int32_t> got(static_cast<size_t>(t * r));
+    for (int64_t i = 0; i < t; ++i)
+      copy_bytes(&got[static_cast<size_t>(i * r)], Device::kCPU,
+                 static_cast<int32_t*>(negs.data) + i * negs.row_stride, Device::kCUDA,
+                 static_cast<size_t>(r) * sizeof(int32_t));
+    const std::vector<int32_t> want = sample_negatives("in_batch", batch, ds.num_items, r,
+                                                       static_cast<uint64_t>(cfg.trainer.seed),
+                                                       static_cast<uint64_t>(step), 0, global);
+    EXPECT_EQ(got, want) << "step " << step;
+    const std::vector<int32_t> local_only = sample_negatives(
+        "in_batch", batch, ds.num_items, r, static_cast<uint64_t>(cfg.trainer.seed),
+        static_cast<uint64_t>(step), 0, {});
+    EXPECT_NE(got, local_only) << "step " << step << ": the pool was the batch's own targets";
+    stepper.drain(true);
+  }
+}
+#endif
 
 }  // namespace
 }  // namespace hstu::test
