@@ -147,7 +147,7 @@ int64_t ShardedTable::dedup_and_fetch_device(Ctx& ctx, Comm& comm, std::span<con
       dev_ = cuda::allocate_window_dedup(a, rows(), cap_);
     });
   cuda::window_dedup(ctx, dev_, ids);
-  if (world() == 1) {  // the shard is the whole table and its local rows are the ids
+  if (device_only()) {  // one rank: the shard is the whole table, its local rows the ids
     cuda::window_gather_rows(ctx, dev_, shard_.weight, window_.weight);
     unique_ = -1;
     device_window_ = true;

@@ -73,6 +73,12 @@ class ShardedTable {
   // stride, rewritten in place to window rows). One rank: no synchronisation, returns -1 (U stays
   // on the device). W ranks: one copy of the distinct ids to the host, then fetch; returns U.
   int64_t dedup_and_fetch_device(Ctx& ctx, Comm& comm, std::span<const Tensor> ids);
+  // Makes dedup_and_fetch_device take the W-rank path (distinct ids to the host, routing and
+  // exchanges) on one rank too, so one GPU tests it (tests/gpu/test_gpu_window.cpp).
+  void set_exchange_on_host(bool on) { exchange_on_host_ = on; }
+  bool device_only() const {
+    return device_ == Device::kCUDA && world() == 1 && !exchange_on_host_;
+  }
   std::span<const int32_t> unique_ids() const {
     return dedup_ ? dedup_->unique() : std::span<const int32_t>();
   }
@@ -140,6 +146,7 @@ class ShardedTable {
   std::unique_ptr<Arena> dev_arena_;
   cuda::WindowDedup dev_;
   bool device_window_ = false;  // the last fetch left U on the device (one rank)
+  bool exchange_on_host_ = false;
   std::vector<int32_t> dev_unique_;
 };
 

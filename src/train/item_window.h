@@ -62,7 +62,7 @@ class ShardedItemWindow final : public ItemWindow {
   // A CUDA table takes the ids on the device unless set_host_path(true) (the reference the GPU
   // test compares with); one rank needs no synchronisation at all.
   bool on_device() const override { return table_.device() == Device::kCUDA && !host_path_; }
-  bool device_only() const override { return on_device() && table_.world() == 1; }
+  bool device_only() const override { return on_device() && table_.device_only(); }
   int64_t fetch_device(Ctx& ctx, int64_t step, std::span<const Tensor> ids) override;
   void set_host_path(bool host) { host_path_ = host; }
   int64_t fetch_read_only(Ctx& ctx, std::span<const std::span<int32_t>> ids) override;

@@ -7,8 +7,10 @@
 // their definitions. (2) Training on one rank (a local communicator on the GPU) with the window
 // on the device equals the host window path (host dedupe, host negatives, host routing) bit for
 // bit after several steps: every loss, the dense parameters and the item table, for uniform and
-// in-batch negatives and both dedupe strategies. (3) A data-parallel step's in-batch negatives
-// on CUDA are drawn from the global batch's targets, equal to the CPU sampler's (one NCCL rank).
+// in-batch negatives and both dedupe strategies, and for the W-rank device path (the distinct
+// ids copied to the host, routed and exchanged) forced on one rank. (3) A data-parallel step's
+// in-batch negatives on CUDA are drawn from the global batch's targets, equal to the CPU sampler's
+// (one NCCL rank).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -65,7 +67,7 @@ void check_dedupe(int64_t rows, int64_t cap, int64_t n, int64_t m, int64_t k, ui
     for (int64_t j = 0; j < k; ++j) b_strided[static_cast<size_t>(i * ld + j)] = b[i * k + j];
 
   Ctx ctx = gpu::cuda_ctx();
-  Arena arena(Device::kCUDA, 64 << 20, "test");
+  Arena arena(Device::kCUDA, size_t{256} << 20, "test");
   const cuda::WindowDedup d = cuda::allocate_window_dedup(arena, rows, cap);
   EXPECT_EQ(d.dense, rows <= cap);
   Tensor ta = device_copy(arena, a, {n});
@@ -137,19 +139,19 @@ TEST(GpuWindow, DedupeFlagScanEqualsHost) {
 TEST(GpuWindow, DedupeSortEqualsHost) {
   HSTU_REQUIRE_GPU();
   check_dedupe(/*rows=*/100000, /*cap=*/3000, /*n=*/900, /*m=*/37, /*k=*/50, 3);
-  check_dedupe(/*rows=*/1 << 24, /*cap=*/200, /*n=*/60, /*m=*/5, /*k=*/20, 4);
+  check_dedupe(/*rows=*/1 << 21, /*cap=*/200, /*n=*/60, /*m=*/5, /*k=*/20, 4);
 }
 
 constexpr int kSteps = 6;
 
-struct Run {
+struct TrainRun {
   std::vector<double> losses;
   std::vector<std::vector<float>> state;  // dense params, m, v, the item table
 };
 
 // kSteps training steps with the item table sharded over a 1-rank local communicator on the GPU,
 // its window on the host (the reference) or on the device.
-Run train_sharded(const std::string& gin, bool host_window) {
+TrainRun train_sharded(const std::string& gin, bool host_window, bool exchange_on_host = false) {
   const Config cfg = load_config_text(gin, "<window>", {}, nullptr);
   const SequenceDataset ds = open_dataset(cfg);
   const DataSplits splits = make_splits(ds, cfg.dataset.split, cfg.dataset.max_history_seqlen);
@@ -166,15 +168,17 @@ Run train_sharded(const std::string& gin, bool host_window) {
                            cfg.optimizer.sparse_optimizer_str, dist::OwnerKind::kModulo,
                            shape.window_rows);
   table.init_from_full(Init::trunc_normal(0.02), 11);
+  table.set_exchange_on_host(exchange_on_host);
   ShardedItemWindow window(table, *comm);
   window.set_host_path(host_window);
   EXPECT_EQ(window.on_device(), !host_window);
+  EXPECT_EQ(window.device_only(), !host_window && !exchange_on_host);
   model.set_item_table(&window.window());
   TrainStep stepper(cfg, ds.num_items);
   StepShare share;
   share.comm = comm.get();
   share.items = &window;
-  Run r;
+  TrainRun r;
   SequenceBatch batch;
   for (int64_t step = 0; step < kSteps; ++step) {
     batcher.next(batch);
@@ -210,7 +214,7 @@ std::string gin(int64_t items, int64_t batch, int64_t seqlen, int64_t negatives,
          "\nRetrievalArgs.negative_sampler = \"" + sampler + "\"\n";
 }
 
-void expect_equal(const Run& host, const Run& dev) {
+void expect_equal(const TrainRun& host, const TrainRun& dev) {
   ASSERT_EQ(host.losses.size(), static_cast<size_t>(kSteps));
   EXPECT_EQ(host.losses, dev.losses);
   ASSERT_EQ(host.state.size(), dev.state.size());
@@ -228,7 +232,10 @@ TEST(GpuWindow, StepDeviceEqualsHostFlagScan) {
   for (const char* sampler : {"uniform", "in_batch"}) {
     SCOPED_TRACE(sampler);
     const std::string g = gin(500, 16, 32, 16, sampler);
-    expect_equal(train_sharded(g, true), train_sharded(g, false));
+    const TrainRun host = train_sharded(g, true);
+    expect_equal(host, train_sharded(g, false));
+    // The W-rank path: device dedupe, distinct ids to the host, routing and exchange.
+    expect_equal(host, train_sharded(g, false, true));
   }
 }
 
@@ -238,7 +245,9 @@ TEST(GpuWindow, StepDeviceEqualsHostSort) {
   for (const char* sampler : {"uniform", "in_batch"}) {
     SCOPED_TRACE(sampler);
     const std::string g = gin(20000, 4, 16, 4, sampler);
-    expect_equal(train_sharded(g, true), train_sharded(g, false));
+    const TrainRun host = train_sharded(g, true);
+    expect_equal(host, train_sharded(g, false));
+    expect_equal(host, train_sharded(g, false, true));
   }
 }
 
