@@ -142,6 +142,102 @@ TEST(GpuWindow, DedupeSortEqualsHost) {
   check_dedupe(/*rows=*/1 << 21, /*cap=*/200, /*n=*/60, /*m=*/5, /*k=*/20, 4);
 }
 
+// window_route over `world` owners against the host routing (ShardedTable::route: owners in rank
+// order, window rows ascending within an owner), then the gradient push's rows and flags, and the
+// owner's add of one sender's rows.
+void check_route(int64_t rows, int64_t cap, int world, dist::OwnerKind kind, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(rows - 1));
+  std::vector<int32_t> a(static_cast<size_t>(cap - 1));
+  for (auto& x : a) x = id(rng);
+  Ctx ctx = gpu::cuda_ctx();
+  Arena arena(Device::kCUDA, size_t{64} << 20, "test");
+  const cuda::WindowDedup d = cuda::allocate_window_dedup(arena, rows, cap, world, true);
+  const dist::RowSharding sh(rows, world, kind);
+  std::vector<int32_t> local(static_cast<size_t>(rows));
+  for (int64_t i = 0; i < rows; ++i)
+    local[static_cast<size_t>(i)] = static_cast<int32_t>(sh.local_row(i));
+  Tensor t_local = device_copy(arena, local, {rows});
+  Tensor ta = device_copy(arena, a, {cap - 1});
+  Tensor send_local = arena.alloc(DType::kI32, {cap});
+  Tensor perm = arena.alloc(DType::kI32, {cap});
+  const Tensor ids[] = {ta};
+  cuda::window_dedup(ctx, d, ids);
+  cuda::window_route(ctx, d, kind == dist::OwnerKind::kHash, t_local, send_local, perm);
+  dist::IdDeduper host(rows);
+  const std::span<int32_t> spans[] = {a};
+  const std::span<const int32_t> uniq = host.run(spans);
+  const int64_t u = static_cast<int64_t>(uniq.size());
+  std::vector<int32_t> order, counts(static_cast<size_t>(world), 0);
+  for (int o = 0; o < world; ++o)
+    for (int64_t k = 0; k < u; ++k)
+      if (sh.owner(uniq[static_cast<size_t>(k)]) == o) {
+        order.push_back(static_cast<int32_t>(k));
+        ++counts[static_cast<size_t>(o)];
+      }
+  std::vector<int32_t> want_local(static_cast<size_t>(u)), want_perm(static_cast<size_t>(u));
+  for (int64_t j = 0; j < u; ++j) {
+    want_local[static_cast<size_t>(j)] =
+        local[static_cast<size_t>(uniq[static_cast<size_t>(order[static_cast<size_t>(j)])])];
+    want_perm[static_cast<size_t>(order[static_cast<size_t>(j)])] = static_cast<int32_t>(j);
+  }
+  gpu::sync();
+  EXPECT_EQ(host_copy<int32_t>(d.counts, world), counts);
+  EXPECT_EQ(host_copy<int32_t>(d.order, u), order);
+  EXPECT_EQ(host_copy<int32_t>(send_local, u), want_local);
+  EXPECT_EQ(host_copy<int32_t>(perm, u), want_perm);
+
+  // The push's rows (window grad in routed order) and flags (untouched: -1 - local).
+  const int64_t dim = 3;
+  std::vector<float> wgrad(static_cast<size_t>(cap * dim));
+  for (size_t i = 0; i < wgrad.size(); ++i) wgrad[i] = static_cast<float>(i) * 0.5f;
+  std::vector<uint8_t> wtouched(static_cast<size_t>(cap), 0);
+  for (int64_t k = 0; k < u; k += 3) wtouched[static_cast<size_t>(k)] = 1;
+  Tensor t_wgrad = device_copy(arena, wgrad, {cap, dim});
+  Tensor t_wtouched = device_copy(arena, wtouched, {cap});
+  Tensor t_rows = arena.zeros(DType::kF32, {cap, dim});
+  cuda::window_grad_rows(ctx, d, u, t_wgrad, t_wtouched, send_local, t_rows);
+  gpu::sync();
+  const auto got_rows = host_copy<float>(t_rows, u * dim);
+  const auto got_idx = host_copy<int32_t>(send_local, u);
+  for (int64_t j = 0; j < u; ++j) {
+    const int32_t k = order[static_cast<size_t>(j)];
+    for (int64_t c = 0; c < dim; ++c)
+      ASSERT_EQ(got_rows[static_cast<size_t>(j * dim + c)],
+                wgrad[static_cast<size_t>(k * dim + c)]);
+    ASSERT_EQ(got_idx[static_cast<size_t>(j)], wtouched[static_cast<size_t>(k)]
+                                                   ? want_local[static_cast<size_t>(j)]
+                                                   : -1 - want_local[static_cast<size_t>(j)]);
+  }
+  // Owner 0's add of its segment: flagged rows skipped, the rest added and marked.
+  const int64_t n0 = counts[0];
+  const int64_t shard = sh.shard_rows(0);
+  std::vector<float> base(static_cast<size_t>(shard * dim), 1.0f);
+  Tensor t_grad = device_copy(arena, base, {shard, dim});
+  Tensor t_touched = arena.zeros(DType::kU8, {shard});
+  cuda::window_add_rows(ctx, t_rows.rows(0, n0), send_local.rows(0, n0), t_grad, t_touched);
+  gpu::sync();
+  std::vector<float> want_grad(base);
+  std::vector<uint8_t> want_touched(static_cast<size_t>(shard), 0);
+  for (int64_t j = 0; j < n0; ++j) {
+    const int32_t r = got_idx[static_cast<size_t>(j)];
+    if (r < 0) continue;
+    want_touched[static_cast<size_t>(r)] = 1;
+    for (int64_t c = 0; c < dim; ++c)
+      want_grad[static_cast<size_t>(r * dim + c)] += got_rows[static_cast<size_t>(j * dim + c)];
+  }
+  EXPECT_EQ(host_copy<float>(t_grad, shard * dim), want_grad);
+  EXPECT_EQ(host_copy<uint8_t>(t_touched, shard), want_touched);
+}
+
+TEST(GpuWindow, RouteEqualsHostRouting) {
+  HSTU_REQUIRE_GPU();
+  check_route(/*rows=*/5000, /*cap=*/800, /*world=*/4, dist::OwnerKind::kModulo, 5);
+  check_route(/*rows=*/5000, /*cap=*/800, /*world=*/4, dist::OwnerKind::kHash, 6);
+  check_route(/*rows=*/300, /*cap=*/900, /*world=*/3, dist::OwnerKind::kHash, 7);  // flag scan
+  check_route(/*rows=*/300, /*cap=*/900, /*world=*/1, dist::OwnerKind::kModulo, 8);
+}
+
 constexpr int kSteps = 6;
 
 struct TrainRun {
@@ -151,7 +247,7 @@ struct TrainRun {
 
 // kSteps training steps with the item table sharded over a 1-rank local communicator on the GPU,
 // its window on the host (the reference) or on the device.
-TrainRun train_sharded(const std::string& gin, bool host_window, bool exchange_on_host = false) {
+TrainRun train_sharded(const std::string& gin, bool host_window, bool route = false) {
   const Config cfg = load_config_text(gin, "<window>", {}, nullptr);
   const SequenceDataset ds = open_dataset(cfg);
   const DataSplits splits = make_splits(ds, cfg.dataset.split, cfg.dataset.max_history_seqlen);
@@ -168,11 +264,11 @@ TrainRun train_sharded(const std::string& gin, bool host_window, bool exchange_o
                            cfg.optimizer.sparse_optimizer_str, dist::OwnerKind::kModulo,
                            shape.window_rows);
   table.init_from_full(Init::trunc_normal(0.02), 11);
-  table.set_exchange_on_host(exchange_on_host);
+  table.set_route_on_one_rank(route);
   ShardedItemWindow window(table, *comm);
   window.set_host_path(host_window);
   EXPECT_EQ(window.on_device(), !host_window);
-  EXPECT_EQ(window.device_only(), !host_window && !exchange_on_host);
+  EXPECT_EQ(window.device_only(), !host_window && !route);
   model.set_item_table(&window.window());
   TrainStep stepper(cfg, ds.num_items);
   StepShare share;
@@ -234,7 +330,7 @@ TEST(GpuWindow, StepDeviceEqualsHostFlagScan) {
     const std::string g = gin(500, 16, 32, 16, sampler);
     const TrainRun host = train_sharded(g, true);
     expect_equal(host, train_sharded(g, false));
-    // The W-rank path: device dedupe, distinct ids to the host, routing and exchange.
+    // The W-rank path: device dedupe and routing, counts to the host, exchanges, flagged push.
     expect_equal(host, train_sharded(g, false, true));
   }
 }

@@ -128,6 +128,74 @@ __global__ void scatter_grads_kernel(float* wgrad, int64_t ld_w, uint8_t* wtouch
   }
 }
 
+// dist/sharding.h's murmur3_fmix64 (the hash owner), on the device.
+__device__ __forceinline__ uint64_t fmix64(uint64_t k) {
+  k ^= k >> 33;
+  k *= 0xff51afd7ed558ccdull;
+  k ^= k >> 33;
+  k *= 0xc4ceb9fe1a85ec53ull;
+  k ^= k >> 33;
+  return k;
+}
+
+__device__ __forceinline__ int owner_of(int32_t id, int world, bool hash) {
+  return hash ? static_cast<int>(fmix64(static_cast<uint64_t>(id)) % static_cast<uint64_t>(world))
+              : id % world;
+}
+
+// keys[k] = owner of window row k (world past the count), iota[k] = k; counts[owner] += 1.
+__global__ void owner_keys_kernel(const int32_t* unique, const int32_t* count, int64_t cap,
+                                  int world, bool hash, int32_t* keys, int32_t* iota,
+                                  int32_t* counts) {
+  const int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (k >= cap) return;
+  iota[k] = static_cast<int32_t>(k);
+  if (k >= *count) {
+    keys[k] = world;
+    return;
+  }
+  const int o = owner_of(unique[k], world, hash);
+  keys[k] = o;
+  atomicAdd(&counts[o], 1);  // integer counts: order-free
+}
+
+// For positions j < count: send_local[j] = local row of the id at window row order[j];
+// perm[order[j]] = j.
+__global__ void route_fill_kernel(const int32_t* unique, const int32_t* count, const int32_t* order,
+                                  int64_t cap, int world, bool hash, const int32_t* local_of_id,
+                                  int32_t* send_local, int32_t* perm) {
+  const int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (j >= cap || j >= *count) return;
+  const int32_t k = order[j];
+  const int32_t id = unique[k];
+  send_local[j] = hash ? local_of_id[id] : id / world;
+  perm[k] = static_cast<int32_t>(j);
+}
+
+// One block per position j < n.
+__global__ void grad_rows_kernel(const float* wgrad, int64_t ld_w, const uint8_t* wtouched,
+                                 const int32_t* order, int32_t* send_local, float* rows,
+                                 int64_t ld_r, int64_t dim) {
+  const int64_t j = blockIdx.x;
+  const int32_t k = order[j];
+  const float* src = wgrad + k * ld_w;
+  float* dst = rows + j * ld_r;
+  for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) dst[c] = src[c];
+  if (threadIdx.x == 0 && !wtouched[k]) send_local[j] = -1 - send_local[j];
+}
+
+// One block per row j; indices distinct within a launch.
+__global__ void add_rows_kernel(const float* rows, int64_t ld_r, const int32_t* idx, float* grad,
+                                int64_t ld_g, uint8_t* touched, int64_t dim) {
+  const int64_t j = blockIdx.x;
+  const int32_t r = idx[j];
+  if (r < 0) return;
+  const float* src = rows + j * ld_r;
+  float* dst = grad + r * ld_g;
+  for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) dst[c] += src[c];
+  if (threadIdx.x == 0) touched[r] = 1;
+}
+
 int end_bit(int64_t rows) {
   return std::max(1, static_cast<int>(std::bit_width(static_cast<uint64_t>(rows - 1))));
 }
@@ -156,7 +224,16 @@ void check_rows(const Tensor& t, int64_t rows, DType dtype, const char* what) {
 
 }  // namespace
 
-WindowDedup allocate_window_dedup(Arena& arena, int64_t rows, int64_t cap) {
+size_t route_temp_bytes(int64_t cap, int world) {
+  size_t a = 0;
+  HSTU_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
+      nullptr, a, static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr),
+      static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr), cap, 0,
+      end_bit(static_cast<int64_t>(world) + 1)));
+  return a;
+}
+
+WindowDedup allocate_window_dedup(Arena& arena, int64_t rows, int64_t cap, int world, bool route) {
   HSTU_CHECK(rows >= 1 && cap >= 1, "window dedupe: ", rows, " table rows, window of ", cap);
   checked_i32(rows, "window dedupe table rows");
   checked_i32(cap, "window dedupe window rows");
@@ -227,6 +304,69 @@ void window_dedup(Ctx& ctx, const WindowDedup& d, std::span<const Tensor> ids) {
     if (v.size() > 0)
       remap_sorted_kernel<<<blocks_for(v.size()), kThreads, 0, s>>>(v, d.unique.as<int32_t>(),
                                                                     d.count.as<int32_t>(), d.rows);
+  HSTU_CUDA_CHECK_LAUNCH();
+}
+
+void window_route(Ctx& ctx, const WindowDedup& d, bool hash, const Tensor& local_of_id,
+                  const Tensor& send_local, const Tensor& perm) {
+  HSTU_CHECK(!d.order.empty(), "window_route: the dedupe was allocated without routing buffers");
+  HSTU_CHECK(!hash || (local_of_id.dtype == DType::kI32 && local_of_id.numel() >= d.rows),
+             "window_route: the hash owner needs local_of_id i32 [", d.rows, "], got ",
+             local_of_id.str());
+  HSTU_CHECK(send_local.dtype == DType::kI32 && send_local.numel() >= d.cap &&
+                 perm.dtype == DType::kI32 && perm.numel() >= d.cap,
+             "window_route: send_local ", send_local.str(), " / perm ", perm.str(),
+             " must be i32 [>= ", d.cap, "]");
+  const cudaStream_t s = stream_of(ctx);
+  HSTU_CUDA_CHECK(cudaMemsetAsync(d.counts.data, 0, static_cast<size_t>(d.world) * 4, s));
+  owner_keys_kernel<<<blocks_for(d.cap), kThreads, 0, s>>>(
+      d.unique.as<int32_t>(), d.count.as<int32_t>(), d.cap, d.world, hash,
+      d.owner_keys.as<int32_t>(), d.iota.as<int32_t>(), d.counts.as<int32_t>());
+  HSTU_CUDA_CHECK_LAUNCH();
+  // A radix sort is stable: within an owner the window rows stay ascending (as the host's).
+  size_t bytes = static_cast<size_t>(d.route_temp.numel());
+  HSTU_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
+      d.route_temp.data, bytes, d.owner_keys.as<int32_t>(), d.owner_sorted.as<int32_t>(),
+      d.iota.as<int32_t>(), d.order.as<int32_t>(), d.cap, 0,
+      end_bit(static_cast<int64_t>(d.world) + 1), s));
+  route_fill_kernel<<<blocks_for(d.cap), kThreads, 0, s>>>(
+      d.unique.as<int32_t>(), d.count.as<int32_t>(), d.order.as<int32_t>(), d.cap, d.world, hash,
+      hash ? local_of_id.as<int32_t>() : nullptr, send_local.as<int32_t>(), perm.as<int32_t>());
+  HSTU_CUDA_CHECK_LAUNCH();
+}
+
+void window_grad_rows(Ctx& ctx, const WindowDedup& d, int64_t n, const Tensor& window_grad,
+                      const Tensor& window_touched, const Tensor& send_local, const Tensor& rows) {
+  HSTU_CHECK(n >= 0 && n <= d.cap && !d.order.empty(), "window_grad_rows: ", n,
+             " rows for a window of ", d.cap, " (routing buffers needed)");
+  check_rows(window_grad, d.cap, DType::kF32, "window_grad_rows window grad");
+  check_rows(rows, n, DType::kF32, "window_grad_rows rows");
+  HSTU_CHECK(window_touched.dtype == DType::kU8 && send_local.dtype == DType::kI32 &&
+                 send_local.numel() >= n && rows.dim(1) == window_grad.dim(1),
+             "window_grad_rows: touched ", window_touched.str(), " / send_local ", send_local.str(),
+             " do not fit");
+  if (n == 0) return;
+  grad_rows_kernel<<<static_cast<unsigned>(n), 64, 0, stream_of(ctx)>>>(
+      window_grad.as<float>(), window_grad.row_stride, window_touched.as<uint8_t>(),
+      d.order.as<int32_t>(), send_local.as<int32_t>(), rows.as<float>(), rows.row_stride,
+      rows.dim(1));
+  HSTU_CUDA_CHECK_LAUNCH();
+}
+
+void window_add_rows(Ctx& ctx, const Tensor& rows, const Tensor& idx, const Tensor& grad,
+                     const Tensor& touched) {
+  check_cuda_tensor(rows, "window_add_rows rows");
+  check_cuda_tensor(grad, "window_add_rows grad");
+  const int64_t n = rows.ndim == 2 ? rows.dim(0) : 0;
+  HSTU_CHECK(rows.dtype == DType::kF32 && grad.dtype == DType::kF32 && rows.ndim == 2 &&
+                 grad.ndim == 2 && rows.dim(1) == grad.dim(1) && idx.dtype == DType::kI32 &&
+                 idx.numel() >= n && touched.dtype == DType::kU8 && touched.numel() >= grad.dim(0),
+             "window_add_rows: rows ", rows.str(), " / idx ", idx.str(), " / grad ", grad.str(),
+             " / touched ", touched.str(), " do not fit");
+  if (n == 0) return;
+  add_rows_kernel<<<static_cast<unsigned>(n), 64, 0, stream_of(ctx)>>>(
+      rows.as<float>(), rows.row_stride, idx.as<int32_t>(), grad.as<float>(), grad.row_stride,
+      touched.as<uint8_t>(), grad.dim(1));
   HSTU_CUDA_CHECK_LAUNCH();
 }
 
