@@ -248,6 +248,17 @@ WindowDedup allocate_window_dedup(Arena& arena, int64_t rows, int64_t cap, int w
   d.index = arena.alloc(DType::kI32, {n});
   d.temp = arena.alloc(DType::kU8,
                        {static_cast<int64_t>(std::max<size_t>(temp_bytes(rows, cap, d.dense), 1))});
+  HSTU_CHECK(world >= 1, "window dedupe: world size ", world);
+  d.world = world;
+  if (route) {
+    d.owner_keys = arena.alloc(DType::kI32, {cap});
+    d.owner_sorted = arena.alloc(DType::kI32, {cap});
+    d.iota = arena.alloc(DType::kI32, {cap});
+    d.order = arena.alloc(DType::kI32, {cap});
+    d.counts = arena.alloc(DType::kI32, {static_cast<int64_t>(world)});
+    d.route_temp = arena.alloc(
+        DType::kU8, {static_cast<int64_t>(std::max<size_t>(route_temp_bytes(cap, world), 1))});
+  }
   return d;
 }
 
