@@ -38,6 +38,9 @@ ModelShape retrieval_shape(const Config& cfg, const SequenceDataset& ds, const d
   // num_negatives = -1 draws one negative per query of the global batch: up to W x max_tokens.
   if (cfg.retrieval.num_negatives == -1 && data_parallel_job(comm))
     shape.num_negatives = checked_mul(shape.max_tokens, comm.size(), "negatives per query");
+  // In-batch negatives of a data-parallel rank come from the global batch's targets.
+  if (data_parallel_job(comm))
+    shape.max_pool_targets = checked_mul(shape.max_tokens, comm.size(), "in-batch pool targets");
   if (is_dynamic_table(cfg, "item")) {
     HSTU_CHECK(!data_parallel_job(comm), "DynamicTableArgs.tables = [\"item\"] on ", comm.size(),
                " data-parallel ranks: dynamic tables are not sharded over ranks yet (issue 18); "
