@@ -19,8 +19,8 @@
 # with a resume, the host tier vs all in HBM), KUAIRAND=1 (the kuairand_1k_ranking.gin keys on a
 # generated 1000-user fixture, 4 GPU steps, losses printed for comparison with the CPU run),
 # FUZZ_SECONDS=N (the libFuzzer targets of build-fuzz/, built on the CPU box with clang and
-# carried here, each N seconds on FUZZ_PARALLEL (default 9) of the spare CPU cores while the GPU
-# stages run; their grown corpora, minimised, in $LOG/fuzz-corpus.tar.gz).
+# carried here, each N seconds on FUZZ_PARALLEL (default 9) of the spare CPU cores while the build
+# and the GPU stages run; their grown corpora, minimised, in $LOG/fuzz-corpus.tar.gz).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -58,6 +58,17 @@ else
   status=1
 fi
 
+# ---- fuzzing (issue 17) on the spare CPU cores, in the background from the start ----------------
+# nice 19: the build and the GPU stages come first.
+fuzz_pid=
+if [[ -n "${FUZZ_SECONDS:-}" && -x build-fuzz/fuzz_gin ]]; then
+  # libomp of the clang that built them travels beside them (build-fuzz/libomp.so.5).
+  LD_LIBRARY_PATH="$PWD/build-fuzz${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" FUZZ_NO_BUILD=1 \
+    FUZZ_PARALLEL="${FUZZ_PARALLEL:-9}" FUZZ_CORPUS_OUT="$LOG/fuzz-corpus" \
+    nice -n 19 ./tools/fuzz_smoke.sh "$FUZZ_SECONDS" > "$LOG/fuzz.log" 2>&1 &
+  fuzz_pid=$!
+fi
+
 # ---- build (keep going past failing targets) -----------------------------------------------
 start=$(date +%s)
 if ninja -C "$BUILD" -j "$JOBS" -k 0 > "$LOG/build.log" 2>&1; then
@@ -66,14 +77,6 @@ if ninja -C "$BUILD" -j "$JOBS" -k 0 > "$LOG/build.log" 2>&1; then
 else
   row "build" "FAILED: $(grep -c '^FAILED' "$LOG/build.log") target(s) (build.log)"
   status=1
-fi
-
-# ---- fuzzing on the idle CPU cores (issue 17), in the background -------------------------------
-fuzz_pid=
-if [[ -n "${FUZZ_SECONDS:-}" && -x build-fuzz/fuzz_gin ]]; then
-  FUZZ_NO_BUILD=1 FUZZ_PARALLEL="${FUZZ_PARALLEL:-9}" FUZZ_CORPUS_OUT="$LOG/fuzz-corpus" \
-    nice -n 10 ./tools/fuzz_smoke.sh "$FUZZ_SECONDS" > "$LOG/fuzz.log" 2>&1 &
-  fuzz_pid=$!
 fi
 
 # ---- GPU consistency tests ---------------------------------------------------------------------
