@@ -3,6 +3,7 @@
 #   make test    builds everything and runs the whole test suite
 #   make test-sanitize  the CPU build and test suite under ASan + UBSan, in build-sanitize/
 #   make fuzz    builds the libFuzzer targets (clang) in build-fuzz/ and runs each FUZZ_SECONDS
+#                (FUZZ_PARALLEL targets at once, default 1)
 # Both configure a CMake/Ninja build in build/ on first use. CUDA targets are added when nvcc is
 # found (HSTU_CUDA=AUTO); pass CMAKE_ARGS="-DHSTU_CUDA=OFF" to skip them.
 BUILD ?= build
@@ -16,6 +17,7 @@ SANITIZE_FLAGS = -fsanitize=address,undefined -fno-sanitize-recover=undefined -f
 SANITIZE_CXX_FLAGS = $(SANITIZE_FLAGS) -Wno-maybe-uninitialized
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 300
+FUZZ_PARALLEL ?= 1
 
 .PHONY: all build train test test-sanitize fuzz clean format
 
@@ -47,7 +49,7 @@ test-sanitize: $(SANITIZE_BUILD)/build.ninja
 
 # libFuzzer targets (fuzz/*.cpp; clang, HSTU_FUZZ=ON), each run for FUZZ_SECONDS on its corpus.
 fuzz:
-	FUZZ_BUILD=$(FUZZ_BUILD) JOBS=$(JOBS) ./tools/fuzz_smoke.sh $(FUZZ_SECONDS)
+	FUZZ_BUILD=$(FUZZ_BUILD) FUZZ_PARALLEL=$(FUZZ_PARALLEL) JOBS=$(JOBS) ./tools/fuzz_smoke.sh $(FUZZ_SECONDS)
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cpp' '*.cu' '*.cuh')

@@ -17,7 +17,10 @@
 # kernels; SANITIZE_FILTER, RACECHECK_FILTER, SANITIZE_TIMEOUT),
 # DYN=1 (dynamic item tables on ml-latest-small: DYN_SEEDS dense vs dynamic, half-catalogue LRU
 # with a resume, the host tier vs all in HBM), KUAIRAND=1 (the kuairand_1k_ranking.gin keys on a
-# generated 1000-user fixture, 4 GPU steps, losses printed for comparison with the CPU run).
+# generated 1000-user fixture, 4 GPU steps, losses printed for comparison with the CPU run),
+# FUZZ_SECONDS=N (the libFuzzer targets of build-fuzz/, built on the CPU box with clang and
+# carried here, each N seconds on FUZZ_PARALLEL (default 9) of the spare CPU cores while the build
+# and the GPU stages run; their grown corpora, minimised, in $LOG/fuzz-corpus.tar.gz).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -53,6 +56,17 @@ if cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHSTU_CUDA=ON \
 else
   row "configure" "FAILED (configure.log)"
   status=1
+fi
+
+# ---- fuzzing (issue 17) on the spare CPU cores, in the background from the start ----------------
+# nice 19: the build and the GPU stages come first.
+fuzz_pid=
+if [[ -n "${FUZZ_SECONDS:-}" && -x build-fuzz/fuzz_gin ]]; then
+  # libomp of the clang that built them travels beside them (build-fuzz/libomp.so.5).
+  LD_LIBRARY_PATH="$PWD/build-fuzz${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" FUZZ_NO_BUILD=1 \
+    FUZZ_PARALLEL="${FUZZ_PARALLEL:-9}" FUZZ_CORPUS_OUT="$LOG/fuzz-corpus" \
+    nice -n 19 ./tools/fuzz_smoke.sh "$FUZZ_SECONDS" > "$LOG/fuzz.log" 2>&1 &
+  fuzz_pid=$!
 fi
 
 # ---- build (keep going past failing targets) -----------------------------------------------
@@ -92,6 +106,7 @@ fi
 benches=(
   "attention|bench attention"
   "attention sm90 vs sm80|bench attention --fwd-only --kernel both --shape 32,4096,4,64 --shape 32,4096,4,128 --shape 32,4096,4,256 --shape 128,200,2,64"
+  "attention bwd sm90 vs sm80|bench attention --kernel both --no-validate --shape 32,4096,4,64 --shape 32,4096,4,128 --shape 32,2048,4,128 --shape 32,1024,4,128 --shape 128,512,4,128"
   "attention small-d|bench attention --full --no-validate --shape 128,200,2,25 --shape 128,200,2,32 --shape 128,200,2,16 --shape 128,200,1,64 --shape 128,200,2,50 --shape 128,200,2,64"
   "attention rab|bench attention --full --no-validate --rab --shape 128,200,2,25 --shape 128,200,2,50 --shape 32,1024,4,128"
   "layer|bench layer"
@@ -235,6 +250,14 @@ if [[ "${SANITIZE:-0}" == 1 && -x "$BUILD/test_gpu" ]] && command -v compute-san
   [[ $rc -eq 0 ]] || status=1
 fi
 
+if [[ -n "$fuzz_pid" ]]; then
+  wait "$fuzz_pid"
+  rc=$?
+  row "fuzz (${FUZZ_SECONDS} s x target)" "rc $rc, $(tail -1 "$LOG/fuzz.log")"
+  [[ $rc -eq 0 ]] || status=1
+  tar -czf "$LOG/fuzz-corpus.tar.gz" -C "$LOG" fuzz-corpus 2> /dev/null && rm -rf "$LOG/fuzz-corpus"
+fi
+
 # ---- summary ---------------------------------------------------------------------------------
 {
   echo "=== gpu_check summary (logs: $LOG) ==="
@@ -257,6 +280,7 @@ fi
       tail -40 "$LOG/$f.log"
     fi
   done
+  [[ -s "$LOG/fuzz.log" ]] && grep '^fuzz_smoke' "$LOG/fuzz.log"
   if [[ -s "$LOG/kuairand_gpu.log" ]]; then
     echo "--- kuairand-1k on the GPU (last lines) ---"
     tail -4 "$LOG/kuairand_gpu.log"

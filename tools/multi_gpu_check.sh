@@ -10,7 +10,8 @@
 #             tools/compare_checkpoints.py;
 #   scaling   weak scaling: `hstu bench train` of bench-ml1m-large and bench-large (batch per GPU
 #             unchanged) on 1 GPU and on N: the job's tokens/s and the ratio, per-phase table of
-#             rank 0 (exposed communication);
+#             rank 0 (exposed communication); SCALING_BALANCED=True splits each global batch
+#             with the Karmarkar-Karp balancer (no effect on the 1-GPU run);
 #   balanced  zipf lengths (bench-large's shape): equal-count slices vs the Karmarkar-Karp split;
 #   quality   the ML-1M HSTU-large preset on ml-latest-small (MLS, default .devdeps/data), 1 GPU with
 #             batch B vs N GPUs with B/N each (the same global batch), SEEDS;
@@ -70,7 +71,8 @@ fi
 
 if has scaling; then
   for cfg in bench-ml1m-large bench-large; do
-    rep=(--set "TrainerArgs.model_parallel_tables=[]")
+    rep=(--set "TrainerArgs.model_parallel_tables=[]"
+         --set "TrainerArgs.enable_balanced_shuffler=${SCALING_BALANCED:-False}")
     timeout "$BENCH_TIMEOUT" "$H" bench train "configs/$cfg.gin" "${rep[@]}" \
       > "$LOG/scale_${cfg}_1.log" 2>&1
     timeout "$BENCH_TIMEOUT" "${L[@]}" "$H" bench train "configs/$cfg.gin" "${rep[@]}" --phases \
@@ -78,7 +80,7 @@ if has scaling; then
     one=$(sed -nE 's/.* ([0-9.]+) tokens\/s, .*/\1/p' "$LOG/scale_${cfg}_1.log" | head -1)
     job=$(sed -nE 's/.*: ([0-9.]+) tokens\/s for the job.*/\1/p' "$LOG/scale_${cfg}_n.log" | head -1)
     ratio=$(python3 -c "print(f'{float(\"$job\") / float(\"$one\"):.3f}')" 2>/dev/null || echo "?")
-    row "scaling $cfg" "1 GPU ${one:-?} tok/s, $N GPUs ${job:-?} tok/s: ${ratio}x"
+    row "scaling $cfg${SCALING_BALANCED:+ (balanced=$SCALING_BALANCED)}" "1 GPU ${one:-?} tok/s, $N GPUs ${job:-?} tok/s: ${ratio}x"
   done
 fi
 

@@ -59,13 +59,14 @@ struct Options {
   bool causal = true, validate = true, fwd_only = false;
   bool rab = false;  // relative attention bias (positions + 128 time buckets) with its gradient
   int warmup = 3, reps = 20;
-  // auto: the dispatch's choice; sm80 / sm90: that forward forced; both: each forward timed on
-  // sm90 (forced) and on sm80.
+  // auto: the dispatch's choice; sm80 / sm90: those kernels forced; both: each forward and
+  // backward timed on sm90 (forced) and on sm80.
   std::string kernel = "auto";
 };
 
 // Sets the dispatch's overrides: "sm80" (HSTU_ATTN_SM80=1), "sm90" (HSTU_ATTN_SM90=1: the sm_90a
-// forward wherever it can run, also where the dispatch would keep sm80) or "auto" (neither).
+// forward and backward wherever they can run, also where the dispatch would keep sm80) or "auto"
+// (neither).
 void force_kernel(const std::string& k) {
   unsetenv("HSTU_ATTN_SM80");
   unsetenv("HSTU_ATTN_SM90");
@@ -447,8 +448,9 @@ int run_attention_bench(const std::vector<std::string>& args) {
   force_kernel(opt.kernel == "both" ? "sm90" : opt.kernel);
   if (opt.kernel == "both")
     std::printf(
-        "--kernel both: each row runs the sm90 forward (HSTU_ATTN_SM90=1; on other GPUs "
-        "sm80), the next line the sm80 forward (HSTU_ATTN_SM80=1)\n");
+        "--kernel both: each row runs the sm90 forward and backward (HSTU_ATTN_SM90=1; on other "
+        "GPUs, and for backward calls sm90 does not serve, sm80), the next line the sm80 ones "
+        "(HSTU_ATTN_SM80=1)\n");
   std::mt19937_64 g(20240601);
   bool ok = true;
   if (opt.validate) {
@@ -518,10 +520,29 @@ int run_attention_bench(const std::vector<std::string>& args) {
       force_kernel("sm80");
       const double t80 =
           time_ms([&] { hstu_attention_fwd(det, dp.args, dp.o); }, opt.warmup, opt.reps);
+      double tb80 = NAN, ta80 = NAN;
+      if (!opt.fwd_only) {
+        tb80 = time_ms(
+            [&] {
+              hstu_attention_bwd(det, dp.args, dp.d_o, dp.dq, dp.dk, dp.dv, dp.d_rab_pos,
+                                 dp.d_rab_time);
+            },
+            opt.warmup, opt.reps);
+        ta80 = time_ms(
+            [&] {
+              hstu_attention_bwd(atom, dp.args, dp.d_o, dp.dq, dp.dk, dp.dv, dp.d_rab_pos,
+                                 dp.d_rab_time);
+            },
+            opt.warmup, opt.reps);
+      }
       force_kernel("sm90");
-      const double tf80 = fwd_flops / (t80 * 1e9);
-      std::printf("%-26s | %-8.3f %-7.1f sm80 fwd; sm90 / sm80 = %.2fx\n", "", t80, tf80,
-                  tff / tf80);
+      const double tf80 = fwd_flops / (t80 * 1e9), tfb80 = bwd_flops / (tb80 * 1e9),
+                   tfa80 = bwd_flops / (ta80 * 1e9);
+      std::printf("%-26s | %-8.3f %-7.1f sm80 fwd; sm90 / sm80 = %.2fx", "", t80, tf80, tff / tf80);
+      if (!opt.fwd_only)
+        std::printf(" | %-8.3f %-7.1f sm80 bwd; sm90 / sm80 = %.2fx | %-8.3f %-7.1f sm80 bwdA",
+                    tb80, tfb80, tfb / tfb80, ta80, tfa80);
+      std::printf("\n");
     }
     std::fflush(stdout);
   }

@@ -16,6 +16,12 @@
 #include "ops/embedding.h"
 #include "train/runtime.h"
 
+#if defined(HSTU_WITH_CUDA)
+#include <cuda_runtime.h>
+
+#include "core/cuda_check.h"
+#endif
+
 namespace hstu {
 namespace {
 
@@ -29,11 +35,13 @@ struct Options {
   bool small = false, deterministic = false;
   bool scatter = false;    // backward through embedding_bwd (atomic scatter) instead of reduce_grad
   bool per_table = false;  // one dedupe per table instead of DynamicTable::dedupe_tables
-  // Measured on an H100 (docs/BENCHMARKS.md, issue 18): the window + reduce_grad + apply path is
-  // faster than lookup (random 512-byte row reads per lookup) and the fused backward (each
-  // owned key's row update sits in the warp's serial walk); both stay selectable.
-  bool window = true;   // forward: gather into a window, then embedding_fwd (--lookup: lookup)
-  bool unfused = true;  // backward: reduce_grad then apply (--fused-bwd: DynamicTable::backward)
+  // Measured (docs/BENCHMARKS.md, issue 18): lookup (the rows straight to the output, 8 rows in
+  // flight per warp) beats gather into a window + embedding_fwd, and DynamicTable::backward
+  // (grad as scratch: no zeroing pass, no touched flags) beats reduce_grad + apply; the others
+  // stay selectable.
+  bool window = false;   // forward: gather into a window, then embedding_fwd (--window)
+  bool unfused = false;  // backward: reduce_grad then apply (--unfused-bwd), else backward
+  int streams = -1;      // CUDA streams the tables' steps are spread over (-1: 4 on CUDA, else 1)
 };
 
 // Power law p(x) ~ x^-alpha on [1, rows] by inverse CDF, scrambled into raw int64 keys.
@@ -124,8 +132,14 @@ int run_embedding_bench(const std::vector<std::string>& args) {
       o.per_table = true;
     else if (a == "--lookup")
       o.window = false;
+    else if (a == "--window")
+      o.window = true;
+    else if (a == "--streams")
+      o.streams = std::stoi(value());
     else if (a == "--fused-bwd")
       o.unfused = false;
+    else if (a == "--unfused-bwd")
+      o.unfused = true;
     else
       HSTU_THROW("bench embedding: unknown argument '", a, "'");
   }
@@ -133,6 +147,14 @@ int run_embedding_bench(const std::vector<std::string>& args) {
   if (o.small) o.lookups = std::min<int64_t>(o.lookups, 104857);
   if (o.rows < 0) o.rows = device == Device::kCUDA && !o.small ? 1680000 : 200000;
   if (!ratios_given) o.cache_ratios = {0.0, 1.0, 0.5};
+  if (o.streams < 0) o.streams = device == Device::kCUDA ? 4 : 1;
+  HSTU_CHECK(o.streams >= 1 && o.streams <= 64,
+             "bench embedding: --streams must be in [1, 64], got ", o.streams);
+  HSTU_CHECK(device == Device::kCUDA || o.streams == 1,
+             "bench embedding: --streams > 1 needs --device cuda");
+  HSTU_CHECK(!(o.scatter && o.deterministic) || o.streams == 1,
+             "bench embedding: --scatter --deterministic uses the shared scratch arena: run it "
+             "with --streams 1");
   HSTU_CHECK(o.tables >= 1 && o.dim >= 1 && o.lookups >= o.tables && o.rows >= 1 && o.alpha > 1.0 &&
                  o.iters >= 1 && o.warmup >= 0,
              "bench embedding: --tables, --dim, --rows, --iters >= 1, --lookups >= --tables, "
@@ -145,13 +167,14 @@ int run_embedding_bench(const std::vector<std::string>& args) {
       static_cast<long long>(per_table * o.tables), static_cast<long long>(per_table), o.alpha,
       static_cast<long long>(o.rows), o.deterministic ? "deterministic" : "atomic");
   std::printf(
-      "iteration = dedupe (%s) + find_or_insert + gather + embedding_fwd (fwd) + %s of random "
-      "output "
-      "gradients + fused optimiser (bwd); median of %d after %d warm-up\n",
+      "iteration = dedupe (%s) + find_or_insert + %s (fwd) + %s of random output gradients "
+      "(bwd), tables spread over %d stream(s); median of %d after %d warm-up\n",
       o.per_table ? "per table" : "all tables in one pass",
-      o.scatter ? "embedding_bwd (atomic scatter)"
-                : "reduce_grad (per-key sums over dedupe's order)",
-      o.iters, o.warmup);
+      o.window ? "gather into a window + embedding_fwd" : "lookup (rows straight to the output)",
+      o.scatter   ? "embedding_bwd (atomic scatter)"
+      : o.unfused ? "reduce_grad (per-key sums over dedupe's order) then apply"
+                  : "backward (per-key sums over dedupe's order, applied; grad as scratch)",
+      o.streams, o.iters, o.warmup);
   std::printf(
       "baseline (NV ms): NVIDIA DynamicEmb on one H100, 10 tables x 128, ~1.05 M lookups, alpha "
       "1.05: SGD all in HBM 1.59 ms and Adam with caching 11.63 ms per iteration (dynamicemb "
@@ -166,6 +189,25 @@ int run_embedding_bench(const std::vector<std::string>& args) {
   ctx.deterministic = o.deterministic;
   Arena scratch(device, static_cast<size_t>(per_table) * 64 + (size_t{64} << 20), "bench-scratch");
   ctx.scratch = &scratch;
+  // Table t's forward and backward run on stream t % streams (its own context), so one table's
+  // small kernels (find, insert) overlap another's row traffic; every table's state (its arenas,
+  // the per-stream CUDA workspace) is its own. The dedupe of all tables runs on ctx's stream.
+  std::vector<Ctx> tctx(static_cast<size_t>(o.streams), ctx);
+#if defined(HSTU_WITH_CUDA)
+  std::vector<cudaStream_t> own(static_cast<size_t>(o.streams), nullptr);
+  if (o.streams > 1)
+    for (size_t k = 0; k < own.size(); ++k) {
+      HSTU_CUDA_CHECK(cudaStreamCreateWithFlags(&own[k], cudaStreamNonBlocking));
+      tctx[k].stream = own[k];
+    }
+  struct Streams {  // destroyed after the last synchronisation below
+    std::vector<cudaStream_t>& s;
+    ~Streams() {
+      for (cudaStream_t x : s)
+        if (x) cudaStreamDestroy(x);
+    }
+  } streams_guard{own};
+#endif
   constexpr int kBatches = 4;  // distinct lookup batches, used in turn
   for (const std::string& opt : o.optimizers) {
     for (const double ratio : o.cache_ratios) {
@@ -231,6 +273,7 @@ int run_embedding_bench(const std::vector<std::string>& args) {
         }
         for (size_t ti = 0; ti < runs.size(); ++ti) {
           TableRun& r = runs[ti];
+          Ctx& ctx = tctx[ti % tctx.size()];
           const Tensor& keys = r.keys[static_cast<size_t>(it % kBatches)];
           if (o.per_table) uniq[ti] = r.table->dedupe(ctx, keys, r.unique, r.inverse, r.counts);
           const int64_t u = uniq[ti];
@@ -249,6 +292,7 @@ int run_embedding_bench(const std::vector<std::string>& args) {
         const auto t1 = std::chrono::steady_clock::now();
         for (size_t ti = 0; ti < runs.size(); ++ti) {
           TableRun& r = runs[ti];
+          Ctx& ctx = tctx[ti % tctx.size()];
           const int64_t u = uniq[ti];
           const Tensor grad = r.grad.rows(0, u), touched = r.touched.rows(0, u);
           const SparseOptimizerSpec spec = r.table->optimizer_spec(it + 1, 0.01f);

@@ -6,10 +6,12 @@
 // from a power law with alpha 1.05 over each table's id range (scrambled into raw 64-bit keys),
 // SGD and Adam, all rows in HBM and with the host tier. One iteration: the forward — every
 // table's lookups deduplicated in one pass (DynamicTable::dedupe_tables), then per table
-// find_or_insert, gather of the unique rows into a window and embedding_fwd to the lookups'
-// output [n, 128] — and the backward — per table, random output gradients summed per unique key
-// over dedupe's sorted order (DynamicTable::reduce_grad) and the fused optimiser (apply). Flags
-// select the other steps for comparison (the fastest measured are the defaults).
+// find_or_insert and the rows straight to the lookups' output [n, 128] (DynamicTable::lookup) —
+// and the backward — per table, random output gradients summed per unique key over dedupe's
+// sorted order and the fused optimiser applied (DynamicTable::backward). On CUDA the tables'
+// steps are spread over 4 streams (table t on stream t % 4), so one table's small kernels overlap
+// another's row traffic. Flags select the other steps for comparison (the fastest measured are
+// the defaults).
 // Median milliseconds per iteration after warm-up; printed beside NVIDIA's published DynamicEmb
 // times on an H100 (SGD all in HBM 1.59 ms, Adam with caching 11.63 ms, Adam all in HBM 1.338 +
 // 0.847 ms) with the speed-up and issue 18's goal (1.3x in HBM, 1.5x with the host tier).
@@ -28,8 +30,11 @@ namespace hstu {
 //   --small (CPU-sized defaults: 10 tables, 104,857 lookups, 200 k rows)   --deterministic
 //   --scatter (the backward through embedding_bwd's scatter instead of the table's reduce_grad)
 //   --per-table-dedupe (each table's dedupe on its own instead of DynamicTable::dedupe_tables)
-//   --lookup (forward: DynamicTable::lookup, rows straight to the output, no window)
-//   --fused-bwd (backward: DynamicTable::backward, sums applied in the reduction pass)
+//   --window (forward: gather of the unique rows into a window, then embedding_fwd)
+//   --lookup (forward: DynamicTable::lookup, rows straight to the output; the default)
+//   --streams S (CUDA streams the tables are spread over; 4 on CUDA, 1 on the CPU)
+//   --fused-bwd (backward: DynamicTable::backward, grad as scratch; the default)
+//   --unfused-bwd (backward: DynamicTable::reduce_grad, then apply, which zeroes grad)
 // Returns 0.
 int run_embedding_bench(const std::vector<std::string>& args);
 

@@ -73,7 +73,8 @@ void add_bench_attention(CLI::App& bench, Commands& commands) {
   app->add_flag("--no-validate")->description("skip the check against the CPU reference");
   app->add_flag("--fwd-only")->description("forward only");
   app->add_option("--kernel",
-                  "attention forward: the dispatch's choice, sm80 or sm90 forced, or both (A/B)")
+                  "attention kernels (forward and backward): the dispatch's choice, sm80 or sm90 "
+                  "forced, or both (A/B)")
       ->type_name("auto|sm80|sm90|both")
       ->check(CLI::IsMember({"auto", "sm80", "sm90", "both"}).description(""));
   commands.push_back({app, [app] { return run_attention_bench(given_args(*app)); }});
@@ -128,11 +129,21 @@ void add_bench_embedding(CLI::App& bench, Commands& commands) {
       ->description(
           "backward through embedding_bwd's atomic scatter (not the table's reduce_grad)");
   app->add_flag("--fused-bwd")
-      ->description("backward: the table's fused backward (sums applied in the reduction pass)");
+      ->description(
+          "backward: the table's backward (per-key sums applied, grad as scratch; the default)");
+  app->add_flag("--unfused-bwd")
+      ->description("backward: the table's reduce_grad, then apply (which zeroes grad)");
   app->add_flag("--per-table-dedupe")
       ->description("one dedupe per table (not all tables' lookups in one pass)");
   app->add_flag("--lookup")
-      ->description("forward: the table's lookup (rows straight to the output, no window)");
+      ->description("forward: the table's lookup (rows straight to the output; the default)");
+  app->add_flag("--window")
+      ->description("forward: gather of the unique rows into a window, then embedding_fwd");
+  app->add_option("--streams",
+                  "CUDA streams the tables' steps are spread over (default 4 on "
+                  "CUDA, 1 on the CPU)")
+      ->type_name("S")
+      ->check(int_in(1, 64));
   commands.push_back({app, [app] { return run_embedding_bench(given_args(*app)); }});
 }
 

@@ -44,8 +44,10 @@ std::vector<EvalRow> eval_ranking(const Config& cfg, const SequenceDataset& ds,
   load_checkpoint(tensors, ckpt, false);
   check_finite_weights(tensors, ckpt);
   model.dense().refresh_compute_copy(ctx);
-  const NamedValues v = evaluate_ranking(ctx, model, ds, splits.eval, cfg.trainer.eval_batch_size,
-                                         cfg.trainer.max_eval_iters);
+  const NamedValues v =
+      evaluate_ranking(ctx, model, ds, splits.eval, cfg.trainer.eval_batch_size,
+                       cfg.trainer.max_eval_iters, nullptr, nullptr,
+                       ranking_extra_metrics(cfg.ranking.eval_metrics));  // as training reports
   std::cout << "checkpoint " << ckpt << " (" << splits.eval.samples.size() << " eval samples):\n";
   return {{"eval", v}};
 }

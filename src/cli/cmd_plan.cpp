@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "core/checked.h"
+#include "data/benchmark_dataset.h"
 #include "data/preprocess.h"
 #include "dist/rank_plan.h"
 #include "model/memory_plan.h"
@@ -31,8 +32,12 @@ int run_plan(const PlanArgs& a) {
                         : dev == "cpu" ? Device::kCPU
                                        : resolve_device(dev);
   const DType act = device == Device::kCPU ? DType::kF32 : DType::kBF16;
+  // recsys-examples' benchmark data (ranking only) is generated, not read: its dataset is the
+  // generated one, as the trainer sees it.
   DatasetReport report;
-  const SequenceDataset ds = open_dataset(cfg, false, &report);
+  const SequenceDataset ds = cfg.dataset.dataset_name == "benchmark"
+                                 ? benchmark_data(cfg).ds
+                                 : open_dataset(cfg, false, &report);
   const bool ranking = cfg.task == "ranking";
   const ModelMemory model = ranking ? ranking_memory(cfg, ranking_shape(cfg, ds), device, act)
                                     : retrieval_memory(cfg, ds.num_items, device, act);

@@ -182,8 +182,9 @@ std::vector<FieldSpec> dataset_fields() {
       num(HSTU_FIELD(DatasetArgs, dataset, max_history_seqlen), at_least(1),
           "history events kept per sample (the newest)"),
       num(HSTU_FIELD(DatasetArgs, dataset, max_num_candidates), at_least(0),
-          "ranking candidates per sample (0 for retrieval; in ranking on benchmark data, every "
-          "item scored)"),
+          "ranking candidates per sample (0 for retrieval; in ranking, 0 scores every event of "
+          "a sample under a causal mask, as recsys-examples: benchmark data, or a dataset with "
+          "ranking_split = user_70_30)"),
       plain(HSTU_FIELD(DatasetArgs, dataset, shuffle),
             "reshuffle the sample order every epoch (seeded)"),
       str(HSTU_FIELD(DatasetArgs, dataset, split), {"paper", "validation"},
@@ -383,8 +384,15 @@ std::vector<FieldSpec> ranking_fields() {
       plain(HSTU_FIELD(RankingArgs, ranking, prediction_head_bias), "MLP layers have biases"),
       num(HSTU_FIELD(RankingArgs, ranking, num_tasks), at_least(1),
           "binary tasks decoded from the label bitmask (1 = one task: binary or multi-class)"),
-      str(HSTU_FIELD(RankingArgs, ranking, eval_metrics), {"AUC", "ACC", "LogLoss"},
-          "metrics of the eval table, per task"),
+      str(HSTU_FIELD(RankingArgs, ranking, eval_metrics),
+          {"AUC", "ACC", "LogLoss", "RECALL", "PRECISION", "F1Score", "AP", "AVERAGE PRECISION"},
+          "metrics of the eval table, per task: AUC, Accuracy and LogLoss (or CrossEntropy) are "
+          "always reported; RECALL, PRECISION, F1Score and AP (recsys-examples' \"AVERAGE "
+          "PRECISION\") add Recall/task<t>, Precision/task<t>, F1/task<t>, AP/task<t>: "
+          "torchmetrics' binary metrics at threshold 0.5 on sigmoid(logit), or their macro mean "
+          "over the classes of a cross-entropy head; a value with a zero denominator (no "
+          "positive label, no positive prediction) is reported as undefined with a warning "
+          "(torchmetrics' safe division: 0 for recall, precision, F1)"),
   };
 }
 

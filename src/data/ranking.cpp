@@ -33,9 +33,14 @@ RankingSplits make_ranking_splits(const SequenceDataset& ds, const DatasetArgs& 
                                   const std::string& split, const std::string& truncate) {
   const int64_t h = args.max_history_seqlen, c = args.max_num_candidates;
   HSTU_CHECK(h >= 1, "DatasetArgs.max_history_seqlen = ", h, " (ranking needs >= 1)");
-  HSTU_CHECK(c >= 1, "DatasetArgs.max_num_candidates = ", c, " (ranking needs >= 1)");
+  HSTU_CHECK(c >= 0, "DatasetArgs.max_num_candidates = ", c, " (ranking needs >= 0)");
   HSTU_CHECK(split == "time" || split == "user_70_30", "ranking split \"", split,
              "\" (expected time or user_70_30)");
+  HSTU_CHECK(c >= 1 || split == "user_70_30",
+             "DatasetArgs.max_num_candidates = 0 scores every event of a sample (recsys-examples' "
+             "semantics), which needs DatasetArgs.ranking_split = \"user_70_30\" (their split: "
+             "whole users train or eval); the \"time\" split cuts each user's train and eval "
+             "windows of max_num_candidates events, none when it is 0");
   HSTU_CHECK(truncate == "newest" || truncate == "oldest", "ranking truncate \"", truncate,
              "\" (expected newest or oldest)");
   HSTU_CHECK(!(split == "time" && truncate == "oldest"),
@@ -72,7 +77,8 @@ RankingSplits make_ranking_splits(const SequenceDataset& ds, const DatasetArgs& 
     return out;
   }
 
-  // user_70_30: drop users with n <= C, then split the rest 70/30 in user order.
+  // user_70_30: drop users with n <= C, then split the rest 70/30 in user order (C = 0: every
+  // user with an event).
   std::vector<int32_t> eligible;
   for (int64_t u = 0; u < ds.num_users(); ++u) {
     if (ds.seq_len(u) > c) eligible.push_back(static_cast<int32_t>(u));
@@ -85,7 +91,11 @@ RankingSplits make_ranking_splits(const SequenceDataset& ds, const DatasetArgs& 
     const int64_t first = ds.user_offsets[u], n = ds.seq_len(u);
     const int64_t keep = std::min(n, h + c);
     const int64_t begin = truncate == "oldest" ? first : first + n - keep;
-    window(u, begin, begin + keep, h, c, s);  // keep > c, so a history event exists
+    if (c == 0) {
+      s = {u, begin, begin, begin + keep};  // every kept event scored, no history before them
+    } else {
+      window(u, begin, begin + keep, h, c, s);  // keep > c, so a history event exists
+    }
     (i < num_train ? out.train : out.eval).samples.push_back(s);
   }
   // A dropped user would have landed in either split; count it in both (it is in neither).

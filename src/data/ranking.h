@@ -23,6 +23,11 @@
 // to its oldest H + C events, with "newest" to its newest. Candidates are the last C events of the
 // (cut) sequence, history the events before them. truncate = "oldest" is refused with split =
 // "time" (the train and eval windows of a long sequence would coincide).
+// C = 0 is recsys-examples' "every item scored" (their labels are then the whole action
+// sequence): every kept event of the sample (at most H) is a candidate and none is history
+// (candidates == begin); the model scores each under the plain causal mask, so an item's score
+// sees the earlier items and actions, never its own action (RankingModel's score-all layout).
+// It needs split = "user_70_30" (the time split's windows are C events).
 //
 // Batch contents for sample b (history h_0 .. h_{m-1}, candidates c_0 .. c_{k-1}):
 //   item_ids / actions / timestamps = those of h_0 .. h_{m-1}, c_0 .. c_{k-1}   (n_b = m + k)
@@ -50,7 +55,8 @@ namespace hstu {
 struct RankingSample {
   int32_t user;        // dense user index
   int64_t begin;       // first history event (global index)
-  int64_t candidates;  // first candidate event, = one past the last history event (> begin)
+  int64_t candidates;  // first candidate event, = one past the last history event (> begin;
+                       // = begin when every event is scored: max_num_candidates = 0)
   int64_t end;         // one past the last candidate (> candidates)
 
   int64_t num_history() const { return candidates - begin; }
@@ -69,7 +75,8 @@ struct RankingSplits {
 };
 
 // The ranking samples of `ds` under args.max_history_seqlen (>= 1) and args.max_num_candidates
-// (>= 1). split: "time" (default) | "user_70_30"; truncate: "newest" (default) | "oldest".
+// (>= 1, or 0 with user_70_30). split: "time" (default) | "user_70_30"; truncate: "newest"
+// (default) | "oldest".
 RankingSplits make_ranking_splits(const SequenceDataset& ds, const DatasetArgs& args,
                                   const std::string& split = "time",
                                   const std::string& truncate = "newest");

@@ -103,8 +103,12 @@ void ShardedTable::upload(Ctx& ctx, std::span<const int32_t> a, std::span<const 
 
 void ShardedTable::exchange(Ctx& ctx, Comm& comm, std::span<const int32_t> perm,
                             const Tensor& out) {
-  const int64_t n = total(send_counts_), m = static_cast<int64_t>(perm.size());
   upload(ctx, send_local_, perm);
+  exchange_routed(ctx, comm, static_cast<int64_t>(perm.size()), out);
+}
+
+void ShardedTable::exchange_routed(Ctx& ctx, Comm& comm, int64_t m, const Tensor& out) {
+  const int64_t n = total(send_counts_);
   recv_counts_ = comm.all_to_all_host(send_counts_);
   const int64_t r = total(recv_counts_);
   HSTU_CHECK(r <= rcap_, "sharded table ", name_, ": ", r, " rows requested from rank ", rank_,
@@ -136,9 +140,89 @@ int64_t ShardedTable::dedup_and_fetch(Ctx& ctx, Comm& comm,
   return fetch(ctx, comm, dedup_->run(ids));
 }
 
+int64_t ShardedTable::dedup_and_fetch_device(Ctx& ctx, Comm& comm, std::span<const Tensor> ids) {
+#if defined(HSTU_WITH_CUDA)
+  HSTU_CHECK(device_ == Device::kCUDA && !ctx.cpu(), "sharded table ", name_,
+             ": dedup_and_fetch_device needs a CUDA table and context");
+  HSTU_CHECK(!fetched_, "sharded table ", name_,
+             ": fetch called twice without push_grads in between");
+  const bool route = !device_only();
+  const bool hash = sharding_.kind() == OwnerKind::kHash;
+  if (!dev_arena_) {  // once, before the first step's work: the step loop allocates nothing after
+    dev_arena_ = Arena::planned(device_, "sharded:" + name_ + ":dedupe", [&](Arena& a) {
+      dev_ = cuda::allocate_window_dedup(a, rows(), cap_, world(), route);
+      if (route && hash) dev_local_ = a.alloc(DType::kI32, {rows()});
+    });
+    if (route && hash) {
+      std::vector<int32_t> local(static_cast<size_t>(rows()));
+      for (int64_t id = 0; id < rows(); ++id)
+        local[static_cast<size_t>(id)] = static_cast<int32_t>(sharding_.local_row(id));
+      copy_bytes(dev_local_.data, device_, local.data(), Device::kCPU,
+                 local.size() * sizeof(int32_t));
+    }
+  }
+  cuda::window_dedup(ctx, dev_, ids);
+  if (!route) {  // one rank: the shard is the whole table, its local rows the ids
+    cuda::window_gather_rows(ctx, dev_, shard_.weight, window_.weight);
+    unique_ = -1;
+    device_window_ = true;
+    fetched_ = true;
+    return -1;
+  }
+  // W ranks: send_idx_ / perm_ routed on the device; the W counts to the host (the step's one
+  // wait: the exchanges' sizes), through the page-locked upload buffer.
+  cuda::window_route(ctx, dev_, hash, dev_local_, send_idx_, perm_);
+  up_->wait();
+  int32_t* h = reinterpret_cast<int32_t*>(up_->data());
+  HSTU_CHECK(static_cast<int64_t>(world()) <= 2 * cap_, "sharded table ", name_, ": ", world(),
+             " counts exceed the staging buffer");
+  copy_bytes_async(h, Device::kCPU, dev_.counts.data, device_,
+                   static_cast<size_t>(world()) * sizeof(int32_t), ctx.stream);
+  up_->record(ctx.stream);
+  up_->wait();
+  send_counts_.assign(h, h + world());
+  unique_ = total(send_counts_);
+  HSTU_CHECK(unique_ >= 1 && unique_ <= cap_, "sharded table ", name_, ": ", unique_,
+             " distinct ids from the device dedupe, outside [1, ", cap_, "]");
+  exchange_routed(ctx, comm, unique_, window_.weight);
+  routed_ = true;
+  fetched_ = true;
+  return unique_;
+#else
+  (void)ctx, (void)comm, (void)ids;
+  HSTU_THROW("sharded table ", name_, ": dedup_and_fetch_device needs a CUDA build");
+#endif
+}
+
 void ShardedTable::push_grads(Ctx& ctx, Comm& comm) {
   HSTU_CHECK(fetched_, "sharded table ", name_, ": push_grads without a fetch before it");
   fetched_ = false;
+#if defined(HSTU_WITH_CUDA)
+  if (device_window_) {  // one rank: the window's touched rows straight into the shard
+    device_window_ = false;
+    cuda::window_scatter_grads(ctx, dev_, window_.grad, window_.touched, shard_.grad,
+                               shard_.touched);
+    return;
+  }
+  if (routed_) {  // W ranks, routed on the device: every fetched row back, untouched ones flagged
+    routed_ = false;
+    const int64_t u = unique_;
+    cuda::window_grad_rows(ctx, dev_, u, window_.grad, window_.touched, send_idx_, rows_in_);
+    comm.all_to_all_v(send_idx_, send_counts_, recv_idx_, recv_counts_, ctx.stream);
+    comm.all_to_all_v(rows_in_, send_counts_, rows_out_, recv_counts_, ctx.stream);
+    // shard.grad[recv_idx[j]] += rows_out[j], one sender at a time in rank order (deterministic).
+    int64_t b = 0;
+    for (const int64_t c : recv_counts_) {
+      if (c > 0)
+        cuda::window_add_rows(ctx, rows_out_.rows(b, b + c), recv_idx_.rows(b, b + c), shard_.grad,
+                              shard_.touched);
+      b += c;
+    }
+    if (u > 0) fill_zero(window_.grad.rows(0, u), ctx.stream);
+    fill_zero(window_.touched, ctx.stream);
+    return;
+  }
+#endif
   const int64_t u = unique_;
   // Which window rows the step touched (host).
   flags_->wait();

@@ -21,6 +21,15 @@
 // The step's routing (which window row went to which owner) is computed on the host; the device
 // work is the library collectives plus the embedding ops' gather (embedding_fwd, scale 1) and
 // scatter-add (embedding_bwd, scale 1), so CPU and CUDA share this code.
+//
+// On CUDA, dedup_and_fetch_device does step 1 on the device instead (ops/window_gpu.h: the same
+// sorted unique ids and remap as IdDeduper), on ids already on the device. On one rank the window
+// is gathered straight from the shard and push_grads adds its rows back with one kernel: nothing
+// reads a device value on the host, so the whole step can be one CUDA graph. On W ranks the
+// routing is computed on the device too, into the fixed-size exchange buffers (the window's
+// max_unique rows); the step's one wait is the copy of the W per-owner counts to the host, which
+// the exchanges need as sizes. push_grads then sends every fetched row's gradient with the same
+// counts (an untouched row's index negated, skipped by its owner): no second count exchange.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +44,7 @@
 #include "dist/comm.h"
 #include "dist/sharding.h"
 #include "model/params.h"
+#include "ops/window_gpu.h"
 
 namespace hstu::dist {
 
@@ -61,6 +71,19 @@ class ShardedTable {
   // own IdDeduper (a [rows] i32 host array, made on first use), then fetches. Returns U;
   // unique_ids() are the ids of window rows [0, U).
   int64_t dedup_and_fetch(Ctx& ctx, Comm& comm, std::span<const std::span<int32_t>> ids);
+  // Steps 1 and 2 with ids on the GPU (a CUDA table; i32 device tensors [n] or [n, m] with a row
+  // stride, rewritten in place to window rows). One rank: no synchronisation, returns -1 (U stays
+  // on the device). W ranks: device routing, one copy of the W counts to the host, the exchanges;
+  // returns U. Collective.
+  int64_t dedup_and_fetch_device(Ctx& ctx, Comm& comm, std::span<const Tensor> ids);
+  // Makes dedup_and_fetch_device take the W-rank path (device routing, counts to the host,
+  // exchanges, the flagged gradient push) on one rank too, so one GPU tests it
+  // (tests/gpu/test_gpu_window.cpp). Before the first fetch.
+  void set_route_on_one_rank(bool on) { route_on_one_rank_ = on; }
+  // Whether a device fetch and its push_grads wait on nothing (one rank, CUDA).
+  bool device_only() const {
+    return device_ == Device::kCUDA && world() == 1 && !route_on_one_rank_;
+  }
   std::span<const int32_t> unique_ids() const {
     return dedup_ ? dedup_->unique() : std::span<const int32_t>();
   }
@@ -100,6 +123,8 @@ class ShardedTable {
   void route(std::span<const int32_t> keys);
   // Requests the routed rows from their owners and sets out[i] = routed row perm[i].
   void exchange(Ctx& ctx, Comm& comm, std::span<const int32_t> perm, const Tensor& out);
+  // The same with send_idx_, perm_ (m entries) and send_counts_ already in place.
+  void exchange_routed(Ctx& ctx, Comm& comm, int64_t m, const Tensor& out);
   // Copies a[0:na) to send_idx_ and b[0:nb) to perm_ through the upload staging buffer.
   void upload(Ctx& ctx, std::span<const int32_t> a, std::span<const int32_t> b);
 
@@ -124,6 +149,13 @@ class ShardedTable {
   std::vector<int64_t> send_counts_, recv_counts_;
   int64_t unique_ = 0;
   bool fetched_ = false;
+  // The device dedupe (CUDA tables, made on the first dedup_and_fetch_device).
+  std::unique_ptr<Arena> dev_arena_;
+  cuda::WindowDedup dev_;
+  Tensor dev_local_;            // i32 [rows]: each id's owner-local row (hash owner, routing)
+  bool device_window_ = false;  // the last fetch left U on the device (one rank)
+  bool routed_ = false;         // the last fetch was routed on the device (W ranks)
+  bool route_on_one_rank_ = false;
 };
 
 }  // namespace hstu::dist

@@ -336,6 +336,20 @@ void DynamicTable::backward(Ctx& ctx, const SparseOptimizerSpec& opt, const Tens
                             const Tensor& dout, float scale, const Tensor& grad,
                             const Tensor& touched) {
   if (opt.kind == SparseOptimizerSpec::kRowWiseAdagrad) {
+    HSTU_CHECK(grad.ndim == 2 && grad.dim(0) >= last_u_ && grad.dim(1) == spec_.dim &&
+                   grad.dtype == DType::kF32 && grad.device == device_,
+               "dynamic table '", spec_.name, "': backward grad must be f32 [>= ", last_u_, ", ",
+               spec_.dim, "] on ", device_name(device_), ", got ", grad.str());
+    check_vec(touched, DType::kU8, device_, "backward touched", spec_.name);
+    HSTU_CHECK(touched.dim(0) >= last_u_, "dynamic table '", spec_.name,
+               "': backward touched holds fewer than ", last_u_, " entries");
+    // grad and touched are scratch here: zero the rows reduce_grad adds to.
+    if (grad.row_stride == spec_.dim)
+      fill_u8(ctx, static_cast<uint8_t*>(grad.data), last_u_ * spec_.dim * 4, 0);
+    else  // a strided window: row by row
+      for (int64_t k = 0; k < last_u_; ++k)
+        fill_u8(ctx, static_cast<uint8_t*>(grad.data) + k * grad.row_stride * 4, spec_.dim * 4, 0);
+    fill_u8(ctx, touched.as<uint8_t>(), last_u_, 0);
     reduce_grad(ctx, dout, scale, grad, touched);
     apply(ctx, opt, refs.rows(0, last_u_), grad.rows(0, last_u_), touched.rows(0, last_u_));
     return;

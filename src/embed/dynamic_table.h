@@ -118,12 +118,11 @@ class DynamicTable {
   // embedding_fwd(window, inverse) with scale 1, in one pass.
   void lookup(Ctx& ctx, const Tensor& unique, const Tensor& refs, const Tensor& inverse,
               const Tensor& out, bool init_missing);
-  // The fused backward of the last dedupe's lookups: reduce_grad's per-key sums of dout f32
-  // [n, dim] (times scale) applied by the table's optimiser (as apply) without a gradient row per
-  // key where a key's lookups fall in one warp's chunk; grad f32 [>= U, dim] and touched u8
-  // [>= U] (zero on entry, left zero) carry the keys spanning chunks. Equals reduce_grad then
-  // apply up to the order of those keys' partial sums (the CPU runs exactly that). Row-wise
-  // Adagrad runs reduce_grad then apply.
+  // The backward of the last dedupe's lookups: reduce_grad's per-key sums of dout f32 [n, dim]
+  // (times scale) applied by the table's optimiser (as apply). grad f32 [>= U, dim] and touched
+  // u8 [>= U] are scratch: any contents on entry, unspecified on return (on CUDA no pass zeroes
+  // them). Equals zeroing them, reduce_grad, then apply, up to the order of the partial sums of
+  // keys spanning several warps' chunks (the CPU runs exactly that).
   void backward(Ctx& ctx, const SparseOptimizerSpec& opt, const Tensor& refs, const Tensor& dout,
                 float scale, const Tensor& grad, const Tensor& touched);
   // The fused optimiser on rows refs[i] with touched[i] (u8 [U]) from grad f32 [U, dim];

@@ -148,14 +148,18 @@ void HashTable::find_or_insert(Ctx& ctx, const int64_t* keys, const int32_t* cou
   uint8_t* mask = scratch<uint8_t>(n);
   uint8_t* status = scratch<uint8_t>(n);
   int64_t* evicted = evicted_keys ? evicted_keys : scratch<int64_t>(n);
-  embed::find(ctx, view_, keys, n, slots);
-  touch(ctx, view_, slots, counts, n, step, cfg_.eviction);
   const bool sketch = cfg_.admit_threshold > 1 && !admit_all;
   // At max capacity without a sketch nothing needs the admitted count: insert counts itself.
   const bool need_counts = sketch || view_.num_buckets < max_buckets_;
-  const AdmitCounts ad =
-      admit(ctx, sketch ? sketch_ : nullptr, kSketchDepth, sketch_width_, keys, counts, slots, n,
-            admit_all ? 0 : cfg_.admit_threshold, mask, need_counts);
+  AdmitCounts ad;
+  if (!need_counts) {  // the steady state: find, touch and admit in one pass
+    find_touch_admit(ctx, view_, keys, counts, n, step, cfg_.eviction, slots, mask);
+  } else {
+    embed::find(ctx, view_, keys, n, slots);
+    touch(ctx, view_, slots, counts, n, step, cfg_.eviction);
+    ad = admit(ctx, sketch ? sketch_ : nullptr, kSketchDepth, sketch_width_, keys, counts, slots, n,
+               admit_all ? 0 : cfg_.admit_threshold, mask, need_counts);
+  }
   if (need_counts) {
     counters_.rejections += ad.rejected;
     if (ad.admitted == 0) return;

@@ -41,6 +41,10 @@ AdmitCounts admit(Ctx& ctx, uint32_t* sketch, int depth, int64_t width, const in
   HSTU_EMBED_DISPATCH(
       admit(ctx, sketch, depth, width, keys, counts, slots, n, threshold, mask, need_counts));
 }
+void find_touch_admit(Ctx& ctx, const TableView& t, const int64_t* keys, const int32_t* counts,
+                      int64_t n, int64_t step, Eviction policy, int64_t* slots, uint8_t* mask) {
+  HSTU_EMBED_DISPATCH(find_touch_admit(ctx, t, keys, counts, n, step, policy, slots, mask));
+}
 InsertCounts insert(Ctx& ctx, const TableView& t, const int64_t* keys, const int32_t* counts,
                     int64_t n, int64_t step, Eviction policy, bool allow_evict, uint8_t* mask,
                     int64_t* slots, uint8_t* status, int64_t* evicted_keys, uint64_t* pending) {

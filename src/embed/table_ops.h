@@ -99,6 +99,13 @@ AdmitCounts admit(Ctx& ctx, uint32_t* sketch, int depth, int64_t width, const in
                   const int32_t* counts, const int64_t* slots, int64_t n, int64_t threshold,
                   uint8_t* mask, bool need_counts);
 
+// find, touch and admission without a sketch in one pass (the steady-state step of
+// find_or_insert): slots[i] = slot of keys[i] or -1; found slots are touched as touch() does;
+// mask[i] = 1 for every missing key but the reserved one (admit() with sketch == nullptr).
+// Counts nothing; the CUDA backend runs one kernel and never synchronises.
+void find_touch_admit(Ctx& ctx, const TableView& t, const int64_t* keys, const int32_t* counts,
+                      int64_t n, int64_t step, Eviction policy, int64_t* slots, uint8_t* mask);
+
 // Inserts keys[i] where mask[i] (keys absent from the table), a bucket's keys in input order: a
 // free slot, else (allow_evict) the slot of the bucket's lowest (score, key) not used this step,
 // else status kFull (mask stays 1) / kNoVictim. Sets slots[i], status[i], evicted_keys[i]
@@ -164,14 +171,15 @@ void apply_optimizer(Ctx& ctx, const RowSpace& rs, const int64_t* refs, float* g
                      int64_t grad_ld, uint8_t* touched, int64_t n, const SparseOptimizerSpec& spec,
                      uint8_t* dirty);
 
-// The fused backward of dedupe's lookups: the rows' gradients summed per unique key over dedupe's
-// order (reduce_grad's sums) and the optimiser applied with apply_optimizer's per-element math,
-// without a gradient row per key: a key whose lookups lie within one warp's chunk is updated
-// directly from the sum; a key spanning chunks adds its partial sums to grad[u] (rows [0, u)
-// zero on entry, as apply leaves them), touched[u] = 1, and is updated by a second pass that
-// zeroes its grad and touched. refs [u] as apply's. The CPU runs reduce_grad then
-// apply_optimizer. Adam and SGD only (row-wise Adagrad needs the row's whole gradient first:
-// reduce_grad + apply_optimizer).
+// The backward of dedupe's lookups: the rows' gradients summed per unique key over dedupe's
+// order (reduce_grad's sums) and the optimiser applied to every key's row with apply_optimizer's
+// per-element math (every unique key has lookups, so every row [0, u) is touched). grad [u,
+// grad_ld] and touched [u] are scratch: any contents on entry, unspecified on return (the CPU
+// zeroes them, runs reduce_grad then apply_optimizer and leaves them zero). The CUDA backend
+// (dim a multiple of 4, 16-byte aligned) zeroes only the rows of keys spanning several warps'
+// chunks, writes the others' sums with plain stores and applies without zeroing grad: no zero
+// pass over grad and no touched flags. refs [u] as apply's. Adam and SGD only (row-wise Adagrad
+// needs the row's whole gradient first: reduce_grad + apply_optimizer).
 void backward_apply(Ctx& ctx, const int32_t* order, int64_t n, int64_t u, const float* dout,
                     int64_t dout_ld, float scale, const RowSpace& rs, const int64_t* refs,
                     float* grad, int64_t grad_ld, uint8_t* touched, const SparseOptimizerSpec& spec,

@@ -38,6 +38,9 @@ struct ModelShape {
   // evaluation call (every rank's batch) and the rows a shard owner scatters per step.
   int64_t max_eval_queries = 0;
   int64_t max_scatter_rows = 0;
+  // In-batch negatives' pool on CUDA (0: one batch's targets): a data-parallel rank draws from
+  // the global batch's targets, up to W x max_tokens.
+  int64_t max_pool_targets = 0;
 };
 
 // Builds the layer configuration of SPEC §2 from the network arguments.

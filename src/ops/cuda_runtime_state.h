@@ -38,6 +38,7 @@ struct OpsScratchNeeds {
   int64_t max_eval_users = 0;    // queries per retrieval_rank call (0: no retrieval evaluation)
   int64_t max_scatter_rows = 0;  // rows of the largest embedding_bwd besides the [T, D] inputs
                                  // (a sharded table's owner adds every rank's window rows)
+  int64_t max_pool_targets = 0;  // targets of the in-batch negatives' pool (0: max_tokens)
   bool deterministic = true;     // ctx.deterministic (sorted scatter paths need more)
 };
 // Bytes of ctx.scratch that any single op call needs at most. retrieval_rank is counted with a

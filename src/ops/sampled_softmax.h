@@ -20,6 +20,10 @@ struct SampledSoftmaxSpec {
   float temperature = 0.05f;
   float eps = 1e-6f;        // L2-norm clamp of item embeddings
   double loss_scale = 1.0;  // multiplies the summed loss and all gradients
+  // CUDA only: candidates (positive + negatives) per shared-memory tile; 0 = all R + 1 in one
+  // tile when they fit the device's shared memory, else tiles of 1024 (any R works). Tests set
+  // small tiles to check the tiled path against the CPU at small sizes. The CPU ignores it.
+  int64_t candidate_tile = 0;
 };
 
 // q[T,D] (L2-normalised queries), targets[T] i32, neg_ids[T,R] i32, table[V,D] f32.

@@ -4,8 +4,27 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <string>
 
 namespace hstu {
+
+namespace {
+
+// Why a metric named `name` ("<metric>/<task>" or a plain name) can be NaN (metrics.h).
+std::string why_undefined(const std::string& name) {
+  const std::string m = name.substr(0, name.find('/'));
+  if (m.find("AUC") != std::string::npos)
+    return "the evaluated labels hold one class only: AUC needs positives and negatives";
+  if (m == "Recall" || m == "AP")
+    return "no evaluated candidate has a positive label: " + m + " divides by the positives";
+  if (m == "Precision")
+    return "no evaluated candidate is predicted positive (sigmoid(logit) > 0.5): precision "
+           "divides by the positive predictions";
+  if (m == "F1") return "no positive label and no positive prediction: TP + FP + FN = 0";
+  return "no evaluated sample defines it";
+}
+
+}  // namespace
 
 std::string format_eval_table(const std::vector<EvalRow>& rows, int precision) {
   std::vector<std::string> columns;
@@ -28,14 +47,9 @@ std::string format_eval_table(const std::vector<EvalRow>& rows, int precision) {
       char buf[64];
       std::snprintf(buf, sizeof(buf), "%.*f", precision, v);
       line[1 + c] = std::isnan(v) ? "undefined" : buf;
-      if (std::isnan(v)) {
-        const bool auc = name.find("AUC") != std::string::npos;
-        warnings += "warning: " + row.split + " " + name + " is undefined (" +
-                    (auc ? "the evaluated labels hold one class only: AUC needs positives and "
-                           "negatives"
-                         : "no evaluated sample defines it") +
-                    ")\n";
-      }
+      if (std::isnan(v))
+        warnings +=
+            "warning: " + row.split + " " + name + " is undefined (" + why_undefined(name) + ")\n";
     }
     cells.push_back(std::move(line));
   }

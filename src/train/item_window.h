@@ -9,6 +9,10 @@
 // One step, in order: fetch (collective for a sharded table), the model's forward and backward
 // on window(), update (collective for a sharded table) after the dense optimiser has filled
 // dense.health() and dense.grad_sumsq(). An evaluation batch: fetch_read_only, forward.
+//
+// A table on the GPU may take the step's ids on the device instead (on_device(): fetch_device,
+// the ids already uploaded, deduplicated and rewritten there); when device_only() the fetch and
+// the update also wait on nothing, so the trainer captures them in the step's CUDA graph.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +35,13 @@ class ItemWindow {
   // negatives), rewrites them in place to window rows and fills window().weight[0, U); update
   // follows. Returns U.
   virtual int64_t fetch(Ctx& ctx, int64_t step, std::span<const std::span<int32_t>> ids) = 0;
+  // Whether fetch_device can take a training step's ids (default: no).
+  virtual bool on_device() const { return false; }
+  // Whether fetch_device and update then never wait for the device (default: no).
+  virtual bool device_only() const { return false; }
+  // As fetch, with the ids as i32 device tensors ([n] or [n, m] at a row stride) rewritten in
+  // place. Returns U, or -1 when U stays on the device.
+  virtual int64_t fetch_device(Ctx& ctx, int64_t step, std::span<const Tensor> ids);
   // An evaluation batch: as fetch, but nothing is inserted or scored and no update follows.
   virtual int64_t fetch_read_only(Ctx& ctx, std::span<const std::span<int32_t>> ids) = 0;
   // Applies the window's gradient rows (window().grad, window().touched) to the table with the
@@ -43,9 +54,17 @@ class ItemWindow {
 // A row-sharded item table (dist/sharded_table.h) behind the window interface.
 class ShardedItemWindow final : public ItemWindow {
  public:
-  ShardedItemWindow(dist::ShardedTable& table, dist::Comm& comm) : table_(table), comm_(comm) {}
+  // HSTU_HOST_WINDOW=1 in the environment selects the host path (set_host_path(true)), to measure
+  // the two side by side.
+  ShardedItemWindow(dist::ShardedTable& table, dist::Comm& comm);
   EmbeddingTable& window() override { return table_.window(); }
   int64_t fetch(Ctx& ctx, int64_t step, std::span<const std::span<int32_t>> ids) override;
+  // A CUDA table takes the ids on the device unless set_host_path(true) (the reference the GPU
+  // test compares with); one rank needs no synchronisation at all.
+  bool on_device() const override { return table_.device() == Device::kCUDA && !host_path_; }
+  bool device_only() const override { return on_device() && table_.device_only(); }
+  int64_t fetch_device(Ctx& ctx, int64_t step, std::span<const Tensor> ids) override;
+  void set_host_path(bool host) { host_path_ = host; }
   int64_t fetch_read_only(Ctx& ctx, std::span<const std::span<int32_t>> ids) override;
   void update(Ctx& ctx, const OptimizerArgs& o, double lr, int64_t step,
               const Tensor& skip_if_nonfinite, const Tensor& grad_sumsq) override;
@@ -53,6 +72,7 @@ class ShardedItemWindow final : public ItemWindow {
  private:
   dist::ShardedTable& table_;
   dist::Comm& comm_;
+  bool host_path_ = false;
 };
 
 }  // namespace hstu

@@ -1,4 +1,5 @@
-// metrics.cpp — retrieval metrics from a rank histogram, exact AUC by sorting, multi-class scores.
+// metrics.cpp — retrieval metrics from a rank histogram, exact AUC and average precision by
+// sorting, threshold metrics from counts, multi-class scores.
 #include "train/metrics.h"
 
 #include <algorithm>
@@ -40,11 +41,36 @@ double auc_from_sorted(const std::vector<std::pair<Score, uint8_t>>& s) {
                    (2.0 * static_cast<double>(positives) * static_cast<double>(neg));
 }
 
-// AUC, accuracy and log-loss of (logit, label) pairs sorted ascending.
+// Average precision of (score, label) pairs sorted ascending; NaN without a positive. Walking the
+// distinct scores from the highest, a group of `pos` positives raises recall by pos / P at the
+// precision tp / (tp + fp) of "score >= this one", so AP = sum of pos * precision / P.
+template <class Score>
+double ap_from_sorted(const std::vector<std::pair<Score, uint8_t>>& s) {
+  uint64_t tp = 0, fp = 0;
+  double sum = 0;
+  for (size_t j = s.size(); j > 0;) {
+    uint64_t pos = 0, neg = 0;
+    size_t i = j;
+    for (; i > 0 && s[i - 1].first == s[j - 1].first; --i) (s[i - 1].second ? pos : neg) += 1;
+    tp += pos;
+    fp += neg;
+    if (pos > 0)
+      sum += static_cast<double>(pos) * static_cast<double>(tp) / static_cast<double>(tp + fp);
+    j = i;
+  }
+  return tp == 0 ? kNaN : sum / static_cast<double>(tp);
+}
+
+// n / d, NaN when d = 0 (the metric is undefined).
+double ratio(uint64_t n, uint64_t d) {
+  return d == 0 ? kNaN : static_cast<double>(n) / static_cast<double>(d);
+}
+
+// AUC, accuracy, log-loss and the threshold metrics of (logit, label) pairs sorted ascending.
 BinaryResult binary_from_sorted(const std::vector<std::pair<float, uint8_t>>& s) {
   BinaryResult r;
   r.count = static_cast<int64_t>(s.size());
-  uint64_t correct = 0;
+  uint64_t correct = 0, tp = 0, fp = 0;
   double loss = 0;
   for (size_t i = 0; i < s.size();) {
     uint64_t pos = 0, neg = 0;
@@ -52,6 +78,7 @@ BinaryResult binary_from_sorted(const std::vector<std::pair<float, uint8_t>>& s)
     for (; j < s.size() && s[j].first == s[i].first; ++j) (s[j].second ? pos : neg) += 1;
     const double x = s[i].first;
     correct += x > 0 ? pos : neg;
+    if (x > 0) tp += pos, fp += neg;
     loss += static_cast<double>(pos) * softplus(-x) + static_cast<double>(neg) * softplus(x);
     r.positives += static_cast<int64_t>(pos);
     i = j;
@@ -59,6 +86,13 @@ BinaryResult binary_from_sorted(const std::vector<std::pair<float, uint8_t>>& s)
   r.auc = auc_from_sorted(s);
   r.accuracy = s.empty() ? kNaN : static_cast<double>(correct) / static_cast<double>(s.size());
   r.log_loss = s.empty() ? kNaN : loss / static_cast<double>(s.size());
+  const uint64_t fn = static_cast<uint64_t>(r.positives) - tp;
+  r.true_positives = static_cast<int64_t>(tp);
+  r.false_positives = static_cast<int64_t>(fp);
+  r.recall = ratio(tp, tp + fn);
+  r.precision = ratio(tp, tp + fp);
+  r.f1 = ratio(2 * tp, 2 * tp + fp + fn);
+  r.average_precision = ap_from_sorted(s);
   return r;
 }
 
@@ -204,6 +238,7 @@ void MulticlassMetrics::add(std::span<const float> logits, int64_t label) {
   for (size_t c = 0; c < logits.size(); ++c) probs_[row + c] /= sum;
   losses_.push_back(max + std::log(sum) - static_cast<double>(logits[static_cast<size_t>(label)]));
   labels_.push_back(static_cast<int32_t>(label));
+  predictions_.push_back(static_cast<int32_t>(best));
   correct_ += static_cast<int64_t>(best) == label;
 }
 
@@ -213,6 +248,7 @@ void MulticlassMetrics::merge(const MulticlassMetrics& other) {
   correct_ += other.correct_;
   losses_.insert(losses_.end(), other.losses_.begin(), other.losses_.end());
   labels_.insert(labels_.end(), other.labels_.begin(), other.labels_.end());
+  predictions_.insert(predictions_.end(), other.predictions_.begin(), other.predictions_.end());
   probs_.insert(probs_.end(), other.probs_.begin(), other.probs_.end());
 }
 
@@ -240,16 +276,80 @@ double MulticlassMetrics::class_auc(int64_t c) const {
   return auc_from_sorted(s);
 }
 
-double MulticlassMetrics::auc() const {
+template <class F>
+double MulticlassMetrics::macro(F f) const {
   double sum = 0;
   int64_t defined = 0;
   for (int64_t c = 0; c < num_classes_; ++c) {
-    const double a = class_auc(c);
-    if (std::isnan(a)) continue;  // no positive or no negative: left out (see the header)
+    const double a = f(c);
+    if (std::isnan(a)) continue;  // undefined for this class: left out (see the header)
     sum += a;
     ++defined;
   }
   return defined == 0 ? kNaN : sum / static_cast<double>(defined);
+}
+
+double MulticlassMetrics::auc() const {
+  return macro([this](int64_t c) { return class_auc(c); });
+}
+
+namespace {
+// TP, FP, FN of class c against the rest under the argmax predictions.
+struct ClassCounts {
+  uint64_t tp = 0, fp = 0, fn = 0;
+};
+ClassCounts class_counts(const std::vector<int32_t>& labels, const std::vector<int32_t>& pred,
+                         int64_t c, int64_t num_classes) {
+  HSTU_CHECK(c >= 0 && c < num_classes, "multi-class metric of class ", c, " out of [0, ",
+             num_classes, ")");
+  ClassCounts k;
+  for (size_t i = 0; i < labels.size(); ++i) {
+    const bool y = labels[i] == c, p = pred[i] == c;
+    k.tp += y && p;
+    k.fp += !y && p;
+    k.fn += y && !p;
+  }
+  return k;
+}
+}  // namespace
+
+double MulticlassMetrics::class_recall(int64_t c) const {
+  const ClassCounts k = class_counts(labels_, predictions_, c, num_classes_);
+  return ratio(k.tp, k.tp + k.fn);
+}
+
+double MulticlassMetrics::class_precision(int64_t c) const {
+  const ClassCounts k = class_counts(labels_, predictions_, c, num_classes_);
+  return ratio(k.tp, k.tp + k.fp);
+}
+
+double MulticlassMetrics::class_f1(int64_t c) const {
+  const ClassCounts k = class_counts(labels_, predictions_, c, num_classes_);
+  return ratio(2 * k.tp, 2 * k.tp + k.fp + k.fn);
+}
+
+double MulticlassMetrics::class_average_precision(int64_t c) const {
+  HSTU_CHECK(c >= 0 && c < num_classes_, "multi-class average precision of class ", c,
+             " out of [0, ", num_classes_, ")");
+  std::vector<std::pair<double, uint8_t>> s(labels_.size());  // (p_c, label == c)
+  for (size_t i = 0; i < s.size(); ++i)
+    s[i] = {probs_[i * static_cast<size_t>(num_classes_) + static_cast<size_t>(c)],
+            static_cast<uint8_t>(labels_[i] == c)};
+  std::sort(s.begin(), s.end());
+  return ap_from_sorted(s);
+}
+
+double MulticlassMetrics::recall() const {
+  return macro([this](int64_t c) { return class_recall(c); });
+}
+double MulticlassMetrics::precision() const {
+  return macro([this](int64_t c) { return class_precision(c); });
+}
+double MulticlassMetrics::f1() const {
+  return macro([this](int64_t c) { return class_f1(c); });
+}
+double MulticlassMetrics::average_precision() const {
+  return macro([this](int64_t c) { return class_average_precision(c); });
 }
 
 NamedValues MulticlassMetrics::values(const std::string& task) const {

@@ -1,6 +1,18 @@
 // metrics.h — evaluation metrics: retrieval (HR@K, NDCG@K, MRR from ranks) and ranking (exact
-// ROC AUC, accuracy and log-loss per binary task; macro one-vs-rest AUC, accuracy and
-// cross-entropy for multi-class).
+// ROC AUC, accuracy, log-loss, recall, precision, F1 and average precision per binary task;
+// macro one-vs-rest AUC, accuracy, cross-entropy and macro recall / precision / F1 / AP for
+// multi-class).
+//
+// Threshold metrics follow torchmetrics' Binary{Recall,Precision,F1Score} at threshold 0.5 on
+// sigmoid(logit) (recsys-examples' RECALL, PRECISION, F1Score): the prediction is positive when
+// sigmoid(logit) > 0.5, i.e. logit > 0 (exactly; torchmetrics compares the fp32 sigmoid, which
+// rounds to 0.5 for 0 < logit < ~3e-8). Average precision is BinaryAveragePrecision(thresholds=
+// None): sum over the distinct scores s, highest first, of (R(s) - R(previous)) * P(s), with
+// P / R the precision / recall of "score >= s"; sigmoid is monotone, so it is computed on the
+// logits. One deliberate difference, as for AUC: a value whose denominator is 0 (recall or AP
+// without a positive label, precision without a positive prediction, F1 when TP + FP + FN = 0)
+// is NaN, reported as undefined with a warning; torchmetrics' safe division reports 0 for
+// recall, precision and F1 there (and its AP without a positive label has no meaning either).
 //
 // Results never depend on the order samples arrive in (or on how partial accumulators are
 // merged): retrieval keeps a histogram of ranks and sums it in rank order, binary metrics sort
@@ -50,9 +62,14 @@ class RetrievalMetrics {
 
 struct BinaryResult {
   int64_t count = 0, positives = 0;
-  double auc = 0;       // NaN when all labels are equal (AUC undefined)
-  double accuracy = 0;  // prediction: sigmoid(logit) > 0.5, i.e. logit > 0
-  double log_loss = 0;  // mean binary cross-entropy of sigmoid(logit)
+  int64_t true_positives = 0, false_positives = 0;  // predicted positive: logit > 0
+  double auc = 0;                                   // NaN when all labels are equal (AUC undefined)
+  double accuracy = 0;           // prediction: sigmoid(logit) > 0.5, i.e. logit > 0
+  double log_loss = 0;           // mean binary cross-entropy of sigmoid(logit)
+  double recall = 0;             // TP / positives; NaN without a positive label
+  double precision = 0;          // TP / (TP + FP); NaN without a positive prediction
+  double f1 = 0;                 // 2 TP / (2 TP + FP + FN); NaN when TP + FP + FN = 0
+  double average_precision = 0;  // see the top of this file; NaN without a positive label
   // {"AUC", "Accuracy", "LogLoss"}, each name suffixed with "/<task>" when task is not empty.
   NamedValues values(const std::string& task = "") const;
 };
@@ -98,6 +115,20 @@ class MulticlassMetrics {
   double class_auc(int64_t c) const;
   // Macro mean of class_auc over the classes where it is defined; NaN when there is none.
   double auc() const;
+  // Class c against the rest with the argmax prediction (torchmetrics' Multiclass* with top_k 1):
+  // recall TP_c / samples of class c, precision TP_c / samples predicted c, F1 2TP_c / (2TP_c +
+  // FP_c + FN_c), each NaN when its denominator is 0; average precision of p_c as
+  // BinaryResult::average_precision (NaN without a sample of class c).
+  double class_recall(int64_t c) const;
+  double class_precision(int64_t c) const;
+  double class_f1(int64_t c) const;
+  double class_average_precision(int64_t c) const;
+  // Macro means over the classes where each is defined (as auc(); torchmetrics' macro average
+  // scores an undefined class 0 unless TP + FP + FN = 0 there); NaN when there is none.
+  double recall() const;
+  double precision() const;
+  double f1() const;
+  double average_precision() const;
   // {"AUC", "Accuracy", "CrossEntropy"}, each name suffixed with "/<task>" when task is not
   // empty.
   NamedValues values(const std::string& task = "") const;
@@ -105,9 +136,13 @@ class MulticlassMetrics {
  private:
   int64_t num_classes_;
   int64_t correct_ = 0;
-  std::vector<double> losses_;   // per sample; summed in sorted order
-  std::vector<int32_t> labels_;  // [n]
-  std::vector<double> probs_;    // [n, num_classes] softmax probabilities, row-major
+  std::vector<double> losses_;        // per sample; summed in sorted order
+  std::vector<int32_t> labels_;       // [n]
+  std::vector<int32_t> predictions_;  // [n] argmax (lowest index among equal maxima)
+  std::vector<double> probs_;         // [n, num_classes] softmax probabilities, row-major
+  // Macro mean of f(c) over the classes where it is not NaN.
+  template <class F>
+  double macro(F f) const;
 };
 
 }  // namespace hstu

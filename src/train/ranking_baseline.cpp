@@ -426,7 +426,7 @@ RankingBaseline ranking_baseline(const SequenceDataset& ds, const RankingSplits&
         fit_multinomial_logistic(features(train, 0), 2, train.labels, head.num_outputs));
   }
 
-  RankingMetrics metrics(head.binary, head.num_outputs);
+  RankingMetrics metrics(head.binary, head.num_outputs, ranking_extra_metrics(head.eval_metrics));
   std::vector<double> x(2), s(static_cast<size_t>(head.num_outputs));
   std::vector<float> logits(static_cast<size_t>(head.num_outputs));  // [K] of one candidate
   for (size_t i = 0; i < eval.labels.size(); ++i) {

@@ -70,6 +70,9 @@ struct RankingHeadSpec {
   bool binary = true;
   int64_t num_outputs = 1;
   bool movielens_ratings = false;
+  // RankingArgs.eval_metrics: the extra metrics the evaluation reports (ranking_eval.h:
+  // ranking_extra_metrics), so the baseline's row has the model's columns.
+  std::vector<std::string> eval_metrics = {};
 };
 
 // The label of a candidate with this action, as RankingModel::labels() holds it: the bitmask

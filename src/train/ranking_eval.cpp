@@ -6,14 +6,38 @@
 #include <limits>
 #include <numeric>
 #include <string>
+#include <utility>
 
 #include "core/error.h"
 
 namespace hstu {
 
-RankingMetrics::RankingMetrics(bool binary, int64_t num_outputs)
+std::vector<RankingExtra> ranking_extra_metrics(std::span<const std::string> eval_metrics) {
+  std::vector<RankingExtra> out;
+  for (const std::string& m : eval_metrics) {
+    RankingExtra e;
+    if (m == "AUC" || m == "ACC" || m == "LogLoss") continue;  // always reported
+    if (m == "RECALL") {
+      e = RankingExtra::kRecall;
+    } else if (m == "PRECISION") {
+      e = RankingExtra::kPrecision;
+    } else if (m == "F1Score") {
+      e = RankingExtra::kF1;
+    } else if (m == "AP" || m == "AVERAGE PRECISION") {
+      e = RankingExtra::kAP;
+    } else {
+      HSTU_THROW("RankingArgs.eval_metrics: unknown metric '", m,
+                 "' (AUC, ACC, LogLoss, RECALL, PRECISION, F1Score, AP or AVERAGE PRECISION)");
+    }
+    if (std::find(out.begin(), out.end(), e) == out.end()) out.push_back(e);
+  }
+  return out;
+}
+
+RankingMetrics::RankingMetrics(bool binary, int64_t num_outputs, std::vector<RankingExtra> extras)
     : binary_(binary),
       num_outputs_(num_outputs),
+      extras_(std::move(extras)),
       tasks_(binary ? static_cast<size_t>(num_outputs) : 0),
       multi_(binary ? 2 : num_outputs) {
   HSTU_CHECK(num_outputs >= 1, "a ranking head needs >= 1 output, got ", num_outputs);
@@ -33,9 +57,58 @@ void RankingMetrics::add(std::span<const float> logits, int32_t label) {
     tasks_[static_cast<size_t>(t)].add(logits[static_cast<size_t>(t)], ((label >> t) & 1) != 0);
 }
 
+namespace {
+
+// The table name of an extra metric.
+const char* extra_name(RankingExtra e) {
+  switch (e) {
+    case RankingExtra::kRecall:
+      return "Recall";
+    case RankingExtra::kPrecision:
+      return "Precision";
+    case RankingExtra::kF1:
+      return "F1";
+    case RankingExtra::kAP:
+      return "AP";
+  }
+  return "?";
+}
+
+double extra_value(RankingExtra e, const BinaryResult& r) {
+  switch (e) {
+    case RankingExtra::kRecall:
+      return r.recall;
+    case RankingExtra::kPrecision:
+      return r.precision;
+    case RankingExtra::kF1:
+      return r.f1;
+    case RankingExtra::kAP:
+      return r.average_precision;
+  }
+  return std::numeric_limits<double>::quiet_NaN();
+}
+
+double extra_value(RankingExtra e, const MulticlassMetrics& m) {
+  switch (e) {
+    case RankingExtra::kRecall:
+      return m.recall();
+    case RankingExtra::kPrecision:
+      return m.precision();
+    case RankingExtra::kF1:
+      return m.f1();
+    case RankingExtra::kAP:
+      return m.average_precision();
+  }
+  return std::numeric_limits<double>::quiet_NaN();
+}
+
+}  // namespace
+
 NamedValues RankingMetrics::values() const {
   if (!binary_) {
     NamedValues v = multi_.values("task0");
+    for (RankingExtra e : extras_)
+      v.emplace_back(std::string(extra_name(e)) + "/task0", extra_value(e, multi_));
     v.emplace_back("MeanAUC", multi_.auc());
     return v;
   }
@@ -44,7 +117,10 @@ NamedValues RankingMetrics::values() const {
   int64_t auc_n = 0;
   for (int64_t t = 0; t < num_outputs_; ++t) {
     const BinaryResult r = tasks_[static_cast<size_t>(t)].compute();
-    for (auto& p : r.values("task" + std::to_string(t))) v.push_back(p);
+    const std::string task = "task" + std::to_string(t);
+    for (auto& p : r.values(task)) v.push_back(p);
+    for (RankingExtra e : extras_)
+      v.emplace_back(std::string(extra_name(e)) + "/" + task, extra_value(e, r));
     if (std::isfinite(r.auc)) {
       auc_sum += r.auc;
       ++auc_n;
@@ -62,7 +138,8 @@ int64_t ranking_eval_samples(const RankingSplit& split, int64_t batch_size, int6
 
 NamedValues evaluate_ranking(Ctx& ctx, RankingModel& model, const SequenceDataset& ds,
                              const RankingSplit& split, int64_t batch_size, int64_t max_iters,
-                             dist::Comm* comm, ItemWindow* items) {
+                             dist::Comm* comm, ItemWindow* items,
+                             std::vector<RankingExtra> extras) {
   HSTU_CHECK(batch_size >= 1, "ranking eval batch size ", batch_size, " must be >= 1");
   const int64_t k = model.num_outputs();
   const int ranks = comm ? comm->size() : 1, rank = comm ? comm->rank() : 0;
@@ -123,7 +200,7 @@ NamedValues evaluate_ranking(Ctx& ctx, RankingModel& model, const SequenceDatase
     comm->host_all_reduce(Tensor(labels.data(), DType::kI32, Device::kCPU, {total}),
                           dist::ReduceOp::kSum);
   }
-  RankingMetrics metrics(model.binary(), k);
+  RankingMetrics metrics(model.binary(), k, std::move(extras));
   for (int64_t r = 0; r < total; ++r)
     metrics.add(std::span<const float>(logits.data() + r * k, static_cast<size_t>(k)),
                 labels[static_cast<size_t>(r)]);

@@ -14,11 +14,14 @@
 //   cross-entropy head (one   AUC/task0 (macro one-vs-rest AUC on softmax probabilities, as
 //   task, K classes)          torchmetrics' MulticlassAUROC; see MulticlassMetrics),
 //                             Accuracy/task0, CrossEntropy/task0, then MeanAUC (= AUC/task0)
-// so "MeanAUC" is the headline number of either head.
+// so "MeanAUC" is the headline number of either head. The extras RankingArgs.eval_metrics selects
+// follow each task's three (in the order selected): Recall/task<t>, Precision/task<t>,
+// F1/task<t>, AP/task<t> (metrics.h: binary at threshold 0.5, or macro over the classes).
 #pragma once
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "core/context.h"
@@ -31,12 +34,23 @@
 
 namespace hstu {
 
+// Classification metrics that RankingArgs.eval_metrics adds to the always-reported AUC, Accuracy
+// and LogLoss (recsys-examples' MetricType names: RECALL, PRECISION, F1Score, AVERAGE
+// PRECISION).
+enum class RankingExtra { kRecall, kPrecision, kF1, kAP };
+
+// The extras `eval_metrics` (RankingArgs.eval_metrics) selects, in its order, each once: "RECALL",
+// "PRECISION", "F1Score", "AP" or "AVERAGE PRECISION"; "AUC", "ACC" and "LogLoss" add nothing
+// (always reported). An unknown name is an error naming RankingArgs.eval_metrics.
+std::vector<RankingExtra> ranking_extra_metrics(std::span<const std::string> eval_metrics);
+
 // Accumulates (logits, label) of candidates for one ranking head; the result never depends on
 // the order candidates arrive in (metrics.h).
 class RankingMetrics {
  public:
   // binary: BCE head with num_outputs tasks; else cross-entropy over num_outputs (>= 2) classes.
-  RankingMetrics(bool binary, int64_t num_outputs);
+  // extras: the metrics reported after each task's three (ranking_extra_metrics).
+  RankingMetrics(bool binary, int64_t num_outputs, std::vector<RankingExtra> extras = {});
 
   // logits: [num_outputs] of one candidate; label: bitmask (binary) or class.
   void add(std::span<const float> logits, int32_t label);
@@ -47,6 +61,7 @@ class RankingMetrics {
  private:
   bool binary_;
   int64_t num_outputs_;
+  std::vector<RankingExtra> extras_;
   int64_t count_ = 0;
   std::vector<BinaryMetrics> tasks_;  // [K] (BCE head)
   MulticlassMetrics multi_;           // unused (2 classes) for a BCE head
@@ -58,9 +73,11 @@ class RankingMetrics {
 // rank r scores batches r, r + W, ... and every rank returns the metrics of all of them, equal
 // to a single process's. `items`: the model's item table when it is a window (a row-sharded
 // table: every rank fetches once per round of W batches, a rank without a batch fetching none).
+// extras: as RankingMetrics'.
 NamedValues evaluate_ranking(Ctx& ctx, RankingModel& model, const SequenceDataset& ds,
                              const RankingSplit& split, int64_t batch_size, int64_t max_iters,
-                             dist::Comm* comm = nullptr, ItemWindow* items = nullptr);
+                             dist::Comm* comm = nullptr, ItemWindow* items = nullptr,
+                             std::vector<RankingExtra> extras = {});
 
 // How many samples of `split` evaluate_ranking scores with these arguments.
 int64_t ranking_eval_samples(const RankingSplit& split, int64_t batch_size, int64_t max_iters);

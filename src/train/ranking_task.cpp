@@ -44,11 +44,6 @@ BenchmarkData ranking_data(const Config& cfg, DatasetReport* report) {
     report->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return d;
   }
-  HSTU_CHECK(cfg.dataset.max_num_candidates > 0,
-             "DatasetArgs.max_num_candidates = 0 (every item scored) is implemented for "
-             "recsys-examples' benchmark data only (DatasetArgs.dataset_name = \"benchmark\"); "
-             "dataset '",
-             cfg.dataset.dataset_name, "' needs max_num_candidates >= 1");
   BenchmarkData d;
   d.ds = open_dataset(cfg, false, report);
   d.splits =
@@ -164,9 +159,10 @@ class RankingTask final : public Task {
     }
     const int64_t eval_samples =
         ranking_eval_samples(splits_.eval, ta.eval_batch_size, ta.max_eval_iters);
-    baseline_ = ranking_baseline(ds_, splits_,
-                                 {model_.binary(), model_.num_outputs(), shape_.movielens_ratings},
-                                 eval_samples);
+    baseline_ = ranking_baseline(
+        ds_, splits_,
+        {model_.binary(), model_.num_outputs(), shape_.movielens_ratings, cfg.ranking.eval_metrics},
+        eval_samples);
     if (out) *out << baseline_line() << baseline_.describe() << std::flush;
   }
 
@@ -210,8 +206,9 @@ class RankingTask final : public Task {
   void evaluate(EvalRecord& rec) override {
     const TrainerArgs& ta = cfg_.trainer;
     if (!splits_.eval.samples.empty())
-      rec.test = evaluate_ranking(ctx(), model_, ds_, splits_.eval, ta.eval_batch_size,
-                                  ta.max_eval_iters, &comm_, window_.get());
+      rec.test =
+          evaluate_ranking(ctx(), model_, ds_, splits_.eval, ta.eval_batch_size, ta.max_eval_iters,
+                           &comm_, window_.get(), ranking_extra_metrics(cfg_.ranking.eval_metrics));
   }
   const char* test_label() const override { return "eval"; }
   const char* baseline_label() const override { return "baseline"; }

@@ -38,6 +38,9 @@ ModelShape retrieval_shape(const Config& cfg, const SequenceDataset& ds, const d
   // num_negatives = -1 draws one negative per query of the global batch: up to W x max_tokens.
   if (cfg.retrieval.num_negatives == -1 && data_parallel_job(comm))
     shape.num_negatives = checked_mul(shape.max_tokens, comm.size(), "negatives per query");
+  // In-batch negatives of a data-parallel rank come from the global batch's targets.
+  if (data_parallel_job(comm))
+    shape.max_pool_targets = checked_mul(shape.max_tokens, comm.size(), "in-batch pool targets");
   if (is_dynamic_table(cfg, "item")) {
     // The step's distinct keys pass through a window; evaluation reads the catalogue
     // materialised into a dense table (dynamic_item_table.h). On several ranks the table is

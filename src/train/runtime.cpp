@@ -55,6 +55,7 @@ Runtime::Runtime(Device device, const Config& cfg, const ModelShape& shape) {
     needs.item_dim = n.hidden_size;
     needs.max_eval_users = std::max(shape.max_batch, shape.max_eval_queries);
     needs.max_scatter_rows = shape.max_scatter_rows;
+    needs.max_pool_targets = shape.max_pool_targets;
     needs.deterministic = ctx_.deterministic;
     // Attention backward: an fp32 dQ accumulator (head dims padded up to 256 at most) and the
     // fixed-point rab-gradient accumulators.

@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "core/checked.h"
 #include "core/phase_timer.h"
 #include "core/philox.h"
 #include "data/negatives.h"
@@ -115,6 +116,7 @@ void TrainStep::run(Ctx& ctx, HstuModel& model, const SequenceBatch& host, int64
   upload_batch(host, model.capacity(), bt,
                staging_.next_upload(ctx, upload_staging_bytes(model.capacity())), ctx.stream);
   bt.token_offset = share.token_offset;
+  upload_pool(ctx, model, share);
   const uint64_t seed = static_cast<uint64_t>(cfg_.trainer.seed);
   const int64_t sup = supervised_tokens(host);
   const int64_t global_sup = share.global_count >= 0 ? share.global_count : sup;
@@ -131,16 +133,7 @@ void TrainStep::run(Ctx& ctx, HstuModel& model, const SequenceBatch& host, int64
       copy_bytes(negs.data, negs.device, negs_.data(), Device::kCPU,
                  negs_.size() * sizeof(int32_t));
     } else {
-#if defined(HSTU_WITH_CUDA)
-      // The same per-element formula on the device: no [T, R] host buffer or copy per step. (A
-      // data-parallel rank's in-batch pool is its own batch's targets.)
-      if (cfg_.retrieval.negative_sampler == "in_batch")
-        cuda::sample_in_batch_negatives(ctx, bt.target_ids.rows(0, bt.num_tokens), seed,
-                                        static_cast<uint64_t>(step), negs, share.token_offset);
-      else
-        cuda::sample_uniform_negatives(ctx, num_items_, seed, static_cast<uint64_t>(step), negs,
-                                       share.token_offset);
-#endif
+      device_negatives(ctx, bt, negs, step, share);
     }
     GradReducer* red = reducer_for(share, model.dense(), reducer_, cfg_);
     if (sup > 0)
@@ -160,8 +153,116 @@ void TrainStep::run(Ctx& ctx, HstuModel& model, const SequenceBatch& host, int64
   staging_.record(ctx, step, model.dense().health());
 }
 
+void TrainStep::device_negatives(Ctx& ctx, const BatchTensors& bt, const Tensor& negs, int64_t step,
+                                 const StepShare& share) {
+#if defined(HSTU_WITH_CUDA)
+  // The same per-element formula on the device: no [T, R] host buffer or copy per step. A
+  // data-parallel rank's in-batch pool is the global batch's targets (upload_pool), as on the CPU.
+  const uint64_t seed = static_cast<uint64_t>(cfg_.trainer.seed);
+  if (cfg_.retrieval.negative_sampler == "in_batch")
+    cuda::sample_in_batch_negatives(
+        ctx, pool_used_ >= 0 ? pool_.rows(0, pool_used_) : bt.target_ids.rows(0, bt.num_tokens),
+        seed, static_cast<uint64_t>(step), negs, share.token_offset);
+  else
+    cuda::sample_uniform_negatives(ctx, num_items_, seed, static_cast<uint64_t>(step), negs,
+                                   share.token_offset);
+#else
+  (void)ctx, (void)bt, (void)negs, (void)step, (void)share;
+  HSTU_THROW("negatives on the device need a CUDA build");
+#endif
+}
+
+TrainStep::~TrainStep() {
+  for (auto& b : pool_up_)
+    if (b) b->wait();
+}
+
+void TrainStep::upload_pool(Ctx& ctx, const HstuModel& model, const StepShare& share) {
+  pool_used_ = -1;
+  if (ctx.cpu() || cfg_.retrieval.negative_sampler != "in_batch" || !share.distributed() ||
+      share.global_targets.empty())
+    return;
+  const int64_t n = static_cast<int64_t>(share.global_targets.size());
+  if (!pool_arena_) {  // at the first step, before any work is queued: W x max_tokens
+    const int64_t cap =
+        checked_mul(model.capacity().max_tokens, share.comm->size(), "in-batch pool targets");
+    pool_arena_ = std::make_unique<Arena>(
+        ctx.device, static_cast<size_t>(std::max<int64_t>(cap, 1)) * sizeof(int32_t), "pool");
+    pool_ = pool_arena_->alloc(DType::kI32, {std::max<int64_t>(cap, 1)});
+    for (auto& b : pool_up_)
+      b = std::make_unique<HostStaging>(ctx.device, static_cast<size_t>(pool_.numel()) * 4);
+  }
+  HSTU_CHECK(n <= pool_.numel(), "in-batch pool: the global batch's ", n,
+             " targets exceed the planned ", pool_.numel(), " (W x max_tokens)");
+  HostStaging& b = *pool_up_[pool_uploads_++ % 2];
+  b.wait();  // its copy of two steps ago has run
+  std::memcpy(b.data(), share.global_targets.data(), static_cast<size_t>(n) * sizeof(int32_t));
+  copy_bytes_async(pool_.data, ctx.device, b.data(), Device::kCPU,
+                   static_cast<size_t>(n) * sizeof(int32_t), ctx.stream);
+  b.record(ctx.stream);
+  pool_used_ = n;
+}
+
+bool TrainStep::window_on_device(const Ctx& ctx, const StepShare& share) const {
+  return !ctx.cpu() && share.items->on_device();
+}
+
+void TrainStep::run_windowed_device(Ctx& ctx, HstuModel& model, const SequenceBatch& host,
+                                    int64_t step, double lr, const StepShare& share) {
+  ItemWindow& items = *share.items;
+  const uint64_t seed = static_cast<uint64_t>(cfg_.trainer.seed);
+  const int64_t sup = supervised_tokens(host);
+  const int64_t global_sup = share.global_count >= 0 ? share.global_count : sup;
+  const int64_t r = negatives_per_query(cfg_.retrieval.num_negatives, global_sup);
+  BatchTensors& bt = model.batch_tensors();
+  phase(ctx, "upload");  // the raw ids: the device rewrites them to window rows
+  upload_batch(host, model.capacity(), bt,
+               staging_.next_upload(ctx, upload_staging_bytes(model.capacity())), ctx.stream);
+  bt.token_offset = share.token_offset;
+  bt.num_negatives = r;
+  upload_pool(ctx, model, share);
+  const Tensor negs = negatives_view(bt);  // [T, R]
+  auto fetch = [&] {
+    phase(ctx, "negatives");
+    device_negatives(ctx, bt, negs, step, share);
+    const Tensor ids[] = {bt.item_ids.rows(0, bt.num_tokens), bt.target_ids.rows(0, bt.num_tokens),
+                          negs};
+    items.fetch_device(ctx, step, ids);
+  };
+  auto train = [&] {
+    GradReducer* red = reducer_for(share, model.dense(), reducer_, cfg_);
+    if (sup > 0)
+      model.forward_backward(ctx, bt, derive_seed(seed, static_cast<uint64_t>(step)),
+                             1.0 / global_sup, red);
+    if (red && global_sup > 0) {
+      if (sup == 0) fill_zero(model.loss_tensor(), ctx.stream);
+      red->finish(ctx, {{model.loss_tensor(), dist::ReduceOp::kSum}});
+    }
+  };
+  auto update = [&] {
+    optimizer_step(ctx, model.dense(), {}, cfg_.optimizer, lr, step + 1,
+                   global_sup > 0 ? model.loss_tensor() : Tensor(), skip_nonfinite(cfg_));
+    const DenseParams& dense = model.dense();
+    items.update(ctx, cfg_.optimizer, lr, step + 1,
+                 skip_nonfinite(cfg_) ? dense.health() : Tensor(), dense.grad_sumsq());
+  };
+  if (items.device_only()) {  // one rank: nothing waits, the whole step is one graph
+    graph_.run(ctx, [&] {
+      fetch();
+      train();
+      update();
+    });
+  } else {  // W ranks: the fetch and the gradient push wait for their counts
+    fetch();
+    graph_.run(ctx, train);
+    update();
+  }
+  staging_.record(ctx, step, model.dense().health());
+}
+
 void TrainStep::run_windowed(Ctx& ctx, HstuModel& model, const SequenceBatch& host, int64_t step,
                              double lr, const StepShare& share) {
+  if (window_on_device(ctx, share)) return run_windowed_device(ctx, model, host, step, lr, share);
   ItemWindow& items = *share.items;
   const uint64_t seed = static_cast<uint64_t>(cfg_.trainer.seed);
   const int64_t sup = supervised_tokens(host);

@@ -85,6 +85,9 @@ class TrainStep {
  public:
   TrainStep(const Config& cfg, int64_t num_items)
       : cfg_(cfg), num_items_(num_items), graph_(cfg.trainer.cuda_graph) {}
+  ~TrainStep();  // waits for queued copies from the pool's staging buffers
+  TrainStep(const TrainStep&) = delete;
+  TrainStep& operator=(const TrainStep&) = delete;
 
   // Enqueues step `step` (0-based) on `batch` with learning rate `lr`. On the CPU it runs to the
   // end; on CUDA it returns once the work is queued: the batch goes up through page-locked
@@ -104,6 +107,19 @@ class TrainStep {
   // model on the window, then the window's gradients applied to the table.
   void run_windowed(Ctx& ctx, HstuModel& model, const SequenceBatch& batch, int64_t step, double lr,
                     const StepShare& share);
+  // The same on the GPU when the window takes device ids (ItemWindow::on_device): the raw batch
+  // uploaded, negatives drawn on the device, the ids deduplicated and remapped there; on one rank
+  // (device_only) the fetch, the model and both optimisers are one CUDA graph.
+  void run_windowed_device(Ctx& ctx, HstuModel& model, const SequenceBatch& batch, int64_t step,
+                           double lr, const StepShare& share);
+  bool window_on_device(const Ctx& ctx, const StepShare& share) const;
+  // A data-parallel step with in-batch negatives on CUDA: the global batch's targets uploaded
+  // (page-locked staging, outside the step's graph) as the pool device_negatives draws from,
+  // the CPU sampler's pool; otherwise (pool_used_ = -1) the pool is the batch's own targets.
+  void upload_pool(Ctx& ctx, const HstuModel& model, const StepShare& share);
+  // negs[T, R] (a view of bt's negatives) drawn on the device with the CPU samplers' formula.
+  void device_negatives(Ctx& ctx, const BatchTensors& bt, const Tensor& negs, int64_t step,
+                        const StepShare& share);
 
   const Config& cfg_;
   int64_t num_items_;
@@ -112,6 +128,11 @@ class TrainStep {
   std::unique_ptr<GradReducer> reducer_;  // data-parallel runs
   StepStaging staging_;
   StepGraph graph_;
+  // upload_pool: i32 [W x max_tokens] on the device, two staging buffers used in turn.
+  std::unique_ptr<Arena> pool_arena_;
+  Tensor pool_;
+  std::unique_ptr<HostStaging> pool_up_[2];
+  int64_t pool_uploads_ = 0, pool_used_ = -1;
 };
 
 // The ranking model's training step, enqueued like TrainStep's: the batch goes up in one copy

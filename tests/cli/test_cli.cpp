@@ -154,7 +154,7 @@ TEST_F(Cli, EveryCommandHasItsHelp) {
       {"bench embedding",
        {"--device", "--tables", "--dim", "--lookups", "--rows", "--alpha", "--optimizer",
         "--cache-ratio", "--warmup", "--iters", "--small", "--deterministic", "--scatter",
-        "--fused-bwd", "--per-table-dedupe", "--lookup"}},
+        "--fused-bwd", "--unfused-bwd", "--per-table-dedupe", "--lookup", "--window", "--streams"}},
       {"info", {"--help"}},
       {"plan", {"config", "--config", "--gin-config-file", "--set", "--device", "--world-size"}},
       {"help", {"command"}},

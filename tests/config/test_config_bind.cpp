@@ -350,8 +350,15 @@ TEST(ConfigBind, RecsysExamplesRankingMetricsAreClassificationMetrics) {
   const std::string ndcg = load_error(base + "RankingArgs.eval_metrics = ('AUC', 'NDCG')\n");
   EXPECT_NE(ndcg.find("t.gin:14: RankingArgs.eval_metrics"), std::string::npos) << ndcg;
   EXPECT_NE(ndcg.find("\"NDCG\" is a retrieval metric"), std::string::npos) << ndcg;
-  const std::string f1 = load_error(base + "RankingArgs.eval_metrics = ['F1Score']\n");
-  EXPECT_NE(f1.find("\"F1Score\" is not computed by hstu"), std::string::npos) << f1;
+  // recsys-examples' other MetricType names (AP spelled as its value, or as hstu's short name).
+  EXPECT_EQ(
+      load(base + "RankingArgs.eval_metrics = ['RECALL', 'PRECISION', 'F1Score', "
+                  "'AVERAGE PRECISION', 'AP']\n")
+          .ranking.eval_metrics,
+      (std::vector<std::string>{"RECALL", "PRECISION", "F1Score", "AVERAGE PRECISION", "AP"}));
+  const std::string typo = load_error(base + "RankingArgs.eval_metrics = ['Recall']\n");
+  EXPECT_NE(typo.find("RankingArgs.eval_metrics"), std::string::npos) << typo;
+  EXPECT_NE(typo.find("Recall"), std::string::npos) << typo;
 }
 
 TEST(ConfigValidate, DefaultsAreValid) {

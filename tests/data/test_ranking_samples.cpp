@@ -6,6 +6,9 @@
 //    the C before them, each with the newest <= H history events) and skips short users;
 //  - user_70_30 drops users with n <= C, trains on the first int(0.7 N) users (62 of 90, as
 //    recsys-examples' double arithmetic gives) and truncates to the oldest or newest H + C;
+//  - C = 0 (recsys-examples: every item scored) with user_70_30: every user kept, each sample's
+//    kept <= H events all candidates (no history), its batch scoring and labelling each event;
+//    refused with the time split, naming user_70_30;
 //  - make_ranking_batch fills every SequenceBatch field exactly; ranking_labels are the
 //    candidates' actions; ranking_layout on the batch gives the recsys-examples positions;
 //  - ranking_batcher visits every sample once per epoch in a seed-determined order;
@@ -123,9 +126,36 @@ TEST(RankingSplits, User70_30) {
   EXPECT_EQ(s.eval.samples[0].user, 62);
 }
 
+TEST(RankingSplits, ZeroCandidatesScoreEveryKeptEvent) {
+  const SequenceDataset ds = four_users();  // n = 3, 5, 10, 2 at offsets 0, 3, 8, 18
+  // No user is dropped (n > 0); int(4 * 0.7) = 2 train users; each keeps <= H = 3 events, all
+  // of them candidates (candidates == begin).
+  const RankingSplits oldest = make_ranking_splits(ds, args(3, 0), "user_70_30", "oldest");
+  expect_samples(oldest.train, {{0, 0, 0, 3}, {1, 3, 3, 6}}, 0);
+  expect_samples(oldest.eval, {{2, 8, 8, 11}, {3, 18, 18, 20}}, 0);
+  const RankingSplits newest = make_ranking_splits(ds, args(3, 0), "user_70_30", "newest");
+  expect_samples(newest.train, {{0, 0, 0, 3}, {1, 5, 5, 8}}, 0);
+  expect_samples(newest.eval, {{2, 15, 15, 18}, {3, 18, 18, 20}}, 0);
+
+  // The batch scores every event: num_candidates = n_b, the labels are all the actions.
+  SequenceBatch b;
+  const std::vector<int64_t> idx = {0, 1};
+  make_ranking_batch(ds, oldest.eval, idx, b);
+  EXPECT_EQ(b.offsets, (std::vector<int32_t>{0, 3, 5}));
+  EXPECT_EQ(b.num_candidates, (std::vector<int32_t>{3, 2}));
+  std::vector<int32_t> labels;
+  ranking_labels(b, labels);
+  EXPECT_EQ(labels, (std::vector<int32_t>{0, 1, 2, 0, 1}));
+
+  // The time split's windows are C events: refused, naming the split that works.
+  const std::string msg = test::error_of([&] { make_ranking_splits(ds, args(3, 0)); });
+  EXPECT_NE(msg.find("max_num_candidates = 0"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("user_70_30"), std::string::npos) << msg;
+}
+
 TEST(RankingSplits, RejectsBadOptions) {
   const SequenceDataset ds = four_users();
-  EXPECT_THROW(make_ranking_splits(ds, args(3, 0)), Error);
+  EXPECT_THROW(make_ranking_splits(ds, args(3, -1), "user_70_30"), Error);
   EXPECT_THROW(make_ranking_splits(ds, args(0, 2)), Error);
   EXPECT_THROW(make_ranking_splits(ds, args(3, 2), "random"), Error);
   EXPECT_THROW(make_ranking_splits(ds, args(3, 2), "time", "middle"), Error);

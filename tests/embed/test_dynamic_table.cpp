@@ -94,8 +94,10 @@ struct Model {
   }
 };
 
+// Unsigned arithmetic: keys span the whole int64 range, and key * 31 would overflow as signed.
 float test_grad(int64_t key, int64_t c) {
-  return static_cast<float>(((key * 31 + c * 7) % 17) - 8) * 0.01f;
+  const uint64_t h = static_cast<uint64_t>(key) * 31u + static_cast<uint64_t>(c) * 7u;
+  return static_cast<float>(static_cast<int64_t>(h % 17u) - 8) * 0.01f;
 }
 
 // Random steps of power-law keys with erases and read-only finds; the table's rows, sizes and

@@ -200,8 +200,9 @@ TEST(DynamicTable, LookupAndBackwardEqualTheUnfusedSteps) {
       embedding_fwd(ctx, Tensor(win.data(), DType::kF32, Device::kCPU, {u, d}), vec_tensor(ib),
                     1.0f, Tensor(), Tensor(), Tensor(ob.data(), DType::kF32, Device::kCPU, {n, d}));
       ASSERT_EQ(oa, ob) << opt;
-      std::vector<float> ga(u * d, 0.0f), gb(u * d, 0.0f);
-      std::vector<uint8_t> ta(u, 0), tb(u, 0);
+      // backward's grad and touched are scratch (any contents on entry): poisoned here.
+      std::vector<float> ga(u * d, std::nanf("")), gb(u * d, 0.0f);
+      std::vector<uint8_t> ta(u, 1), tb(u, 0);
       const SparseOptimizerSpec spec = a.optimizer_spec(step + 1, 0.05f);
       a.backward(ctx, spec, vec_tensor(ra), dt, 0.5f,
                  Tensor(ga.data(), DType::kF32, Device::kCPU, {u, d}), vec_tensor(ta));

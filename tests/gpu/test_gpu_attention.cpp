@@ -17,7 +17,8 @@
 // elsewhere) and on the sm80 kernels (HSTU_ATTN_SM80=1) over cases made for the sm_90a tiles (128 x
 // 128 / 128 x 64): every head-width bucket 64/128/256 incl. partial widths, both dtypes, lengths 1,
 // tile multiples and non-multiples, every mask feature and rab; the suite above also runs on
-// sm_90a.
+// sm_90a. GpuAttentionSm90Bwd runs the cases of that list the sm_90a backward takes (d 64 / 128
+// without rab; split and fused forms), and two it sends to sm80, on both backends.
 //
 // Includes the backend header ops/cpu/hstu_attention.h (private to src/ops/ otherwise): the CPU
 // reference is called directly, the CUDA kernels through the dispatcher.
@@ -530,8 +531,21 @@ std::vector<Case> sm90_cases() {
         x.window = 150;
         x.rab = true;
       });
+      // Without rab: the sm_90a backward's window and full-mask cases (it sends rab to sm80).
+      add("window_contexts" + w, dt, d, [](Case& x) {
+        x.window = 150;
+        x.contexts = true;
+      });
     }
   }
+  add("random_lengths_masks_norab_d64_fp16", kH, 64, [](Case& x) {
+    x.lengths.clear();
+    x.max_len = 600;
+    x.contexts = x.targets = true;
+    x.group = 2;
+    x.window = 100;
+  });
+  add("long_causal_d128_bf16", kB, 128, [](Case& x) { x.lengths = {1000, 513, 2}; });
   add("dqk64_dv128_bf16", kB, 64, [](Case& x) {
     x.dv = 128;
     x.contexts = true;
@@ -548,7 +562,13 @@ std::vector<Case> sm90_cases() {
 
 class GpuAttentionSm90 : public ::testing::TestWithParam<Case> {};
 
-// The forward only: the backward runs the sm80 kernels on every GPU.
+// Whether the sm_90a backward takes a case of sm90_cases() (sm90_bwd_supported: buckets 64 / 128,
+// no rab, TMA-addressable operands: d_o is contiguous, so its head width must be a multiple of 8).
+bool sm90_bwd_expected(const Case& c) {
+  const int d = std::max(c.dqk, c.dv);
+  return !c.rab && d > 32 && d <= 128 && c.dv % 8 == 0 && c.pad == 0 && c.padded_heads;
+}
+
 TEST_P(GpuAttentionSm90, ForwardMatchesCpuReference) {
   HSTU_REQUIRE_GPU();
   gpu::DeviceScope scope;
@@ -584,7 +604,69 @@ TEST_P(GpuAttentionSm90, ForwardMatchesCpuReference) {
   EXPECT_TRUE(bit_equal(out[0], gpu::to_host(run.o))) << "sm90 o differs between runs";
 }
 
+// The cases of sm90_cases() the sm_90a backward takes, and two it sends to sm80 (rab, d 256).
+std::vector<Case> sm90_bwd_cases() {
+  std::vector<Case> c;
+  for (const Case& x : sm90_cases())
+    if (sm90_bwd_expected(x) || x.name == "window_rab_d128_bf16" || x.name == "causal_d256_bf16")
+      c.push_back(x);
+  return c;
+}
+
+class GpuAttentionSm90Bwd : public ::testing::TestWithParam<Case> {};
+
+// The backward with HSTU_ATTN_SM90=1: the sm_90a kernels where sm90_bwd_supported() takes the
+// call (buckets 64 / 128, no rab; sm90_bwd_expected), the sm80 kernels otherwise (rab, d 256:
+// those cases then check sm80 once more). Runs: the split form (default) in deterministic mode
+// and with atomic dQ asked for, the fused form (HSTU_ATTN_SM90_FUSED=1) twice the same way, and
+// sm80 (HSTU_ATTN_SM80=1, its error printed beside). The sm_90a backward is deterministic in both
+// modes: each form's second run is compared bit for bit with its first.
+TEST_P(GpuAttentionSm90Bwd, MatchesCpuReference) {
+  HSTU_REQUIRE_GPU();
+  gpu::DeviceScope scope;
+  if (!cuda::attn::sm90_attention_available())
+    GTEST_SKIP() << "no sm_90a attention here (not a 9.0 GPU, no kernels built, or HSTU_ATTN_SM80)";
+  const Problem pb(GetParam());
+  const Outputs ref = cpu_reference(pb);
+  const Outputs naive = naive_lowp(pb);
+  GpuRun run(pb);
+  constexpr double kBwdM = 5.0;
+  const char* names[5] = {"sm90 split", "sm90 split, atomic asked", "sm90 fused",
+                          "sm90 fused, atomic asked", "sm80"};
+  setenv("HSTU_ATTN_SM90", "1", 1);
+  Outputs first;
+  for (int k = 0; k < 5; ++k) {
+    const bool sm80 = k == 4, fused = k == 2 || k == 3;
+    if (sm80) setenv("HSTU_ATTN_SM80", "1", 1);
+    if (fused) setenv("HSTU_ATTN_SM90_FUSED", "1", 1);
+    const Outputs out = run.run(k % 2 == 0);
+    unsetenv("HSTU_ATTN_SM80");
+    unsetenv("HSTU_ATTN_SM90_FUSED");
+    SCOPED_TRACE(names[k]);
+    auto check = [&](const char* what, const Tensor& o, const Tensor& r, const Tensor& nv) {
+      const double err = max_abs_diff(o, r), nerr = max_abs_diff(nv, r);
+      std::printf("err %-40s %-3s %-5s gpu %.3e naive %.3e ratio %.2f (max|ref| %.3e)\n",
+                  pb.cs.name.c_str(), what, sm80 ? "sm80" : (fused ? "sm90f" : "sm90"), err, nerr,
+                  nerr > 0 ? err / nerr : 0.0, max_abs(r));
+      gpu::expect_lowp_close(o, r, nv, kBwdM, 1e-6 + 1e-4 * max_abs(r), what);
+    };
+    check("dq", out.dq, ref.dq, naive.dq);
+    check("dk", out.dk, ref.dk, naive.dk);
+    check("dv", out.dv, ref.dv, naive.dv);
+    if (k % 2 == 0) {
+      first = out;
+    } else if (sm90_bwd_expected(pb.cs)) {  // the same sm_90a form again: same bits
+      EXPECT_TRUE(bit_equal(first.dq, out.dq)) << "sm90 dq differs between runs";
+      EXPECT_TRUE(bit_equal(first.dk, out.dk)) << "sm90 dk differs between runs";
+      EXPECT_TRUE(bit_equal(first.dv, out.dv)) << "sm90 dv differs between runs";
+    }
+  }
+  unsetenv("HSTU_ATTN_SM90");
+}
+
 INSTANTIATE_TEST_SUITE_P(Cases, GpuAttentionSm90, ::testing::ValuesIn(sm90_cases()),
+                         [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
+INSTANTIATE_TEST_SUITE_P(Cases, GpuAttentionSm90Bwd, ::testing::ValuesIn(sm90_bwd_cases()),
                          [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
 
 // The naive low-precision implementation agrees with the CPU reference when it does not round:

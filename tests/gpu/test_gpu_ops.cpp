@@ -548,6 +548,7 @@ void run_sampled_softmax(const Case& c) {
   spec.temperature = 0.05f;
   spec.eps = 0.5f;  // large, so the clamped row 5 (norm ~0.1) has gradients of the usual scale
   spec.loss_scale = 1.0 / static_cast<double>(t);
+  spec.candidate_tile = c.variant;  // > 0: the CUDA kernel's tiled path at a small R
   Tensor q = rnd({t, d}, DType::kF32);
   for (int64_t i = 0; i < t; ++i) {  // unit rows, as the L2-normalised encoder output
     double s = 0;
@@ -1011,6 +1012,22 @@ std::vector<Case> cases() {
        .why = lowp + "; atomics order"});
   add({.name = "sampled_softmax_d50_r128_f32_det", .op = Op::kSampledSoftmax, .m = 300, .n = 50,
        .k = 128, .dtype = f32, .f32_rtol = 2e-5, .why = "fp32 vs the f64 reference"});
+
+  // Candidates in shared-memory tiles (variant = the tile; a partial last tile, and tiles that
+  // are not a multiple of the row groups), and R past what one tile fits (in-batch negatives of
+  // a large batch: R + 1 = 16001 at d = 64 needs 250 KiB per warp untiled), on both scatters.
+  add({.name = "sampled_softmax_tiled_f32_det", .op = Op::kSampledSoftmax, .m = 37, .n = 64,
+       .k = 300, .dtype = f32, .variant = 64, .f32_rtol = 2e-5,
+       .why = "fp32 vs the f64 reference; online logsumexp over tiles"});
+  add({.name = "sampled_softmax_tiled_d50_bf16_atomic", .op = Op::kSampledSoftmax, .m = 40,
+       .n = 50, .k = 130, .dtype = bf, .variant = 50, .det = false, .f32_rtol = 2e-5,
+       .why = lowp + "; atomics order; online logsumexp over tiles"});
+  add({.name = "sampled_softmax_r16000_f32_det", .op = Op::kSampledSoftmax, .m = 24, .n = 64,
+       .k = 16000, .dtype = f32, .f32_rtol = 1e-4,
+       .why = "fp32 sums over 16001 candidates vs the f64 reference"});
+  add({.name = "sampled_softmax_r15000_d128_bf16_atomic", .op = Op::kSampledSoftmax, .m = 24,
+       .n = 128, .k = 15000, .dtype = bf, .det = false, .f32_rtol = 1e-4,
+       .why = lowp + "; fp32 sums over 15001 candidates; atomics order"});
 
   add({.name = "negatives_uniform", .op = Op::kNegatives, .m = 37, .n = 16, .k = 1000, .variant = 0,
        .why = "exact (same formula)"});

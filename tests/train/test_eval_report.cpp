@@ -50,5 +50,27 @@ TEST(EvalTable, AlignedColumns) {
   EXPECT_EQ(out.str(), "split   AUC\nval    0.75\n");
 }
 
+TEST(EvalTable, EachUndefinedClassificationMetricSaysWhy) {
+  const std::string t = format_eval_table(
+      {{"eval",
+        {{"Recall/task0", NAN}, {"Precision/task1", NAN}, {"F1/task2", NAN}, {"AP/task0", NAN}}}});
+  EXPECT_NE(t.find("warning: eval Recall/task0 is undefined (no evaluated candidate has a "
+                   "positive label: Recall divides by the positives)"),
+            std::string::npos)
+      << t;
+  EXPECT_NE(t.find("warning: eval Precision/task1 is undefined (no evaluated candidate is "
+                   "predicted positive (sigmoid(logit) > 0.5)"),
+            std::string::npos)
+      << t;
+  EXPECT_NE(t.find("warning: eval F1/task2 is undefined (no positive label and no positive "
+                   "prediction: TP + FP + FN = 0)"),
+            std::string::npos)
+      << t;
+  EXPECT_NE(t.find("warning: eval AP/task0 is undefined (no evaluated candidate has a positive "
+                   "label: AP divides by the positives)"),
+            std::string::npos)
+      << t;
+}
+
 }  // namespace
 }  // namespace hstu

@@ -58,6 +58,11 @@ void backward_apply(Ctx& ctx, const int32_t* order, int64_t n, int64_t u, const 
                     int64_t dout_ld, float scale, const RowSpace& rs, const int64_t* refs,
                     float* grad, int64_t grad_ld, uint8_t* touched, const SparseOptimizerSpec& spec,
                     uint8_t* dirty) {
+  // grad and touched are scratch (any contents on entry): zeroed, then reduce_grad and apply.
+  for (int64_t k = 0; k < u; ++k) {
+    std::fill_n(grad + k * grad_ld, rs.dim, 0.0f);
+    touched[k] = 0;
+  }
   cpu::reduce_grad(ctx, order, n, u, dout, dout_ld, scale, grad, grad_ld, rs.dim, touched);
   cpu::apply_optimizer(ctx, rs, refs, grad, grad_ld, touched, u, spec, dirty);
 }
@@ -136,6 +141,14 @@ AdmitCounts admit(Ctx&, uint32_t* sketch, int depth, int64_t width, const int64_
     a.rejected += !mask[i];
   }
   return a;
+}
+
+// The reference of the fused pass: exactly find, touch, then admit without a sketch.
+void find_touch_admit(Ctx& ctx, const TableView& t, const int64_t* keys, const int32_t* counts,
+                      int64_t n, int64_t step, Eviction policy, int64_t* slots, uint8_t* mask) {
+  cpu::find(ctx, t, keys, n, slots);
+  cpu::touch(ctx, t, slots, counts, n, step, policy);
+  cpu::admit(ctx, nullptr, 0, 1, keys, counts, slots, n, 0, mask, false);
 }
 
 InsertCounts insert(Ctx&, const TableView& t, const int64_t* keys, const int32_t* counts, int64_t n,

@@ -18,6 +18,8 @@ void touch(Ctx& ctx, const TableView& t, const int64_t* slots, const int32_t* co
 AdmitCounts admit(Ctx& ctx, uint32_t* sketch, int depth, int64_t width, const int64_t* keys,
                   const int32_t* counts, const int64_t* slots, int64_t n, int64_t threshold,
                   uint8_t* mask, bool need_counts);
+void find_touch_admit(Ctx& ctx, const TableView& t, const int64_t* keys, const int32_t* counts,
+                      int64_t n, int64_t step, Eviction policy, int64_t* slots, uint8_t* mask);
 InsertCounts insert(Ctx& ctx, const TableView& t, const int64_t* keys, const int32_t* counts,
                     int64_t n, int64_t step, Eviction policy, bool allow_evict, uint8_t* mask,
                     int64_t* slots, uint8_t* status, int64_t* evicted_keys, uint64_t* pending);

@@ -300,6 +300,95 @@ __global__ void reduce_grad_kernel(const int32_t* order, int64_t n, int64_t u, c
   }
 }
 
+// reduce_grad_kernel<4> with the chunk's rows loaded 8 at a time (independent 16-byte loads in
+// flight); the additions are reduce_grad_kernel's, in the same order,
+// so the sums are bitwise the same. dim, dout_ld, grad_ld multiples of 4, 16-byte aligned.
+__global__ void reduce_grad_vec4_kernel(const int32_t* order, int64_t n, int64_t u,
+                                        const float* dout, int64_t dout_ld, float scale,
+                                        float* grad, int64_t grad_ld, int64_t dim,
+                                        uint8_t* touched) {
+  const int64_t chunk = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  const int64_t j0 = chunk * kChunk;
+  if (j0 >= n) return;
+  const int64_t j1 = min(n, j0 + kChunk);
+  const int32_t* ends = order + n;
+  int64_t lo = 0, hi = u;  // the key of entry j0: the first with ends > j0
+  while (lo < hi) {
+    const int64_t mid = (lo + hi) / 2;
+    if (ends[mid] <= j0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  const int64_t u0 = lo;
+  const int32_t my_pos = j0 + lane < j1 ? order[j0 + lane] : 0;  // broadcast below
+  for (int64_t cb = 0; cb < dim; cb += 128) {
+    const int64_t c = cb + 4 * static_cast<int64_t>(lane);
+    const bool active = c < dim;
+    int64_t k = u0;
+    int64_t start = k > 0 ? ends[k - 1] : 0, end = ends[k];
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int64_t jb = j0; jb < j1; jb += 8) {
+      float4 x[8];
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {
+        const int src = static_cast<int>((jb + q < j1 ? jb + q : j1 - 1) - j0);
+        const int32_t p = __shfl_sync(0xffffffffu, my_pos, src);
+        x[q] = active && jb + q < j1
+                   ? *reinterpret_cast<const float4*>(dout + static_cast<int64_t>(p) * dout_ld + c)
+                   : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      }
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {
+        const int64_t j = jb + q;
+        if (j >= j1) break;
+        if (j >= end) {  // key k ends before entry j: write its sum
+          if (active)
+            flush_grad<4>(grad + k * grad_ld, acc, start >= j0 && end <= j1, true, c, dim);
+          if (touched && cb == 0 && lane == 0) touched[k] = 1;
+          ++k;
+          start = end;
+          end = ends[k];
+          acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
+        }
+        acc[0] += x[q].x * scale;
+        acc[1] += x[q].y * scale;
+        acc[2] += x[q].z * scale;
+        acc[3] += x[q].w * scale;
+      }
+    }
+    if (active) flush_grad<4>(grad + k * grad_ld, acc, start >= j0 && end <= j1, true, c, dim);
+    if (touched && cb == 0 && lane == 0) touched[k] = 1;
+  }
+}
+
+// Before reduce_grad_vec4_kernel in backward_apply: zeroes the grad rows of the keys whose
+// lookups span a chunk boundary (the only rows reduce adds to atomically; every other key's sum
+// is stored whole by the one warp that owns it). One warp per boundary j0 = b * kChunk, b >= 1;
+// a hot key spanning many boundaries is zeroed by each of their warps (the same stores).
+__global__ void zero_spanning_kernel(const int32_t* order, int64_t n, int64_t u, float* grad,
+                                     int64_t grad_ld, int64_t dim) {
+  const int64_t b = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32 + 1;
+  const int lane = threadIdx.x % 32;
+  const int64_t j0 = b * kChunk;
+  if (j0 >= n) return;
+  const int32_t* ends = order + n;
+  int64_t lo = 0, hi = u;  // the key of entry j0
+  while (lo < hi) {
+    const int64_t mid = (lo + hi) / 2;
+    if (ends[mid] <= j0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  const int64_t start = lo > 0 ? ends[lo - 1] : 0;
+  if (start >= j0) return;  // the key begins at the boundary: no earlier chunk adds to it
+  float* g = grad + lo * grad_ld;
+  for (int64_t c = 4 * static_cast<int64_t>(lane); c < dim; c += 128)
+    *reinterpret_cast<float4*>(g + c) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+}
+
 // ---- lookups --------------------------------------------------------------------------------
 
 __global__ void find_kernel(TableView t, const int64_t* keys, int64_t n, int64_t* slots) {
@@ -321,6 +410,31 @@ __global__ void touch_kernel(TableView t, const int64_t* slots, const int32_t* c
   t.last_step[s] = step;
   t.scores[s] = policy == Eviction::kLfu ? t.scores[s] + static_cast<uint64_t>(counts[i])
                                          : static_cast<uint64_t>(step);
+}
+
+// find_kernel + touch_kernel + admit_mask without a sketch, in one pass: the lane that finds the
+// key touches its slot; lane 0 writes the slot and the admission mask (every missing key but the
+// reserved one).
+__global__ void find_touch_admit_kernel(TableView t, const int64_t* keys, const int32_t* counts,
+                                        int64_t n, int64_t step, Eviction policy, int64_t* slots,
+                                        uint8_t* mask) {
+  const int64_t i = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (i >= n) return;
+  const int64_t k = keys[i];
+  const int64_t base = bucket_of(k, t.num_buckets) * t.bucket_size;
+  const bool hit = k != kEmptyKey && lane < t.bucket_size && t.keys[base + lane] == k;
+  const unsigned m = __ballot_sync(0xffffffffu, hit);
+  if (m && lane == __ffs(m) - 1) {
+    const int64_t s = base + lane;
+    t.last_step[s] = step;
+    t.scores[s] = policy == Eviction::kLfu ? t.scores[s] + static_cast<uint64_t>(counts[i])
+                                           : static_cast<uint64_t>(step);
+  }
+  if (lane == 0) {
+    slots[i] = m ? base + __ffs(m) - 1 : -1;
+    mask[i] = !m && k != kEmptyKey;
+  }
 }
 
 // ---- admission ------------------------------------------------------------------------------
@@ -508,26 +622,60 @@ __global__ void gather_kernel(RowSpace rs, const int64_t* refs, const int64_t* k
                                        : 0.0f;
 }
 
-// gather_kernel with 4 columns per thread (16-byte loads and stores; dim, row_width, out_ld
-// multiples of 4 and 16-byte aligned bases).
-__global__ void gather_vec4_kernel(RowSpace rs, const int64_t* refs, const int64_t* keys, int64_t n,
+// gather for dim a multiple of 4 (16-byte aligned rows and output): one warp per kGatherRows
+// output rows, lanes holding 4 columns of a 128-column block; the rows' refs are loaded once per
+// warp and their 16-byte loads issued 8 at a time, so each warp keeps 8 rows in flight instead of
+// one dependent chain (inverse -> ref -> row) per thread. With inverse (the lookups' output,
+// written once and read by the next op) the stores bypass L2 residency (evict-first), keeping
+// the table's hot rows there.
+constexpr int kGatherRows = 16;
+
+__global__ void gather_rows_kernel(RowSpace rs, const int64_t* refs, const int64_t* keys, int64_t n,
                                    float* out, int64_t out_ld, bool init_missing, uint64_t seed,
                                    float std, const int32_t* inverse) {
-  const int64_t q = rs.dim / 4;
-  const int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (e >= n * q) return;
-  const int64_t i = e / q, c = (e % q) * 4;
-  const int64_t u = inverse ? inverse[i] : i;
-  const int64_t r = refs[u];
-  float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  if (r >= 0) {
-    v = *reinterpret_cast<const float4*>(row_ptr(rs, r) + c);
-  } else if (init_missing) {
-    const int64_t k = keys[u];
-    v = make_float4(key_init_value(seed, k, c, std), key_init_value(seed, k, c + 1, std),
-                    key_init_value(seed, k, c + 2, std), key_init_value(seed, k, c + 3, std));
+  const int64_t i0 =
+      (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32 * kGatherRows;
+  const int lane = threadIdx.x % 32;
+  if (i0 >= n) return;
+  const int rows = static_cast<int>(min(static_cast<int64_t>(kGatherRows), n - i0));
+  int64_t my_u = 0, my_r = -1;
+  if (lane < rows) {
+    my_u = inverse ? inverse[i0 + lane] : i0 + lane;
+    my_r = refs[my_u];
   }
-  *reinterpret_cast<float4*>(out + i * out_ld + c) = v;
+  const int64_t d = rs.dim;
+  for (int64_t cb = 0; cb < d; cb += 128) {
+    const int64_t c = cb + 4 * static_cast<int64_t>(lane);
+    const bool active = c < d;
+    for (int q0 = 0; q0 < rows; q0 += 8) {
+      float4 v[8];
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {
+        const int src = min(q0 + q, rows - 1);
+        const int64_t r = __shfl_sync(0xffffffffu, my_r, src);
+        const int64_t u = __shfl_sync(0xffffffffu, my_u, src);
+        v[q] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (!active || q0 + q >= rows) continue;
+        if (r >= 0) {
+          v[q] = *reinterpret_cast<const float4*>(row_ptr(rs, r) + c);
+        } else if (init_missing) {
+          const int64_t k = keys[u];
+          v[q] =
+              make_float4(key_init_value(seed, k, c, std), key_init_value(seed, k, c + 1, std),
+                          key_init_value(seed, k, c + 2, std), key_init_value(seed, k, c + 3, std));
+        }
+      }
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {
+        if (!active || q0 + q >= rows) continue;
+        float4* o = reinterpret_cast<float4*>(out + (i0 + q0 + q) * out_ld + c);
+        if (inverse)
+          __stcs(o, v[q]);
+        else
+          *o = v[q];
+      }
+    }
+  }
 }
 
 bool aligned16(const void* p) {
@@ -629,143 +777,37 @@ __global__ void apply_kernel(OptArgs a) {
   if (lane == 0) a.touched[i] = 0;
 }
 
-// The fused backward (backward_apply): one warp per chunk of kChunk sorted lookups, as
-// reduce_grad_kernel, with the chunk's rows loaded 8 at a time (independent 16-byte loads in
-// flight) and each key's sum applied to its row at once when the key's lookups all lie in the
-// chunk (V = 4: Adam / SGD, dim a multiple of 4); a key spanning chunks adds its partial sums to
-// grad and is left to apply_touched_kernel.
+// The optimiser step of backward_apply: apply_kernel<K, 4>'s update of every row i < n (every
+// unique key has lookups, so all are touched) from grad row i, without zeroing grad (scratch).
 template <SparseOptimizerSpec::Kind K>
-__device__ __forceinline__ void flush_apply(const OptArgs& a, int64_t k, const float (&acc)[4],
-                                            bool owned, int64_t c, bool skip, bool first_block,
-                                            int lane) {
-  if (!owned) {
-    float* g = a.grad + k * a.grad_ld + c;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    atomicAdd(reinterpret_cast<float4*>(g), make_float4(acc[0], acc[1], acc[2], acc[3]));
-#else
-    for (int q = 0; q < 4; ++q) atomicAdd(g + q, acc[q]);
-#endif
-    if (first_block && lane == 0) a.touched[k] = 1;
-    return;
-  }
-  const int64_t r = a.refs[k];
-  if (r < 0 || skip) return;
-  float* w = row_ptr(a.rs, r);
-  const int64_t d = a.rs.dim;
-  float4 wv = *reinterpret_cast<float4*>(w + c);
-  float4 mv = make_float4(0, 0, 0, 0), vv = mv;
-  if constexpr (K == SparseOptimizerSpec::kAdam) {
-    mv = *reinterpret_cast<float4*>(w + d + c);
-    vv = *reinterpret_cast<float4*>(w + 2 * d + c);
-  }
-  opt_elem<K>(a, acc[0], wv.x, mv.x, vv.x);
-  opt_elem<K>(a, acc[1], wv.y, mv.y, vv.y);
-  opt_elem<K>(a, acc[2], wv.z, mv.z, vv.z);
-  opt_elem<K>(a, acc[3], wv.w, mv.w, vv.w);
-  *reinterpret_cast<float4*>(w + c) = wv;
-  if constexpr (K == SparseOptimizerSpec::kAdam) {
-    *reinterpret_cast<float4*>(w + d + c) = mv;
-    *reinterpret_cast<float4*>(w + 2 * d + c) = vv;
-  }
-  if (first_block && lane == 0 && a.dirty && r < a.rs.n_a) a.dirty[r] = 1;
-}
-
-template <SparseOptimizerSpec::Kind K>
-__global__ void backward_apply_kernel(OptArgs a, const int32_t* order, int64_t n, int64_t u,
-                                      const float* dout, int64_t dout_ld, float scale) {
-  const int64_t chunk = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
-  const int lane = threadIdx.x % 32;
-  const int64_t j0 = chunk * kChunk;
-  if (j0 >= n) return;
-  const int64_t j1 = min(n, j0 + kChunk);
-  const int32_t* ends = order + n;
-  int64_t lo = 0, hi = u;
-  while (lo < hi) {
-    const int64_t mid = (lo + hi) / 2;
-    if (ends[mid] <= j0)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  const int64_t u0 = lo;
-  const bool skip = a.guard && !all_finite(a.guard, a.guard_n);
-  const int32_t my_pos = j0 + lane < j1 ? order[j0 + lane] : 0;
-  const int64_t d = a.rs.dim;
-  for (int64_t cb = 0; cb < d; cb += 128) {
-    const int64_t c = cb + 4 * static_cast<int64_t>(lane);
-    const bool active = c < d;
-    int64_t k = u0;
-    int64_t start = k > 0 ? ends[k - 1] : 0, end = ends[k];
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int64_t jb = j0; jb < j1; jb += 8) {
-      float4 x[8];
-#pragma unroll
-      for (int q = 0; q < 8; ++q) {
-        const int src = static_cast<int>((jb + q < j1 ? jb + q : j1 - 1) - j0);
-        const int32_t p = __shfl_sync(0xffffffffu, my_pos, src);
-        x[q] = active && jb + q < j1
-                   ? *reinterpret_cast<const float4*>(dout + static_cast<int64_t>(p) * dout_ld + c)
-                   : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      }
-#pragma unroll
-      for (int q = 0; q < 8; ++q) {
-        const int64_t j = jb + q;
-        if (j >= j1) break;
-        if (j >= end) {
-          if (active) flush_apply<K>(a, k, acc, start >= j0 && end <= j1, c, skip, cb == 0, lane);
-          ++k;
-          start = end;
-          end = ends[k];
-          acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
-        }
-        acc[0] += x[q].x * scale;
-        acc[1] += x[q].y * scale;
-        acc[2] += x[q].z * scale;
-        acc[3] += x[q].w * scale;
-      }
-    }
-    if (active) flush_apply<K>(a, k, acc, start >= j0 && end <= j1, c, skip, cb == 0, lane);
-  }
-}
-
-// The second pass of backward_apply: apply_kernel's update on the touched rows only (keys that
-// spanned chunks), zeroing their grad and touched; other rows are left as they are (zero).
-template <SparseOptimizerSpec::Kind K>
-__global__ void apply_touched_kernel(OptArgs a) {
+__global__ void apply_rows_kernel(OptArgs a) {
   const int64_t i = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
-  if (i >= a.n || !a.touched[i]) return;
-  float* g = a.grad + i * a.grad_ld;
-  const int64_t d = a.rs.dim;
+  if (i >= a.n) return;
   const int64_t r = a.refs[i];
-  const bool skip = a.guard && !all_finite(a.guard, a.guard_n);
-  if (r >= 0 && !skip) {
-    float* w = row_ptr(a.rs, r);
-    for (int64_t c = 4 * lane; c < d; c += 128) {
-      const float4 gv = *reinterpret_cast<const float4*>(g + c);
-      float acc[4] = {gv.x, gv.y, gv.z, gv.w};
-      float4 wv = *reinterpret_cast<float4*>(w + c);
-      float4 mv = make_float4(0, 0, 0, 0), vv = mv;
-      if constexpr (K == SparseOptimizerSpec::kAdam) {
-        mv = *reinterpret_cast<float4*>(w + d + c);
-        vv = *reinterpret_cast<float4*>(w + 2 * d + c);
-      }
-      opt_elem<K>(a, acc[0], wv.x, mv.x, vv.x);
-      opt_elem<K>(a, acc[1], wv.y, mv.y, vv.y);
-      opt_elem<K>(a, acc[2], wv.z, mv.z, vv.z);
-      opt_elem<K>(a, acc[3], wv.w, mv.w, vv.w);
-      *reinterpret_cast<float4*>(w + c) = wv;
-      if constexpr (K == SparseOptimizerSpec::kAdam) {
-        *reinterpret_cast<float4*>(w + d + c) = mv;
-        *reinterpret_cast<float4*>(w + 2 * d + c) = vv;
-      }
+  if (r < 0 || (a.guard && !all_finite(a.guard, a.guard_n))) return;
+  const float* g = a.grad + i * a.grad_ld;
+  const int64_t d = a.rs.dim;
+  float* w = row_ptr(a.rs, r);
+  for (int64_t c = 4 * lane; c < d; c += 128) {
+    const float4 gv = *reinterpret_cast<const float4*>(g + c);
+    float4 wv = *reinterpret_cast<float4*>(w + c);
+    float4 mv = make_float4(0, 0, 0, 0), vv = mv;
+    if constexpr (K == SparseOptimizerSpec::kAdam) {
+      mv = *reinterpret_cast<float4*>(w + d + c);
+      vv = *reinterpret_cast<float4*>(w + 2 * d + c);
     }
-    if (lane == 0 && a.dirty && r < a.rs.n_a) a.dirty[r] = 1;
+    opt_elem<K>(a, gv.x, wv.x, mv.x, vv.x);
+    opt_elem<K>(a, gv.y, wv.y, mv.y, vv.y);
+    opt_elem<K>(a, gv.z, wv.z, mv.z, vv.z);
+    opt_elem<K>(a, gv.w, wv.w, mv.w, vv.w);
+    *reinterpret_cast<float4*>(w + c) = wv;
+    if constexpr (K == SparseOptimizerSpec::kAdam) {
+      *reinterpret_cast<float4*>(w + d + c) = mv;
+      *reinterpret_cast<float4*>(w + 2 * d + c) = vv;
+    }
   }
-  __syncwarp();
-  for (int64_t c = 4 * lane; c < d; c += 128)
-    *reinterpret_cast<float4*>(g + c) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  if (lane == 0) a.touched[i] = 0;
+  if (lane == 0 && a.dirty && r < a.rs.n_a) a.dirty[r] = 1;
 }
 
 __global__ void copy_rows_kernel(const float* src, const int64_t* src_slots, float* dst,
@@ -936,8 +978,8 @@ void reduce_grad(Ctx& ctx, const int32_t* order, int64_t n, int64_t u, const flo
                     reinterpret_cast<uintptr_t>(dout) % 16 == 0 &&
                     reinterpret_cast<uintptr_t>(grad) % 16 == 0;
   if (vec4)
-    reduce_grad_kernel<4><<<grid, 256, 0, stream_of(ctx)>>>(order, n, u, dout, dout_ld, scale, grad,
-                                                            grad_ld, dim, touched);
+    reduce_grad_vec4_kernel<<<grid, 256, 0, stream_of(ctx)>>>(order, n, u, dout, dout_ld, scale,
+                                                              grad, grad_ld, dim, touched);
   else
     reduce_grad_kernel<1><<<grid, 256, 0, stream_of(ctx)>>>(order, n, u, dout, dout_ld, scale, grad,
                                                             grad_ld, dim, touched);
@@ -954,6 +996,14 @@ void touch(Ctx& ctx, const TableView& t, const int64_t* slots, const int32_t* co
            int64_t step, Eviction policy) {
   if (n == 0) return;
   touch_kernel<<<blocks_for(n, 256), 256, 0, stream_of(ctx)>>>(t, slots, counts, n, step, policy);
+  HSTU_CUDA_CHECK_LAUNCH();
+}
+
+void find_touch_admit(Ctx& ctx, const TableView& t, const int64_t* keys, const int32_t* counts,
+                      int64_t n, int64_t step, Eviction policy, int64_t* slots, uint8_t* mask) {
+  if (n == 0) return;
+  find_touch_admit_kernel<<<blocks_for(n * 32, 256), 256, 0, stream_of(ctx)>>>(
+      t, keys, counts, n, step, policy, slots, mask);
   HSTU_CUDA_CHECK_LAUNCH();
 }
 
@@ -1062,7 +1112,8 @@ void gather(Ctx& ctx, const RowSpace& rs, const int64_t* refs, const int64_t* ke
   if (n == 0) return;
   if (rs.dim % 4 == 0 && rs.row_width % 4 == 0 && out_ld % 4 == 0 && aligned16(out) &&
       aligned16(rs.a) && (rs.b == nullptr || aligned16(rs.b))) {
-    gather_vec4_kernel<<<blocks_for(n * rs.dim / 4, 256), 256, 0, stream_of(ctx)>>>(
+    const int64_t warps = (n + kGatherRows - 1) / kGatherRows;
+    gather_rows_kernel<<<blocks_for(warps * 32, 256), 256, 0, stream_of(ctx)>>>(
         rs, refs, keys, n, out, out_ld, init_missing, table_seed, init_std, inverse);
     HSTU_CUDA_CHECK_LAUNCH();
     return;
@@ -1120,10 +1171,14 @@ void backward_apply(Ctx& ctx, const int32_t* order, int64_t n, int64_t u, const 
                     float* grad, int64_t grad_ld, uint8_t* touched, const SparseOptimizerSpec& spec,
                     uint8_t* dirty) {
   if (n == 0 || u == 0) return;
+  const cudaStream_t st = stream_of(ctx);
   const bool vec4 = rs.dim % 4 == 0 && rs.row_width % 4 == 0 && grad_ld % 4 == 0 &&
                     dout_ld % 4 == 0 && aligned16(dout) && aligned16(grad) && aligned16(rs.a) &&
                     (rs.b == nullptr || aligned16(rs.b));
-  if (!vec4) {  // the two-pass path (the same sums and updates)
+  if (!vec4) {  // zero the scratch, then the two-pass path (the same sums and updates)
+    HSTU_CUDA_CHECK(cudaMemset2DAsync(grad, static_cast<size_t>(grad_ld) * 4, 0,
+                                      static_cast<size_t>(rs.dim) * 4, static_cast<size_t>(u), st));
+    HSTU_CUDA_CHECK(cudaMemsetAsync(touched, 0, static_cast<size_t>(u), st));
     cuda::reduce_grad(ctx, order, n, u, dout, dout_ld, scale, grad, grad_ld, rs.dim, touched);
     cuda::apply_optimizer(ctx, rs, refs, grad, grad_ld, touched, u, spec, dirty);
     return;
@@ -1140,20 +1195,20 @@ void backward_apply(Ctx& ctx, const int32_t* order, int64_t n, int64_t u, const 
     a.guard = spec.skip_if_nonfinite.as<double>();
     a.guard_n = spec.skip_if_nonfinite.numel();
   }
-  const cudaStream_t st = stream_of(ctx);
-  const unsigned grid = blocks_for((n + kChunk - 1) / kChunk * 32, 256);
-  const unsigned grid2 = blocks_for(u * 32, 256);
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  if (chunks > 1)
+    zero_spanning_kernel<<<blocks_for((chunks - 1) * 32, 256), 256, 0, st>>>(order, n, u, grad,
+                                                                             grad_ld, rs.dim);
+  reduce_grad_vec4_kernel<<<blocks_for(chunks * 32, 256), 256, 0, st>>>(
+      order, n, u, dout, dout_ld, scale, grad, grad_ld, rs.dim, nullptr);
+  const unsigned grid = blocks_for(u * 32, 256);
   if (spec.kind == SparseOptimizerSpec::kAdam) {
     HSTU_CHECK(spec.step >= 1, "dynamic table Adam: step is 1-based, got ", spec.step);
     a.bc1 = static_cast<float>(1.0 - std::pow(double(spec.beta1), double(spec.step)));
     a.bc2 = static_cast<float>(1.0 - std::pow(double(spec.beta2), double(spec.step)));
-    backward_apply_kernel<SparseOptimizerSpec::kAdam>
-        <<<grid, 256, 0, st>>>(a, order, n, u, dout, dout_ld, scale);
-    apply_touched_kernel<SparseOptimizerSpec::kAdam><<<grid2, 256, 0, st>>>(a);
+    apply_rows_kernel<SparseOptimizerSpec::kAdam><<<grid, 256, 0, st>>>(a);
   } else {
-    backward_apply_kernel<SparseOptimizerSpec::kSgd>
-        <<<grid, 256, 0, st>>>(a, order, n, u, dout, dout_ld, scale);
-    apply_touched_kernel<SparseOptimizerSpec::kSgd><<<grid2, 256, 0, st>>>(a);
+    apply_rows_kernel<SparseOptimizerSpec::kSgd><<<grid, 256, 0, st>>>(a);
   }
   HSTU_CUDA_CHECK_LAUNCH();
 }

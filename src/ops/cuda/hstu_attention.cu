@@ -4,7 +4,9 @@
 // bucket, dtype) by files CMake generates from sm80/hstu_attention_instance.cu.in. On a
 // compute-capability-9.0 GPU the forward of the 64/128/256 buckets runs the sm_90a kernel
 // (sm90/attention_fwd_sm90.cuh) where it measured faster (sm90_fwd_supported; HSTU_ATTN_SM80=1 /
-// HSTU_ATTN_SM90=1 force either); the backward is the sm80 kernels' on every GPU.
+// HSTU_ATTN_SM90=1 force either); the backward of the 64/128 buckets without rab likewise runs
+// the sm_90a kernels (sm90/attention_bwd_sm90.cuh, sm90_bwd_supported; always deterministic, so
+// it serves both modes; HSTU_ATTN_SM90_FUSED=1 its fused-dQ form), other calls the sm80 kernels.
 //
 // The shaping decision: head widths are padded internally to the next of 32/64/128/256 (zero
 // columns in shared memory), so one kernel per bucket serves every width — the paper's 25 and 50
@@ -18,7 +20,8 @@
 // and added as 64-bit fixed-point (2^-40) integers, which are order-independent in both modes.
 //
 // Scratch (ctx.scratch): 8 * (|rab_pos| + |rab_time|) bytes with rab gradients, plus
-// 4 * T * H * Dpad bytes for the dQ accumulator when not deterministic.
+// 4 * T * H * Dpad bytes for the dQ accumulator when not deterministic (sm80) or with the fused
+// sm_90a backward (HSTU_ATTN_SM90_FUSED=1; + 4 * B * H * ceil(max_seqlen / 64) semaphore bytes).
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -35,6 +38,11 @@ namespace hstu::cuda {
 namespace {
 
 using attn::HstuAttnParams;
+
+bool env_flag(const char* name) {
+  const char* v = std::getenv(name);
+  return v && v[0] == '1' && v[1] == 0;
+}
 
 int head_dim_bucket(int d) {
   if (d <= 32) return 32;
@@ -211,6 +219,24 @@ void bwd_bucket(int hdp, const HstuAttnParams& p, bool det, cudaStream_t s, cuda
   }
 }
 
+// The sm_90a backward (deterministic dK/dV + dQ kernels); only called when sm90_bwd_supported()
+// said yes, which needs a build with the kernels.
+template <typename T>
+void bwd_bucket_sm90(int hdp, const HstuAttnParams& p, int* sem, cudaStream_t s,
+                     cudaStream_t dq_s) {
+#if defined(HSTU_SM90_KERNELS)
+  switch (hdp) {
+    case 64:
+      return attn::run_bwd_sm90<T, 64>(p, sem, s, dq_s);
+    case 128:
+      return attn::run_bwd_sm90<T, 128>(p, sem, s, dq_s);
+    default:
+      break;
+  }
+#endif
+  HSTU_THROW("hstu_attention: no sm_90a backward kernel for head width bucket ", hdp);
+}
+
 // The deterministic backward's second stream: the dQ kernel runs beside the dK/dV kernel. One
 // non-blocking stream and a fork / join event pair per device, created on first use (the warm-up
 // step) and kept for the process.
@@ -285,15 +311,37 @@ void hstu_attention_bwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& d
   const int hdp = head_dim_bucket(std::max(p.d_qk, p.d_v));
   const cudaStream_t stream = stream_of(ctx);
   const bool rab_grad = args.has_rab() && !d_rab_pos.empty();
-  const bool det = ctx.deterministic;
+  // Hopper: the sm_90a backward is deterministic whatever ctx asks. Its default split form (dK/dV
+  // kernel + a query-major dQ kernel on the side stream) needs no scratch. The fused form (dQ
+  // added per key block to an fp32 accumulator in a fixed order, semaphores) is opt-in,
+  // HSTU_ATTN_SM90_FUSED=1: correct and deterministic, but measured 2.5x slower (H200, 32 x 4096
+  // x 4 x 128: 133 vs 340 TFLOPS; attention_bwd_sm90.cuh); it needs scratch, and calls without
+  // enough keep the split form.
+  const bool sm90 = attn::sm90_bwd_supported(p, hdp);
+  const int64_t sem_n = int64_t(p.batch) * p.num_heads *
+                        ((p.max_seqlen + attn::kSm90BwdQueryBlock - 1) / attn::kSm90BwdQueryBlock);
+  const size_t fused_bytes = 4 * size_t(p.total_tokens * p.num_heads * hdp) + 4 * size_t(sem_n) +
+                             1024;  // + alignment of the two allocations
+  const bool sm90_fused = sm90 && env_flag("HSTU_ATTN_SM90_FUSED") && ctx.scratch &&
+                          ctx.scratch->device() == Device::kCUDA && !ctx.scratch->is_measuring() &&
+                          ctx.scratch->capacity() - ctx.scratch->used() >= fused_bytes;
+  const bool det = ctx.deterministic || sm90;
   // Deterministic: the dQ kernel goes on the side stream, forked from and joined back to ours.
-  const SideStream* side = det ? &side_stream() : nullptr;
+  const SideStream* side = det && !sm90_fused ? &side_stream() : nullptr;
+  int* sem = nullptr;
   auto run = [&] {
     if (side) {
       HSTU_CUDA_CHECK(cudaEventRecord(side->fork, stream));
       HSTU_CUDA_CHECK(cudaStreamWaitEvent(side->stream, side->fork, 0));
     }
-    if (dt == DType::kBF16) {
+    if (sm90) {
+      const cudaStream_t dq_s = side ? side->stream : stream;
+      if (dt == DType::kBF16) {
+        bwd_bucket_sm90<bf16>(hdp, p, sem, stream, dq_s);
+      } else {
+        bwd_bucket_sm90<f16>(hdp, p, sem, stream, dq_s);
+      }
+    } else if (dt == DType::kBF16) {
       bwd_bucket<bf16>(hdp, p, det, stream, side ? side->stream : stream);
     } else {
       bwd_bucket<f16>(hdp, p, det, stream, side ? side->stream : stream);
@@ -303,7 +351,7 @@ void hstu_attention_bwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& d
       HSTU_CUDA_CHECK(cudaStreamWaitEvent(stream, side->join, 0));
     }
   };
-  if (!rab_grad && det) {  // no scratch needed
+  if (!rab_grad && det && !sm90_fused) {  // no scratch needed
     run();
     return;
   }
@@ -317,7 +365,12 @@ void hstu_attention_bwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& d
     p.d_rab_pos = static_cast<float*>(d_rab_pos.data);
     p.d_rab_time = static_cast<float*>(d_rab_time.data);
   }
-  if (!det) {
+  if (sm90_fused) {
+    const Tensor s = scratch.alloc(DType::kI32, {sem_n});
+    HSTU_CUDA_CHECK(cudaMemsetAsync(s.data, 0, s.nbytes(), stream));
+    sem = static_cast<int*>(s.data);
+  }
+  if (!det || sm90_fused) {
     const Tensor acc = scratch.alloc(DType::kF32, {p.total_tokens * p.num_heads * hdp});
     HSTU_CUDA_CHECK(cudaMemsetAsync(acc.data, 0, acc.nbytes(), stream));
     p.dq_accum = static_cast<float*>(acc.data);

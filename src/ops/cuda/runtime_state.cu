@@ -56,7 +56,7 @@ size_t ops_scratch_bytes(const OpsScratchNeeds& n) {
       collect_touched_scratch_bytes(n.max_table_rows),
       sampled_softmax_scratch_bytes(t, n.num_negatives, n.item_dim > 0 ? n.item_dim : d,
                                     n.deterministic),
-      in_batch_negatives_scratch_bytes(t),
+      in_batch_negatives_scratch_bytes(std::max(t, n.max_pool_targets)),
       retrieval_rank_scratch_bytes(n.max_eval_users, n.max_table_rows),
       arena_bytes(sizeof(double)) + arena_bytes(sizeof(double) * 1024),  // sum_squares
   };

@@ -13,6 +13,13 @@
 // -(sum of B) x_k per row k, so the result is bit-reproducible. The loss is a per-token buffer
 // reduced by one block in a fixed order, into the f64 loss[1] on the device.
 //
+// Any number of candidates: when the R + 1 candidates' per-candidate arrays do not fit in shared
+// memory (RetrievalArgs.num_negatives = -1 draws one negative per query of the batch, so R grows
+// with the batch), they are processed in tiles of kTile: the logits pass keeps an online
+// (running max, rescaled sum) logsumexp per lane, and the gradient pass recomputes each tile's
+// logits (the same arithmetic, so the same values) before its coefficients, accumulating dq in
+// a per-warp fp32 row in shared memory. One tile (the common case) runs exactly as before.
+//
 // NOTE: the kernel is latency-bound (a warp per token, rows from L2), so both passes take
 // kGroup candidates at a time: their rows are loaded before any is used (several loads in
 // flight), and the logits pass reduces the group's 2 * kGroup partial sums with one transposing
@@ -35,13 +42,18 @@ constexpr unsigned kFull = 0xffffffffu;
 template <int V>
 constexpr int kGroup = V >= 8 ? 4 : 8;
 
-// Per-warp shared memory, in floats: q[dp], then logit (later A_j), dot (later B_j), norm and
-// candidate id, [njp] each; every array starts 16-byte aligned for vector access.
+// Candidates per tile when R + 1 do not fit in shared memory (16 KiB of per-candidate arrays
+// per warp: several warps per block and per SM).
+constexpr int64_t kTile = 1024;
+
+// Per-warp shared memory, in floats: q[dp], (tiled only: the dq accumulator [dp]), then logit
+// (later A_j), dot (later B_j), norm and candidate id, [pad4(tile)] each; every array starts
+// 16-byte aligned for vector access.
 __host__ __device__ constexpr int64_t pad4(int64_t n) {
   return (n + 3) / 4 * 4;
 }
-__host__ __device__ constexpr int64_t warp_smem_floats(int64_t d, int64_t nj) {
-  return pad4(d) + 4 * pad4(nj);
+__host__ __device__ constexpr int64_t warp_smem_floats(int64_t d, int64_t tile, bool tiled) {
+  return pad4(d) * (tiled ? 2 : 1) + 4 * pad4(tile);
 }
 
 // ---- V-wide access (V = 8, 2 or 1); p is aligned to V elements (16 bytes at most) ----------
@@ -160,6 +172,7 @@ struct SsArgs {
   const int32_t* neg = nullptr;      // [T, R]
   int64_t ldn = 0;
   int32_t r = 0;
+  int32_t tile = 0;              // candidates per shared-memory tile (R + 1: one tile)
   const float* table = nullptr;  // [V, D]
   int64_t ldt = 0;
   void* dq = nullptr;  // [T, D], dtype TQ; null: loss only
@@ -182,13 +195,15 @@ __global__ void __launch_bounds__(256) sampled_softmax_kernel(SsArgs a) {
   constexpr int kSpan = 32 / G;  // lanes holding one candidate's sums after warp_sum_many
   extern __shared__ __align__(16) float smem[];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int nj = a.r + 1;
-  const int64_t d = a.d, njp = pad4(nj);
-  float* qs = smem + warp * warp_smem_floats(d, nj);
-  float* lg = qs + pad4(d);  // logit; A_j once the softmax is known
-  float* dots = lg + njp;    // <q, x_j>; then B_j
-  float* nrm = dots + njp;
-  int32_t* ids = reinterpret_cast<int32_t*>(nrm + njp);
+  const int nj = a.r + 1, tile = a.tile;
+  const bool tiled = tile < nj;
+  const int64_t d = a.d, tp = pad4(tile);
+  float* qs = smem + warp * warp_smem_floats(d, tile, tiled);
+  float* gs = qs + pad4(d);                // tiled: dq of the tiles so far (fp32)
+  float* lg = gs + (tiled ? pad4(d) : 0);  // logit; A_j once the softmax is known
+  float* dots = lg + tp;                   // <q, x_j>; then B_j
+  float* nrm = dots + tp;
+  int32_t* ids = reinterpret_cast<int32_t*>(nrm + tp);
   const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + warp;
   if (t >= a.t) return;  // whole warps leave; no block-wide barrier follows
   const int32_t tgt = a.targets[t];
@@ -214,102 +229,145 @@ __global__ void __launch_bounds__(256) sampled_softmax_kernel(SsArgs a) {
     sts_vec<V>(qs + c, v);
   }
   const int32_t* neg = a.neg + t * a.ldn;
-  for (int j = lane; j < nj; j += 32) ids[j] = j == 0 ? tgt : neg[j - 1];
-  __syncwarp();
 
-  // Logits, G candidates at a time. Rows past the last candidate repeat the positive's (valid
-  // addresses, results dropped); a masked negative's row is the positive's too.
-  for (int j0 = 0; j0 < nj; j0 += G) {
-    const float* rows[G];
+  // Logits of candidates base .. base + n - 1 into lg / dots / nrm / ids [0, n), G at a time.
+  // Rows past the last candidate repeat the positive's (valid addresses, results dropped); a
+  // masked negative's row is the positive's too.
+  const auto tile_logits = [&](int base, int n) {
+    for (int j = lane; j < n; j += 32) ids[j] = base + j == 0 ? tgt : neg[base + j - 1];
+    __syncwarp();
+    for (int j0 = 0; j0 < n; j0 += G) {
+      const float* rows[G];
 #pragma unroll
-    for (int u = 0; u < G; ++u) rows[u] = a.table + (j0 + u < nj ? ids[j0 + u] : tgt) * a.ldt;
-    float part[2 * G] = {};  // <q, x_u> at 2u, ||x_u||^2 at 2u + 1, over this lane's columns
-    for (int64_t c = static_cast<int64_t>(lane) * V; c < d; c += 32 * V) {
-      float qv[V], x[G][V];
-      lds_vec<V>(qs + c, qv);
+      for (int u = 0; u < G; ++u) rows[u] = a.table + (j0 + u < n ? ids[j0 + u] : tgt) * a.ldt;
+      float part[2 * G] = {};  // <q, x_u> at 2u, ||x_u||^2 at 2u + 1, over this lane's columns
+      for (int64_t c = static_cast<int64_t>(lane) * V; c < d; c += 32 * V) {
+        float qv[V], x[G][V];
+        lds_vec<V>(qs + c, qv);
 #pragma unroll
-      for (int u = 0; u < G; ++u) ldg_vec<V>(rows[u] + c, x[u]);
+        for (int u = 0; u < G; ++u) ldg_vec<V>(rows[u] + c, x[u]);
 #pragma unroll
-      for (int u = 0; u < G; ++u)
+        for (int u = 0; u < G; ++u)
 #pragma unroll
-        for (int k = 0; k < V; ++k) {
-          part[2 * u] += qv[k] * x[u][k];
-          part[2 * u + 1] += x[u][k] * x[u][k];
+          for (int k = 0; k < V; ++k) {
+            part[2 * u] += qv[k] * x[u][k];
+            part[2 * u + 1] += x[u][k] * x[u][k];
+          }
+      }
+      // Candidate u's dot lands in lanes [u * kSpan, u * kSpan + kSpan / 2), its squared norm in
+      // the next kSpan / 2 lanes.
+      const float sum = warp_sum_many<2 * G>(part, lane);
+      const float other = __shfl_xor_sync(kFull, sum, kSpan / 2);
+      const int j = j0 + lane / kSpan;
+      if (lane % kSpan == 0 && j < n) {
+        const float nv = fmaxf(sqrtf(other), a.eps);
+        const bool live = base + j == 0 || ids[j] != tgt;
+        lg[j] = live ? sum / (nv * a.tau) : kMaskedLogit;
+        dots[j] = sum;
+        nrm[j] = nv;
+      }
+    }
+    __syncwarp();
+  };
+
+  float lse, pos_logit;
+  if (!tiled) {
+    tile_logits(0, nj);
+    float mx = -INFINITY;
+    for (int j = lane; j < nj; j += 32) mx = fmaxf(mx, lg[j]);
+    mx = warp_max(mx);
+    float se = 0.0f;
+    for (int j = lane; j < nj; j += 32) se += expf(lg[j] - mx);
+    lse = mx + logf(warp_sum(se));
+    pos_logit = lg[0];
+  } else {
+    // Online logsumexp: each lane keeps the max m of its candidates and sum exp(l - m).
+    float m = -INFINITY, se = 0.0f;
+    pos_logit = 0.0f;
+    for (int base = 0; base < nj; base += tile) {
+      const int n = min(tile, nj - base);
+      tile_logits(base, n);
+      if (base == 0) pos_logit = lg[0];
+      for (int j = lane; j < n; j += 32) {
+        const float x = lg[j];
+        if (x > m) {
+          se = se * expf(m - x) + 1.0f;
+          m = x;
+        } else {
+          se += expf(x - m);
         }
+      }
+      __syncwarp();  // every lane has read this tile before the next one overwrites it
     }
-    // Candidate u's dot lands in lanes [u * kSpan, u * kSpan + kSpan / 2), its squared norm in
-    // the next kSpan / 2 lanes.
-    const float sum = warp_sum_many<2 * G>(part, lane);
-    const float other = __shfl_xor_sync(kFull, sum, kSpan / 2);
-    const int j = j0 + lane / kSpan;
-    if (lane % kSpan == 0 && j < nj) {
-      const float n = fmaxf(sqrtf(other), a.eps);
-      const bool live = j == 0 || ids[j] != tgt;
-      lg[j] = live ? sum / (n * a.tau) : kMaskedLogit;
-      dots[j] = sum;
-      nrm[j] = n;
-    }
+    const float mx = warp_max(m);
+    lse = mx + logf(warp_sum(m == -INFINITY ? 0.0f : se * expf(m - mx)));
   }
-  __syncwarp();
-  float mx = -INFINITY;
-  for (int j = lane; j < nj; j += 32) mx = fmaxf(mx, lg[j]);
-  mx = warp_max(mx);
-  float se = 0.0f;
-  for (int j = lane; j < nj; j += 32) se += expf(lg[j] - mx);
-  const float lse = mx + logf(warp_sum(se));
-  if (lane == 0) a.token_loss[t] = lse - lg[0];
+  if (lane == 0) a.token_loss[t] = lse - pos_logit;
   if (!dq) return;
 
-  // Gradient coefficients, one candidate per lane (each lane rewrites only its own entries).
-  for (int j = lane; j < nj; j += 32) {
-    const int32_t id = ids[j];
-    const bool live = j == 0 || id != tgt;
-    float ca = 0.0f, cb = 0.0f;
-    if (live) {
-      const float cj = a.loss_scale * (expf(lg[j] - lse) - (j == 0 ? 1.0f : 0.0f));
-      ca = cj / (nrm[j] * a.tau);
-      cb = nrm[j] > a.eps ? ca * dots[j] / (nrm[j] * nrm[j]) : 0.0f;
-      a.touched[id] = 1;
+  for (int base = 0; base < nj; base += tile) {
+    const int n = min(tile, nj - base);
+    if (tiled) tile_logits(base, n);  // the same arithmetic as the logits pass: the same values
+    // Gradient coefficients, one candidate per lane (each lane rewrites only its own entries).
+    for (int j = lane; j < n; j += 32) {
+      const int jg = base + j;
+      const int32_t id = ids[j];
+      const bool live = jg == 0 || id != tgt;
+      float ca = 0.0f, cb = 0.0f;
+      if (live) {
+        const float cj = a.loss_scale * (expf(lg[j] - lse) - (jg == 0 ? 1.0f : 0.0f));
+        ca = cj / (nrm[j] * a.tau);
+        cb = nrm[j] > a.eps ? ca * dots[j] / (nrm[j] * nrm[j]) : 0.0f;
+        a.touched[id] = 1;
+      }
+      if (a.pair_key) {
+        a.pair_key[t * nj + jg] = id;
+        a.pair_a[t * nj + jg] = ca;
+        a.pair_b[t * nj + jg] = cb;
+      }
+      lg[j] = ca;
+      dots[j] = cb;
     }
-    if (a.pair_key) {
-      a.pair_key[t * nj + j] = id;
-      a.pair_a[t * nj + j] = ca;
-      a.pair_b[t * nj + j] = cb;
-    }
-    lg[j] = ca;
-    dots[j] = cb;
-  }
-  __syncwarp();
+    __syncwarp();
 
-  // dq = sum_j A_j x_j in candidate order (each lane owns its columns: no shared accumulator),
-  // and with atomics d_table[x_j] += A_j q - B_j x_j, G candidates' rows in flight.
-  for (int64_t c = static_cast<int64_t>(lane) * V; c < d; c += 32 * V) {
-    float qv[V], g[V] = {};
-    lds_vec<V>(qs + c, qv);
-    for (int j0 = 0; j0 < nj; j0 += G) {
-      float x[G][V];
+    // dq = sum_j A_j x_j in candidate order (each lane owns its columns: no shared accumulator;
+    // across tiles the running sum waits in gs), and with atomics d_table[x_j] += A_j q - B_j x_j,
+    // G candidates' rows in flight.
+    const bool last = base + n == nj;
+    for (int64_t c = static_cast<int64_t>(lane) * V; c < d; c += 32 * V) {
+      float qv[V], g[V] = {};
+      lds_vec<V>(qs + c, qv);
+      if (base > 0) lds_vec<V>(gs + c, g);
+      for (int j0 = 0; j0 < n; j0 += G) {
+        float x[G][V];
 #pragma unroll
-      for (int u = 0; u < G; ++u)
-        ldg_vec<V>(a.table + (j0 + u < nj ? ids[j0 + u] : tgt) * a.ldt + c, x[u]);
+        for (int u = 0; u < G; ++u)
+          ldg_vec<V>(a.table + (j0 + u < n ? ids[j0 + u] : tgt) * a.ldt + c, x[u]);
 #pragma unroll
-      for (int u = 0; u < G; ++u) {
-        const float ca = j0 + u < nj ? lg[j0 + u] : 0.0f;  // masked: 0
+        for (int u = 0; u < G; ++u) {
+          const float ca = j0 + u < n ? lg[j0 + u] : 0.0f;  // masked: 0
 #pragma unroll
-        for (int k = 0; k < V; ++k) g[k] += ca * x[u][k];
+          for (int k = 0; k < V; ++k) g[k] += ca * x[u][k];
+        }
+        if (!a.d_table) continue;
+#pragma unroll
+        for (int u = 0; u < G; ++u) {
+          const int j = j0 + u;
+          if (j >= n || (base + j > 0 && ids[j] == tgt)) continue;  // past the end, or masked
+          const float ca = lg[j], cb = dots[j];
+          float dx[V];
+#pragma unroll
+          for (int k = 0; k < V; ++k) dx[k] = ca * qv[k] - cb * x[u][k];
+          atomic_add_v<V>(a.d_table + ids[j] * a.lddt + c, dx);
+        }
       }
-      if (!a.d_table) continue;
-#pragma unroll
-      for (int u = 0; u < G; ++u) {
-        const int j = j0 + u;
-        if (j >= nj || (j > 0 && ids[j] == tgt)) continue;  // past the end, or masked
-        const float ca = lg[j], cb = dots[j];
-        float dx[V];
-#pragma unroll
-        for (int k = 0; k < V; ++k) dx[k] = ca * qv[k] - cb * x[u][k];
-        atomic_add_v<V>(a.d_table + ids[j] * a.lddt + c, dx);
+      if (last) {
+        stg_vec<V>(dq + c, g);
+      } else {
+        sts_vec<V>(gs + c, g);
       }
     }
-    stg_vec<V>(dq + c, g);
+    __syncwarp();  // the next tile overwrites ids / lg / dots
   }
 }
 
@@ -416,7 +474,7 @@ void sampled_softmax(Ctx& ctx, const SampledSoftmaxSpec& spec, const Tensor& q,
     return;
   }
   const int64_t r = neg_ids.dim(1), nj = r + 1;
-  HSTU_CHECK(t * nj < (int64_t(1) << 31), "sampled_softmax: T * (R + 1) exceeds 2^31");
+  HSTU_CHECK(r < (int64_t(1) << 31) - 1, "sampled_softmax: ", r, " negatives per query");
 
   Scratch scratch(ctx, op);
   SsArgs a;
@@ -430,6 +488,12 @@ void sampled_softmax(Ctx& ctx, const SampledSoftmaxSpec& spec, const Tensor& q,
   Tensor token_loss = scratch.alloc(DType::kF32, {t});
   a.token_loss = token_loss.as<float>();
   const bool det = grad && ctx.deterministic;
+  // The deterministic scatter records one (key, A, B) per (token, candidate) and sorts them with
+  // 32-bit item indices; the atomic path has no such bound.
+  HSTU_CHECK(!det || t * nj < (int64_t(1) << 31),
+             "sampled_softmax: the deterministic table gradient records T * (R + 1) = ", t * nj,
+             " (token, candidate) pairs, more than 2^31 - 1 (TrainerArgs.deterministic = false "
+             "scatters with atomics instead; or a smaller TrainerArgs.train_batch_size)");
   Tensor pair_key, pair_a, pair_b;
   if (grad) {
     a.dq = dq.data, a.lddq = dq.row_stride;
@@ -445,17 +509,27 @@ void sampled_softmax(Ctx& ctx, const SampledSoftmaxSpec& spec, const Tensor& q,
     }
   }
   // NOTE: each warp keeps about D + 4*(R+1) floats in shared memory; the block shrinks to stay
-  // in the default 48 KiB and opts in beyond it only for very wide rows or many negatives.
-  const size_t warp_bytes = sizeof(float) * static_cast<size_t>(warp_smem_floats(d, nj));
+  // in the default 48 KiB and opts in beyond it only for very wide rows or many negatives. When
+  // R + 1 candidates do not fit even then, they go in tiles of kTile (see the top of this file).
   int device = 0, smem_optin = 0;
   HSTU_CUDA_CHECK(cudaGetDevice(&device));
   HSTU_CUDA_CHECK(
       cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  HSTU_CHECK(warp_bytes <= static_cast<size_t>(smem_optin), "sampled_softmax: ", r,
-             " negatives per query need ", warp_bytes >> 10,
-             " KiB of shared memory per warp, more than the device's ", smem_optin >> 10,
-             " KiB (RetrievalArgs.num_negatives; -1 draws one per query of the batch: use a "
-             "smaller TrainerArgs.train_batch_size or a fixed count)");
+  HSTU_CHECK(spec.candidate_tile >= 0, "sampled_softmax: candidate_tile = ", spec.candidate_tile,
+             " (>= 0; 0 = automatic)");
+  int64_t tile = nj;
+  if (spec.candidate_tile > 0) {
+    tile = std::min(nj, spec.candidate_tile);
+  } else if (sizeof(float) * static_cast<size_t>(warp_smem_floats(d, nj, false)) >
+             static_cast<size_t>(smem_optin)) {
+    tile = kTile;
+  }
+  const bool tiled = tile < nj;
+  a.tile = static_cast<int32_t>(tile);
+  const size_t warp_bytes = sizeof(float) * static_cast<size_t>(warp_smem_floats(d, tile, tiled));
+  HSTU_CHECK(warp_bytes <= static_cast<size_t>(smem_optin), "sampled_softmax: rows of ", d,
+             " columns with tiles of ", tile, " candidates need ", warp_bytes >> 10,
+             " KiB of shared memory per warp, more than the device's ", smem_optin >> 10, " KiB");
   const int warps = static_cast<int>(std::clamp<size_t>((48 << 10) / warp_bytes, 1, 8));
   const size_t smem = warp_bytes * warps;
   const unsigned grid = static_cast<unsigned>((t + warps - 1) / warps);

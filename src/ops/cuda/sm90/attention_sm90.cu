@@ -1,7 +1,7 @@
 // attention_sm90.cu — which HSTU attention calls the sm_90a kernels take (attention_sm90.h):
 // the device's compute capability (cached per device), the HSTU_ATTN_SM80=1 override and the
 // operands' TMA constraints. Compiles without CUTLASS; the kernels themselves are in
-// attention_fwd_sm90.cuh.
+// attention_fwd_sm90.cuh and attention_bwd_sm90.cuh.
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -49,6 +49,22 @@ bool sm90_faster(const HstuAttnParams& p, int padded_head_dim) {
   return p.max_seqlen >= (padded_head_dim <= 64 ? 512 : 256);
 }
 
+// The backward (split form; H200, bf16, causal, deterministic, TFLOPS sm90 / sm80): 32 x 4096 x
+// 4 x 128 339.8 / 175.5 (1.94x; vs the sm80 atomic-dQ backward 199.7: 1.70x), 32 x 4096 x 4 x 64
+// 197.8 / 157.0 (1.26x; atomic 185.3: 1.07x). Shorter sequences were not measured on the split
+// form (its fused variant, slower, ran 0.66-0.80x of sm80 from 256 to 1024 tokens), so the
+// dispatch takes it from 4096 tokens only; HSTU_ATTN_SM90=1 forces it.
+bool sm90_bwd_faster(const HstuAttnParams& p, int padded_head_dim) {
+  (void)padded_head_dim;
+  if (env_is_1("HSTU_ATTN_SM90")) return true;
+  return p.max_seqlen >= 4096;
+}
+
+// TMA: 16-byte aligned base and strides (vec), coordinates in int32.
+bool tma_operands_ok(const HstuAttnParams& p) {
+  return p.q.vec && p.k.vec && p.v.vec && p.total_tokens < (int64_t(1) << 31);
+}
+
 }  // namespace
 
 bool sm90_attention_available() {
@@ -60,10 +76,18 @@ bool sm90_attention_available() {
 bool sm90_fwd_supported(const HstuAttnParams& p, int padded_head_dim) {
   if (padded_head_dim != 64 && padded_head_dim != 128 && padded_head_dim != 256) return false;
   // TMA: 16-byte aligned base and strides (vec), coordinates in int32.
-  if (!p.q.vec || !p.k.vec || !p.v.vec) return false;
-  if (p.total_tokens >= (int64_t(1) << 31)) return false;
+  if (!tma_operands_ok(p)) return false;
   if (p.rab_pos && !p.time_table) return false;  // the kernel has no exact-bucket fallback
   return sm90_faster(p, padded_head_dim) && sm90_attention_available();
+}
+
+bool sm90_bwd_supported(const HstuAttnParams& p, int padded_head_dim) {
+  // d 256: the dK + dV accumulators of 64 keys x 256 columns per warpgroup do not fit the
+  // registers of this kernel's layout; d <= 32: no wgmma tile. Both stay on sm80.
+  if (padded_head_dim != 64 && padded_head_dim != 128) return false;
+  if (!tma_operands_ok(p) || !p.d_o.vec) return false;
+  if (p.rab_pos) return false;  // no rab (nor its gradient) in the sm_90a backward yet
+  return sm90_bwd_faster(p, padded_head_dim) && sm90_attention_available();
 }
 
 }  // namespace hstu::cuda::attn

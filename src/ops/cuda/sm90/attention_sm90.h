@@ -1,9 +1,9 @@
 // attention_sm90.h — the Hopper (sm_90a) HSTU attention entry points the dispatcher
 // (cuda/hstu_attention.cu) calls, and the test of which calls they serve.
 //
-// The shaping decision: the sm_90a kernels sit behind the same HstuAttnParams as the sm_80 ones,
-// and only the forward exists so far; the dispatcher asks sm90_fwd_supported() and falls back to
-// the sm80 kernels otherwise (other GPUs, HSTU_ATTN_SM80=1, head widths <= 32, operands whose
+// The shaping decision: the sm_90a kernels sit behind the same HstuAttnParams as the sm_80 ones;
+// the dispatcher asks sm90_fwd_supported() / sm90_bwd_supported() and falls back to the sm80
+// kernels otherwise (other GPUs, HSTU_ATTN_SM80=1, head widths <= 32, operands whose
 // strides break TMA's 16-byte rules, builds without sm_90a code or without CUTLASS).
 #pragma once
 
@@ -17,6 +17,19 @@ namespace hstu::cuda::attn {
 // kHeadDim = padded head width (64, 128 or 256).
 template <typename T, int kHeadDim>
 void run_fwd_sm90(const HstuAttnParams& p, cudaStream_t stream);
+
+// Backward on sm_90a (attention_bwd_sm90.cuh), always deterministic; kHeadDim = 64 or 128, no
+// rab. With dq_sem (int32 [B, H, ceil(max_seqlen / kSm90BwdQueryBlock)], zeroed) and p.dq_accum
+// (fp32 [T, H, kHeadDim], zeroed; dq_accum_head_stride = kHeadDim): one kernel computes dk, dv
+// and adds each key block's partial dQ to dq_accum in a fixed order (semaphores), then dq is
+// converted, all on `stream`. Without (null): dk, dv from a key-major kernel on `stream` and dq
+// from a query-major kernel on dq_stream (which the caller has made wait for `stream` and joins
+// back afterwards; may equal stream).
+template <typename T, int kHeadDim>
+void run_bwd_sm90(const HstuAttnParams& p, int* dq_sem, cudaStream_t stream,
+                  cudaStream_t dq_stream);
+// Query rows per block of the sm_90a backward's streamed operands (the dQ semaphores' unit).
+constexpr int kSm90BwdQueryBlock = 64;
 
 // Whether this build carries the sm_90a kernels (CMake: HSTU_SM90_KERNELS, set when
 // HSTU_CUDA_ARCHS names 90a and CUTLASS headers were found).
@@ -34,6 +47,13 @@ constexpr bool sm90_kernels_built() {
 // it measured faster than the sm80 kernel (lengths from 256 / 512 tokens, rab from 1024;
 // attention_sm90.cu) or HSTU_ATTN_SM90=1.
 bool sm90_fwd_supported(const HstuAttnParams& p, int padded_head_dim);
+
+// Whether the sm_90a backward takes this call: the forward's device / override / TMA conditions
+// (d_o included), a padded head width of 64 or 128, no relative attention bias, and a call where
+// it measured faster than the sm80 backward (from 4096 tokens, attention_sm90.cu) or
+// HSTU_ATTN_SM90=1. Falls back to sm80: rab (with or without its gradient), head widths <= 32
+// and > 128 (bucket 256), operands TMA cannot address, shorter sequences.
+bool sm90_bwd_supported(const HstuAttnParams& p, int padded_head_dim);
 
 // Whether the sm_90a forward runs at all here (kernels built, a 9.0 device, no HSTU_ATTN_SM80=1):
 // the GPU tests' question, which they cannot ask sm90_kernels_built() (a define of hstu_ops).
