@@ -51,13 +51,13 @@ bool sm90_faster(const HstuAttnParams& p, int padded_head_dim) {
 
 // The backward (split form; H200, bf16, causal, deterministic, TFLOPS sm90 / sm80): 32 x 4096 x
 // 4 x 128 339.8 / 175.5 (1.94x; vs the sm80 atomic-dQ backward 199.7: 1.70x), 32 x 4096 x 4 x 64
-// 197.8 / 157.0 (1.26x; atomic 185.3: 1.07x). Shorter sequences were not measured on the split
-// form (its fused variant, slower, ran 0.66-0.80x of sm80 from 256 to 1024 tokens), so the
-// dispatch takes it from 4096 tokens only; HSTU_ATTN_SM90=1 forces it.
+// 197.8 / 157.0 (1.26x; atomic 185.3: 1.07x). Shorter sequences at d 128 (H100, gpu_check.sh,
+// full / jagged): 1.94x / 1.80x at 32 x 2048 x 4, 1.68x / 1.53x at 32 x 1024 x 4, 1.52x / 1.36x
+// at 128 x 512 x 4. d 64 was measured at 4096 tokens only. So sm90 from 512 tokens at d 128 and
+// from 4096 at d 64; HSTU_ATTN_SM90=1 forces it.
 bool sm90_bwd_faster(const HstuAttnParams& p, int padded_head_dim) {
-  (void)padded_head_dim;
   if (env_is_1("HSTU_ATTN_SM90")) return true;
-  return p.max_seqlen >= 4096;
+  return p.max_seqlen >= (padded_head_dim <= 64 ? 4096 : 512);
 }
 
 // TMA: 16-byte aligned base and strides (vec), coordinates in int32.

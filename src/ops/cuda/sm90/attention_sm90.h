@@ -50,9 +50,9 @@ bool sm90_fwd_supported(const HstuAttnParams& p, int padded_head_dim);
 
 // Whether the sm_90a backward takes this call: the forward's device / override / TMA conditions
 // (d_o included), a padded head width of 64 or 128, no relative attention bias, and a call where
-// it measured faster than the sm80 backward (from 4096 tokens, attention_sm90.cu) or
-// HSTU_ATTN_SM90=1. Falls back to sm80: rab (with or without its gradient), head widths <= 32
-// and > 128 (bucket 256), operands TMA cannot address, shorter sequences.
+// it measured faster than the sm80 backward (from 512 tokens at d 128, 4096 at d 64;
+// attention_sm90.cu) or HSTU_ATTN_SM90=1. Falls back to sm80: rab (with or without its gradient),
+// head widths <= 32 and > 128 (bucket 256), operands TMA cannot address, shorter sequences.
 bool sm90_bwd_supported(const HstuAttnParams& p, int padded_head_dim);
 
 // Whether the sm_90a forward runs at all here (kernels built, a 9.0 device, no HSTU_ATTN_SM80=1):
