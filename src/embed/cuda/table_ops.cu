@@ -709,6 +709,32 @@ __device__ __forceinline__ void opt_elem(const OptArgs& a, float gc, float& w, f
   }
 }
 
+// One warp's update of row w [d] (Adam: m at w + d, v at w + 2d) from gradient g [d] with
+// 16-byte accesses, lane owning columns 4 lane + 128 k: opt_elem per element, so bitwise the
+// scalar loop's results.
+template <SparseOptimizerSpec::Kind K>
+__device__ __forceinline__ void opt_row_vec4(const OptArgs& a, const float* g, float* w, int64_t d,
+                                             int lane) {
+  for (int64_t c = 4 * lane; c < d; c += 128) {
+    const float4 gv = *reinterpret_cast<const float4*>(g + c);
+    float4 wv = *reinterpret_cast<float4*>(w + c);
+    float4 mv = make_float4(0, 0, 0, 0), vv = mv;
+    if constexpr (K == SparseOptimizerSpec::kAdam) {
+      mv = *reinterpret_cast<float4*>(w + d + c);
+      vv = *reinterpret_cast<float4*>(w + 2 * d + c);
+    }
+    opt_elem<K>(a, gv.x, wv.x, mv.x, vv.x);
+    opt_elem<K>(a, gv.y, wv.y, mv.y, vv.y);
+    opt_elem<K>(a, gv.z, wv.z, mv.z, vv.z);
+    opt_elem<K>(a, gv.w, wv.w, mv.w, vv.w);
+    *reinterpret_cast<float4*>(w + c) = wv;
+    if constexpr (K == SparseOptimizerSpec::kAdam) {
+      *reinterpret_cast<float4*>(w + d + c) = mv;
+      *reinterpret_cast<float4*>(w + 2 * d + c) = vv;
+    }
+  }
+}
+
 // One warp per row; the math of ops/cuda/embedding.cu sparse_opt_row, state inside the row.
 // V = 4: Adam / SGD with 16-byte accesses (dim, row_width, grad_ld multiples of 4, aligned
 // bases); the per-element math is the same, so the results are bitwise those of V = 1.
@@ -725,24 +751,7 @@ __global__ void apply_kernel(OptArgs a) {
     static_assert(K != SparseOptimizerSpec::kRowWiseAdagrad, "row sums keep V = 1");
     if (a.touched[i] && r >= 0 && !skip) {
       float* w = row_ptr(a.rs, r);
-      for (int64_t c = 4 * lane; c < d; c += 128) {
-        const float4 gv = *reinterpret_cast<const float4*>(g + c);
-        float4 wv = *reinterpret_cast<float4*>(w + c);
-        float4 mv = make_float4(0, 0, 0, 0), vv = mv;
-        if constexpr (K == SparseOptimizerSpec::kAdam) {
-          mv = *reinterpret_cast<float4*>(w + d + c);
-          vv = *reinterpret_cast<float4*>(w + 2 * d + c);
-        }
-        opt_elem<K>(a, gv.x, wv.x, mv.x, vv.x);
-        opt_elem<K>(a, gv.y, wv.y, mv.y, vv.y);
-        opt_elem<K>(a, gv.z, wv.z, mv.z, vv.z);
-        opt_elem<K>(a, gv.w, wv.w, mv.w, vv.w);
-        *reinterpret_cast<float4*>(w + c) = wv;
-        if constexpr (K == SparseOptimizerSpec::kAdam) {
-          *reinterpret_cast<float4*>(w + d + c) = mv;
-          *reinterpret_cast<float4*>(w + 2 * d + c) = vv;
-        }
-      }
+      opt_row_vec4<K>(a, g, w, d, lane);
       if (lane == 0 && a.dirty && r < a.rs.n_a) a.dirty[r] = 1;
     }
     __syncwarp();
@@ -789,24 +798,7 @@ __global__ void apply_rows_kernel(OptArgs a) {
   const float* g = a.grad + i * a.grad_ld;
   const int64_t d = a.rs.dim;
   float* w = row_ptr(a.rs, r);
-  for (int64_t c = 4 * lane; c < d; c += 128) {
-    const float4 gv = *reinterpret_cast<const float4*>(g + c);
-    float4 wv = *reinterpret_cast<float4*>(w + c);
-    float4 mv = make_float4(0, 0, 0, 0), vv = mv;
-    if constexpr (K == SparseOptimizerSpec::kAdam) {
-      mv = *reinterpret_cast<float4*>(w + d + c);
-      vv = *reinterpret_cast<float4*>(w + 2 * d + c);
-    }
-    opt_elem<K>(a, gv.x, wv.x, mv.x, vv.x);
-    opt_elem<K>(a, gv.y, wv.y, mv.y, vv.y);
-    opt_elem<K>(a, gv.z, wv.z, mv.z, vv.z);
-    opt_elem<K>(a, gv.w, wv.w, mv.w, vv.w);
-    *reinterpret_cast<float4*>(w + c) = wv;
-    if constexpr (K == SparseOptimizerSpec::kAdam) {
-      *reinterpret_cast<float4*>(w + d + c) = mv;
-      *reinterpret_cast<float4*>(w + 2 * d + c) = vv;
-    }
-  }
+  opt_row_vec4<K>(a, g, w, d, lane);
   if (lane == 0 && a.dirty && r < a.rs.n_a) a.dirty[r] = 1;
 }
 
