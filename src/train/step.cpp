@@ -207,10 +207,22 @@ bool TrainStep::window_on_device(const Ctx& ctx, const StepShare& share) const {
   return !ctx.cpu() && share.items->on_device();
 }
 
+void TrainStep::windowed_model_pass(Ctx& ctx, HstuModel& model, BatchTensors& bt, int64_t step,
+                                    int64_t sup, int64_t global_sup, const StepShare& share) {
+  const uint64_t seed = static_cast<uint64_t>(cfg_.trainer.seed);
+  GradReducer* red = reducer_for(share, model.dense(), reducer_, cfg_);
+  if (sup > 0)
+    model.forward_backward(ctx, bt, derive_seed(seed, static_cast<uint64_t>(step)),
+                           1.0 / global_sup, red);
+  if (red && global_sup > 0) {
+    if (sup == 0) fill_zero(model.loss_tensor(), ctx.stream);
+    red->finish(ctx, {{model.loss_tensor(), dist::ReduceOp::kSum}});
+  }
+}
+
 void TrainStep::run_windowed_device(Ctx& ctx, HstuModel& model, const SequenceBatch& host,
                                     int64_t step, double lr, const StepShare& share) {
   ItemWindow& items = *share.items;
-  const uint64_t seed = static_cast<uint64_t>(cfg_.trainer.seed);
   const int64_t sup = supervised_tokens(host);
   const int64_t global_sup = share.global_count >= 0 ? share.global_count : sup;
   const int64_t r = negatives_per_query(cfg_.retrieval.num_negatives, global_sup);
@@ -229,16 +241,7 @@ void TrainStep::run_windowed_device(Ctx& ctx, HstuModel& model, const SequenceBa
                           negs};
     items.fetch_device(ctx, step, ids);
   };
-  auto train = [&] {
-    GradReducer* red = reducer_for(share, model.dense(), reducer_, cfg_);
-    if (sup > 0)
-      model.forward_backward(ctx, bt, derive_seed(seed, static_cast<uint64_t>(step)),
-                             1.0 / global_sup, red);
-    if (red && global_sup > 0) {
-      if (sup == 0) fill_zero(model.loss_tensor(), ctx.stream);
-      red->finish(ctx, {{model.loss_tensor(), dist::ReduceOp::kSum}});
-    }
-  };
+  auto train = [&] { windowed_model_pass(ctx, model, bt, step, sup, global_sup, share); };
   auto update = [&] {
     optimizer_step(ctx, model.dense(), {}, cfg_.optimizer, lr, step + 1,
                    global_sup > 0 ? model.loss_tensor() : Tensor(), skip_nonfinite(cfg_));
@@ -283,16 +286,7 @@ void TrainStep::run_windowed(Ctx& ctx, HstuModel& model, const SequenceBatch& ho
   const Tensor negs = negatives_view(bt);  // [T, R]
   copy_bytes(negs.data, negs.device, negs_.data(), Device::kCPU, negs_.size() * sizeof(int32_t));
   // The window's fetch and update may wait on the host, so they stay outside the step's graph.
-  graph_.run(ctx, [&] {
-    GradReducer* red = reducer_for(share, model.dense(), reducer_, cfg_);
-    if (sup > 0)
-      model.forward_backward(ctx, bt, derive_seed(seed, static_cast<uint64_t>(step)),
-                             1.0 / global_sup, red);
-    if (red && global_sup > 0) {
-      if (sup == 0) fill_zero(model.loss_tensor(), ctx.stream);
-      red->finish(ctx, {{model.loss_tensor(), dist::ReduceOp::kSum}});
-    }
-  });
+  graph_.run(ctx, [&] { windowed_model_pass(ctx, model, bt, step, sup, global_sup, share); });
   optimizer_step(ctx, model.dense(), {}, cfg_.optimizer, lr, step + 1,
                  global_sup > 0 ? model.loss_tensor() : Tensor(), skip_nonfinite(cfg_));
   const DenseParams& dense = model.dense();

@@ -117,6 +117,11 @@ class TrainStep {
   // (page-locked staging, outside the step's graph) as the pool device_negatives draws from,
   // the CPU sampler's pool; otherwise (pool_used_ = -1) the pool is the batch's own targets.
   void upload_pool(Ctx& ctx, const HstuModel& model, const StepShare& share);
+  // The windowed steps' model pass: forward and backward on the uploaded batch (loss scaled by
+  // 1 / global_sup), then the dense gradients and the loss summed over the ranks; the window's
+  // gradient rows go back to their owners separately (ItemWindow::update).
+  void windowed_model_pass(Ctx& ctx, HstuModel& model, BatchTensors& bt, int64_t step, int64_t sup,
+                           int64_t global_sup, const StepShare& share);
   // negs[T, R] (a view of bt's negatives) drawn on the device with the CPU samplers' formula.
   void device_negatives(Ctx& ctx, const BatchTensors& bt, const Tensor& negs, int64_t step,
                         const StepShare& share);
