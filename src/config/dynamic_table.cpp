@@ -133,4 +133,11 @@ DynamicTableConfig dynamic_table_config(const Config& cfg, const std::string& ta
   return t;
 }
 
+int64_t dynamic_rows_per_rank(int64_t rows, int world, int64_t bucket_size) {
+  if (rows <= 0 || world <= 1) return rows;
+  const int64_t b = std::max<int64_t>(bucket_size, 1);
+  const int64_t each = (rows + world - 1) / world;
+  return (each + b - 1) / b * b;
+}
+
 }  // namespace hstu

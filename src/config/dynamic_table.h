@@ -57,6 +57,11 @@ bool is_dynamic_table(const Config& cfg, const std::string& table);
 // Bytes of one row of the table: the embedding plus the optimiser state (see above).
 int64_t dynamic_row_bytes(int64_t dim, const std::string& optimizer, DynamicValueDtype dtype);
 
+// The rows one of `world` ranks holds of a dynamic table of `rows` rows sharded by key:
+// ceil(rows / world) rounded up to whole buckets of `bucket_size` (recsys-examples' rule);
+// rows <= 0 (unset) stays as it is.
+int64_t dynamic_rows_per_rank(int64_t rows, int world, int64_t bucket_size);
+
 // The resolved parameters of dynamic table `table` for a catalogue of `catalogue_keys` keys
 // (without padding). Throws hstu::Error naming the DynamicTableArgs / OptimizerArgs keys when the
 // table is not dynamic, the sparse optimiser is dense_adam, the capacity or budget overflow, or

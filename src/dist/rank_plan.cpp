@@ -104,9 +104,15 @@ RankPlan plan_ranks(const ModelMemory& model, int world,
                          : embedding_table_bytes(t.rows, model.dim, sparse_optimizer);
     single = checked_add(single, tp.whole_bytes, "single-rank bytes");
     if (tp.sharded) {
-      tp.shards = describe_shards(t.rows, model.dim, world, sparse_optimizer, owner, t.max_unique);
-      for (const ShardSize& z : tp.shards)
-        per_rank_tables[static_cast<size_t>(z.rank)] += z.table_bytes + z.window_bytes;
+      if (t.dynamic_bytes >= 0) {  // sharded by key: each rank its share of the slots
+        tp.dynamic_rank_bytes = dynamic_table_bytes(t.dynamic, world);
+        for (int64_t& b : per_rank_tables) b += tp.dynamic_rank_bytes;
+      } else {
+        tp.shards =
+            describe_shards(t.rows, model.dim, world, sparse_optimizer, owner, t.max_unique);
+        for (const ShardSize& z : tp.shards)
+          per_rank_tables[static_cast<size_t>(z.rank)] += z.table_bytes + z.window_bytes;
+      }
       // Forward: the window's ids out, their rows back; backward: the gradient rows out. A rank
       // also serves the other ranks' requests, on average as many rows as it asks for.
       const int64_t ids = checked_mul(t.max_unique, 4, "window id bytes");
@@ -123,9 +129,12 @@ RankPlan plan_ranks(const ModelMemory& model, int world,
     }
     p.tables.push_back(std::move(tp));
   }
-  // A sharded item table is evaluated shard by shard: no full-catalogue buffers (retrieval).
+  // A sharded dense item table is evaluated shard by shard: no full-catalogue buffers
+  // (retrieval). A dynamic one assembles the catalogue on every rank and keeps them.
   const TablePlacement* item = find_table(p, "item");
-  p.activation_bytes = item && item->sharded ? model.step_activation_bytes : model.activation_bytes;
+  p.activation_bytes = item && item->sharded && item->shards.size() > 0
+                           ? model.step_activation_bytes
+                           : model.activation_bytes;
   common += p.activation_bytes;
   for (int r = 0; r < world; ++r) {
     p.rank_bytes.push_back(common + per_rank_tables[static_cast<size_t>(r)]);
@@ -135,6 +144,13 @@ RankPlan plan_ranks(const ModelMemory& model, int world,
   p.single_rank_bytes = single;
   p.all_reduce_bytes = world > 1 ? remote(p.gradient_bytes, world) * 2 : 0;
   return p;
+}
+
+int64_t placed_bytes(const TablePlacement& t, int rank) {
+  if (!t.sharded) return t.whole_bytes;
+  if (t.shards.empty()) return t.dynamic_rank_bytes;
+  const ShardSize& z = t.shards.at(static_cast<size_t>(rank));
+  return z.table_bytes + z.window_bytes;
 }
 
 std::string table_budget_error(const RankPlan& p) {
@@ -147,8 +163,7 @@ std::string table_budget_error(const RankPlan& p) {
      << ", more than TrainerArgs.table_budget_mb = " << mib(p.table_budget) << ":";
   for (const TablePlacement& t : p.tables) {
     if (t.sharded) {
-      const ShardSize& z = t.shards.at(static_cast<size_t>(rank));
-      os << "\n  '" << t.table.name << "' shard + window " << mib(z.table_bytes + z.window_bytes)
+      os << "\n  '" << t.table.name << "' shard + window " << mib(placed_bytes(t, rank))
          << " (whole " << mib(t.whole_bytes) << ", sharded over " << p.world << " ranks)";
     } else {
       os << "\n  '" << t.table.name << "' replicated " << mib(t.whole_bytes)
@@ -196,6 +211,11 @@ std::string describe_rank_plan(const RankPlan& p) {
       os << label << "[" << t.table.rows << ", " << m.dim << "] ";
       if (!t.table.dynamic_formula.empty()) {
         os << t.table.dynamic_formula << " = " << mib(t.whole_bytes) << "\n";
+        if (t.sharded)
+          os << "                    sharded by key over " << p.world
+             << " ranks: " << mib(t.dynamic_rank_bytes)
+             << " per rank (its share of the slots + window + "
+             << "catalogue)\n";
         continue;
       }
       if (!t.sharded) {

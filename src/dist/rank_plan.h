@@ -31,10 +31,15 @@ namespace hstu::dist {
 struct TablePlacement {
   PlannedTable table;
   bool sharded = false;
-  int64_t whole_bytes = 0;        // the whole table + grad + optimiser state (replicated)
-  std::vector<ShardSize> shards;  // sharded: each rank's shard and window
-  int64_t all_to_all_bytes = 0;   // sharded: bytes one rank sends per step (estimate)
+  int64_t whole_bytes = 0;         // the whole table + grad + optimiser state (replicated)
+  std::vector<ShardSize> shards;   // sharded dense table: each rank's shard and window
+  int64_t dynamic_rank_bytes = 0;  // sharded dynamic table: one rank's share (memory_plan.h)
+  int64_t all_to_all_bytes = 0;    // sharded: bytes one rank sends per step (estimate)
 };
+
+// The bytes table t takes on `rank`: its shard and window (sharded dense), its share of the
+// slots (sharded dynamic), or the whole table (replicated).
+int64_t placed_bytes(const TablePlacement& t, int rank);
 
 struct RankPlan {
   ModelMemory model;

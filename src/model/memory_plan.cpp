@@ -104,22 +104,23 @@ WindowIds window_ids(const Config& cfg) {
 // The device bytes of a dynamic item table: its slots on the device (all of them, or the HBM
 // cache of a host tier) as a power of two of buckets, each slot a row (embedding + optimiser
 // state) with an 8-byte key and score; the step's window (f32 rows + gradient); the catalogue
-// materialised for evaluation (f32 rows + gradient buffer).
+// materialised for evaluation (f32 rows + gradient buffer). Sharded by key over data-parallel
+// ranks (train/dynamic_shard.h) when TrainerArgs.model_parallel_tables names it.
 void plan_dynamic_items(const Config& cfg, int64_t num_items, PlannedTable& t) {
   const DynamicTableConfig c = dynamic_table_config(cfg, "item", num_items - 1);
-  const int64_t wanted = c.gpu_cache_rows > 0 ? c.gpu_cache_rows : c.max_capacity_rows;
-  const int64_t buckets = static_cast<int64_t>(
-      std::bit_ceil(static_cast<uint64_t>((wanted + c.bucket_size - 1) / c.bucket_size)));
-  const int64_t slots = checked_mul(buckets, c.bucket_size, "dynamic table slots");
-  const int64_t row = dynamic_row_bytes(c.dim, c.optimizer, c.value_dtype) + 16;
-  const int64_t table_bytes = checked_mul(slots, row, "dynamic table bytes");
+  DynamicTablePlan& d = t.dynamic;
+  d.max_rows = c.max_capacity_rows;
+  d.cache_rows = c.gpu_cache_rows;
+  d.bucket = c.bucket_size;
+  d.row_bytes = dynamic_row_bytes(c.dim, c.optimizer, c.value_dtype) + 16;
   const int64_t window = checked_mul(t.max_unique, c.dim * 8, "dynamic window bytes");
   const int64_t catalogue = checked_mul(num_items, c.dim * 8, "dynamic catalogue bytes");
-  t.shardable = false;  // refused on several ranks (retrieval_task.cpp)
-  t.dynamic_bytes =
-      checked_add(checked_add(table_bytes, window, "dynamic bytes"), catalogue, "dynamic bytes");
-  t.dynamic_formula = "dynamic: " + std::to_string(slots) + " slots x " + std::to_string(row) +
-                      " B" + (c.gpu_cache_rows > 0 ? " in HBM (host tier)" : "") + " + window " +
+  d.fixed_bytes = checked_add(window, catalogue, "dynamic bytes");
+  t.dynamic_bytes = dynamic_table_bytes(d, 1);
+  const int64_t slots = (t.dynamic_bytes - d.fixed_bytes) / d.row_bytes;
+  t.dynamic_formula = "dynamic: " + std::to_string(slots) + " slots x " +
+                      std::to_string(d.row_bytes) + " B" +
+                      (c.gpu_cache_rows > 0 ? " in HBM (host tier)" : "") + " + window " +
                       std::to_string(t.max_unique) + " rows + catalogue " +
                       std::to_string(num_items) + " rows for evaluation";
 }
@@ -284,6 +285,17 @@ ModelMemory ranking_memory(const Config& cfg, const RankingShape& shape, Device 
   }
   m.step_activation_bytes = m.activation_bytes = ranking_activation_bytes(cfg, shape, act);
   return m;
+}
+
+int64_t dynamic_table_bytes(const DynamicTablePlan& d, int world) {
+  const int64_t rows = dynamic_rows_per_rank(d.max_rows, world, d.bucket);
+  const int64_t cache = dynamic_rows_per_rank(d.cache_rows, world, d.bucket);
+  const int64_t wanted = cache > 0 && cache < rows ? cache : rows;
+  const int64_t buckets = static_cast<int64_t>(
+      std::bit_ceil(static_cast<uint64_t>((wanted + d.bucket - 1) / d.bucket)));
+  const int64_t slots = checked_mul(buckets, d.bucket, "dynamic table slots");
+  return checked_add(checked_mul(slots, d.row_bytes, "dynamic table bytes"), d.fixed_bytes,
+                     "dynamic bytes");
 }
 
 }  // namespace hstu

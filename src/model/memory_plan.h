@@ -27,6 +27,18 @@ namespace hstu {
 
 // One embedding table of the model: [rows, dim] f32 (f64 for an f64 model), with a sparse
 // optimiser's state.
+// A dynamic table's device memory, by the rule its slots follow: a power of two of buckets
+// holding max_rows (or cache_rows, the HBM cache of a host tier), each slot row_bytes (the row
+// with its key and score), plus fixed_bytes (the step's window and the evaluation catalogue,
+// whole on every rank).
+struct DynamicTablePlan {
+  int64_t max_rows = 0, cache_rows = 0, bucket = 1, row_bytes = 0, fixed_bytes = 0;
+};
+// Its bytes on one of `world` ranks sharding it by key (config/dynamic_table.h
+// dynamic_rows_per_rank; the host tier stays on while the rank's cache is below its rows);
+// world = 1: the whole table.
+int64_t dynamic_table_bytes(const DynamicTablePlan& d, int world);
+
 struct PlannedTable {
   std::string name;  // "item" | "action" | "contextual"
   int64_t rows = 0;
@@ -40,6 +52,7 @@ struct PlannedTable {
   // "": a dense table, rows x dim with its gradient and optimiser state.
   int64_t dynamic_bytes = -1;
   std::string dynamic_formula;
+  DynamicTablePlan dynamic;  // when dynamic_bytes >= 0
 };
 
 // What a model needs on one device, for the batch it is planned for.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "config/dynamic_table.h"
 #include "core/checked.h"
 #include "core/error.h"
 #include "ops/embedding.h"
@@ -17,12 +18,6 @@ int64_t total(const std::vector<int64_t>& c) {
   return std::accumulate(c.begin(), c.end(), int64_t{0});
 }
 
-int64_t per_rank(int64_t rows, int world, int64_t bucket) {
-  if (rows <= 0) return rows;
-  const int64_t each = (rows + world - 1) / world;
-  return (each + bucket - 1) / bucket * bucket;
-}
-
 }  // namespace
 
 embed::DynamicTableSpec shard_table_spec(const embed::DynamicTableSpec& spec, int world) {
@@ -30,9 +25,10 @@ embed::DynamicTableSpec shard_table_spec(const embed::DynamicTableSpec& spec, in
   embed::DynamicTableSpec s = spec;
   if (world == 1) return s;
   const int64_t b = std::max(spec.bucket_size, 1);
-  s.capacity_rows = per_rank(spec.capacity_rows, world, b);
-  s.max_capacity_rows = std::max(per_rank(spec.max_capacity_rows, world, b), s.capacity_rows);
-  s.gpu_cache_rows = per_rank(spec.gpu_cache_rows, world, b);
+  s.capacity_rows = dynamic_rows_per_rank(spec.capacity_rows, world, b);
+  s.max_capacity_rows =
+      std::max(dynamic_rows_per_rank(spec.max_capacity_rows, world, b), s.capacity_rows);
+  s.gpu_cache_rows = dynamic_rows_per_rank(spec.gpu_cache_rows, world, b);
   // The host tier is on only while the device cache holds fewer rows than the table may.
   if (s.gpu_cache_rows >= s.max_capacity_rows) s.gpu_cache_rows = 0;
   return s;

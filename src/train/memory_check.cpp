@@ -78,8 +78,7 @@ void check_plan_fits(const Config& cfg, const ModelMemory& m, int world, int ran
                        " floats: NetworkArgs.num_layers = " + std::to_string(n.num_layers) +
                        ", hidden_size = " + std::to_string(n.hidden_size) + ")"});
   for (const dist::TablePlacement& t : plan.tables) {
-    const dist::ShardSize* s = t.sharded ? &t.shards.at(static_cast<size_t>(rank)) : nullptr;
-    const int64_t bytes = s ? s->table_bytes + s->window_bytes : t.whole_bytes;
+    const int64_t bytes = dist::placed_bytes(t, rank);
     parts.push_back(
         {bytes, "embedding table '" + t.table.name + "' (" + std::to_string(t.table.rows) +
                     " rows x NetworkArgs.hidden_size = " + std::to_string(n.hidden_size) +

@@ -182,5 +182,31 @@ TEST(RankPlan, TableBudgetIsMetBySharding) {
   EXPECT_EQ(table_budget_error(plan_ranks(m, 1, {"item"}, OwnerKind::kModulo, "adam")), "");
 }
 
+// A dynamic item table sharded by key: every rank holds its share of the slots (printed), the
+// budget check and the per-rank totals count that share, not the whole table.
+TEST(RankPlan, DynamicItemTableIsSplitByKey) {
+  Config cfg = retrieval_config();
+  cfg.optimizer.sparse_optimizer_str = "adam";
+  cfg.dynamic.tables = {"item"};
+  const ModelMemory m = retrieval_memory(cfg, 100001, Device::kCUDA, DType::kBF16);
+  ASSERT_GE(m.tables[0].dynamic_bytes, 0);
+  const RankPlan one = plan_ranks(m, 1, {"item"}, OwnerKind::kModulo, "adam");
+  const RankPlan four = plan_ranks(m, 4, {"item"}, OwnerKind::kHash, "adam");
+  ASSERT_TRUE(four.tables[0].sharded);
+  EXPECT_EQ(four.tables[0].dynamic_rank_bytes, dynamic_table_bytes(m.tables[0].dynamic, 4));
+  EXPECT_LT(four.tables[0].dynamic_rank_bytes, m.tables[0].dynamic_bytes);
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(placed_bytes(four.tables[0], r), four.tables[0].dynamic_rank_bytes);
+    EXPECT_EQ(four.rank_table_bytes[static_cast<size_t>(r)], four.tables[0].dynamic_rank_bytes);
+  }
+  EXPECT_EQ(one.rank_table_bytes[0], m.tables[0].dynamic_bytes);
+  const std::string d = describe_rank_plan(four);
+  EXPECT_NE(d.find("sharded by key over 4 ranks"), std::string::npos) << d;
+  // A budget between one rank's share and the whole table: met on 4 ranks, not on 1.
+  const int64_t budget = (four.tables[0].dynamic_rank_bytes + m.tables[0].dynamic_bytes) / 2;
+  EXPECT_NE(table_budget_error(plan_ranks(m, 1, {"item"}, OwnerKind::kModulo, "adam", budget)), "");
+  EXPECT_EQ(table_budget_error(plan_ranks(m, 4, {"item"}, OwnerKind::kHash, "adam", budget)), "");
+}
+
 }  // namespace
 }  // namespace hstu::dist

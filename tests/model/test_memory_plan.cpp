@@ -196,10 +196,17 @@ TEST(RetrievalPlanDynamic, SlotsWindowAndCatalogue) {
   const PlannedTable t = retrieval_memory(cfg, items, Device::kCUDA, DType::kBF16).tables[0];
   const int64_t window = 4 * 10 * (2 + 3) + 1;
   ASSERT_EQ(t.max_unique, window);
-  EXPECT_FALSE(t.shardable);
+  EXPECT_TRUE(t.shardable);  // sharded by key over data-parallel ranks
   // 1000 keys -> 32 buckets of 32 = 1024 slots; a row: 16 floats + 32 of Adam state, + 16 B.
   EXPECT_EQ(t.dynamic_bytes, 1024 * (48 * 4 + 16) + window * 16 * 8 + items * 16 * 8);
   EXPECT_NE(t.dynamic_formula.find("1024 slots"), std::string::npos) << t.dynamic_formula;
+  // On W ranks each holds ceil(1000 / W) keys in whole buckets, as a power of two of buckets;
+  // the window and the catalogue stay whole: 2 ranks 512 slots, 4 ranks 256, 3 ranks 352 -> 512.
+  const int64_t fixed = window * 16 * 8 + items * 16 * 8;
+  EXPECT_EQ(dynamic_table_bytes(t.dynamic, 1), t.dynamic_bytes);
+  EXPECT_EQ(dynamic_table_bytes(t.dynamic, 2), 512 * (48 * 4 + 16) + fixed);
+  EXPECT_EQ(dynamic_table_bytes(t.dynamic, 3), 512 * (48 * 4 + 16) + fixed);
+  EXPECT_EQ(dynamic_table_bytes(t.dynamic, 4), 256 * (48 * 4 + 16) + fixed);
   cfg.dynamic.host_tier = true;
   cfg.dynamic.hbm_ratio = 0.25;  // 256 rows in HBM: 8 buckets
   const PlannedTable h = retrieval_memory(cfg, items, Device::kCUDA, DType::kBF16).tables[0];
