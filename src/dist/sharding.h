@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "core/hash.h"
+
 namespace hstu::dist {
 
 enum class OwnerKind { kModulo, kHash };
@@ -27,16 +29,6 @@ enum class OwnerKind { kModulo, kHash };
 // "modulo" | "hash"; errors name `what` (the config field) and the accepted names.
 OwnerKind parse_owner(const std::string& name, const std::string& what = "owner function");
 const char* owner_name(OwnerKind k);
-
-// The 64-bit MurmurHash3 finaliser.
-inline uint64_t murmur3_fmix64(uint64_t k) {
-  k ^= k >> 33;
-  k *= 0xff51afd7ed558ccdull;
-  k ^= k >> 33;
-  k *= 0xc4ceb9fe1a85ec53ull;
-  k ^= k >> 33;
-  return k;
-}
 
 // The owner of a dynamic table's 64-bit key among `world` ranks (train/dynamic_shard.h): the
 // same rule on the key's bits, so for keys >= 0 (every key hstu makes) it equals

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "core/hash.h"
 #include "core/host_device.h"
 #include "core/philox.h"
 
@@ -19,15 +20,9 @@ namespace hstu::embed {
 // The one key value a table reserves internally for empty slots; callers get an error for it.
 inline constexpr int64_t kEmptyKey = INT64_MIN;
 
-// SplitMix-style 64-bit finaliser (murmur3 fmix64) of the key's bits.
+// The murmur3 fmix64 finaliser (core/hash.h) of the key's bits.
 HSTU_HD uint64_t key_hash(int64_t key) {
-  uint64_t k = static_cast<uint64_t>(key);
-  k ^= k >> 33;
-  k *= 0xff51afd7ed558ccdull;
-  k ^= k >> 33;
-  k *= 0xc4ceb9fe1a85ec53ull;
-  k ^= k >> 33;
-  return k;
+  return murmur3_fmix64(static_cast<uint64_t>(key));
 }
 
 // Bucket of `key` among num_buckets (a power of two). Doubling the bucket count splits bucket b

@@ -246,6 +246,20 @@ __device__ __forceinline__ void flush_grad(float* g, const float (&acc)[V], bool
     if (c + k < dim) atomicAdd(g + c + k, acc[k]);
 }
 
+// The unique key that sorted entry j belongs to: the first k in [0, u) with ends[k] > j
+// (ends = dedupe's exclusive end offsets, ascending).
+__device__ __forceinline__ int64_t key_of_entry(const int32_t* ends, int64_t u, int64_t j) {
+  int64_t lo = 0, hi = u;
+  while (lo < hi) {
+    const int64_t mid = (lo + hi) / 2;
+    if (ends[mid] <= j)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
 template <int V>
 __global__ void reduce_grad_kernel(const int32_t* order, int64_t n, int64_t u, const float* dout,
                                    int64_t dout_ld, float scale, float* grad, int64_t grad_ld,
@@ -256,15 +270,7 @@ __global__ void reduce_grad_kernel(const int32_t* order, int64_t n, int64_t u, c
   if (j0 >= n) return;
   const int64_t j1 = min(n, j0 + kChunk);
   const int32_t* ends = order + n;
-  int64_t lo = 0, hi = u;  // the key of entry j0: the first with ends > j0
-  while (lo < hi) {
-    const int64_t mid = (lo + hi) / 2;
-    if (ends[mid] <= j0)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  const int64_t u0 = lo;
+  const int64_t u0 = key_of_entry(ends, u, j0);
   const int32_t my_pos = j0 + lane < j1 ? order[j0 + lane] : 0;  // broadcast below
   for (int64_t cb = 0; cb < dim; cb += 32 * V) {
     const int64_t c = cb + static_cast<int64_t>(lane) * V;
@@ -313,15 +319,7 @@ __global__ void reduce_grad_vec4_kernel(const int32_t* order, int64_t n, int64_t
   if (j0 >= n) return;
   const int64_t j1 = min(n, j0 + kChunk);
   const int32_t* ends = order + n;
-  int64_t lo = 0, hi = u;  // the key of entry j0: the first with ends > j0
-  while (lo < hi) {
-    const int64_t mid = (lo + hi) / 2;
-    if (ends[mid] <= j0)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  const int64_t u0 = lo;
+  const int64_t u0 = key_of_entry(ends, u, j0);
   const int32_t my_pos = j0 + lane < j1 ? order[j0 + lane] : 0;  // broadcast below
   for (int64_t cb = 0; cb < dim; cb += 128) {
     const int64_t c = cb + 4 * static_cast<int64_t>(lane);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/checked.h"
+#include "core/hash.h"
 #include "ops/cuda/common.cuh"
 #include "ops/window_gpu.h"
 
@@ -128,18 +129,9 @@ __global__ void scatter_grads_kernel(float* wgrad, int64_t ld_w, uint8_t* wtouch
   }
 }
 
-// dist/sharding.h's murmur3_fmix64 (the hash owner), on the device.
-__device__ __forceinline__ uint64_t fmix64(uint64_t k) {
-  k ^= k >> 33;
-  k *= 0xff51afd7ed558ccdull;
-  k ^= k >> 33;
-  k *= 0xc4ceb9fe1a85ec53ull;
-  k ^= k >> 33;
-  return k;
-}
-
 __device__ __forceinline__ int owner_of(int32_t id, int world, bool hash) {
-  return hash ? static_cast<int>(fmix64(static_cast<uint64_t>(id)) % static_cast<uint64_t>(world))
+  return hash ? static_cast<int>(murmur3_fmix64(static_cast<uint64_t>(id)) %
+                                 static_cast<uint64_t>(world))
               : id % world;
 }
 
