@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -86,6 +88,18 @@ inline Config ranking_config(const RankingModelSpec& m, const RankingRunSpec& r,
   c.synthetic.contextual_cardinality = s.contextual_cardinality;
   c.synthetic.num_tasks = s.num_tasks;
   return c;
+}
+
+// A KuaiRand-1K-format fixture of `users` users written to the folder `out` by
+// tools/make_kuairand_fixture.py: true when written, false when python3 is absent (the test
+// skips); a failing generator throws.
+inline bool write_kuairand_fixture(const std::string& out, int users) {
+  if (std::system("python3 --version > /dev/null 2>&1") != 0) return false;
+  const std::string cmd = std::string("python3 ") + HSTU_SOURCE_DIR +
+                          "/tools/make_kuairand_fixture.py --out " + out +
+                          " --variant 1k --users " + std::to_string(users) + " > /dev/null";
+  if (std::system(cmd.c_str()) != 0) throw std::runtime_error("failed: " + cmd);
+  return true;
 }
 
 }  // namespace hstu::test

@@ -27,14 +27,10 @@ bool has(const NamedValues& v, const std::string& name) {
 }
 
 TEST(RankingZeroCandidates, KuaiRandFixtureScoresEveryEvent) {
-  if (std::system("python3 --version > /dev/null 2>&1") != 0)
-    GTEST_SKIP() << "python3 is not available to write the fixture";
   test::TempDir dir;
   const std::string data = dir.file("kuairand");
-  const std::string cmd = std::string("python3 ") + HSTU_SOURCE_DIR +
-                          "/tools/make_kuairand_fixture.py --out " + data +
-                          " --variant 1k --users 40 > /dev/null";
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  if (!test::write_kuairand_fixture(data, 40))
+    GTEST_SKIP() << "python3 is not available to write the fixture";
   Config cfg = test::ranking_config(
       {.num_layers = 1,
        .hidden_size = 16,
