@@ -26,41 +26,6 @@
 namespace hstu::dist {
 namespace {
 
-// A folder every rank agrees on (rank 0 names it, removes it at the end).
-std::string shared_dir(const std::string& name) {
-  Comm& c = world();
-  const int64_t stamp = c.all_gather_host(::getpid())[0];
-  return (std::filesystem::temp_directory_path() /
-          ("hstu_mpi_" + name + "_" + std::to_string(stamp) + "_np" + std::to_string(c.size())))
-      .string();
-}
-
-Config retrieval_config(const std::string& run_dir, int64_t batch) {
-  const std::string gin = R"(
-DatasetArgs.dataset_name = "synthetic"
-DatasetArgs.max_history_seqlen = 20
-SyntheticArgs.num_users = 300
-SyntheticArgs.num_items = 120
-SyntheticArgs.min_seqlen = 5
-SyntheticArgs.max_seqlen = 20
-NetworkArgs.num_layers = 2
-NetworkArgs.hidden_size = 16
-NetworkArgs.num_attention_heads = 2
-NetworkArgs.kv_channels = 8
-NetworkArgs.hidden_dropout = 0.2
-TrainerArgs.eval_batch_size = 40
-TrainerArgs.max_train_iters = 20
-TrainerArgs.log_interval = 5
-TrainerArgs.eval_interval = 20
-TrainerArgs.num_threads = 1
-RetrievalArgs.num_negatives = 8
-)";
-  return load_config_text(
-      gin, "<data parallel>",
-      {"TrainerArgs.run_dir=" + run_dir, "TrainerArgs.train_batch_size=" + std::to_string(batch)},
-      nullptr);
-}
-
 // Every weight of the checkpoint in step folder `dir`, by name, as f32 host copies: the
 // model.safetensors tensors and the tables a sharded run saved as shard files (assembled).
 std::map<std::string, std::vector<float>> weights(const std::string& dir) {

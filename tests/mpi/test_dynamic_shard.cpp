@@ -31,16 +31,6 @@
 namespace hstu::dist {
 namespace {
 
-// A folder every rank agrees on (rank 0 names it, removes it at the end).
-std::string shared_dir(const std::string& name) {
-  Comm& c = world();
-  const int64_t stamp = c.all_gather_host(::getpid())[0];
-  return (std::filesystem::temp_directory_path() /
-          ("hstu_dynshard_" + name + "_" + std::to_string(stamp) + "_np" +
-           std::to_string(c.size())))
-      .string();
-}
-
 constexpr int64_t kDim = 8;
 
 embed::DynamicTableSpec table_spec(const std::string& eviction, int64_t capacity) {
@@ -216,35 +206,14 @@ TEST(DynamicShard, PerRankCapacityIsAnAlignedShare) {
 
 Config dyn_config(const std::string& run_dir, int64_t batch, const std::string& owner,
                   bool raw_ids) {
-  const std::string gin = R"(
-DatasetArgs.dataset_name = "synthetic"
-DatasetArgs.max_history_seqlen = 20
-SyntheticArgs.num_users = 300
-SyntheticArgs.num_items = 120
-SyntheticArgs.min_seqlen = 5
-SyntheticArgs.max_seqlen = 20
-NetworkArgs.num_layers = 2
-NetworkArgs.hidden_size = 16
-NetworkArgs.num_attention_heads = 2
-NetworkArgs.kv_channels = 8
-NetworkArgs.hidden_dropout = 0.2
+  return retrieval_config(run_dir, batch, R"(
 OptimizerArgs.sparse_optimizer_str = "adam"
 DynamicTableArgs.tables = ["item"]
 DynamicTableArgs.eviction = "none"
 DynamicTableArgs.capacity_ratio = 4.0
-TrainerArgs.eval_batch_size = 40
-TrainerArgs.max_train_iters = 20
-TrainerArgs.log_interval = 5
-TrainerArgs.eval_interval = 20
-TrainerArgs.num_threads = 1
-RetrievalArgs.num_negatives = 8
-)";
-  return load_config_text(
-      gin, "<dynamic shard>",
-      {"TrainerArgs.run_dir=" + run_dir, "TrainerArgs.train_batch_size=" + std::to_string(batch),
-       "TrainerArgs.shard_owner=\"" + owner + "\"",
-       std::string("DatasetArgs.raw_ids=") + (raw_ids ? "True" : "False")},
-      nullptr);
+)",
+                          {"TrainerArgs.shard_owner=\"" + owner + "\"",
+                           std::string("DatasetArgs.raw_ids=") + (raw_ids ? "True" : "False")});
 }
 
 std::string save_at(const std::string& run_dir, int64_t step = 20) {
@@ -338,7 +307,7 @@ TEST(DynamicShard, RetrievalEqualsOneRankWithTheWholeBatch) {
   Comm& c = world();
   for (const bool raw : {false, true}) {
     const std::string owner = raw ? "hash" : "modulo";
-    const std::string dir = shared_dir("train_" + owner);
+    const std::string dir = shared_dir("dynamic_train_" + owner);
     const Config a = dyn_config(dir + "/dist", 8, owner, raw);
     const TrainSummary d = run(a, &c);
     const std::unique_ptr<Comm> alone = make_local_comm(Device::kCPU);
@@ -374,7 +343,7 @@ TEST(DynamicShard, RetrievalEqualsOneRankWithTheWholeBatch) {
 TEST(DynamicShard, CheckpointsLoadOnAnyRankCount) {
   Comm& c = world();
   const int w = c.size();
-  const std::string dir = shared_dir("resume");
+  const std::string dir = shared_dir("dynamic_resume");
   Config full = dyn_config(dir + "/full", 8, "hash", true);
   full.trainer.ckpt_save_interval = 10;
   full.trainer.ckpt_keep = 3;
