@@ -29,26 +29,24 @@ fi
 echo "build: $(( $(date +%s) - t0 )) s"
 B=build-gpu/hstu
 if [[ "${TESTS:-0}" == 1 ]]; then
-  build-gpu/test_gpu --gtest_filter='*Dynamic*:*Embed*:*embed*' 2>&1 | grep -E '^\[ *(OK|FAILED|PASSED|  FAILED) |tests ran|Failure|error' | tail -40
+  timeout 60 build-gpu/test_gpu --gtest_filter='*Dynamic*:*Embed*:*embed*' 2>&1 | grep -E '^\[ *(OK|FAILED|PASSED|  FAILED) |tests ran|Failure|error' | tail -40
 fi
 echo "=== bench (this tree): all in HBM"
-$B bench embedding --cache-ratio 0 2>&1 | tail -3
+timeout 80 $B bench embedding --cache-ratio 0 2>&1 | tail -3
 if [[ -n "${OTHER:-}" ]]; then
   echo "=== bench (other tree $OTHER): all in HBM"
-  "$OTHER/build-gpu/hstu" bench embedding --cache-ratio 0 2>&1 | tail -3
-  echo "=== bench (this tree) again"
-  $B bench embedding --cache-ratio 0 2>&1 | tail -2
+  timeout 80 "$OTHER/build-gpu/hstu" bench embedding --cache-ratio 0 2>&1 | tail -3
 fi
 IFS=';' read -ra extra <<< "${EXTRA:-}"
 for e in "${extra[@]}"; do
   [[ -z "$e" ]] && continue
   echo "=== bench $e"
-  $B bench embedding $e 2>&1 | tail -2
+  timeout 60 $B bench embedding $e 2>&1 | tail -2
 done
 if [[ "${NCU:-0}" == 1 ]]; then
   for opt in sgd adam; do
     echo "=== ncu $opt (steady-state iteration, 4 streams serialised, caches kept)"
-    HSTU_PROFILE_LAST_ITER=1 timeout 120 ncu --profile-from-start off --cache-control none \
+    HSTU_PROFILE_LAST_ITER=1 timeout 70 ncu --profile-from-start off --cache-control none \
       --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
       --csv --page raw --print-units base $B bench embedding --cache-ratio 0 --optimizer $opt \
       --warmup 5 --iters 1 > ncu_$opt.csv 2> ncu_$opt.err

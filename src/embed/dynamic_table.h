@@ -185,7 +185,8 @@ class DynamicTable {
   const void* last_unique_ = nullptr;  // the unique keys of the last dedupe, already checked
   int64_t last_u_ = 0;
   int64_t last_n_ = -1;                 // lookups of the last dedupe (-1: none yet)
-  std::unique_ptr<Arena> order_arena_;  // i32 [2n]: dedupe's sorted positions | segment ends
+  std::unique_ptr<Arena> order_arena_;  // i32 [3n]: dedupe's sorted positions | segment ends |
+                                        // the unique key of each sorted entry
   int32_t* order_ = nullptr;
   int64_t order_cap_ = 0;
   std::unique_ptr<HashTable> store_, cache_;

@@ -48,9 +48,11 @@ struct InsertCounts {
 
 // Sort-based unique: unique[0:U) = the distinct keys of keys[0:n) ascending, inverse[i] = index
 // of keys[i] in unique, counts[u] = occurrences, *first_key (host) = unique[0]. Returns U (the
-// CUDA backend synchronises once). With order (i32 [2n], optional): order[0:n) = the positions
+// CUDA backend synchronises once). With order (i32 [3n], optional): order[0:n) = the positions
 // of keys in (key, position) order, order[n + u] = one past unique key u's last entry there
-// (its segment of the sorted order ends), for reduce_grad.
+// (its segment of the sorted order ends), order[2n + j] = the unique key of sorted entry j (so a
+// kernel starting at any entry knows its key without a search), for reduce_grad and
+// backward_apply.
 int64_t dedupe(Ctx& ctx, const int64_t* keys, int64_t n, int64_t* unique, int32_t* inverse,
                int32_t* counts, int64_t* first_key, int32_t* order = nullptr);
 
