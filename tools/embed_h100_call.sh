@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# embed_h100_call.sh — one device call of branch embed (issue 18, session 12): build hstu (sm_90a),
-# optionally test_gpu and a second tree (A/B), run bench embedding and Nsight profiles of its
-# steady-state iteration. Env: TESTS=1, OTHER=<dir of another source tree to build + bench>,
-# NCU=1, NSYS=1, EXTRA="bench args;bench args" (more bench runs of this tree).
+# embed_h100_call.sh — the device call of branch embed (issue 18, session 12): build this tree
+# (hstu + test_gpu, sm_90a) and, side by side, OTHER (a tree to compare, e.g. main: hstu only);
+# then bench embedding of both, the GPU table tests, the dedupe A/B (HSTU_DEDUPE_SORT=1), the
+# host tier, and Nsight Compute tables of the steady-state iteration (tools/ncu_kernel_table.py).
 set -u
 cd "$(dirname "$0")/.."
 ln -sfn ../.devdeps .devdeps
@@ -14,75 +14,39 @@ cfg() {
     -DHSTU_CUTLASS_INCLUDE=$PWD/.devdeps/cutlass/include > "$1/cfg.log" 2>&1 || tail -20 "$1/cfg.log"
 }
 t0=$(date +%s)
-targets=hstu
-[[ "${TESTS:-0}" == 1 ]] && targets="hstu test_gpu"
-cfg .
+cfg . &
+[[ -n "${OTHER:-}" ]] && cfg "$OTHER" &
+wait
 if [[ -n "${OTHER:-}" ]]; then
-  cfg "$OTHER"
-  ninja -C "$OTHER/build-gpu" -j8 hstu > "$OTHER/build.log" 2>&1 || tail -30 "$OTHER/build.log" &
-  other_pid=$!
-  ninja -C build-gpu -j8 $targets > build.log 2>&1 || tail -30 build.log
-  wait $other_pid
-else
-  ninja -C build-gpu -j16 $targets > build.log 2>&1 || tail -30 build.log
+  (ninja -C "$OTHER/build-gpu" -j8 hstu > "$OTHER/build.log" 2>&1 || tail -20 "$OTHER/build.log") &
 fi
+ninja -C build-gpu -j10 hstu test_gpu > build.log 2>&1 || tail -30 build.log
+wait
 echo "build: $(( $(date +%s) - t0 )) s"
 B=build-gpu/hstu
-if [[ "${TESTS:-0}" == 1 ]]; then
-  timeout 60 build-gpu/test_gpu --gtest_filter='*Dynamic*:*Embed*:*embed*' 2>&1 | grep -E '^\[ *(OK|FAILED|PASSED|  FAILED) |tests ran|Failure|error' | tail -40
-fi
-echo "=== bench (this tree): all in HBM"
-timeout 80 $B bench embedding --cache-ratio 0 2>&1 | tail -3
+echo "=== bench (this tree, branch embed): all in HBM"
+timeout 60 $B bench embedding --cache-ratio 0 2>&1 | tail -3
 if [[ -n "${OTHER:-}" ]]; then
-  echo "=== bench (other tree $OTHER): all in HBM"
-  timeout 80 "$OTHER/build-gpu/hstu" bench embedding --cache-ratio 0 2>&1 | tail -3
+  echo "=== bench (main): all in HBM"
+  timeout 60 "$OTHER/build-gpu/hstu" bench embedding --cache-ratio 0 2>&1 | tail -3
 fi
-IFS=';' read -ra extra <<< "${EXTRA:-}"
-for e in "${extra[@]}"; do
-  [[ -z "$e" ]] && continue
-  echo "=== bench $e"
-  timeout 60 $B bench embedding $e 2>&1 | tail -2
-done
-if [[ "${NCU:-0}" == 1 ]]; then
-  for opt in sgd adam; do
-    echo "=== ncu $opt (steady-state iteration, 4 streams serialised, caches kept)"
-    HSTU_PROFILE_LAST_ITER=1 timeout 70 ncu --profile-from-start off --cache-control none \
-      --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
-      --csv --page raw --print-units base $B bench embedding --cache-ratio 0 --optimizer $opt \
-      --warmup 5 --iters 1 > ncu_$opt.csv 2> ncu_$opt.err
-    python3 tools/ncu_kernel_table.py ncu_$opt.csv || tail -5 ncu_$opt.err
-  done
-fi
-if [[ "${NSYS:-0}" == 1 ]] && command -v nsys > /dev/null; then
-  for opt in sgd adam; do
-    echo "=== nsys $opt: kernel busy time vs iteration span (steady-state iteration)"
-    HSTU_PROFILE_LAST_ITER=1 timeout 90 nsys profile -q --capture-range=cudaProfilerApi \
-      -o nsys_$opt -f true $B bench embedding --cache-ratio 0 --optimizer $opt --warmup 5 \
-      --iters 1 > /dev/null 2>&1
-    nsys stats -q -r cuda_gpu_trace -f csv -o nsys_$opt nsys_$opt.nsys-rep > /dev/null 2>&1
-    python3 - nsys_${opt}_cuda_gpu_trace.csv <<'PY'
-import csv, sys
-rows = list(csv.DictReader(open(sys.argv[1])))
-iv = []
-for r in rows:
-    s = float(r["Start (ns)"]); d = float(r["Duration (ns)"] or 0)
-    iv.append((s, s + d, r["Name"][:40]))
-iv.sort()
-span = iv[-1][1] - iv[0][0]
-busy, cur_s, cur_e = 0.0, None, None
-gaps = []
-for s, e, n in iv:
-    if cur_e is None or s > cur_e:
-        if cur_e is not None:
-            busy += cur_e - cur_s; gaps.append((s - cur_e, n))
-        cur_s, cur_e = s, e
-    else:
-        cur_e = max(cur_e, e)
-busy += cur_e - cur_s
-gaps.sort(reverse=True)
-print(f"ops {len(iv)}  span {span/1e3:.1f} us  GPU busy (any stream) {busy/1e3:.1f} us  idle {(span-busy)/1e3:.1f} us")
-print("largest idle gaps (us, next op):", ", ".join(f"{g/1e3:.1f} {n}" for g, n in gaps[:8]))
-PY
-  done
-fi
+echo "=== test_gpu (table cases)"
+timeout 60 build-gpu/test_gpu --gtest_filter='*Dynamic*:*Embed*:*embed*' 2>&1 | grep -E '^\[ *(OK|FAILED|PASSED) |tests ran|Failure|rror|Which is|Expected' | tail -40
+echo "=== bench (branch) with the sort-based dedupe (HSTU_DEDUPE_SORT=1)"
+HSTU_DEDUPE_SORT=1 timeout 50 $B bench embedding --cache-ratio 0 2>&1 | tail -2
+echo "=== t $(( $(date +%s) - t0 )) s"
+echo "=== ncu sgd (branch; steady-state iteration, streams serialised, caches kept)"
+HSTU_PROFILE_LAST_ITER=1 timeout 60 ncu --profile-from-start off --cache-control none \
+  --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
+  --csv --page raw --print-units base $B bench embedding --cache-ratio 0 --optimizer sgd \
+  --warmup 5 --iters 1 > ncu_sgd.csv 2> ncu_sgd.err
+python3 tools/ncu_kernel_table.py ncu_sgd.csv || tail -5 ncu_sgd.err
+echo "=== bench (branch) host tier"
+timeout 40 $B bench embedding --cache-ratio 1.0 --optimizer adam 2>&1 | tail -1
+echo "=== ncu adam (branch)"
+HSTU_PROFILE_LAST_ITER=1 timeout 60 ncu --profile-from-start off --cache-control none \
+  --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
+  --csv --page raw --print-units base $B bench embedding --cache-ratio 0 --optimizer adam \
+  --warmup 5 --iters 1 > ncu_adam.csv 2> ncu_adam.err
+python3 tools/ncu_kernel_table.py ncu_adam.csv || tail -5 ncu_adam.err
 echo "total: $(( $(date +%s) - t0 )) s"
