@@ -15,13 +15,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 #include <cub/device/device_select.cuh>
 #include <mutex>
-#include <string>
 #include <unordered_map>
 
 #include "core/cuda_check.h"
@@ -221,153 +219,6 @@ __global__ void group_results(GroupArgs g, const int64_t* cat, const int32_t* po
   const int64_t o = g.off[j], e = g.off[j + 1];
   res[2 * j] = uid[e - 1] - (o > 0 ? uid[o - 1] : 0);
   res[2 * j + 1] = cat[pos[o]];
-}
-
-// ---- dedupe of several tables through a hash set ----------------------------------------------
-//
-// dedupe_many without sorting the lookups by their 64-bit keys: every lookup finds or claims its
-// key's slot in its job's open-addressing region (linear probing; slots hold key ^ 2^63, so a
-// zeroed region is empty and the reserved key INT64_MIN gets the region's extra last slot); the
-// lookup that claims a slot appends the key to one list. Only that list (the unique keys, about a
-// third of the lookups under a power law) is sorted by (job, key); the lookups are then ordered
-// by their key's rank (a radix sort over bits_for(U) bits, stable, so positions stay ascending
-// within a key), which gives dedupe's order, segment ends and entry keys. Results equal the
-// sort-based dedupe_many exactly.
-
-constexpr uint64_t kSignBit = 0x8000000000000000ull;
-
-struct HashArgs {
-  int jobs;
-  int64_t off[kMaxDedupeJobs + 1];    // lookups of job j: [off[j], off[j + 1])
-  int64_t hoff[kMaxDedupeJobs + 1];   // slots of job j: [hoff[j], hoff[j + 1]) = mask + 1 + 1
-  int64_t ubase[kMaxDedupeJobs + 1];  // unique keys of job j in the sorted list (after the count)
-  DedupeJob job[kMaxDedupeJobs];
-};
-
-__device__ __forceinline__ int hash_job_of(const HashArgs& g, int64_t p) {
-  int lo = 0, hi = g.jobs - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (g.off[mid] <= p)
-      lo = mid;
-    else
-      hi = mid - 1;
-  }
-  return lo;
-}
-
-// One thread per lookup: slot_of[i] = the global slot of its key; a claiming lookup appends
-// (key, slot, job) at list index atomicAdd(count[0]) (one atomic per warp) and counts its job in
-// count[1 + j].
-__global__ void hash_claim(HashArgs g, int64_t n, unsigned long long* hs, int32_t* slot_of,
-                           int64_t* ukeys, int32_t* uslot, uint8_t* utag, unsigned* count) {
-  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  bool claimed = false;
-  int j = 0;
-  int64_t key = 0, slot = 0;
-  if (i < n) {
-    j = hash_job_of(g, i);
-    key = g.job[j].keys[i - g.off[j]];
-    const unsigned long long t = static_cast<unsigned long long>(key) ^ kSignBit;
-    const int64_t base = g.hoff[j], mask = g.hoff[j + 1] - base - 2;
-    if (t == 0) {  // the reserved key: the region's extra slot
-      slot = base + mask + 1;
-      claimed = atomicCAS(hs + slot, 0ull, 1ull) == 0ull;
-    } else {
-      int64_t h = static_cast<int64_t>(key_hash(key) & static_cast<uint64_t>(mask));
-      for (;;) {
-        const unsigned long long cur =
-            *reinterpret_cast<volatile unsigned long long*>(hs + base + h);
-        if (cur == t) break;
-        if (cur == 0ull) {
-          const unsigned long long old = atomicCAS(hs + base + h, 0ull, t);
-          if (old == 0ull) {
-            claimed = true;
-            break;
-          }
-          if (old == t) break;
-        }
-        h = (h + 1) & mask;
-      }
-      slot = base + h;
-    }
-    slot_of[i] = static_cast<int32_t>(slot);
-  }
-  const unsigned m = __ballot_sync(0xffffffffu, claimed);
-  if (m == 0) return;
-  const int lane = threadIdx.x % 32;
-  const int leader = __ffs(m) - 1;
-  unsigned at = 0;
-  if (lane == leader) at = atomicAdd(count, static_cast<unsigned>(__popc(m)));
-  at = __shfl_sync(0xffffffffu, at, leader);
-  if (!claimed) return;
-  const unsigned idx = at + __popc(m & ((1u << lane) - 1u));
-  ukeys[idx] = key;
-  uslot[idx] = static_cast<int32_t>(slot);
-  utag[idx] = static_cast<uint8_t>(j);
-  atomicAdd(count + 1 + j, 1u);
-}
-
-// After sorting the list by key (positions x) and then stably by job: entry e of the sorted list
-// is unique key e - ubase[j] of its job j; rank_of[slot] = e.
-__global__ void hash_rank(HashArgs g, int64_t utot, const int32_t* x, const uint8_t* tag,
-                          const int64_t* ukeys, const int32_t* uslot, int32_t* rank_of) {
-  const int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (e >= utot) return;
-  const int j = tag[e];
-  const int32_t q = x[e];
-  rank_of[uslot[q]] = static_cast<int32_t>(e);
-  g.job[j].unique[e - g.ubase[j]] = ukeys[q];
-}
-
-// One thread per lookup: inverse, and the key rank to order the lookups by.
-__global__ void hash_inverse(HashArgs g, int64_t n, const int32_t* slot_of, const int32_t* rank_of,
-                             int32_t* rank, int32_t* pos_in) {
-  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (i >= n) return;
-  const int j = hash_job_of(g, i);
-  const int32_t r = rank_of[slot_of[i]];
-  g.job[j].inverse[i - g.off[j]] = static_cast<int32_t>(r - g.ubase[j]);
-  rank[i] = r;
-  pos_in[i] = static_cast<int32_t>(i);
-}
-
-// Over the lookups sorted by rank (job-major: job j's entries are [off[j], off[j + 1])): order,
-// entry keys and segment ends (ends_g[rank], local to the job).
-__global__ void hash_order(HashArgs g, int64_t n, const int32_t* srank, const int32_t* pos,
-                           int32_t* ends_g) {
-  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (i >= n) return;
-  const int j = hash_job_of(g, i);
-  const DedupeJob& jb = g.job[j];
-  const int64_t o = g.off[j];
-  const int32_t r = srank[i];
-  const int32_t u = static_cast<int32_t>(r - g.ubase[j]);
-  if (jb.order) {
-    jb.order[i - o] = static_cast<int32_t>(pos[i] - o);
-    jb.order[2 * jb.n + (i - o)] = u;
-  }
-  if (i == n - 1 || srank[i + 1] != r) {
-    const int32_t e = static_cast<int32_t>(i + 1 - o);
-    ends_g[r] = e;
-    if (jb.order) jb.order[jb.n + u] = e;
-  }
-}
-
-// counts from the segment ends; res[2j + 1] = job j's first key.
-__global__ void hash_counts(HashArgs g, int64_t utot, const int32_t* ends_g) {
-  const int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (e >= utot) return;
-  int lo = 0, hi = g.jobs - 1;  // the job whose unique keys hold e
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (g.ubase[mid] <= e)
-      lo = mid;
-    else
-      hi = mid - 1;
-  }
-  const int64_t u = e - g.ubase[lo];
-  g.job[lo].counts[u] = ends_g[e] - (u > 0 ? ends_g[e - 1] : 0);
 }
 
 // ---- gradient reduction over dedupe's order ----------------------------------------------------
@@ -1249,11 +1100,7 @@ int64_t dedupe(Ctx& ctx, const int64_t* keys, int64_t n, int64_t* unique, int32_
   return u;
 }
 
-namespace {
-
-// The sort-based dedupe_many: all lookups sorted by (key, position), then stably by job.
-void dedupe_many_sort(Ctx& ctx, const DedupeJob* jobs, int num_jobs, int64_t* u,
-                      int64_t* first_key) {
+void dedupe_many(Ctx& ctx, const DedupeJob* jobs, int num_jobs, int64_t* u, int64_t* first_key) {
   GroupArgs g{};
   int64_t n = 0;
   for (int j = 0; j < num_jobs; ++j) {
@@ -1318,126 +1165,6 @@ void dedupe_many_sort(Ctx& ctx, const DedupeJob* jobs, int num_jobs, int64_t* u,
     u[j] = host[2 * j];
     first_key[j] = host[2 * j + 1];
   }
-}
-
-// res[j] = job j's first unique key (its smallest).
-__global__ void hash_results(HashArgs g, long long* res) {
-  const int j = threadIdx.x;
-  if (j < g.jobs && g.ubase[j + 1] > g.ubase[j]) res[j] = g.job[j].unique[0];
-}
-
-__global__ void gather_tags(const uint8_t* utag, const int32_t* x, int64_t m, uint8_t* tag) {
-  const int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (e < m) tag[e] = utag[x[e]];
-}
-
-// The hash-based dedupe_many (see hash_claim). Two synchronisations: the unique count, the end.
-void dedupe_many_hash(Ctx& ctx, const DedupeJob* jobs, int num_jobs, int64_t* u,
-                      int64_t* first_key) {
-  HashArgs g{};
-  int64_t n = 0, slots = 0;
-  for (int j = 0; j < num_jobs; ++j) {
-    HSTU_CHECK(jobs[j].n >= 1, "dedupe_many: job ", j, " has no lookups");
-    g.job[g.jobs] = jobs[j];
-    g.off[g.jobs] = n;
-    g.hoff[g.jobs++] = slots;
-    n += jobs[j].n;
-    int64_t cap = 64;  // a power of two >= 1.5 x the job's lookups: load <= 2/3
-    while (cap < jobs[j].n + jobs[j].n / 2) cap *= 2;
-    slots += cap + 1;  // + the reserved key's slot
-  }
-  g.off[g.jobs] = n;
-  g.hoff[g.jobs] = slots;
-  if (n == 0) return;
-  HSTU_CHECK(n < (int64_t{1} << 31) && slots < (int64_t{1} << 31), "dedupe_many: ", n,
-             " lookups (at most 2^31 - 1, with their hash slots)");
-  const int nn = static_cast<int>(n);
-  size_t b1 = 0, b2 = 0, b3 = 0;
-  HSTU_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
-      nullptr, b1, static_cast<const int64_t*>(nullptr), static_cast<int64_t*>(nullptr),
-      static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr), nn));
-  HSTU_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
-      nullptr, b2, static_cast<const uint8_t*>(nullptr), static_cast<uint8_t*>(nullptr),
-      static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr), nn));
-  HSTU_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
-      nullptr, b3, static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr),
-      static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr), nn));
-  const size_t temp_bytes = std::max({b1, b2, b3});
-  Workspace& ws = workspace(ctx, static_cast<size_t>(slots) * 12 + static_cast<size_t>(n) * 70 +
-                                     temp_bytes + 8 * kMaxDedupeJobs + 4096);
-  auto* hs = ws.take<unsigned long long>(static_cast<size_t>(slots));
-  int32_t* rank_of = ws.take<int32_t>(static_cast<size_t>(slots));
-  int32_t* slot_of = ws.take<int32_t>(static_cast<size_t>(n));
-  int64_t* ukeys = ws.take<int64_t>(static_cast<size_t>(n));
-  int64_t* skeys = ws.take<int64_t>(static_cast<size_t>(n));
-  int32_t* uslot = ws.take<int32_t>(static_cast<size_t>(n));
-  uint8_t* utag = ws.take<uint8_t>(static_cast<size_t>(n));
-  uint8_t* tag1 = ws.take<uint8_t>(static_cast<size_t>(n));
-  uint8_t* tag2 = ws.take<uint8_t>(static_cast<size_t>(n));
-  int32_t* x0 = ws.take<int32_t>(static_cast<size_t>(n));
-  int32_t* x1 = ws.take<int32_t>(static_cast<size_t>(n));
-  int32_t* x2 = ws.take<int32_t>(static_cast<size_t>(n));
-  int32_t* rank = ws.take<int32_t>(static_cast<size_t>(n));
-  int32_t* srank = ws.take<int32_t>(static_cast<size_t>(n));
-  int32_t* pos_in = ws.take<int32_t>(static_cast<size_t>(n));
-  int32_t* pos = ws.take<int32_t>(static_cast<size_t>(n));
-  int32_t* ends_g = ws.take<int32_t>(static_cast<size_t>(n));
-  unsigned* count = ws.take<unsigned>(1 + kMaxDedupeJobs);
-  long long* res = ws.take<long long>(kMaxDedupeJobs);
-  void* temp = ws.take<char>(temp_bytes);
-  const cudaStream_t st = stream_of(ctx);
-  HSTU_CUDA_CHECK(cudaMemsetAsync(hs, 0, static_cast<size_t>(slots) * 8, st));
-  HSTU_CUDA_CHECK(cudaMemsetAsync(count, 0, (1 + kMaxDedupeJobs) * 4, st));
-  hash_claim<<<blocks_for(n, 256), 256, 0, st>>>(g, n, hs, slot_of, ukeys, uslot, utag, count);
-  HSTU_CUDA_CHECK_LAUNCH();
-  static thread_local unsigned* hcount = nullptr;  // page-locked, one per thread
-  static thread_local long long* hres = nullptr;
-  if (!hcount) {
-    HSTU_CUDA_CHECK(cudaHostAlloc(&hcount, 4 * (1 + kMaxDedupeJobs), cudaHostAllocDefault));
-    HSTU_CUDA_CHECK(cudaHostAlloc(&hres, 8 * kMaxDedupeJobs, cudaHostAllocDefault));
-  }
-  HSTU_CUDA_CHECK(cudaMemcpyAsync(hcount, count, 4 * static_cast<size_t>(1 + g.jobs),
-                                  cudaMemcpyDeviceToHost, st));
-  sync(ctx);
-  const int64_t utot = hcount[0];
-  for (int j = 0; j < g.jobs; ++j) g.ubase[j + 1] = g.ubase[j] + hcount[1 + j];
-  HSTU_CHECK(g.ubase[g.jobs] == utot, "dedupe_many: unique counts disagree (", g.ubase[g.jobs],
-             " vs ", utot, ")");
-  const int ut = static_cast<int>(utot);
-  // The unique keys in (job, key) order: by key, then stably by job.
-  iota_kernel<<<blocks_for(utot, 256), 256, 0, st>>>(x0, utot);
-  HSTU_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, b1, ukeys, skeys, x0, x1, ut, 0, 64, st));
-  gather_tags<<<blocks_for(utot, 256), 256, 0, st>>>(utag, x1, utot, tag1);
-  HSTU_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, b2, tag1, tag2, x1, x2, ut, 0,
-                                                  std::max(1, bits_for(g.jobs - 1)), st));
-  hash_rank<<<blocks_for(utot, 256), 256, 0, st>>>(g, utot, x2, tag2, ukeys, uslot, rank_of);
-  hash_inverse<<<blocks_for(n, 256), 256, 0, st>>>(g, n, slot_of, rank_of, rank, pos_in);
-  // The lookups by key rank (stable: positions ascending within a key).
-  HSTU_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, b3, rank, srank, pos_in, pos, nn, 0,
-                                                  std::max(1, bits_for(utot - 1)), st));
-  hash_order<<<blocks_for(n, 256), 256, 0, st>>>(g, n, srank, pos, ends_g);
-  hash_counts<<<blocks_for(utot, 256), 256, 0, st>>>(g, utot, ends_g);
-  hash_results<<<1, kMaxDedupeJobs, 0, st>>>(g, res);
-  HSTU_CUDA_CHECK_LAUNCH();
-  HSTU_CUDA_CHECK(
-      cudaMemcpyAsync(hres, res, 8 * static_cast<size_t>(g.jobs), cudaMemcpyDeviceToHost, st));
-  sync(ctx);
-  for (int j = 0; j < num_jobs; ++j) {
-    u[j] = static_cast<int64_t>(hcount[1 + j]);
-    first_key[j] = hres[j];
-  }
-}
-
-}  // namespace
-
-// HSTU_DEDUPE_SORT=1 selects the sort-based form (for comparison); the hash-based one is the
-// default (measured faster: docs/BENCHMARKS.md, session 12).
-void dedupe_many(Ctx& ctx, const DedupeJob* jobs, int num_jobs, int64_t* u, int64_t* first_key) {
-  const char* e = std::getenv("HSTU_DEDUPE_SORT");  // read per call: tests switch it
-  if (e != nullptr && std::string(e) == "1")
-    dedupe_many_sort(ctx, jobs, num_jobs, u, first_key);
-  else
-    dedupe_many_hash(ctx, jobs, num_jobs, u, first_key);
 }
 
 void reduce_grad(Ctx& ctx, const int32_t* order, int64_t n, int64_t u, const float* dout,
