@@ -143,7 +143,6 @@ int32_t* DynamicTable::prepare_dedupe(const Tensor& keys, const Tensor& unique,
   last_n_ = n;
   last_u_ = 0;
   last_unique_ = nullptr;
-  last_inverse_ = inverse.data;
   if (order_cap_ < n) {  // grows with the largest batch; a step allocates nothing after that
     order_cap_ = std::max<int64_t>(n, 2 * order_cap_);
     order_arena_ =
@@ -328,15 +327,6 @@ void DynamicTable::lookup(Ctx& ctx, const Tensor& unique, const Tensor& refs, co
              "dynamic table '", spec_.name, "': lookup out must be f32 [n, ", spec_.dim, "] on ",
              device_name(device_), " with n <= inverse, got ", out.str());
   if (n == 0) return;
-  // The lookups of the last dedupe (its unique keys and inverse): written in its sorted order,
-  // each unique row read once. Any other inverse: gathered through it.
-  if (inverse.data == last_inverse_ && unique.data == last_unique_ && n == last_n_ &&
-      unique.dim(0) >= last_u_ && refs.dim(0) >= last_u_) {
-    embed::lookup_sorted(ctx, rows(), refs.as<int64_t>(), unique.as<int64_t>(), order_, n, last_u_,
-                         out.as<float>(), out.row_stride, init_missing, table_seed_,
-                         static_cast<float>(spec_.init_std));
-    return;
-  }
   embed::gather(ctx, rows(), refs.as<int64_t>(), unique.as<int64_t>(), n, out.as<float>(),
                 out.row_stride, init_missing, table_seed_, static_cast<float>(spec_.init_std),
                 inverse.as<int32_t>());

@@ -115,9 +115,7 @@ class DynamicTable {
   // The lookups' output straight from the table (no window): out f32 [n, dim] (a row stride
   // allowed) row i = the row of refs[inverse[i]] (i32 [n], dedupe's), or for refs < 0 the
   // initial value of unique[inverse[i]] (init_missing) or zeros; = gather into a window then
-  // embedding_fwd(window, inverse) with scale 1, in one pass. For the last dedupe's own unique
-  // keys and inverse (the same tensors) the rows are written in its sorted order, each unique
-  // row read once; the result is the same.
+  // embedding_fwd(window, inverse) with scale 1, in one pass.
   void lookup(Ctx& ctx, const Tensor& unique, const Tensor& refs, const Tensor& inverse,
               const Tensor& out, bool init_missing);
   // The backward of the last dedupe's lookups: reduce_grad's per-key sums of dout f32 [n, dim]
@@ -184,8 +182,7 @@ class DynamicTable {
   int64_t row_width_ = 0;
   uint64_t table_seed_ = 0;
   int64_t step_ = 0;
-  const void* last_unique_ = nullptr;   // the unique keys of the last dedupe, already checked
-  const void* last_inverse_ = nullptr;  // its inverse (lookup of exactly these: sorted order)
+  const void* last_unique_ = nullptr;  // the unique keys of the last dedupe, already checked
   int64_t last_u_ = 0;
   int64_t last_n_ = -1;                 // lookups of the last dedupe (-1: none yet)
   std::unique_ptr<Arena> order_arena_;  // i32 [3n]: dedupe's sorted positions | segment ends |

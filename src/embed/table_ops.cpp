@@ -70,12 +70,6 @@ void gather(Ctx& ctx, const RowSpace& rs, const int64_t* refs, const int64_t* ke
   HSTU_EMBED_DISPATCH(
       gather(ctx, rs, refs, keys, n, out, out_ld, init_missing, table_seed, init_std, inverse));
 }
-void lookup_sorted(Ctx& ctx, const RowSpace& rs, const int64_t* refs, const int64_t* keys,
-                   const int32_t* order, int64_t n, int64_t u, float* out, int64_t out_ld,
-                   bool init_missing, uint64_t table_seed, float init_std) {
-  HSTU_EMBED_DISPATCH(lookup_sorted(ctx, rs, refs, keys, order, n, u, out, out_ld, init_missing,
-                                    table_seed, init_std));
-}
 void backward_apply(Ctx& ctx, const int32_t* order, int64_t n, int64_t u, const float* dout,
                     int64_t dout_ld, float scale, const RowSpace& rs, const int64_t* refs,
                     float* grad, int64_t grad_ld, uint8_t* touched, const SparseOptimizerSpec& spec,

@@ -164,15 +164,6 @@ void gather(Ctx& ctx, const RowSpace& rs, const int64_t* refs, const int64_t* ke
             float* out, int64_t out_ld, bool init_missing, uint64_t table_seed, float init_std,
             const int32_t* inverse = nullptr);
 
-// gather's lookups' output (with dedupe's inverse) written in dedupe's sorted order instead:
-// out[order[j], 0:dim) = the embedding of refs[k] (k = order[2n + j], the entry's unique key;
-// refs [u], keys [u]: the unique keys, for initial values) for j < n, so each unique row is read
-// once (order i32 [3n] as dedupe saves it). Equal to gather(..., inverse) for that dedupe's
-// inverse.
-void lookup_sorted(Ctx& ctx, const RowSpace& rs, const int64_t* refs, const int64_t* keys,
-                   const int32_t* order, int64_t n, int64_t u, float* out, int64_t out_ld,
-                   bool init_missing, uint64_t table_seed, float init_std);
-
 // The fused sparse optimiser: for each i with touched[i] and refs[i] >= 0, updates row refs[i]
 // (embedding and state in the row) from grad[i, 0:dim) with exactly the per-element math of
 // sparse_optimizer_step on this backend, sets dirty[refs[i]] = 1 where refs[i] < n_a and dirty

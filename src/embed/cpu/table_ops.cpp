@@ -270,23 +270,6 @@ void gather(Ctx& ctx, const RowSpace& rs, const int64_t* refs, const int64_t* ke
   }
 }
 
-void lookup_sorted(Ctx& ctx, const RowSpace& rs, const int64_t* refs, const int64_t* keys,
-                   const int32_t* order, int64_t n, int64_t, float* out, int64_t out_ld,
-                   bool init_missing, uint64_t table_seed, float init_std) {
-  const int32_t* kid = order + 2 * n;
-#pragma omp parallel for num_threads(threads_for(ctx, n* rs.dim))
-  for (int64_t j = 0; j < n; ++j) {
-    float* o = out + static_cast<int64_t>(order[j]) * out_ld;
-    const int64_t k = kid[j];
-    if (refs[k] >= 0) {
-      std::memcpy(o, row_ptr(rs, refs[k]), static_cast<size_t>(rs.dim) * sizeof(float));
-    } else {
-      for (int64_t c = 0; c < rs.dim; ++c)
-        o[c] = init_missing ? key_init_value(table_seed, keys[k], c, init_std) : 0.0f;
-    }
-  }
-}
-
 void apply_optimizer(Ctx& ctx, const RowSpace& rs, const int64_t* refs, float* grad,
                      int64_t grad_ld, uint8_t* touched, int64_t n, const SparseOptimizerSpec& spec,
                      uint8_t* dirty) {

@@ -31,9 +31,6 @@ void rehash_double(Ctx& ctx, const TableView& from, const TableView& to);
 void gather(Ctx& ctx, const RowSpace& rs, const int64_t* refs, const int64_t* keys, int64_t n,
             float* out, int64_t out_ld, bool init_missing, uint64_t table_seed, float init_std,
             const int32_t* inverse);
-void lookup_sorted(Ctx& ctx, const RowSpace& rs, const int64_t* refs, const int64_t* keys,
-                   const int32_t* order, int64_t n, int64_t u, float* out, int64_t out_ld,
-                   bool init_missing, uint64_t table_seed, float init_std);
 void backward_apply(Ctx& ctx, const int32_t* order, int64_t n, int64_t u, const float* dout,
                     int64_t dout_ld, float scale, const RowSpace& rs, const int64_t* refs,
                     float* grad, int64_t grad_ld, uint8_t* touched, const SparseOptimizerSpec& spec,

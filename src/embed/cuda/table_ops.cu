@@ -724,89 +724,6 @@ __global__ void gather_rows_kernel(RowSpace rs, const int64_t* refs, const int64
   }
 }
 
-// lookup over dedupe's order (the rows straight to the lookups' output, each unique row read
-// once): keys with at most kHot lookups get one warp that loads the row (or its initial value)
-// and stores it at each of the key's positions; hot keys' entries go to lookup_hot_kernel, one
-// warp per kChunk sorted entries, loading each hot key's row once per chunk. Stores bypass L2
-// residency (evict-first), as gather_rows_kernel's. dim a multiple of 4, 16-byte aligned.
-__device__ __forceinline__ float4 row_or_init(const RowSpace& rs, int64_t r, const int64_t* keys,
-                                              int64_t k, int64_t c, bool init_missing,
-                                              uint64_t seed, float std) {
-  if (r >= 0) return *reinterpret_cast<const float4*>(row_ptr(rs, r) + c);
-  if (!init_missing) return make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  const int64_t key = keys[k];
-  return make_float4(key_init_value(seed, key, c, std), key_init_value(seed, key, c + 1, std),
-                     key_init_value(seed, key, c + 2, std), key_init_value(seed, key, c + 3, std));
-}
-
-__global__ void lookup_keys_kernel(RowSpace rs, const int64_t* refs, const int64_t* keys,
-                                   const int32_t* order, int64_t n, int64_t u, float* out,
-                                   int64_t out_ld, bool init_missing, uint64_t seed, float std) {
-  const int64_t k = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
-  const int lane = threadIdx.x % 32;
-  if (k >= u) return;
-  const int32_t* ends = order + n;
-  const int32_t s = k > 0 ? ends[k - 1] : 0, cnt = ends[k] - s;
-  if (cnt > kHot) return;
-  const int64_t r = refs[k];
-  const int32_t my_pos = lane < cnt ? order[s + lane] : 0;
-  for (int64_t c = 4 * static_cast<int64_t>(lane); c - 4 * lane < rs.dim; c += 128) {
-    const bool active = c < rs.dim;
-    const float4 v =
-        active ? row_or_init(rs, r, keys, k, c, init_missing, seed, std) : make_float4(0, 0, 0, 0);
-    for (int q = 0; q < cnt; ++q) {
-      const int32_t p = __shfl_sync(0xffffffffu, my_pos, q);
-      if (active) __stcs(reinterpret_cast<float4*>(out + static_cast<int64_t>(p) * out_ld + c), v);
-    }
-  }
-}
-
-__global__ void lookup_hot_kernel(RowSpace rs, const int64_t* refs, const int64_t* keys,
-                                  const int32_t* order, int64_t n, float* out, int64_t out_ld,
-                                  bool init_missing, uint64_t seed, float std) {
-  const int64_t j0 = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32 * kChunk;
-  const int lane = threadIdx.x % 32;
-  if (j0 >= n) return;
-  const int32_t* ends = order + n;
-  const int64_t j = j0 + lane;
-  int32_t my_k = -1, my_pos = 0;
-  bool hot = false;
-  if (j < n) {
-    my_k = order[2 * n + j];
-    my_pos = order[j];
-    hot = ends[my_k] - (my_k > 0 ? ends[my_k - 1] : 0) > kHot;
-  }
-  for (unsigned m = __ballot_sync(0xffffffffu, hot); m != 0;) {
-    const int32_t k = __shfl_sync(0xffffffffu, my_k, __ffs(m) - 1);  // the next hot key's run
-    const unsigned run = __ballot_sync(0xffffffffu, hot && my_k == k);
-    m &= ~run;
-    const int64_t r = refs[k];
-    for (int64_t c = 4 * static_cast<int64_t>(lane); c - 4 * lane < rs.dim; c += 128) {
-      const bool active = c < rs.dim;
-      const float4 v = active ? row_or_init(rs, r, keys, k, c, init_missing, seed, std)
-                              : make_float4(0, 0, 0, 0);
-      for (unsigned b = run; b != 0; b &= b - 1) {
-        const int32_t p = __shfl_sync(0xffffffffu, my_pos, __ffs(b) - 1);
-        if (active)
-          __stcs(reinterpret_cast<float4*>(out + static_cast<int64_t>(p) * out_ld + c), v);
-      }
-    }
-  }
-}
-
-// The scalar form (any dim or alignment): one thread per output element, sorted entry order.
-__global__ void lookup_sorted_kernel(RowSpace rs, const int64_t* refs, const int64_t* keys,
-                                     const int32_t* order, int64_t n, float* out, int64_t out_ld,
-                                     bool init_missing, uint64_t seed, float std) {
-  const int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (e >= n * rs.dim) return;
-  const int64_t j = e / rs.dim, c = e % rs.dim;
-  const int64_t k = order[2 * n + j], r = refs[k];
-  out[order[j] * out_ld + c] = r >= 0         ? row_ptr(rs, r)[c]
-                               : init_missing ? key_init_value(seed, keys[k], c, std)
-                                              : 0.0f;
-}
-
 bool aligned16(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
@@ -1318,26 +1235,6 @@ void gather(Ctx& ctx, const RowSpace& rs, const int64_t* refs, const int64_t* ke
   }
   gather_kernel<<<blocks_for(n * rs.dim, 256), 256, 0, stream_of(ctx)>>>(
       rs, refs, keys, n, out, out_ld, init_missing, table_seed, init_std, inverse);
-  HSTU_CUDA_CHECK_LAUNCH();
-}
-
-void lookup_sorted(Ctx& ctx, const RowSpace& rs, const int64_t* refs, const int64_t* keys,
-                   const int32_t* order, int64_t n, int64_t u, float* out, int64_t out_ld,
-                   bool init_missing, uint64_t table_seed, float init_std) {
-  if (n == 0 || u == 0) return;
-  const cudaStream_t st = stream_of(ctx);
-  if (rs.dim % 4 == 0 && rs.row_width % 4 == 0 && out_ld % 4 == 0 && aligned16(out) &&
-      aligned16(rs.a) && (rs.b == nullptr || aligned16(rs.b))) {
-    lookup_keys_kernel<<<blocks_for(u * 32, 256), 256, 0, st>>>(
-        rs, refs, keys, order, n, u, out, out_ld, init_missing, table_seed, init_std);
-    if (n > kHot)
-      lookup_hot_kernel<<<blocks_for((n + kChunk - 1) / kChunk * 32, 256), 256, 0, st>>>(
-          rs, refs, keys, order, n, out, out_ld, init_missing, table_seed, init_std);
-    HSTU_CUDA_CHECK_LAUNCH();
-    return;
-  }
-  lookup_sorted_kernel<<<blocks_for(n * rs.dim, 256), 256, 0, st>>>(
-      rs, refs, keys, order, n, out, out_ld, init_missing, table_seed, init_std);
   HSTU_CUDA_CHECK_LAUNCH();
 }
 
