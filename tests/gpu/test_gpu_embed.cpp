@@ -20,6 +20,7 @@
 #include "common/embed_test_util.h"
 #include "common/gpu_harness.h"
 #include "embed/dynamic_table.h"
+#include "embed/table_math.h"
 #include "embed/table_ops.h"
 #include "ops/embedding.h"
 
@@ -361,9 +362,11 @@ TEST(GpuDynamicTable, DedupeOrderMatchesCpu) {
   HSTU_REQUIRE_GPU();
   Ctx cctx = cpu_ctx(), gctx = test::gpu::cuda_ctx();
   std::mt19937_64 rng(12);
-  constexpr int kJobs = 3;
+  constexpr int kJobs = 4;
   std::vector<std::vector<int64_t>> keys(kJobs);
-  for (int j = 0; j < kJobs; ++j) keys[j] = power_law_keys(rng, 2000 + 900 * j, 300.0);
+  for (int j = 0; j < 3; ++j) keys[j] = power_law_keys(rng, 2000 + 900 * j, 300.0);
+  // The reserved key among a job's lookups comes first (so callers throw for it).
+  keys[3] = std::vector<int64_t>{5, embed::kEmptyKey, 5, -3, embed::kEmptyKey, INT64_MAX, -3, 5};
   std::vector<embed::DedupeJob> cj(kJobs), gj(kJobs);
   std::vector<std::vector<int64_t>> cu(kJobs);
   std::vector<std::vector<int32_t>> ci(kJobs), cc(kJobs), co(kJobs);
@@ -390,6 +393,9 @@ TEST(GpuDynamicTable, DedupeOrderMatchesCpu) {
     const int64_t n = static_cast<int64_t>(keys[j].size()), u = cuu[j];
     ASSERT_EQ(guu[j], u) << j;
     ASSERT_EQ(gfirst[j], cfirst[j]) << j;
+    ASSERT_EQ(du[j]->host(u), std::vector<int64_t>(cu[j].begin(), cu[j].begin() + u)) << j;
+    ASSERT_EQ(di[j]->host(), ci[j]) << j;
+    ASSERT_EQ(dc[j]->host(u), std::vector<int32_t>(cc[j].begin(), cc[j].begin() + u)) << j;
     const std::vector<int32_t> go = dord[j]->host();
     ASSERT_EQ(std::vector<int32_t>(go.begin(), go.begin() + n),
               std::vector<int32_t>(co[j].begin(), co[j].begin() + n))
@@ -413,6 +419,7 @@ TEST(GpuDynamicTable, DedupeOrderMatchesCpu) {
             std::vector<int32_t>(co[2].begin() + n, co[2].begin() + n + cuu[2]));
   ASSERT_EQ(std::vector<int32_t>(go.begin() + 2 * n, go.end()),
             std::vector<int32_t>(co[2].begin() + 2 * n, co[2].end()));
+  EXPECT_EQ(cfirst[3], embed::kEmptyKey);
 }
 
 // lookup (rows straight to the lookups' output) and the fused backward (per-key sums applied by
