@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # embed_h100_call.sh — the device call of branch embed (issue 18, session 12): build this tree
 # (hstu + test_gpu, sm_90a) and, side by side, OTHER (a tree to compare, e.g. main: hstu only);
-# then bench embedding of both, the GPU table tests, the dedupe A/B (HSTU_DEDUPE_SORT=1), the
-# host tier, and Nsight Compute tables of the steady-state iteration (tools/ncu_kernel_table.py).
+# then the GPU table tests, bench embedding of both (all in HBM twice, interleaved; the host
+# tier once) and an Nsight Compute table of the steady-state iteration (tools/ncu_kernel_table.py).
 set -u
 cd "$(dirname "$0")/.."
 ln -sfn ../.devdeps .devdeps
@@ -24,29 +24,27 @@ ninja -C build-gpu -j10 hstu test_gpu > build.log 2>&1 || tail -30 build.log
 wait
 echo "build: $(( $(date +%s) - t0 )) s"
 B=build-gpu/hstu
-echo "=== bench (this tree, branch embed): all in HBM"
-timeout 60 $B bench embedding --cache-ratio 0 2>&1 | tail -3
-if [[ -n "${OTHER:-}" ]]; then
-  echo "=== bench (main): all in HBM"
-  timeout 60 "$OTHER/build-gpu/hstu" bench embedding --cache-ratio 0 2>&1 | tail -3
-fi
+M="${OTHER:-}/build-gpu/hstu"
 echo "=== test_gpu (table cases)"
 timeout 60 build-gpu/test_gpu --gtest_filter='*Dynamic*:*Embed*:*embed*' 2>&1 | grep -E '^\[ *(OK|FAILED|PASSED) |tests ran|Failure|rror|Which is|Expected' | tail -40
-echo "=== bench (branch) with the sort-based dedupe (HSTU_DEDUPE_SORT=1)"
-HSTU_DEDUPE_SORT=1 timeout 50 $B bench embedding --cache-ratio 0 2>&1 | tail -2
+for round in 1 2; do
+  echo "=== bench (this tree, branch embed): all in HBM, round $round"
+  timeout 40 $B bench embedding --cache-ratio 0 2>&1 | tail -2
+  if [[ -n "${OTHER:-}" ]]; then
+    echo "=== bench (main): all in HBM, round $round"
+    timeout 40 "$M" bench embedding --cache-ratio 0 2>&1 | tail -2
+  fi
+  if [[ $round == 1 ]]; then
+    echo "=== host tier (cache ratio 1.0), branch then main"
+    timeout 30 $B bench embedding --cache-ratio 1.0 2>&1 | tail -2
+    [[ -n "${OTHER:-}" ]] && timeout 30 "$M" bench embedding --cache-ratio 1.0 2>&1 | tail -2
+  fi
+done
 echo "=== t $(( $(date +%s) - t0 )) s"
 echo "=== ncu sgd (branch; steady-state iteration, streams serialised, caches kept)"
-HSTU_PROFILE_LAST_ITER=1 timeout 60 ncu --profile-from-start off --cache-control none \
+HSTU_PROFILE_LAST_ITER=1 timeout 50 ncu --profile-from-start off --cache-control none \
   --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
   --csv --page raw --print-units base $B bench embedding --cache-ratio 0 --optimizer sgd \
   --warmup 5 --iters 1 > ncu_sgd.csv 2> ncu_sgd.err
 python3 tools/ncu_kernel_table.py ncu_sgd.csv || tail -5 ncu_sgd.err
-echo "=== bench (branch) host tier"
-timeout 40 $B bench embedding --cache-ratio 1.0 --optimizer adam 2>&1 | tail -1
-echo "=== ncu adam (branch)"
-HSTU_PROFILE_LAST_ITER=1 timeout 60 ncu --profile-from-start off --cache-control none \
-  --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
-  --csv --page raw --print-units base $B bench embedding --cache-ratio 0 --optimizer adam \
-  --warmup 5 --iters 1 > ncu_adam.csv 2> ncu_adam.err
-python3 tools/ncu_kernel_table.py ncu_adam.csv || tail -5 ncu_adam.err
 echo "total: $(( $(date +%s) - t0 )) s"
