@@ -20,7 +20,7 @@ wait
 if [[ -n "${OTHER:-}" ]]; then
   (ninja -C "$OTHER/build-gpu" -j8 hstu > "$OTHER/build.log" 2>&1 || tail -20 "$OTHER/build.log") &
 fi
-ninja -C build-gpu -j10 hstu test_gpu > build.log 2>&1 || tail -30 build.log
+ninja -C build-gpu -j"$([[ -n "${OTHER:-}" ]] && echo 10 || echo 16)" hstu test_gpu > build.log 2>&1 || tail -30 build.log
 wait
 echo "build: $(( $(date +%s) - t0 )) s"
 B=build-gpu/hstu
