@@ -178,10 +178,11 @@ void apply_optimizer(Ctx& ctx, const RowSpace& rs, const int64_t* refs, float* g
 // per-element math (every unique key has lookups, so every row [0, u) is touched). grad [u,
 // grad_ld] and touched [u] are scratch: any contents on entry, unspecified on return (the CPU
 // zeroes them, runs reduce_grad then apply_optimizer and leaves them zero). The CUDA backend
-// (dim a multiple of 4, 16-byte aligned) zeroes only the rows of keys spanning several warps'
-// chunks, writes the others' sums with plain stores and applies without zeroing grad: no zero
-// pass over grad and no touched flags. refs [u] as apply's. Adam and SGD only (row-wise Adagrad
-// needs the row's whole gradient first: reduce_grad + apply_optimizer).
+// (dim a multiple of 4, 16-byte aligned) goes by key (order i32 [3n] as dedupe saves it): a key
+// with at most 32 lookups is summed in position order and its row updated by one warp, with no
+// gradient row; only hot keys' sums pass through grad (zeroed, 16-byte atomics, then updated):
+// no zero pass over grad, no touched flags, no search. refs [u] as apply's. Adam and SGD only
+// (row-wise Adagrad needs the row's whole gradient first: reduce_grad + apply_optimizer).
 void backward_apply(Ctx& ctx, const int32_t* order, int64_t n, int64_t u, const float* dout,
                     int64_t dout_ld, float scale, const RowSpace& rs, const int64_t* refs,
                     float* grad, int64_t grad_ld, uint8_t* touched, const SparseOptimizerSpec& spec,
