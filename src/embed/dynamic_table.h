@@ -122,7 +122,9 @@ class DynamicTable {
   // (times scale) applied by the table's optimiser (as apply). grad f32 [>= U, dim] and touched
   // u8 [>= U] are scratch: any contents on entry, unspecified on return (on CUDA no pass zeroes
   // them). Equals zeroing them, reduce_grad, then apply, up to the order of the partial sums of
-  // keys spanning several warps' chunks (the CPU runs exactly that).
+  // hot keys (more than 32 lookups: summed 32 sorted lookups per warp, added atomically on
+  // CUDA); every other key is summed in position order, as the CPU does (which runs exactly
+  // that).
   void backward(Ctx& ctx, const SparseOptimizerSpec& opt, const Tensor& refs, const Tensor& dout,
                 float scale, const Tensor& grad, const Tensor& touched);
   // The fused optimiser on rows refs[i] with touched[i] (u8 [U]) from grad f32 [U, dim];
