@@ -5,13 +5,14 @@
 // owns each bucket's list and places its keys in ascending index order, so a bucket sees the
 // same sequence of free-slot picks and evictions as the CPU loop (no sort: a step whose keys
 // are all present costs two passes over them). Lookups are one warp per key (lane s compares slot
-// s; bucket_size <= 32). The backward of dedupe's lookups goes by key: a warp per key with at most
-// kHot lookups sums and applies in one pass; only hot keys' sums pass through grad. The fused
-// optimiser is one warp per row with the per-element float math of ops/cuda/embedding.cu's
-// sparse_opt_row (the same expressions, bc1/bc2 rounded from double as there), so a dynamic table's
-// update equals the dense table's CUDA update bit for bit. Calls that return counts synchronise the
-// stream. Temporary device memory (sort buffers, CUB temp storage, counters) comes from a
-// per-stream workspace that grows and is reused, so a step allocates nothing.
+// s; bucket_size <= 32), the steady-state find_touch_admit 8 lanes per key. The backward of
+// dedupe's lookups goes by key: a warp per key with at most kHot lookups sums and applies in one
+// pass; only hot keys' sums pass through grad. The fused optimiser is one warp per row with the
+// per-element float math of ops/cuda/embedding.cu's sparse_opt_row (the same expressions, bc1/bc2
+// rounded from double as there), so a dynamic table's update equals the dense table's CUDA update
+// bit for bit. Calls that return counts synchronise the stream. Temporary device memory (sort
+// buffers, CUB temp storage, counters) comes from a per-stream workspace that grows and is reused,
+// so a step allocates nothing.
 #include <thrust/iterator/counting_iterator.h>
 
 #include <algorithm>
@@ -459,28 +460,44 @@ __global__ void touch_kernel(TableView t, const int64_t* slots, const int32_t* c
                                          : static_cast<uint64_t>(step);
 }
 
-// find_kernel + touch_kernel + admit_mask without a sketch, in one pass: the lane that finds the
-// key touches its slot; lane 0 writes the slot and the admission mask (every missing key but the
-// reserved one).
+// find_kernel + touch_kernel + admit_mask without a sketch, in one pass: 4 keys per warp, 8 lanes
+// per key each comparing 4 slots of its bucket (one 256-byte read per key, as the warp-per-key
+// probe, with a quarter of the warps); the lane that finds the key touches its slot; the
+// group's first lane writes the slot and the admission mask (every missing key but the reserved
+// one).
 __global__ void find_touch_admit_kernel(TableView t, const int64_t* keys, const int32_t* counts,
                                         int64_t n, int64_t step, Eviction policy, int64_t* slots,
                                         uint8_t* mask) {
-  const int64_t i = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
-  const int lane = threadIdx.x % 32;
-  if (i >= n) return;
-  const int64_t k = keys[i];
-  const int64_t base = bucket_of(k, t.num_buckets) * t.bucket_size;
-  const bool hit = k != kEmptyKey && lane < t.bucket_size && t.keys[base + lane] == k;
-  const unsigned m = __ballot_sync(0xffffffffu, hit);
-  if (m && lane == __ffs(m) - 1) {
-    const int64_t s = base + lane;
+  const int64_t i0 = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32 * 4;
+  const int lane = threadIdx.x % 32, g = lane / 8, sub = lane % 8;
+  if (i0 >= n) return;
+  const int64_t i = i0 + g;
+  int64_t k = kEmptyKey, base = 0;
+  int q = -1;
+  if (i < n) {
+    k = keys[i];
+    base = bucket_of(k, t.num_buckets) * t.bucket_size;
+    int64_t v[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      v[e] = sub * 4 + e < t.bucket_size ? t.keys[base + sub * 4 + e] : kEmptyKey;
+    if (k != kEmptyKey)
+#pragma unroll
+      for (int e = 3; e >= 0; --e)
+        if (v[e] == k) q = e;
+  }
+  const unsigned bits = (__ballot_sync(0xffffffffu, q >= 0) >> (8 * g)) & 0xffu;
+  if (q >= 0) {
+    const int64_t s = base + sub * 4 + q;
     t.last_step[s] = step;
     t.scores[s] = policy == Eviction::kLfu ? t.scores[s] + static_cast<uint64_t>(counts[i])
                                            : static_cast<uint64_t>(step);
   }
-  if (lane == 0) {
-    slots[i] = m ? base + __ffs(m) - 1 : -1;
-    mask[i] = !m && k != kEmptyKey;
+  const int f = bits ? __ffs(bits) - 1 : 0;
+  const int qf = __shfl_sync(0xffffffffu, q, 8 * g + f);
+  if (sub == 0 && i < n) {
+    slots[i] = bits ? base + f * 4 + qf : -1;
+    mask[i] = !bits && k != kEmptyKey;
   }
 }
 
@@ -601,17 +618,23 @@ __global__ void insert_lists(TableView t, const int64_t* keys, const int32_t* co
     if (c[k]) atomicAdd(out + k, c[k]);
 }
 
-// One warp per key: keys not inserted (every key of a step whose keys are all present) leave
-// after one status read.
+// One warp per 32 keys: the lanes read the 32 statuses at once, then the warp fills the rows of
+// the inserted ones (lane c fills columns c, c + 32, ...). A step whose keys are all present
+// costs one coalesced status read per 32 keys.
 __global__ void init_rows_kernel(TableView t, const int64_t* keys, const int64_t* slots,
                                  const uint8_t* status, int64_t n, uint64_t seed, float std) {
-  const int64_t i = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
+  const int64_t i0 = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32 * 32;
   const int lane = threadIdx.x % 32;
-  if (i >= n || (status[i] != kInserted && status[i] != kEvicted)) return;
-  float* row = t.values + slots[i] * t.row_width;
-  const int64_t k = keys[i];
-  for (int64_t c = lane; c < t.row_width; c += 32)
-    row[c] = c < t.dim ? key_init_value(seed, k, c, std) : 0.0f;
+  if (i0 >= n) return;
+  const int64_t i = i0 + lane;
+  const bool fill = i < n && (status[i] == kInserted || status[i] == kEvicted);
+  for (unsigned m = __ballot_sync(0xffffffffu, fill); m != 0; m &= m - 1) {
+    const int64_t q = i0 + __ffs(m) - 1;
+    float* row = t.values + slots[q] * t.row_width;
+    const int64_t k = keys[q];
+    for (int64_t c = lane; c < t.row_width; c += 32)
+      row[c] = c < t.dim ? key_init_value(seed, k, c, std) : 0.0f;
+  }
 }
 
 __global__ void erase_kernel(TableView t, const int64_t* slots, int64_t n,
@@ -847,8 +870,10 @@ struct BwdArgs {
 // loaded beside them, and updates the row with opt_elem (the sum is the value reduce_grad would
 // store, so the update is apply_kernel<K, 4>'s). Hot keys' grad rows are zeroed here for
 // backward_hot_kernel's atomics. Nothing else touches grad.
+constexpr int kKeyBatch = 4;  // dout rows in flight per warp
+
 template <SparseOptimizerSpec::Kind K>
-__global__ void backward_keys_kernel(OptArgs a, BwdArgs b) {
+__global__ void __launch_bounds__(256, 5) backward_keys_kernel(OptArgs a, BwdArgs b) {
   const int64_t k = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (k >= a.n) return;
@@ -876,10 +901,10 @@ __global__ void backward_keys_kernel(OptArgs a, BwdArgs b) {
       }
     }
     float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    for (int jb = 0; jb < cnt; jb += 8) {
-      float4 x[8];
+    for (int jb = 0; jb < cnt; jb += kKeyBatch) {
+      float4 x[kKeyBatch];
 #pragma unroll
-      for (int q = 0; q < 8; ++q) {
+      for (int q = 0; q < kKeyBatch; ++q) {
         const int32_t p = __shfl_sync(0xffffffffu, my_pos, (jb + q) & 31);
         x[q] =
             active && jb + q < cnt
@@ -887,7 +912,7 @@ __global__ void backward_keys_kernel(OptArgs a, BwdArgs b) {
                 : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       }
 #pragma unroll
-      for (int q = 0; q < 8; ++q) {
+      for (int q = 0; q < kKeyBatch; ++q) {
         if (jb + q >= cnt) break;
         acc.x += x[q].x * b.scale;
         acc.y += x[q].y * b.scale;
@@ -1118,7 +1143,7 @@ void touch(Ctx& ctx, const TableView& t, const int64_t* slots, const int32_t* co
 void find_touch_admit(Ctx& ctx, const TableView& t, const int64_t* keys, const int32_t* counts,
                       int64_t n, int64_t step, Eviction policy, int64_t* slots, uint8_t* mask) {
   if (n == 0) return;
-  find_touch_admit_kernel<<<blocks_for(n * 32, 256), 256, 0, stream_of(ctx)>>>(
+  find_touch_admit_kernel<<<blocks_for((n + 3) / 4 * 32, 256), 256, 0, stream_of(ctx)>>>(
       t, keys, counts, n, step, policy, slots, mask);
   HSTU_CUDA_CHECK_LAUNCH();
 }
@@ -1179,8 +1204,8 @@ InsertCounts insert(Ctx& ctx, const TableView& t, const int64_t* keys, const int
 void init_rows(Ctx& ctx, const TableView& t, const int64_t* keys, const int64_t* slots,
                const uint8_t* status, int64_t n, uint64_t table_seed, float init_std) {
   if (n == 0) return;
-  init_rows_kernel<<<blocks_for(n * 32, 256), 256, 0, stream_of(ctx)>>>(t, keys, slots, status, n,
-                                                                        table_seed, init_std);
+  init_rows_kernel<<<blocks_for(n, 256), 256, 0, stream_of(ctx)>>>(t, keys, slots, status, n,
+                                                                   table_seed, init_std);
   HSTU_CUDA_CHECK_LAUNCH();
 }
 
