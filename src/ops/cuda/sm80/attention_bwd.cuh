@@ -211,7 +211,7 @@ __global__ void __launch_bounds__(DkdvKernel<T, kHeadDim, kHasRab, kAtomicDq>::k
   // With kSplitD = 2 both warps of a slab compute the same dS: only the first adds d_rab.
   float* warp_slab_ds = rab_grad && dh == 0 ? slab_ds + slab * K::kRabSlab : nullptr;
   if constexpr (kHasRab) {
-    load_time_thresholds(p, s_thr, tid, kThreads);
+    load_rab_tables(p, s_thr, tid, kThreads);
     if (p.rab_time_len <= kMaxTimeTable + 1) s_time_acc = s_time;
     for (int k = tid; k < K::kPosAcc; k += kThreads) s_pos[k] = 0;
     for (int k = tid; k <= kMaxTimeTable; k += kThreads) s_time[k] = 0;
@@ -393,7 +393,7 @@ __global__ void __launch_bounds__(DqKernel<T, kHeadDim, kHasRab>::kThreads)
   const int rows_q = min(kBM, si.L - m0);
   load_tile<kBM, kHD, kThreads, kVecIn>(sQ, gq, p.q.row_stride, rows_q, p.d_qk, p.q.vec, tid);
   load_tile<kBM, kHD, kThreads, kVecIn>(sdO, gdo, p.d_o.row_stride, rows_q, p.d_v, p.d_o.vec, tid);
-  if constexpr (kHasRab) load_time_thresholds(p, s_thr, tid, kThreads);
+  if constexpr (kHasRab) load_rab_tables(p, s_thr, tid, kThreads);
 
   const int n_blocks = (si.L + kBN - 1) / kBN;
   auto next_visible = [&](int n) {

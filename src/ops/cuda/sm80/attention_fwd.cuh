@@ -105,7 +105,7 @@ __global__ void __launch_bounds__(FwdKernel<T, kHeadDim, kHasRab>::kThreads,
   const int rows_q = min(kBM, si.L - m0);
 
   load_tile<kBM, kHD, kThreads, kVecIn>(sQ, gq, p.q.row_stride, rows_q, p.d_qk, p.q.vec, tid);
-  if constexpr (kHasRab) load_time_thresholds(p, s_thr, tid, kThreads);
+  if constexpr (kHasRab) load_rab_tables(p, s_thr, tid, kThreads);
 
   const int n_blocks = (si.L + kBN - 1) / kBN;
   auto next_visible = [&](int n) {

@@ -23,6 +23,7 @@ namespace hstu::cuda::attn {
 struct SeqInfo {
   int64_t start;
   int L, c, t;
+  int b;  // the sequence's index in the batch
 };
 
 __device__ __forceinline__ SeqInfo seq_info(const HstuAttnParams& p, int b) {
@@ -31,6 +32,7 @@ __device__ __forceinline__ SeqInfo seq_info(const HstuAttnParams& p, int b) {
   s.L = p.cu_seqlens[b + 1] - p.cu_seqlens[b];
   s.c = p.num_contexts ? p.num_contexts[b] : 0;
   s.t = p.num_targets ? p.num_targets[b] : 0;
+  s.b = b;
   return s;
 }
 
@@ -135,20 +137,82 @@ constexpr int rab_pitch() {
   return kCols + 8;
 }
 
+// The precomputed time buckets of sequence si (row i at + i * rab_bkt_stride), or null.
+__device__ __forceinline__ const uint8_t* seq_buckets(const HstuAttnParams& p, const SeqInfo& si) {
+  if (!p.rab_bkt) return nullptr;
+  return p.rab_bkt + int64_t(si.b) * p.rab_bkt_stride * p.rab_bkt_stride;
+}
+
 // Fills a shared tile with the relative attention bias of rows [r0, r0 + kRows) x columns
 // [c0, c0 + kCols) of sequence si: bias[r][c] = rab(i, j) with (i, j) = (query, key) =
 // (row, col), or (col, row) when kKeyMajor; bkt[r][c] (when not null) the time bucket. Outside
-// the sequence both are 0. All threads of the block take part.
+// the sequence both are 0. All threads of the block take part. `tab`: load_rab_tables' shared
+// memory (the time table with precomputed buckets, the bucket thresholds without).
 //
 // The one decision: the bias is computed here, once per tile element in a rolled loop, instead of
 // inside the fully unrolled accumulator loops. There the timestamp loads, the log and the table
 // lookups of every element were unrolled into code that missed the instruction cache and held
 // registers; the accumulator loops now add one shared-memory read per element.
+// With precomputed buckets (p.rab_bkt: once per call for every head and both passes, instead of
+// the timestamps, a log and a threshold search per element per head) each thread takes 4
+// consecutive keys (one 4-byte bucket load) in query-major tiles, or 4 consecutive queries of one
+// key (4 byte loads, coalesced over the warp's keys) in key-major ones; the time table is read
+// from shared memory and the position table (a few hundred bytes, coalesced) through L1.
 template <int kRows, int kCols, int kThreads, bool kKeyMajor>
 __device__ __forceinline__ void rab_tile(const HstuAttnParams& p, const SeqInfo& si,
-                                         const int64_t* thr, int r0, int c0, float* bias,
+                                         const int64_t* tab, int r0, int c0, float* bias,
                                          uint16_t* bkt, int tid) {
   constexpr int kPitch = rab_pitch<kCols>();
+  const uint8_t* sb = seq_buckets(p, si);
+  if (sb) {
+    static_assert(kCols % 4 == 0, "4 columns per thread");
+    constexpr int kG = kCols / 4;
+    const float* ttab = reinterpret_cast<const float*>(tab);
+    const int64_t ld = p.rab_bkt_stride;
+    // Two elements' loads in flight per thread in query-major tiles; key-major tiles are filled
+    // by the dK/dV kernels, whose registers are tight.
+#pragma unroll(kKeyMajor ? 1 : 2)
+    for (int idx = tid; idx < kRows * kG; idx += kThreads) {
+      // Key-major: consecutive threads take consecutive keys (rows), so the byte loads coalesce.
+      const int r = kKeyMajor ? idx % kRows : idx / kG;
+      const int c = 4 * (kKeyMajor ? idx / kRows : idx % kG);
+      float v[4] = {0.f, 0.f, 0.f, 0.f};
+      uint32_t bq[4] = {0, 0, 0, 0};
+      if constexpr (!kKeyMajor) {
+        const int i = r0 + r, j = c0 + c;
+        if (i < si.L && j < si.L) {
+          // j is a multiple of 4 and ld of 16: one aligned 4-byte load (j + 3 < ld).
+          const uint32_t w = __ldg(reinterpret_cast<const uint32_t*>(sb + i * ld + j));
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            bq[q] = (w >> (8 * q)) & 0xffu;
+            if (j + q < si.L)
+              v[q] = __ldg(p.rab_pos + rab_pos_index(i, j + q, p.rab_pos_len)) + ttab[bq[q]];
+          }
+        }
+      } else {
+        const int j = r0 + r, i = c0 + c;
+        if (j < si.L) {
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            if (i + q < si.L) {
+              bq[q] = __ldg(sb + (i + q) * ld + j);
+              v[q] = __ldg(p.rab_pos + rab_pos_index(i + q, j, p.rab_pos_len)) + ttab[bq[q]];
+            }
+          }
+        }
+      }
+      float* dst = bias + r * kPitch + c;  // 8-byte aligned: c and kPitch are even
+      *reinterpret_cast<float2*>(dst) = make_float2(v[0], v[1]);
+      *reinterpret_cast<float2*>(dst + 2) = make_float2(v[2], v[3]);
+      if (bkt) {
+        uint32_t* bd = reinterpret_cast<uint32_t*>(bkt + r * kPitch + c);
+        bd[0] = bq[0] | (bq[1] << 16);
+        bd[1] = bq[2] | (bq[3] << 16);
+      }
+    }
+    return;
+  }
 #pragma unroll 1
   for (int idx = tid; idx < kRows * kCols; idx += kThreads) {
     const int r = idx / kCols, c = idx % kCols;
@@ -156,7 +220,7 @@ __device__ __forceinline__ void rab_tile(const HstuAttnParams& p, const SeqInfo&
     float v = 0.f;
     int bucket = 0;
     if (i < si.L && j < si.L)
-      v = rab_value(p, thr, i, j, __ldg(p.ts_query + si.start + i), __ldg(p.ts_key + si.start + j),
+      v = rab_value(p, tab, i, j, __ldg(p.ts_query + si.start + i), __ldg(p.ts_key + si.start + j),
                     bucket);
     bias[r * kPitch + c] = v;
     if (bkt) bkt[r * kPitch + c] = static_cast<uint16_t>(bucket);
@@ -168,6 +232,20 @@ __device__ __forceinline__ void load_time_thresholds(const HstuAttnParams& p, in
                                                      int tid, int nthreads) {
   if (!p.time_table) return;
   for (int k = tid; k < p.rab_time_len; k += nthreads) s_thr[k] = p.time_thr[k];
+}
+
+// The rab kernels' table in shared memory, `tab` (kMaxTimeTable + 1 int64): with precomputed
+// buckets the time table (floats; entries past rab_time_len 0, so any u8 index reads a finite
+// value), else the bucket thresholds. Before the first barrier.
+__device__ __forceinline__ void load_rab_tables(const HstuAttnParams& p, int64_t* tab, int tid,
+                                                int nthreads) {
+  if (p.rab_bkt) {
+    float* t = reinterpret_cast<float*>(tab);
+    for (int k = tid; k < kMaxBktTable; k += nthreads)
+      t[k] = k < p.rab_time_len ? p.rab_time[k] : 0.f;
+  } else {
+    load_time_thresholds(p, tab, tid, nthreads);
+  }
 }
 
 }  // namespace hstu::cuda::attn

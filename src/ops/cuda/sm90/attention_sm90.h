@@ -43,9 +43,10 @@ constexpr bool sm90_kernels_built() {
 
 // Whether the sm_90a forward takes this call: a compute-capability-9.0 device, no
 // HSTU_ATTN_SM80=1 in the environment, a padded head width of 64 / 128 / 256, q, k, v
-// TMA-addressable (16-byte aligned base, row and head strides; HeadsView::vec), and a call where
-// it measured faster than the sm80 kernel (lengths from 256 / 512 tokens, rab from 1024;
-// attention_sm90.cu) or HSTU_ATTN_SM90=1.
+// TMA-addressable (16-byte aligned base, row and head strides; HeadsView::vec), with rab the
+// precomputed time buckets (p.rab_bkt) and max_seqlen <= 4096 (2048 at d 256), and a call where
+// it measured faster than the sm80 kernel (lengths from 256 / 512 tokens; attention_sm90.cu) or
+// HSTU_ATTN_SM90=1.
 bool sm90_fwd_supported(const HstuAttnParams& p, int padded_head_dim);
 
 // Whether the sm_90a backward takes this call: the forward's device / override / TMA conditions
