@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "ops/cuda/sm80/attention_params.cuh"
+#include "ops/cuda/sm80/attention_primitives.cuh"
 #include "ops/hstu_attention.h"
 
 namespace hstu::cuda::attn {
@@ -154,52 +155,44 @@ __device__ __forceinline__ const uint8_t* seq_buckets(const HstuAttnParams& p, c
 // lookups of every element were unrolled into code that missed the instruction cache and held
 // registers; the accumulator loops now add one shared-memory read per element.
 // With precomputed buckets (p.rab_bkt: once per call for every head and both passes, instead of
-// the timestamps, a log and a threshold search per element per head) each thread takes 4
-// consecutive keys (one 4-byte bucket load) in query-major tiles, or 4 consecutive queries of one
-// key (4 byte loads, coalesced over the warp's keys) in key-major ones; the time table is read
-// from shared memory and the position table (a few hundred bytes, coalesced) through L1.
+// the timestamps, a log and a threshold search per element per head) the tile's buckets were
+// copied into shared memory with the streamed operands of the tile (load_bkt_tile: s_bk, query-
+// major), so the loop waits on no global load: each thread takes 4 consecutive keys of a query
+// (query-major tiles) or 4 consecutive queries of a key (key-major), the time table comes from
+// shared memory and the position table (a few hundred bytes, coalesced) through L1.
 template <int kRows, int kCols, int kThreads, bool kKeyMajor>
 __device__ __forceinline__ void rab_tile(const HstuAttnParams& p, const SeqInfo& si,
                                          const int64_t* tab, int r0, int c0, float* bias,
-                                         uint16_t* bkt, int tid) {
+                                         uint16_t* bkt, int tid, const uint8_t* s_bk) {
   constexpr int kPitch = rab_pitch<kCols>();
-  const uint8_t* sb = seq_buckets(p, si);
-  if (sb) {
+  if (p.rab_bkt) {  // the tile's buckets, staged in shared memory by load_bkt_tile
     static_assert(kCols % 4 == 0, "4 columns per thread");
     constexpr int kG = kCols / 4;
+    // s_bk is query-major: [queries][keys], pitch = keys + 16.
+    constexpr int kBkPitch = (kKeyMajor ? kRows : kCols) + 16;
     const float* ttab = reinterpret_cast<const float*>(tab);
-    const int64_t ld = p.rab_bkt_stride;
-    // Two elements' loads in flight per thread in query-major tiles; key-major tiles are filled
-    // by the dK/dV kernels, whose registers are tight.
-#pragma unroll(kKeyMajor ? 1 : 2)
+#pragma unroll 2
     for (int idx = tid; idx < kRows * kG; idx += kThreads) {
-      // Key-major: consecutive threads take consecutive keys (rows), so the byte loads coalesce.
       const int r = kKeyMajor ? idx % kRows : idx / kG;
       const int c = 4 * (kKeyMajor ? idx / kRows : idx % kG);
       float v[4] = {0.f, 0.f, 0.f, 0.f};
       uint32_t bq[4] = {0, 0, 0, 0};
       if constexpr (!kKeyMajor) {
         const int i = r0 + r, j = c0 + c;
-        if (i < si.L && j < si.L) {
-          // j is a multiple of 4 and ld of 16: one aligned 4-byte load (j + 3 < ld).
-          const uint32_t w = __ldg(reinterpret_cast<const uint32_t*>(sb + i * ld + j));
+        const uint32_t w = *reinterpret_cast<const uint32_t*>(s_bk + r * kBkPitch + c);
 #pragma unroll
-          for (int q = 0; q < 4; ++q) {
-            bq[q] = (w >> (8 * q)) & 0xffu;
-            if (j + q < si.L)
-              v[q] = __ldg(p.rab_pos + rab_pos_index(i, j + q, p.rab_pos_len)) + ttab[bq[q]];
-          }
+        for (int q = 0; q < 4; ++q) {
+          bq[q] = (w >> (8 * q)) & 0xffu;
+          if (i < si.L && j + q < si.L)
+            v[q] = __ldg(p.rab_pos + rab_pos_index(i, j + q, p.rab_pos_len)) + ttab[bq[q]];
         }
       } else {
         const int j = r0 + r, i = c0 + c;
-        if (j < si.L) {
 #pragma unroll
-          for (int q = 0; q < 4; ++q) {
-            if (i + q < si.L) {
-              bq[q] = __ldg(sb + (i + q) * ld + j);
-              v[q] = __ldg(p.rab_pos + rab_pos_index(i + q, j, p.rab_pos_len)) + ttab[bq[q]];
-            }
-          }
+        for (int q = 0; q < 4; ++q) {
+          bq[q] = s_bk[(c + q) * kBkPitch + r];
+          if (j < si.L && i + q < si.L)
+            v[q] = __ldg(p.rab_pos + rab_pos_index(i + q, j, p.rab_pos_len)) + ttab[bq[q]];
         }
       }
       float* dst = bias + r * kPitch + c;  // 8-byte aligned: c and kPitch are even
@@ -225,6 +218,37 @@ __device__ __forceinline__ void rab_tile(const HstuAttnParams& p, const SeqInfo&
     bias[r * kPitch + c] = v;
     if (bkt) bkt[r * kPitch + c] = static_cast<uint16_t>(bucket);
   }
+}
+
+// Bytes of one staged bucket tile of kQ queries x kK keys (load_bkt_tile: pitch kK + 16, so
+// 16-byte copies stay aligned).
+template <int kQ, int kK>
+constexpr int bkt_tile_bytes() {
+  return kQ * (kK + 16);
+}
+
+// Issues (cp.async, into the caller's current group) the copy of the precomputed buckets of
+// queries [i0, i0 + kQ) x keys [j0, j0 + kK) of sequence si into s (query-major, pitch kK + 16);
+// chunks outside the sequence are zero-filled. No-op without precomputed buckets.
+template <int kQ, int kK, int kThreads>
+__device__ __forceinline__ void load_bkt_tile(const HstuAttnParams& p, const SeqInfo& si, int i0,
+                                              int j0, uint8_t* s, int tid) {
+  static_assert(kK % 16 == 0, "16-byte chunks");
+  const uint8_t* sb = seq_buckets(p, si);
+  if (!sb) return;
+  constexpr int kCPR = kK / 16, kPitch = kK + 16;
+  const int64_t ld = p.rab_bkt_stride;
+  for (int c = tid; c < kQ * kCPR; c += kThreads) {
+    const int r = c / kCPR, cc = (c % kCPR) * 16;
+    const int i = i0 + r, j = j0 + cc;
+    const bool in = i < si.L && j < si.L;  // then j + 16 <= ld: rows are 16-byte padded
+    cp_async_16(s + r * kPitch + cc, in ? sb + i * ld + j : sb, in ? 16 : 0);
+  }
+}
+
+// 16-byte aligned pointer at or after p (shared-memory carving).
+__device__ __forceinline__ uint8_t* align16(void* p) {
+  return reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(p) + 15) & ~uintptr_t(15));
 }
 
 // Copies the time-bucket thresholds into shared memory (rab kernels, before the first barrier).
