@@ -20,11 +20,10 @@
 // (hstu_tile_kind); skipped key blocks are neither loaded nor computed; full tiles test nothing
 // (except the last key block, whose rows past the sequence's end belong to the next sequence —
 // TMA zero-fills only past the whole tensor — and are masked by a column bound), causal tiles
-// one compare, partial tiles call hstu_attend per element. With rab the S accumulators start from
-// the bias (rab_init, written while the warpgroup waits for its GEMM turn), built per element
-// from three shared-memory reads (RabSmem): the time bucket from the call's precomputed u8
-// buckets (rab_buckets.cuh; each consumer warpgroup copies its 64 rows of the next key block with
-// cp.async while it computes this one), the time table, and the CTA's window of the position
+// one compare, partial tiles call hstu_attend per element. rab is added per element in the
+// consumer from three shared-memory reads (RabSmem): the time bucket from the call's precomputed
+// u8 buckets (rab_buckets.cuh; each consumer warpgroup copies its 64 rows of the next key block
+// with cp.async while it computes this one), the time table, and the CTA's window of the position
 // table (one entry per diagonal j - i its tiles touch). Calls without precomputed buckets (tables
 // of more than kMaxBktTable entries) and sequences whose window does not fit shared memory run
 // on the sm80 kernels (sm90_fwd_supported).
@@ -165,10 +164,12 @@ struct RabView {
 
 // P = SiLU(alpha (S + rab)) on one thread's accumulators tSrS (coordinates tScS within the tile
 // whose first query is i0 and first key j0), masked elements set to 0.
-// (With rab the accumulators already hold S + rab: rab_init.)
-template <int kKind, bool kFast, typename TS, typename TC>
+// Elements 2k and 2k + 1 of the accumulators are neighbouring columns of one row (the wgmma
+// accumulator layout), so their two buckets are one 2-byte read. Elements outside the sequence
+// get a finite bias (zero-filled buckets, clamped positions) and are masked or never stored.
+template <int kKind, bool kHasRab, bool kFast, int kBktPitch, typename TS, typename TC>
 __device__ __forceinline__ void fwd_scores(TS& tSrS, const TC& tScS, const HstuAttnParams& p,
-                                           const SeqInfo& si, int i0, int j0) {
+                                           const SeqInfo& si, const RabView& rv, int i0, int j0) {
   const float half_alpha = 0.5f * p.alpha;
 #pragma unroll
   for (int e = 0; e < size(tSrS); ++e) {
@@ -181,6 +182,12 @@ __device__ __forceinline__ void fwd_scores(TS& tSrS, const TC& tScS, const HstuA
     if constexpr (kKind == kSPartial)
       ok = i < si.L && j < si.L &&
            hstu_attend(i, j, si.L, si.c, si.t, p.target_group_size, p.window, p.causal);
+    if constexpr (kHasRab) {
+      const uint32_t pair =
+          *reinterpret_cast<const uint16_t*>(rv.bkt + row * kBktPitch + (col & ~1));
+      const uint32_t bk = (col & 1) ? (pair >> 8) : (pair & 0xffu);
+      x += rv.pw[col - row] + rv.ttab[bk];
+    }
     float y;
     if constexpr (kFast) {
       y = silu_fast_half(x * half_alpha);
@@ -195,38 +202,20 @@ __device__ __forceinline__ void fwd_scores(TS& tSrS, const TC& tScS, const HstuA
 // The score epilogue of the key block at j0 (kind: its tile kind), in place on tSrS.
 // NOTE: a function, not a lambda: nvcc did not inline the rab variant's lambda, which sent S to
 // local memory and made ptxas serialise every wgmma of the kernel (C7514).
-template <bool kFast, int kBN, typename TS, typename TC>
+template <bool kHasRab, bool kFast, int kBN, int kBktPitch, typename TS, typename TC>
 __device__ __forceinline__ void apply_scores(TS& tSrS, const TC& tScS, const HstuAttnParams& p,
-                                             const SeqInfo& si, int m0, int j0, int kind) {
+                                             const SeqInfo& si, const RabView& rv, int m0, int j0,
+                                             int kind) {
   if (kind == kTileFull) {
     if (j0 + kBN <= si.L) {
-      fwd_scores<kSFull, kFast>(tSrS, tScS, p, si, m0, j0);
+      fwd_scores<kSFull, kHasRab, kFast, kBktPitch>(tSrS, tScS, p, si, rv, m0, j0);
     } else {
-      fwd_scores<kSFullEdge, kFast>(tSrS, tScS, p, si, m0, j0);
+      fwd_scores<kSFullEdge, kHasRab, kFast, kBktPitch>(tSrS, tScS, p, si, rv, m0, j0);
     }
   } else if (kind == kTileCausal) {
-    fwd_scores<kSCausal, kFast>(tSrS, tScS, p, si, m0, j0);
+    fwd_scores<kSCausal, kHasRab, kFast, kBktPitch>(tSrS, tScS, p, si, rv, m0, j0);
   } else {
-    fwd_scores<kSPartial, kFast>(tSrS, tScS, p, si, m0, j0);
-  }
-}
-
-// rab: the S accumulators of one key block set to its bias (RabView), so that the S GEMM then
-// accumulates Q K^T onto it. Elements 2k and 2k + 1 are neighbouring columns of one row (the
-// wgmma accumulator layout): their two buckets are one 2-byte read. Elements outside the sequence
-// get a finite bias (zero-filled buckets, clamped positions) and are masked or never stored.
-//
-// The one decision: the bias is written before the warpgroup waits for its GEMM turn (ping-pong),
-// i.e. while the other warpgroup's GEMMs run, instead of after the S GEMM on the critical path
-// between it and P V, where the per-element reads doubled the pointwise work.
-template <int kBktPitch, typename TS, typename TC>
-__device__ __forceinline__ void rab_init(TS& tSrS, const TC& tScS, const RabView& rv) {
-#pragma unroll
-  for (int e = 0; e < size(tSrS); ++e) {
-    const int row = get<0>(tScS(e)), col = get<1>(tScS(e));
-    const uint32_t pair = *reinterpret_cast<const uint16_t*>(rv.bkt + row * kBktPitch + (col & ~1));
-    const uint32_t bk = (col & 1) ? (pair >> 8) : (pair & 0xffu);
-    tSrS(e) = rv.pw[col - row] + rv.ttab[bk];
+    fwd_scores<kSPartial, kHasRab, kFast, kBktPitch>(tSrS, tScS, p, si, rv, m0, j0);
   }
 }
 
@@ -236,7 +225,7 @@ template <bool kZeroInit, typename Mma, typename TA, typename TB, typename TC>
 __device__ __forceinline__ void wg_gemm(Mma& mma, const TA& tA, const TB& tB, TC& tC) {
   warpgroup_fence_operand(tC);
   warpgroup_arrive();
-  mma.accumulate_ = kZeroInit ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One;
+  if constexpr (kZeroInit) mma.accumulate_ = GMMA::ScaleOut::Zero;
 #pragma unroll
   for (int kb = 0; kb < size<2>(tA); ++kb) {
     cute::gemm(mma, tA(_, _, kb), tB(_, _, kb), tC);
@@ -380,9 +369,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     if (w == kWGs - 1) cutlass::arch::NamedBarrier::arrive(256, kSchedBar);
 
   // rab: the buckets of this warpgroup's 64 rows of a key block, copied with cp.async into one of
-  // its two buffers (the k-th visited key block into buffer k & 1): the copy of block k + 1 is
+  // its two buffers (the k-th visited key block into buffer k & 1): the copy of the next block is
   // issued once every thread of the warpgroup has passed the barrier that follows its reads of
-  // block k - 1 (bkt_ready), and lands while block k's GEMMs run; rab_init reads block k.
+  // the block before (bkt_ready), and lands while this block's GEMMs run.
   const uint8_t* seq_bkt = kHasRab ? seq_buckets(p, si) : nullptr;
   uint8_t* my_bkt = s_bkt + w * 2 * 64 * Tr::kBktPitch;
   auto bkt_load = [&](int nb, int buf) {
@@ -415,36 +404,28 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   // FlashAttention-3's intra-warpgroup overlap: S of the next key block is issued before P V of
   // this one, and its pointwise epilogue runs while P V is on the tensor cores.
   int n = next_visible(0);  // a row block always sees its diagonal block: n < n_blocks
-  int nn = next_visible(n + 1), buf = 0;
-  if constexpr (kHasRab) {
-    bkt_load(n, 0);
-    bkt_ready();
-    if (nn < n_blocks) bkt_load(nn, 1);
-    rab_init<Tr::kBktPitch>(tSrS, tScS, rab_view(n, 0));
-  }
+  bkt_load(n, 0);
   pipe_k.consumer_wait(rd_k);
   turn_wait();
-  wg_gemm<!kHasRab>(mma0, tSrQ, tSrK(_, _, _, rd_k.index()), tSrS);  // rab: onto the bias
+  wg_gemm<true>(mma0, tSrQ, tSrK(_, _, _, rd_k.index()), tSrS);
   turn_pass(false);
   warpgroup_wait<0>();
   warpgroup_fence_operand(tSrS);
   pipe_k.consumer_release(rd_k);
   ++rd_k;
-  apply_scores<kFast, kBN>(tSrS, tScS, p, si, m0, n * kBN, tile_kind(si, p, m0, kBM, n * kBN, kBN));
+  bkt_ready();
+  int nn = next_visible(n + 1), buf = 0;
+  if (nn < n_blocks) bkt_load(nn, 1);
+  apply_scores<kHasRab, kFast, kBN, Tr::kBktPitch>(tSrS, tScS, p, si, rab_view(n, 0), m0, n * kBN,
+                                                   tile_kind(si, p, m0, kBM, n * kBN, kBN));
   to_p();
 #pragma unroll 1
   while (nn < n_blocks) {
     buf ^= 1;
-    const int nn2 = next_visible(nn + 1);
-    if constexpr (kHasRab) {
-      bkt_ready();
-      if (nn2 < n_blocks) bkt_load(nn2, buf ^ 1);
-      rab_init<Tr::kBktPitch>(tSrS, tScS, rab_view(nn, buf));
-    }
     pipe_k.consumer_wait(rd_k);
     pipe_v.consumer_wait(rd_v);
     turn_wait();
-    wg_gemm<!kHasRab>(mma0, tSrQ, tSrK(_, _, _, rd_k.index()), tSrS);
+    wg_gemm<true>(mma0, tSrQ, tSrK(_, _, _, rd_k.index()), tSrS);
     warpgroup_fence_operand(tOrP);
     wg_gemm<false>(mma1, tOrP, tOrV(_, _, _, rd_v.index()), tOrO);
     turn_pass(false);
@@ -453,8 +434,12 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     warpgroup_fence_operand(tSrS);
     pipe_k.consumer_release(rd_k);
     ++rd_k;
-    apply_scores<kFast, kBN>(tSrS, tScS, p, si, m0, nn * kBN,
-                             tile_kind(si, p, m0, kBM, nn * kBN, kBN));
+    bkt_ready();
+    const int nn2 = next_visible(nn + 1);
+    if (nn2 < n_blocks) bkt_load(nn2, buf ^ 1);
+    apply_scores<kHasRab, kFast, kBN, Tr::kBktPitch>(tSrS, tScS, p, si, rab_view(nn, buf), m0,
+                                                     nn * kBN,
+                                                     tile_kind(si, p, m0, kBM, nn * kBN, kBN));
     warpgroup_wait<0>();
     warpgroup_fence_operand(tOrO);
     warpgroup_fence_operand(tOrP);
