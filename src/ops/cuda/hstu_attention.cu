@@ -31,7 +31,9 @@
 // 4 * T * H * Dpad bytes for the dQ accumulator when not deterministic (sm80) or with the fused
 // sm_90a backward (HSTU_ATTN_SM90_FUSED=1; + 4 * B * H * ceil(max_seqlen / 64) semaphore bytes).
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <optional>
@@ -290,7 +292,16 @@ bool use_rab_buckets(const Ctx& ctx, const HstuAttnParams& p) {
   const Arena* a = ctx.scratch;
   if (!a || a->device() != Device::kCUDA || a->is_measuring()) return false;
   const size_t need = arena_bytes(attn::rab_buckets_bytes(p.batch, p.max_seqlen));
-  return a->capacity() - a->used() >= need;
+  const size_t free_bytes = a->capacity() - a->used();
+  if (free_bytes >= need) return true;
+  static std::atomic<bool> warned{false};  // once per process: the run works, only slower
+  if (!warned.exchange(true))
+    std::fprintf(stderr,
+                 "hstu: warning: hstu_attention: the rab time buckets need %zu bytes of scratch, "
+                 "%zu are free; the attention kernels compute them per element instead (several "
+                 "times slower; size ctx.scratch for B x round_up(max_seqlen, 16)^2 more bytes)\n",
+                 need, free_bytes);
+  return false;
 }
 
 // Allocates the buckets in `scratch` and computes them on `stream` (use_rab_buckets said yes).
