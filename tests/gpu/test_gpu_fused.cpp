@@ -7,9 +7,10 @@
 // Fresh random inputs each run (the seed is printed on failure). Tolerances follow
 // gpu_harness.h's rule: max |gpu - ref| <= m * max |naive - ref| + atol, the naive error being the
 // fp32 reference's own rounding to the output dtype (m = 2 forward, 5 backward). The layer's
-// rule: the fused layer may not be further from the fp32 CPU layer than the unfused one (x1.25,
-// plus 1e-3 of the reference's scale: a different cuBLASLt algorithm or summation order), and
-// the two GPU paths agree with each other within the unfused path's own error.
+// rule is the same with the unfused GPU layer as the naive implementation: the fused layer's
+// distance to the fp32 CPU layer, and its distance to the unfused layer, are each at most
+// 2 x the unfused layer's distance to the CPU layer + 1e-3 of the reference's scale (the paths
+// differ only in a cuBLASLt algorithm and a summation order, i.e. in roundings).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -310,10 +311,12 @@ TEST_P(GpuFusedLayer, FusedIsAsCloseToCpuAsUnfused) {
   const auto expect = [&](const Tensor& f, const Tensor& u, const Tensor& r, const char* what) {
     const double ef = max_abs_diff(f, r), eu = max_abs_diff(u, r), scale = max_abs(r);
     EXPECT_GT(scale, 0.0) << c.name << " " << what << " is all zeros";
-    EXPECT_LE(ef, 1.25 * eu + 1e-3 * scale)
+    EXPECT_LE(ef, 2.0 * eu + 1e-3 * scale)
         << c.name << " " << what << ": fused " << ef << " vs unfused " << eu
         << " from the CPU layer (max|ref| " << scale << ", seed " << test_seed() << ")";
-    EXPECT_LE(max_abs_diff(f, u), eu + 1e-3 * scale) << c.name << " " << what;
+    EXPECT_LE(max_abs_diff(f, u), 2.0 * eu + 1e-3 * scale)
+        << c.name << " " << what << ": fused vs unfused (their error from the CPU layer " << eu
+        << ")";
   };
   expect(fused.y, unfused.y, ref.y, "x_out");
   expect(fused.dx, unfused.dx, ref.dx, "dx");
