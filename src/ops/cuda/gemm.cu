@@ -64,12 +64,13 @@ __global__ void colsum_partial_kernel(const T* dy, int64_t ld, int64_t m, int64_
   }
 }
 
-}  // namespace
-
+// Rows summed by each block of bias_grad's first stage.
 int64_t bias_grad_rows_per_part(int64_t m) {
   const int64_t parts = partial_blocks(m, 128);
   return (m + parts - 1) / parts;
 }
+
+}  // namespace
 
 size_t bias_grad_scratch_bytes(int64_t rows, int64_t cols) {
   if (rows == 0) return 0;

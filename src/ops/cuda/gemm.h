@@ -12,7 +12,4 @@ void gemm(Ctx& ctx, const GemmDesc& desc, const Tensor& a, const Tensor& b, cons
 void gemm_residual(Ctx& ctx, const GemmDesc& desc, const Tensor& a, const Tensor& b,
                    const Tensor& residual, const Tensor& d, const Tensor& bias);
 void bias_grad(Ctx& ctx, const Tensor& dy, const Tensor& db, bool accumulate);
-// Rows each block of bias_grad's first stage sums (the fused SiLU backward of uvqk_act.cu uses
-// the same partition, so bias_grad's scratch budget covers it).
-int64_t bias_grad_rows_per_part(int64_t m);
 }  // namespace hstu::cuda

@@ -5,17 +5,17 @@
 // dense columns (V = 8 when the layout is dense and every view is 16-byte aligned, 1 otherwise)
 // and walks rows, so the dense-to-padded column map (UvqkLayout::column) is computed once per
 // thread and not per element, and the column sums need no atomics: each thread sums its rows,
-// the ty lanes are added in smem in a fixed order, one partial row per block, and
-// reduce_partials adds the blocks in order (deterministic). kBatch rows are loaded before any
-// is computed or stored, so several loads are in flight per thread and d_z may be d_uvqk (dense
-// layout: a thread reads and writes only its own elements).
+// the ty lanes are added in smem in a fixed order, one partial row per block of >= 32 rows (at
+// most 4 blocks per SM), and a second kernel adds the blocks' partials in a fixed order
+// (deterministic). kBatch rows are loaded before any is computed or stored, so several loads are
+// in flight per thread, and d_z may be d_uvqk (dense layout: a thread reads and writes only its
+// own elements).
 //
 // Bytes at B32 L4096 D1024 4x256 (T = 131072, 4Hd = 4096, bf16): forward reads z and writes
 // u|v|q|k, 2 GiB; backward reads z and d_uvqk and writes d_z, 3 GiB — the separate bias_grad
 // pass (1 GiB more) is gone. At the ML-1M shape (T = 25600, 2 heads of 25: 200 of 216 columns)
 // both are ~10-15 MB, where the one launch instead of two (u, then the heads) is what counts.
 #include "ops/cuda/common.cuh"
-#include "ops/cuda/gemm.h"
 #include "ops/cuda/uvqk_act.h"
 
 namespace hstu::cuda {
@@ -124,13 +124,14 @@ struct Geometry {
   dim3 block;
 };
 
-Geometry geometry(const UvqkLayout& l, std::initializer_list<const Tensor*> ts) {
+Geometry geometry(const UvqkLayout& l, std::initializer_list<const Tensor*> ts,
+                  int threads = kThreads) {
   Geometry g;
   const int64_t n = 4 * l.hd();
   g.vec8 = l.dense() && can_vec8(n, ts);
   const int64_t vecs = g.vec8 ? n / 8 : n;
   const int tx = static_cast<int>(std::min<int64_t>(256, (vecs + 31) / 32 * 32));
-  g.block = dim3(tx, std::max(1, kThreads / tx));
+  g.block = dim3(tx, std::max(1, threads / tx));
   return g;
 }
 
@@ -140,14 +141,43 @@ ColumnMap column_map(const UvqkLayout& l) {
           static_cast<int>(l.stride())};
 }
 
-// Rows a block takes without partial sums: two batches per row lane.
+// Rows a block takes without partial sums: one batch per row lane.
 int64_t plain_rows_per_block(const Geometry& g, int batch) {
-  return static_cast<int64_t>(g.block.y) * batch * 2;
+  return static_cast<int64_t>(g.block.y) * batch;
 }
 
 template <int V>
 constexpr int batch_of() {
-  return V == 8 ? 2 : 8;
+  return V == 8 ? 4 : 16;
+}
+
+// The backward's row parts (one partial row of column sums each): at least kPartRows rows, at
+// most 4 per SM, so that every SM has several blocks of loads in flight (bias_grad's 2 per SM of
+// >= 128 rows measured 2 TB/s here: H200, 32 x 1024 x 4096 bf16).
+constexpr int64_t kPartRows = 32;
+constexpr int kBwdThreads = 256;
+int64_t bwd_parts(int64_t rows) {
+  const int64_t cap = 4 * static_cast<int64_t>(num_sms());
+  return std::max<int64_t>(1, std::min(cap, (rows + kPartRows - 1) / kPartRows));
+}
+
+// db[c] (+)= sum over p of partial[p, c] in a fixed order: lane y of a 32 x 8 block sums parts
+// y, y + 8, ... of column c, and lane 0 adds the 8 lane sums in order (deterministic).
+__global__ void __launch_bounds__(256)
+    colsum_reduce_kernel(const float* __restrict__ partial, int64_t parts, int64_t n, float* db,
+                         bool accumulate) {
+  __shared__ float lanes[8][32];
+  const int64_t c = blockIdx.x * 32 + threadIdx.x;
+  float s = 0.0f;
+  if (c < n)
+    for (int64_t p = threadIdx.y; p < parts; p += 8) s += partial[p * n + c];
+  lanes[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y != 0 || c >= n) return;
+  float total = 0.0f;
+#pragma unroll
+  for (int y = 0; y < 8; ++y) total += lanes[y][threadIdx.x];
+  db[c] = accumulate ? db[c] + total : total;
 }
 
 template <bool kBwd, typename T>
@@ -163,6 +193,10 @@ void launch(Ctx& ctx, const Geometry& g, const UvqkArgs<T>& a, int64_t blocks) {
 }
 
 }  // namespace
+
+size_t uvqk_silu_bwd_scratch_bytes(int64_t rows, int64_t cols) {
+  return rows == 0 ? 0 : arena_bytes(sizeof(float) * static_cast<size_t>(bwd_parts(rows) * cols));
+}
 
 void uvqk_silu_fwd(Ctx& ctx, const UvqkLayout& layout, const Tensor& z, const Tensor& uvqk) {
   check_uvqk_act(layout, z, uvqk, Tensor(), Tensor(), "uvqk_silu_fwd");
@@ -195,7 +229,7 @@ void uvqk_silu_bwd(Ctx& ctx, const UvqkLayout& layout, const Tensor& z, const Te
       HSTU_CUDA_CHECK(cudaMemsetAsync(db.data, 0, db.nbytes(), stream_of(ctx)));
     return;
   }
-  const Geometry g = geometry(layout, {&z, &d_uvqk, &d_z});
+  const Geometry g = geometry(layout, {&z, &d_uvqk, &d_z}, db.empty() ? kThreads : kBwdThreads);
   dispatch_io(z.dtype, "uvqk_silu_bwd z", [&](auto tag) {
     using T = typename decltype(tag)::type;
     UvqkArgs<T> a;
@@ -207,14 +241,17 @@ void uvqk_silu_bwd(Ctx& ctx, const UvqkLayout& layout, const Tensor& z, const Te
       a.rows_per_block = plain_rows_per_block(g, g.vec8 ? batch_of<8>() : batch_of<1>());
       return launch<true>(ctx, g, a, (rows + a.rows_per_block - 1) / a.rows_per_block);
     }
-    // The partition of bias_grad (its scratch budget covers this [parts, n] buffer).
+    // uvqk_silu_bwd_scratch_bytes (in the ops' scratch budget) covers this [parts, n] buffer.
     Scratch scratch(ctx, "uvqk_silu_bwd");
-    a.rows_per_block = bias_grad_rows_per_part(rows);
+    const int64_t want = bwd_parts(rows);
+    a.rows_per_block = (rows + want - 1) / want;
     const int64_t parts = (rows + a.rows_per_block - 1) / a.rows_per_block;
     Tensor partial = scratch.alloc(DType::kF32, {parts, n});
     a.partial = partial.as<float>();
     launch<true>(ctx, g, a, parts);
-    reduce_partials(ctx, a.partial, parts, n, n, n, db.as<float>(), nullptr, accumulate_db);
+    colsum_reduce_kernel<<<static_cast<unsigned>((n + 31) / 32), dim3(32, 8), 0, stream_of(ctx)>>>(
+        a.partial, parts, n, db.as<float>(), accumulate_db);
+    HSTU_CUDA_CHECK_LAUNCH();
   });
 }
 
