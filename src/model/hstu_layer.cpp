@@ -1,8 +1,9 @@
 // hstu_layer.cpp — forward and backward sequencing of one HSTU layer over the op families.
 //
-// Around the attention (cfg.fused, the default): SiLU(z) into the padded u|v|q|k layout in one
-// pass, its backward and the uvqk bias gradient in one pass (uvqk_act.h; dense layouts only, see
-// backward()), and the residual add as the output GEMM's C input (gemm_residual). The LayerNorms
+// Around the attention (cfg.fused, the default): SiLU(z) into the padded u|v|q|k layout and its
+// backward with the uvqk bias gradient through uvqk_act.h (one pass each where that measured
+// faster: the forward with padded heads, the backward with a dense layout), and the residual add
+// as the output GEMM's C input (gemm_residual). The LayerNorms
 // already write the GEMM operands (LN(x) -> xn, LN(O) * u * dropout -> y) in one pass each.
 // cfg.fused = false runs the separate passes these replaced.
 #include "model/hstu_layer.h"
@@ -218,17 +219,13 @@ void HstuLayer::backward(Ctx& ctx, const DenseParams& p, const BatchTensors& b, 
                      grad(p, ids_.rab_time));
   // SiLU, then the uvqk projection.
   phase(ctx, "bwd.silu");
-  // The fused backward (the uvqk bias gradient summed in the same pass) only with a dense layout:
-  // with padded heads (the paper's widths 25 and 50) it measured slower than the staged
-  // activation kernels + bias_grad (H100, bench-ml1m-large: 45 vs 27 us a layer).
-  const bool fused_bwd = cfg_.fused && lay.dense();
-  if (fused_bwd)
+  if (cfg_.fused)  // with the uvqk bias gradient (in the same pass where that measured faster)
     uvqk_silu_bwd(ctx, lay, z, d_uvqk, d_z, grad(p, ids_.b_uvqk), true);
   else
     silu_bwd(ctx, lay, z, d_uvqk, d_z);
   phase(ctx, "bwd.gemm_uvqk");
   gemm(ctx, GemmDesc{true, false, 1.0f, 1.0f}, xn, d_z, grad(p, ids_.w_uvqk));
-  if (ids_.b_uvqk >= 0 && !fused_bwd) bias_grad(ctx, d_z, grad(p, ids_.b_uvqk), true);
+  if (ids_.b_uvqk >= 0 && !cfg_.fused) bias_grad(ctx, d_z, grad(p, ids_.b_uvqk), true);
   gemm(ctx, GemmDesc{false, true, 1.0f, 0.0f}, d_z, matrix(p, ids_.w_uvqk), d_xn);
   phase(ctx, "bwd.ln_in");
   // Input LayerNorm: accumulate into dx, which already holds the residual gradient.

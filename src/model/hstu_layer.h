@@ -42,10 +42,10 @@ struct HstuLayerConfig {
   int32_t max_attn_len = 0;
   bool recompute_ln = false, recompute_silu = false;
   // Fused element-wise passes around the attention (issue 16 item 2): SiLU into the padded
-  // layout in one launch, its backward with the uvqk bias gradient in one pass (uvqk_act.h; with
-  // a dense layout: head widths that are multiples of 8), and the residual as the output GEMM's C
-  // input (gemm_residual). false: the separate passes they replaced (a reference and the
-  // "before" of the benchmarks); HSTU_LAYER_UNFUSED=1 in the environment sets it for every layer.
+  // layout and its backward with the uvqk bias gradient through uvqk_act.h (one pass each where
+  // that measured faster), and the residual as the output GEMM's C input (gemm_residual). false:
+  // the separate passes they replaced (a reference and the "before" of the benchmarks);
+  // HSTU_LAYER_UNFUSED=1 in the environment sets it for every layer.
   bool fused = true;
   std::string init = "recsys";  // recsys | meta
 

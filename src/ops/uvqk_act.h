@@ -1,16 +1,17 @@
 // uvqk_act.h — SiLU of the HSTU layer's fused projection, between the dense GEMM layout and the
-// attention's padded layout, each direction in one pass (issue 16 item 2).
+// attention's padded layout, one call each way (issue 16 item 2).
 //
 //   forward:  uvqk[T, W] = SiLU(z[T, 4Hd])                         (u | v | q | k, UvqkLayout)
 //   backward: d_z[T, 4Hd] = d_uvqk[T, W] * SiLU'(z);  db[4Hd] (+)= column sums of d_z
 //
 // The backward's bias gradient is summed from the rounded d_z values it stores (what a separate
-// bias_grad pass over d_z would read), in a fixed order (deterministic), so the pass replaces
-// both the SiLU backward and the bias gradient of the uvqk GEMM: at the layer's shape B32 L4096
-// D1024 that is one read of the [T, 4Hd] gradient less (1 GiB in bf16). Each direction is one
-// launch for the whole row where the generic activation op needs two (u, then the 3H heads).
-// Dtypes: z, uvqk, d_uvqk, d_z share the activation dtype (f32/f64 on CPU; bf16/f16/f32 on
-// CUDA); db is f32 (f64 when z is f64).
+// bias_grad pass over d_z would read), in a fixed order (deterministic). On CUDA each direction
+// runs the implementation that measured faster (cuda/uvqk_act.cu): with a dense layout the
+// backward is one pass that replaces SiLU' and the uvqk bias gradient (one read of the [T, 4Hd]
+// gradient less: 1 GiB in bf16 at B32 L4096 D1024); with padded heads the forward is one launch
+// where the generic activation op needs two (u, then the 3H heads). Dtypes: z, uvqk, d_uvqk, d_z
+// share the activation dtype (f32/f64 on CPU; bf16/f16/f32 on CUDA); db is f32 (f64 when z is
+// f64).
 #pragma once
 
 #include <cstdint>

@@ -1,8 +1,9 @@
 // test_gpu_fused.cpp — the fused passes around the HSTU attention (issue 16 item 2) against their
 // CPU references: the SiLU of z into the padded u|v|q|k layout (uvqk_silu_fwd), its backward with
-// the uvqk bias gradient (uvqk_silu_bwd), the GEMM with the residual as its C input
-// (gemm_residual), and the whole layer, fused and unfused, forward and backward, with and without
-// the recompute switches.
+// the uvqk bias gradient (uvqk_silu_bwd; each direction's CUDA implementations: the fused kernel
+// with 8-wide and element access, and the generic kernels it defers to where they measured
+// faster), the GEMM with the residual as its C input (gemm_residual), and the whole layer, fused
+// and unfused, forward and backward, with and without the recompute switches.
 //
 // Fresh random inputs each run (the seed is printed on failure). Tolerances follow
 // gpu_harness.h's rule: max |gpu - ref| <= m * max |naive - ref| + atol, the naive error being the
@@ -157,6 +158,8 @@ INSTANTIATE_TEST_SUITE_P(
         SiluCase{"dense_2x64_strided_no_bias_bf16", 65, 2, 64, kBf, 8, false},
         SiluCase{"dense_wide_1x1024_bf16", 40, 1, 1024, kBf},  // column tiles (4096 columns)
         SiluCase{"dense_2x16_f32", 33, 2, 16, DType::kF32},
+        // dense but 6-byte-aligned views: the kernel's element path (V = 1) with partial sums
+        SiluCase{"dense_2x32_misaligned_bf16", 300, 2, 32, kBf, 3},
         SiluCase{"many_rows_2x24_bf16", 5000, 2, 24, kBf}),  // several row parts
     [](const auto& info) { return info.param.name; });
 

@@ -1,21 +1,34 @@
 // uvqk_act.cu — CUDA SiLU between the layer's dense z [T, 4Hd] and its padded u|v|q|k layout,
-// each direction one launch; the backward also sums d_z's columns (the uvqk bias gradient).
+// and its backward with the column sums of d_z (the uvqk bias gradient).
 //
-// The one decision: a block is tx column lanes x ty row lanes; a thread owns V consecutive
-// dense columns (V = 8 when the layout is dense and every view is 16-byte aligned, 1 otherwise)
-// and walks rows, so the dense-to-padded column map (UvqkLayout::column) is computed once per
-// thread and not per element, and the column sums need no atomics: each thread sums its rows,
-// the ty lanes are added in smem in a fixed order, one partial row per block of >= 32 rows (at
-// most 4 blocks per SM), and a second kernel adds the blocks' partials in a fixed order
+// Which pass runs where is what measured fastest (docs/BENCHMARKS.md, session 12):
+//   forward, padded heads (widths 25, 50): this file's kernel, one launch where the generic
+//     activation op needs two (u, then the heads): H100, ML-1M shape 14 vs 19 us a layer;
+//   forward, dense layout: the generic element-wise kernel (one launch either way; it measured
+//     0.193 vs 0.210 ms at 32 x 1024 x 4096 bf16);
+//   backward, dense layout: this file's kernel, d_z and the bias gradient in one pass, one read
+//     of d_z less than SiLU' + bias_grad (H100, 32 x 1024: 0.40 vs 0.26 + 0.18 ms; 32 x 4096:
+//     1.46 vs 1.05 + 0.58 ms);
+//   backward, padded heads: the staged activation kernels + bias_grad (this kernel took 45 vs
+//     27 us a layer at the ML-1M shape: 2 row batches per thread, a latency-bound reduction).
+//
+// The kernel: a block is tx column lanes x ty row lanes; a thread owns V consecutive dense
+// columns (V = 8 when the layout is dense and every view is 16-byte aligned, 1 otherwise) and
+// walks rows, so the dense-to-padded column map (UvqkLayout::column) is computed once per thread
+// and not per element, and the column sums need no atomics: each thread sums its rows, the ty
+// lanes are added in smem in a fixed order, one partial row per block of >= 32 rows (at most 4
+// blocks per SM), and a second kernel adds the blocks' partials in a fixed order
 // (deterministic). kBatch rows are loaded before any is computed or stored, so several loads are
 // in flight per thread, and d_z may be d_uvqk (dense layout: a thread reads and writes only its
 // own elements).
 //
-// Bytes at B32 L4096 D1024 4x256 (T = 131072, 4Hd = 4096, bf16): forward reads z and writes
-// u|v|q|k, 2 GiB; backward reads z and d_uvqk and writes d_z, 3 GiB — the separate bias_grad
-// pass (1 GiB more) is gone. At the ML-1M shape (T = 25600, 2 heads of 25: 200 of 216 columns)
-// both are ~10-15 MB, where the one launch instead of two (u, then the heads) is what counts.
+// Bytes at B32 L4096 D1024 4x256 (T = 131072, 4Hd = 4096, bf16): the backward reads z and d_uvqk
+// and writes d_z, 3 GiB, and the separate bias_grad pass (1 GiB more) is gone; it moves ~2 TB/s
+// on an H100 (3.35 peak), where the generic SiLU' kernel moves ~3 TB/s: the next step is more
+// loads in flight (software pipelining of the row loop) and an unrolled reduction.
+#include "ops/cuda/activation.h"
 #include "ops/cuda/common.cuh"
+#include "ops/cuda/gemm.h"
 #include "ops/cuda/uvqk_act.h"
 
 namespace hstu::cuda {
@@ -202,15 +215,18 @@ void uvqk_silu_fwd(Ctx& ctx, const UvqkLayout& layout, const Tensor& z, const Te
   check_uvqk_act(layout, z, uvqk, Tensor(), Tensor(), "uvqk_silu_fwd");
   check_cuda_tensor(z, "uvqk_silu_fwd z");
   check_cuda_tensor(uvqk, "uvqk_silu_fwd uvqk");
-  const int64_t rows = z.dim(0);
+  const int64_t rows = z.dim(0), n = z.dim(1);
   if (rows == 0) return;
+  // Dense: the same element-wise pass, which the generic kernel does a little faster (H100,
+  // 32 x 1024 x 4096 bf16: 0.193 vs 0.210 ms).
+  if (layout.dense()) return cuda::activation_fwd(ctx, Activation::kSilu, z, uvqk.cols(0, n));
   const Geometry g = geometry(layout, {&z, &uvqk});
   dispatch_io(z.dtype, "uvqk_silu_fwd z", [&](auto tag) {
     using T = typename decltype(tag)::type;
     UvqkArgs<T> a;
     a.z = static_cast<const T*>(z.data), a.ldz = z.row_stride;
     a.pout = static_cast<T*>(uvqk.data), a.ldp = uvqk.row_stride;
-    a.rows = rows, a.n = z.dim(1), a.map = column_map(layout);
+    a.rows = rows, a.n = n, a.map = column_map(layout);
     a.rows_per_block = plain_rows_per_block(g, g.vec8 ? batch_of<8>() : batch_of<1>());
     launch<false>(ctx, g, a, (rows + a.rows_per_block - 1) / a.rows_per_block);
   });
@@ -227,6 +243,18 @@ void uvqk_silu_bwd(Ctx& ctx, const UvqkLayout& layout, const Tensor& z, const Te
   if (rows == 0) {
     if (!db.empty() && !accumulate_db)
       HSTU_CUDA_CHECK(cudaMemsetAsync(db.data, 0, db.nbytes(), stream_of(ctx)));
+    return;
+  }
+  if (!layout.dense()) {
+    // Padded heads: the staged activation kernel on u and on the heads, then bias_grad, which
+    // measured faster than this file's kernel (H100, ML-1M shape: 27 vs 45 us a layer).
+    const int64_t hd = layout.hd();
+    cuda::activation_bwd(ctx, Activation::kSilu, z.cols(0, hd), d_uvqk.cols(0, hd),
+                         d_z.cols(0, hd));
+    cuda::activation_bwd(ctx, Activation::kSilu, z.cols(hd, n),
+                         d_uvqk.cols(layout.v0(), layout.width()), d_z.cols(hd, n),
+                         {3 * layout.heads, layout.head_dim});
+    if (!db.empty()) cuda::bias_grad(ctx, d_z, db, accumulate_db);
     return;
   }
   const Geometry g = geometry(layout, {&z, &d_uvqk, &d_z}, db.empty() ? kThreads : kBwdThreads);
