@@ -188,7 +188,8 @@ int run_layer_bench(const std::vector<std::string>& args) {
                 pub > 0 ? (std::to_string(pub).substr(0, 6) + "ms").c_str() : "-",
                 pub > 0 ? (std::to_string(pub / med).substr(0, 4) + "x").c_str() : "-");
     if (phases)
-      std::printf("phases of the layer (GPU time, median per rep):\n%s", timer.report().c_str());
+      std::printf("phases of the layer (median per rep; GPU time on CUDA):\n%s",
+                  timer.report().c_str());
   }
   return 0;
 }
