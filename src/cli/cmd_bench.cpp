@@ -88,6 +88,10 @@ void add_bench_layer(CLI::App& bench, Commands& commands) {
       ->type_name("N")
       ->check(int_in(1));
   app->add_flag("--recompute")->description("recompute the input LayerNorm and SiLU in backward");
+  app->add_flag("--phases")->description("also the layer's time per phase (its kernels)");
+  app->add_flag("--unfused")
+      ->description(
+          "the separate element-wise passes around the attention (HstuLayerConfig.fused = false)");
   commands.push_back({app, [app] { return run_layer_bench(given_args(*app)); }});
 }
 
