@@ -1,0 +1,316 @@
+// attention_bwd_sm90_wide.cuh — the Hopper (sm_90a) HSTU attention backward for head widths
+// padded to 256: the split scheme of attention_bwd_sm90.cuh (a key-major dK/dV kernel beside a
+// query-major dQ kernel, each output written once: deterministic, no atomics), with the work of a
+// CTA divided between its two consumer warpgroups by head-width half instead of by rows.
+//
+// Why: at d 256 a warpgroup owning 64 rows of both dK and dV needs 2 x 64 x 256 fp32
+// accumulators = 256 registers a thread, more than a thread has. Here a CTA owns kBM = 64
+// resident rows and each consumer warpgroup w owns columns [128 w, 128 w + 128) of the outputs
+// of all of them (dK and dV: 2 x 64 registers, as the d 128 kernel):
+//   - warpgroup 0 computes X = R1 S1^T (S^T = K Q^T, or S = Q K^T), warpgroup 1 computes
+//     Y = R2 S2^T (dP^T = V dO^T, or dP = dO V^T), side by side (wgmma m64n64k256, both operands
+//     in shared memory);
+//   - each publishes its fp32 accumulators to shared memory in register order (both fragments
+//     have the same layout, so thread t reads exactly the elements it holds) and reads the
+//     other's: both warpgroups then hold X and Y and apply the same pointwise step
+//     (bwd_apply: masks, SiLU, SiLU') — the same instructions on the same values, so both get
+//     the same P and dS bits;
+//   - dV[:, half] += P^T dO[:, half], dK[:, half] += dS^T Q[:, half] (or dQ[:, half] += dS
+//     K[:, half]) with P / dS from registers (wgmma RS, m64n128k64) and the streamed operand's
+//     column half read MN-major from shared memory.
+// GEMMs per tile pair: 4 in the dK/dV kernel and 3 in the dQ kernel (7 for the 5 counted), as
+// the d 64 / 128 split form. Shared memory: resident 2 x 32 KB, streamed 2 stages x 2 x 32 KB,
+// exchange 2 x 16 KB = 224 KB.
+//
+// Masks, tile classification, the producer and the epilogue's stores are those of
+// attention_bwd_sm90.cuh (bwd_apply, bwd_produce, store_tile). No rab (sm90_bwd_supported keeps
+// rab on sm80). Shapes: q/k/v/d_o strided column views [T, H * stride], TMA views (token, column,
+// head) with the true head widths as column extents (zero-filled up to 256).
+#pragma once
+
+#include "ops/cuda/sm90/attention_bwd_sm90.cuh"
+
+namespace hstu::cuda::attn::sm90 {
+
+// kDkdv: the key-major dK/dV kernel, else the query-major dQ kernel.
+template <typename T, bool kDkdv>
+struct WideBwdTraits {
+  using Element = typename CuteElem<T>::type;
+  static constexpr int kHD = 256;
+  static constexpr int kHalf = kHD / 2;  // output columns per consumer warpgroup
+  static constexpr int kConsumerWGs = 2;
+  static constexpr int kBM = 64;  // resident rows (keys for dK/dV, else queries)
+  static constexpr int kBN = 64;  // streamed rows per block
+  static constexpr int kStages = 2;
+  static constexpr int kThreads = 128 * (kConsumerWGs + 1);
+  static constexpr int kProducerRegs = 24;
+  static constexpr int kConsumerRegs = 240;
+
+  using OneWG = Layout<Shape<_1, _1, _1>>;
+  // X [kBM, kBN] = A B^T (S^T / S or dP^T / dP): both operands K-major in shared memory.
+  using TiledMmaS = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<Element, Element, float, Shape<Int<kBM>, Int<kBN>, Int<kHD>>>(),
+      OneWG{}));
+  // Acc [kBM, kHalf] += P [kBM, kBN] B [kBN, kHalf]: P from registers, B^T MN-major in shared
+  // memory (one column half of a streamed operand).
+  using TiledMmaO = decltype(make_tiled_mma(
+      GMMA::rs_op_selector<Element, Element, float, Shape<Int<kBM>, Int<kHalf>, Int<kBN>>,
+                           GMMA::Major::K, GMMA::Major::MN>(),
+      OneWG{}));
+
+  using SmemAtom = GMMA::Layout_K_SW128_Atom<Element>;
+  using SmemLayoutR = decltype(tile_to_shape(SmemAtom{}, Shape<Int<kBM>, Int<kHD>>{}));
+  using SmemLayoutS =
+      decltype(tile_to_shape(SmemAtom{}, Shape<Int<kBN>, Int<kHD>, Int<kStages>>{}));
+  // (column within a half, streamed row, stage) -> SmemLayoutS: the transposed view of columns
+  // [0, kHalf); columns [kHalf, kHD) are the same layout kHalfOffset elements further (the
+  // 8 x 64 swizzle atoms repeat over rows first, so a 128-column step is 2 x kBN x 64 elements,
+  // a multiple of the 1 KB swizzle period).
+  using SmemLayoutStHalf = decltype(composition(
+      SmemLayoutS{},
+      Layout<Shape<Int<kHalf>, Int<kBN>, Int<kStages>>, Stride<Int<kBN>, _1, Int<kBN * kHD>>>{}));
+  static constexpr int kHalfOffset = kBN * kHalf;
+
+  using GShape = Shape<int32_t, int32_t, int32_t>;
+  using GStride = Stride<int64_t, _1, int64_t>;
+  using GTensor = decltype(make_tensor(make_gmem_ptr(static_cast<const Element*>(nullptr)),
+                                       GShape{}, GStride{}));
+  using TmaR = decltype(make_tma_copy(SM90_TMA_LOAD{}, GTensor{}, SmemLayoutR{},
+                                      Shape<Int<kBM>, Int<kHD>>{}, _1{}));
+  using TmaS = decltype(make_tma_copy(SM90_TMA_LOAD{}, GTensor{}, take<0, 2>(SmemLayoutS{}),
+                                      Shape<Int<kBN>, Int<kHD>>{}, _1{}));
+
+  // Exchange: warpgroup w's [kBM, kBN] fp32 accumulators in register order (float4 k of thread
+  // t at xch[w][4 (128 k + t)]: consecutive threads, consecutive 16-byte words).
+  static constexpr int kAccPerThread = kBM * kBN / 128;
+
+  using Pipe = cutlass::PipelineTmaAsync<kStages>;
+  struct SharedStorage {
+    alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutR>, 1024> r1;  // then dK / dQ
+    alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutR>, 1024> r2;  // then dV
+    alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutS>, 1024> s1;
+    alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutS>, 1024> s2;
+    alignas(16) float xch[kConsumerWGs][kBM * kBN];
+    typename Pipe::SharedStorage pipe;
+    alignas(8) uint64_t barrier_r;
+  };
+  static constexpr int kSmemBytes = int(sizeof(SharedStorage));
+  static_assert(kSmemBytes <= 227 * 1024, "sm90 wide backward: shared memory of one CTA");
+  static constexpr uint32_t kRBytes = kBM * kHD * sizeof(Element);
+  static constexpr uint32_t kSBytes = kBN * kHD * sizeof(Element);
+};
+
+// Named barriers of the wide kernel's two consumer warpgroups (CUTLASS offsets the ids past its
+// reserved ones).
+enum WideBarrier : int { kWideXchFree = 1, kWideXchFull = 2, kWideEpiFree = 3, kWideEpiFull = 4 };
+
+// One thread's accumulators to / from its slots of an exchange buffer.
+template <typename TX>
+__device__ __forceinline__ void xch_put(const TX& tX, float* buf, int t) {
+  float4* b = reinterpret_cast<float4*>(buf);
+#pragma unroll
+  for (int k = 0; k < size(tX) / 4; ++k)
+    b[128 * k + t] = make_float4(tX(4 * k), tX(4 * k + 1), tX(4 * k + 2), tX(4 * k + 3));
+}
+template <typename TX>
+__device__ __forceinline__ void xch_get(TX& tX, const float* buf, int t) {
+  const float4* b = reinterpret_cast<const float4*>(buf);
+#pragma unroll
+  for (int k = 0; k < size(tX) / 4; ++k) {
+    const float4 v = b[128 * k + t];
+    tX(4 * k) = v.x;
+    tX(4 * k + 1) = v.y;
+    tX(4 * k + 2) = v.z;
+    tX(4 * k + 3) = v.w;
+  }
+}
+
+template <typename T, typename Tr, bool kDkdv>
+__global__ void __launch_bounds__(Tr::kThreads, 1)
+    hstu_attn_bwd_sm90_wide_kernel(const __grid_constant__ BwdParams<Tr> P) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Pipe = typename Tr::Pipe;
+  using SS = typename Tr::SharedStorage;
+  using NamedBarrier = cutlass::arch::NamedBarrier;
+  constexpr int kBM = Tr::kBM, kBN = Tr::kBN, kHD = Tr::kHD, kHalf = Tr::kHalf;
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  SS& ss = *reinterpret_cast<SS*>(smem_raw);
+  const HstuAttnParams& p = P.p;
+
+  // Heavy blocks first under causal masks: early key blocks (dK/dV), late query blocks (dQ).
+  const int blk = kDkdv ? int(blockIdx.x) : int(gridDim.x - 1 - blockIdx.x);
+  const int h = blockIdx.y, b = blockIdx.z;
+  const SeqInfo si = seq_info(p, b);
+  const int r0 = blk * kBM;
+  if (r0 >= si.L) return;  // the whole CTA, before any barrier
+  const int tid = threadIdx.x, wg = tid / 128;
+  const int n_blocks = (si.L + kBN - 1) / kBN;
+  auto kind_of = [&](int n) {
+    return kDkdv ? tile_kind(si, p, n * kBN, kBN, r0, kBM)
+                 : tile_kind(si, p, r0, kBM, n * kBN, kBN);
+  };
+  auto next_visible = [&](int n) {
+    while (n < n_blocks && kind_of(n) == kTileSkip) ++n;
+    return n;
+  };
+
+  using Barrier = cutlass::arch::ClusterTransactionBarrier;
+  if (tid == 0) Barrier::init(&ss.barrier_r, 1);
+  typename Pipe::Params pp;
+  pp.transaction_bytes = 2 * Tr::kSBytes;  // both streamed operands on one barrier
+  pp.role = wg == 0 ? Pipe::ThreadCategory::Producer : Pipe::ThreadCategory::Consumer;
+  pp.is_leader = tid == 0;
+  pp.num_consumers = 128 * Tr::kConsumerWGs;
+  Pipe pipe(ss.pipe, pp, Shape<_1, _1, _1>{});
+  __syncthreads();  // barriers initialised
+
+  if (wg == 0) {  // ---- producer
+    cutlass::arch::warpgroup_reg_dealloc<Tr::kProducerRegs>();
+    if (tid == 0) bwd_produce(P, ss, pipe, si, blk, h, n_blocks, next_visible);
+    return;
+  }
+
+  // ---- consumers: warpgroup w = wg - 1 owns output columns [kHalf w, kHalf (w + 1))
+  cutlass::arch::warpgroup_reg_alloc<Tr::kConsumerRegs>();
+  const int ctid = tid - 128, t = tid & 127, w = wg - 1;
+  Tensor sR1 = make_tensor(make_smem_ptr(ss.r1.data()), typename Tr::SmemLayoutR{});
+  Tensor sR2 = make_tensor(make_smem_ptr(ss.r2.data()), typename Tr::SmemLayoutR{});
+  Tensor sS1 = make_tensor(make_smem_ptr(ss.s1.data()), typename Tr::SmemLayoutS{});
+  Tensor sS2 = make_tensor(make_smem_ptr(ss.s2.data()), typename Tr::SmemLayoutS{});
+  Tensor sS1h = make_tensor(make_smem_ptr(ss.s1.data() + w * Tr::kHalfOffset),
+                            typename Tr::SmemLayoutStHalf{});
+  Tensor sS2h = make_tensor(make_smem_ptr(ss.s2.data() + w * Tr::kHalfOffset),
+                            typename Tr::SmemLayoutStHalf{});
+  typename Tr::TiledMmaS mmaS;
+  typename Tr::TiledMmaO mmaO;
+  auto thrS = mmaS.get_thread_slice(t);
+  auto thrO = mmaO.get_thread_slice(t);
+  Tensor tXrR1 = thrS.partition_fragment_A(sR1);  // descriptors
+  Tensor tXrR2 = thrS.partition_fragment_A(sR2);
+  Tensor tXrS1 = thrS.partition_fragment_B(sS1);  // (.., stage)
+  Tensor tXrS2 = thrS.partition_fragment_B(sS2);
+  Tensor tOrS1h = thrO.partition_fragment_B(sS1h);  // (.., stage)
+  Tensor tOrS2h = thrO.partition_fragment_B(sS2h);
+  // accB: dK [kBM, kHalf] (dK/dV kernel) or dQ; accA: dV (dK/dV kernel only).
+  Tensor accA = partition_fragment_C(mmaO, Shape<Int<kBM>, Int<kHalf>>{});
+  Tensor accB = partition_fragment_C(mmaO, Shape<Int<kBM>, Int<kHalf>>{});
+  if constexpr (kDkdv) clear(accA);
+  clear(accB);
+  Tensor tXcX = thrS.partition_C(make_identity_tensor(Shape<Int<kBM>, Int<kBN>>{}));
+  Tensor tXrX = partition_fragment_C(mmaS, Shape<Int<kBM>, Int<kBN>>{});  // S^T / S
+  Tensor tXrY = partition_fragment_C(mmaS, Shape<Int<kBM>, Int<kBN>>{});  // dP^T / dP
+  static_assert(size(decltype(tXrX){}) == Tr::kAccPerThread, "exchange slots");
+  using FragLayout = Layout<Shape<Shape<_2, _2, _2>, _1, Int<kBN / 16>>>;
+  Tensor tOrP = make_tensor<typename Tr::Element>(FragLayout{});
+  Tensor tOrD = make_tensor<typename Tr::Element>(FragLayout{});
+  static_assert(size(FragLayout{}) == size(decltype(tXrX){}), "A fragment size");
+  float* mine = ss.xch[w];
+  const float* other = ss.xch[1 - w];
+
+  reinterpret_cast<Barrier*>(&ss.barrier_r)->wait(0);
+  cutlass::PipelineState<Tr::kStages> rd;
+#pragma unroll 1
+  for (int n = next_visible(0); n < n_blocks; n = next_visible(n + 1)) {
+    pipe.consumer_wait(rd);
+    const int st = rd.index();
+    // NOTE: branches, not a reference chosen at run time: a register tensor must be named
+    // statically or it goes to local memory.
+    if (w == 0) {
+      wg_gemm<true>(mmaS, tXrR1, tXrS1(_, _, _, st), tXrX);
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(tXrX);
+      NamedBarrier::sync(256, kWideXchFree);  // the other warpgroup read the previous block
+      xch_put(tXrX, mine, t);
+      NamedBarrier::sync(256, kWideXchFull);
+      xch_get(tXrY, other, t);
+    } else {
+      wg_gemm<true>(mmaS, tXrR2, tXrS2(_, _, _, st), tXrY);
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(tXrY);
+      NamedBarrier::sync(256, kWideXchFree);
+      xch_put(tXrY, mine, t);
+      NamedBarrier::sync(256, kWideXchFull);
+      xch_get(tXrX, other, t);
+    }
+    bwd_apply<kDkdv, kBM, kBN>(tXrX, tXrY, tXcX, p, si, r0, n * kBN, kind_of(n));
+    acc_to_frag<T>(tXrY, tOrD);
+    warpgroup_fence_operand(tOrD);
+    if constexpr (kDkdv) {
+      acc_to_frag<T>(tXrX, tOrP);
+      warpgroup_fence_operand(tOrP);
+      wg_gemm<false>(mmaO, tOrP, tOrS2h(_, _, _, st), accA);  // dV[:, half] += P^T dO[:, half]
+    }
+    wg_gemm<false>(mmaO, tOrD, tOrS1h(_, _, _, st), accB);  // dK += dS^T Q | dQ += dS K
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(accA);
+    warpgroup_fence_operand(accB);
+    warpgroup_fence_operand(tOrP);
+    warpgroup_fence_operand(tOrD);
+    pipe.consumer_release(rd);
+    ++rd;
+  }
+
+  // ---- epilogue: both warpgroups are past their last resident read; r1 takes dK / dQ and r2 dV
+  // (the sm80 swizzled row-major layout, swz<kHD>), each warpgroup its column half; then both
+  // store the 64 rows.
+  NamedBarrier::sync(256, kWideEpiFree);
+  T* sB = reinterpret_cast<T*>(ss.r1.data());
+  T* sA = reinterpret_cast<T*>(ss.r2.data());
+  Tensor tOcO = thrO.partition_C(make_identity_tensor(Shape<Int<kBM>, Int<kHalf>>{}));
+  const float mul_b = p.alpha * p.scale;
+#pragma unroll
+  for (int e = 0; e < size(accB); e += 2) {
+    const int r = get<0>(tOcO(e)), c = kHalf * w + get<1>(tOcO(e));
+    *reinterpret_cast<uint32_t*>(sB + swz<kHD>(r, c)) =
+        Mma<T>::pack(accB(e) * mul_b, accB(e + 1) * mul_b);
+    if constexpr (kDkdv)
+      *reinterpret_cast<uint32_t*>(sA + swz<kHD>(r, c)) =
+          Mma<T>::pack(accA(e) * p.scale, accA(e + 1) * p.scale);
+  }
+  NamedBarrier::sync(256, kWideEpiFull);
+  const int rows = min(kBM, si.L - r0);
+  const int64_t row = si.start + r0;
+  if constexpr (kDkdv) {
+    store_tile<kBM, kHD, 256>(p.dk.head<T>(row, h), p.dk.row_stride, sB, rows, p.d_qk, p.dk.vec,
+                              ctid);
+    store_tile<kBM, kHD, 256>(p.dv.head<T>(row, h), p.dv.row_stride, sA, rows, p.d_v, p.dv.vec,
+                              ctid);
+  } else {
+    store_tile<kBM, kHD, 256>(p.dq.head<T>(row, h), p.dq.row_stride, sB, rows, p.d_qk, p.dq.vec,
+                              ctid);
+  }
+#endif
+}
+
+template <typename T, bool kDkdv>
+void launch_bwd_wide_pass(const HstuAttnParams& p, cudaStream_t stream) {
+  using Tr = WideBwdTraits<T, kDkdv>;
+  HSTU_CHECK(p.total_tokens < (int64_t(1) << 31),
+             "sm90 attention backward (d 256): ", p.total_tokens,
+             " tokens exceed TMA's 32-bit coordinates");
+  const HeadsView& r1 = kDkdv ? p.k : p.q;
+  const HeadsView& r2 = kDkdv ? p.v : p.d_o;
+  const HeadsView& s1 = kDkdv ? p.q : p.k;
+  const HeadsView& s2 = kDkdv ? p.d_o : p.v;
+  BwdParams<Tr> P;
+  P.p = p;
+  const auto tile_r = Shape<Int<Tr::kBM>, Int<Tr::kHD>>{};
+  const auto tile_s = Shape<Int<Tr::kBN>, Int<Tr::kHD>>{};
+  P.tma_r1 = make_tma_copy(SM90_TMA_LOAD{}, gmem_view<Tr>(r1, p.total_tokens, p.d_qk, p.num_heads),
+                           typename Tr::SmemLayoutR{}, tile_r, _1{});
+  P.tma_r2 = make_tma_copy(SM90_TMA_LOAD{}, gmem_view<Tr>(r2, p.total_tokens, p.d_v, p.num_heads),
+                           typename Tr::SmemLayoutR{}, tile_r, _1{});
+  P.tma_s1 = make_tma_copy(SM90_TMA_LOAD{}, gmem_view<Tr>(s1, p.total_tokens, p.d_qk, p.num_heads),
+                           take<0, 2>(typename Tr::SmemLayoutS{}), tile_s, _1{});
+  P.tma_s2 = make_tma_copy(SM90_TMA_LOAD{}, gmem_view<Tr>(s2, p.total_tokens, p.d_v, p.num_heads),
+                           take<0, 2>(typename Tr::SmemLayoutS{}), tile_s, _1{});
+  const dim3 grid((p.max_seqlen + Tr::kBM - 1) / Tr::kBM, p.num_heads, p.batch);
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;
+  auto kernel = hstu_attn_bwd_sm90_wide_kernel<T, Tr, kDkdv>;
+  HSTU_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes));
+  kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(P);
+  HSTU_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace hstu::cuda::attn::sm90
