@@ -145,12 +145,13 @@ __device__ __forceinline__ int ld_acquire(const int* p) {
 
 // In place on one thread's accumulators: x = Q.K -> P / scale = SiLU(alpha x), y = dO.V ->
 // dS / (alpha scale) = y SiLU'(alpha x); masked elements 0. Tile element (r, c) of coordinates
-// tc is (query, key) = (c0 + c, r0 + r) when kKeyMajor, else (r0 + r, c0 + c).
-template <int kKind, bool kKeyMajor, typename TX, typename TC>
+// tc is (query, key) = (c0 + c, r0 + r) when kKeyMajor, else (r0 + r, c0 + c). Elements
+// [kE0, kE1) only (kE1 < 0: to the end).
+template <int kKind, bool kKeyMajor, int kE0 = 0, int kE1 = -1, typename TX, typename TC>
 __device__ __forceinline__ void bwd_pointwise(TX& tX, TX& tY, const TC& tc, const HstuAttnParams& p,
                                               const SeqInfo& si, int r0, int c0) {
 #pragma unroll
-  for (int e = 0; e < size(tX); ++e) {
+  for (int e = kE0; e < (kE1 < 0 ? int(size(tX)) : kE1); ++e) {
     const int rr = r0 + get<0>(tc(e)), cc = c0 + get<1>(tc(e));
     const int i = kKeyMajor ? cc : rr, j = kKeyMajor ? rr : cc;
     bool ok = true;
@@ -169,19 +170,19 @@ __device__ __forceinline__ void bwd_pointwise(TX& tX, TX& tY, const TC& tc, cons
 
 // The pointwise step of one tile of kind `kind` (resident rows from r0, streamed from c0).
 // NOTE: a function, not a lambda (see apply_scores of the forward).
-template <bool kKeyMajor, int kBM, int kBN, typename TX, typename TC>
+template <bool kKeyMajor, int kBM, int kBN, int kE0 = 0, int kE1 = -1, typename TX, typename TC>
 __device__ __forceinline__ void bwd_apply(TX& tX, TX& tY, const TC& tc, const HstuAttnParams& p,
                                           const SeqInfo& si, int r0, int c0, int kind) {
   if (kind == kTileFull) {
     if (r0 + kBM <= si.L && c0 + kBN <= si.L) {
-      bwd_pointwise<kSFull, kKeyMajor>(tX, tY, tc, p, si, r0, c0);
+      bwd_pointwise<kSFull, kKeyMajor, kE0, kE1>(tX, tY, tc, p, si, r0, c0);
     } else {
-      bwd_pointwise<kSFullEdge, kKeyMajor>(tX, tY, tc, p, si, r0, c0);
+      bwd_pointwise<kSFullEdge, kKeyMajor, kE0, kE1>(tX, tY, tc, p, si, r0, c0);
     }
   } else if (kind == kTileCausal) {
-    bwd_pointwise<kSCausal, kKeyMajor>(tX, tY, tc, p, si, r0, c0);
+    bwd_pointwise<kSCausal, kKeyMajor, kE0, kE1>(tX, tY, tc, p, si, r0, c0);
   } else {
-    bwd_pointwise<kSPartial, kKeyMajor>(tX, tY, tc, p, si, r0, c0);
+    bwd_pointwise<kSPartial, kKeyMajor, kE0, kE1>(tX, tY, tc, p, si, r0, c0);
   }
 }
 

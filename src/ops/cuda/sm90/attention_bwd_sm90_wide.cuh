@@ -82,7 +82,10 @@ struct WideBwdTraits {
 
   // Exchange: warpgroup w's [kBM, kBN] fp32 accumulators in register order (float4 k of thread
   // t at xch[w][4 (128 k + t)]: consecutive threads, consecutive 16-byte words).
+  // The split pointwise form (kSplitPw) puts half of those floats there, then the packed P / dS
+  // words from float kXchWords on.
   static constexpr int kAccPerThread = kBM * kBN / 128;
+  static constexpr int kXchWords = 128 * kAccPerThread / 2;
 
   using Pipe = cutlass::PipelineTmaAsync<kStages>;
   struct SharedStorage {
@@ -102,30 +105,83 @@ struct WideBwdTraits {
 
 // Named barriers of the wide kernel's two consumer warpgroups (CUTLASS offsets the ids past its
 // reserved ones).
-enum WideBarrier : int { kWideXchFree = 1, kWideXchFull = 2, kWideEpiFree = 3, kWideEpiFull = 4 };
+enum WideBarrier : int {
+  kWideXchFree = 1,
+  kWideXchFull = 2,
+  kWideXchWords = 3,
+  kWideEpiFree = 4,
+  kWideEpiFull = 5
+};
 
-// One thread's accumulators to / from its slots of an exchange buffer.
-template <typename TX>
+// One thread's accumulators [kE0, kE1) to / from its slots of an exchange buffer (float4 k of
+// thread t at float4 slot 128 k + t).
+template <int kE0 = 0, int kE1 = -1, typename TX>
 __device__ __forceinline__ void xch_put(const TX& tX, float* buf, int t) {
+  constexpr int kEnd = kE1 < 0 ? int(decltype(size(std::declval<const TX&>()))::value) : kE1;
   float4* b = reinterpret_cast<float4*>(buf);
 #pragma unroll
-  for (int k = 0; k < size(tX) / 4; ++k)
-    b[128 * k + t] = make_float4(tX(4 * k), tX(4 * k + 1), tX(4 * k + 2), tX(4 * k + 3));
+  for (int e = kE0; e < kEnd; e += 4)
+    b[128 * ((e - kE0) / 4) + t] = make_float4(tX(e), tX(e + 1), tX(e + 2), tX(e + 3));
 }
-template <typename TX>
+template <int kE0 = 0, int kE1 = -1, typename TX>
 __device__ __forceinline__ void xch_get(TX& tX, const float* buf, int t) {
+  constexpr int kEnd = kE1 < 0 ? int(decltype(size(std::declval<const TX&>()))::value) : kE1;
   const float4* b = reinterpret_cast<const float4*>(buf);
 #pragma unroll
-  for (int k = 0; k < size(tX) / 4; ++k) {
-    const float4 v = b[128 * k + t];
-    tX(4 * k) = v.x;
-    tX(4 * k + 1) = v.y;
-    tX(4 * k + 2) = v.z;
-    tX(4 * k + 3) = v.w;
+  for (int e = kE0; e < kEnd; e += 4) {
+    const float4 v = b[128 * ((e - kE0) / 4) + t];
+    tX(e) = v.x;
+    tX(e + 1) = v.y;
+    tX(e + 2) = v.z;
+    tX(e + 3) = v.w;
   }
 }
+// Words [kW0, kW1) of the P and dS fragments (packed pairs of 16-bit values) to / from an
+// exchange buffer: P's at uint4 slots 128 k + t, dS's after them.
+template <int kW0, int kW1, bool kWithP>
+__device__ __forceinline__ void words_put(const uint32_t* wp, const uint32_t* wd, float* buf,
+                                          int t) {
+  constexpr int kQ = (kW1 - kW0) / 4;
+  uint4* b = reinterpret_cast<uint4*>(buf);
+#pragma unroll
+  for (int q = 0; q < kQ; ++q) {
+    const int w0 = kW0 + 4 * q;
+    if constexpr (kWithP) b[128 * q + t] = make_uint4(wp[w0], wp[w0 + 1], wp[w0 + 2], wp[w0 + 3]);
+    b[128 * (kQ + q) + t] = make_uint4(wd[w0], wd[w0 + 1], wd[w0 + 2], wd[w0 + 3]);
+  }
+}
+template <int kW0, int kW1, bool kWithP>
+__device__ __forceinline__ void words_get(uint32_t* wp, uint32_t* wd, const float* buf, int t) {
+  constexpr int kQ = (kW1 - kW0) / 4;
+  const uint4* b = reinterpret_cast<const uint4*>(buf);
+#pragma unroll
+  for (int q = 0; q < kQ; ++q) {
+    const int w0 = kW0 + 4 * q;
+    if constexpr (kWithP) {
+      const uint4 v = b[128 * q + t];
+      wp[w0] = v.x;
+      wp[w0 + 1] = v.y;
+      wp[w0 + 2] = v.z;
+      wp[w0 + 3] = v.w;
+    }
+    const uint4 v = b[128 * (kQ + q) + t];
+    wd[w0] = v.x;
+    wd[w0 + 1] = v.y;
+    wd[w0 + 2] = v.z;
+    wd[w0 + 3] = v.w;
+  }
+}
+// Fragment words [kW0, kW1) from accumulator pairs (acc_to_frag on a range).
+template <typename T, int kW0, int kW1, typename TAcc>
+__device__ __forceinline__ void pack_words(const TAcc& acc, uint32_t* w) {
+#pragma unroll
+  for (int e = kW0; e < kW1; ++e) w[e] = Mma<T>::pack(acc(2 * e), acc(2 * e + 1));
+}
 
-template <typename T, typename Tr, bool kDkdv>
+// kSplitPw: each warpgroup applies the pointwise step to half of the elements and the halves of
+// P / dS are exchanged as 16-bit pairs (3 barriers a block); else both apply it to all of them
+// (2 barriers, twice the special-function work).
+template <typename T, typename Tr, bool kDkdv, bool kSplitPw>
 __global__ void __launch_bounds__(Tr::kThreads, 1)
     hstu_attn_bwd_sm90_wide_kernel(const __grid_constant__ BwdParams<Tr> P) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -215,28 +271,64 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     const int st = rd.index();
     // NOTE: branches, not a reference chosen at run time: a register tensor must be named
     // statically or it goes to local memory.
-    if (w == 0) {
-      wg_gemm<true>(mmaS, tXrR1, tXrS1(_, _, _, st), tXrX);
-      warpgroup_wait<0>();
-      warpgroup_fence_operand(tXrX);
-      NamedBarrier::sync(256, kWideXchFree);  // the other warpgroup read the previous block
-      xch_put(tXrX, mine, t);
-      NamedBarrier::sync(256, kWideXchFull);
-      xch_get(tXrY, other, t);
+    constexpr int kN = Tr::kAccPerThread, kH = kN / 2;
+    uint32_t* wp = reinterpret_cast<uint32_t*>(raw_pointer_cast(tOrP.data()));
+    uint32_t* wd = reinterpret_cast<uint32_t*>(raw_pointer_cast(tOrD.data()));
+    if constexpr (kSplitPw) {
+      // Warpgroup 0: elements [0, kH) (fragment words [0, kH / 2)), warpgroup 1 the rest.
+      if (w == 0) {
+        wg_gemm<true>(mmaS, tXrR1, tXrS1(_, _, _, st), tXrX);
+        warpgroup_wait<0>();
+        warpgroup_fence_operand(tXrX);
+        NamedBarrier::sync(256, kWideXchFree);  // the other warpgroup read the previous block
+        xch_put<kH, kN>(tXrX, mine, t);
+        NamedBarrier::sync(256, kWideXchFull);
+        xch_get<0, kH>(tXrY, other, t);
+        bwd_apply<kDkdv, kBM, kBN, 0, kH>(tXrX, tXrY, tXcX, p, si, r0, n * kBN, kind_of(n));
+        pack_words<T, 0, kH / 2>(tXrY, wd);
+        if constexpr (kDkdv) pack_words<T, 0, kH / 2>(tXrX, wp);
+        words_put<0, kH / 2, kDkdv>(wp, wd, mine + Tr::kXchWords, t);
+        NamedBarrier::sync(256, kWideXchWords);
+        words_get<kH / 2, kN / 2, kDkdv>(wp, wd, other + Tr::kXchWords, t);
+      } else {
+        wg_gemm<true>(mmaS, tXrR2, tXrS2(_, _, _, st), tXrY);
+        warpgroup_wait<0>();
+        warpgroup_fence_operand(tXrY);
+        NamedBarrier::sync(256, kWideXchFree);
+        xch_put<0, kH>(tXrY, mine, t);
+        NamedBarrier::sync(256, kWideXchFull);
+        xch_get<kH, kN>(tXrX, other, t);
+        bwd_apply<kDkdv, kBM, kBN, kH, kN>(tXrX, tXrY, tXcX, p, si, r0, n * kBN, kind_of(n));
+        pack_words<T, kH / 2, kN / 2>(tXrY, wd);
+        if constexpr (kDkdv) pack_words<T, kH / 2, kN / 2>(tXrX, wp);
+        words_put<kH / 2, kN / 2, kDkdv>(wp, wd, mine + Tr::kXchWords, t);
+        NamedBarrier::sync(256, kWideXchWords);
+        words_get<0, kH / 2, kDkdv>(wp, wd, other + Tr::kXchWords, t);
+      }
     } else {
-      wg_gemm<true>(mmaS, tXrR2, tXrS2(_, _, _, st), tXrY);
-      warpgroup_wait<0>();
-      warpgroup_fence_operand(tXrY);
-      NamedBarrier::sync(256, kWideXchFree);
-      xch_put(tXrY, mine, t);
-      NamedBarrier::sync(256, kWideXchFull);
-      xch_get(tXrX, other, t);
+      if (w == 0) {
+        wg_gemm<true>(mmaS, tXrR1, tXrS1(_, _, _, st), tXrX);
+        warpgroup_wait<0>();
+        warpgroup_fence_operand(tXrX);
+        NamedBarrier::sync(256, kWideXchFree);  // the other warpgroup read the previous block
+        xch_put(tXrX, mine, t);
+        NamedBarrier::sync(256, kWideXchFull);
+        xch_get(tXrY, other, t);
+      } else {
+        wg_gemm<true>(mmaS, tXrR2, tXrS2(_, _, _, st), tXrY);
+        warpgroup_wait<0>();
+        warpgroup_fence_operand(tXrY);
+        NamedBarrier::sync(256, kWideXchFree);
+        xch_put(tXrY, mine, t);
+        NamedBarrier::sync(256, kWideXchFull);
+        xch_get(tXrX, other, t);
+      }
+      bwd_apply<kDkdv, kBM, kBN>(tXrX, tXrY, tXcX, p, si, r0, n * kBN, kind_of(n));
+      pack_words<T, 0, kN / 2>(tXrY, wd);
+      if constexpr (kDkdv) pack_words<T, 0, kN / 2>(tXrX, wp);
     }
-    bwd_apply<kDkdv, kBM, kBN>(tXrX, tXrY, tXcX, p, si, r0, n * kBN, kind_of(n));
-    acc_to_frag<T>(tXrY, tOrD);
     warpgroup_fence_operand(tOrD);
     if constexpr (kDkdv) {
-      acc_to_frag<T>(tXrX, tOrP);
       warpgroup_fence_operand(tOrP);
       wg_gemm<false>(mmaO, tOrP, tOrS2h(_, _, _, st), accA);  // dV[:, half] += P^T dO[:, half]
     }
@@ -283,7 +375,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
 }
 
 template <typename T, bool kDkdv>
-void launch_bwd_wide_pass(const HstuAttnParams& p, cudaStream_t stream) {
+void launch_bwd_wide_pass(const HstuAttnParams& p, bool split_pointwise, cudaStream_t stream) {
   using Tr = WideBwdTraits<T, kDkdv>;
   HSTU_CHECK(p.total_tokens < (int64_t(1) << 31),
              "sm90 attention backward (d 256): ", p.total_tokens,
@@ -306,7 +398,8 @@ void launch_bwd_wide_pass(const HstuAttnParams& p, cudaStream_t stream) {
                            take<0, 2>(typename Tr::SmemLayoutS{}), tile_s, _1{});
   const dim3 grid((p.max_seqlen + Tr::kBM - 1) / Tr::kBM, p.num_heads, p.batch);
   if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;
-  auto kernel = hstu_attn_bwd_sm90_wide_kernel<T, Tr, kDkdv>;
+  auto kernel = split_pointwise ? hstu_attn_bwd_sm90_wide_kernel<T, Tr, kDkdv, true>
+                                : hstu_attn_bwd_sm90_wide_kernel<T, Tr, kDkdv, false>;
   HSTU_CUDA_CHECK(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes));
   kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(P);
