@@ -82,8 +82,8 @@ struct WideBwdTraits {
 
   // Exchange: warpgroup w's [kBM, kBN] fp32 accumulators in register order (float4 k of thread
   // t at xch[w][4 (128 k + t)]: consecutive threads, consecutive 16-byte words).
-  // The split pointwise form (kSplitPw) puts half of those floats there, then the packed P / dS
-  // words from float kXchWords on.
+  // A block's exchange puts half of those floats there, then the packed P / dS words from float
+  // kXchWords on.
   static constexpr int kAccPerThread = kBM * kBN / 128;
   static constexpr int kXchWords = 128 * kAccPerThread / 2;
 
@@ -178,10 +178,23 @@ __device__ __forceinline__ void pack_words(const TAcc& acc, uint32_t* w) {
   for (int e = kW0; e < kW1; ++e) w[e] = Mma<T>::pack(acc(2 * e), acc(2 * e + 1));
 }
 
-// kSplitPw: each warpgroup applies the pointwise step to half of the elements and the halves of
-// P / dS are exchanged as 16-bit pairs (3 barriers a block); else both apply it to all of them
-// (2 barriers, twice the special-function work).
-template <typename T, typename Tr, bool kDkdv, bool kSplitPw>
+// Warpgroup w's GEMM of one streamed block into acc: S = R1 S1^T (w = 0) or dP = R2 S2^T (1).
+// NOTE: a function with branches, not a lambda: a lambda capturing the descriptor fragments by
+// reference was not inlined and sent registers to local memory (1.5 KB of spills).
+template <typename M, typename A1, typename B1, typename A2, typename B2, typename C>
+__device__ __forceinline__ void wide_issue_own(int w, M& mma, const A1& r1, const B1& s1,
+                                               const A2& r2, const B2& s2, C& acc) {
+  if (w == 0) {
+    wg_gemm<true>(mma, r1, s1, acc);
+  } else {
+    wg_gemm<true>(mma, r2, s2, acc);
+  }
+}
+
+// kOverlap: the next block's S / dP GEMM runs during this block's pointwise step (spills 960 bytes
+// in the dK/dV kernel); else each block's GEMMs and pointwise step take turns
+// (HSTU_ATTN_SM90_WIDE_SERIAL=1 picks it, for A/B timing).
+template <typename T, typename Tr, bool kDkdv, bool kOverlap>
 __global__ void __launch_bounds__(Tr::kThreads, 1)
     hstu_attn_bwd_sm90_wide_kernel(const __grid_constant__ BwdParams<Tr> P) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -263,18 +276,108 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   float* mine = ss.xch[w];
   const float* other = ss.xch[1 - w];
 
-  reinterpret_cast<Barrier*>(&ss.barrier_r)->wait(0);
-  cutlass::PipelineState<Tr::kStages> rd;
+  Tensor tXrN = partition_fragment_C(mmaS, Shape<Int<kBM>, Int<kBN>>{});  // the next block's
+  constexpr int kN = Tr::kAccPerThread, kH = kN / 2;
+  if constexpr (kOverlap) {
+    reinterpret_cast<Barrier*>(&ss.barrier_r)->wait(0);
+    // A rotated loop with one S / dP issue site (two sites, a prologue and the loop's, spilled
+    // 1.5 KB): an iteration exchanges block `cur`'s S / dP, issues block `nn`'s into tXrN (it runs
+    // on the tensor cores during cur's pointwise step: FA3's intra-warpgroup overlap), then
+    // finishes cur. The first iteration has no cur and only issues.
+    cutlass::PipelineState<Tr::kStages> rd, rn;  // stages of cur and nn
+    int cur = -1, nn = next_visible(0);
 #pragma unroll 1
-  for (int n = next_visible(0); n < n_blocks; n = next_visible(n + 1)) {
-    pipe.consumer_wait(rd);
-    const int st = rd.index();
-    // NOTE: branches, not a reference chosen at run time: a register tensor must be named
-    // statically or it goes to local memory.
-    constexpr int kN = Tr::kAccPerThread, kH = kN / 2;
-    uint32_t* wp = reinterpret_cast<uint32_t*>(raw_pointer_cast(tOrP.data()));
-    uint32_t* wd = reinterpret_cast<uint32_t*>(raw_pointer_cast(tOrD.data()));
-    if constexpr (kSplitPw) {
+    while (cur >= 0 || nn < n_blocks) {
+      if (cur >= 0) {
+        warpgroup_wait<0>();  // cur's S / dP (and the previous block's GEMMs)
+        warpgroup_fence_operand(tXrN);
+        // Exchange: warpgroup 0 applies the pointwise step to elements [0, kH) (fragment words
+        // [0, kH / 2)), warpgroup 1 to the rest; each sends the other the half of its
+        // accumulator the other needs and copies out the half it keeps.
+        NamedBarrier::sync(256, kWideXchFree);  // the other warpgroup read the previous block
+        if (w == 0) {
+          xch_put<kH, kN>(tXrN, mine, t);
+#pragma unroll
+          for (int e = 0; e < kH; ++e) tXrX(e) = tXrN(e);
+        } else {
+          xch_put<0, kH>(tXrN, mine, t);
+#pragma unroll
+          for (int e = kH; e < kN; ++e) tXrY(e) = tXrN(e);
+        }
+        NamedBarrier::sync(256, kWideXchFull);
+        if (w == 0) {
+          xch_get<0, kH>(tXrY, other, t);
+        } else {
+          xch_get<kH, kN>(tXrX, other, t);
+        }
+      }
+      if (nn < n_blocks) {  // the one issue site
+        pipe.consumer_wait(rn);
+        wide_issue_own(w, mmaS, tXrR1, tXrS1(_, _, _, rn.index()), tXrR2,
+                       tXrS2(_, _, _, rn.index()), tXrN);
+      }
+      if (cur < 0) {
+        cur = nn;
+        rd = rn;
+        ++rn;
+        nn = next_visible(cur + 1);
+        continue;
+      }
+      const int st = rd.index();
+      uint32_t* wp = reinterpret_cast<uint32_t*>(raw_pointer_cast(tOrP.data()));
+      uint32_t* wd = reinterpret_cast<uint32_t*>(raw_pointer_cast(tOrD.data()));
+      if (w == 0) {
+        bwd_apply<kDkdv, kBM, kBN, 0, kH>(tXrX, tXrY, tXcX, p, si, r0, cur * kBN, kind_of(cur));
+        pack_words<T, 0, kH / 2>(tXrY, wd);
+        if constexpr (kDkdv) pack_words<T, 0, kH / 2>(tXrX, wp);
+        words_put<0, kH / 2, kDkdv>(wp, wd, mine + Tr::kXchWords, t);
+      } else {
+        bwd_apply<kDkdv, kBM, kBN, kH, kN>(tXrX, tXrY, tXcX, p, si, r0, cur * kBN, kind_of(cur));
+        pack_words<T, kH / 2, kN / 2>(tXrY, wd);
+        if constexpr (kDkdv) pack_words<T, kH / 2, kN / 2>(tXrX, wp);
+        words_put<kH / 2, kN / 2, kDkdv>(wp, wd, mine + Tr::kXchWords, t);
+      }
+      NamedBarrier::sync(256, kWideXchWords);
+      if (w == 0) {
+        words_get<kH / 2, kN / 2, kDkdv>(wp, wd, other + Tr::kXchWords, t);
+      } else {
+        words_get<0, kH / 2, kDkdv>(wp, wd, other + Tr::kXchWords, t);
+      }
+      warpgroup_fence_operand(tOrD);
+      if constexpr (kDkdv) {
+        warpgroup_fence_operand(tOrP);
+        wg_gemm<false>(mmaO, tOrP, tOrS2h(_, _, _, st), accA);  // dV[:, half] += P^T dO[:, half]
+      }
+      wg_gemm<false>(mmaO, tOrD, tOrS1h(_, _, _, st), accB);  // dK += dS^T Q | dQ += dS K
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(accA);
+      warpgroup_fence_operand(accB);
+      warpgroup_fence_operand(tOrP);
+      warpgroup_fence_operand(tOrD);
+      warpgroup_fence_operand(tXrN);
+      pipe.consumer_release(rd);
+      if (nn < n_blocks) {
+        cur = nn;
+        rd = rn;
+        ++rn;
+        nn = next_visible(cur + 1);
+      } else {
+        cur = -1;  // done (nn == n_blocks ends the loop)
+      }
+    }
+
+  } else {  // the serial loop: S / dP, exchange, pointwise, dV / dK per block
+    reinterpret_cast<Barrier*>(&ss.barrier_r)->wait(0);
+    cutlass::PipelineState<Tr::kStages> rd;
+#pragma unroll 1
+    for (int n = next_visible(0); n < n_blocks; n = next_visible(n + 1)) {
+      pipe.consumer_wait(rd);
+      const int st = rd.index();
+      // NOTE: branches, not a reference chosen at run time: a register tensor must be named
+      // statically or it goes to local memory.
+      constexpr int kN = Tr::kAccPerThread, kH = kN / 2;
+      uint32_t* wp = reinterpret_cast<uint32_t*>(raw_pointer_cast(tOrP.data()));
+      uint32_t* wd = reinterpret_cast<uint32_t*>(raw_pointer_cast(tOrD.data()));
       // Warpgroup 0: elements [0, kH) (fragment words [0, kH / 2)), warpgroup 1 the rest.
       if (w == 0) {
         wg_gemm<true>(mmaS, tXrR1, tXrS1(_, _, _, st), tXrX);
@@ -305,43 +408,21 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
         NamedBarrier::sync(256, kWideXchWords);
         words_get<0, kH / 2, kDkdv>(wp, wd, other + Tr::kXchWords, t);
       }
-    } else {
-      if (w == 0) {
-        wg_gemm<true>(mmaS, tXrR1, tXrS1(_, _, _, st), tXrX);
-        warpgroup_wait<0>();
-        warpgroup_fence_operand(tXrX);
-        NamedBarrier::sync(256, kWideXchFree);  // the other warpgroup read the previous block
-        xch_put(tXrX, mine, t);
-        NamedBarrier::sync(256, kWideXchFull);
-        xch_get(tXrY, other, t);
-      } else {
-        wg_gemm<true>(mmaS, tXrR2, tXrS2(_, _, _, st), tXrY);
-        warpgroup_wait<0>();
-        warpgroup_fence_operand(tXrY);
-        NamedBarrier::sync(256, kWideXchFree);
-        xch_put(tXrY, mine, t);
-        NamedBarrier::sync(256, kWideXchFull);
-        xch_get(tXrX, other, t);
+      warpgroup_fence_operand(tOrD);
+      if constexpr (kDkdv) {
+        warpgroup_fence_operand(tOrP);
+        wg_gemm<false>(mmaO, tOrP, tOrS2h(_, _, _, st), accA);  // dV[:, half] += P^T dO[:, half]
       }
-      bwd_apply<kDkdv, kBM, kBN>(tXrX, tXrY, tXcX, p, si, r0, n * kBN, kind_of(n));
-      pack_words<T, 0, kN / 2>(tXrY, wd);
-      if constexpr (kDkdv) pack_words<T, 0, kN / 2>(tXrX, wp);
-    }
-    warpgroup_fence_operand(tOrD);
-    if constexpr (kDkdv) {
+      wg_gemm<false>(mmaO, tOrD, tOrS1h(_, _, _, st), accB);  // dK += dS^T Q | dQ += dS K
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(accA);
+      warpgroup_fence_operand(accB);
       warpgroup_fence_operand(tOrP);
-      wg_gemm<false>(mmaO, tOrP, tOrS2h(_, _, _, st), accA);  // dV[:, half] += P^T dO[:, half]
+      warpgroup_fence_operand(tOrD);
+      pipe.consumer_release(rd);
+      ++rd;
     }
-    wg_gemm<false>(mmaO, tOrD, tOrS1h(_, _, _, st), accB);  // dK += dS^T Q | dQ += dS K
-    warpgroup_wait<0>();
-    warpgroup_fence_operand(accA);
-    warpgroup_fence_operand(accB);
-    warpgroup_fence_operand(tOrP);
-    warpgroup_fence_operand(tOrD);
-    pipe.consumer_release(rd);
-    ++rd;
   }
-
   // ---- epilogue: both warpgroups are past their last resident read; r1 takes dK / dQ and r2 dV
   // (the sm80 swizzled row-major layout, swz<kHD>), each warpgroup its column half; then both
   // store the 64 rows.
@@ -375,7 +456,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
 }
 
 template <typename T, bool kDkdv>
-void launch_bwd_wide_pass(const HstuAttnParams& p, bool split_pointwise, cudaStream_t stream) {
+void launch_bwd_wide_pass(const HstuAttnParams& p, bool overlap, cudaStream_t stream) {
   using Tr = WideBwdTraits<T, kDkdv>;
   HSTU_CHECK(p.total_tokens < (int64_t(1) << 31),
              "sm90 attention backward (d 256): ", p.total_tokens,
@@ -398,8 +479,8 @@ void launch_bwd_wide_pass(const HstuAttnParams& p, bool split_pointwise, cudaStr
                            take<0, 2>(typename Tr::SmemLayoutS{}), tile_s, _1{});
   const dim3 grid((p.max_seqlen + Tr::kBM - 1) / Tr::kBM, p.num_heads, p.batch);
   if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;
-  auto kernel = split_pointwise ? hstu_attn_bwd_sm90_wide_kernel<T, Tr, kDkdv, true>
-                                : hstu_attn_bwd_sm90_wide_kernel<T, Tr, kDkdv, false>;
+  auto kernel = overlap ? hstu_attn_bwd_sm90_wide_kernel<T, Tr, kDkdv, true>
+                        : hstu_attn_bwd_sm90_wide_kernel<T, Tr, kDkdv, false>;
   HSTU_CUDA_CHECK(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes));
   kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(P);
