@@ -637,8 +637,7 @@ class GpuAttentionSm90Bwd : public ::testing::TestWithParam<Case> {};
 
 // The backward with HSTU_ATTN_SM90=1: the sm_90a kernels where sm90_bwd_supported() takes the
 // call (buckets 64 / 128 / 256, no rab; sm90_bwd_expected), the sm80 kernels otherwise (rab:
-// those cases then check sm80 once more; d 256 has no fused form: there the "fused" runs take
-// the wide kernel's serial loop, HSTU_ATTN_SM90_WIDE_SERIAL=1).
+// those cases then check sm80 once more; d 256 has no fused form and runs the split one again).
 // Runs: the split form (default) in deterministic mode and with atomic dQ asked for, the fused form
 // (HSTU_ATTN_SM90_FUSED=1) twice the same way, and sm80 (HSTU_ATTN_SM80=1, its error printed
 // beside). The sm_90a backward is deterministic in both modes: each form's second run is compared
@@ -661,11 +660,9 @@ TEST_P(GpuAttentionSm90Bwd, MatchesCpuReference) {
     const bool sm80 = k == 4, fused = k == 2 || k == 3;
     if (sm80) setenv("HSTU_ATTN_SM80", "1", 1);
     if (fused) setenv("HSTU_ATTN_SM90_FUSED", "1", 1);
-    if (fused) setenv("HSTU_ATTN_SM90_WIDE_SERIAL", "1", 1);  // d 256: the serial loop
     const Outputs out = run.run(k % 2 == 0);
     unsetenv("HSTU_ATTN_SM80");
     unsetenv("HSTU_ATTN_SM90_FUSED");
-    unsetenv("HSTU_ATTN_SM90_WIDE_SERIAL");
     SCOPED_TRACE(names[k]);
     auto check = [&](const char* what, const Tensor& o, const Tensor& r, const Tensor& nv) {
       const double err = max_abs_diff(o, r), nerr = max_abs_diff(nv, r);

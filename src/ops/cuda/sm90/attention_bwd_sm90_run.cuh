@@ -4,8 +4,6 @@
 // instance files hstu_attention_bwd_sm90_hd*_*.cu.
 #pragma once
 
-#include <cstdlib>
-
 #include "ops/cuda/sm90/attention_bwd_sm90.cuh"
 #include "ops/cuda/sm90/attention_bwd_sm90_wide.cuh"
 
@@ -16,11 +14,8 @@ void run_bwd_sm90(const HstuAttnParams& p, int* dq_sem, cudaStream_t stream,
   if constexpr (kHeadDim == 256) {
     // d 256 has the split form only: dq_sem (the fused form's request) is ignored and dq is
     // written directly, so the caller's fp32 accumulator stays unused.
-    // HSTU_ATTN_SM90_WIDE_SERIAL=1: no GEMM / pointwise overlap (A/B timing).
-    const char* serial = std::getenv("HSTU_ATTN_SM90_WIDE_SERIAL");
-    const bool overlap = !(serial && serial[0] == '1');
-    sm90::launch_bwd_wide_pass<T, true>(p, overlap, stream);
-    sm90::launch_bwd_wide_pass<T, false>(p, overlap, dq_sem ? stream : dq_stream);
+    sm90::launch_bwd_wide_pass<T, true>(p, stream);
+    sm90::launch_bwd_wide_pass<T, false>(p, dq_sem ? stream : dq_stream);
   } else if (dq_sem) {  // fused: dK, dV and the ordered dQ accumulation, then dQ converted
     static_assert(sm90::BwdTraits<T, kHeadDim, true, true>::kBN == kSm90BwdQueryBlock);
     HSTU_CHECK(p.dq_accum && p.dq_accum_head_stride == kHeadDim,

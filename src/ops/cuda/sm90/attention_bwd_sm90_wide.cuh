@@ -10,17 +10,28 @@
 //   - warpgroup 0 computes X = R1 S1^T (S^T = K Q^T, or S = Q K^T), warpgroup 1 computes
 //     Y = R2 S2^T (dP^T = V dO^T, or dP = dO V^T), side by side (wgmma m64n64k256, both operands
 //     in shared memory);
-//   - each publishes its fp32 accumulators to shared memory in register order (both fragments
-//     have the same layout, so thread t reads exactly the elements it holds) and reads the
-//     other's: both warpgroups then hold X and Y and apply the same pointwise step
-//     (bwd_apply: masks, SiLU, SiLU') — the same instructions on the same values, so both get
-//     the same P and dS bits;
+//   - each sends the other, through shared memory in register order (both fragments have the
+//     same layout, so thread t reads exactly the elements it holds), the half of its fp32
+//     accumulators the other needs: warpgroup 0 then holds X and Y for elements [0, 16) of its
+//     32, warpgroup 1 for [16, 32); each applies the pointwise step (bwd_apply: masks, SiLU,
+//     SiLU') to its half, packs P and dS to 16-bit pairs and sends them to the other;
 //   - dV[:, half] += P^T dO[:, half], dK[:, half] += dS^T Q[:, half] (or dQ[:, half] += dS
 //     K[:, half]) with P / dS from registers (wgmma RS, m64n128k64) and the streamed operand's
 //     column half read MN-major from shared memory.
 // GEMMs per tile pair: 4 in the dK/dV kernel and 3 in the dQ kernel (7 for the 5 counted), as
 // the d 64 / 128 split form. Shared memory: resident 2 x 32 KB, streamed 2 stages x 2 x 32 KB,
 // exchange 2 x 16 KB = 224 KB.
+//
+// Measured (B32 L4096 H4 causal bf16, deterministic backward, TFLOPS): 281.6 on an H200 and
+// 290.0 on an H100 (sm80: 114.5 / 117.2); each warpgroup applying the whole pointwise step
+// (no second exchange, twice the special-function work): 251.6 (H200). NOTE: tried and
+// dropped: issuing the next block's S / dP GEMM before this block's pointwise step (FA3's
+// intra-warpgroup overlap, one more 64 x 64 accumulator) spilled 960 bytes in the dK/dV kernel
+// and ran at 175.2 (H100). ncu (H200, the dK/dV kernel): 5.3 ms of the 9.8, DRAM 6 % busy,
+// special-function pipe 11 %, FMA pipe 9 %, stalls per issued instruction: barrier 2.3, wait
+// 2.0, long scoreboard 0.7 (the tensor-pipe metric was not read): the GEMMs and the pointwise
+// step take turns. The next step is overlap that fits the
+// registers (e.g. the pointwise halves read from shared memory instead of registers).
 //
 // Masks, tile classification, the producer and the epilogue's stores are those of
 // attention_bwd_sm90.cuh (bwd_apply, bwd_produce, store_tile). No rab (sm90_bwd_supported keeps
@@ -178,23 +189,7 @@ __device__ __forceinline__ void pack_words(const TAcc& acc, uint32_t* w) {
   for (int e = kW0; e < kW1; ++e) w[e] = Mma<T>::pack(acc(2 * e), acc(2 * e + 1));
 }
 
-// Warpgroup w's GEMM of one streamed block into acc: S = R1 S1^T (w = 0) or dP = R2 S2^T (1).
-// NOTE: a function with branches, not a lambda: a lambda capturing the descriptor fragments by
-// reference was not inlined and sent registers to local memory (1.5 KB of spills).
-template <typename M, typename A1, typename B1, typename A2, typename B2, typename C>
-__device__ __forceinline__ void wide_issue_own(int w, M& mma, const A1& r1, const B1& s1,
-                                               const A2& r2, const B2& s2, C& acc) {
-  if (w == 0) {
-    wg_gemm<true>(mma, r1, s1, acc);
-  } else {
-    wg_gemm<true>(mma, r2, s2, acc);
-  }
-}
-
-// kOverlap: the next block's S / dP GEMM runs during this block's pointwise step (spills 960 bytes
-// in the dK/dV kernel); else each block's GEMMs and pointwise step take turns
-// (HSTU_ATTN_SM90_WIDE_SERIAL=1 picks it, for A/B timing).
-template <typename T, typename Tr, bool kDkdv, bool kOverlap>
+template <typename T, typename Tr, bool kDkdv>
 __global__ void __launch_bounds__(Tr::kThreads, 1)
     hstu_attn_bwd_sm90_wide_kernel(const __grid_constant__ BwdParams<Tr> P) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -276,153 +271,63 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   float* mine = ss.xch[w];
   const float* other = ss.xch[1 - w];
 
-  Tensor tXrN = partition_fragment_C(mmaS, Shape<Int<kBM>, Int<kBN>>{});  // the next block's
-  constexpr int kN = Tr::kAccPerThread, kH = kN / 2;
-  if constexpr (kOverlap) {
-    reinterpret_cast<Barrier*>(&ss.barrier_r)->wait(0);
-    // A rotated loop with one S / dP issue site (two sites, a prologue and the loop's, spilled
-    // 1.5 KB): an iteration exchanges block `cur`'s S / dP, issues block `nn`'s into tXrN (it runs
-    // on the tensor cores during cur's pointwise step: FA3's intra-warpgroup overlap), then
-    // finishes cur. The first iteration has no cur and only issues.
-    cutlass::PipelineState<Tr::kStages> rd, rn;  // stages of cur and nn
-    int cur = -1, nn = next_visible(0);
+  reinterpret_cast<Barrier*>(&ss.barrier_r)->wait(0);
+  cutlass::PipelineState<Tr::kStages> rd;
 #pragma unroll 1
-    while (cur >= 0 || nn < n_blocks) {
-      if (cur >= 0) {
-        warpgroup_wait<0>();  // cur's S / dP (and the previous block's GEMMs)
-        warpgroup_fence_operand(tXrN);
-        // Exchange: warpgroup 0 applies the pointwise step to elements [0, kH) (fragment words
-        // [0, kH / 2)), warpgroup 1 to the rest; each sends the other the half of its
-        // accumulator the other needs and copies out the half it keeps.
-        NamedBarrier::sync(256, kWideXchFree);  // the other warpgroup read the previous block
-        if (w == 0) {
-          xch_put<kH, kN>(tXrN, mine, t);
-#pragma unroll
-          for (int e = 0; e < kH; ++e) tXrX(e) = tXrN(e);
-        } else {
-          xch_put<0, kH>(tXrN, mine, t);
-#pragma unroll
-          for (int e = kH; e < kN; ++e) tXrY(e) = tXrN(e);
-        }
-        NamedBarrier::sync(256, kWideXchFull);
-        if (w == 0) {
-          xch_get<0, kH>(tXrY, other, t);
-        } else {
-          xch_get<kH, kN>(tXrX, other, t);
-        }
-      }
-      if (nn < n_blocks) {  // the one issue site
-        pipe.consumer_wait(rn);
-        wide_issue_own(w, mmaS, tXrR1, tXrS1(_, _, _, rn.index()), tXrR2,
-                       tXrS2(_, _, _, rn.index()), tXrN);
-      }
-      if (cur < 0) {
-        cur = nn;
-        rd = rn;
-        ++rn;
-        nn = next_visible(cur + 1);
-        continue;
-      }
-      const int st = rd.index();
-      uint32_t* wp = reinterpret_cast<uint32_t*>(raw_pointer_cast(tOrP.data()));
-      uint32_t* wd = reinterpret_cast<uint32_t*>(raw_pointer_cast(tOrD.data()));
-      if (w == 0) {
-        bwd_apply<kDkdv, kBM, kBN, 0, kH>(tXrX, tXrY, tXcX, p, si, r0, cur * kBN, kind_of(cur));
-        pack_words<T, 0, kH / 2>(tXrY, wd);
-        if constexpr (kDkdv) pack_words<T, 0, kH / 2>(tXrX, wp);
-        words_put<0, kH / 2, kDkdv>(wp, wd, mine + Tr::kXchWords, t);
-      } else {
-        bwd_apply<kDkdv, kBM, kBN, kH, kN>(tXrX, tXrY, tXcX, p, si, r0, cur * kBN, kind_of(cur));
-        pack_words<T, kH / 2, kN / 2>(tXrY, wd);
-        if constexpr (kDkdv) pack_words<T, kH / 2, kN / 2>(tXrX, wp);
-        words_put<kH / 2, kN / 2, kDkdv>(wp, wd, mine + Tr::kXchWords, t);
-      }
+  for (int n = next_visible(0); n < n_blocks; n = next_visible(n + 1)) {
+    pipe.consumer_wait(rd);
+    const int st = rd.index();
+    // Warpgroup 0 applies the pointwise step to elements [0, kH) (fragment words [0, kH / 2)),
+    // warpgroup 1 to the rest: each sends the other the half of its accumulator the other needs,
+    // then the P / dS words it made. NOTE: branches, not a register tensor chosen at run time
+    // (it would go to local memory).
+    constexpr int kN = Tr::kAccPerThread, kH = kN / 2;
+    uint32_t* wp = reinterpret_cast<uint32_t*>(raw_pointer_cast(tOrP.data()));
+    uint32_t* wd = reinterpret_cast<uint32_t*>(raw_pointer_cast(tOrD.data()));
+    if (w == 0) {
+      wg_gemm<true>(mmaS, tXrR1, tXrS1(_, _, _, st), tXrX);
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(tXrX);
+      NamedBarrier::sync(256, kWideXchFree);  // the other warpgroup read the previous block
+      xch_put<kH, kN>(tXrX, mine, t);
+      NamedBarrier::sync(256, kWideXchFull);
+      xch_get<0, kH>(tXrY, other, t);
+      bwd_apply<kDkdv, kBM, kBN, 0, kH>(tXrX, tXrY, tXcX, p, si, r0, n * kBN, kind_of(n));
+      pack_words<T, 0, kH / 2>(tXrY, wd);
+      if constexpr (kDkdv) pack_words<T, 0, kH / 2>(tXrX, wp);
+      words_put<0, kH / 2, kDkdv>(wp, wd, mine + Tr::kXchWords, t);
       NamedBarrier::sync(256, kWideXchWords);
-      if (w == 0) {
-        words_get<kH / 2, kN / 2, kDkdv>(wp, wd, other + Tr::kXchWords, t);
-      } else {
-        words_get<0, kH / 2, kDkdv>(wp, wd, other + Tr::kXchWords, t);
-      }
-      warpgroup_fence_operand(tOrD);
-      if constexpr (kDkdv) {
-        warpgroup_fence_operand(tOrP);
-        wg_gemm<false>(mmaO, tOrP, tOrS2h(_, _, _, st), accA);  // dV[:, half] += P^T dO[:, half]
-      }
-      wg_gemm<false>(mmaO, tOrD, tOrS1h(_, _, _, st), accB);  // dK += dS^T Q | dQ += dS K
+      words_get<kH / 2, kN / 2, kDkdv>(wp, wd, other + Tr::kXchWords, t);
+    } else {
+      wg_gemm<true>(mmaS, tXrR2, tXrS2(_, _, _, st), tXrY);
       warpgroup_wait<0>();
-      warpgroup_fence_operand(accA);
-      warpgroup_fence_operand(accB);
-      warpgroup_fence_operand(tOrP);
-      warpgroup_fence_operand(tOrD);
-      warpgroup_fence_operand(tXrN);
-      pipe.consumer_release(rd);
-      if (nn < n_blocks) {
-        cur = nn;
-        rd = rn;
-        ++rn;
-        nn = next_visible(cur + 1);
-      } else {
-        cur = -1;  // done (nn == n_blocks ends the loop)
-      }
+      warpgroup_fence_operand(tXrY);
+      NamedBarrier::sync(256, kWideXchFree);
+      xch_put<0, kH>(tXrY, mine, t);
+      NamedBarrier::sync(256, kWideXchFull);
+      xch_get<kH, kN>(tXrX, other, t);
+      bwd_apply<kDkdv, kBM, kBN, kH, kN>(tXrX, tXrY, tXcX, p, si, r0, n * kBN, kind_of(n));
+      pack_words<T, kH / 2, kN / 2>(tXrY, wd);
+      if constexpr (kDkdv) pack_words<T, kH / 2, kN / 2>(tXrX, wp);
+      words_put<kH / 2, kN / 2, kDkdv>(wp, wd, mine + Tr::kXchWords, t);
+      NamedBarrier::sync(256, kWideXchWords);
+      words_get<0, kH / 2, kDkdv>(wp, wd, other + Tr::kXchWords, t);
     }
-
-  } else {  // the serial loop: S / dP, exchange, pointwise, dV / dK per block
-    reinterpret_cast<Barrier*>(&ss.barrier_r)->wait(0);
-    cutlass::PipelineState<Tr::kStages> rd;
-#pragma unroll 1
-    for (int n = next_visible(0); n < n_blocks; n = next_visible(n + 1)) {
-      pipe.consumer_wait(rd);
-      const int st = rd.index();
-      // NOTE: branches, not a reference chosen at run time: a register tensor must be named
-      // statically or it goes to local memory.
-      constexpr int kN = Tr::kAccPerThread, kH = kN / 2;
-      uint32_t* wp = reinterpret_cast<uint32_t*>(raw_pointer_cast(tOrP.data()));
-      uint32_t* wd = reinterpret_cast<uint32_t*>(raw_pointer_cast(tOrD.data()));
-      // Warpgroup 0: elements [0, kH) (fragment words [0, kH / 2)), warpgroup 1 the rest.
-      if (w == 0) {
-        wg_gemm<true>(mmaS, tXrR1, tXrS1(_, _, _, st), tXrX);
-        warpgroup_wait<0>();
-        warpgroup_fence_operand(tXrX);
-        NamedBarrier::sync(256, kWideXchFree);  // the other warpgroup read the previous block
-        xch_put<kH, kN>(tXrX, mine, t);
-        NamedBarrier::sync(256, kWideXchFull);
-        xch_get<0, kH>(tXrY, other, t);
-        bwd_apply<kDkdv, kBM, kBN, 0, kH>(tXrX, tXrY, tXcX, p, si, r0, n * kBN, kind_of(n));
-        pack_words<T, 0, kH / 2>(tXrY, wd);
-        if constexpr (kDkdv) pack_words<T, 0, kH / 2>(tXrX, wp);
-        words_put<0, kH / 2, kDkdv>(wp, wd, mine + Tr::kXchWords, t);
-        NamedBarrier::sync(256, kWideXchWords);
-        words_get<kH / 2, kN / 2, kDkdv>(wp, wd, other + Tr::kXchWords, t);
-      } else {
-        wg_gemm<true>(mmaS, tXrR2, tXrS2(_, _, _, st), tXrY);
-        warpgroup_wait<0>();
-        warpgroup_fence_operand(tXrY);
-        NamedBarrier::sync(256, kWideXchFree);
-        xch_put<0, kH>(tXrY, mine, t);
-        NamedBarrier::sync(256, kWideXchFull);
-        xch_get<kH, kN>(tXrX, other, t);
-        bwd_apply<kDkdv, kBM, kBN, kH, kN>(tXrX, tXrY, tXcX, p, si, r0, n * kBN, kind_of(n));
-        pack_words<T, kH / 2, kN / 2>(tXrY, wd);
-        if constexpr (kDkdv) pack_words<T, kH / 2, kN / 2>(tXrX, wp);
-        words_put<kH / 2, kN / 2, kDkdv>(wp, wd, mine + Tr::kXchWords, t);
-        NamedBarrier::sync(256, kWideXchWords);
-        words_get<0, kH / 2, kDkdv>(wp, wd, other + Tr::kXchWords, t);
-      }
-      warpgroup_fence_operand(tOrD);
-      if constexpr (kDkdv) {
-        warpgroup_fence_operand(tOrP);
-        wg_gemm<false>(mmaO, tOrP, tOrS2h(_, _, _, st), accA);  // dV[:, half] += P^T dO[:, half]
-      }
-      wg_gemm<false>(mmaO, tOrD, tOrS1h(_, _, _, st), accB);  // dK += dS^T Q | dQ += dS K
-      warpgroup_wait<0>();
-      warpgroup_fence_operand(accA);
-      warpgroup_fence_operand(accB);
+    warpgroup_fence_operand(tOrD);
+    if constexpr (kDkdv) {
       warpgroup_fence_operand(tOrP);
-      warpgroup_fence_operand(tOrD);
-      pipe.consumer_release(rd);
-      ++rd;
+      wg_gemm<false>(mmaO, tOrP, tOrS2h(_, _, _, st), accA);  // dV[:, half] += P^T dO[:, half]
     }
+    wg_gemm<false>(mmaO, tOrD, tOrS1h(_, _, _, st), accB);  // dK += dS^T Q | dQ += dS K
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(accA);
+    warpgroup_fence_operand(accB);
+    warpgroup_fence_operand(tOrP);
+    warpgroup_fence_operand(tOrD);
+    pipe.consumer_release(rd);
+    ++rd;
   }
+
   // ---- epilogue: both warpgroups are past their last resident read; r1 takes dK / dQ and r2 dV
   // (the sm80 swizzled row-major layout, swz<kHD>), each warpgroup its column half; then both
   // store the 64 rows.
@@ -456,7 +361,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
 }
 
 template <typename T, bool kDkdv>
-void launch_bwd_wide_pass(const HstuAttnParams& p, bool overlap, cudaStream_t stream) {
+void launch_bwd_wide_pass(const HstuAttnParams& p, cudaStream_t stream) {
   using Tr = WideBwdTraits<T, kDkdv>;
   HSTU_CHECK(p.total_tokens < (int64_t(1) << 31),
              "sm90 attention backward (d 256): ", p.total_tokens,
@@ -479,8 +384,7 @@ void launch_bwd_wide_pass(const HstuAttnParams& p, bool overlap, cudaStream_t st
                            take<0, 2>(typename Tr::SmemLayoutS{}), tile_s, _1{});
   const dim3 grid((p.max_seqlen + Tr::kBM - 1) / Tr::kBM, p.num_heads, p.batch);
   if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;
-  auto kernel = overlap ? hstu_attn_bwd_sm90_wide_kernel<T, Tr, kDkdv, true>
-                        : hstu_attn_bwd_sm90_wide_kernel<T, Tr, kDkdv, false>;
+  auto kernel = hstu_attn_bwd_sm90_wide_kernel<T, Tr, kDkdv>;
   HSTU_CUDA_CHECK(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes));
   kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(P);
