@@ -18,7 +18,7 @@
 // 128 / 128 x 64): every head-width bucket 64/128/256 incl. partial widths, both dtypes, lengths 1,
 // tile multiples and non-multiples, every mask feature and rab; the suite above also runs on
 // sm_90a. GpuAttentionSm90Bwd runs the cases of that list the sm_90a backward takes (d 64 / 128
-// without rab; split and fused forms), and two it sends to sm80, on both backends.
+// / 256 without rab; split and fused forms), and two it sends to sm80, on both backends.
 // GpuAttentionRab runs rab cases (every head count 1..4, widths 25..256, all masks) with the
 // precomputed time buckets and with the in-kernel ones: bit-identical, both near the reference.
 //
@@ -65,17 +65,23 @@ void PrintTo(const Case& c, std::ostream* os) {
   *os << c.name;
 }
 
+// One case: the name, dtype and widths, then `tweak` sets the rest (both case lists use it).
+template <typename Tweak>
+Case make_case(std::string name, DType dt, int dqk, int dv, Tweak&& tweak) {
+  Case x;
+  x.name = std::move(name);
+  x.dtype = dt;
+  x.dqk = dqk;
+  x.dv = dv;
+  tweak(x);
+  return x;
+}
+
 std::vector<Case> cases() {
   constexpr DType kB = DType::kBF16, kH = DType::kF16;
   std::vector<Case> c;
   auto add = [&](const char* name, DType dt, int dqk, int dv, auto&& tweak) {
-    Case x;
-    x.name = name;
-    x.dtype = dt;
-    x.dqk = dqk;
-    x.dv = dv;
-    tweak(x);
-    c.push_back(x);
+    c.push_back(make_case(name, dt, dqk, dv, tweak));
   };
   add("causal_d64_bf16", kB, 64, 64, [](Case& x) { x.lengths = {1, 7, 64, 129, 200, 33}; });
   add("context_d32_bf16", kB, 32, 32, [](Case& x) { x.contexts = true; });
@@ -508,15 +514,12 @@ std::vector<Case> sm90_cases() {
   const std::vector<int> edge = {1, 129, 300, 64, 192};  // 1, tile multiples and not
   std::vector<Case> c;
   auto add = [&](std::string name, DType dt, int d, auto&& tweak) {
-    Case x;
-    x.name = std::move(name);
-    x.dtype = dt;
-    x.dqk = x.dv = d;
-    x.heads = 2;
-    x.lengths = edge;
-    x.padded_heads = true;  // widths such as 100 and 200 need the 16-byte head stride for TMA
-    tweak(x);
-    c.push_back(x);
+    c.push_back(make_case(std::move(name), dt, d, d, [&](Case& x) {
+      x.heads = 2;
+      x.lengths = edge;
+      x.padded_heads = true;  // widths such as 100 and 200 need the 16-byte head stride for TMA
+      tweak(x);
+    }));
   };
   for (DType dt : {kB, kH}) {
     const std::string t = dt == kB ? "_bf16" : "_fp16";
@@ -552,6 +555,21 @@ std::vector<Case> sm90_cases() {
     x.dv = 128;
     x.contexts = true;
   });
+  // The sm_90a backward at d 256 (attention_bwd_sm90_wide.cuh): jagged random lengths with
+  // every mask but rab, several 64-row blocks per sequence, and unequal widths in the bucket.
+  add("random_lengths_masks_norab_d256_bf16", kB, 256, [](Case& x) {
+    x.lengths.clear();
+    x.max_len = 700;
+    x.contexts = x.targets = true;
+    x.group = 3;
+    x.window = 130;
+  });
+  add("long_causal_d256_fp16", kH, 256, [](Case& x) { x.lengths = {1000, 513, 2, 64}; });
+  add("dqk136_dv256_targets_bf16", kB, 256, [](Case& x) {
+    x.dqk = 136;
+    x.targets = true;
+    x.group = 2;
+  });
   add("random_lengths_all_masks_d128_bf16", kB, 128, [](Case& x) {
     x.lengths.clear();
     x.max_len = 700;
@@ -564,11 +582,12 @@ std::vector<Case> sm90_cases() {
 
 class GpuAttentionSm90 : public ::testing::TestWithParam<Case> {};
 
-// Whether the sm_90a backward takes a case of sm90_cases() (sm90_bwd_supported: buckets 64 / 128,
-// no rab, TMA-addressable operands: d_o is contiguous, so its head width must be a multiple of 8).
+// Whether the sm_90a backward takes a case of sm90_cases() (sm90_bwd_supported: buckets 64 / 128
+// / 256, no rab, TMA-addressable operands: d_o is contiguous, so its head width must be a
+// multiple of 8).
 bool sm90_bwd_expected(const Case& c) {
   const int d = std::max(c.dqk, c.dv);
-  return !c.rab && d > 32 && d <= 128 && c.dv % 8 == 0 && c.pad == 0 && c.padded_heads;
+  return !c.rab && d > 32 && c.dv % 8 == 0 && c.pad == 0 && c.padded_heads;
 }
 
 TEST_P(GpuAttentionSm90, ForwardMatchesCpuReference) {
@@ -606,11 +625,12 @@ TEST_P(GpuAttentionSm90, ForwardMatchesCpuReference) {
   EXPECT_TRUE(bit_equal(out[0], gpu::to_host(run.o))) << "sm90 o differs between runs";
 }
 
-// The cases of sm90_cases() the sm_90a backward takes, and two it sends to sm80 (rab, d 256).
+// The cases of sm90_cases() the sm_90a backward takes, and two it sends to sm80 (rab).
 std::vector<Case> sm90_bwd_cases() {
   std::vector<Case> c;
   for (const Case& x : sm90_cases())
-    if (sm90_bwd_expected(x) || x.name == "window_rab_d128_bf16" || x.name == "causal_d256_bf16")
+    if (sm90_bwd_expected(x) || x.name == "window_rab_d128_bf16" ||
+        x.name == "window_rab_d256_bf16")
       c.push_back(x);
   return c;
 }
@@ -618,11 +638,12 @@ std::vector<Case> sm90_bwd_cases() {
 class GpuAttentionSm90Bwd : public ::testing::TestWithParam<Case> {};
 
 // The backward with HSTU_ATTN_SM90=1: the sm_90a kernels where sm90_bwd_supported() takes the
-// call (buckets 64 / 128, no rab; sm90_bwd_expected), the sm80 kernels otherwise (rab, d 256:
-// those cases then check sm80 once more). Runs: the split form (default) in deterministic mode
-// and with atomic dQ asked for, the fused form (HSTU_ATTN_SM90_FUSED=1) twice the same way, and
-// sm80 (HSTU_ATTN_SM80=1, its error printed beside). The sm_90a backward is deterministic in both
-// modes: each form's second run is compared bit for bit with its first.
+// call (buckets 64 / 128 / 256, no rab; sm90_bwd_expected), the sm80 kernels otherwise (rab:
+// those cases then check sm80 once more; d 256 has no fused form and runs the split one again).
+// Runs: the split form (default) in deterministic mode and with atomic dQ asked for, the fused form
+// (HSTU_ATTN_SM90_FUSED=1) twice the same way, and sm80 (HSTU_ATTN_SM80=1, its error printed
+// beside). The sm_90a backward is deterministic in both modes: each form's second run is compared
+// bit for bit with its first.
 TEST_P(GpuAttentionSm90Bwd, MatchesCpuReference) {
   HSTU_REQUIRE_GPU();
   gpu::DeviceScope scope;

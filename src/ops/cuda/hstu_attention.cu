@@ -4,9 +4,10 @@
 // bucket, dtype) by files CMake generates from sm80/hstu_attention_instance.cu.in. On a
 // compute-capability-9.0 GPU the forward of the 64/128/256 buckets runs the sm_90a kernel
 // (sm90/attention_fwd_sm90.cuh) where it measured faster (sm90_fwd_supported; HSTU_ATTN_SM80=1 /
-// HSTU_ATTN_SM90=1 force either); the backward of the 64/128 buckets without rab likewise runs
-// the sm_90a kernels (sm90/attention_bwd_sm90.cuh, sm90_bwd_supported; always deterministic, so
-// it serves both modes; HSTU_ATTN_SM90_FUSED=1 its fused-dQ form), other calls the sm80 kernels.
+// HSTU_ATTN_SM90=1 force either); the backward of the 64/128/256 buckets without rab likewise
+// runs the sm_90a kernels (sm90/attention_bwd_sm90.cuh, 256: attention_bwd_sm90_wide.cuh;
+// sm90_bwd_supported; always deterministic, so it serves both modes; HSTU_ATTN_SM90_FUSED=1 the
+// fused-dQ form at 64/128), other calls the sm80 kernels.
 //
 // The shaping decision: head widths are padded internally to the next of 32/64/128/256 (zero
 // columns in shared memory), so one kernel per bucket serves every width — the paper's 25 and 50
@@ -242,6 +243,8 @@ void bwd_bucket_sm90(int hdp, const HstuAttnParams& p, int* sem, cudaStream_t s,
       return attn::run_bwd_sm90<T, 64>(p, sem, s, dq_s);
     case 128:
       return attn::run_bwd_sm90<T, 128>(p, sem, s, dq_s);
+    case 256:
+      return attn::run_bwd_sm90<T, 256>(p, sem, s, dq_s);
     default:
       break;
   }
