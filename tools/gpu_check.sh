@@ -111,6 +111,7 @@ benches=(
   "attention sm90 vs sm80|bench attention --fwd-only --kernel both --shape 32,4096,4,64 --shape 32,4096,4,128 --shape 32,4096,4,256 --shape 128,200,2,64"
   "attention bwd sm90 vs sm80|bench attention --kernel both --no-validate --shape 32,4096,4,64 --shape 32,4096,4,128 --shape 32,2048,4,128 --shape 32,1024,4,128 --shape 128,512,4,128 --shape 32,4096,4,256 --shape 32,1024,4,256 --shape 128,512,4,256"
   "attention small-d|bench attention --full --no-validate --shape 128,200,2,25 --shape 128,200,2,32 --shape 128,200,2,16 --shape 128,200,1,64 --shape 128,200,2,50 --shape 128,200,2,64"
+  "attention jagged uniform|bench attention --no-validate --lengths uniform --shape 32,4096,4,64 --shape 32,4096,4,128 --shape 32,4096,4,256"
   "attention rab|bench attention --full --no-validate --rab --shape 128,200,2,25 --shape 128,200,2,50 --shape 32,1024,4,128"
   "layer|bench layer"
   "layer phases|bench layer --shape 32,1024,1024,4,256 --shape 32,4096,1024,4,256 --reps 5 --phases"

@@ -61,6 +61,13 @@ void add_bench_attention(CLI::App& bench, Commands& commands) {
   add_shape_option(*app, 4, "B,L,H,d");
   CLI::Option* jagged = app->add_flag("--jagged")->description("jagged lengths only");
   app->add_flag("--full")->description("full-length sequences only")->excludes(jagged);
+  app->add_option("--lengths",
+                  "jagged lengths per sample: half = uniform in L/2..L (default), uniform = "
+                  "uniform in 1..L, zipf = P(l) ~ l^-1.2 on 1..L")
+      ->type_name("half|uniform|zipf")
+      ->check(CLI::IsMember({"half", "uniform", "zipf"}).description(""));
+  app->add_flag("--sweep")->description(
+      "instead of the default shapes: B 32, 4 heads, L 128..16384 (powers of 2) x d 32/64/128/256");
   app->add_option("--dtype", "attention input type (default bf16)")
       ->type_name("bf16|fp16")
       ->check(CLI::IsMember({"bf16", "fp16"}).description(""));
