@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <random>
 
@@ -17,6 +18,7 @@
 #include "train/runtime.h"
 
 #if defined(HSTU_WITH_CUDA)
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
 #include "core/cuda_check.h"
@@ -209,6 +211,10 @@ int run_embedding_bench(const std::vector<std::string>& args) {
   } streams_guard{own};
 #endif
   constexpr int kBatches = 4;  // distinct lookup batches, used in turn
+  // HSTU_PROFILE_LAST_ITER=1: the last iteration of each case between cudaProfilerStart / Stop,
+  // for `ncu --profile-from-start off` / `nsys --capture-range=cudaProfilerApi` (steady state).
+  const char* prof_env = std::getenv("HSTU_PROFILE_LAST_ITER");
+  const bool profile_last = prof_env && std::string(prof_env) == "1" && device == Device::kCUDA;
   for (const std::string& opt : o.optimizers) {
     for (const double ratio : o.cache_ratios) {
       std::mt19937_64 rng(2024);
@@ -259,6 +265,13 @@ int run_embedding_bench(const std::vector<std::string>& args) {
       for (int it = 0; it < o.warmup + o.iters; ++it) {
         // The forward of every table, then the backward of every table, as a training step
         // runs them; one synchronisation after each half.
+        const bool profiled = profile_last && it == o.warmup + o.iters - 1;
+#if defined(HSTU_WITH_CUDA)
+        if (profiled) {
+          synchronize_device(device);
+          HSTU_CUDA_CHECK(cudaProfilerStart());
+        }
+#endif
         const auto t0 = std::chrono::steady_clock::now();
         if (!o.per_table) {  // every table's lookups deduplicated together
           std::vector<embed::DynamicTable::DedupeCall> calls(runs.size());
@@ -308,6 +321,11 @@ int run_embedding_bench(const std::vector<std::string>& args) {
         }
         synchronize_device(device);
         const auto t2 = std::chrono::steady_clock::now();
+#if defined(HSTU_WITH_CUDA)
+        if (profiled) HSTU_CUDA_CHECK(cudaProfilerStop());
+#else
+        (void)profiled;
+#endif
         if (it >= o.warmup) {
           fwd_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
           bwd_ms.push_back(std::chrono::duration<double, std::milli>(t2 - t1).count());

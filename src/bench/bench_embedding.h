@@ -35,6 +35,10 @@ namespace hstu {
 //   --streams S (CUDA streams the tables are spread over; 4 on CUDA, 1 on the CPU)
 //   --fused-bwd (backward: DynamicTable::backward, grad as scratch; the default)
 //   --unfused-bwd (backward: DynamicTable::reduce_grad, then apply, which zeroes grad)
+// Environment: HSTU_PROFILE_LAST_ITER=1 brackets the last iteration of each case with
+// cudaProfilerStart / Stop, so `ncu --profile-from-start off` (or nsys with
+// --capture-range=cudaProfilerApi) sees only a steady-state iteration (tools/ncu_kernel_table.py
+// turns ncu's CSV into a per-kernel table).
 // Returns 0.
 int run_embedding_bench(const std::vector<std::string>& args);
 

@@ -146,9 +146,9 @@ int32_t* DynamicTable::prepare_dedupe(const Tensor& keys, const Tensor& unique,
   if (order_cap_ < n) {  // grows with the largest batch; a step allocates nothing after that
     order_cap_ = std::max<int64_t>(n, 2 * order_cap_);
     order_arena_ =
-        std::make_unique<Arena>(device_, static_cast<size_t>(order_cap_) * 8 + Arena::kAlign,
+        std::make_unique<Arena>(device_, static_cast<size_t>(order_cap_) * 12 + Arena::kAlign,
                                 "dynamic_table_order:" + spec_.name);
-    order_ = order_arena_->alloc(DType::kI32, {2 * order_cap_}).as<int32_t>();
+    order_ = order_arena_->alloc(DType::kI32, {3 * order_cap_}).as<int32_t>();
   }
   return order_;
 }

@@ -122,7 +122,9 @@ class DynamicTable {
   // (times scale) applied by the table's optimiser (as apply). grad f32 [>= U, dim] and touched
   // u8 [>= U] are scratch: any contents on entry, unspecified on return (on CUDA no pass zeroes
   // them). Equals zeroing them, reduce_grad, then apply, up to the order of the partial sums of
-  // keys spanning several warps' chunks (the CPU runs exactly that).
+  // hot keys (more than 32 lookups: summed 32 sorted lookups per warp, added atomically on
+  // CUDA); every other key is summed in position order, as the CPU does (which runs exactly
+  // that).
   void backward(Ctx& ctx, const SparseOptimizerSpec& opt, const Tensor& refs, const Tensor& dout,
                 float scale, const Tensor& grad, const Tensor& touched);
   // The fused optimiser on rows refs[i] with touched[i] (u8 [U]) from grad f32 [U, dim];
@@ -185,7 +187,8 @@ class DynamicTable {
   const void* last_unique_ = nullptr;  // the unique keys of the last dedupe, already checked
   int64_t last_u_ = 0;
   int64_t last_n_ = -1;                 // lookups of the last dedupe (-1: none yet)
-  std::unique_ptr<Arena> order_arena_;  // i32 [2n]: dedupe's sorted positions | segment ends
+  std::unique_ptr<Arena> order_arena_;  // i32 [3n]: dedupe's sorted positions | segment ends |
+                                        // the unique key of each sorted entry
   int32_t* order_ = nullptr;
   int64_t order_cap_ = 0;
   std::unique_ptr<HashTable> store_, cache_;

@@ -48,9 +48,11 @@ struct InsertCounts {
 
 // Sort-based unique: unique[0:U) = the distinct keys of keys[0:n) ascending, inverse[i] = index
 // of keys[i] in unique, counts[u] = occurrences, *first_key (host) = unique[0]. Returns U (the
-// CUDA backend synchronises once). With order (i32 [2n], optional): order[0:n) = the positions
+// CUDA backend synchronises once). With order (i32 [3n], optional): order[0:n) = the positions
 // of keys in (key, position) order, order[n + u] = one past unique key u's last entry there
-// (its segment of the sorted order ends), for reduce_grad.
+// (its segment of the sorted order ends), order[2n + j] = the unique key of sorted entry j (so a
+// kernel starting at any entry knows its key without a search), for reduce_grad and
+// backward_apply.
 int64_t dedupe(Ctx& ctx, const int64_t* keys, int64_t n, int64_t* unique, int32_t* inverse,
                int32_t* counts, int64_t* first_key, int32_t* order = nullptr);
 
@@ -176,10 +178,11 @@ void apply_optimizer(Ctx& ctx, const RowSpace& rs, const int64_t* refs, float* g
 // per-element math (every unique key has lookups, so every row [0, u) is touched). grad [u,
 // grad_ld] and touched [u] are scratch: any contents on entry, unspecified on return (the CPU
 // zeroes them, runs reduce_grad then apply_optimizer and leaves them zero). The CUDA backend
-// (dim a multiple of 4, 16-byte aligned) zeroes only the rows of keys spanning several warps'
-// chunks, writes the others' sums with plain stores and applies without zeroing grad: no zero
-// pass over grad and no touched flags. refs [u] as apply's. Adam and SGD only (row-wise Adagrad
-// needs the row's whole gradient first: reduce_grad + apply_optimizer).
+// (dim a multiple of 4, 16-byte aligned) goes by key (order i32 [3n] as dedupe saves it): a key
+// with at most 32 lookups is summed in position order and its row updated by one warp, with no
+// gradient row; only hot keys' sums pass through grad (zeroed, 16-byte atomics, then updated):
+// no zero pass over grad, no touched flags, no search. refs [u] as apply's. Adam and SGD only
+// (row-wise Adagrad needs the row's whole gradient first: reduce_grad + apply_optimizer).
 void backward_apply(Ctx& ctx, const int32_t* order, int64_t n, int64_t u, const float* dout,
                     int64_t dout_ld, float scale, const RowSpace& rs, const int64_t* refs,
                     float* grad, int64_t grad_ld, uint8_t* touched, const SparseOptimizerSpec& spec,

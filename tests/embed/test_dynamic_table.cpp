@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "embed/dynamic_table.h"
 #include "embed/table_math.h"
+#include "embed/table_ops.h"
 
 namespace hstu {
 namespace {
@@ -334,6 +335,27 @@ TEST(DynamicTable, DedupeReturnsSortedUniqueInverseAndCounts) {
             (std::vector<int64_t>{-4, 0, 9, INT64_MAX}));
   EXPECT_EQ(std::vector<int32_t>(cnt.begin(), cnt.begin() + 4), (std::vector<int32_t>{2, 1, 3, 1}));
   for (size_t i = 0; i < keys.size(); ++i) EXPECT_EQ(u[inv[i]], keys[i]);
+}
+
+// dedupe's saved order (i32 [3n]): positions in (key, position) order, each unique key's
+// segment end, and the unique key of each sorted entry.
+TEST(DynamicTable, DedupeOrderHasPositionsSegmentEndsAndEntryKeys) {
+  Ctx ctx = cpu_ctx();
+  const std::vector<int64_t> keys = {9, -4, 9, 0, -4, 9, INT64_MAX};
+  const int64_t n = static_cast<int64_t>(keys.size());
+  std::vector<int64_t> u(n);
+  std::vector<int32_t> inv(n), cnt(n), order(3 * n, -1);
+  int64_t first = 0;
+  ASSERT_EQ(
+      embed::dedupe(ctx, keys.data(), n, u.data(), inv.data(), cnt.data(), &first, order.data()),
+      4);
+  EXPECT_EQ(first, -4);
+  EXPECT_EQ(std::vector<int32_t>(order.begin(), order.begin() + n),
+            (std::vector<int32_t>{1, 4, 3, 0, 2, 5, 6}));
+  EXPECT_EQ(std::vector<int32_t>(order.begin() + n, order.begin() + n + 4),
+            (std::vector<int32_t>{2, 3, 6, 7}));
+  EXPECT_EQ(std::vector<int32_t>(order.begin() + 2 * n, order.end()),
+            (std::vector<int32_t>{0, 0, 1, 2, 2, 2, 3}));
 }
 
 TEST(DynamicTable, AdmissionThreshold) {

@@ -48,6 +48,7 @@ int64_t dedupe(Ctx&, const int64_t* keys, int64_t n, int64_t* unique, int32_t* i
     if (sorted) {
       sorted[i] = order[i].second;
       sorted[n + u] = static_cast<int32_t>(i + 1);
+      sorted[2 * n + i] = static_cast<int32_t>(u);
     }
   }
   if (n > 0) *first_key = unique[0];

@@ -5,12 +5,13 @@
 // owns each bucket's list and places its keys in ascending index order, so a bucket sees the
 // same sequence of free-slot picks and evictions as the CPU loop (no sort: a step whose keys
 // are all present costs two passes over them). Lookups are one warp per key (lane s compares slot
-// s; bucket_size <= 32). The fused optimiser is one warp per row with the per-element float math of
-// ops/cuda/embedding.cu's sparse_opt_row (the same expressions, bc1/bc2 rounded from double as
-// there), so a dynamic table's update equals the dense table's CUDA update bit for bit. Calls that
-// return counts synchronise the stream. Temporary device memory (sort buffers, CUB temp storage,
-// counters) comes from a per-stream workspace that grows and is reused, so a step allocates
-// nothing.
+// s; bucket_size <= 32). The backward of dedupe's lookups goes by key: a warp per key with at most
+// kHot lookups sums and applies in one pass; only hot keys' sums pass through grad. The fused
+// optimiser is one warp per row with the per-element float math of ops/cuda/embedding.cu's
+// sparse_opt_row (the same expressions, bc1/bc2 rounded from double as there), so a dynamic table's
+// update equals the dense table's CUDA update bit for bit. Calls that return counts synchronise the
+// stream. Temporary device memory (sort buffers, CUB temp storage, counters) comes from a
+// per-stream workspace that grows and is reused, so a step allocates nothing.
 #include <thrust/iterator/counting_iterator.h>
 
 #include <algorithm>
@@ -116,8 +117,10 @@ __device__ __forceinline__ float* row_ptr(const RowSpace& rs, int64_t ref) {
 
 // unique / inverse from the sorted keys; ends[u] = one past the last sorted position of unique
 // key u (written by the segment's last element, so no atomics on hot keys).
+// With kid (order + 2n) the unique key of each sorted entry too.
 __global__ void dedupe_scatter(const int64_t* sorted, const int32_t* pos, const int32_t* uid,
-                               int64_t n, int64_t* unique, int32_t* inverse, int32_t* ends) {
+                               int64_t n, int64_t* unique, int32_t* inverse, int32_t* ends,
+                               int32_t* kid) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   const int32_t u = uid[i] - 1;
@@ -125,6 +128,7 @@ __global__ void dedupe_scatter(const int64_t* sorted, const int32_t* pos, const 
   if (i == 0 || k != sorted[i - 1]) unique[u] = k;
   if (i == n - 1 || k != sorted[i + 1]) ends[u] = static_cast<int32_t>(i + 1);
   inverse[pos[i]] = u;
+  if (kid) kid[i] = u;
 }
 
 // counts[u] = ends[u] - ends[u - 1] for u < U = uid[n - 1]; 0 beyond.
@@ -185,7 +189,10 @@ __global__ void group_scatter(GroupArgs g, const int64_t* cat, const int32_t* po
   const int64_t k = cat[pos[i]];
   if (uid[i] != (i > 0 ? uid[i - 1] : 0)) jb.unique[u] = k;
   jb.inverse[p] = u;
-  if (jb.order) jb.order[i - o] = p;
+  if (jb.order) {
+    jb.order[i - o] = p;
+    jb.order[2 * jb.n + (i - o)] = u;
+  }
   if (i == n - 1 || tag[i + 1] != t || cat[pos[i + 1]] != k) {
     const int32_t e = static_cast<int32_t>(i + 1 - o);
     ends[uid[i] - 1] = e;
@@ -223,6 +230,17 @@ __global__ void group_results(GroupArgs g, const int64_t* cat, const int32_t* po
 // writer), an atomic add otherwise (hot keys span many chunks).
 constexpr int kChunk = 32;
 
+__device__ __forceinline__ void atomic_add4(float* g, float4 v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  atomicAdd(reinterpret_cast<float4*>(g), v);
+#else
+  atomicAdd(g, v.x);
+  atomicAdd(g + 1, v.y);
+  atomicAdd(g + 2, v.z);
+  atomicAdd(g + 3, v.w);
+#endif
+}
+
 template <int V>
 __device__ __forceinline__ void flush_grad(float* g, const float (&acc)[V], bool owned, bool vec,
                                            int64_t c, int64_t dim) {
@@ -246,20 +264,6 @@ __device__ __forceinline__ void flush_grad(float* g, const float (&acc)[V], bool
     if (c + k < dim) atomicAdd(g + c + k, acc[k]);
 }
 
-// The unique key that sorted entry j belongs to: the first k in [0, u) with ends[k] > j
-// (ends = dedupe's exclusive end offsets, ascending).
-__device__ __forceinline__ int64_t key_of_entry(const int32_t* ends, int64_t u, int64_t j) {
-  int64_t lo = 0, hi = u;
-  while (lo < hi) {
-    const int64_t mid = (lo + hi) / 2;
-    if (ends[mid] <= j)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo;
-}
-
 template <int V>
 __global__ void reduce_grad_kernel(const int32_t* order, int64_t n, int64_t u, const float* dout,
                                    int64_t dout_ld, float scale, float* grad, int64_t grad_ld,
@@ -270,7 +274,7 @@ __global__ void reduce_grad_kernel(const int32_t* order, int64_t n, int64_t u, c
   if (j0 >= n) return;
   const int64_t j1 = min(n, j0 + kChunk);
   const int32_t* ends = order + n;
-  const int64_t u0 = key_of_entry(ends, u, j0);
+  const int64_t u0 = order[2 * n + j0];                          // dedupe's key of entry j0
   const int32_t my_pos = j0 + lane < j1 ? order[j0 + lane] : 0;  // broadcast below
   for (int64_t cb = 0; cb < dim; cb += 32 * V) {
     const int64_t c = cb + static_cast<int64_t>(lane) * V;
@@ -319,7 +323,7 @@ __global__ void reduce_grad_vec4_kernel(const int32_t* order, int64_t n, int64_t
   if (j0 >= n) return;
   const int64_t j1 = min(n, j0 + kChunk);
   const int32_t* ends = order + n;
-  const int64_t u0 = key_of_entry(ends, u, j0);
+  const int64_t u0 = order[2 * n + j0];                          // dedupe's key of entry j0
   const int32_t my_pos = j0 + lane < j1 ? order[j0 + lane] : 0;  // broadcast below
   for (int64_t cb = 0; cb < dim; cb += 128) {
     const int64_t c = cb + 4 * static_cast<int64_t>(lane);
@@ -361,30 +365,75 @@ __global__ void reduce_grad_vec4_kernel(const int32_t* order, int64_t n, int64_t
   }
 }
 
-// Before reduce_grad_vec4_kernel in backward_apply: zeroes the grad rows of the keys whose
-// lookups span a chunk boundary (the only rows reduce adds to atomically; every other key's sum
-// is stored whole by the one warp that owns it). One warp per boundary j0 = b * kChunk, b >= 1;
-// a hot key spanning many boundaries is zeroed by each of their warps (the same stores).
-__global__ void zero_spanning_kernel(const int32_t* order, int64_t n, int64_t u, float* grad,
-                                     int64_t grad_ld, int64_t dim) {
-  const int64_t b = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32 + 1;
+// backward_apply splits the unique keys by their lookup count: a key with at most kHot lookups
+// (almost every key under a power law) is summed and updated by one warp of
+// backward_keys_kernel, in position order, with its row's loads issued beside the gradient rows'
+// and nothing written to grad; a hot key's lookups are summed by backward_hot_kernel, one warp per
+// kChunk sorted entries adding its partial sums atomically into grad (zeroed by
+// backward_keys_kernel), then updated by backward_hot_apply_kernel.
+constexpr int kHot = 32;
+
+__device__ __forceinline__ int32_t segment_begin(const int32_t* ends, int64_t k) {
+  return k > 0 ? ends[k - 1] : 0;
+}
+
+// One warp per kChunk sorted entries: the entries of hot keys only (more than kHot lookups),
+// their dout rows loaded 8 at a time and summed per key in sorted order; each run's sum added
+// atomically to grad (16-byte atomics on sm_90). dim, dout_ld, grad_ld multiples of 4, aligned.
+__global__ void backward_hot_kernel(const int32_t* order, int64_t n, const float* dout,
+                                    int64_t dout_ld, float scale, float* grad, int64_t grad_ld,
+                                    int64_t dim) {
+  const int64_t j0 = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32 * kChunk;
   const int lane = threadIdx.x % 32;
-  const int64_t j0 = b * kChunk;
   if (j0 >= n) return;
   const int32_t* ends = order + n;
-  int64_t lo = 0, hi = u;  // the key of entry j0
-  while (lo < hi) {
-    const int64_t mid = (lo + hi) / 2;
-    if (ends[mid] <= j0)
-      lo = mid + 1;
-    else
-      hi = mid;
+  const int64_t j = j0 + lane;
+  int32_t my_k = -1, my_pos = 0;
+  bool hot = false;
+  if (j < n) {
+    my_k = order[2 * n + j];
+    my_pos = order[j];
+    hot = ends[my_k] - segment_begin(ends, my_k) > kHot;
   }
-  const int64_t start = lo > 0 ? ends[lo - 1] : 0;
-  if (start >= j0) return;  // the key begins at the boundary: no earlier chunk adds to it
-  float* g = grad + lo * grad_ld;
-  for (int64_t c = 4 * static_cast<int64_t>(lane); c < dim; c += 128)
-    *reinterpret_cast<float4*>(g + c) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  const unsigned hot_mask = __ballot_sync(0xffffffffu, hot);
+  if (hot_mask == 0) return;
+  for (int64_t cb = 0; cb < dim; cb += 128) {
+    const int64_t c = cb + 4 * static_cast<int64_t>(lane);
+    const bool active = c < dim;
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    int32_t cur = -1;
+    for (unsigned m = hot_mask; m != 0;) {
+      int src[8];
+      float4 x[8];
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {  // the next 8 hot entries (warp-uniform)
+        src[q] = m ? __ffs(m) - 1 : -1;
+        if (m) m &= m - 1;
+      }
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {
+        const int32_t p = __shfl_sync(0xffffffffu, my_pos, src[q] < 0 ? 0 : src[q]);
+        x[q] = active && src[q] >= 0
+                   ? *reinterpret_cast<const float4*>(dout + static_cast<int64_t>(p) * dout_ld + c)
+                   : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      }
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {
+        const int32_t k = __shfl_sync(0xffffffffu, my_k, src[q] < 0 ? 0 : src[q]);
+        if (src[q] < 0) break;
+        if (k != cur) {
+          if (cur >= 0 && active) atomic_add4(grad + cur * grad_ld + c, acc);
+          cur = k;
+          acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+        acc.x += x[q].x * scale;
+        acc.y += x[q].y * scale;
+        acc.z += x[q].z * scale;
+        acc.w += x[q].w * scale;
+      }
+    }
+    if (cur >= 0 && active) atomic_add4(grad + cur * grad_ld + c, acc);
+  }
 }
 
 // ---- lookups --------------------------------------------------------------------------------
@@ -784,19 +833,95 @@ __global__ void apply_kernel(OptArgs a) {
   if (lane == 0) a.touched[i] = 0;
 }
 
-// The optimiser step of backward_apply: apply_kernel<K, 4>'s update of every row i < n (every
-// unique key has lookups, so all are touched) from grad row i, without zeroing grad (scratch).
+// The rest of OptArgs for backward_apply (a.n = U, a.grad scratch).
+struct BwdArgs {
+  const int32_t* order;  // dedupe's [3n]
+  int64_t n;
+  const float* dout;
+  int64_t dout_ld;
+  float scale;
+};
+
+// backward_apply for keys with at most kHot lookups: one warp per unique key sums its dout rows
+// in sorted (= position) order, 8 loads in flight, with the row's embedding (and Adam state)
+// loaded beside them, and updates the row with opt_elem (the sum is the value reduce_grad would
+// store, so the update is apply_kernel<K, 4>'s). Hot keys' grad rows are zeroed here for
+// backward_hot_kernel's atomics. Nothing else touches grad.
 template <SparseOptimizerSpec::Kind K>
-__global__ void apply_rows_kernel(OptArgs a) {
-  const int64_t i = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
+__global__ void backward_keys_kernel(OptArgs a, BwdArgs b) {
+  const int64_t k = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
-  if (i >= a.n) return;
-  const int64_t r = a.refs[i];
-  if (r < 0 || (a.guard && !all_finite(a.guard, a.guard_n))) return;
-  const float* g = a.grad + i * a.grad_ld;
+  if (k >= a.n) return;
+  const int32_t* ends = b.order + b.n;
+  const int32_t s = segment_begin(ends, k), cnt = ends[k] - s;
   const int64_t d = a.rs.dim;
+  if (cnt > kHot) {
+    float* g = a.grad + k * a.grad_ld;
+    for (int64_t c = 4 * static_cast<int64_t>(lane); c < d; c += 128)
+      *reinterpret_cast<float4*>(g + c) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    return;
+  }
+  const int64_t r = a.refs[k];
+  if (r < 0 || (a.guard && !all_finite(a.guard, a.guard_n))) return;
   float* w = row_ptr(a.rs, r);
-  opt_row_vec4<K>(a, g, w, d, lane);
+  const int32_t my_pos = lane < cnt ? b.order[s + lane] : 0;
+  for (int64_t c = 4 * static_cast<int64_t>(lane); c - 4 * lane < d; c += 128) {
+    const bool active = c < d;
+    float4 wv = make_float4(0, 0, 0, 0), mv = wv, vv = wv;
+    if (active) {
+      wv = *reinterpret_cast<const float4*>(w + c);
+      if constexpr (K == SparseOptimizerSpec::kAdam) {
+        mv = *reinterpret_cast<const float4*>(w + d + c);
+        vv = *reinterpret_cast<const float4*>(w + 2 * d + c);
+      }
+    }
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int jb = 0; jb < cnt; jb += 8) {
+      float4 x[8];
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {
+        const int32_t p = __shfl_sync(0xffffffffu, my_pos, (jb + q) & 31);
+        x[q] =
+            active && jb + q < cnt
+                ? *reinterpret_cast<const float4*>(b.dout + static_cast<int64_t>(p) * b.dout_ld + c)
+                : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      }
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {
+        if (jb + q >= cnt) break;
+        acc.x += x[q].x * b.scale;
+        acc.y += x[q].y * b.scale;
+        acc.z += x[q].z * b.scale;
+        acc.w += x[q].w * b.scale;
+      }
+    }
+    if (!active) continue;
+    opt_elem<K>(a, acc.x, wv.x, mv.x, vv.x);
+    opt_elem<K>(a, acc.y, wv.y, mv.y, vv.y);
+    opt_elem<K>(a, acc.z, wv.z, mv.z, vv.z);
+    opt_elem<K>(a, acc.w, wv.w, mv.w, vv.w);
+    *reinterpret_cast<float4*>(w + c) = wv;
+    if constexpr (K == SparseOptimizerSpec::kAdam) {
+      *reinterpret_cast<float4*>(w + d + c) = mv;
+      *reinterpret_cast<float4*>(w + 2 * d + c) = vv;
+    }
+  }
+  if (lane == 0 && a.dirty && r < a.rs.n_a) a.dirty[r] = 1;
+}
+
+// backward_apply's update of the hot keys (more than kHot lookups) from the sums
+// backward_hot_kernel left in grad: apply_kernel<K, 4>'s update, grad left as it is (scratch).
+template <SparseOptimizerSpec::Kind K>
+__global__ void backward_hot_apply_kernel(OptArgs a, BwdArgs b) {
+  const int64_t k = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (k >= a.n) return;
+  const int32_t* ends = b.order + b.n;
+  if (ends[k] - segment_begin(ends, k) <= kHot) return;
+  const int64_t r = a.refs[k];
+  if (r < 0 || (a.guard && !all_finite(a.guard, a.guard_n))) return;
+  float* w = row_ptr(a.rs, r);
+  opt_row_vec4<K>(a, a.grad + k * a.grad_ld, w, a.rs.dim, lane);
   if (lane == 0 && a.dirty && r < a.rs.n_a) a.dirty[r] = 1;
 }
 
@@ -880,7 +1005,8 @@ int64_t dedupe(Ctx& ctx, const int64_t* keys, int64_t n, int64_t* unique, int32_
   head_flags<<<blocks_for(n, 256), 256, 0, st>>>(sorted, n, head);
   HSTU_CUDA_CHECK(cub::DeviceScan::InclusiveSum(temp, scan_bytes, head, uid, nn, st));
   int32_t* ends = order ? order + n : head;  // (the flags are consumed by the scan)
-  dedupe_scatter<<<blocks_for(n, 256), 256, 0, st>>>(sorted, pos, uid, n, unique, inverse, ends);
+  dedupe_scatter<<<blocks_for(n, 256), 256, 0, st>>>(sorted, pos, uid, n, unique, inverse, ends,
+                                                     order ? order + 2 * n : nullptr);
   dedupe_counts<<<blocks_for(n, 256), 256, 0, st>>>(ends, uid, n, counts);
   HSTU_CUDA_CHECK_LAUNCH();
   int32_t u = 0;
@@ -1185,20 +1311,27 @@ void backward_apply(Ctx& ctx, const int32_t* order, int64_t n, int64_t u, const 
     a.guard = spec.skip_if_nonfinite.as<double>();
     a.guard_n = spec.skip_if_nonfinite.numel();
   }
+  const BwdArgs b{order, n, dout, dout_ld, scale};
   const int64_t chunks = (n + kChunk - 1) / kChunk;
-  if (chunks > 1)
-    zero_spanning_kernel<<<blocks_for((chunks - 1) * 32, 256), 256, 0, st>>>(order, n, u, grad,
-                                                                             grad_ld, rs.dim);
-  reduce_grad_vec4_kernel<<<blocks_for(chunks * 32, 256), 256, 0, st>>>(
-      order, n, u, dout, dout_ld, scale, grad, grad_ld, rs.dim, nullptr);
   const unsigned grid = blocks_for(u * 32, 256);
   if (spec.kind == SparseOptimizerSpec::kAdam) {
     HSTU_CHECK(spec.step >= 1, "dynamic table Adam: step is 1-based, got ", spec.step);
     a.bc1 = static_cast<float>(1.0 - std::pow(double(spec.beta1), double(spec.step)));
     a.bc2 = static_cast<float>(1.0 - std::pow(double(spec.beta2), double(spec.step)));
-    apply_rows_kernel<SparseOptimizerSpec::kAdam><<<grid, 256, 0, st>>>(a);
-  } else {
-    apply_rows_kernel<SparseOptimizerSpec::kSgd><<<grid, 256, 0, st>>>(a);
+  }
+  const bool adam = spec.kind == SparseOptimizerSpec::kAdam;
+  if (adam)
+    backward_keys_kernel<SparseOptimizerSpec::kAdam><<<grid, 256, 0, st>>>(a, b);
+  else
+    backward_keys_kernel<SparseOptimizerSpec::kSgd><<<grid, 256, 0, st>>>(a, b);
+  // Hot keys exist only where some key has more than kHot lookups (n > kHot).
+  if (n > kHot) {
+    backward_hot_kernel<<<blocks_for(chunks * 32, 256), 256, 0, st>>>(order, n, dout, dout_ld,
+                                                                      scale, grad, grad_ld, rs.dim);
+    if (adam)
+      backward_hot_apply_kernel<SparseOptimizerSpec::kAdam><<<grid, 256, 0, st>>>(a, b);
+    else
+      backward_hot_apply_kernel<SparseOptimizerSpec::kSgd><<<grid, 256, 0, st>>>(a, b);
   }
   HSTU_CUDA_CHECK_LAUNCH();
 }
