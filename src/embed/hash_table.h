@@ -72,6 +72,13 @@ class HashTable {
   void erase_async(Ctx& ctx, const int64_t* keys, int64_t n);
   // Doubles the buckets (rehash); throws at max capacity.
   void grow(Ctx& ctx);
+  // Whether find_or_insert (without admit_all) may wait for the device: the table can still grow
+  // (its growth is decided on the host from the admitted count), admission keeps a sketch, or
+  // eviction is off (a full bucket is reported to the host). Otherwise it never synchronises.
+  bool insert_waits() const {
+    return cfg_.admit_threshold > 1 || view_.num_buckets < max_buckets_ ||
+           cfg_.eviction == Eviction::kNone;
+  }
 
  private:
   struct Storage;
