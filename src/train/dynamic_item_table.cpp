@@ -53,6 +53,7 @@ void DynamicItemTable::set_num_ids(int64_t num_ids) {
     pool_ = a.alloc(DType::kI32, {n});
     pool_count_ = a.alloc(DType::kI32, {1});
   });
+  count_host_ = std::make_unique<HostStaging>(Device::kCUDA, sizeof(int64_t));
   if (raw) {
     std::vector<int64_t> keys(static_cast<size_t>(num_ids));
     for (int64_t i = 0; i < num_ids; ++i)
@@ -84,13 +85,29 @@ int64_t DynamicItemTable::fetch_device(Ctx& ctx, int64_t step, std::span<const T
   cuda::window_dedup(ctx, dd_, ids);
   cuda::window_keys(ctx, dd_, key_of_id_, embed::kEmptyKey, ids, dkeys_, dcounts_);
   table_->begin_step(step);
-  table_->find_or_insert_padded(ctx, dkeys_, dcounts_, drefs_);
-  // Absent keys (not admitted, or the padding) read zeros; the admitted count's rows among them
+  // In the steady state the keys go to find_or_insert padded to the window's rows (nothing
+  // waits). A table whose find_or_insert waits anyway (growth, eviction "none", a sketch) takes
+  // the count first: its host decisions (admitted counts) must not see the padding.
+  int64_t n = dd_.cap;
+  if (table_->find_or_insert_waits()) {
+    count_host_->wait();
+    copy_bytes_async(count_host_->data(), Device::kCPU, dd_.count.data, Device::kCUDA,
+                     sizeof(int32_t), ctx.stream);
+    count_host_->record(ctx.stream);
+    count_host_->wait();
+    n = *reinterpret_cast<const int32_t*>(count_host_->data());
+    HSTU_CHECK(n >= 1 && n <= dd_.cap, "dynamic item table '", name, "': ", n,
+               " distinct ids from the device dedupe, outside [1, ", dd_.cap, "]");
+  }
+  const Tensor keys = dkeys_.rows(0, n), refs = drefs_.rows(0, n);
+  table_->find_or_insert_padded(ctx, keys, dcounts_.rows(0, n), refs);
+  // Absent keys (not admitted, or the padding) read zeros; the rows among them below the count
   // then get their initial value, as the host window's gather with init_missing.
-  const Tensor w = win_.window().weight.rows(0, dd_.cap);
-  table_->gather(ctx, dkeys_, drefs_, w, /*init_missing=*/false);
+  const Tensor w = win_.window().weight.rows(0, n);
+  table_->gather(ctx, keys, refs, w, /*init_missing=*/false);
   cuda::window_init_missing(ctx, dd_, dkeys_, drefs_, w, table_->table_seed(),
                             static_cast<float>(table_->spec().init_std));
+  dev_rows_ = n;
   dev_fetched_ = true;
   return -1;
 #else
@@ -204,7 +221,8 @@ void DynamicItemTable::update(Ctx& ctx, const OptimizerArgs& o, double lr, int64
   if (dev_fetched_) {  // the device window: every row (untouched ones past the count skipped)
     dev_fetched_ = false;
     EmbeddingTable& w = win_.window();
-    table_->apply(ctx, s, drefs_, w.grad.rows(0, dd_.cap), w.touched.rows(0, dd_.cap));
+    table_->apply(ctx, s, drefs_.rows(0, dev_rows_), w.grad.rows(0, dev_rows_),
+                  w.touched.rows(0, dev_rows_));
     return;
   }
   if (shard_) {

@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "core/host_staging.h"
 #include "data/dataset.h"
 #include "dist/comm.h"
 #include "dist/sharding.h"
@@ -116,6 +117,8 @@ class DynamicItemTable final : public ItemWindow {
   int64_t num_ids_ = 0;
   bool host_path_ = false;
   bool dev_fetched_ = false;  // the last training fetch was fetch_device: update applies drefs_
+  int64_t dev_rows_ = 0;      // rows it looked up: the window's, or the count when read back
+  std::unique_ptr<HostStaging> count_host_;  // page-locked: the count, when read back
   std::unique_ptr<Arena> dev_arena_;
   cuda::WindowDedup dd_;            // rows num_ids, cap max_unique
   Tensor dkeys_, dcounts_, drefs_;  // i64, i32, i64 [cap]: the window's keys (padded)
