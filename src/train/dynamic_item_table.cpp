@@ -105,8 +105,9 @@ int64_t DynamicItemTable::fetch_device(Ctx& ctx, int64_t step, std::span<const T
   // then get their initial value, as the host window's gather with init_missing.
   const Tensor w = win_.window().weight.rows(0, n);
   table_->gather(ctx, keys, refs, w, /*init_missing=*/false);
-  cuda::window_init_missing(ctx, dd_, dkeys_, drefs_, w, table_->table_seed(),
-                            static_cast<float>(table_->spec().init_std));
+  // (Rows below the device count only: with the count read back n equals it.)
+  cuda::window_init_missing(ctx, dd_, dkeys_, drefs_, win_.window().weight.rows(0, dd_.cap),
+                            table_->table_seed(), static_cast<float>(table_->spec().init_std));
   dev_rows_ = n;
   dev_fetched_ = true;
   return -1;
