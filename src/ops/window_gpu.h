@@ -1,6 +1,8 @@
 // window_gpu.h — a row-sharded table's per-step window on the GPU (dist/sharded_table.h): the
 // step's ids deduplicated and rewritten to window rows on the device, the window's rows gathered
-// from the table and its gradient rows added back, with no host round trip. CUDA-only entry
+// from the table and its gradient rows added back, with no host round trip; and the same dedupe
+// feeding a dynamic item table (train/dynamic_item_table.h: the window's keys and sightings, the
+// initial rows of keys not admitted, the ids a table holds for its negatives). CUDA-only entry
 // points (namespace hstu::cuda), defined in cuda/window_gpu.cu in CUDA builds only; the buffer
 // struct itself is plain C++ so CPU builds can hold one.
 //

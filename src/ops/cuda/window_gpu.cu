@@ -1,6 +1,9 @@
 // window_gpu.cu — the per-step window of a row-sharded table on the GPU (ops/window_gpu.h): ids
 // deduplicated and remapped on the device (flag scan or CUB radix sort + unique), the window's
 // rows gathered and its gradient rows added back. The distinct-id count never leaves the device.
+// The dynamic item table's part (keys, sightings, missing-key rows, present pool) uses the
+// table's per-key initial value from embed/table_math.h, a header of host/device formulas only
+// (as negatives_gpu.cu uses data/negatives_rng.h): no link dependency on the embed layer.
 #include <algorithm>
 #include <bit>
 #include <cub/device/device_radix_sort.cuh>

@@ -1,5 +1,9 @@
 #!/usr/bin/env bash
-# one device call: build hstu + test_gpu, GPU tests, bench, seeds (time-guarded)
+# dyn_device_call1.sh — session 12's device call 1 for the dynamic item table on the device
+# window (docs/BENCHMARKS.md, "Session 12"), run from the repository root on the GPU machine
+# with .devdeps linked: build hstu (+ test_gpu when TESTS is a gtest filter), run those GPU tests, the
+# ML-1M-large step dense / dense with sparse Adam / dynamic / dynamic on the host window
+# (HSTU_HOST_WINDOW=1), then tools/dyn_seeds.sh for SEEDS (PAR at a time).
 set -u
 T0=$(date +%s)
 el() { echo $(( $(date +%s) - T0 )); }
