@@ -3,7 +3,7 @@
 # preset (configs/ml-1m-hstu.gin), many seeds side by side on one GPU (issue 18's "reproduces the
 # dense-table HR@10 / NDCG@10 within seed noise (10 seeds)"). Both tables use the sparse Adam a
 # dynamic table implements; the dynamic one has capacity = the catalogue and LRU (nothing is
-# evicted: 9,125 keys in 16,384 slots), so its step runs on the device window in one CUDA graph.
+# evicted: 9,124 keys in 16,384 slots), so its step runs on the device window in one CUDA graph.
 # Run after building $BUILD/hstu (default build-gpu) on the GPU machine:
 #   SEEDS="1 2 3 4 5 6 7 8 9 10" PAR=6 bash tools/dyn_seeds.sh
 # Prints one line per run (mean HR@10 / NDCG@10 of the last 10 evaluations, tokens/s, the table's
