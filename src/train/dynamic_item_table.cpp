@@ -35,6 +35,14 @@ void DynamicItemTable::set_num_ids(int64_t num_ids) {
              "dynamic item table '", name, "': ", num_ids, " catalogue ids for ", catalogue_.size(),
              " raw keys (+ padding)");
   num_ids_ = num_ids;
+  if (!shard_) {  // the keys a step can bring: while they fit, find_or_insert never waits
+    std::vector<int64_t> universe(static_cast<size_t>(num_ids));
+    for (int64_t i = 0; i < num_ids; ++i)
+      universe[static_cast<size_t>(i)] = key_of(static_cast<int32_t>(i));
+    Ctx ctx;  // nothing is queued on the table yet
+    ctx.device = table_->device();
+    table_->set_key_universe(ctx, std::move(universe));
+  }
 #if defined(HSTU_WITH_CUDA)
   if (table_->device() != Device::kCUDA || shard_) return;
   const int64_t cap = win_.max_unique(), n = num_ids - 1;

@@ -510,8 +510,8 @@ TEST(GpuWindow, DynamicDeviceEqualsHostAtCapacity) {
 }
 
 // A table that may still grow (eviction none): the fetch runs before the step's graph and waits
-// for its growth decisions; still equal to the host window. Also the sort dedupe (a catalogue
-// larger than the window).
+// for its growth decisions until the catalogue fits; still equal to the host window. Also the sort
+// dedupe (a catalogue larger than the window).
 TEST(GpuWindow, DynamicDeviceEqualsHostWhileGrowing) {
   HSTU_REQUIRE_GPU();
   const std::string grow =
@@ -521,7 +521,8 @@ TEST(GpuWindow, DynamicDeviceEqualsHostWhileGrowing) {
     SCOPED_TRACE(sampler);
     const std::string g = dynamic_gin(500, 16, 32, 16, sampler, grow);
     const DynamicRun host = train_dynamic(g, true), dev = train_dynamic(g, false);
-    EXPECT_EQ(dev.device_only_steps, 0);
+    // It waits until the catalogue fits (HashTable::set_key_universe), then runs in the graph.
+    EXPECT_LT(dev.device_only_steps, kSteps);
     EXPECT_GT(dev.counters.grows, 0);
     expect_equal(host, dev);
   }

@@ -158,6 +158,67 @@ TEST_P(DynamicItemTableStep, TrainsBitwiseLikeTheDenseTable) {
 INSTANTIATE_TEST_SUITE_P(Optimisers, DynamicItemTableStep,
                          testing::Values("adam", "sgd", "row_wise_adagrad"));
 
+// A declared key universe (set_num_ids: the catalogue's keys) that fits the table lets
+// find_or_insert insert with its counts on the device and never wait — even for a table that
+// may still grow and has no eviction — without changing anything it computes: training with it
+// equals training without it (rows, scores, counters, dense parameters), on the CPU backend
+// (the same host logic drives the CUDA one). The table starts too small (it waits and grows) and
+// stops waiting once the catalogue fits.
+TEST(DynamicItemTableUniverse, FittingUniverseNeverWaitsAndChangesNothing) {
+  const Config cfg = config("adam");
+  const SequenceDataset ds = open_dataset(cfg);
+  const DataSplits splits = make_splits(ds, cfg.dataset.split, cfg.dataset.max_history_seqlen);
+  struct Result {
+    std::vector<float> params;
+    embed::TableRows rows;
+    embed::DynamicTableCounters c;
+    bool waits_at_start = false, waits_at_end = false;
+  };
+  auto run = [&](bool universe) {
+    ModelShape shape = shape_of(cfg, ds.num_items);
+    shape.window_rows = item_window_rows(cfg, ds.num_items);
+    shape.full_eval_buffers = true;
+    HstuModel model(cfg, shape, Device::kCPU, DType::kF32);
+    model.plan(static_cast<uint64_t>(cfg.trainer.seed));
+    Runtime runtime(Device::kCPU, cfg, shape);
+    embed::DynamicTableSpec spec;
+    spec.name = "item_embedding";
+    spec.dim = cfg.network.hidden_size;
+    spec.capacity_rows = 64;  // 2 buckets of 32: the 90-id catalogue does not fit yet
+    spec.max_capacity_rows = 4096;
+    spec.eviction = "none";
+    spec.optimizer = "adam";
+    DynamicItemTable items(spec, Device::kCPU, shape.window_rows);
+    if (universe) items.set_num_ids(ds.num_items);
+    Result r;
+    r.waits_at_start = items.table().find_or_insert_waits();
+    model.set_item_table(&items.window());
+    Batcher batcher(ds, splits.train, cfg.trainer.train_batch_size, true, 7);
+    TrainStep stepper(cfg, ds.num_items);
+    StepShare share;
+    share.items = &items;
+    train(stepper, model, batcher, runtime.ctx(), share);
+    r.waits_at_end = items.table().find_or_insert_waits();
+    r.params = host_copy(model.dense().flat_params());
+    r.rows = items.table().export_rows(runtime.ctx());
+    r.c = items.counters();
+    return r;
+  };
+  const Result with = run(true), without = run(false);
+  EXPECT_TRUE(with.waits_at_start);
+  EXPECT_FALSE(with.waits_at_end) << "the catalogue fits after " << with.c.grows << " growths";
+  EXPECT_TRUE(without.waits_at_end);
+  EXPECT_GT(with.c.grows, 0);
+  EXPECT_EQ(with.params, without.params);
+  EXPECT_EQ(with.rows.keys, without.rows.keys);
+  EXPECT_EQ(with.rows.scores, without.rows.scores);
+  EXPECT_EQ(with.rows.values, without.rows.values);
+  const auto c = [](const embed::DynamicTableCounters& x) {
+    return std::vector<int64_t>{x.inserts, x.evictions, x.rejections, x.size, x.capacity, x.grows};
+  };
+  EXPECT_EQ(c(with.c), c(without.c));
+}
+
 // Raw-id data (issue 18 item 5): uniform negatives come from the ids whose keys the item table
 // holds. The pool is exactly those ids; the draws equal the key sampler's (data/key_negatives.h)
 // over the table's sorted keys, mapped back to ids; an empty table draws over the catalogue.
