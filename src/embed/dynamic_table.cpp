@@ -242,6 +242,12 @@ void DynamicTable::find_or_insert(Ctx& ctx, const Tensor& unique, const Tensor& 
   // Keys straight from dedupe were checked there (no second read-back).
   if (unique.data != last_unique_ || unique.dim(0) > last_u_)
     check_keys(ctx, unique, "find_or_insert keys");
+  find_or_insert_padded(ctx, unique, counts, refs);
+}
+
+void DynamicTable::find_or_insert_padded(Ctx& ctx, const Tensor& unique, const Tensor& counts,
+                                         const Tensor& refs) {
+  check_vec(unique, DType::kI64, device_, "find_or_insert keys", spec_.name);
   const int64_t n = unique.dim(0);
   check_vec(counts, DType::kI32, device_, "find_or_insert counts", spec_.name);
   check_vec(refs, DType::kI64, device_, "find_or_insert refs", spec_.name);

@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/context.h"
@@ -106,6 +107,23 @@ class DynamicTable {
   // fixed order: inserts follow it); counts i32 [U] (sightings). Throws for the reserved key
   // when it comes first (as in dedupe's order); elsewhere it is never inserted.
   void find_or_insert(Ctx& ctx, const Tensor& unique, const Tensor& counts, const Tensor& refs);
+  // find_or_insert for keys built on the device (the training step's device window): distinct
+  // keys and, anywhere, the reserved key as padding (past a count the host does not know), which
+  // is never found nor inserted and gets ref -1. The keys are not read back (find_or_insert's
+  // check), so with find_or_insert_waits() false the call never waits for the device.
+  void find_or_insert_padded(Ctx& ctx, const Tensor& keys, const Tensor& counts,
+                             const Tensor& refs);
+  // Whether find_or_insert may synchronise with the device (growth still possible, an admission
+  // sketch, or eviction "none"); false in the steady state of a table at its maximum capacity
+  // with LRU / LFU eviction, or while a declared key universe fits (set_key_universe), whose
+  // counts then stay on the device until counters() reads them.
+  bool find_or_insert_waits() const { return store_->insert_waits(); }
+  // Declares the keys find_or_insert will be given (HashTable::set_key_universe, e.g. the
+  // catalogue's): while they all fit the table, find_or_insert never grows and never waits, even
+  // below max capacity or with eviction "none". Reads the keys present (one synchronisation).
+  void set_key_universe(Ctx& ctx, std::vector<int64_t> keys) {
+    store_->set_key_universe(ctx, std::move(keys));
+  }
   // Read-only lookup: refs (-1: absent); no insertion, no score change.
   void find(Ctx& ctx, const Tensor& keys, const Tensor& refs);
   // out f32 [U, dim] (a row stride allowed) = rows of refs; refs < 0: initial value
