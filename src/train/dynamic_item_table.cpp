@@ -125,21 +125,27 @@ int64_t DynamicItemTable::fetch_device(Ctx& ctx, int64_t step, std::span<const T
 #endif
 }
 
+std::pair<Tensor, Tensor> DynamicItemTable::catalogue_keys(int32_t first, int64_t n,
+                                                           std::vector<int64_t>& host) {
+  const size_t bytes = static_cast<size_t>(n) * 16 + 2 * Arena::kAlign;
+  if (!scratch_ || scratch_->capacity() < bytes)
+    scratch_ = std::make_unique<Arena>(table_->device(), bytes, "dynamic table catalogue");
+  scratch_->reset(0);
+  const Tensor keys = scratch_->alloc(DType::kI64, {n}), refs = scratch_->alloc(DType::kI64, {n});
+  host.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    host[static_cast<size_t>(i)] = key_of(static_cast<int32_t>(first + i));
+  copy_bytes(keys.data, keys.device, host.data(), Device::kCPU, host.size() * sizeof(int64_t));
+  return {keys, refs};
+}
+
 std::span<const int32_t> DynamicItemTable::negative_pool(Ctx& ctx) {
   const std::string& name = table_->spec().name;
   HSTU_CHECK(table_negatives() && num_ids_ >= 2, "dynamic item table '", name,
              "': negatives from the table's ids need raw-id data on one rank and set_num_ids");
   const int64_t n = num_ids_ - 1;
-  if (!scratch_ || scratch_->capacity() < static_cast<size_t>(n) * 16 + 2 * Arena::kAlign)
-    scratch_ =
-        std::make_unique<Arena>(table_->device(), static_cast<size_t>(n) * 16 + 2 * Arena::kAlign,
-                                "dynamic table catalogue");
-  scratch_->reset(0);
-  const Tensor keys = scratch_->alloc(DType::kI64, {n}), refs = scratch_->alloc(DType::kI64, {n});
-  std::vector<int64_t> host(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i)
-    host[static_cast<size_t>(i)] = key_of(static_cast<int32_t>(i + 1));
-  copy_bytes(keys.data, keys.device, host.data(), Device::kCPU, host.size() * sizeof(int64_t));
+  std::vector<int64_t> host;
+  const auto [keys, refs] = catalogue_keys(1, n, host);
   table_->find(ctx, keys, refs);
   copy_bytes(host.data(), Device::kCPU, refs.data, refs.device, host.size() * sizeof(int64_t));
   pool_host_.clear();
@@ -250,15 +256,8 @@ void DynamicItemTable::materialize(Ctx& ctx, EmbeddingTable& out) {
     shard_->materialize(ctx, keys, out);
     return;
   }
-  if (!scratch_ || scratch_->capacity() < static_cast<size_t>(n) * 16 + 2 * Arena::kAlign)
-    scratch_ =
-        std::make_unique<Arena>(table_->device(), static_cast<size_t>(n) * 16 + 2 * Arena::kAlign,
-                                "dynamic table catalogue");
-  scratch_->reset(0);
-  const Tensor keys = scratch_->alloc(DType::kI64, {n}), refs = scratch_->alloc(DType::kI64, {n});
-  std::vector<int64_t> host(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) host[static_cast<size_t>(i)] = key_of(static_cast<int32_t>(i));
-  copy_bytes(keys.data, keys.device, host.data(), Device::kCPU, host.size() * sizeof(int64_t));
+  std::vector<int64_t> host;
+  const auto [keys, refs] = catalogue_keys(0, n, host);
   table_->flush(ctx);
   table_->find(ctx, keys, refs);
   table_->gather(ctx, keys, refs, out.weight, /*init_missing=*/true);

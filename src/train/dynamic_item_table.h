@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "config/config.h"
@@ -93,6 +94,9 @@ class DynamicItemTable final : public ItemWindow {
 
  private:
   // The table key of catalogue index `id`.
+  // The table keys of ids first .. first + n - 1 in the scratch arena (keys; refs for the
+  // table's answers, both i64 [n]), `host` left holding the keys.
+  std::pair<Tensor, Tensor> catalogue_keys(int32_t first, int64_t n, std::vector<int64_t>& host);
   int64_t key_of(int32_t id) const {
     if (catalogue_.empty() || id == 0) return id;
     return catalogue_[static_cast<size_t>(id) - 1] + 1;
