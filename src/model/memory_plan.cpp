@@ -104,9 +104,10 @@ WindowIds window_ids(const Config& cfg) {
 // The device bytes of a dynamic item table: its slots on the device (all of them, or the HBM
 // cache of a host tier) as a power of two of buckets, each slot a row (embedding + optimiser
 // state) with an 8-byte key and score; the step's window (f32 rows + gradient); the catalogue
-// materialised for evaluation (f32 rows + gradient buffer). Sharded by key over data-parallel
-// ranks (train/dynamic_shard.h) when TrainerArgs.model_parallel_tables names it.
-void plan_dynamic_items(const Config& cfg, int64_t num_items, PlannedTable& t) {
+// materialised for evaluation (f32 rows + gradient buffer); on CUDA the device window's arrays
+// (dynamic_window_bytes). Sharded by key over data-parallel ranks (train/dynamic_shard.h) when
+// TrainerArgs.model_parallel_tables names it.
+void plan_dynamic_items(const Config& cfg, int64_t num_items, Device device, PlannedTable& t) {
   const DynamicTableConfig c = dynamic_table_config(cfg, "item", num_items - 1);
   DynamicTablePlan& d = t.dynamic;
   d.max_rows = c.max_capacity_rows;
@@ -116,6 +117,10 @@ void plan_dynamic_items(const Config& cfg, int64_t num_items, PlannedTable& t) {
   const int64_t window = checked_mul(t.max_unique, c.dim * 8, "dynamic window bytes");
   const int64_t catalogue = checked_mul(num_items, c.dim * 8, "dynamic catalogue bytes");
   d.fixed_bytes = checked_add(window, catalogue, "dynamic bytes");
+  if (device == Device::kCUDA)
+    d.fixed_bytes = checked_add(d.fixed_bytes,
+                                dynamic_window_bytes(t.max_unique, num_items, cfg.dataset.raw_ids),
+                                "dynamic bytes");
   t.dynamic_bytes = dynamic_table_bytes(d, 1);
   const int64_t slots = (t.dynamic_bytes - d.fixed_bytes) / d.row_bytes;
   t.dynamic_formula = "dynamic: " + std::to_string(slots) + " slots x " +
@@ -232,7 +237,7 @@ ModelMemory retrieval_memory(const Config& cfg, int64_t num_items, Device device
   set_dense(dense, m);
   const WindowIds w = window_ids(cfg);
   m.tables.push_back(table("item", num_items, w.ids, w.formula));
-  if (is_dynamic_table(cfg, "item")) plan_dynamic_items(cfg, num_items, m.tables.back());
+  if (is_dynamic_table(cfg, "item")) plan_dynamic_items(cfg, num_items, device, m.tables.back());
   m.step_activation_bytes = retrieval_activation_bytes(cfg, shape, act, false);
   m.activation_bytes = retrieval_activation_bytes(cfg, shape, act, true);
   return m;
@@ -285,6 +290,19 @@ ModelMemory ranking_memory(const Config& cfg, const RankingShape& shape, Device 
   }
   m.step_activation_bytes = m.activation_bytes = ranking_activation_bytes(cfg, shape, act);
   return m;
+}
+
+int64_t dynamic_window_bytes(int64_t window_rows, int64_t num_ids, bool raw_ids) {
+  // The dedupe (ops/cuda/window_gpu.cu): the window's unique ids (i32) and a key + index (i32
+  // each) per catalogue id when the flag scan runs (catalogue <= window), else per window row;
+  // the rows' keys, counts and table refs (i64, i32, i64). With raw ids, the catalogue's keys
+  // (i64) and the present-key pool's refs, flags, index and ids (i64 + 3 x i32) per id.
+  const int64_t scanned = num_ids <= window_rows ? num_ids : window_rows;
+  int64_t b = checked_add(checked_mul(window_rows, 4 + 8 + 4 + 8, "device window bytes"),
+                          checked_mul(scanned, 8, "device window bytes"), "device window bytes");
+  if (raw_ids)
+    b = checked_add(b, checked_mul(num_ids, 8 + 20, "device window bytes"), "device window bytes");
+  return b;
 }
 
 int64_t dynamic_table_bytes(const DynamicTablePlan& d, int world) {

@@ -39,6 +39,12 @@ struct DynamicTablePlan {
 // world = 1: the whole table.
 int64_t dynamic_table_bytes(const DynamicTablePlan& d, int world);
 
+// The device bytes of a dynamic item table's per-step window on CUDA (the dedupe's and the
+// table lookup's arrays, with raw ids the catalogue's keys and the present-key pool), for a
+// window of `window_rows` rows over `num_ids` ids; CUB's temporary storage is sized on the
+// device and not counted.
+int64_t dynamic_window_bytes(int64_t window_rows, int64_t num_ids, bool raw_ids);
+
 struct PlannedTable {
   std::string name;  // "item" | "action" | "contextual"
   int64_t rows = 0;
