@@ -478,6 +478,17 @@ bool bit_equal(const Tensor& a, const Tensor& b) {
   return true;
 }
 
+// Checks one GPU output against the reference: within m x the naive low-precision
+// implementation's error (see the file comment). Prints the error ratio under `tag` (the path or
+// mode), kept in the log for tuning the kernels.
+void check_output(const Problem& pb, const char* what, const char* tag, const Tensor& out,
+                  const Tensor& ref, const Tensor& naive, double m) {
+  const double err = max_abs_diff(out, ref), nerr = max_abs_diff(naive, ref);
+  std::printf("err %-40s %-10s %-7s gpu %.3e naive %.3e ratio %.2f (max|ref| %.3e)\n",
+              pb.cs.name.c_str(), what, tag, err, nerr, nerr > 0 ? err / nerr : 0.0, max_abs(ref));
+  gpu::expect_lowp_close(out, ref, naive, m, 1e-6 + 1e-4 * max_abs(ref), what);
+}
+
 class GpuAttention : public ::testing::TestWithParam<Case> {};
 
 TEST_P(GpuAttention, MatchesCpuReference) {
@@ -488,15 +499,8 @@ TEST_P(GpuAttention, MatchesCpuReference) {
   const Outputs naive = naive_lowp(pb);
   GpuRun run(pb);
   constexpr double kFwdM = 2.0, kBwdM = 5.0;
-  // Checks one output and prints its error ratio (kept in the log for tuning the kernels).
   auto check = [&](const char* what, const Tensor& out, const Tensor& r, const Tensor& nv, double m,
-                   bool det) {
-    const double err = max_abs_diff(out, r), nerr = max_abs_diff(nv, r);
-    std::printf("err %-30s %-9s %-3s gpu %.3e naive %.3e ratio %.2f (max|ref| %.3e)\n",
-                pb.cs.name.c_str(), what, det ? "det" : "atm", err, nerr,
-                nerr > 0 ? err / nerr : 0.0, max_abs(r));
-    gpu::expect_lowp_close(out, r, nv, m, 1e-6 + 1e-4 * max_abs(r), what);
-  };
+                   bool det) { check_output(pb, what, det ? "det" : "atm", out, r, nv, m); };
   for (bool det : {true, false}) {
     SCOPED_TRACE(det ? "deterministic" : "atomic dQ");
     const Outputs out = run.run(det);
@@ -683,11 +687,7 @@ TEST_P(GpuAttentionSm90Bwd, MatchesCpuReference) {
     unsetenv("HSTU_ATTN_SM90_FUSED");
     SCOPED_TRACE(names[k]);
     auto check = [&](const char* what, const Tensor& o, const Tensor& r, const Tensor& nv) {
-      const double err = max_abs_diff(o, r), nerr = max_abs_diff(nv, r);
-      std::printf("err %-40s %-3s %-5s gpu %.3e naive %.3e ratio %.2f (max|ref| %.3e)\n",
-                  pb.cs.name.c_str(), what, sm80 ? "sm80" : (fused ? "sm90f" : "sm90"), err, nerr,
-                  nerr > 0 ? err / nerr : 0.0, max_abs(r));
-      gpu::expect_lowp_close(o, r, nv, kBwdM, 1e-6 + 1e-4 * max_abs(r), what);
+      check_output(pb, what, sm80 ? "sm80" : (fused ? "sm90f" : "sm90"), o, r, nv, kBwdM);
     };
     check("dq", out.dq, ref.dq, naive.dq);
     check("dk", out.dk, ref.dk, naive.dk);
@@ -777,12 +777,7 @@ TEST_P(GpuAttentionRab, BucketsMatchInKernelBucketsAndReference) {
   const Outputs naive = naive_lowp(pb);
   GpuRun run(pb);
   auto check = [&](const char* what, const char* path, const Tensor& out, const Tensor& r,
-                   const Tensor& nv, double m) {
-    const double err = max_abs_diff(out, r), nerr = max_abs_diff(nv, r);
-    std::printf("err %-32s %-10s %-7s gpu %.3e naive %.3e ratio %.2f (max|ref| %.3e)\n",
-                pb.cs.name.c_str(), what, path, err, nerr, nerr > 0 ? err / nerr : 0.0, max_abs(r));
-    gpu::expect_lowp_close(out, r, nv, m, 1e-6 + 1e-4 * max_abs(r), what);
-  };
+                   const Tensor& nv, double m) { check_output(pb, what, path, out, r, nv, m); };
   setenv("HSTU_ATTN_SM80", "1", 1);
   for (bool det : {true, false}) {
     SCOPED_TRACE(det ? "deterministic" : "atomic dQ");
