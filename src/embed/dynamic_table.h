@@ -18,6 +18,10 @@
 // keys used this step get ref -1: gather gives them the initial value, apply drops their
 // gradient. A key's initial value depends only on (seed, name, key) (table_math.h).
 //
+// bf16 values (value_dtype "bf16"): the row stores the embedding as bf16 (table_math.h's
+// layout), the optimiser state as f32; gathers widen to f32, initial values and optimiser
+// results are rounded to nearest even. export_rows / import_rows speak f32 [n, row_width()].
+//
 // Host tier (gpu_cache_rows > 0): every row lives in the store (page-locked host memory on
 // CUDA, whose keys and scores stay on the device); the device cache (gpu_cache_rows rows, LRU)
 // holds copies: misses are copied in, evicted rows written back when the optimiser changed them.
