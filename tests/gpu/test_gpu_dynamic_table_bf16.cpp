@@ -173,7 +173,9 @@ TEST(GpuDynamicTableBf16, UpdateIsTheRoundedF32Update) {
   Ctx ctx = test::gpu::cuda_ctx();
   for (const char* opt : {"sgd", "adam", "row_wise_adagrad"})
     for (const int64_t dim : {int64_t{36}, int64_t{128}}) {
-      DynamicTableSpec sb = bf16_spec("lru", opt, dim), sf = sb;
+      DynamicTableSpec sb = bf16_spec("lru", opt, dim);
+      sb.max_capacity_rows = 4096;  // room for every key: f imports all of b's rows
+      DynamicTableSpec sf = sb;
       sf.value_dtype = "f32";
       DynamicTable b(sb, Device::kCUDA), f(sf, Device::kCUDA);
       std::mt19937_64 rng(5);
