@@ -104,6 +104,8 @@ void HashTable::allocate(Ctx&, int64_t num_buckets) {
   v.bucket_size = cfg_.bucket_size;
   v.row_width = cfg_.row_width;
   v.dim = cfg_.dim;
+  v.bf16 = cfg_.bf16;
+  v.state_off = embedding_words(cfg_.dim, cfg_.bf16);
   storage_ = std::move(st);
   view_ = v;
   counters_.capacity = cap;

@@ -25,8 +25,9 @@ struct HashTableConfig {
   int bucket_size = 32;
   double max_load_factor = 0.75;
   Eviction eviction = Eviction::kLru;
-  int64_t admit_threshold = 0;  // <= 1: every key is admitted
-  int64_t dim = 0, row_width = 0;
+  int64_t admit_threshold = 0;     // <= 1: every key is admitted
+  int64_t dim = 0, row_width = 0;  // row_width: 4-byte words per row (TableView)
+  bool bf16 = false;               // bf16 embedding values (table_math.h's row layout)
   uint64_t table_seed = 0;
   float init_std = 0.02f;
   bool values_on_host = false;  // CUDA: values in page-locked host memory (the store of a tier)

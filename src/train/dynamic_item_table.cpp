@@ -267,9 +267,6 @@ std::unique_ptr<DynamicItemTable> make_dynamic_item_table(const Config& cfg,
                                                           const SequenceDataset& ds, Device device,
                                                           int64_t max_unique, dist::Comm* comm) {
   const DynamicTableConfig c = dynamic_table_config(cfg, "item", ds.num_items - 1);
-  HSTU_CHECK(c.value_dtype == DynamicValueDtype::kFloat32,
-             "DynamicTableArgs.value_dtype = \"bfloat16\": bf16 embeddings in dynamic tables are "
-             "not implemented yet; use \"float32\"");
   embed::DynamicTableSpec spec;
   spec.name = "item_embedding";
   spec.dim = c.dim;
