@@ -113,7 +113,10 @@ void plan_dynamic_items(const Config& cfg, int64_t num_items, Device device, Pla
   d.max_rows = c.max_capacity_rows;
   d.cache_rows = c.gpu_cache_rows;
   d.bucket = c.bucket_size;
-  d.row_bytes = dynamic_row_bytes(c.dim, c.optimizer, c.value_dtype) + 16;
+  // Per slot: the row, then the key, score and last-use step (i64 each, embed/hash_table.cpp);
+  // per bucket its list head (i32).
+  d.row_bytes = dynamic_row_bytes(c.dim, c.optimizer, c.value_dtype) + 24;
+  d.bucket_bytes = 4;
   const int64_t window = checked_mul(t.max_unique, c.dim * 8, "dynamic window bytes");
   const int64_t catalogue = checked_mul(num_items, c.dim * 8, "dynamic catalogue bytes");
   d.fixed_bytes = checked_add(window, catalogue, "dynamic bytes");
@@ -122,7 +125,7 @@ void plan_dynamic_items(const Config& cfg, int64_t num_items, Device device, Pla
                                 dynamic_window_bytes(t.max_unique, num_items, cfg.dataset.raw_ids),
                                 "dynamic bytes");
   t.dynamic_bytes = dynamic_table_bytes(d, 1);
-  const int64_t slots = (t.dynamic_bytes - d.fixed_bytes) / d.row_bytes;
+  const int64_t slots = dynamic_table_slots(d, 1);
   t.dynamic_formula = "dynamic: " + std::to_string(slots) + " slots x " +
                       std::to_string(d.row_bytes) + " B" +
                       (c.gpu_cache_rows > 0 ? " in HBM (host tier)" : "") + " + window " +
@@ -305,15 +308,21 @@ int64_t dynamic_window_bytes(int64_t window_rows, int64_t num_ids, bool raw_ids)
   return b;
 }
 
-int64_t dynamic_table_bytes(const DynamicTablePlan& d, int world) {
+int64_t dynamic_table_slots(const DynamicTablePlan& d, int world) {
   const int64_t rows = dynamic_rows_per_rank(d.max_rows, world, d.bucket);
   const int64_t cache = dynamic_rows_per_rank(d.cache_rows, world, d.bucket);
   const int64_t wanted = cache > 0 && cache < rows ? cache : rows;
   const int64_t buckets = static_cast<int64_t>(
       std::bit_ceil(static_cast<uint64_t>((wanted + d.bucket - 1) / d.bucket)));
-  const int64_t slots = checked_mul(buckets, d.bucket, "dynamic table slots");
-  return checked_add(checked_mul(slots, d.row_bytes, "dynamic table bytes"), d.fixed_bytes,
-                     "dynamic bytes");
+  return checked_mul(buckets, d.bucket, "dynamic table slots");
+}
+
+int64_t dynamic_table_bytes(const DynamicTablePlan& d, int world) {
+  const int64_t slots = dynamic_table_slots(d, world);
+  const int64_t table = checked_add(
+      checked_mul(slots, d.row_bytes, "dynamic table bytes"),
+      checked_mul(slots / d.bucket, d.bucket_bytes, "dynamic table bytes"), "dynamic table bytes");
+  return checked_add(table, d.fixed_bytes, "dynamic bytes");
 }
 
 }  // namespace hstu

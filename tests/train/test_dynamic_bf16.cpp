@@ -50,8 +50,8 @@ DynamicTableArgs.capacity_ratio = 2.0
                           nullptr);
 }
 
-// `hstu plan`'s slot bytes (memory_plan: the row, plus 16 B of key and score) hold exactly the
-// row the table allocates per slot, for dims with and without bf16 padding.
+// `hstu plan`'s slot bytes (memory_plan: the row, plus 24 B of key, score and last-use step) hold
+// exactly the row the table allocates per slot, for dims with and without bf16 padding.
 TEST(DynamicBf16, PlanRowBytesEqualTheTableAllocation) {
   for (const char* opt : {"adam", "sgd", "row_wise_adagrad"})
     for (const int64_t dim : {12, 16, 20})
@@ -67,7 +67,7 @@ TEST(DynamicBf16, PlanRowBytesEqualTheTableAllocation) {
         auto table = make_dynamic_item_table(cfg, ds, Device::kCPU, 64);
         const embed::DynamicTable& t = table->table();
         EXPECT_EQ(t.bf16(), std::string(dtype) == "bfloat16");
-        EXPECT_EQ(item->dynamic.row_bytes - 16, t.row_words() * 4)
+        EXPECT_EQ(item->dynamic.row_bytes - 24, t.row_words() * 4)
             << opt << " dim " << dim << " " << dtype;
         const DynamicTableConfig c = dynamic_table_config(cfg, "item", ds.num_items - 1);
         EXPECT_EQ(dynamic_row_bytes(c.dim, c.optimizer, c.value_dtype), t.row_words() * 4);
