@@ -29,28 +29,7 @@ using embed::DynamicTable;
 using embed::DynamicTableSpec;
 using embed::round_bf16;
 
-// A device array mirroring a host vector.
-template <typename T>
-struct DevArr {
-  explicit DevArr(int64_t n) : n(n) {
-    HSTU_CUDA_CHECK(cudaMalloc(&p, static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(T)));
-  }
-  explicit DevArr(const std::vector<T>& h) : DevArr(static_cast<int64_t>(h.size())) {
-    HSTU_CUDA_CHECK(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  ~DevArr() { cudaFree(p); }
-  DevArr(const DevArr&) = delete;
-  std::vector<T> host(int64_t m = -1) const {
-    std::vector<T> h(static_cast<size_t>(m < 0 ? n : m));
-    HSTU_CUDA_CHECK(cudaMemcpy(h.data(), p, h.size() * sizeof(T), cudaMemcpyDeviceToHost));
-    return h;
-  }
-  Tensor t(int64_t m = -1) const {
-    return Tensor(p, DTypeOf<T>::value, Device::kCUDA, {m < 0 ? n : m});
-  }
-  T* p = nullptr;
-  int64_t n;
-};
+using test::gpu::DevVec;
 
 float grad_fn(int64_t key, int64_t c) {
   return std::sin(0.37f * static_cast<float>(key % 101 + c));
@@ -61,12 +40,12 @@ float grad_fn(int64_t key, int64_t c) {
 test::EmbedStep cuda_step(DynamicTable& t, Ctx& ctx, const std::vector<int64_t>& keys, int64_t step,
                           const SparseOptimizerSpec& opt, bool backward = false) {
   const int64_t n = static_cast<int64_t>(keys.size()), d = t.spec().dim;
-  DevArr<int64_t> dk(keys), du(n), refs(n);
-  DevArr<int32_t> inv(n), cnt(n);
+  DevVec<int64_t> dk(keys), du(n), refs(n);
+  DevVec<int32_t> inv(n), cnt(n);
   const int64_t u = t.dedupe(ctx, dk.t(), du.t(), inv.t(), cnt.t());
   t.begin_step(step);
   t.find_or_insert(ctx, du.t(u), cnt.t(u), refs.t(u));
-  DevArr<float> rows(u * d);
+  DevVec<float> rows(u * d);
   t.gather(ctx, du.t(u), refs.t(u), Tensor(rows.p, DType::kF32, Device::kCUDA, {u, d}), true);
   test::EmbedStep s;
   s.unique = du.host(u);
@@ -74,18 +53,18 @@ test::EmbedStep cuda_step(DynamicTable& t, Ctx& ctx, const std::vector<int64_t>&
   s.counts = cnt.host(u);
   s.refs = refs.host(u);
   s.rows = rows.host();
-  DevArr<uint8_t> touched(std::vector<uint8_t>(static_cast<size_t>(u), 1));
+  DevVec<uint8_t> touched(std::vector<uint8_t>(static_cast<size_t>(u), 1));
   if (!backward) {
     std::vector<float> g(static_cast<size_t>(u * d));
     for (int64_t i = 0; i < u; ++i)
       for (int64_t c = 0; c < d; ++c) g[i * d + c] = grad_fn(s.unique[i], c);
-    DevArr<float> dg(g);
+    DevVec<float> dg(g);
     t.apply(ctx, opt, refs.t(u), Tensor(dg.p, DType::kF32, Device::kCUDA, {u, d}), touched.t());
   } else {
     std::vector<float> dout(static_cast<size_t>(n * d));
     for (int64_t i = 0; i < n; ++i)
       for (int64_t c = 0; c < d; ++c) dout[i * d + c] = grad_fn(keys[i], c);
-    DevArr<float> ddo(dout), scratch(u * d);
+    DevVec<float> ddo(dout), scratch(u * d);
     t.backward(ctx, opt, refs.t(u), Tensor(ddo.p, DType::kF32, Device::kCUDA, {n, d}), 1.0f,
                Tensor(scratch.p, DType::kF32, Device::kCUDA, {u, d}), touched.t());
   }

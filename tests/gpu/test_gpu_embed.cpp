@@ -30,28 +30,7 @@ namespace {
 using embed::DynamicTable;
 using embed::DynamicTableSpec;
 
-// A device array mirroring a host vector.
-template <typename T>
-struct DevVec {
-  explicit DevVec(int64_t n) : n(n) {
-    HSTU_CUDA_CHECK(cudaMalloc(&p, static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(T)));
-  }
-  explicit DevVec(const std::vector<T>& h) : DevVec(static_cast<int64_t>(h.size())) {
-    HSTU_CUDA_CHECK(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  ~DevVec() { cudaFree(p); }
-  DevVec(const DevVec&) = delete;
-  std::vector<T> host(int64_t m = -1) const {
-    std::vector<T> h(static_cast<size_t>(m < 0 ? n : m));
-    HSTU_CUDA_CHECK(cudaMemcpy(h.data(), p, h.size() * sizeof(T), cudaMemcpyDeviceToHost));
-    return h;
-  }
-  Tensor t(int64_t m = -1) const {
-    return Tensor(p, DTypeOf<T>::value, Device::kCUDA, {m < 0 ? n : m});
-  }
-  T* p = nullptr;
-  int64_t n;
-};
+using test::gpu::DevVec;
 
 // One step on the CUDA table with the same inputs as test::embed_cpu_step.
 test::EmbedStep cuda_step(DynamicTable& t, Ctx& ctx, const std::vector<int64_t>& keys, int64_t step,
