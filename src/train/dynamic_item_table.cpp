@@ -21,6 +21,7 @@ DynamicItemTable::DynamicItemTable(const embed::DynamicTableSpec& spec, Device d
       win_(*table_, max_unique),
       catalogue_(std::move(catalogue_keys)) {
   if (comm) {
+    comm_ = comm;
     shard_ = std::make_unique<DynamicShard>(*table_, *comm, owner, max_unique);
     summed_ = shard_->sum_counters();
   }
@@ -144,14 +145,36 @@ std::span<const int32_t> DynamicItemTable::negative_pool(Ctx& ctx) {
   HSTU_CHECK(table_negatives() && num_ids_ >= 2, "dynamic item table '", name,
              "': negatives from the table's ids need raw-id data on one rank and set_num_ids");
   const int64_t n = num_ids_ - 1;
+  std::vector<int32_t> flags;
+  present_flags(ctx, n, flags);
+  pool_host_.clear();
+  for (int64_t i = 0; i < n; ++i)
+    if (flags[static_cast<size_t>(i)] != 0) pool_host_.push_back(static_cast<int32_t>(i + 1));
+  return pool_host_;
+}
+
+void DynamicItemTable::present_flags(Ctx& ctx, int64_t n, std::vector<int32_t>& flags) {
   std::vector<int64_t> host;
   const auto [keys, refs] = catalogue_keys(1, n, host);
   table_->find(ctx, keys, refs);
   copy_bytes(host.data(), Device::kCPU, refs.data, refs.device, host.size() * sizeof(int64_t));
-  pool_host_.clear();
+  flags.assign(static_cast<size_t>(n), 0);
+  for (int64_t i = 0; i < n; ++i) flags[static_cast<size_t>(i)] = host[static_cast<size_t>(i)] >= 0;
+}
+
+std::vector<int32_t> DynamicItemTable::present_ids(Ctx& ctx) {
+  HSTU_CHECK(evaluates_present_keys(), "dynamic item table '", table_->spec().name,
+             "': present_ids needs raw-id data (DatasetArgs.raw_ids)");
+  const int64_t n = static_cast<int64_t>(catalogue_.size());
+  std::vector<int32_t> flags;
+  present_flags(ctx, n, flags);  // a shard holds only the keys it owns: the flags are disjoint
+  if (comm_ && n > 0)
+    comm_->host_all_reduce(Tensor(flags.data(), DType::kI32, Device::kCPU, {n}),
+                           dist::ReduceOp::kSum);
+  std::vector<int32_t> ids;
   for (int64_t i = 0; i < n; ++i)
-    if (host[static_cast<size_t>(i)] >= 0) pool_host_.push_back(static_cast<int32_t>(i + 1));
-  return pool_host_;
+    if (flags[static_cast<size_t>(i)] != 0) ids.push_back(static_cast<int32_t>(i + 1));
+  return ids;
 }
 
 void DynamicItemTable::negative_pool_device(Ctx& ctx, Tensor& pool, Tensor& count) {

@@ -23,7 +23,9 @@
 // the host path, the reference the GPU tests compare with.
 //
 // Raw-id data with the uniform sampler draws its negatives from the ids whose keys the table
-// holds (table_negatives(): negative_pool / negative_pool_device, train/table_negatives.h).
+// holds (table_negatives(): negative_pool / negative_pool_device, train/table_negatives.h), and
+// its full-catalogue evaluation ranks the targets against those ids only (present_ids(), passed
+// to RetrievalEvaluator::run as the candidates; one rank or sharded).
 //
 // On several data-parallel ranks (a communicator passed in) the table is sharded by key
 // (dynamic_shard.h): this rank's table holds the keys dist::key_owner routes to it, fetch and
@@ -84,6 +86,12 @@ class DynamicItemTable final : public ItemWindow {
   // out.weight rows [0, n) = the rows of keys 0 .. n-1 (n = out.rows), absent keys their
   // initial value: the catalogue of a full-catalogue evaluation.
   void materialize(Ctx& ctx, EmbeddingTable& out);
+  // Whether evaluation ranks only the ids whose keys the table holds (raw-id data).
+  bool evaluates_present_keys() const { return !catalogue_.empty(); }
+  // The catalogue ids in [1, catalogue size] whose keys the table holds now, ascending (raw-id
+  // data only). Sharded: the union over the ranks' shards, the same on every rank (collective:
+  // one host all-reduce of a flag per id).
+  std::vector<int32_t> present_ids(Ctx& ctx);
 
   // This rank's table (its shard when sharded).
   embed::DynamicTable& table() { return *table_; }
@@ -106,6 +114,8 @@ class DynamicItemTable final : public ItemWindow {
   // Sharded: the distinct keys of key_spans_ (key 0 first, then ascending) into ukeys_ and their
   // sightings into ucounts_; ids rewritten to window rows. Returns U.
   int64_t dedupe(std::span<const std::span<int32_t>> ids);
+  // flags[i] = 1 if the key of id i + 1 is in this rank's table, for ids 1 .. n.
+  void present_flags(Ctx& ctx, int64_t n, std::vector<int32_t>& flags);
 
   std::unique_ptr<embed::DynamicTable> table_;
   embed::DynamicItemWindow win_;
@@ -114,6 +124,7 @@ class DynamicItemTable final : public ItemWindow {
   std::vector<std::span<const int64_t>> key_spans_;
   std::unique_ptr<Arena> scratch_;  // materialize: keys i64 [n], refs i64 [n]
   std::unique_ptr<DynamicShard> shard_;
+  dist::Comm* comm_ = nullptr;  // the shard's ranks (present_ids), else null
   embed::DynamicTableCounters summed_;
   std::vector<int64_t> ukeys_;
   std::vector<int32_t> ucounts_;
