@@ -10,7 +10,9 @@
 // in-batch negatives and both dedupe strategies, and for the W-rank device path (the distinct
 // ids copied to the host, routed and exchanged) forced on one rank. (3) A data-parallel step's
 // in-batch negatives on CUDA are drawn from the global batch's targets, equal to the CPU sampler's
-// (one NCCL rank).
+// (one NCCL rank). (4) A raw-id dynamic table's evaluation on CUDA ranks over the keys the table
+// holds: the present ids equal the device pool, and the metrics equal the CPU reference's
+// (cpu retrieval_rank over the CUDA run's normalised catalogue and queries, absent ids filtered).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -30,12 +32,15 @@
 #include "dist/sharding.h"
 #include "model/memory_plan.h"
 #include "model/model.h"
+#include "ops/embedding.h"
+#include "ops/retrieval_rank.h"
 #include "ops/window_gpu.h"
 #if defined(HSTU_WITH_NCCL)
 #include "dist/nccl_comm.h"
 #endif
 #include "ops/negatives_gpu.h"
 #include "train/dynamic_item_table.h"
+#include "train/evaluator.h"
 #include "train/item_window.h"
 #include "train/runtime.h"
 #include "train/step.h"
@@ -540,6 +545,110 @@ TEST(GpuWindow, DynamicDeviceEqualsHostRawIdsTableNegatives) {
   const DynamicRun host = train_dynamic(g, true), dev = train_dynamic(g, false);
   EXPECT_EQ(dev.device_only_steps, kSteps);
   expect_equal(host, dev);
+}
+
+// Raw-id data with a table of half the catalogue: after training on the device, evaluation
+// ranks the targets against the ids the table holds (DynamicItemTable::present_ids, equal to
+// the device pool negatives use), and the CUDA evaluator's metrics equal the CPU reference's:
+// cpu retrieval_rank over the CUDA run's normalised catalogue and queries (copied to the host)
+// with every absent id filtered like a history item.
+TEST(GpuWindow, DynamicRawIdsEvaluationRanksPresentKeysLikeCpu) {
+  HSTU_REQUIRE_GPU();
+  const Config cfg = load_config_text(dynamic_gin(500, 16, 32, 16, "uniform",
+                                                  "DatasetArgs.raw_ids = True\n"
+                                                  "DynamicTableArgs.capacity_ratio = 0.5\n"
+                                                  "TrainerArgs.eval_batch_size = 16\n"
+                                                  "RetrievalArgs.eval_rank_cap = 300\n"),
+                                      "<dynamic eval>", {}, nullptr);
+  const SequenceDataset ds = open_dataset(cfg);
+  const DataSplits splits = make_splits(ds, cfg.dataset.split, cfg.dataset.max_history_seqlen);
+  Batcher batcher(ds, splits.train, cfg.trainer.train_batch_size, true, 7);
+  ModelShape shape = retrieval_model_shape(cfg, ds.num_items);
+  shape.window_rows = item_window_rows(cfg, ds.num_items);
+  shape.full_eval_buffers = true;
+  Runtime runtime(Device::kCUDA, cfg, shape);
+  Ctx& ctx = runtime.ctx();
+  HstuModel model(cfg, shape, Device::kCUDA, DType::kBF16);
+  model.plan(11);
+  auto items = make_dynamic_item_table(cfg, ds, Device::kCUDA, shape.window_rows);
+  model.set_item_table(&items->window());
+  TrainStep stepper(cfg, ds.num_items);
+  StepShare share;
+  share.items = items.get();
+  SequenceBatch batch;
+  for (int64_t step = 0; step < kSteps; ++step) {
+    batcher.next(batch);
+    stepper.run(ctx, model, batch, step, 1e-3, share);
+  }
+  stepper.drain(true);
+  runtime.synchronize();
+
+  EmbeddingTable catalogue;
+  catalogue.allocate("catalogue", ds.num_items, cfg.network.hidden_size, Device::kCUDA, "sgd");
+  items->materialize(ctx, catalogue);
+  model.set_item_table(&catalogue);
+  const std::vector<int32_t> present = items->present_ids(ctx);
+  ASSERT_GT(present.size(), 0u);
+  ASSERT_LT(present.size(), static_cast<size_t>(ds.num_items - 1));
+  Tensor pool, count;
+  items->negative_pool_device(ctx, pool, count);
+  runtime.synchronize();
+  const int32_t n_pool = host_copy<int32_t>(count, 1)[0];
+  EXPECT_EQ(host_copy<int32_t>(pool, n_pool), present);
+
+  RetrievalEvaluator eval(ds, splits.test, cfg.trainer.eval_batch_size, 0, model);
+  const NamedValues got = eval.run(ctx, model, &present).values();
+
+  // The CPU reference on the same normalised rows and queries.
+  const int64_t v = ds.num_items, d = cfg.network.hidden_size;
+  const int32_t cap = static_cast<int32_t>(cfg.retrieval.eval_rank_cap);
+  std::vector<float> rows = host_copy<float>(model.normalized_items(ctx), v * d);
+  std::vector<char> is_present(static_cast<size_t>(v), 0);
+  for (int32_t id : present) is_present[static_cast<size_t>(id)] = 1;
+  std::vector<int32_t> absent;
+  for (int32_t id = 1; id < v; ++id)
+    if (!is_present[static_cast<size_t>(id)]) absent.push_back(id);
+  Batcher eb(ds, splits.test, cfg.trainer.eval_batch_size, false, 0);
+  std::unique_ptr<Arena> qa = Arena::planned(Device::kCUDA, "eval queries", [&](Arena& a) {
+    a.alloc(DType::kI32, {cfg.trainer.eval_batch_size});
+    a.alloc(DType::kF32, {cfg.trainer.eval_batch_size, d});
+  });
+  RetrievalMetrics want;
+  Ctx h = cpu_ctx();
+  SequenceBatch b;
+  for (int64_t i = 0; i < eb.num_batches(); ++i) {
+    eb.get(0, i, b);
+    const int32_t n = b.batch_size;
+    BatchTensors& bt = model.batch_tensors();
+    upload_batch(b, model.capacity(), bt);
+    const Tensor out = model.encode(ctx, bt);  // [T, D] normalised
+    qa->reset(0);
+    const Tensor last_idx = qa->alloc(DType::kI32, {n}), qd = qa->alloc(DType::kF32, {n, d});
+    std::vector<int32_t> last(static_cast<size_t>(n)), offsets = {0}, hist;
+    for (int32_t s = 0; s < n; ++s) {
+      last[static_cast<size_t>(s)] = b.offsets[static_cast<size_t>(s) + 1] - 1;
+      hist.insert(hist.end(), b.item_ids.begin() + b.offsets[static_cast<size_t>(s)],
+                  b.item_ids.begin() + b.offsets[static_cast<size_t>(s) + 1]);
+      hist.insert(hist.end(), absent.begin(), absent.end());
+      offsets.push_back(static_cast<int32_t>(hist.size()));
+    }
+    copy_bytes(last_idx.data, Device::kCUDA, last.data(), Device::kCPU, n * sizeof(int32_t));
+    embedding_fwd(ctx, out, last_idx, 1.0f, Tensor(), Tensor(), qd);
+    runtime.synchronize();
+    std::vector<float> q = host_copy<float>(qd, n * d);
+    std::vector<int32_t> targets(b.eval_targets.begin(), b.eval_targets.begin() + n), ranks(n);
+    retrieval_rank(
+        h, Tensor(q.data(), DType::kF32, Device::kCPU, {n, d}),
+        Tensor(rows.data(), DType::kF32, Device::kCPU, {v, d}),
+        Tensor(targets.data(), DType::kI32, Device::kCPU, {n}),
+        Tensor(offsets.data(), DType::kI32, Device::kCPU, {n + 1}),
+        Tensor(hist.data(), DType::kI32, Device::kCPU, {static_cast<int64_t>(hist.size())}), cap,
+        Tensor(ranks.data(), DType::kI32, Device::kCPU, {n}));
+    for (int32_t r : ranks) want.add(r == cap + 2 ? cap + 1 : r);
+  }
+  const NamedValues wv = want.values();
+  ASSERT_EQ(got.size(), wv.size());
+  for (size_t k = 0; k < got.size(); ++k) EXPECT_EQ(got[k].second, wv[k].second) << got[k].first;
 }
 
 #if defined(HSTU_WITH_NCCL)

@@ -7,19 +7,24 @@
 //    items can rank above the target; the target keeps its own catalogue row);
 //  - with every key present, the candidate ranking equals today's full-catalogue ranking bit
 //    for bit;
-//  - a dense-id dynamic table does not rank a subset.
+//  - a dense-id dynamic table does not rank a subset;
+//  - a whole raw-id run logs how many items its evaluation ranked (metrics.jsonl
+//    "eval_catalogue", in the train lines after an evaluation and the closing "item_table").
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "common/test_util.h"
 #include "config/load.h"
 #include "data/batcher.h"
 #include "data/preprocess.h"
 #include "data/splits.h"
+#include "io/json.h"
 #include "model/memory_plan.h"
 #include "model/model.h"
 #include "ops/retrieval_rank.h"
@@ -27,6 +32,7 @@
 #include "train/evaluator.h"
 #include "train/runtime.h"
 #include "train/step.h"
+#include "train/trainer.h"
 
 namespace hstu {
 namespace {
@@ -210,6 +216,35 @@ TEST(EvalPresentKeys, RejectsCandidatesThatAreNotAscendingIds) {
   EXPECT_THROW(eval.run(f.ctx(), *f.model, &bad), Error);
   EXPECT_THROW(eval.run(f.ctx(), *f.model, &zero), Error);
   EXPECT_THROW(eval.run(f.ctx(), *f.model, &out_of_range), Error);
+}
+
+TEST(EvalPresentKeys, ARunLogsTheItemsItRanked) {
+  test::TempDir dir;
+  const Config cfg =
+      load_config_text(kGin, "<eval present keys run>",
+                       {"DynamicTableArgs.capacity_ratio=0.5", "TrainerArgs.max_train_iters=6",
+                        "TrainerArgs.eval_interval=3", "TrainerArgs.log_interval=1",
+                        "TrainerArgs.run_dir=\"" + dir.file("run") + "\""},
+                       nullptr);
+  TrainOptions opts;
+  opts.quiet = true;
+  train(cfg, opts);
+  const int64_t catalogue = open_dataset(cfg).num_items - 1;
+  std::istringstream lines(test::read_file(cfg.trainer.run_dir + "/metrics.jsonl"));
+  int64_t train_lines = 0, last_train = -1, closing = -1;
+  for (std::string line; std::getline(lines, line);) {
+    const Json r = json::parse(line, "metrics.jsonl");
+    const std::string event = r.value("event", "");
+    if (event == "train" && r.contains("eval_catalogue")) {
+      ++train_lines;
+      last_train = r["eval_catalogue"].get<int64_t>();
+    }
+    if (event == "item_table") closing = json::int_at(r, "eval_catalogue");
+  }
+  EXPECT_GT(train_lines, 0);  // the train lines after the first evaluation
+  EXPECT_GT(closing, 0);
+  EXPECT_LT(closing, catalogue);  // a table of half the catalogue holds fewer keys
+  EXPECT_LE(last_train, catalogue);
 }
 
 }  // namespace
