@@ -12,39 +12,25 @@
 
 #include "common/io_test_util.h"
 #include "common/test_util.h"
+#include "common/tiny_gin.h"
 #include "io/json.h"
 
 namespace hstu {
 namespace {
-
-constexpr const char* kGin = R"(
-DatasetArgs.dataset_name = "synthetic"
-DatasetArgs.raw_ids = True
-DatasetArgs.max_history_seqlen = 24
-SyntheticArgs.num_users = 60
-SyntheticArgs.num_items = 300
-NetworkArgs.num_layers = 1
-NetworkArgs.hidden_size = 16
-NetworkArgs.num_attention_heads = 2
-NetworkArgs.kv_channels = 8
-TrainerArgs.train_batch_size = 4
-TrainerArgs.eval_batch_size = 8
-TrainerArgs.num_threads = 1
-TrainerArgs.max_train_iters = 6
-TrainerArgs.eval_interval = 6
-TrainerArgs.ckpt_save_interval = 6
-RetrievalArgs.num_negatives = 8
-RetrievalArgs.eval_rank_cap = 250
-DynamicTableArgs.tables = ["item"]
-DynamicTableArgs.capacity_ratio = 0.5
-)";
 
 TEST(EvalRawIds, CheckpointEvalEqualsTheRunsLastEvaluation) {
   const char* bin = std::getenv("HSTU_BIN");
   if (!bin || !std::filesystem::exists(bin)) GTEST_SKIP() << "HSTU_BIN not built";
   test::TempDir dir;
   const std::string run = dir.file("run");
-  test::write_file(dir.file("raw.gin"), kGin);
+  test::write_file(dir.file("raw.gin"),
+                   test::raw_id_dynamic_gin(300, 4, 8, R"(TrainerArgs.eval_batch_size = 8
+TrainerArgs.max_train_iters = 6
+TrainerArgs.eval_interval = 6
+TrainerArgs.ckpt_save_interval = 6
+RetrievalArgs.eval_rank_cap = 250
+DynamicTableArgs.capacity_ratio = 0.5
+)"));
   const auto ok = [](const std::string& cmd) {
     const test::CommandResult r = test::run_command(cmd);
     EXPECT_EQ(r.exit_code, 0) << cmd << ":\n" << r.output;

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/tiny_gin.h"
 #include "config/load.h"
 #include "data/batcher.h"
 #include "data/key_negatives.h"
@@ -223,21 +224,8 @@ TEST(DynamicItemTableUniverse, FittingUniverseNeverWaitsAndChangesNothing) {
 // holds. The pool is exactly those ids; the draws equal the key sampler's (data/key_negatives.h)
 // over the table's sorted keys, mapped back to ids; an empty table draws over the catalogue.
 TEST(DynamicItemTableNegatives, PoolIsTheTableKeysAndDrawsEqualTheKeySampler) {
-  const Config cfg = load_config_text(R"(
-DatasetArgs.dataset_name = "synthetic"
-DatasetArgs.raw_ids = True
-DatasetArgs.max_history_seqlen = 24
-SyntheticArgs.num_users = 60
-SyntheticArgs.num_items = 90
-NetworkArgs.hidden_size = 16
-NetworkArgs.num_attention_heads = 2
-NetworkArgs.kv_channels = 8
-TrainerArgs.train_batch_size = 8
-TrainerArgs.num_threads = 1
-RetrievalArgs.num_negatives = 6
-DynamicTableArgs.tables = ["item"]
-)",
-                                      "<table negatives>", {}, nullptr);
+  const Config cfg =
+      load_config_text(test::raw_id_dynamic_gin(90, 8, 6), "<table negatives>", {}, nullptr);
   const SequenceDataset ds = open_dataset(cfg);
   ASSERT_TRUE(ds.raw_ids());
   ModelShape shape = shape_of(cfg, ds.num_items);
@@ -287,23 +275,9 @@ DynamicTableArgs.tables = ["item"]
 // (finite losses) and every negative of step s is an id the table held before it (checked
 // through the pool the step drew from: its negatives, mapped back from window rows, are in it).
 TEST(DynamicItemTableNegatives, TrainingStepDrawsFromTheTable) {
-  const Config cfg = load_config_text(R"(
-DatasetArgs.dataset_name = "synthetic"
-DatasetArgs.raw_ids = True
-DatasetArgs.max_history_seqlen = 24
-SyntheticArgs.num_users = 60
-SyntheticArgs.num_items = 400
-NetworkArgs.num_layers = 1
-NetworkArgs.hidden_size = 16
-NetworkArgs.num_attention_heads = 2
-NetworkArgs.kv_channels = 8
-TrainerArgs.train_batch_size = 4
-TrainerArgs.num_threads = 1
-RetrievalArgs.num_negatives = 8
-DynamicTableArgs.tables = ["item"]
-DynamicTableArgs.capacity_ratio = 4.0
-)",
-                                      "<table negatives step>", {}, nullptr);
+  const Config cfg = load_config_text(
+      test::raw_id_dynamic_gin(400, 4, 8, "DynamicTableArgs.capacity_ratio = 4.0\n"),
+      "<table negatives step>", {}, nullptr);
   const SequenceDataset ds = open_dataset(cfg);
   const DataSplits splits = make_splits(ds, cfg.dataset.split, cfg.dataset.max_history_seqlen);
   ModelShape shape = shape_of(cfg, ds.num_items);

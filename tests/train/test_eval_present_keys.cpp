@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "common/test_util.h"
+#include "common/tiny_gin.h"
 #include "config/load.h"
 #include "data/batcher.h"
 #include "data/preprocess.h"
@@ -37,23 +38,9 @@
 namespace hstu {
 namespace {
 
-constexpr const char* kGin = R"(
-DatasetArgs.dataset_name = "synthetic"
-DatasetArgs.raw_ids = True
-DatasetArgs.max_history_seqlen = 24
-SyntheticArgs.num_users = 60
-SyntheticArgs.num_items = 300
-NetworkArgs.num_layers = 1
-NetworkArgs.hidden_size = 16
-NetworkArgs.num_attention_heads = 2
-NetworkArgs.kv_channels = 8
-TrainerArgs.train_batch_size = 4
-TrainerArgs.eval_batch_size = 8
-TrainerArgs.num_threads = 1
-RetrievalArgs.num_negatives = 8
+const std::string kGin = test::raw_id_dynamic_gin(300, 4, 8, R"(TrainerArgs.eval_batch_size = 8
 RetrievalArgs.eval_rank_cap = 250
-DynamicTableArgs.tables = ["item"]
-)";
+)");
 
 // A trained raw-id retrieval model whose item table is a dynamic table, with the catalogue
 // materialised as the model's item table (as RetrievalTask::evaluate does).
