@@ -7,12 +7,12 @@
 
 #include <cmath>
 #include <cstring>
-#include <filesystem>
 #include <limits>
 #include <map>
 #include <random>
 
 #include "common/embed_test_util.h"
+#include "common/test_util.h"
 #include "core/error.h"
 #include "embed/table_checkpoint.h"
 #include "embed/table_math.h"
@@ -253,27 +253,8 @@ TEST(Bf16Table, HostTierEqualsFlatTable) {
     ASSERT_EQ(x.rows, y.rows) << "step " << step;
   }
   const embed::TableRows ra = flat.export_rows(ctx), rb = tier.export_rows(ctx);
-  std::map<int64_t, std::vector<float>> ma, mb;
-  const int64_t w = flat.row_width();
-  for (size_t i = 0; i < ra.keys.size(); ++i)
-    ma[ra.keys[i]].assign(ra.values.begin() + i * w, ra.values.begin() + (i + 1) * w);
-  for (size_t i = 0; i < rb.keys.size(); ++i)
-    mb[rb.keys[i]].assign(rb.values.begin() + i * w, rb.values.begin() + (i + 1) * w);
-  EXPECT_EQ(ma, mb);
+  EXPECT_EQ(test::rows_by_key(ra, flat.row_width()), test::rows_by_key(rb, flat.row_width()));
 }
-
-struct TempDir {
-  std::string path;
-  TempDir() {
-    path = (std::filesystem::temp_directory_path() /
-            ("hstu_bf16_ckpt_" + std::to_string(::getpid()) + "_" +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name()))
-               .string();
-    std::filesystem::remove_all(path);
-    std::filesystem::create_directories(path);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-};
 
 std::map<int64_t, std::pair<std::vector<uint32_t>, uint64_t>> rows_by_key(DynamicTable& t,
                                                                           Ctx& ctx) {
@@ -300,11 +281,11 @@ void train_a_little(DynamicTable& t, Ctx& ctx) {
 
 TEST(Bf16Table, CheckpointRoundTripIsBitExact) {
   for (const char* opt : {"adam", "sgd", "row_wise_adagrad"}) {
-    TempDir dir;
+    test::TempDir dir;
     Ctx ctx = cpu_ctx();
     DynamicTable t(spec_of(opt, 12, "bf16"), Device::kCPU);
     train_a_little(t, ctx);
-    const std::string path = embed::save_dynamic_table(ctx, t, dir.path);
+    const std::string path = embed::save_dynamic_table(ctx, t, dir.path());
     {
       SafetensorsFile f(path);
       EXPECT_EQ(f.get("values").dtype, DType::kBF16);
@@ -317,7 +298,7 @@ TEST(Bf16Table, CheckpointRoundTripIsBitExact) {
       }
     }
     DynamicTable back(spec_of(opt, 12, "bf16"), Device::kCPU);
-    EXPECT_EQ(embed::load_dynamic_table(ctx, back, dir.path), t.size());
+    EXPECT_EQ(embed::load_dynamic_table(ctx, back, dir.path()), t.size());
     EXPECT_EQ(rows_by_key(back, ctx), rows_by_key(t, ctx)) << opt;
     EXPECT_EQ(back.step(), t.step());
   }
@@ -325,26 +306,26 @@ TEST(Bf16Table, CheckpointRoundTripIsBitExact) {
 
 // bf16 file -> f32 table (exact widening) -> f32 file -> bf16 table: the same bits throughout.
 TEST(Bf16Table, CheckpointLoadsAcrossValueDtypes) {
-  TempDir dir, dir2;
+  test::TempDir dir, dir2;
   Ctx ctx = cpu_ctx();
   DynamicTable t(spec_of("adam", 12, "bf16"), Device::kCPU);
   train_a_little(t, ctx);
-  embed::save_dynamic_table(ctx, t, dir.path);
+  embed::save_dynamic_table(ctx, t, dir.path());
   DynamicTable wide(spec_of("adam", 12, "f32"), Device::kCPU);
-  embed::load_dynamic_table(ctx, wide, dir.path);
+  embed::load_dynamic_table(ctx, wide, dir.path());
   EXPECT_EQ(rows_by_key(wide, ctx), rows_by_key(t, ctx));
-  const std::string p2 = embed::save_dynamic_table(ctx, wide, dir2.path);
+  const std::string p2 = embed::save_dynamic_table(ctx, wide, dir2.path());
   EXPECT_EQ(SafetensorsFile(p2).get("values").dtype, DType::kF32);
   DynamicTable narrow(spec_of("adam", 12, "bf16"), Device::kCPU);
-  embed::load_dynamic_table(ctx, narrow, dir2.path);
+  embed::load_dynamic_table(ctx, narrow, dir2.path());
   EXPECT_EQ(rows_by_key(narrow, ctx), rows_by_key(t, ctx));
   // An f32 table's own values load into a bf16 table rounded to nearest even.
-  TempDir dir3;
+  test::TempDir dir3;
   DynamicTable f(spec_of("sgd", 12, "f32"), Device::kCPU);
   train_a_little(f, ctx);
-  embed::save_dynamic_table(ctx, f, dir3.path);
+  embed::save_dynamic_table(ctx, f, dir3.path());
   DynamicTable r(spec_of("sgd", 12, "bf16"), Device::kCPU);
-  embed::load_dynamic_table(ctx, r, dir3.path);
+  embed::load_dynamic_table(ctx, r, dir3.path());
   const auto mf = rows_by_key(f, ctx), mr = rows_by_key(r, ctx);
   ASSERT_EQ(mf.size(), mr.size());
   for (const auto& [k, v] : mf)

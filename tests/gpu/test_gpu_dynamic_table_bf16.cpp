@@ -31,10 +31,6 @@ using embed::round_bf16;
 
 using test::gpu::DevVec;
 
-float grad_fn(int64_t key, int64_t c) {
-  return std::sin(0.37f * static_cast<float>(key % 101 + c));
-}
-
 // One step on the CUDA table with test::embed_cpu_step's inputs (apply, or with `backward` the
 // fused backward over the lookups with dout row i = grad of its key).
 test::EmbedStep cuda_step(DynamicTable& t, Ctx& ctx, const std::vector<int64_t>& keys, int64_t step,
@@ -57,30 +53,19 @@ test::EmbedStep cuda_step(DynamicTable& t, Ctx& ctx, const std::vector<int64_t>&
   if (!backward) {
     std::vector<float> g(static_cast<size_t>(u * d));
     for (int64_t i = 0; i < u; ++i)
-      for (int64_t c = 0; c < d; ++c) g[i * d + c] = grad_fn(s.unique[i], c);
+      for (int64_t c = 0; c < d; ++c) g[i * d + c] = test::embed_grad(s.unique[i], c);
     DevVec<float> dg(g);
     t.apply(ctx, opt, refs.t(u), Tensor(dg.p, DType::kF32, Device::kCUDA, {u, d}), touched.t());
   } else {
     std::vector<float> dout(static_cast<size_t>(n * d));
     for (int64_t i = 0; i < n; ++i)
-      for (int64_t c = 0; c < d; ++c) dout[i * d + c] = grad_fn(keys[i], c);
+      for (int64_t c = 0; c < d; ++c) dout[i * d + c] = test::embed_grad(keys[i], c);
     DevVec<float> ddo(dout), scratch(u * d);
     t.backward(ctx, opt, refs.t(u), Tensor(ddo.p, DType::kF32, Device::kCUDA, {n, d}), 1.0f,
                Tensor(scratch.p, DType::kF32, Device::kCUDA, {u, d}), touched.t());
   }
   test::gpu::sync();
   return s;
-}
-
-std::vector<int64_t> keys_of(std::mt19937_64& rng, int n, double range) {
-  std::vector<int64_t> keys;
-  for (int i = 0; i < n; ++i) {
-    const double x = std::uniform_real_distribution<double>(0, 1)(rng);
-    int64_t k = static_cast<int64_t>(std::pow(range, x));
-    if (rng() % 4 == 0) k = -k * 7919;
-    keys.push_back(k);
-  }
-  return keys;
 }
 
 DynamicTableSpec bf16_spec(const std::string& eviction, const std::string& opt, int64_t dim) {
@@ -109,9 +94,9 @@ void compare_backends(const DynamicTableSpec& spec, int steps) {
   DynamicTable cpu_t(spec, Device::kCPU), gpu_t(spec, Device::kCUDA);
   std::mt19937_64 rng(77);
   for (int s = 0; s < steps; ++s) {
-    const std::vector<int64_t> keys = keys_of(rng, 200 + s * 13, 3000.0);
+    const std::vector<int64_t> keys = test::power_law_keys(rng, 200 + s * 13, 3000.0);
     const SparseOptimizerSpec opt = cpu_t.optimizer_spec(s + 1, spec.lr);
-    const test::EmbedStep a = test::embed_cpu_step(cpu_t, cctx, keys, s, opt, grad_fn);
+    const test::EmbedStep a = test::embed_cpu_step(cpu_t, cctx, keys, s, opt, test::embed_grad);
     const test::EmbedStep b = cuda_step(gpu_t, gctx, keys, s, opt);
     ASSERT_EQ(a.unique, b.unique) << "step " << s;
     for (size_t i = 0; i < a.refs.size(); ++i)
@@ -159,7 +144,7 @@ TEST(GpuDynamicTableBf16, UpdateIsTheRoundedF32Update) {
       DynamicTable b(sb, Device::kCUDA), f(sf, Device::kCUDA);
       std::mt19937_64 rng(5);
       for (int64_t step = 1; step <= 4; ++step) {
-        const std::vector<int64_t> keys = keys_of(rng, 120, 400.0);
+        const std::vector<int64_t> keys = test::power_law_keys(rng, 120, 400.0);
         const SparseOptimizerSpec spec = b.optimizer_spec(step, 0.02f);
         cuda_step(b, ctx, keys, step, spec);  // trains b's rows away from their initial values
       }
@@ -197,7 +182,7 @@ TEST(GpuDynamicTableBf16, HostTierAndBackwardAreBitwise) {
   DynamicTable tier(s, Device::kCUDA);
   std::mt19937_64 rng(3);
   for (int step = 0; step < 12; ++step) {
-    std::vector<int64_t> keys = keys_of(rng, 150, 2000.0);
+    std::vector<int64_t> keys = test::power_law_keys(rng, 150, 2000.0);
     std::sort(keys.begin(), keys.end());  // distinct lookups: backward's sums equal apply's grads
     keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
     const SparseOptimizerSpec opt = flat.optimizer_spec(step + 1, s.lr);
@@ -210,13 +195,7 @@ TEST(GpuDynamicTableBf16, HostTierAndBackwardAreBitwise) {
   EXPECT_GT(tier.counters().cache_evictions, 0);
   const embed::TableRows ra = flat.export_rows(ctx), rb = tier.export_rows(ctx),
                          rc = fused.export_rows(ctx);
-  std::map<int64_t, std::vector<float>> ma, mb;
-  const int64_t w = flat.row_width();
-  for (size_t i = 0; i < ra.keys.size(); ++i)
-    ma[ra.keys[i]].assign(ra.values.begin() + i * w, ra.values.begin() + (i + 1) * w);
-  for (size_t i = 0; i < rb.keys.size(); ++i)
-    mb[rb.keys[i]].assign(rb.values.begin() + i * w, rb.values.begin() + (i + 1) * w);
-  EXPECT_EQ(ma, mb);
+  EXPECT_EQ(test::rows_by_key(ra, flat.row_width()), test::rows_by_key(rb, flat.row_width()));
   EXPECT_EQ(ra.keys, rc.keys);
   EXPECT_EQ(ra.values, rc.values);
 }
