@@ -13,6 +13,7 @@
 # SEEDS (ml-latest-small retrieval runs on the GPU, run side by side after the benchmarks, e.g.
 # "42 1 2"; needs .devdeps/data/ml-latest-small), NVTX=1 (Nsight Compute filtered by the step
 # phases' NVTX ranges: which kernels each range holds), DIST=0 (skip the 1-rank NCCL checks),
+# BENCH_FILTER (a regex: only the benchmarks whose names match), TESTS=0 (skip test_gpu),
 # SANITIZE=1 (compute-sanitizer memcheck of the GPU suite and racecheck of its shared-memory
 # kernels; SANITIZE_FILTER, RACECHECK_FILTER, SANITIZE_TIMEOUT),
 # DYN=1 (dynamic item tables on ml-latest-small: DYN_SEEDS dense vs dynamic, half-catalogue LRU
@@ -80,7 +81,9 @@ else
 fi
 
 # ---- GPU consistency tests ---------------------------------------------------------------------
-if [[ -x "$BUILD/test_gpu" ]]; then
+if [[ "${TESTS:-1}" == 0 ]]; then
+  row "test_gpu" "not run (TESTS=0)"
+elif [[ -x "$BUILD/test_gpu" ]]; then
   "$BUILD/test_gpu" --gtest_output="xml:$LOG/test_gpu.xml" > "$LOG/test_gpu.log" 2>&1
   rc=$?
   count() { sed -nE "s/^\[  $1 *\] ([0-9]+) tests?.*/\1/p" "$LOG/test_gpu.log" | tail -1; }
@@ -106,10 +109,12 @@ fi
 benches=(
   "attention|bench attention"
   "attention sm90 vs sm80|bench attention --fwd-only --kernel both --shape 32,4096,4,64 --shape 32,4096,4,128 --shape 32,4096,4,256 --shape 128,200,2,64"
-  "attention bwd sm90 vs sm80|bench attention --kernel both --no-validate --shape 32,4096,4,64 --shape 32,4096,4,128 --shape 32,2048,4,128 --shape 32,1024,4,128 --shape 128,512,4,128"
+  "attention bwd sm90 vs sm80|bench attention --kernel both --no-validate --shape 32,4096,4,64 --shape 32,4096,4,128 --shape 32,2048,4,128 --shape 32,1024,4,128 --shape 128,512,4,128 --shape 32,4096,4,256 --shape 32,1024,4,256 --shape 128,512,4,256"
   "attention small-d|bench attention --full --no-validate --shape 128,200,2,25 --shape 128,200,2,32 --shape 128,200,2,16 --shape 128,200,1,64 --shape 128,200,2,50 --shape 128,200,2,64"
+  "attention jagged uniform|bench attention --no-validate --lengths uniform --shape 32,4096,4,64 --shape 32,4096,4,128 --shape 32,4096,4,256"
   "attention rab|bench attention --full --no-validate --rab --shape 128,200,2,25 --shape 128,200,2,50 --shape 32,1024,4,128"
   "layer|bench layer"
+  "layer phases|bench layer --shape 32,1024,1024,4,256 --shape 32,4096,1024,4,256 --reps 5 --phases"
   "train|bench train"
   "embedding|bench embedding"
   "train ml1m-large|bench train configs/bench-ml1m-large.gin"
@@ -120,6 +125,7 @@ bench_names=()
 for entry in "${benches[@]}"; do
   name="${entry%%|*}"
   args="${entry#*|}"
+  [[ -n "${BENCH_FILTER:-}" && ! "$name" =~ ${BENCH_FILTER} ]] && continue
   file="bench_${name// /_}.log"
   bench_names+=("$name|$file")
   if [[ ! -x "$BUILD/hstu" ]]; then

@@ -53,11 +53,20 @@ struct Shape {
   bool jagged = false;
 };
 
+// How a jagged shape draws its lengths: uniform in [L/2, L], uniform in [1, L], or a power law
+// P(l) ~ l^-1.2 on [1, L] (recsys-examples' benchmark data draws zipf lengths; most are short).
+enum class Lengths { kHalf, kUniform, kZipf };
+
+const char* lengths_name(Lengths k) {
+  return k == Lengths::kHalf ? "jagged" : (k == Lengths::kUniform ? "unif" : "zipf");
+}
+
 struct Options {
   std::vector<Shape> shapes;
   DType dtype = DType::kBF16;
   bool causal = true, validate = true, fwd_only = false;
   bool rab = false;  // relative attention bias (positions + 128 time buckets) with its gradient
+  Lengths lengths = Lengths::kHalf;
   int warmup = 3, reps = 20;
   // auto: the dispatch's choice; sm80 / sm90: those kernels forced; both: each forward and
   // backward timed on sm90 (forced) and on sm80.
@@ -108,12 +117,18 @@ double nv_hstu_tflops(bool bwd, int d, int L) {
   return bwd ? kBwd256[i] : kFwd256[i];
 }
 
-std::vector<int> make_lengths(const Shape& s, std::mt19937_64& g) {
+std::vector<int> make_lengths(const Shape& s, Lengths kind, std::mt19937_64& g) {
   std::vector<int> len(s.B, s.L);
-  if (s.jagged) {
-    std::uniform_int_distribution<int> u(std::max(1, s.L / 2), s.L);
-    for (int& l : len) l = u(g);
+  if (!s.jagged) return len;
+  if (kind == Lengths::kZipf) {
+    std::vector<double> w(s.L);
+    for (int l = 1; l <= s.L; ++l) w[l - 1] = std::pow(double(l), -1.2);
+    std::discrete_distribution<int> z(w.begin(), w.end());
+    for (int& l : len) l = 1 + z(g);
+    return len;
   }
+  std::uniform_int_distribution<int> u(kind == Lengths::kHalf ? std::max(1, s.L / 2) : 1, s.L);
+  for (int& l : len) l = u(g);
   return len;
 }
 
@@ -150,7 +165,14 @@ struct DeviceProblem {
     const int hdp = s.d <= 32 ? 32 : (s.d <= 64 ? 64 : (s.d <= 128 ? 128 : 256));
     const size_t bytes = size_t(T) * (2 * W + 2 * hd) * 2 + 4 * (len.size() + 1) + 64 * 1024;
     mem = Arena(Device::kCUDA, bytes + 8 * Arena::kAlign, "bench-attention");
-    scratch = Arena(Device::kCUDA, size_t(T) * s.H * hdp * 4 + (1 << 20), "bench-scratch");
+    // dQ accumulator (atomic mode) + the rab's precomputed time buckets (u8 [B, S, S], S the
+    // longest length rounded up to 16: cuda/sm80/rab_buckets.cuh) + the rest.
+    int max_len = 0;
+    for (int l : len) max_len = std::max(max_len, l);
+    const size_t stride = (size_t(max_len) + 15) / 16 * 16;
+    scratch =
+        Arena(Device::kCUDA, size_t(T) * s.H * hdp * 4 + len.size() * stride * stride + (1 << 20),
+              "bench-scratch");
     uvqk = mem.alloc(dt, {T, W});
     duvqk = mem.alloc(dt, {T, W});
     o = mem.alloc(dt, {T, hd});
@@ -360,7 +382,7 @@ bool validate(DType dt, int d, std::mt19937_64& g) {
 
 Options parse(const std::vector<std::string>& args) {
   Options o;
-  bool only_jagged = false, only_full = false;
+  bool only_jagged = false, only_full = false, sweep = false;
   std::vector<Shape> chosen;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -379,6 +401,14 @@ Options parse(const std::vector<std::string>& args) {
       only_jagged = true;
     } else if (a == "--full") {
       only_full = true;
+    } else if (a == "--lengths") {
+      const std::string v = next();
+      HSTU_CHECK(v == "half" || v == "uniform" || v == "zipf",
+                 "bench attention: --lengths half|uniform|zipf, got ", v);
+      o.lengths =
+          v == "half" ? Lengths::kHalf : (v == "uniform" ? Lengths::kUniform : Lengths::kZipf);
+    } else if (a == "--sweep") {
+      sweep = true;
     } else if (a == "--dtype") {
       const std::string v = next();
       HSTU_CHECK(v == "bf16" || v == "fp16", "bench attention: --dtype bf16|fp16, got ", v);
@@ -407,6 +437,9 @@ Options parse(const std::vector<std::string>& args) {
   std::vector<Shape> base;
   if (!chosen.empty()) {
     base = chosen;
+  } else if (sweep) {  // NVIDIA's published grid (performance-references.md §1.2) plus d 32
+    for (int d : {32, 64, 128, 256})
+      for (int L = 128; L <= 16384; L *= 2) base.push_back({32, L, 4, d});
   } else {  // the targets' shapes first, then head-dim and length sweeps
     base = {{32, 4096, 4, 128}, {128, 200, 2, 25},  {128, 200, 2, 50},
             {32, 1024, 4, 128}, {32, 2048, 4, 128}, {32, 4096, 4, 64},
@@ -462,7 +495,7 @@ int run_attention_bench(const std::vector<std::string>& args) {
       "B", "L", "H", "d", "lens", "fwd ms", "TFLOPS", "/FA2", "/NV", "bwd ms", "TFLOPS", "/FA2",
       "/NV", "bwdA ms", "TFLOPS", "f+b ms");
   for (const Shape& s : opt.shapes) {
-    const std::vector<int> len = make_lengths(s, g);
+    const std::vector<int> len = make_lengths(s, opt.lengths, g);
     DeviceProblem dp(s, len, opt.dtype, opt.causal);
     fill_random(dp.uvqk, opt.dtype, g);
     fill_random(dp.d_o, opt.dtype, g);
@@ -477,25 +510,29 @@ int run_attention_bench(const std::vector<std::string>& args) {
     det.deterministic = true;
     Ctx atom = det;
     atom.deterministic = false;
-    const double tf =
-        time_ms([&] { hstu_attention_fwd(det, dp.args, dp.o); }, opt.warmup, opt.reps);
-    double tb = NAN, ta = NAN;
-    if (!opt.fwd_only) {
-      tb = time_ms(
-          [&] {
-            hstu_attention_bwd(det, dp.args, dp.d_o, dp.dq, dp.dk, dp.dv, dp.d_rab_pos,
-                               dp.d_rab_time);
-          },
-          opt.warmup, opt.reps);
-      ta = time_ms(
-          [&] {
-            hstu_attention_bwd(atom, dp.args, dp.d_o, dp.dq, dp.dk, dp.dv, dp.d_rab_pos,
-                               dp.d_rab_time);
-          },
-          opt.warmup, opt.reps);
-    }
-    const double tff = fwd_flops / (tf * 1e9), tfb = bwd_flops / (tb * 1e9),
-                 tfa = bwd_flops / (ta * 1e9);
+    // TFLOPS of forward, deterministic and atomic-dQ backward on the kernels forced now.
+    struct Tflops {
+      double fwd_ms = NAN, bwd_ms = NAN, atomic_ms = NAN;
+      double fwd = NAN, bwd = NAN, atomic = NAN;
+    };
+    auto time_kernels = [&] {
+      Tflops t;
+      t.fwd_ms = time_ms([&] { hstu_attention_fwd(det, dp.args, dp.o); }, opt.warmup, opt.reps);
+      if (!opt.fwd_only) {
+        for (Ctx* c : {&det, &atom})
+          (c == &det ? t.bwd_ms : t.atomic_ms) = time_ms(
+              [&] {
+                hstu_attention_bwd(*c, dp.args, dp.d_o, dp.dq, dp.dk, dp.dv, dp.d_rab_pos,
+                                   dp.d_rab_time);
+              },
+              opt.warmup, opt.reps);
+      }
+      t.fwd = fwd_flops / (t.fwd_ms * 1e9);
+      t.bwd = bwd_flops / (t.bwd_ms * 1e9);
+      t.atomic = bwd_flops / (t.atomic_ms * 1e9);
+      return t;
+    };
+    const Tflops t = time_kernels();
     auto ratio = [](double x, double base) {
       static char buf[4][16];
       static int k = 0;
@@ -511,37 +548,21 @@ int run_attention_bench(const std::vector<std::string>& args) {
     std::printf(
         "%-5d %-6d %-3d %-4d %-6s | %-8.3f %-7.1f %-5s %-5s | %-8.3f %-7.1f %-5s %-5s | "
         "%-8.3f %-7.1f | %-8.3f\n",
-        s.B, s.L, s.H, s.d, s.jagged ? "jagged" : "full", tf, tff,
-        ratio(tff, s.jagged ? 0 : fa2_tflops(false, s.d, opt.causal, s.L)),
-        ratio(tff, nv_ok ? nv_hstu_tflops(false, s.d, s.L) : 0), tb, tfb,
-        ratio(tfb, s.jagged ? 0 : fa2_tflops(true, s.d, opt.causal, s.L)),
-        ratio(tfb, nv_ok ? nv_hstu_tflops(true, s.d, s.L) : 0), ta, tfa, tf + std::min(tb, ta));
+        s.B, s.L, s.H, s.d, s.jagged ? lengths_name(opt.lengths) : "full", t.fwd_ms, t.fwd,
+        ratio(t.fwd, s.jagged ? 0 : fa2_tflops(false, s.d, opt.causal, s.L)),
+        ratio(t.fwd, nv_ok ? nv_hstu_tflops(false, s.d, s.L) : 0), t.bwd_ms, t.bwd,
+        ratio(t.bwd, s.jagged ? 0 : fa2_tflops(true, s.d, opt.causal, s.L)),
+        ratio(t.bwd, nv_ok ? nv_hstu_tflops(true, s.d, s.L) : 0), t.atomic_ms, t.atomic,
+        t.fwd_ms + std::min(t.bwd_ms, t.atomic_ms));
     if (opt.kernel == "both") {
       force_kernel("sm80");
-      const double t80 =
-          time_ms([&] { hstu_attention_fwd(det, dp.args, dp.o); }, opt.warmup, opt.reps);
-      double tb80 = NAN, ta80 = NAN;
-      if (!opt.fwd_only) {
-        tb80 = time_ms(
-            [&] {
-              hstu_attention_bwd(det, dp.args, dp.d_o, dp.dq, dp.dk, dp.dv, dp.d_rab_pos,
-                                 dp.d_rab_time);
-            },
-            opt.warmup, opt.reps);
-        ta80 = time_ms(
-            [&] {
-              hstu_attention_bwd(atom, dp.args, dp.d_o, dp.dq, dp.dk, dp.dv, dp.d_rab_pos,
-                                 dp.d_rab_time);
-            },
-            opt.warmup, opt.reps);
-      }
+      const Tflops t80 = time_kernels();
       force_kernel("sm90");
-      const double tf80 = fwd_flops / (t80 * 1e9), tfb80 = bwd_flops / (tb80 * 1e9),
-                   tfa80 = bwd_flops / (ta80 * 1e9);
-      std::printf("%-26s | %-8.3f %-7.1f sm80 fwd; sm90 / sm80 = %.2fx", "", t80, tf80, tff / tf80);
+      std::printf("%-26s | %-8.3f %-7.1f sm80 fwd; sm90 / sm80 = %.2fx", "", t80.fwd_ms, t80.fwd,
+                  t.fwd / t80.fwd);
       if (!opt.fwd_only)
         std::printf(" | %-8.3f %-7.1f sm80 bwd; sm90 / sm80 = %.2fx | %-8.3f %-7.1f sm80 bwdA",
-                    tb80, tfb80, tfb / tfb80, ta80, tfa80);
+                    t80.bwd_ms, t80.bwd, t.bwd / t80.bwd, t80.atomic_ms, t80.atomic);
       std::printf("\n");
     }
     std::fflush(stdout);

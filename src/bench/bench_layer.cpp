@@ -19,6 +19,7 @@
 #include "core/arena.h"
 #include "core/device_info.h"
 #include "core/error.h"
+#include "core/phase_timer.h"
 #include "io/progress.h"
 #include "model/batch_tensors.h"
 #include "model/hstu_layer.h"
@@ -66,7 +67,7 @@ int run_layer_bench(const std::vector<std::string>& args) {
   std::vector<Shape> shapes;
   std::string device_name_arg = "auto";
   int reps = 10;
-  bool recompute = false;
+  bool recompute = false, phases = false, unfused = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&]() -> std::string {
@@ -81,6 +82,10 @@ int run_layer_bench(const std::vector<std::string>& args) {
       reps = std::stoi(value());
     else if (a == "--recompute")
       recompute = true;
+    else if (a == "--phases")
+      phases = true;
+    else if (a == "--unfused")
+      unfused = true;
     else
       HSTU_THROW("bench layer: unknown argument '", a, "'");
   }
@@ -88,9 +93,9 @@ int run_layer_bench(const std::vector<std::string>& args) {
     for (int64_t l : {1024, 2048, 4096, 8192}) shapes.push_back({32, l, 1024, 4, 256});
   const Device device = resolve_device(device_name_arg);
   const DType act = device == Device::kCPU ? DType::kF32 : DType::kBF16;
-  std::printf("HSTU layer fwd+bwd (%s, %s activations%s), median of %d after 2 warm-up\n",
+  std::printf("HSTU layer fwd+bwd (%s, %s activations%s%s), median of %d after 2 warm-up\n",
               hstu::device_name(device), dtype_name(act), recompute ? ", recompute LN+SiLU" : "",
-              reps);
+              unfused ? ", unfused element-wise passes" : "", reps);
   std::printf("%-4s %-6s %-5s %-2s %-4s | %9s %9s | %9s %7s\n", "B", "L", "D", "H", "d", "ms",
               "TFLOPS", "NV H100", "ratio");
   for (const Shape& s : shapes) {
@@ -108,6 +113,7 @@ int run_layer_bench(const std::vector<std::string>& args) {
     lc.scale = 1.0f / static_cast<float>(s.l);
     lc.dropout = 0.2f;
     lc.recompute_ln = lc.recompute_silu = recompute;
+    lc.fused = !unfused;
     const int64_t t = s.b * s.l;
     ModelShape shape{2, s.b, t, 1};
     Runtime runtime(device, cfg, shape);
@@ -144,6 +150,8 @@ int run_layer_bench(const std::vector<std::string>& args) {
       cast(ctx, x32, x);
     }
     std::vector<double> ms;
+    // Phases (the layer's marks) of the timed repetitions only; its events cost ~nothing.
+    PhaseTimer timer(device);
     // A shape can take minutes on a CPU: a bar on stderr when it is a terminal (so logs and the
     // table on stdout stay clean).
     std::unique_ptr<ProgressBar> bar;
@@ -153,10 +161,16 @@ int run_layer_bench(const std::vector<std::string>& args) {
     for (int r = 0; r < reps + 2; ++r) {
       if (bar) bar->update(r, r * t, std::numeric_limits<double>::quiet_NaN());
       runtime.synchronize();
+      const bool timed = phases && r >= 2;
+      ctx.phases = timed ? &timer : nullptr;
+      if (timed) timer.begin_step(ctx.stream);
       const auto t0 = std::chrono::steady_clock::now();
       layer.forward(ctx, params, bt, x, y, acts, scr, true, 11);
-      copy_tensor(dx, y);  // a stand-in upstream gradient of the right scale and dtype
+      phase(ctx, "copy_dy");
+      copy_tensor(dx, y, ctx.stream);  // a stand-in upstream gradient of the right scale
       layer.backward(ctx, params, bt, x, acts, scr, dx, true, 11);
+      if (timed) timer.end_step(ctx.stream);
+      ctx.phases = nullptr;
       runtime.synchronize();
       if (r >= 2)
         ms.push_back(
@@ -173,6 +187,9 @@ int run_layer_bench(const std::vector<std::string>& args) {
                 static_cast<long long>(s.dh), med, layer_flops(s) / (med * 1e-3) / 1e12,
                 pub > 0 ? (std::to_string(pub).substr(0, 6) + "ms").c_str() : "-",
                 pub > 0 ? (std::to_string(pub / med).substr(0, 4) + "x").c_str() : "-");
+    if (phases)
+      std::printf("phases of the layer (median per rep; GPU time on CUDA):\n%s",
+                  timer.report().c_str());
   }
   return 0;
 }

@@ -11,7 +11,9 @@ namespace hstu {
 
 // args (after "layer"): --shape B,L,D,H,d (repeatable; default: 32x{1024,2048,4096,8192}, D=1024,
 // 4 heads of 256), --device cpu|cuda (default: cuda when available), --reps N (10),
-// --recompute (input LayerNorm and SiLU recomputation). Returns 0 on success.
+// --recompute (input LayerNorm and SiLU recomputation), --phases (the median GPU time of each
+// phase of the layer, i.e. of its kernels, after the table row), --unfused (the element-wise
+// passes around the attention unfused: HstuLayerConfig.fused = false). Returns 0 on success.
 int run_layer_bench(const std::vector<std::string>& args);
 
 }  // namespace hstu

@@ -61,6 +61,13 @@ void add_bench_attention(CLI::App& bench, Commands& commands) {
   add_shape_option(*app, 4, "B,L,H,d");
   CLI::Option* jagged = app->add_flag("--jagged")->description("jagged lengths only");
   app->add_flag("--full")->description("full-length sequences only")->excludes(jagged);
+  app->add_option("--lengths",
+                  "jagged lengths per sample: half = uniform in L/2..L (default), uniform = "
+                  "uniform in 1..L, zipf = P(l) ~ l^-1.2 on 1..L")
+      ->type_name("half|uniform|zipf")
+      ->check(CLI::IsMember({"half", "uniform", "zipf"}).description(""));
+  app->add_flag("--sweep")->description(
+      "instead of the default shapes: B 32, 4 heads, L 128..16384 (powers of 2) x d 32/64/128/256");
   app->add_option("--dtype", "attention input type (default bf16)")
       ->type_name("bf16|fp16")
       ->check(CLI::IsMember({"bf16", "fp16"}).description(""));
@@ -88,6 +95,10 @@ void add_bench_layer(CLI::App& bench, Commands& commands) {
       ->type_name("N")
       ->check(int_in(1));
   app->add_flag("--recompute")->description("recompute the input LayerNorm and SiLU in backward");
+  app->add_flag("--phases")->description("also the layer's time per phase (its kernels)");
+  app->add_flag("--unfused")
+      ->description(
+          "the separate element-wise passes around the attention (HstuLayerConfig.fused = false)");
   commands.push_back({app, [app] { return run_layer_bench(given_args(*app)); }});
 }
 

@@ -66,12 +66,16 @@ std::vector<EvalRow> eval_retrieval(const Config& cfg, const SequenceDataset& ds
   model.plan(0);
   Runtime runtime(device, cfg, shape);
   Ctx& ctx = runtime.ctx();
+  // With raw ids a dynamic table's evaluation ranks the items whose keys it holds, as training's
+  // evaluations did (train/retrieval_task.cpp); empty = the whole catalogue.
+  std::vector<int32_t> present;
   if (is_dynamic_table(cfg, "item")) {  // the table's rows, materialised as the model's table
     const std::unique_ptr<DynamicItemTable> items =
         make_dynamic_item_table(cfg, ds, device, item_window_rows(cfg, ds.num_items));
     load_checkpoint({&model.dense(), {}, device, {}, nullptr, {&items->table()}, &ctx, {}, {}},
                     ckpt, false);
     items->materialize(ctx, model.items());
+    if (items->evaluates_present_keys()) present = items->present_ids(ctx);
   } else {
     load_checkpoint(model, ckpt, false);
   }
@@ -81,10 +85,10 @@ std::vector<EvalRow> eval_retrieval(const Config& cfg, const SequenceDataset& ds
   if (!splits.validation.samples.empty())
     rows.push_back(
         {"val", RetrievalEvaluator(ds, splits.validation, cfg.trainer.eval_batch_size, 0, model)
-                    .run(ctx, model)
+                    .run(ctx, model, present.empty() ? nullptr : &present)
                     .values()});
   rows.push_back({"test", RetrievalEvaluator(ds, splits.test, cfg.trainer.eval_batch_size, 0, model)
-                              .run(ctx, model)
+                              .run(ctx, model, present.empty() ? nullptr : &present)
                               .values()});
   std::cout << "checkpoint " << ckpt << ":\n";
   return rows;

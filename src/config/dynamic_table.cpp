@@ -35,9 +35,13 @@ int64_t dynamic_row_bytes(int64_t dim, const std::string& optimizer, DynamicValu
     HSTU_THROW("OptimizerArgs.sparse_optimizer_str = \"", optimizer,
                "\" cannot drive a dynamic table (adam, row_wise_adagrad or sgd)");
   }
-  const int64_t value = dtype == DynamicValueDtype::kBFloat16 ? 2 : 4;
-  return checked_add(checked_mul(dim, value, "row bytes"), checked_mul(state, int64_t{4}, "state"),
-                     "row bytes");
+  // bf16: dim rounded up to 8 values (16 bytes), so the fp32 state after it stays 16-byte
+  // aligned (embed/table_math.h's row layout; the table allocates exactly this).
+  const int64_t value =
+      dtype == DynamicValueDtype::kBFloat16
+          ? checked_mul(checked_add(dim, int64_t{7}, "row bytes") / 8, int64_t{16}, "row bytes")
+          : checked_mul(dim, int64_t{4}, "row bytes");
+  return checked_add(value, checked_mul(state, int64_t{4}, "state"), "row bytes");
 }
 
 DynamicTableConfig dynamic_table_config(const Config& cfg, const std::string& table,

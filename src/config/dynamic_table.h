@@ -7,9 +7,10 @@
 //                       when it is -1; rounded up to whole buckets (at least one bucket)
 //   max_capacity_rows = DynamicTableArgs.max_capacity_rows rounded up to whole buckets, or
 //                       capacity_rows when it is 0 (no growth)
-//   row_bytes         = dim x (4 | 2 for bfloat16) + state x 4, state = 2 dim (adam),
-//                       1 (row_wise_adagrad), 0 (sgd): fp32 Adam / SGD give recsys-examples'
-//                       dim x 4 B x (3 | 1)
+//   row_bytes         = dim x 4 (float32) or ceil(dim / 8) x 16 (bfloat16: dim x 2 padded to
+//                       16 bytes, so the fp32 state stays aligned) + state x 4, state = 2 dim
+//                       (adam), 1 (row_wise_adagrad), 0 (sgd): fp32 Adam / SGD give
+//                       recsys-examples' dim x 4 B x (3 | 1)
 //   HBM rows          = hbm_bytes / row_bytes if hbm_bytes is set, else hbm_rows if set, else
 //                       ceil(hbm_ratio x max_capacity_rows) (recsys-examples' precedence)
 //   gpu_cache_rows    = 0 (all in HBM) when HBM rows >= max_capacity_rows; otherwise the HBM rows

@@ -42,17 +42,32 @@ int64_t optimizer_state_width(const std::string& optimizer, int64_t dim, const s
              optimizer, "'");
 }
 
+bool parse_value_dtype_bf16(const std::string& value_dtype, const std::string& table) {
+  if (value_dtype == "f32") return false;
+  if (value_dtype == "bf16") return true;
+  HSTU_THROW("dynamic table '", table, "': value_dtype must be f32 or bf16, got '", value_dtype,
+             "'");
+}
+
+int64_t dynamic_table_row_bytes(const DynamicTableSpec& spec) {
+  const bool bf16 = parse_value_dtype_bf16(spec.value_dtype, spec.name);
+  return (embedding_words(spec.dim, bf16) +
+          optimizer_state_width(spec.optimizer, spec.dim, spec.name)) *
+         4;
+}
+
 DynamicTable::DynamicTable(const DynamicTableSpec& spec, Device device)
     : spec_(spec), device_(device) {
   HSTU_CHECK(!spec.name.empty(), "dynamic table: name must not be empty");
   HSTU_CHECK(spec.dim >= 1, "dynamic table '", spec.name, "': dim must be >= 1, got ", spec.dim);
-  HSTU_CHECK(spec.value_dtype == "f32", "dynamic table '", spec.name, "': value_dtype '",
-             spec.value_dtype, "' is not supported (only f32 so far)");
+  bf16_ = parse_value_dtype_bf16(spec.value_dtype, spec.name);
   HSTU_CHECK(spec.gpu_cache_rows >= 0, "dynamic table '", spec.name,
              "': gpu_cache_rows must be >= 0, got ", spec.gpu_cache_rows);
   HSTU_CHECK(spec.init_std >= 0, "dynamic table '", spec.name, "': init_std must be >= 0");
   eviction_ = parse_eviction(spec.eviction, spec.name);
-  row_width_ = spec.dim + optimizer_state_width(spec.optimizer, spec.dim, spec.name);
+  const int64_t state = optimizer_state_width(spec.optimizer, spec.dim, spec.name);
+  row_width_ = spec.dim + state;
+  row_words_ = embedding_words(spec.dim, bf16_) + state;
   table_seed_ = derive_seed(spec.seed, fnv1a(spec.name));
   HashTableConfig c;
   c.name = spec.name;
@@ -63,7 +78,8 @@ DynamicTable::DynamicTable(const DynamicTableSpec& spec, Device device)
   c.eviction = eviction_;
   c.admit_threshold = spec.admit_threshold;
   c.dim = spec.dim;
-  c.row_width = row_width_;
+  c.row_width = row_words_;
+  c.bf16 = bf16_;
   c.table_seed = table_seed_;
   c.init_std = static_cast<float>(spec.init_std);
   c.values_on_host = spec.gpu_cache_rows > 0;
@@ -107,8 +123,10 @@ uint8_t* DynamicTable::work_u8(int64_t n) {
 
 RowSpace DynamicTable::rows() const {
   RowSpace rs;
-  rs.row_width = row_width_;
+  rs.row_width = row_words_;
   rs.dim = spec_.dim;
+  rs.bf16 = bf16_;
+  rs.state_off = embedding_words(spec_.dim, bf16_);
   if (cache_) {
     rs.a = cache_->view().values;
     rs.n_a = cache_->capacity();
@@ -242,6 +260,12 @@ void DynamicTable::find_or_insert(Ctx& ctx, const Tensor& unique, const Tensor& 
   // Keys straight from dedupe were checked there (no second read-back).
   if (unique.data != last_unique_ || unique.dim(0) > last_u_)
     check_keys(ctx, unique, "find_or_insert keys");
+  find_or_insert_padded(ctx, unique, counts, refs);
+}
+
+void DynamicTable::find_or_insert_padded(Ctx& ctx, const Tensor& unique, const Tensor& counts,
+                                         const Tensor& refs) {
+  check_vec(unique, DType::kI64, device_, "find_or_insert keys", spec_.name);
   const int64_t n = unique.dim(0);
   check_vec(counts, DType::kI32, device_, "find_or_insert counts", spec_.name);
   check_vec(refs, DType::kI64, device_, "find_or_insert refs", spec_.name);
@@ -282,9 +306,9 @@ void DynamicTable::fill_cache(Ctx& ctx, const int64_t* keys, const int32_t* cnt,
   // Write back the changed rows of evicted keys before their slots refill (cev[i] is kEmptyKey,
   // found nowhere, where nothing was evicted: no host read-back decides whether to).
   store_->find(ctx, cev, n, wb);
-  copy_rows(ctx, cv.values, cslots, sv.values, wb, n, row_width_, dirty_, nullptr);
+  copy_rows(ctx, cv.values, cslots, sv.values, wb, n, row_words_, dirty_, nullptr);
   tier_refs(ctx, cslots, sslots, miss, n, cache_->capacity(), refs, fill_src);
-  copy_rows(ctx, sv.values, fill_src, cv.values, cslots, n, row_width_, nullptr, dirty_);
+  copy_rows(ctx, sv.values, fill_src, cv.values, cslots, n, row_words_, nullptr, dirty_);
 }
 
 void DynamicTable::find(Ctx& ctx, const Tensor& keys, const Tensor& refs) {
@@ -440,7 +464,7 @@ void DynamicTable::flush(Ctx& ctx) {
   const int64_t m = list_occupied(ctx, cache_->view(), keys, cslots);
   if (m == 0) return;
   store_->find(ctx, keys, m, sslots);
-  copy_rows(ctx, cache_->view().values, cslots, store_->view().values, sslots, m, row_width_,
+  copy_rows(ctx, cache_->view().values, cslots, store_->view().values, sslots, m, row_words_,
             dirty_, nullptr);
   fill_u8(ctx, dirty_, cap, 0);
 }
@@ -468,7 +492,7 @@ TableRows DynamicTable::export_rows(Ctx& ctx) {
   const int64_t cap = v.capacity();
   std::vector<int64_t> keys(static_cast<size_t>(cap)), slots(static_cast<size_t>(cap));
   std::vector<uint64_t> scores(static_cast<size_t>(cap));
-  std::vector<float> values(static_cast<size_t>(cap * row_width_));
+  std::vector<float> values(static_cast<size_t>(cap * row_words_));
   ensure_work(2 * cap);
   int64_t* dk = work_i64(cap);
   int64_t* ds = work_i64(cap);
@@ -481,10 +505,13 @@ TableRows DynamicTable::export_rows(Ctx& ctx) {
   r.keys.assign(keys.begin(), keys.begin() + m);
   r.scores.resize(static_cast<size_t>(m));
   r.values.resize(static_cast<size_t>(m * row_width_));
+  const int64_t d = spec_.dim, off = embedding_words(d, bf16_);
   for (int64_t i = 0; i < m; ++i) {
     r.scores[i] = scores[slots[i]];
-    std::copy_n(values.begin() + slots[i] * row_width_, row_width_,
-                r.values.begin() + i * row_width_);
+    const float* src = values.data() + slots[i] * row_words_;
+    float* dst = r.values.data() + i * row_width_;
+    for (int64_t c = 0; c < d; ++c) dst[c] = row_value(src, c, bf16_);
+    std::copy_n(src + off, row_width_ - d, dst + d);
   }
   return r;
 }
@@ -507,7 +534,8 @@ void DynamicTable::import_rows(Ctx& ctx, const std::vector<int64_t>& keys,
   std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return keys[a] < keys[b]; });
   std::vector<int64_t> sorted(static_cast<size_t>(n)), iota(static_cast<size_t>(n));
   std::vector<int32_t> ones(static_cast<size_t>(n), 1);
-  std::vector<float> rows(static_cast<size_t>(n * row_width_), 0.0f);
+  std::vector<float> rows(static_cast<size_t>(n * row_words_), 0.0f);  // stored layout
+  const int64_t d = spec_.dim, off = embedding_words(d, bf16_);
   std::vector<uint64_t> sorted_scores(scores ? static_cast<size_t>(n) : 0);
   for (int64_t i = 0; i < n; ++i) {
     sorted[i] = keys[order[i]];
@@ -517,14 +545,17 @@ void DynamicTable::import_rows(Ctx& ctx, const std::vector<int64_t>& keys,
                "': import_rows got key ", sorted[i], " twice");
     iota[i] = i;
     if (scores) sorted_scores[i] = (*scores)[order[i]];
-    std::copy_n(values.begin() + order[i] * width, width, rows.begin() + i * row_width_);
+    const float* src = values.data() + order[i] * width;
+    float* dst = rows.data() + i * row_words_;
+    for (int64_t c = 0; c < d; ++c) set_row_value(dst, c, src[c], bf16_);
+    std::copy_n(src + d, width - d, dst + off);
   }
-  ensure_work(n + (n * row_width_ + 7) / 8);  // 5 arrays of n words and the rows
+  ensure_work(n + (n * row_words_ + 7) / 8);  // 5 arrays of n words and the rows
   int64_t* dk = work_i64(n);
   int64_t* di = work_i64(n);
   int64_t* slots = work_i64(n);
   int32_t* dc = reinterpret_cast<int32_t*>(work_i64(n));
-  float* dr = reinterpret_cast<float*>(work_i64((n * row_width_ + 1) / 2));
+  float* dr = reinterpret_cast<float*>(work_i64((n * row_words_ + 1) / 2));
   to_device(ctx, dk, sorted.data(), static_cast<size_t>(n) * 8);
   to_device(ctx, di, iota.data(), static_cast<size_t>(n) * 8);
   to_device(ctx, dc, ones.data(), static_cast<size_t>(n) * 4);
@@ -536,7 +567,7 @@ void DynamicTable::import_rows(Ctx& ctx, const std::vector<int64_t>& keys,
   for (int64_t i = 0; i < n; ++i)
     HSTU_CHECK(hs[i] >= 0, "dynamic table '", spec_.name, "': import_rows found no slot for key ",
                sorted[i], " (its bucket is full of keys of this step)");
-  copy_rows(ctx, dr, di, store_->view().values, slots, n, row_width_, nullptr, nullptr);
+  copy_rows(ctx, dr, di, store_->view().values, slots, n, row_words_, nullptr, nullptr);
   if (scores) {
     uint64_t* ds = reinterpret_cast<uint64_t*>(work_i64(n));
     to_device(ctx, ds, sorted_scores.data(), static_cast<size_t>(n) * 8);

@@ -18,6 +18,10 @@
 // keys used this step get ref -1: gather gives them the initial value, apply drops their
 // gradient. A key's initial value depends only on (seed, name, key) (table_math.h).
 //
+// bf16 values (value_dtype "bf16"): the row stores the embedding as bf16 (table_math.h's
+// layout), the optimiser state as f32; gathers widen to f32, initial values and optimiser
+// results are rounded to nearest even. export_rows / import_rows speak f32 [n, row_width()].
+//
 // Host tier (gpu_cache_rows > 0): every row lives in the store (page-locked host memory on
 // CUDA, whose keys and scores stay on the device); the device cache (gpu_cache_rows rows, LRU)
 // holds copies: misses are copied in, evicted rows written back when the optimiser changed them.
@@ -29,6 +33,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/context.h"
@@ -53,12 +58,17 @@ struct DynamicTableSpec {
   double init_std = 0.02;  // truncated normal (+-2 std), as the dense tables
   uint64_t seed = 42;
   int64_t gpu_cache_rows = 0;       // 0: every row on the device; else the device cache size
-  std::string value_dtype = "f32";  // "f32" (bf16 embeddings are not implemented yet)
+  std::string value_dtype = "f32";  // "f32" | "bf16" (the embedding; the state stays f32)
 };
 
 Eviction parse_eviction(const std::string& name, const std::string& table);
 // Optimiser state floats per row after the embedding: adam 2 * dim, row_wise_adagrad 1, sgd 0.
 int64_t optimizer_state_width(const std::string& optimizer, int64_t dim, const std::string& table);
+// Whether value_dtype is "bf16" (false for "f32"; an error naming the table otherwise).
+bool parse_value_dtype_bf16(const std::string& value_dtype, const std::string& table);
+// Bytes one stored row of the table takes: embedding_words(dim, bf16) * 4 + state * 4
+// (table_math.h's layout; config/dynamic_table.h's dynamic_row_bytes plans the same).
+int64_t dynamic_table_row_bytes(const DynamicTableSpec& spec);
 
 struct DynamicTableCounters {
   int64_t inserts = 0, evictions = 0, rejections = 0, size = 0, capacity = 0, grows = 0;
@@ -68,7 +78,7 @@ struct DynamicTableCounters {
 // Rows of a table on the host (export_rows / import_rows).
 struct TableRows {
   std::vector<int64_t> keys;     // [n]
-  std::vector<float> values;     // [n, row_width]: embedding | optimiser state
+  std::vector<float> values;     // [n, row_width()]: embedding (bf16 widened) | optimiser state
   std::vector<uint64_t> scores;  // [n]
 };
 
@@ -106,6 +116,23 @@ class DynamicTable {
   // fixed order: inserts follow it); counts i32 [U] (sightings). Throws for the reserved key
   // when it comes first (as in dedupe's order); elsewhere it is never inserted.
   void find_or_insert(Ctx& ctx, const Tensor& unique, const Tensor& counts, const Tensor& refs);
+  // find_or_insert for keys built on the device (the training step's device window): distinct
+  // keys and, anywhere, the reserved key as padding (past a count the host does not know), which
+  // is never found nor inserted and gets ref -1. The keys are not read back (find_or_insert's
+  // check), so with find_or_insert_waits() false the call never waits for the device.
+  void find_or_insert_padded(Ctx& ctx, const Tensor& keys, const Tensor& counts,
+                             const Tensor& refs);
+  // Whether find_or_insert may synchronise with the device (growth still possible, an admission
+  // sketch, or eviction "none"); false in the steady state of a table at its maximum capacity
+  // with LRU / LFU eviction, or while a declared key universe fits (set_key_universe), whose
+  // counts then stay on the device until counters() reads them.
+  bool find_or_insert_waits() const { return store_->insert_waits(); }
+  // Declares the keys find_or_insert will be given (HashTable::set_key_universe, e.g. the
+  // catalogue's): while they all fit the table, find_or_insert never grows and never waits, even
+  // below max capacity or with eviction "none". Reads the keys present (one synchronisation).
+  void set_key_universe(Ctx& ctx, std::vector<int64_t> keys) {
+    store_->set_key_universe(ctx, std::move(keys));
+  }
   // Read-only lookup: refs (-1: absent); no insertion, no score change.
   void find(Ctx& ctx, const Tensor& keys, const Tensor& refs);
   // out f32 [U, dim] (a row stride allowed) = rows of refs; refs < 0: initial value
@@ -148,7 +175,8 @@ class DynamicTable {
   int64_t list_keys(Ctx& ctx, const Tensor& keys, const Tensor& refs);
   // Every row (host copy; flushes first), in slot order.
   TableRows export_rows(Ctx& ctx);
-  // Inserts or overwrites keys with the given rows: values [n, row_width], or [n, dim] with a
+  // Inserts or overwrites keys with the given rows (f32; a bf16 table rounds the embedding to
+  // nearest even): values [n, row_width()], or [n, dim] with a
   // zero optimiser state; scores = `scores` when given ([n]), else this step (LRU/none) or 1
   // (LFU); no admission. Grows as needed; throws when max capacity cannot hold them.
   void import_rows(Ctx& ctx, const std::vector<int64_t>& keys, const std::vector<float>& values,
@@ -156,7 +184,11 @@ class DynamicTable {
 
   DynamicTableCounters counters() const;
   const DynamicTableSpec& spec() const { return spec_; }
+  // Floats of a row as export_rows / import_rows see it: dim + optimiser state.
   int64_t row_width() const { return row_width_; }
+  // 4-byte words one stored row takes (the embedding padded as table_math.h says, then state).
+  int64_t row_words() const { return row_words_; }
+  bool bf16() const { return bf16_; }
   int64_t size() const;
   int64_t capacity() const;
   bool tiered() const { return cache_ != nullptr; }
@@ -181,7 +213,9 @@ class DynamicTable {
   DynamicTableSpec spec_;
   Device device_;
   Eviction eviction_;
-  int64_t row_width_ = 0;
+  int64_t row_width_ = 0;  // dim + state floats (export / import)
+  int64_t row_words_ = 0;  // stored words per row: embedding_words(dim, bf16_) + state
+  bool bf16_ = false;
   uint64_t table_seed_ = 0;
   int64_t step_ = 0;
   const void* last_unique_ = nullptr;  // the unique keys of the last dedupe, already checked

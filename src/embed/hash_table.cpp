@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -103,6 +104,8 @@ void HashTable::allocate(Ctx&, int64_t num_buckets) {
   v.bucket_size = cfg_.bucket_size;
   v.row_width = cfg_.row_width;
   v.dim = cfg_.dim;
+  v.bf16 = cfg_.bf16;
+  v.state_off = embedding_words(cfg_.dim, cfg_.bf16);
   storage_ = std::move(st);
   view_ = v;
   counters_.capacity = cap;
@@ -148,9 +151,12 @@ void HashTable::find_or_insert(Ctx& ctx, const int64_t* keys, const int32_t* cou
   uint8_t* mask = scratch<uint8_t>(n);
   uint8_t* status = scratch<uint8_t>(n);
   int64_t* evicted = evicted_keys ? evicted_keys : scratch<int64_t>(n);
+  const int64_t grows_before = counters_.grows;
   const bool sketch = cfg_.admit_threshold > 1 && !admit_all;
+  // The key universe fits (set_key_universe): no growth and no full bucket can occur.
+  const bool fits = universe_fits_ && !admit_all;
   // At max capacity without a sketch nothing needs the admitted count: insert counts itself.
-  const bool need_counts = sketch || view_.num_buckets < max_buckets_;
+  const bool need_counts = !fits && (sketch || view_.num_buckets < max_buckets_);
   AdmitCounts ad;
   if (!need_counts) {  // the steady state: find, touch and admit in one pass
     find_touch_admit(ctx, view_, keys, counts, n, step, cfg_.eviction, slots, mask);
@@ -176,10 +182,12 @@ void HashTable::find_or_insert(Ctx& ctx, const int64_t* keys, const int32_t* cou
   if (grew) embed::find(ctx, view_, keys, n, slots);
   for (;;) {
     const bool at_max = view_.num_buckets >= max_buckets_;
-    if (at_max && cfg_.eviction != Eviction::kNone) {
-      // With eviction at max capacity no key finds its bucket full (kFull), so nothing on the
-      // host waits for the counts: they stay on the device until counters() reads them.
-      insert(ctx, view_, keys, counts, n, step, cfg_.eviction, true, mask, slots, status, evicted,
+    const bool evict = at_max && cfg_.eviction != Eviction::kNone;
+    if (evict || fits) {
+      // With eviction at max capacity (or a fitting universe) no key finds its bucket full
+      // (kFull), so nothing on the host waits for the counts: they stay on the device until
+      // counters() reads them.
+      insert(ctx, view_, keys, counts, n, step, cfg_.eviction, evict, mask, slots, status, evicted,
              pending_);
       has_pending_ = true;
       init_rows(ctx, view_, keys, slots, status, n, cfg_.table_seed, cfg_.init_std);
@@ -201,6 +209,41 @@ void HashTable::find_or_insert(Ctx& ctx, const int64_t* keys, const int32_t* cou
     // Keys placed before the growth moved with the rehash: look every key up again.
     embed::find(ctx, view_, keys, n, slots);
   }
+  // A growth or an import (keys outside the universe, perhaps) changes whether it fits.
+  if (!universe_.empty() && (grew || admit_all || counters_.grows != grows_before))
+    check_universe(ctx);
+}
+
+void HashTable::set_key_universe(Ctx& ctx, std::vector<int64_t> keys) {
+  universe_ = std::move(keys);
+  check_universe(ctx);
+}
+
+void HashTable::check_universe(Ctx& ctx) {
+  universe_fits_ = false;
+  if (universe_.empty() || cfg_.admit_threshold > 1) return;
+  const int64_t cap = capacity(), nb = view_.num_buckets;
+  std::vector<int64_t> present(static_cast<size_t>(cap));
+  to_host(ctx, present.data(), view_.keys, static_cast<size_t>(cap) * sizeof(int64_t));
+  std::vector<int32_t> fill(static_cast<size_t>(nb), 0);
+  std::vector<int64_t> held;
+  held.reserve(static_cast<size_t>(cap));
+  for (const int64_t k : present) {
+    if (k == kEmptyKey) continue;
+    held.push_back(k);
+    ++fill[static_cast<size_t>(bucket_of(k, nb))];
+  }
+  std::sort(held.begin(), held.end());
+  int64_t total = static_cast<int64_t>(held.size());
+  for (const int64_t k : universe_) {
+    if (k == kEmptyKey || std::binary_search(held.begin(), held.end(), k)) continue;
+    ++total;
+    ++fill[static_cast<size_t>(bucket_of(k, nb))];
+  }
+  if (static_cast<double>(total) > cfg_.max_load_factor * static_cast<double>(cap)) return;
+  for (const int32_t f : fill)
+    if (f > cfg_.bucket_size) return;
+  universe_fits_ = true;
 }
 
 void HashTable::insert_no_grow(Ctx& ctx, const int64_t* keys, int64_t n, int64_t step,

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/arena.h"
 #include "core/context.h"
@@ -24,8 +25,9 @@ struct HashTableConfig {
   int bucket_size = 32;
   double max_load_factor = 0.75;
   Eviction eviction = Eviction::kLru;
-  int64_t admit_threshold = 0;  // <= 1: every key is admitted
-  int64_t dim = 0, row_width = 0;
+  int64_t admit_threshold = 0;     // <= 1: every key is admitted
+  int64_t dim = 0, row_width = 0;  // row_width: 4-byte words per row (TableView)
+  bool bf16 = false;               // bf16 embedding values (table_math.h's row layout)
   uint64_t table_seed = 0;
   float init_std = 0.02f;
   bool values_on_host = false;  // CUDA: values in page-locked host memory (the store of a tier)
@@ -72,6 +74,21 @@ class HashTable {
   void erase_async(Ctx& ctx, const int64_t* keys, int64_t n);
   // Doubles the buckets (rehash); throws at max capacity.
   void grow(Ctx& ctx);
+  // Whether find_or_insert (without admit_all) may wait for the device: the table can still grow
+  // (its growth is decided on the host from the admitted count), admission keeps a sketch, or
+  // eviction is off (a full bucket is reported to the host). Otherwise it never synchronises.
+  // Also never while the key universe fits (set_key_universe).
+  bool insert_waits() const {
+    return !universe_fits_ && (cfg_.admit_threshold > 1 || view_.num_buckets < max_buckets_ ||
+                               cfg_.eviction == Eviction::kNone);
+  }
+  // Declares every key find_or_insert will be given (a catalogue; distinct). While they fit the
+  // table as it is — each bucket holds its present keys and the universe's others, and all of
+  // them stay within the load factor — no find_or_insert can grow the table or find a bucket
+  // full, so it inserts with the counts on the device and never waits (an admission sketch
+  // excepted). Checked now and after each growth or import (one read of the keys present).
+  void set_key_universe(Ctx& ctx, std::vector<int64_t> keys);
+  bool universe_fits() const { return universe_fits_; }
 
  private:
   struct Storage;
@@ -99,6 +116,10 @@ class HashTable {
   uint64_t* pending_ = nullptr;
   mutable bool has_pending_ = false;
   mutable HashTableCounters counters_;
+  // set_key_universe: the keys, and whether they fit the current table.
+  void check_universe(Ctx& ctx);
+  std::vector<int64_t> universe_;
+  bool universe_fits_ = false;
 };
 
 }  // namespace hstu::embed

@@ -1,11 +1,13 @@
 // table_checkpoint.cpp — save and (filtered) load of a dynamic table as safetensors.
 #include "embed/table_checkpoint.h"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <map>
 
 #include "core/error.h"
+#include "embed/table_math.h"
 #include "io/safetensors.h"
 
 namespace hstu::embed {
@@ -47,6 +49,7 @@ std::string save_dynamic_table(Ctx& ctx, DynamicTable& table, const std::string&
 void save_dynamic_table_file(Ctx& ctx, DynamicTable& table, const std::string& path) {
   TableRows rows = table.export_rows(ctx);
   const int64_t n = static_cast<int64_t>(rows.keys.size()), w = table.row_width();
+  const int64_t d = table.spec().dim, sw = w - d;
   std::vector<int64_t> scores(rows.scores.size());
   std::memcpy(scores.data(), rows.scores.data(), scores.size() * 8);
   const DynamicTableSpec& s = table.spec();
@@ -64,12 +67,30 @@ void save_dynamic_table_file(Ctx& ctx, DynamicTable& table, const std::string& p
       {"rejections", std::to_string(c.rejections)},
       {"size", std::to_string(c.size)},
       {"capacity", std::to_string(c.capacity)},
+      {"value_dtype", table.bf16() ? "bf16" : "f32"},
   };
-  save_safetensors(path,
-                   {{"keys", Tensor(rows.keys.data(), DType::kI64, Device::kCPU, {n})},
-                    {"values", Tensor(rows.values.data(), DType::kF32, Device::kCPU, {n, w})},
-                    {"scores", Tensor(scores.data(), DType::kI64, Device::kCPU, {n})}},
-                   meta);
+  if (!table.bf16()) {
+    save_safetensors(path,
+                     {{"keys", Tensor(rows.keys.data(), DType::kI64, Device::kCPU, {n})},
+                      {"values", Tensor(rows.values.data(), DType::kF32, Device::kCPU, {n, w})},
+                      {"scores", Tensor(scores.data(), DType::kI64, Device::kCPU, {n})}},
+                     meta);
+    return;
+  }
+  // bf16: the exported values are the stored bf16 widened, so bf16_bits gives them back exactly.
+  std::vector<uint16_t> values(static_cast<size_t>(n * d));
+  std::vector<float> state(static_cast<size_t>(n * sw));
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < d; ++j) values[i * d + j] = bf16_bits(rows.values[i * w + j]);
+    std::copy_n(rows.values.begin() + i * w + d, sw, state.begin() + i * sw);
+  }
+  std::vector<std::pair<std::string, Tensor>> tensors = {
+      {"keys", Tensor(rows.keys.data(), DType::kI64, Device::kCPU, {n})},
+      {"values", Tensor(values.data(), DType::kBF16, Device::kCPU, {n, d})},
+      {"scores", Tensor(scores.data(), DType::kI64, Device::kCPU, {n})}};
+  if (sw > 0)
+    tensors.push_back({"state", Tensor(state.data(), DType::kF32, Device::kCPU, {n, sw})});
+  save_safetensors(path, tensors, meta);
 }
 
 int64_t load_dynamic_table(Ctx& ctx, DynamicTable& table, const std::string& dir,
@@ -91,9 +112,27 @@ int64_t load_dynamic_table_file(Ctx& ctx, DynamicTable& table, const std::string
   const SafetensorsFile::Entry& k = f.get("keys");
   const int64_t n = k.numel();
   HSTU_CHECK(k.dtype == DType::kI64 && k.shape.size() == 1, path, ": keys must be i64 [n]");
+  const int64_t d = table.spec().dim, sw = w - d;
   const SafetensorsFile::Entry& v = f.get("values");
-  HSTU_CHECK(v.dtype == DType::kF32 && v.shape == (std::vector<int64_t>{n, w}), path,
-             ": values must be f32 [", n, ", ", w, "]");
+  // bf16 files: values bf16 [n, dim] and (with optimiser state) state f32 [n, row_width - dim].
+  const bool bf16 = v.dtype == DType::kBF16;
+  const auto it = f.metadata().find("value_dtype");
+  const std::string file_dtype = it == f.metadata().end() ? "f32" : it->second;
+  HSTU_CHECK(file_dtype == (bf16 ? "bf16" : "f32"), path, ": metadata value_dtype '", file_dtype,
+             "' does not match the values tensor's dtype ", dtype_name(v.dtype));
+  const SafetensorsFile::Entry* state = nullptr;
+  if (bf16) {
+    HSTU_CHECK(v.shape == (std::vector<int64_t>{n, d}), path, ": values must be bf16 [", n, ", ", d,
+               "]");
+    if (sw > 0) {
+      state = &f.get("state");
+      HSTU_CHECK(state->dtype == DType::kF32 && state->shape == (std::vector<int64_t>{n, sw}), path,
+                 ": state must be f32 [", n, ", ", sw, "]");
+    }
+  } else {
+    HSTU_CHECK(v.dtype == DType::kF32 && v.shape == (std::vector<int64_t>{n, w}), path,
+               ": values must be f32 [", n, ", ", w, "] or bf16 [", n, ", ", d, "]");
+  }
   const SafetensorsFile::Entry& sc = f.get("scores");
   HSTU_CHECK(sc.dtype == DType::kI64 && sc.shape == (std::vector<int64_t>{n}), path,
              ": scores must be i64 [", n, "]");
@@ -110,7 +149,18 @@ int64_t load_dynamic_table_file(Ctx& ctx, DynamicTable& table, const std::string
     scores.push_back(s);
     const size_t at = values.size();
     values.resize(at + static_cast<size_t>(w));
-    std::memcpy(values.data() + at, v.bytes.data() + i * w * 4, static_cast<size_t>(w) * 4);
+    if (!bf16) {
+      std::memcpy(values.data() + at, v.bytes.data() + i * w * 4, static_cast<size_t>(w) * 4);
+      continue;
+    }
+    for (int64_t j = 0; j < d; ++j) {  // widened exactly; a bf16 table stores these bits again
+      uint16_t b;
+      std::memcpy(&b, v.bytes.data() + (i * d + j) * 2, 2);
+      values[at + j] = bf16_to_float(b);
+    }
+    if (state)
+      std::memcpy(values.data() + at + d, state->bytes.data() + i * sw * 4,
+                  static_cast<size_t>(sw) * 4);
   }
   table.begin_step(std::max(table.step(), meta_int(f, "step")));
   table.import_rows(ctx, keys, values, w, &scores);

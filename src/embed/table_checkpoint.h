@@ -8,10 +8,18 @@
 //
 // File <dir>/<name>.dynamic.safetensors:
 //   keys   i64 [n]
-//   values f32 [n, row_width]   (embedding [dim] | optimiser state: adam m, v; adagrad state)
+//   f32 table (value_dtype f32):
+//     values f32 [n, row_width]   (embedding [dim] | optimiser state: adam m, v; adagrad state)
+//   bf16 table (value_dtype bf16):
+//     values bf16 [n, dim]        (the stored bits, exactly)
+//     state  f32 [n, row_width - dim]   (only when the optimiser has state)
 //   scores i64 [n]              (the u64 scores' bits: LRU step / LFU frequency)
 //   metadata: format = hstu.dynamic_table.v1, name, dim, row_width, optimizer, eviction, step,
-//             inserts, evictions, rejections, size, capacity
+//             inserts, evictions, rejections, size, capacity, value_dtype (f32 | bf16; absent in
+//             files written before bf16 tables: f32)
+// Either file loads into either table: bf16 values widen exactly into an f32 table; f32 values
+// load into a bf16 table rounded to nearest even (exact for values that came from a bf16 table,
+// so bf16 -> f32 table -> bf16 is bit-exact).
 // The admission sketch is not saved: keys not yet admitted start counting again after a load.
 #pragma once
 

@@ -1,6 +1,7 @@
 // table_math.h — the per-key formulas the CPU reference and the CUDA kernels of the dynamic
 // embedding table share (HSTU_HD): the sentinel key, the bucket of a key, a key's initial value,
-// and the eviction order of two slots.
+// the eviction order of two slots, and the bf16 storage of embedding values (round to nearest
+// even, the row layout of a bf16 table).
 //
 // A key's initial row is a pure function of (table seed, key, column): element c of key k draws
 // Box-Muller pairs from Philox(derive_seed(table_seed, k), counter j, subsequence c) until one is
@@ -10,6 +11,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "core/hash.h"
 #include "core/host_device.h"
@@ -55,6 +57,54 @@ HSTU_HD float key_init_value(uint64_t table_seed, int64_t key, int64_t c, float 
 // smaller key, so the victim does not depend on where keys sit in the bucket.
 HSTU_HD bool evicts_before(uint64_t sa, int64_t ka, uint64_t sb, int64_t kb) {
   return sa < sb || (sa == sb && ka < kb);
+}
+
+// ---- bf16 values -------------------------------------------------------------------------------
+// A bf16 table's row (value_dtype "bf16") holds its dim embedding values as bf16 (the upper 16
+// bits of the fp32 value, element c at byte 2c of the row) in embedding_words(dim, true) 4-byte
+// words (dim rounded up to 8 values, so the fp32 optimiser state after it stays 16-byte
+// aligned; the padding is zero), then the fp32 state. An f32 row is dim floats, then the state.
+// Readers widen bf16 to fp32 exactly; writers round the fp32 result to nearest even.
+
+// The bf16 bits of f rounded to nearest, ties to even; NaN stays a (quiet) NaN, overflow past
+// the largest bf16 gives infinity (IEEE rounding).
+HSTU_HD uint16_t bf16_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+// The fp32 value of bf16 bits (exact).
+HSTU_HD float bf16_to_float(uint16_t b) {
+  const uint32_t u = static_cast<uint32_t>(b) << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+// f rounded to the nearest bf16 (ties to even), as an fp32 value.
+HSTU_HD float round_bf16(float f) {
+  return bf16_to_float(bf16_bits(f));
+}
+
+// 4-byte words of a row's embedding part: dim (f32) or dim rounded up to 8 bf16 values.
+HSTU_HD int64_t embedding_words(int64_t dim, bool bf16) {
+  return bf16 ? (dim + 7) / 8 * 4 : dim;
+}
+
+// Embedding element c of a row (row: its first word).
+HSTU_HD float row_value(const float* row, int64_t c, bool bf16) {
+  return bf16 ? bf16_to_float(reinterpret_cast<const uint16_t*>(row)[c]) : row[c];
+}
+
+// Stores v as embedding element c of a row (bf16: rounded to nearest even).
+HSTU_HD void set_row_value(float* row, int64_t c, float v, bool bf16) {
+  if (bf16)
+    reinterpret_cast<uint16_t*>(row)[c] = bf16_bits(v);
+  else
+    row[c] = v;
 }
 
 }  // namespace hstu::embed

@@ -24,12 +24,15 @@ struct TableView {
   int64_t* keys = nullptr;       // [capacity], kEmptyKey = free
   uint64_t* scores = nullptr;    // [capacity]: LRU step of last use / LFU frequency
   int64_t* last_step = nullptr;  // [capacity]: step of last use (-1: never); protects the step
-  float* values = nullptr;       // [capacity, row_width]: embedding [dim] | optimiser state
+  float* values = nullptr;       // [capacity, row_width] 4-byte words: embedding [dim] (f32, or
+                                 // bf16 in state_off words) | optimiser state f32 (table_math.h)
   int32_t* heads = nullptr;      // [num_buckets]: CUDA insert's per-bucket key lists; -1 between
                                  // calls (clear sets it; the CPU does not use it)
   int64_t num_buckets = 0;
   int bucket_size = 0;
   int64_t row_width = 0, dim = 0;
+  int64_t state_off = 0;  // word of the optimiser state in a row: embedding_words(dim, bf16)
+  bool bf16 = false;      // embedding values stored as bf16
   HSTU_HD int64_t capacity() const { return num_buckets * bucket_size; }
 };
 
@@ -121,8 +124,8 @@ InsertCounts insert(Ctx& ctx, const TableView& t, const int64_t* keys, const int
                     int64_t* slots, uint8_t* status, int64_t* evicted_keys,
                     uint64_t* pending = nullptr);
 
-// Rows slots[i] (where status[i] is kInserted or kEvicted) = the key's initial embedding and a
-// zero optimiser state.
+// Rows slots[i] (where status[i] is kInserted or kEvicted) = the key's initial embedding (rounded
+// to bf16 in a bf16 table) and a zero optimiser state (and zero padding).
 void init_rows(Ctx& ctx, const TableView& t, const int64_t* keys, const int64_t* slots,
                const uint8_t* status, int64_t n, uint64_t table_seed, float init_std);
 
@@ -154,11 +157,14 @@ struct RowSpace {
   float* a = nullptr;
   int64_t n_a = 0;
   float* b = nullptr;
-  int64_t row_width = 0, dim = 0;
+  int64_t row_width = 0, dim = 0;  // row_width in 4-byte words, as TableView's
+  int64_t state_off = 0;           // as TableView's
+  bool bf16 = false;
 };
 
-// out[i, 0:dim) = embedding of refs[r], r = inverse ? inverse[i] : i; for refs[r] < 0 the initial
-// value of keys[r] (init_missing) or zeros. out is [n, out_ld] f32. With inverse it is the
+// out[i, 0:dim) = embedding of refs[r] (bf16 widened to f32), r = inverse ? inverse[i] : i; for
+// refs[r] < 0 the initial value of keys[r] (init_missing; rounded to bf16 in a bf16 table, the
+// value an insert would store) or zeros. out is [n, out_ld] f32. With inverse it is the
 // lookups' output straight from the table (no window).
 void gather(Ctx& ctx, const RowSpace& rs, const int64_t* refs, const int64_t* keys, int64_t n,
             float* out, int64_t out_ld, bool init_missing, uint64_t table_seed, float init_std,
@@ -166,9 +172,10 @@ void gather(Ctx& ctx, const RowSpace& rs, const int64_t* refs, const int64_t* ke
 
 // The fused sparse optimiser: for each i with touched[i] and refs[i] >= 0, updates row refs[i]
 // (embedding and state in the row) from grad[i, 0:dim) with exactly the per-element math of
-// sparse_optimizer_step on this backend, sets dirty[refs[i]] = 1 where refs[i] < n_a and dirty
-// is given; then zeroes grad[0:n) and touched[0:n). refs of touched rows must be distinct.
-// spec.skip_if_nonfinite is honoured as sparse_optimizer_step does.
+// sparse_optimizer_step on this backend (a bf16 embedding is read as f32, updated in f32 and
+// stored rounded to nearest even bf16; the state stays f32), sets dirty[refs[i]] = 1 where refs[i]
+// < n_a and dirty is given; then zeroes grad[0:n) and touched[0:n). refs of touched rows must be
+// distinct. spec.skip_if_nonfinite is honoured as sparse_optimizer_step does.
 void apply_optimizer(Ctx& ctx, const RowSpace& rs, const int64_t* refs, float* grad,
                      int64_t grad_ld, uint8_t* touched, int64_t n, const SparseOptimizerSpec& spec,
                      uint8_t* dirty);

@@ -1,15 +1,30 @@
 // hstu_layer.cpp — forward and backward sequencing of one HSTU layer over the op families.
+//
+// Around the attention (cfg.fused, the default): SiLU(z) into the padded u|v|q|k layout and its
+// backward with the uvqk bias gradient through uvqk_act.h (one pass each where that measured
+// faster: the forward with padded heads, the backward with a dense layout), and the residual add
+// as the output GEMM's C input (gemm_residual). The LayerNorms
+// already write the GEMM operands (LN(x) -> xn, LN(O) * u * dropout -> y) in one pass each.
+// cfg.fused = false runs the separate passes these replaced.
 #include "model/hstu_layer.h"
 
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 
 #include "core/phase_timer.h"
 #include "ops/activation.h"
 #include "ops/gemm.h"
 #include "ops/hstu_attention.h"
 #include "ops/layernorm.h"
+#include "ops/uvqk_act.h"
 
 namespace hstu {
+
+HstuLayer::HstuLayer(const HstuLayerConfig& cfg, int index) : cfg_(cfg), index_(index) {
+  const char* unfused = std::getenv("HSTU_LAYER_UNFUSED");
+  if (unfused != nullptr && std::strcmp(unfused, "1") == 0) cfg_.fused = false;
+}
 
 void HstuLayer::register_params(DenseParams& p) {
   const int64_t d = cfg_.hidden, hd = cfg_.hd();
@@ -81,8 +96,11 @@ Tensor HstuLayer::grad(const DenseParams& p, int id) const {
   return id < 0 ? Tensor() : p.grad(id);
 }
 
-// uvqk = SiLU(z): u as one block, v | q | k as 3H heads into their padded places.
-static void silu_fwd(Ctx& ctx, const UvqkLayout& l, const Tensor& z, const Tensor& uvqk) {
+// uvqk = SiLU(z): u as one block, v | q | k as 3H heads into their padded places (fused: one
+// pass, uvqk_act.h; unfused: the generic activation op, two calls with a padded layout).
+static void silu_fwd(Ctx& ctx, bool fused, const UvqkLayout& l, const Tensor& z,
+                     const Tensor& uvqk) {
+  if (fused) return uvqk_silu_fwd(ctx, l, z, uvqk);
   if (l.dense()) return activation_fwd(ctx, Activation::kSilu, z, uvqk);
   const int64_t hd = l.heads * l.head_dim;
   activation_fwd(ctx, Activation::kSilu, z.cols(0, hd), uvqk.cols(0, hd));
@@ -143,7 +161,7 @@ void HstuLayer::forward(Ctx& ctx, const DenseParams& p, const BatchTensors& b, c
   phase(ctx, "fwd.gemm_uvqk");
   gemm(ctx, GemmDesc{}, xn, matrix(p, ids_.w_uvqk), z, bias(p, ids_.b_uvqk));
   phase(ctx, "fwd.silu");
-  silu_fwd(ctx, cfg_.uvqk_layout(), z, uvqk);
+  silu_fwd(ctx, cfg_.fused, cfg_.uvqk_layout(), z, uvqk);
   phase(ctx, "fwd.attn");
   hstu_attention_fwd(ctx, attention_args(cfg_, p, ids_, b, uvqk), o);
   const DropoutSpec drop{training ? cfg_.dropout : 0.0f, dropout_seed, b.dropout_offset(hd)};
@@ -151,6 +169,10 @@ void HstuLayer::forward(Ctx& ctx, const DenseParams& p, const BatchTensors& b, c
   ln_mul_dropout_fwd(ctx, o, uvqk.cols(0, hd), param(p, ids_.ln_out_w), param(p, ids_.ln_out_b),
                      cfg_.eps, drop, y, first_rows(acts.ln2_mean, t), first_rows(acts.ln2_rstd, t));
   phase(ctx, "fwd.gemm_out");
+  if (cfg_.fused) {  // x_in is the GEMM's C input: no copy of it into x_out first
+    gemm_residual(ctx, GemmDesc{}, y, matrix(p, ids_.w_o), x_in, x_out, bias(p, ids_.b_o));
+    return;
+  }
   copy_tensor(x_out, x_in, ctx.stream);
   gemm(ctx, GemmDesc{false, false, 1.0f, 1.0f}, y, matrix(p, ids_.w_o), x_out, bias(p, ids_.b_o));
 }
@@ -172,7 +194,7 @@ void HstuLayer::backward(Ctx& ctx, const DenseParams& p, const BatchTensors& b, 
   Tensor uvqk = first_rows(acts.uvqk, t);
   if (cfg_.recompute_silu) {
     uvqk = first_rows(scr.uvqk, t);
-    silu_fwd(ctx, cfg_.uvqk_layout(), z, uvqk);
+    silu_fwd(ctx, cfg_.fused, cfg_.uvqk_layout(), z, uvqk);
   }
   const Tensor d_y = first_rows(scr.d_y, t), d_o = first_rows(scr.d_o, t);
   const UvqkLayout lay = cfg_.uvqk_layout();
@@ -197,10 +219,13 @@ void HstuLayer::backward(Ctx& ctx, const DenseParams& p, const BatchTensors& b, 
                      grad(p, ids_.rab_time));
   // SiLU, then the uvqk projection.
   phase(ctx, "bwd.silu");
-  silu_bwd(ctx, lay, z, d_uvqk, d_z);
+  if (cfg_.fused)  // with the uvqk bias gradient (in the same pass where that measured faster)
+    uvqk_silu_bwd(ctx, lay, z, d_uvqk, d_z, grad(p, ids_.b_uvqk), true);
+  else
+    silu_bwd(ctx, lay, z, d_uvqk, d_z);
   phase(ctx, "bwd.gemm_uvqk");
   gemm(ctx, GemmDesc{true, false, 1.0f, 1.0f}, xn, d_z, grad(p, ids_.w_uvqk));
-  if (ids_.b_uvqk >= 0) bias_grad(ctx, d_z, grad(p, ids_.b_uvqk), true);
+  if (ids_.b_uvqk >= 0 && !cfg_.fused) bias_grad(ctx, d_z, grad(p, ids_.b_uvqk), true);
   gemm(ctx, GemmDesc{false, true, 1.0f, 0.0f}, d_z, matrix(p, ids_.w_uvqk), d_xn);
   phase(ctx, "bwd.ln_in");
   // Input LayerNorm: accumulate into dx, which already holds the residual gradient.

@@ -16,27 +16,11 @@
 #include "core/context.h"
 #include "model/batch_tensors.h"
 #include "model/params.h"
+#include "ops/uvqk_act.h"
 
 namespace hstu {
 
-// Column layout of the activated projection SiLU(z) (acts.uvqk) and of its gradient
-// (scratch.d_uvqk): u dense in [0, Hd); then v, q and k, each H heads at a stride of the head
-// width rounded up to 8 elements, v starting at Hd rounded up to 8. Every head then starts on a
-// 16-byte boundary, so the attention kernels move whole 16-byte chunks (the paper's widths 25 and
-// 50 would otherwise be copied element by element); the padding columns are never read or
-// written. With widths that are multiples of 8 this is the dense [T, 4Hd]. z and its gradient
-// stay dense [T, 4Hd], the GEMMs' layout.
-struct UvqkLayout {
-  int64_t heads = 1, head_dim = 0;
-
-  static int64_t round8(int64_t x) { return (x + 7) / 8 * 8; }
-  int64_t stride() const { return round8(head_dim); }  // head stride of v, q, k
-  int64_t v0() const { return round8(heads * head_dim); }
-  int64_t q0() const { return v0() + heads * stride(); }
-  int64_t k0() const { return q0() + heads * stride(); }
-  int64_t width() const { return k0() + heads * stride(); }
-  bool dense() const { return width() == 4 * heads * head_dim; }
-};
+// The column layout of SiLU(z) (acts.uvqk) and of its gradient: UvqkLayout, ops/uvqk_act.h.
 
 struct HstuLayerConfig {
   int64_t hidden = 0;    // D
@@ -57,6 +41,12 @@ struct HstuLayerConfig {
   int32_t target_group_size = 1;
   int32_t max_attn_len = 0;
   bool recompute_ln = false, recompute_silu = false;
+  // Fused element-wise passes around the attention (issue 16 item 2): SiLU into the padded
+  // layout and its backward with the uvqk bias gradient through uvqk_act.h (one pass each where
+  // that measured faster), and the residual as the output GEMM's C input (gemm_residual). false:
+  // the separate passes they replaced (a reference and the "before" of the benchmarks);
+  // HSTU_LAYER_UNFUSED=1 in the environment sets it for every layer.
+  bool fused = true;
   std::string init = "recsys";  // recsys | meta
 
   int64_t hd() const { return heads * head_dim; }
@@ -91,7 +81,8 @@ struct HstuLayerScratch {
 
 class HstuLayer {
  public:
-  HstuLayer(const HstuLayerConfig& cfg, int index) : cfg_(cfg), index_(index) {}
+  // cfg.fused is cleared when HSTU_LAYER_UNFUSED=1 is set in the environment.
+  HstuLayer(const HstuLayerConfig& cfg, int index);
 
   // Registers this layer's parameters (names "layers.<i>.<param>").
   void register_params(DenseParams& params);

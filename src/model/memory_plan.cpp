@@ -104,20 +104,28 @@ WindowIds window_ids(const Config& cfg) {
 // The device bytes of a dynamic item table: its slots on the device (all of them, or the HBM
 // cache of a host tier) as a power of two of buckets, each slot a row (embedding + optimiser
 // state) with an 8-byte key and score; the step's window (f32 rows + gradient); the catalogue
-// materialised for evaluation (f32 rows + gradient buffer). Sharded by key over data-parallel
-// ranks (train/dynamic_shard.h) when TrainerArgs.model_parallel_tables names it.
-void plan_dynamic_items(const Config& cfg, int64_t num_items, PlannedTable& t) {
+// materialised for evaluation (f32 rows + gradient buffer); on CUDA the device window's arrays
+// (dynamic_window_bytes). Sharded by key over data-parallel ranks (train/dynamic_shard.h) when
+// TrainerArgs.model_parallel_tables names it.
+void plan_dynamic_items(const Config& cfg, int64_t num_items, Device device, PlannedTable& t) {
   const DynamicTableConfig c = dynamic_table_config(cfg, "item", num_items - 1);
   DynamicTablePlan& d = t.dynamic;
   d.max_rows = c.max_capacity_rows;
   d.cache_rows = c.gpu_cache_rows;
   d.bucket = c.bucket_size;
-  d.row_bytes = dynamic_row_bytes(c.dim, c.optimizer, c.value_dtype) + 16;
+  // Per slot: the row, then the key, score and last-use step (i64 each, embed/hash_table.cpp);
+  // per bucket its list head (i32).
+  d.row_bytes = dynamic_row_bytes(c.dim, c.optimizer, c.value_dtype) + 24;
+  d.bucket_bytes = 4;
   const int64_t window = checked_mul(t.max_unique, c.dim * 8, "dynamic window bytes");
   const int64_t catalogue = checked_mul(num_items, c.dim * 8, "dynamic catalogue bytes");
   d.fixed_bytes = checked_add(window, catalogue, "dynamic bytes");
+  if (device == Device::kCUDA)
+    d.fixed_bytes = checked_add(d.fixed_bytes,
+                                dynamic_window_bytes(t.max_unique, num_items, cfg.dataset.raw_ids),
+                                "dynamic bytes");
   t.dynamic_bytes = dynamic_table_bytes(d, 1);
-  const int64_t slots = (t.dynamic_bytes - d.fixed_bytes) / d.row_bytes;
+  const int64_t slots = dynamic_table_slots(d, 1);
   t.dynamic_formula = "dynamic: " + std::to_string(slots) + " slots x " +
                       std::to_string(d.row_bytes) + " B" +
                       (c.gpu_cache_rows > 0 ? " in HBM (host tier)" : "") + " + window " +
@@ -232,7 +240,7 @@ ModelMemory retrieval_memory(const Config& cfg, int64_t num_items, Device device
   set_dense(dense, m);
   const WindowIds w = window_ids(cfg);
   m.tables.push_back(table("item", num_items, w.ids, w.formula));
-  if (is_dynamic_table(cfg, "item")) plan_dynamic_items(cfg, num_items, m.tables.back());
+  if (is_dynamic_table(cfg, "item")) plan_dynamic_items(cfg, num_items, device, m.tables.back());
   m.step_activation_bytes = retrieval_activation_bytes(cfg, shape, act, false);
   m.activation_bytes = retrieval_activation_bytes(cfg, shape, act, true);
   return m;
@@ -287,15 +295,34 @@ ModelMemory ranking_memory(const Config& cfg, const RankingShape& shape, Device 
   return m;
 }
 
-int64_t dynamic_table_bytes(const DynamicTablePlan& d, int world) {
+int64_t dynamic_window_bytes(int64_t window_rows, int64_t num_ids, bool raw_ids) {
+  // The dedupe (ops/cuda/window_gpu.cu): the window's unique ids (i32) and a key + index (i32
+  // each) per catalogue id when the flag scan runs (catalogue <= window), else per window row;
+  // the rows' keys, counts and table refs (i64, i32, i64). With raw ids, the catalogue's keys
+  // (i64) and the present-key pool's refs, flags, index and ids (i64 + 3 x i32) per id.
+  const int64_t scanned = num_ids <= window_rows ? num_ids : window_rows;
+  int64_t b = checked_add(checked_mul(window_rows, 4 + 8 + 4 + 8, "device window bytes"),
+                          checked_mul(scanned, 8, "device window bytes"), "device window bytes");
+  if (raw_ids)
+    b = checked_add(b, checked_mul(num_ids, 8 + 20, "device window bytes"), "device window bytes");
+  return b;
+}
+
+int64_t dynamic_table_slots(const DynamicTablePlan& d, int world) {
   const int64_t rows = dynamic_rows_per_rank(d.max_rows, world, d.bucket);
   const int64_t cache = dynamic_rows_per_rank(d.cache_rows, world, d.bucket);
   const int64_t wanted = cache > 0 && cache < rows ? cache : rows;
   const int64_t buckets = static_cast<int64_t>(
       std::bit_ceil(static_cast<uint64_t>((wanted + d.bucket - 1) / d.bucket)));
-  const int64_t slots = checked_mul(buckets, d.bucket, "dynamic table slots");
-  return checked_add(checked_mul(slots, d.row_bytes, "dynamic table bytes"), d.fixed_bytes,
-                     "dynamic bytes");
+  return checked_mul(buckets, d.bucket, "dynamic table slots");
+}
+
+int64_t dynamic_table_bytes(const DynamicTablePlan& d, int world) {
+  const int64_t slots = dynamic_table_slots(d, world);
+  const int64_t table = checked_add(
+      checked_mul(slots, d.row_bytes, "dynamic table bytes"),
+      checked_mul(slots / d.bucket, d.bucket_bytes, "dynamic table bytes"), "dynamic table bytes");
+  return checked_add(table, d.fixed_bytes, "dynamic bytes");
 }
 
 }  // namespace hstu

@@ -29,15 +29,24 @@ namespace hstu {
 // optimiser's state.
 // A dynamic table's device memory, by the rule its slots follow: a power of two of buckets
 // holding max_rows (or cache_rows, the HBM cache of a host tier), each slot row_bytes (the row
-// with its key and score), plus fixed_bytes (the step's window and the evaluation catalogue,
-// whole on every rank).
+// with its key, score and last-use step), each bucket bucket_bytes (its list head), plus
+// fixed_bytes (the step's window and the evaluation catalogue, whole on every rank).
 struct DynamicTablePlan {
-  int64_t max_rows = 0, cache_rows = 0, bucket = 1, row_bytes = 0, fixed_bytes = 0;
+  int64_t max_rows = 0, cache_rows = 0, bucket = 1, row_bytes = 0, bucket_bytes = 0,
+          fixed_bytes = 0;
 };
 // Its bytes on one of `world` ranks sharding it by key (config/dynamic_table.h
 // dynamic_rows_per_rank; the host tier stays on while the rank's cache is below its rows);
 // world = 1: the whole table.
 int64_t dynamic_table_bytes(const DynamicTablePlan& d, int world);
+// The slots one rank's share of the table allocates (a power of two of buckets).
+int64_t dynamic_table_slots(const DynamicTablePlan& d, int world);
+
+// The device bytes of a dynamic item table's per-step window on CUDA (the dedupe's and the
+// table lookup's arrays, with raw ids the catalogue's keys and the present-key pool), for a
+// window of `window_rows` rows over `num_ids` ids; CUB's temporary storage is sized on the
+// device and not counted.
+int64_t dynamic_window_bytes(int64_t window_rows, int64_t num_ids, bool raw_ids);
 
 struct PlannedTable {
   std::string name;  // "item" | "action" | "contextual"

@@ -15,6 +15,11 @@ void gemm(Ctx& ctx, const GemmDesc& desc, const Tensor& a, const Tensor& b, cons
   if (ctx.cpu()) return cpu::gemm(ctx, desc, a, b, c, bias);
   HSTU_CUDA_DISPATCH(return cuda::gemm(ctx, desc, a, b, c, bias));
 }
+void gemm_residual(Ctx& ctx, const GemmDesc& desc, const Tensor& a, const Tensor& b,
+                   const Tensor& residual, const Tensor& d, const Tensor& bias) {
+  if (ctx.cpu()) return cpu::gemm_residual(ctx, desc, a, b, residual, d, bias);
+  HSTU_CUDA_DISPATCH(return cuda::gemm_residual(ctx, desc, a, b, residual, d, bias));
+}
 void bias_grad(Ctx& ctx, const Tensor& dy, const Tensor& db, bool accumulate) {
   if (ctx.cpu()) return cpu::bias_grad(ctx, dy, db, accumulate);
   HSTU_CUDA_DISPATCH(return cuda::bias_grad(ctx, dy, db, accumulate));

@@ -23,6 +23,13 @@ struct GemmDesc {
 void gemm(Ctx& ctx, const GemmDesc& desc, const Tensor& a, const Tensor& b, const Tensor& c,
           const Tensor& bias = Tensor());
 
+// D[M,N] = alpha * op(A) @ op(B) + residual[M,N]  (+ bias[N]): the residual add of the HSTU
+// layer (x_out = x_in + y @ W_o) in the GEMM's epilogue. On CUDA the residual is cuBLASLt's C
+// input and D the output (beta = 1), so no copy of x_in into x_out precedes the GEMM. residual
+// may be d itself (then this is gemm with beta = 1); desc.beta is ignored.
+void gemm_residual(Ctx& ctx, const GemmDesc& desc, const Tensor& a, const Tensor& b,
+                   const Tensor& residual, const Tensor& d, const Tensor& bias = Tensor());
+
 // db[N] (+)= column sums of dy[M,N] — the gradient of a broadcast bias.
 void bias_grad(Ctx& ctx, const Tensor& dy, const Tensor& db, bool accumulate);
 

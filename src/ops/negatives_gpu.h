@@ -28,4 +28,12 @@ void sample_uniform_negatives(Ctx& ctx, int64_t num_items, uint64_t seed, uint64
 void sample_in_batch_negatives(Ctx& ctx, const Tensor& targets, uint64_t seed, uint64_t step,
                                const Tensor& neg_ids, int64_t token_offset = 0);
 
+// neg_ids[T, R] = pool[key_negative_index(seed, step, (o + t) * R + r, n)] with n = *count
+// (pool i32 sorted ascending and count i32 [1] on the device: the ids whose keys a dynamic item
+// table holds, cuda::present_pool); an empty pool draws uniform_negative(seed, step, ..,
+// num_items) instead. The CPU reference is train/table_negatives.h sample_pool_negatives.
+void sample_pool_negatives(Ctx& ctx, const Tensor& pool, const Tensor& count, int64_t num_items,
+                           uint64_t seed, uint64_t step, const Tensor& neg_ids,
+                           int64_t token_offset = 0);
+
 }  // namespace hstu::cuda

@@ -1,6 +1,8 @@
 // window_gpu.h — a row-sharded table's per-step window on the GPU (dist/sharded_table.h): the
 // step's ids deduplicated and rewritten to window rows on the device, the window's rows gathered
-// from the table and its gradient rows added back, with no host round trip. CUDA-only entry
+// from the table and its gradient rows added back, with no host round trip; and the same dedupe
+// feeding a dynamic item table (train/dynamic_item_table.h: the window's keys and sightings, the
+// initial rows of keys not admitted, the ids a table holds for its negatives). CUDA-only entry
 // points (namespace hstu::cuda), defined in cuda/window_gpu.cu in CUDA builds only; the buffer
 // struct itself is plain C++ so CPU builds can hold one.
 //
@@ -83,5 +85,30 @@ void window_add_rows(Ctx& ctx, const Tensor& rows, const Tensor& idx, const Tens
 // distinct, so every row has one writer: deterministic and atomic-free.
 void window_scatter_grads(Ctx& ctx, const WindowDedup& d, const Tensor& window_grad,
                           const Tensor& window_touched, const Tensor& grad, const Tensor& touched);
+
+// A dynamic item table's window (train/dynamic_item_table.h), after window_dedup over the
+// catalogue ids [0, rows): keys i64 [cap] and counts i32 [cap] for the table's find_or_insert.
+// keys[k] = the table key of window row k < *d.count: key_of_id[d.unique[k]] (i64 [rows], a
+// raw-id dataset's key per catalogue index), or d.unique[k] itself when key_of_id is empty; rows
+// past the count get `pad` (the table's reserved key). counts[k] = how many of the rewritten ids
+// (every tensor of `ids`, as window_dedup left them) name window row k, counts[0] at least 1 (the
+// host window's sightings, for LFU scores and admission).
+void window_keys(Ctx& ctx, const WindowDedup& d, const Tensor& key_of_id, int64_t pad,
+                 std::span<const Tensor> ids, const Tensor& keys, const Tensor& counts);
+
+// After a gather that left the rows of absent keys zero: window rows k < *d.count whose ref is
+// < 0 (refs i64 [cap]; keys not admitted) get the key's initial value (embed/table_math.h
+// key_init_value(table_seed, keys[k], c, init_std)), as a gather with init_missing does; rows
+// past the count stay untouched.
+void window_init_missing(Ctx& ctx, const WindowDedup& d, const Tensor& keys, const Tensor& refs,
+                         const Tensor& window, uint64_t table_seed, float init_std);
+
+// The ids a table holds, for negatives drawn from the table (train/table_negatives.h): pool i32
+// [n] = first + i for the i (ascending) with refs[i] >= 0 (i64 [n]: a find of the keys of ids
+// first, first + 1, ...), count i32 [1] their number, on the device. flags / index i32 [n] and
+// temp (u8, present_pool_temp_bytes(n)) are scratch.
+size_t present_pool_temp_bytes(int64_t n);
+void present_pool(Ctx& ctx, const Tensor& refs, int32_t first, const Tensor& flags,
+                  const Tensor& index, const Tensor& temp, const Tensor& pool, const Tensor& count);
 
 }  // namespace hstu::cuda

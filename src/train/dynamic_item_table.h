@@ -10,6 +10,23 @@
 // catalogue_keys[i - 1] + 1, so the table, its checkpoints and its counters are keyed by the
 // raw ids (+ 1: table key 0 is the padding id, raw key 0 a real item).
 //
+// On the GPU (one rank) the step's ids may stay on the device (ItemWindow::on_device): they are
+// deduplicated and rewritten to window rows there (ops/window_gpu.h, the host window's order:
+// key 0, then ascending), widened to keys, found or inserted with the keys padded to the window's
+// rows by the reserved key (DynamicTable::find_or_insert_padded: the distinct count never comes
+// to the host), gathered, and after the model the window's gradient rows applied by the fused
+// optimiser. While the table needs no host decision (find_or_insert_waits() false: at maximum
+// capacity with LRU / LFU eviction, no admission sketch) nothing in the step waits for the device
+// (device_only): the trainer captures fetch, model and update in one CUDA graph, and the counters
+// stay on the device until counters() reads them. Otherwise the fetch runs before the graph and
+// may synchronise (growth, eviction "none"). HSTU_HOST_WINDOW=1 (or set_host_path(true)) selects
+// the host path, the reference the GPU tests compare with.
+//
+// Raw-id data with the uniform sampler draws its negatives from the ids whose keys the table
+// holds (table_negatives(): negative_pool / negative_pool_device, train/table_negatives.h), and
+// its full-catalogue evaluation ranks the targets against those ids only (present_ids(), passed
+// to RetrievalEvaluator::run as the candidates; one rank or sharded).
+//
 // On several data-parallel ranks (a communicator passed in) the table is sharded by key
 // (dynamic_shard.h): this rank's table holds the keys dist::key_owner routes to it, fetch and
 // update exchange the window's keys, rows and gradients with their owners, materialize
@@ -20,14 +37,17 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "config/config.h"
+#include "core/host_staging.h"
 #include "data/dataset.h"
 #include "dist/comm.h"
 #include "dist/sharding.h"
 #include "embed/dynamic_table.h"
 #include "embed/item_window.h"
+#include "ops/window_gpu.h"
 #include "train/dynamic_shard.h"
 #include "train/item_window.h"
 
@@ -45,6 +65,18 @@ class DynamicItemTable final : public ItemWindow {
 
   EmbeddingTable& window() override { return win_.window(); }
   int64_t fetch(Ctx& ctx, int64_t step, std::span<const std::span<int32_t>> ids) override;
+  // The catalogue ids the batches hold are [0, num_ids) (raw ids: the catalogue's size + 1);
+  // allocates the device window's buffers (a CUDA table). make_dynamic_item_table calls it; the
+  // device path needs it.
+  void set_num_ids(int64_t num_ids);
+  bool on_device() const override;
+  bool device_only() const override { return on_device() && !table_->find_or_insert_waits(); }
+  // Returns -1: the distinct count stays on the device.
+  int64_t fetch_device(Ctx& ctx, int64_t step, std::span<const Tensor> ids) override;
+  void set_host_path(bool host) { host_path_ = host; }
+  bool table_negatives() const override { return !catalogue_.empty() && !shard_; }
+  std::span<const int32_t> negative_pool(Ctx& ctx) override;
+  void negative_pool_device(Ctx& ctx, Tensor& pool, Tensor& count) override;
   int64_t fetch_read_only(Ctx& ctx, std::span<const std::span<int32_t>> ids) override;
   // OptimizerArgs.sparse_optimizer_str must be the table's optimiser ("dense_adam" has no
   // dynamic form); the table's own betas and epsilon apply.
@@ -54,6 +86,12 @@ class DynamicItemTable final : public ItemWindow {
   // out.weight rows [0, n) = the rows of keys 0 .. n-1 (n = out.rows), absent keys their
   // initial value: the catalogue of a full-catalogue evaluation.
   void materialize(Ctx& ctx, EmbeddingTable& out);
+  // Whether evaluation ranks only the ids whose keys the table holds (raw-id data).
+  bool evaluates_present_keys() const { return !catalogue_.empty(); }
+  // The catalogue ids in [1, catalogue size] whose keys the table holds now, ascending (raw-id
+  // data only). Sharded: the union over the ranks' shards, the same on every rank (collective:
+  // one host all-reduce of a flag per id).
+  std::vector<int32_t> present_ids(Ctx& ctx);
 
   // This rank's table (its shard when sharded).
   embed::DynamicTable& table() { return *table_; }
@@ -64,6 +102,9 @@ class DynamicItemTable final : public ItemWindow {
 
  private:
   // The table key of catalogue index `id`.
+  // The table keys of ids first .. first + n - 1 in the scratch arena (keys; refs for the
+  // table's answers, both i64 [n]), `host` left holding the keys.
+  std::pair<Tensor, Tensor> catalogue_keys(int32_t first, int64_t n, std::vector<int64_t>& host);
   int64_t key_of(int32_t id) const {
     if (catalogue_.empty() || id == 0) return id;
     return catalogue_[static_cast<size_t>(id) - 1] + 1;
@@ -73,6 +114,8 @@ class DynamicItemTable final : public ItemWindow {
   // Sharded: the distinct keys of key_spans_ (key 0 first, then ascending) into ukeys_ and their
   // sightings into ucounts_; ids rewritten to window rows. Returns U.
   int64_t dedupe(std::span<const std::span<int32_t>> ids);
+  // flags[i] = 1 if the key of id i + 1 is in this rank's table, for ids 1 .. n.
+  void present_flags(Ctx& ctx, int64_t n, std::vector<int32_t>& flags);
 
   std::unique_ptr<embed::DynamicTable> table_;
   embed::DynamicItemWindow win_;
@@ -81,9 +124,22 @@ class DynamicItemTable final : public ItemWindow {
   std::vector<std::span<const int64_t>> key_spans_;
   std::unique_ptr<Arena> scratch_;  // materialize: keys i64 [n], refs i64 [n]
   std::unique_ptr<DynamicShard> shard_;
+  dist::Comm* comm_ = nullptr;  // the shard's ranks (present_ids), else null
   embed::DynamicTableCounters summed_;
   std::vector<int64_t> ukeys_;
   std::vector<int32_t> ucounts_;
+  // The device window (set_num_ids; CUDA builds and tables only).
+  int64_t num_ids_ = 0;
+  bool host_path_ = false;
+  bool dev_fetched_ = false;  // the last training fetch was fetch_device: update applies drefs_
+  int64_t dev_rows_ = 0;      // rows it looked up: the window's, or the count when read back
+  std::unique_ptr<HostStaging> count_host_;  // page-locked: the count, when read back
+  std::unique_ptr<Arena> dev_arena_;
+  cuda::WindowDedup dd_;            // rows num_ids, cap max_unique
+  Tensor dkeys_, dcounts_, drefs_;  // i64, i32, i64 [cap]: the window's keys (padded)
+  Tensor key_of_id_;                // i64 [num_ids]: raw ids' table keys (empty: dense)
+  Tensor pool_refs_, pool_flags_, pool_index_, pool_temp_, pool_, pool_count_;  // [num_ids - 1]
+  std::vector<int32_t> pool_host_;  // negative_pool's ids
 };
 
 // The item table of a run with "item" in DynamicTableArgs.tables: its spec resolved from the

@@ -69,6 +69,14 @@ DynamicShard::DynamicShard(embed::DynamicTable& table, dist::Comm& comm, dist::O
     own_grad_ = a.zeros(DType::kF32, {rcap_, dim_});  // apply leaves it zero
     own_touched_ = a.zeros(DType::kU8, {rcap_});
   });
+  // The host routing arrays, sized once for the largest step (no allocation per step).
+  for (auto* v : {&keys_i64_, &own_keys_host_}) v->reserve(static_cast<size_t>(rcap_));
+  for (auto* v : {&vals_i32_, &own_counts_host_, &inv_host_, &window_at_, &src_})
+    v->reserve(static_cast<size_t>(rcap_));
+  pos_.reserve(static_cast<size_t>(cap_));
+  touched_host_.reserve(static_cast<size_t>(cap_));
+  for (auto* v : {&send_counts_, &recv_counts_, &next_, &grad_recv_})
+    v->reserve(static_cast<size_t>(world_));
 }
 
 void DynamicShard::upload(const Tensor& dst, const void* src, int64_t n) {
@@ -100,13 +108,16 @@ void DynamicShard::fetch(Ctx& ctx, int64_t step, std::span<const int64_t> keys,
   send_counts_.assign(static_cast<size_t>(world_), 0);
   for (const int64_t k : keys)
     ++send_counts_[static_cast<size_t>(dist::key_owner(k, world_, owner_))];
-  std::vector<int64_t> next(static_cast<size_t>(world_), 0);
+  std::vector<int64_t>& next = next_;
+  next.assign(static_cast<size_t>(world_), 0);
   for (int p = 1; p < world_; ++p)
     next[static_cast<size_t>(p)] =
         next[static_cast<size_t>(p - 1)] + send_counts_[static_cast<size_t>(p - 1)];
   pos_.resize(static_cast<size_t>(u));
-  std::vector<int64_t> sk(static_cast<size_t>(u));
-  std::vector<int32_t> sc(static_cast<size_t>(u));
+  std::vector<int64_t>& sk = keys_i64_;
+  std::vector<int32_t>& sc = vals_i32_;
+  sk.resize(static_cast<size_t>(u));
+  sc.resize(static_cast<size_t>(u));
   for (int64_t i = 0; i < u; ++i) {
     const int64_t at = next[static_cast<size_t>(dist::key_owner(keys[i], world_, owner_))]++;
     pos_[static_cast<size_t>(i)] = static_cast<int32_t>(at);
@@ -123,15 +134,19 @@ void DynamicShard::fetch(Ctx& ctx, int64_t step, std::span<const int64_t> keys,
   comm_.all_to_all_v(send_keys_, send_counts_, recv_keys_, recv_counts_, ctx.stream);
   comm_.all_to_all_v(send_counts_dev_, send_counts_, recv_counts_dev_, recv_counts_, ctx.stream);
   // The owner: what every rank asked for, deduped (ascending), sightings summed.
-  std::vector<int64_t> rk(static_cast<size_t>(r));
-  std::vector<int32_t> rc(static_cast<size_t>(r));
+  std::vector<int64_t>& rk = keys_i64_;
+  std::vector<int32_t>& rc = vals_i32_;
+  rk.resize(static_cast<size_t>(r));
+  rc.resize(static_cast<size_t>(r));
   download(rk.data(), recv_keys_, r);
   download(rc.data(), recv_counts_dev_, r);
-  std::vector<int64_t> ok(rk);
+  std::vector<int64_t>& ok = own_keys_host_;
+  ok.assign(rk.begin(), rk.end());
   std::sort(ok.begin(), ok.end());
   ok.erase(std::unique(ok.begin(), ok.end()), ok.end());
   own_u_ = static_cast<int64_t>(ok.size());
-  std::vector<int32_t> oc(ok.size(), 0);
+  std::vector<int32_t>& oc = own_counts_host_;
+  oc.assign(ok.size(), 0);
   inv_host_.resize(static_cast<size_t>(r));
   for (int64_t j = 0; j < r; ++j) {
     const auto it = std::lower_bound(ok.begin(), ok.end(), rk[static_cast<size_t>(j)]);
@@ -169,15 +184,21 @@ void DynamicShard::update(Ctx& ctx, const SparseOptimizerSpec& opt, EmbeddingTab
   HSTU_CHECK(fetched_, "sharded dynamic table ", name, ": update without a training fetch");
   fetched_ = false;
   const int64_t u = u_;
-  std::vector<uint8_t> touched(static_cast<size_t>(u));
+  std::vector<uint8_t>& touched = touched_host_;
+  touched.resize(static_cast<size_t>(u));
   download(touched.data(), window.touched, u);
   // Touched window rows in owner-grouped order: their position in the group sent to the owner
   // at fetch (j) and their window row (src).
-  std::vector<int32_t> window_at(static_cast<size_t>(u));
+  std::vector<int32_t>& window_at = window_at_;
+  window_at.resize(static_cast<size_t>(u));
   for (int64_t k = 0; k < u; ++k)
     window_at[static_cast<size_t>(pos_[static_cast<size_t>(k)])] = static_cast<int32_t>(k);
-  std::vector<int32_t> local, src;
-  std::vector<int64_t> counts(static_cast<size_t>(world_), 0);
+  std::vector<int32_t>& local = vals_i32_;
+  std::vector<int32_t>& src = src_;
+  local.clear();
+  src.clear();
+  std::vector<int64_t>& counts = next_;  // gradient rows per owner
+  counts.assign(static_cast<size_t>(world_), 0);
   int64_t at = 0;
   for (int p = 0; p < world_; ++p) {
     const int64_t begin = at;
@@ -195,7 +216,8 @@ void DynamicShard::update(Ctx& ctx, const SparseOptimizerSpec& opt, EmbeddingTab
   if (n > 0)  // rows_in[i] = window.grad[src[i]]
     embedding_fwd(ctx, window.grad.rows(0, u), perm_.rows(0, n), 1.0f, Tensor(), Tensor(),
                   rows_in_.rows(0, n));
-  const std::vector<int64_t> recv = comm_.all_to_all_host(counts);
+  grad_recv_ = comm_.all_to_all_host(counts);
+  const std::vector<int64_t>& recv = grad_recv_;
   const int64_t r = total(recv);
   HSTU_CHECK(r <= total(recv_counts_), "sharded dynamic table ", name, ": ", r,
              " gradient rows for rank ", rank_, " but only ", total(recv_counts_),
@@ -204,7 +226,8 @@ void DynamicShard::update(Ctx& ctx, const SparseOptimizerSpec& opt, EmbeddingTab
   comm_.all_to_all_v(rows_in_, counts, rows_out_, recv, ctx.stream);
   // The owner: sender p's position j is received key recv_off[p] + j of the fetch, own unique
   // key inv[...]; the rows are summed in receive order (sender rank order): deterministic.
-  std::vector<int32_t> idx(static_cast<size_t>(r));
+  std::vector<int32_t>& idx = window_at_;  // the window rows are no longer needed
+  idx.resize(static_cast<size_t>(r));
   download(idx.data(), recv_idx_, r);
   int64_t off = 0, got = 0;
   for (int p = 0; p < world_; ++p) {

@@ -86,6 +86,16 @@ class DynamicShard {
   std::vector<int32_t> pos_;                        // [U] window row -> owner-grouped position
   std::vector<int64_t> send_counts_, recv_counts_;  // [W]
   std::vector<int32_t> inv_host_;                   // [R] received position -> own unique index
+  // Reused host scratch of the routing (sized once in the constructor; no allocation per step):
+  std::vector<int64_t> keys_i64_;         // fetch: keys sent [U], then keys received [R]
+  std::vector<int32_t> vals_i32_;         // fetch: sightings sent / received; update: positions
+  std::vector<int64_t> own_keys_host_;    // [own U] the owner's distinct keys, ascending
+  std::vector<int32_t> own_counts_host_;  // [own U] their summed sightings
+  std::vector<int64_t> next_;             // [W] running group offsets / gradient rows per owner
+  std::vector<int64_t> grad_recv_;        // [W] gradient rows received per sender
+  std::vector<uint8_t> touched_host_;     // [U] window touched flags
+  std::vector<int32_t> window_at_;        // [U] grouped position -> window row; then [R] indices
+  std::vector<int32_t> src_;              // [n] window rows of the gradient rows sent
   int64_t u_ = 0, own_u_ = 0;
   bool fetched_ = false;
   std::unique_ptr<Arena> eval_arena_;  // materialize's buffers

@@ -1,4 +1,5 @@
-// evaluator.cpp — batched encoding + full-catalogue ranking (retrieval_rank) into metrics.
+// evaluator.cpp — batched encoding + full-catalogue ranking (retrieval_rank, or
+// retrieval_rank_counts over a candidate subset) into metrics.
 #include "train/evaluator.h"
 
 #include <algorithm>
@@ -74,15 +75,55 @@ void RetrievalEvaluator::rank_batch(Ctx& ctx, HstuModel& model, const Tensor& it
   const Tensor targets = targets_.rows(0, b);
   copy_bytes(targets.data, targets.device, host_.eval_targets.data(), Device::kCPU,
              b * sizeof(int32_t));
-  retrieval_rank(ctx, queries, items, targets, bt.offsets.rows(0, b + 1),
-                 bt.item_ids.rows(0, bt.num_tokens), cap, ranks_t);
-  copy_bytes(all.data() + i * batch_size_, Device::kCPU, ranks_t.data, ranks_t.device,
-             b * sizeof(int32_t));
+  if (cand_rows_.empty()) {
+    retrieval_rank(ctx, queries, items, targets, bt.offsets.rows(0, b + 1),
+                   bt.item_ids.rows(0, bt.num_tokens), cap, ranks_t);
+    copy_bytes(all.data() + i * batch_size_, Device::kCPU, ranks_t.data, ranks_t.device,
+               b * sizeof(int32_t));
+    return;
+  }
+  // The candidates as one shard: counts of the candidates above each target; the target's
+  // score from its own normalised catalogue row (the bits retrieval_rank gives it).
+  const Tensor trows = target_rows_.rows(0, b);
+  embedding_fwd(ctx, items, targets, 1.0f, Tensor(), Tensor(), trows);
+  retrieval_rank_counts(ctx, queries, trows, targets, cand_rows_, cand_ids_,
+                        bt.offsets.rows(0, b + 1), bt.item_ids.rows(0, bt.num_tokens), cap,
+                        ranks_t);
+  int32_t* out = all.data() + i * batch_size_;
+  copy_bytes(out, Device::kCPU, ranks_t.data, ranks_t.device, b * sizeof(int32_t));
+  for (int32_t s = 0; s < b; ++s)
+    out[s] = out[s] == kRankCountNonFinite ? cap + 2 : std::min(out[s], cap) + 1;
 }
 
-RetrievalMetrics RetrievalEvaluator::run(Ctx& ctx, HstuModel& model) {
+void RetrievalEvaluator::gather_candidates(Ctx& ctx, const Tensor& items,
+                                           const std::vector<int32_t>& ids) {
+  const int64_t p = static_cast<int64_t>(ids.size()), v = items.dim(0), d = items.dim(1);
+  for (size_t k = 0; k < ids.size(); ++k)
+    HSTU_CHECK(ids[k] >= 1 && ids[k] < v && (k == 0 || ids[k - 1] < ids[k]),
+               "RetrievalEvaluator: evaluation candidate ", k, " = ", ids[k],
+               " is not an ascending id in [1, ", v, ")");
+  cand_arena_ = Arena::planned(items.device, "eval candidates", [&](Arena& a) {
+    cand_rows_ = a.alloc(DType::kF32, {p, d});              // [P, D] normalised candidate rows
+    cand_ids_ = a.alloc(DType::kI32, {p});                  // [P] their catalogue ids
+    target_rows_ = a.alloc(DType::kF32, {batch_size_, d});  // [B, D] a batch's target rows
+  });
+  copy_bytes(cand_ids_.data, cand_ids_.device, ids.data(), Device::kCPU, p * sizeof(int32_t));
+  embedding_fwd(ctx, items, cand_ids_, 1.0f, Tensor(), Tensor(), cand_rows_);
+}
+
+RetrievalMetrics RetrievalEvaluator::run(Ctx& ctx, HstuModel& model,
+                                         const std::vector<int32_t>* candidates) {
   RetrievalMetrics metrics;
   const Tensor items = items_ ? Tensor() : model.normalized_items(ctx);
+  const bool subset = candidates && !candidates->empty();
+  HSTU_CHECK(!subset || !items_,
+             "RetrievalEvaluator: evaluation candidates with a row-sharded item table");
+  if (subset) {
+    gather_candidates(ctx, items, *candidates);
+  } else {
+    cand_arena_.reset();
+    cand_rows_ = cand_ids_ = target_rows_ = Tensor();
+  }
   int64_t n = batcher_.num_batches();
   if (max_batches_ > 0 && max_batches_ < n) n = max_batches_;
   const int32_t cap =

@@ -27,6 +27,14 @@ int64_t ItemWindow::fetch_device(Ctx&, int64_t, std::span<const Tensor>) {
   HSTU_THROW("this item table takes a step's ids on the host only (ItemWindow::fetch)");
 }
 
+std::span<const int32_t> ItemWindow::negative_pool(Ctx&) {
+  HSTU_THROW("this item table draws no negatives from its own ids (ItemWindow::negative_pool)");
+}
+
+void ItemWindow::negative_pool_device(Ctx&, Tensor&, Tensor&) {
+  HSTU_THROW("this item table draws no negatives from its own ids (negative_pool_device)");
+}
+
 int64_t ShardedItemWindow::fetch_device(Ctx& ctx, int64_t, std::span<const Tensor> ids) {
   phase(ctx, "comm.embedding_fetch");
   return table_.dedup_and_fetch_device(ctx, comm_, ids);

@@ -12,7 +12,9 @@
 //
 // A table on the GPU may take the step's ids on the device instead (on_device(): fetch_device,
 // the ids already uploaded, deduplicated and rewritten there); when device_only() the fetch and
-// the update also wait on nothing, so the trainer captures them in the step's CUDA graph.
+// the update also wait on nothing, so the trainer captures them in the step's CUDA graph. Both
+// tables do: the sharded one on one rank, the dynamic one (dynamic_item_table.h) while its
+// find_or_insert needs no host decision (at its maximum capacity with LRU / LFU eviction).
 #pragma once
 
 #include <cstdint>
@@ -42,6 +44,13 @@ class ItemWindow {
   // As fetch, with the ids as i32 device tensors ([n] or [n, m] at a row stride) rewritten in
   // place. Returns U, or -1 when U stays on the device.
   virtual int64_t fetch_device(Ctx& ctx, int64_t step, std::span<const Tensor> ids);
+  // Raw-id data with the uniform sampler: whether negatives come from the ids whose keys the
+  // table holds (train/table_negatives.h) rather than the whole catalogue (default: no).
+  virtual bool table_negatives() const { return false; }
+  // Those ids at the start of the step, ascending (host).
+  virtual std::span<const int32_t> negative_pool(Ctx& ctx);
+  // The same on the device: pool i32 [>= n] and count i32 [1] (= n, never read on the host).
+  virtual void negative_pool_device(Ctx& ctx, Tensor& pool, Tensor& count);
   // An evaluation batch: as fetch, but nothing is inserted or scored and no update follows.
   virtual int64_t fetch_read_only(Ctx& ctx, std::span<const std::span<int32_t>> ids) = 0;
   // Applies the window's gradient rows (window().grad, window().touched) to the table with the

@@ -1,7 +1,8 @@
 // retrieval_task.cpp — the retrieval task of the training loop (task.h): leave-one-out splits of
 // user sequences, the HSTU retrieval model with sampled softmax, evaluation with the paper's
-// full-catalogue protocol on the validation and test splits, and the item-popularity baseline
-// ranked with the same protocol.
+// full-catalogue protocol on the validation and test splits (with a raw-id dynamic item table:
+// over the items whose keys the table holds), and the item-popularity baseline ranked with the
+// same protocol.
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -188,17 +189,25 @@ class RetrievalTask final : public Task {
 
   void evaluate(EvalRecord& rec) override {
     const std::vector<std::string>& selected = cfg_.retrieval.eval_metrics;
-    if (dynamic_) {  // the catalogue's rows, materialised, as the model's item table
+    std::vector<int32_t> present;  // raw ids: the items whose keys the table holds
+    if (dynamic_) {                // the catalogue's rows, materialised, as the model's item table
       dynamic_->materialize(ctx(), catalogue_);
       model_.set_item_table(&catalogue_);
+      // An empty table (nothing trained yet) ranks the whole catalogue, as negatives draw.
+      if (dynamic_->evaluates_present_keys()) present = dynamic_->present_ids(ctx());
+      eval_catalogue_ = present.empty() ? ds_.num_items - 1 : static_cast<int64_t>(present.size());
     }
-    if (val_eval_) rec.validation = val_eval_->run(ctx(), model_).values(selected);
-    rec.test = test_eval_->run(ctx(), model_).values(selected);
+    const std::vector<int32_t>* candidates = present.empty() ? nullptr : &present;
+    if (val_eval_) rec.validation = val_eval_->run(ctx(), model_, candidates).values(selected);
+    rec.test = test_eval_->run(ctx(), model_, candidates).values(selected);
     if (dynamic_) model_.set_item_table(&window_->window());
   }
+  // A dynamic item table's counters and, after an evaluation, how many items it ranked.
   Json step_metrics() const override {
     if (!dynamic_) return Json::object();
-    return {{"item_table", counters_json(dynamic_->counters())}};
+    Json j = {{"item_table", counters_json(dynamic_->counters())}};
+    if (eval_catalogue_ >= 0) j["eval_catalogue"] = eval_catalogue_;
+    return j;
   }
   // A dynamic item table's final counters, printed and logged (event "item_table").
   void finish(const TrainSummary&, MetricsLog& log, std::ostream* out) const override {
@@ -213,10 +222,15 @@ class RetrievalTask final : public Task {
                     static_cast<long long>(c.inserts), static_cast<long long>(c.evictions),
                     static_cast<long long>(c.rejections), static_cast<long long>(c.grows),
                     dynamic_->shard() ? " (summed over the ranks' shards)" : "");
-      *out << line << std::flush;
+      *out << line;
+      if (eval_catalogue_ >= 0)
+        *out << "evaluation ranked " << eval_catalogue_ << " of " << ds_.num_items - 1
+             << " catalogue items (those the item table holds)\n";
+      *out << std::flush;
     }
     Json r = counters_json(c);
     r["event"] = "item_table";
+    if (eval_catalogue_ >= 0) r["eval_catalogue"] = eval_catalogue_;
     log.write(r);
   }
 
@@ -266,6 +280,7 @@ class RetrievalTask final : public Task {
   std::unique_ptr<ItemWindow> window_;         // the step's way to items_ (or a dynamic table)
   DynamicItemTable* dynamic_ = nullptr;        // the dynamic item table, if the config has one
   EmbeddingTable catalogue_;                   // its rows materialised for evaluation
+  int64_t eval_catalogue_ = -1;  // items the last evaluation ranked (dynamic table; -1: none yet)
   Batcher batcher_;
   TrainStep stepper_;
   DataParallel dp_;

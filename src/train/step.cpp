@@ -13,6 +13,7 @@
 #include "train/data_parallel.h"
 #include "train/grad_reducer.h"
 #include "train/item_window.h"
+#include "train/table_negatives.h"
 #if defined(HSTU_WITH_CUDA)
 #include "ops/negatives_gpu.h"
 #endif
@@ -159,7 +160,12 @@ void TrainStep::device_negatives(Ctx& ctx, const BatchTensors& bt, const Tensor&
   // The same per-element formula on the device: no [T, R] host buffer or copy per step. A
   // data-parallel rank's in-batch pool is the global batch's targets (upload_pool), as on the CPU.
   const uint64_t seed = static_cast<uint64_t>(cfg_.trainer.seed);
-  if (cfg_.retrieval.negative_sampler == "in_batch")
+  if (table_negatives(share)) {  // uniform over the ids the item table holds
+    Tensor pool, count;
+    share.items->negative_pool_device(ctx, pool, count);
+    cuda::sample_pool_negatives(ctx, pool, count, num_items_, seed, static_cast<uint64_t>(step),
+                                negs, share.token_offset);
+  } else if (cfg_.retrieval.negative_sampler == "in_batch")
     cuda::sample_in_batch_negatives(
         ctx, pool_used_ >= 0 ? pool_.rows(0, pool_used_) : bt.target_ids.rows(0, bt.num_tokens),
         seed, static_cast<uint64_t>(step), negs, share.token_offset);
@@ -201,6 +207,11 @@ void TrainStep::upload_pool(Ctx& ctx, const HstuModel& model, const StepShare& s
                    static_cast<size_t>(n) * sizeof(int32_t), ctx.stream);
   b.record(ctx.stream);
   pool_used_ = n;
+}
+
+bool TrainStep::table_negatives(const StepShare& share) const {
+  return share.items && cfg_.retrieval.negative_sampler == "uniform" &&
+         share.items->table_negatives();
 }
 
 bool TrainStep::window_on_device(const Ctx& ctx, const StepShare& share) const {
@@ -272,8 +283,14 @@ void TrainStep::run_windowed(Ctx& ctx, HstuModel& model, const SequenceBatch& ho
   const int64_t global_sup = share.global_count >= 0 ? share.global_count : sup;
   const int64_t r = negatives_per_query(cfg_.retrieval.num_negatives, global_sup);
   phase(ctx, "negatives");
-  negs_ = sample_negatives(cfg_.retrieval.negative_sampler, host, num_items_, r, seed,
-                           static_cast<uint64_t>(step), share.token_offset, share.global_targets);
+  if (table_negatives(share)) {  // uniform over the ids the item table holds
+    negs_.resize(static_cast<size_t>(host.num_tokens() * r));
+    sample_pool_negatives(items.negative_pool(ctx), num_items_, host.num_tokens(), r, seed,
+                          static_cast<uint64_t>(step), negs_, share.token_offset);
+  } else {
+    negs_ = sample_negatives(cfg_.retrieval.negative_sampler, host, num_items_, r, seed,
+                             static_cast<uint64_t>(step), share.token_offset, share.global_targets);
+  }
   work_ = host;
   const std::span<int32_t> ids[] = {work_.item_ids, work_.target_ids, negs_};
   items.fetch(ctx, step, ids);

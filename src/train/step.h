@@ -104,15 +104,22 @@ class TrainStep {
  private:
   // The step with an item table reached through a window (item_window.h): negatives drawn on the
   // host, the batch's ids deduplicated and their rows fetched into the window, the unchanged
-  // model on the window, then the window's gradients applied to the table.
+  // model on the window, then the window's gradients applied to the table. The reference of the
+  // device path below (and the path of CPU runs, several ranks of a dynamic table, and
+  // HSTU_HOST_WINDOW=1).
   void run_windowed(Ctx& ctx, HstuModel& model, const SequenceBatch& batch, int64_t step, double lr,
                     const StepShare& share);
-  // The same on the GPU when the window takes device ids (ItemWindow::on_device): the raw batch
-  // uploaded, negatives drawn on the device, the ids deduplicated and remapped there; on one rank
-  // (device_only) the fetch, the model and both optimisers are one CUDA graph.
+  // The same on the GPU when the window takes device ids (ItemWindow::on_device: a sharded
+  // table, or a dynamic table on one rank): the raw batch uploaded, negatives drawn on the
+  // device, the ids deduplicated and remapped there; when device_only (asked every step: a
+  // dynamic table that may grow is not) the fetch, the model and both optimisers are one CUDA
+  // graph, else the fetch and the table update run before and after the graph.
   void run_windowed_device(Ctx& ctx, HstuModel& model, const SequenceBatch& batch, int64_t step,
                            double lr, const StepShare& share);
   bool window_on_device(const Ctx& ctx, const StepShare& share) const;
+  // Uniform negatives drawn from the ids the windowed item table holds (raw-id dynamic table,
+  // ItemWindow::table_negatives; train/table_negatives.h) instead of the whole catalogue.
+  bool table_negatives(const StepShare& share) const;
   // A data-parallel step with in-batch negatives on CUDA: the global batch's targets uploaded
   // (page-locked staging, outside the step's graph) as the pool device_negatives draws from,
   // the CPU sampler's pool; otherwise (pool_used_ = -1) the pool is the batch's own targets.

@@ -147,7 +147,7 @@ TEST_F(Cli, EveryCommandHasItsHelp) {
       {"bench attention",
        {"--shape", "--jagged", "--full", "--dtype", "--non-causal", "--rab", "--warmup", "--reps",
         "--no-validate", "--fwd-only", "--kernel"}},
-      {"bench layer", {"--shape", "--device", "--reps", "--recompute"}},
+      {"bench layer", {"--shape", "--device", "--reps", "--recompute", "--phases", "--unfused"}},
       {"bench balance",
        {"config", "--config", "--set", "--world-sizes", "--batch-per-rank", "--max-len",
         "--zipf-alpha", "--steps", "--seed"}},
@@ -245,6 +245,11 @@ TEST_F(Cli, BenchOptionsReachTheBenchmarks) {
   r = hstu(layer + "--recompute=false");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_EQ(r.out.find("recompute"), std::string::npos) << r.out;
+  r = hstu(layer + "--phases --unfused");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("unfused element-wise passes"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("phases of the layer"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("bwd.silu"), std::string::npos) << r.out;
   // bench balance: the config's layer shape (default: configs/bench-large.gin) and every option.
   r = hstu(
       "bench balance --world-sizes 2,3 --batch-per-rank 4 --max-len 64 --zipf-alpha 1.5 "

@@ -1,9 +1,13 @@
 // embed_test_util.h — helpers of the dynamic-table tests (tests/embed, tests/gpu): tensors over
-// std::vectors and one training step of a DynamicTable on the host.
+// std::vectors, power-law keys and a gradient per (key, column), one training step of a
+// DynamicTable on the host, and a table's exported rows by key.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <random>
 #include <vector>
 
 #include "core/tensor.h"
@@ -14,6 +18,33 @@ namespace hstu::test {
 template <typename T>
 Tensor vec_tensor(std::vector<T>& v) {
   return Tensor(v.data(), DTypeOf<T>::value, Device::kCPU, {static_cast<int64_t>(v.size())});
+}
+
+// n keys with a power-law spread over [1, range) (hot keys repeat), a quarter of them negative
+// (large negative raw ids), drawn from rng.
+inline std::vector<int64_t> power_law_keys(std::mt19937_64& rng, int n, double range) {
+  std::vector<int64_t> keys;
+  for (int i = 0; i < n; ++i) {
+    const double u = std::uniform_real_distribution<double>(0, 1)(rng);
+    int64_t k = static_cast<int64_t>(std::pow(range, u));
+    if (rng() % 4 == 0) k = -k * 7919;
+    keys.push_back(k);
+  }
+  return keys;
+}
+
+// The gradient the tests apply to column c of key's row.
+inline float embed_grad(int64_t key, int64_t c) {
+  return std::sin(0.37f * static_cast<float>(key % 101 + c));
+}
+
+// Exported rows (keys + values [n, width]) as a map from key to its row, to compare two tables
+// whatever their slot order.
+inline std::map<int64_t, std::vector<float>> rows_by_key(const embed::TableRows& r, int64_t width) {
+  std::map<int64_t, std::vector<float>> m;
+  for (size_t i = 0; i < r.keys.size(); ++i)
+    m[r.keys[i]].assign(r.values.begin() + i * width, r.values.begin() + (i + 1) * width);
+  return m;
 }
 
 // What one host step of a CPU DynamicTable saw.

@@ -40,6 +40,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -133,6 +134,30 @@ inline void round_host(const Tensor& host, DType t) {
 }
 
 // ---- copies ---------------------------------------------------------------------------------
+
+// A device array mirroring a host vector (cudaMalloc'd, freed on destruction): built from the
+// vector or empty of n elements; host() copies the first m (default all) back, t() views them.
+template <typename T>
+struct DevVec {
+  explicit DevVec(int64_t n) : n(n) {
+    HSTU_CUDA_CHECK(cudaMalloc(&p, static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(T)));
+  }
+  explicit DevVec(const std::vector<T>& h) : DevVec(static_cast<int64_t>(h.size())) {
+    HSTU_CUDA_CHECK(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  ~DevVec() { cudaFree(p); }
+  DevVec(const DevVec&) = delete;
+  std::vector<T> host(int64_t m = -1) const {
+    std::vector<T> h(static_cast<size_t>(m < 0 ? n : m));
+    HSTU_CUDA_CHECK(cudaMemcpy(h.data(), p, h.size() * sizeof(T), cudaMemcpyDeviceToHost));
+    return h;
+  }
+  Tensor t(int64_t m = -1) const {
+    return Tensor(p, DTypeOf<T>::value, Device::kCUDA, {m < 0 ? n : m});
+  }
+  T* p = nullptr;
+  int64_t n;
+};
 
 namespace detail {
 // Element i (row-major over the view's dims) of a host tensor, encoded as `dt` bytes at dst.

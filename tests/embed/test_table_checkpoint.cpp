@@ -8,6 +8,7 @@
 #include <random>
 
 #include "common/embed_test_util.h"
+#include "common/test_util.h"
 #include "core/error.h"
 #include "embed/table_checkpoint.h"
 
@@ -51,35 +52,23 @@ std::map<int64_t, std::pair<std::vector<float>, uint64_t>> by_key(DynamicTable& 
   return m;
 }
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    path = (std::filesystem::temp_directory_path() /
-            ("hstu_dyn_ckpt_" + std::to_string(::getpid()) + "_" +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name()))
-               .string();
-    std::filesystem::create_directories(path);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-};
-
 TEST(DynamicTableCheckpoint, RoundTripIsExactAndTheNextStepToo) {
   Ctx ctx = cpu_ctx();
-  TempDir dir;
+  test::TempDir dir;
   DynamicTable a(ckpt_spec(1024, 1024), Device::kCPU);
   for (int s = 0; s < 6; ++s)
     test::embed_cpu_step(a, ctx, batch(s), s, a.optimizer_spec(s + 1, 0.01f), g);
-  const std::string path = embed::save_dynamic_table(ctx, a, dir.path);
+  const std::string path = embed::save_dynamic_table(ctx, a, dir.path());
   EXPECT_TRUE(std::filesystem::exists(path));
   // The same capacity, and a small one that must grow.
   for (const auto& [cap, max_cap] : {std::pair<int64_t, int64_t>{1024, 1024}, {64, 8192}}) {
     DynamicTable b(ckpt_spec(cap, max_cap), Device::kCPU);
-    EXPECT_EQ(embed::load_dynamic_table(ctx, b, dir.path), a.size());
+    EXPECT_EQ(embed::load_dynamic_table(ctx, b, dir.path()), a.size());
     EXPECT_EQ(b.step(), a.step());
     ASSERT_EQ(by_key(a, ctx), by_key(b, ctx)) << "capacity " << cap;
     // Every find agrees, and the next optimiser step is bitwise equal.
     DynamicTable c(ckpt_spec(1024, 1024), Device::kCPU);
-    embed::load_dynamic_table(ctx, c, dir.path);
+    embed::load_dynamic_table(ctx, c, dir.path());
     const test::EmbedStep x =
         test::embed_cpu_step(c, ctx, batch(6), 6, c.optimizer_spec(7, 0.01f), g);
     const test::EmbedStep y =
@@ -90,7 +79,7 @@ TEST(DynamicTableCheckpoint, RoundTripIsExactAndTheNextStepToo) {
   }
   // The original, stepped the same way, equals the loaded copies.
   DynamicTable d(ckpt_spec(1024, 1024), Device::kCPU);
-  embed::load_dynamic_table(ctx, d, dir.path);
+  embed::load_dynamic_table(ctx, d, dir.path());
   test::embed_cpu_step(a, ctx, batch(6), 6, a.optimizer_spec(7, 0.01f), g);
   test::embed_cpu_step(d, ctx, batch(6), 6, d.optimizer_spec(7, 0.01f), g);
   EXPECT_EQ(by_key(a, ctx), by_key(d, ctx));
@@ -98,18 +87,18 @@ TEST(DynamicTableCheckpoint, RoundTripIsExactAndTheNextStepToo) {
 
 TEST(DynamicTableCheckpoint, FilteredLoadsReshardOverRanks) {
   Ctx ctx = cpu_ctx();
-  TempDir dir;
+  test::TempDir dir;
   DynamicTable a(ckpt_spec(1024, 1024), Device::kCPU);
   for (int s = 0; s < 4; ++s)
     test::embed_cpu_step(a, ctx, batch(s), s, a.optimizer_spec(s + 1, 0.01f), g);
-  embed::save_dynamic_table(ctx, a, dir.path);
+  embed::save_dynamic_table(ctx, a, dir.path());
   const auto all = by_key(a, ctx);
   constexpr int kWorld = 3;  // modulo owner over 3 ranks (negative keys included)
   std::map<int64_t, std::pair<std::vector<float>, uint64_t>> joined;
   for (int rank = 0; rank < kWorld; ++rank) {
     DynamicTable r(ckpt_spec(256, 1024), Device::kCPU);
     auto owner = [](int64_t k) { return static_cast<int>(((k % kWorld) + kWorld) % kWorld); };
-    embed::load_dynamic_table(ctx, r, dir.path, [&](int64_t k) { return owner(k) == rank; });
+    embed::load_dynamic_table(ctx, r, dir.path(), [&](int64_t k) { return owner(k) == rank; });
     for (const auto& [k, v] : by_key(r, ctx)) {
       ASSERT_EQ(owner(k), rank);
       joined[k] = v;
@@ -120,15 +109,15 @@ TEST(DynamicTableCheckpoint, FilteredLoadsReshardOverRanks) {
 
 TEST(DynamicTableCheckpoint, MismatchesNameTheFileAndField) {
   Ctx ctx = cpu_ctx();
-  TempDir dir;
+  test::TempDir dir;
   DynamicTable a(ckpt_spec(256, 256), Device::kCPU);
   test::embed_cpu_step(a, ctx, batch(0), 0, a.optimizer_spec(1, 0.01f), g);
-  embed::save_dynamic_table(ctx, a, dir.path);
+  embed::save_dynamic_table(ctx, a, dir.path());
   DynamicTableSpec s = ckpt_spec(256, 256);
   s.optimizer = "sgd";
   DynamicTable b(s, Device::kCPU);
   try {
-    embed::load_dynamic_table(ctx, b, dir.path);
+    embed::load_dynamic_table(ctx, b, dir.path());
     FAIL() << "expected an optimizer mismatch";
   } catch (const Error& e) {
     const std::string m = e.what();
@@ -138,11 +127,11 @@ TEST(DynamicTableCheckpoint, MismatchesNameTheFileAndField) {
   s = ckpt_spec(256, 256);
   s.dim = 4;
   DynamicTable c(s, Device::kCPU);
-  EXPECT_THROW(embed::load_dynamic_table(ctx, c, dir.path), Error);
+  EXPECT_THROW(embed::load_dynamic_table(ctx, c, dir.path()), Error);
   s = ckpt_spec(256, 256);
   s.name = "absent";
   DynamicTable d(s, Device::kCPU);
-  EXPECT_THROW(embed::load_dynamic_table(ctx, d, dir.path), Error);
+  EXPECT_THROW(embed::load_dynamic_table(ctx, d, dir.path()), Error);
 }
 
 }  // namespace

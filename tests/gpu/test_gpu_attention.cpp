@@ -18,7 +18,9 @@
 // 128 / 128 x 64): every head-width bucket 64/128/256 incl. partial widths, both dtypes, lengths 1,
 // tile multiples and non-multiples, every mask feature and rab; the suite above also runs on
 // sm_90a. GpuAttentionSm90Bwd runs the cases of that list the sm_90a backward takes (d 64 / 128
-// without rab; split and fused forms), and two it sends to sm80, on both backends.
+// / 256 without rab; split and fused forms), and two it sends to sm80, on both backends.
+// GpuAttentionRab runs rab cases (every head count 1..4, widths 25..256, all masks) with the
+// precomputed time buckets and with the in-kernel ones: bit-identical, both near the reference.
 //
 // Includes the backend header ops/cpu/hstu_attention.h (private to src/ops/ otherwise): the CPU
 // reference is called directly, the CUDA kernels through the dispatcher.
@@ -63,17 +65,23 @@ void PrintTo(const Case& c, std::ostream* os) {
   *os << c.name;
 }
 
+// One case: the name, dtype and widths, then `tweak` sets the rest (both case lists use it).
+template <typename Tweak>
+Case make_case(std::string name, DType dt, int dqk, int dv, Tweak&& tweak) {
+  Case x;
+  x.name = std::move(name);
+  x.dtype = dt;
+  x.dqk = dqk;
+  x.dv = dv;
+  tweak(x);
+  return x;
+}
+
 std::vector<Case> cases() {
   constexpr DType kB = DType::kBF16, kH = DType::kF16;
   std::vector<Case> c;
   auto add = [&](const char* name, DType dt, int dqk, int dv, auto&& tweak) {
-    Case x;
-    x.name = name;
-    x.dtype = dt;
-    x.dqk = dqk;
-    x.dv = dv;
-    tweak(x);
-    c.push_back(x);
+    c.push_back(make_case(name, dt, dqk, dv, tweak));
   };
   add("causal_d64_bf16", kB, 64, 64, [](Case& x) { x.lengths = {1, 7, 64, 129, 200, 33}; });
   add("context_d32_bf16", kB, 32, 32, [](Case& x) { x.contexts = true; });
@@ -281,9 +289,17 @@ Outputs naive_lowp(const Problem& pb) {
   const int64_t* tq = c.rab ? static_cast<const int64_t*>(pb.tsq.data) : nullptr;
   const int64_t* tk = c.rab ? static_cast<const int64_t*>(pb.tsk.data) : nullptr;
   auto at = [](const Tensor& t, int64_t r_, int64_t c_) { return get(t, r_ * t.row_elems() + c_); };
-  for (int b = 0; b < pb.B; ++b) {
+  // Each (sequence, head) writes its own rows of o / dq / dk / dv, so they run in parallel (the
+  // long cases took ~40 s each serially); the rab gradients are summed per pair, then added in
+  // pair order, so the result does not depend on the thread count.
+  const int pairs = pb.B * pb.H;
+  std::vector<std::vector<double>> dpos_of(c.rab ? pairs : 0), dtime_of(c.rab ? pairs : 0);
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int bh = 0; bh < pairs; ++bh) {
+    const int b = bh / pb.H, h = bh % pb.H;
     const int L = pb.len[b], s0 = pb.cu[b];
-    for (int h = 0; h < pb.H; ++h) {
+    std::vector<double> dpos_bh(dpos.size(), 0.0), dtime_bh(dtime.size(), 0.0);
+    {
       std::vector<double> x(size_t(L) * L), P(size_t(L) * L), dS(size_t(L) * L);
       std::vector<char> m(size_t(L) * L);
       for (int i = 0; i < L; ++i)
@@ -328,8 +344,8 @@ Outputs naive_lowp(const Problem& pb) {
           const double sig = 1.0 / (1.0 + std::exp(-x[ij]));
           dS[ij] = rnd(pb.alpha * pb.scale * dp * sig * (1.0 + x[ij] * (1.0 - sig)));
           if (c.rab) {
-            dpos[rab_pos_index(i, j, npos)] += dS[ij];
-            dtime[rab_time_bucket(tq[s0 + i] - tk[s0 + j], c.time_buckets)] += dS[ij];
+            dpos_bh[rab_pos_index(i, j, npos)] += dS[ij];
+            dtime_bh[rab_time_bucket(tq[s0 + i] - tk[s0 + j], c.time_buckets)] += dS[ij];
           }
         }
       for (int j = 0; j < L; ++j) {
@@ -354,8 +370,16 @@ Outputs naive_lowp(const Problem& pb) {
           set(r.dq, int64_t(s0 + i) * pb.H * c.dqk + h * c.dqk + e, rnd(acc));
         }
     }
+    if (c.rab) {
+      dpos_of[bh] = std::move(dpos_bh);
+      dtime_of[bh] = std::move(dtime_bh);
+    }
   }
   if (c.rab) {
+    for (int bh = 0; bh < pairs; ++bh) {
+      for (size_t i = 0; i < dpos.size(); ++i) dpos[i] += dpos_of[bh][i];
+      for (size_t i = 0; i < dtime.size(); ++i) dtime[i] += dtime_of[bh][i];
+    }
     r.drab_pos = clone(pb.drab_pos0);
     r.drab_time = clone(pb.drab_time0);
     for (int64_t i = 0; i < r.drab_pos.numel(); ++i)
@@ -454,6 +478,17 @@ bool bit_equal(const Tensor& a, const Tensor& b) {
   return true;
 }
 
+// Checks one GPU output against the reference: within m x the naive low-precision
+// implementation's error (see the file comment). Prints the error ratio under `tag` (the path or
+// mode), kept in the log for tuning the kernels.
+void check_output(const Problem& pb, const char* what, const char* tag, const Tensor& out,
+                  const Tensor& ref, const Tensor& naive, double m) {
+  const double err = max_abs_diff(out, ref), nerr = max_abs_diff(naive, ref);
+  std::printf("err %-40s %-10s %-7s gpu %.3e naive %.3e ratio %.2f (max|ref| %.3e)\n",
+              pb.cs.name.c_str(), what, tag, err, nerr, nerr > 0 ? err / nerr : 0.0, max_abs(ref));
+  gpu::expect_lowp_close(out, ref, naive, m, 1e-6 + 1e-4 * max_abs(ref), what);
+}
+
 class GpuAttention : public ::testing::TestWithParam<Case> {};
 
 TEST_P(GpuAttention, MatchesCpuReference) {
@@ -464,15 +499,8 @@ TEST_P(GpuAttention, MatchesCpuReference) {
   const Outputs naive = naive_lowp(pb);
   GpuRun run(pb);
   constexpr double kFwdM = 2.0, kBwdM = 5.0;
-  // Checks one output and prints its error ratio (kept in the log for tuning the kernels).
   auto check = [&](const char* what, const Tensor& out, const Tensor& r, const Tensor& nv, double m,
-                   bool det) {
-    const double err = max_abs_diff(out, r), nerr = max_abs_diff(nv, r);
-    std::printf("err %-30s %-9s %-3s gpu %.3e naive %.3e ratio %.2f (max|ref| %.3e)\n",
-                pb.cs.name.c_str(), what, det ? "det" : "atm", err, nerr,
-                nerr > 0 ? err / nerr : 0.0, max_abs(r));
-    gpu::expect_lowp_close(out, r, nv, m, 1e-6 + 1e-4 * max_abs(r), what);
-  };
+                   bool det) { check_output(pb, what, det ? "det" : "atm", out, r, nv, m); };
   for (bool det : {true, false}) {
     SCOPED_TRACE(det ? "deterministic" : "atomic dQ");
     const Outputs out = run.run(det);
@@ -506,15 +534,12 @@ std::vector<Case> sm90_cases() {
   const std::vector<int> edge = {1, 129, 300, 64, 192};  // 1, tile multiples and not
   std::vector<Case> c;
   auto add = [&](std::string name, DType dt, int d, auto&& tweak) {
-    Case x;
-    x.name = std::move(name);
-    x.dtype = dt;
-    x.dqk = x.dv = d;
-    x.heads = 2;
-    x.lengths = edge;
-    x.padded_heads = true;  // widths such as 100 and 200 need the 16-byte head stride for TMA
-    tweak(x);
-    c.push_back(x);
+    c.push_back(make_case(std::move(name), dt, d, d, [&](Case& x) {
+      x.heads = 2;
+      x.lengths = edge;
+      x.padded_heads = true;  // widths such as 100 and 200 need the 16-byte head stride for TMA
+      tweak(x);
+    }));
   };
   for (DType dt : {kB, kH}) {
     const std::string t = dt == kB ? "_bf16" : "_fp16";
@@ -550,6 +575,21 @@ std::vector<Case> sm90_cases() {
     x.dv = 128;
     x.contexts = true;
   });
+  // The sm_90a backward at d 256 (attention_bwd_sm90_wide.cuh): jagged random lengths with
+  // every mask but rab, several 64-row blocks per sequence, and unequal widths in the bucket.
+  add("random_lengths_masks_norab_d256_bf16", kB, 256, [](Case& x) {
+    x.lengths.clear();
+    x.max_len = 700;
+    x.contexts = x.targets = true;
+    x.group = 3;
+    x.window = 130;
+  });
+  add("long_causal_d256_fp16", kH, 256, [](Case& x) { x.lengths = {1000, 513, 2, 64}; });
+  add("dqk136_dv256_targets_bf16", kB, 256, [](Case& x) {
+    x.dqk = 136;
+    x.targets = true;
+    x.group = 2;
+  });
   add("random_lengths_all_masks_d128_bf16", kB, 128, [](Case& x) {
     x.lengths.clear();
     x.max_len = 700;
@@ -562,11 +602,12 @@ std::vector<Case> sm90_cases() {
 
 class GpuAttentionSm90 : public ::testing::TestWithParam<Case> {};
 
-// Whether the sm_90a backward takes a case of sm90_cases() (sm90_bwd_supported: buckets 64 / 128,
-// no rab, TMA-addressable operands: d_o is contiguous, so its head width must be a multiple of 8).
+// Whether the sm_90a backward takes a case of sm90_cases() (sm90_bwd_supported: buckets 64 / 128
+// / 256, no rab, TMA-addressable operands: d_o is contiguous, so its head width must be a
+// multiple of 8).
 bool sm90_bwd_expected(const Case& c) {
   const int d = std::max(c.dqk, c.dv);
-  return !c.rab && d > 32 && d <= 128 && c.dv % 8 == 0 && c.pad == 0 && c.padded_heads;
+  return !c.rab && d > 32 && c.dv % 8 == 0 && c.pad == 0 && c.padded_heads;
 }
 
 TEST_P(GpuAttentionSm90, ForwardMatchesCpuReference) {
@@ -604,11 +645,12 @@ TEST_P(GpuAttentionSm90, ForwardMatchesCpuReference) {
   EXPECT_TRUE(bit_equal(out[0], gpu::to_host(run.o))) << "sm90 o differs between runs";
 }
 
-// The cases of sm90_cases() the sm_90a backward takes, and two it sends to sm80 (rab, d 256).
+// The cases of sm90_cases() the sm_90a backward takes, and two it sends to sm80 (rab).
 std::vector<Case> sm90_bwd_cases() {
   std::vector<Case> c;
   for (const Case& x : sm90_cases())
-    if (sm90_bwd_expected(x) || x.name == "window_rab_d128_bf16" || x.name == "causal_d256_bf16")
+    if (sm90_bwd_expected(x) || x.name == "window_rab_d128_bf16" ||
+        x.name == "window_rab_d256_bf16")
       c.push_back(x);
   return c;
 }
@@ -616,11 +658,12 @@ std::vector<Case> sm90_bwd_cases() {
 class GpuAttentionSm90Bwd : public ::testing::TestWithParam<Case> {};
 
 // The backward with HSTU_ATTN_SM90=1: the sm_90a kernels where sm90_bwd_supported() takes the
-// call (buckets 64 / 128, no rab; sm90_bwd_expected), the sm80 kernels otherwise (rab, d 256:
-// those cases then check sm80 once more). Runs: the split form (default) in deterministic mode
-// and with atomic dQ asked for, the fused form (HSTU_ATTN_SM90_FUSED=1) twice the same way, and
-// sm80 (HSTU_ATTN_SM80=1, its error printed beside). The sm_90a backward is deterministic in both
-// modes: each form's second run is compared bit for bit with its first.
+// call (buckets 64 / 128 / 256, no rab; sm90_bwd_expected), the sm80 kernels otherwise (rab:
+// those cases then check sm80 once more; d 256 has no fused form and runs the split one again).
+// Runs: the split form (default) in deterministic mode and with atomic dQ asked for, the fused form
+// (HSTU_ATTN_SM90_FUSED=1) twice the same way, and sm80 (HSTU_ATTN_SM80=1, its error printed
+// beside). The sm_90a backward is deterministic in both modes: each form's second run is compared
+// bit for bit with its first.
 TEST_P(GpuAttentionSm90Bwd, MatchesCpuReference) {
   HSTU_REQUIRE_GPU();
   gpu::DeviceScope scope;
@@ -644,11 +687,7 @@ TEST_P(GpuAttentionSm90Bwd, MatchesCpuReference) {
     unsetenv("HSTU_ATTN_SM90_FUSED");
     SCOPED_TRACE(names[k]);
     auto check = [&](const char* what, const Tensor& o, const Tensor& r, const Tensor& nv) {
-      const double err = max_abs_diff(o, r), nerr = max_abs_diff(nv, r);
-      std::printf("err %-40s %-3s %-5s gpu %.3e naive %.3e ratio %.2f (max|ref| %.3e)\n",
-                  pb.cs.name.c_str(), what, sm80 ? "sm80" : (fused ? "sm90f" : "sm90"), err, nerr,
-                  nerr > 0 ? err / nerr : 0.0, max_abs(r));
-      gpu::expect_lowp_close(o, r, nv, kBwdM, 1e-6 + 1e-4 * max_abs(r), what);
+      check_output(pb, what, sm80 ? "sm80" : (fused ? "sm90f" : "sm90"), o, r, nv, kBwdM);
     };
     check("dq", out.dq, ref.dq, naive.dq);
     check("dk", out.dk, ref.dk, naive.dk);
@@ -667,6 +706,123 @@ TEST_P(GpuAttentionSm90Bwd, MatchesCpuReference) {
 INSTANTIATE_TEST_SUITE_P(Cases, GpuAttentionSm90, ::testing::ValuesIn(sm90_cases()),
                          [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
 INSTANTIATE_TEST_SUITE_P(Cases, GpuAttentionSm90Bwd, ::testing::ValuesIn(sm90_bwd_cases()),
+                         [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
+
+// rab cases for the precomputed time buckets (sm80/rab_buckets.cuh): every head count 1..4,
+// head widths 25..256, jagged lengths (random, 1, tile multiples and not, longer than a 64-block),
+// contexts, targets with groups, windows, non-causal, both dtypes.
+std::vector<Case> rab_cases() {
+  constexpr DType kB = DType::kBF16, kH = DType::kF16;
+  std::vector<Case> c;
+  auto add = [&](const char* name, DType dt, int d, int heads, auto&& tweak) {
+    Case x;
+    x.name = name;
+    x.dtype = dt;
+    x.dqk = x.dv = d;
+    x.heads = heads;
+    x.rab = true;
+    x.padded_heads = true;
+    tweak(x);
+    c.push_back(x);
+  };
+  add("h1_d25_jagged_bf16", kB, 25, 1, [](Case& x) { x.max_len = 300; });
+  add("h2_d25_ml_targets_bf16", kB, 25, 2, [](Case& x) {
+    x.lengths = {200, 1, 64, 129, 200, 77};
+    x.contexts = x.targets = true;
+    x.alpha = 1.0f;
+  });
+  add("h3_d32_window_fp16", kH, 32, 3, [](Case& x) {
+    x.window = 31;
+    x.max_len = 260;
+  });
+  add("h4_d64_targets_g3_bf16", kB, 64, 4, [](Case& x) {
+    x.targets = true;
+    x.group = 3;
+    x.lengths = {300, 128, 5, 257};
+  });
+  add("h2_d50_noncausal_fp16", kH, 50, 2, [](Case& x) { x.causal = false; });
+  add("h4_d128_contexts_bf16", kB, 128, 4, [](Case& x) {
+    x.contexts = true;
+    x.lengths = {513, 200, 1, 64};
+  });
+  add("h1_d256_all_masks_bf16", kB, 256, 1, [](Case& x) {
+    x.contexts = x.targets = true;
+    x.group = 2;
+    x.window = 60;
+    x.max_len = 180;
+  });
+  add("h2_d64_few_buckets_bf16", kB, 64, 2, [](Case& x) {
+    x.time_buckets = 40;  // saturates the last bucket
+    x.lengths = {190, 333};
+  });
+  add("h2_d64_255_buckets_fp16", kH, 64, 2, [](Case& x) {
+    x.time_buckets = 255;  // the largest table the u8 buckets take (256 entries)
+    x.lengths = {100, 201};
+  });
+  return c;
+}
+
+class GpuAttentionRab : public ::testing::TestWithParam<Case> {};
+
+// The sm80 kernels with the precomputed buckets (the default) and with the buckets computed per
+// element in the kernels (HSTU_ATTN_RAB_BUCKETS=0): both within the bound of the CPU reference,
+// and bit-identical to each other in deterministic mode (same bias values, same gradient sums:
+// the buckets are exactly the in-kernel ones). Then the sm_90a forward (HSTU_ATTN_SM90=1, which
+// takes rab only with buckets) against the reference, where it runs.
+TEST_P(GpuAttentionRab, BucketsMatchInKernelBucketsAndReference) {
+  HSTU_REQUIRE_GPU();
+  gpu::DeviceScope scope;
+  const Problem pb(GetParam());
+  const Outputs ref = cpu_reference(pb);
+  const Outputs naive = naive_lowp(pb);
+  GpuRun run(pb);
+  auto check = [&](const char* what, const char* path, const Tensor& out, const Tensor& r,
+                   const Tensor& nv, double m) { check_output(pb, what, path, out, r, nv, m); };
+  setenv("HSTU_ATTN_SM80", "1", 1);
+  for (bool det : {true, false}) {
+    SCOPED_TRACE(det ? "deterministic" : "atomic dQ");
+    Outputs out[2];
+    for (int k = 0; k < 2; ++k) {
+      if (k == 1) setenv("HSTU_ATTN_RAB_BUCKETS", "0", 1);
+      out[k] = run.run(det);
+      unsetenv("HSTU_ATTN_RAB_BUCKETS");
+      const char* path = k == 0 ? "buckets" : "inline";
+      SCOPED_TRACE(path);
+      check("o", path, out[k].o, ref.o, naive.o, 2.0);
+      check("dq", path, out[k].dq, ref.dq, naive.dq, 5.0);
+      check("dk", path, out[k].dk, ref.dk, naive.dk, 5.0);
+      check("dv", path, out[k].dv, ref.dv, naive.dv, 5.0);
+      check("d_rab_pos", path, out[k].drab_pos, ref.drab_pos, naive.drab_pos, 5.0);
+      check("d_rab_time", path, out[k].drab_time, ref.drab_time, naive.drab_time, 5.0);
+    }
+    EXPECT_TRUE(bit_equal(out[0].o, out[1].o)) << "o: buckets vs in-kernel buckets";
+    EXPECT_TRUE(bit_equal(out[0].dk, out[1].dk)) << "dk: buckets vs in-kernel buckets";
+    EXPECT_TRUE(bit_equal(out[0].dv, out[1].dv)) << "dv: buckets vs in-kernel buckets";
+    EXPECT_TRUE(bit_equal(out[0].drab_pos, out[1].drab_pos)) << "d_rab_pos differs";
+    EXPECT_TRUE(bit_equal(out[0].drab_time, out[1].drab_time)) << "d_rab_time differs";
+    if (det) {
+      EXPECT_TRUE(bit_equal(out[0].dq, out[1].dq)) << "dq: buckets vs in-kernel buckets";
+    }
+  }
+  unsetenv("HSTU_ATTN_SM80");
+  const int d = std::max(pb.cs.dqk, pb.cs.dv);
+  if (!cuda::attn::sm90_attention_available() || d <= 32) return;
+  setenv("HSTU_ATTN_SM90", "1", 1);
+  Ctx cctx = gpu::cuda_ctx(true);
+  const HstuAttentionArgs a = run.args();
+  gpu::poison(run.o);
+  hstu_attention_fwd(cctx, a, run.o);
+  gpu::sync();
+  const Tensor o90 = gpu::to_host(run.o);
+  gpu::poison(run.o);
+  hstu_attention_fwd(cctx, a, run.o);
+  gpu::sync();
+  unsetenv("HSTU_ATTN_SM90");
+  check("o", "sm90", o90, ref.o, naive.o, 2.0);
+  EXPECT_TRUE(bit_equal(o90, gpu::to_host(run.o))) << "sm90 o differs between runs";
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, GpuAttentionRab, ::testing::ValuesIn(rab_cases()),
                          [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
 
 // The naive low-precision implementation agrees with the CPU reference when it does not round:

@@ -12,7 +12,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <map>
 #include <memory>
 #include <random>
 #include <vector>
@@ -30,28 +29,7 @@ namespace {
 using embed::DynamicTable;
 using embed::DynamicTableSpec;
 
-// A device array mirroring a host vector.
-template <typename T>
-struct DevVec {
-  explicit DevVec(int64_t n) : n(n) {
-    HSTU_CUDA_CHECK(cudaMalloc(&p, static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(T)));
-  }
-  explicit DevVec(const std::vector<T>& h) : DevVec(static_cast<int64_t>(h.size())) {
-    HSTU_CUDA_CHECK(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  ~DevVec() { cudaFree(p); }
-  DevVec(const DevVec&) = delete;
-  std::vector<T> host(int64_t m = -1) const {
-    std::vector<T> h(static_cast<size_t>(m < 0 ? n : m));
-    HSTU_CUDA_CHECK(cudaMemcpy(h.data(), p, h.size() * sizeof(T), cudaMemcpyDeviceToHost));
-    return h;
-  }
-  Tensor t(int64_t m = -1) const {
-    return Tensor(p, DTypeOf<T>::value, Device::kCUDA, {m < 0 ? n : m});
-  }
-  T* p = nullptr;
-  int64_t n;
-};
+using test::gpu::DevVec;
 
 // One step on the CUDA table with the same inputs as test::embed_cpu_step.
 test::EmbedStep cuda_step(DynamicTable& t, Ctx& ctx, const std::vector<int64_t>& keys, int64_t step,
@@ -81,31 +59,16 @@ test::EmbedStep cuda_step(DynamicTable& t, Ctx& ctx, const std::vector<int64_t>&
   return s;
 }
 
-float grad_fn(int64_t key, int64_t c) {
-  return std::sin(0.37f * static_cast<float>(key % 101 + c));
-}
-
-std::vector<int64_t> power_law_keys(std::mt19937_64& rng, int n, double range) {
-  std::vector<int64_t> keys;
-  for (int i = 0; i < n; ++i) {
-    const double u = std::uniform_real_distribution<double>(0, 1)(rng);
-    int64_t k = static_cast<int64_t>(std::pow(range, u));
-    if (rng() % 4 == 0) k = -k * 7919;
-    keys.push_back(k);
-  }
-  return keys;
-}
-
 void compare_backends(DynamicTableSpec spec, int steps) {
   HSTU_REQUIRE_GPU();
   Ctx cctx = cpu_ctx(), gctx = test::gpu::cuda_ctx();
   DynamicTable cpu_t(spec, Device::kCPU), gpu_t(spec, Device::kCUDA);
   std::mt19937_64 rng(77);
   for (int s = 0; s < steps; ++s) {
-    const std::vector<int64_t> keys = power_law_keys(rng, 200 + s * 13, 3000.0);
+    const std::vector<int64_t> keys = test::power_law_keys(rng, 200 + s * 13, 3000.0);
     const SparseOptimizerSpec opt = cpu_t.optimizer_spec(s + 1, spec.lr);
-    const test::EmbedStep a = test::embed_cpu_step(cpu_t, cctx, keys, s, opt, grad_fn);
-    const test::EmbedStep b = cuda_step(gpu_t, gctx, keys, s, opt, grad_fn);
+    const test::EmbedStep a = test::embed_cpu_step(cpu_t, cctx, keys, s, opt, test::embed_grad);
+    const test::EmbedStep b = cuda_step(gpu_t, gctx, keys, s, opt, test::embed_grad);
     ASSERT_EQ(a.unique, b.unique) << "step " << s;
     ASSERT_EQ(a.counts, b.counts);
     ASSERT_EQ(std::vector<int32_t>(a.inverse.begin(), a.inverse.begin() + keys.size()),
@@ -166,21 +129,15 @@ TEST(GpuDynamicTable, HostTierEqualsDeviceTable) {
   DynamicTable tier(s, Device::kCUDA);
   std::mt19937_64 rng(3);
   for (int step = 0; step < 15; ++step) {
-    const std::vector<int64_t> keys = power_law_keys(rng, 150, 2000.0);
+    const std::vector<int64_t> keys = test::power_law_keys(rng, 150, 2000.0);
     const SparseOptimizerSpec opt = flat.optimizer_spec(step + 1, s.lr);
-    const test::EmbedStep a = cuda_step(flat, ctx, keys, step, opt, grad_fn);
-    const test::EmbedStep b = cuda_step(tier, ctx, keys, step, opt, grad_fn);
+    const test::EmbedStep a = cuda_step(flat, ctx, keys, step, opt, test::embed_grad);
+    const test::EmbedStep b = cuda_step(tier, ctx, keys, step, opt, test::embed_grad);
     ASSERT_EQ(a.rows, b.rows) << "step " << step;  // same backend: bit for bit
   }
   EXPECT_GT(tier.counters().cache_evictions, 0);
   const embed::TableRows ra = flat.export_rows(ctx), rb = tier.export_rows(ctx);
-  std::map<int64_t, std::vector<float>> ma, mb;
-  const int64_t w = flat.row_width();
-  for (size_t i = 0; i < ra.keys.size(); ++i)
-    ma[ra.keys[i]].assign(ra.values.begin() + i * w, ra.values.begin() + (i + 1) * w);
-  for (size_t i = 0; i < rb.keys.size(); ++i)
-    mb[rb.keys[i]].assign(rb.values.begin() + i * w, rb.values.begin() + (i + 1) * w);
-  EXPECT_EQ(ma, mb);
+  EXPECT_EQ(test::rows_by_key(ra, flat.row_width()), test::rows_by_key(rb, flat.row_width()));
 }
 
 // The CUDA fused optimisers equal the CUDA dense-table sparse optimiser bit for bit.
@@ -261,7 +218,7 @@ TEST(GpuDynamicTable, ReduceGradMatchesCpu) {
     s.dim = dim;
     DynamicTable ct(s, Device::kCPU), gt(s, Device::kCUDA);
     std::mt19937_64 rng(21);
-    std::vector<int64_t> keys = power_law_keys(rng, 6000, 400.0);  // hot keys: ~1000 lookups
+    std::vector<int64_t> keys = test::power_law_keys(rng, 6000, 400.0);  // hot keys: ~1000 lookups
     const int64_t n = static_cast<int64_t>(keys.size());
     std::vector<float> dout(static_cast<size_t>(n * dim));
     for (auto& x : dout) x = std::uniform_real_distribution<float>(-1, 1)(rng);
@@ -315,7 +272,7 @@ TEST(GpuDynamicTable, DedupeTablesMatchesCpu) {
     ct.push_back(std::make_unique<DynamicTable>(s, Device::kCPU));
     gt.push_back(std::make_unique<DynamicTable>(s, Device::kCUDA));
     // Table 1 shares table 0's keys; table 3 is empty; others their own.
-    keys[t] = t == 3 ? std::vector<int64_t>{} : power_law_keys(rng, 3000 + 700 * t, 500.0);
+    keys[t] = t == 3 ? std::vector<int64_t>{} : test::power_law_keys(rng, 3000 + 700 * t, 500.0);
     if (t == 1) keys[1] = keys[0];
     const int64_t n = static_cast<int64_t>(keys[t].size());
     dk.push_back(std::make_unique<DevVec<int64_t>>(keys[t]));
@@ -364,7 +321,7 @@ TEST(GpuDynamicTable, DedupeOrderMatchesCpu) {
   std::mt19937_64 rng(12);
   constexpr int kJobs = 4;
   std::vector<std::vector<int64_t>> keys(kJobs);
-  for (int j = 0; j < 3; ++j) keys[j] = power_law_keys(rng, 2000 + 900 * j, 300.0);
+  for (int j = 0; j < 3; ++j) keys[j] = test::power_law_keys(rng, 2000 + 900 * j, 300.0);
   // The reserved key among a job's lookups comes first (so callers throw for it).
   keys[3] = std::vector<int64_t>{5, embed::kEmptyKey, 5, -3, embed::kEmptyKey, INT64_MAX, -3, 5};
   std::vector<embed::DedupeJob> cj(kJobs), gj(kJobs);
@@ -438,7 +395,7 @@ TEST(GpuDynamicTable, LookupAndFusedBackwardMatchCpu) {
     DynamicTable ct(s, Device::kCPU), gt(s, Device::kCUDA);
     std::mt19937_64 rng(31);
     for (int step = 0; step < 3; ++step) {
-      std::vector<int64_t> keys = power_law_keys(rng, 5000, 400.0);
+      std::vector<int64_t> keys = test::power_law_keys(rng, 5000, 400.0);
       const int64_t n = static_cast<int64_t>(keys.size()), d = s.dim;
       std::vector<float> dout(static_cast<size_t>(n * d));
       for (auto& x : dout) x = std::uniform_real_distribution<float>(-1, 1)(rng);

@@ -10,9 +10,12 @@
 // in-batch negatives and both dedupe strategies, and for the W-rank device path (the distinct
 // ids copied to the host, routed and exchanged) forced on one rank. (3) A data-parallel step's
 // in-batch negatives on CUDA are drawn from the global batch's targets, equal to the CPU sampler's
-// (one NCCL rank).
+// (one NCCL rank). (4) A raw-id dynamic table's evaluation on CUDA ranks over the keys the table
+// holds: the present ids equal the device pool, and the metrics equal the CPU reference's
+// (cpu retrieval_rank over the CUDA run's normalised catalogue and queries, absent ids filtered).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <string>
@@ -29,13 +32,19 @@
 #include "dist/sharding.h"
 #include "model/memory_plan.h"
 #include "model/model.h"
+#include "ops/embedding.h"
+#include "ops/retrieval_rank.h"
 #include "ops/window_gpu.h"
 #if defined(HSTU_WITH_NCCL)
 #include "dist/nccl_comm.h"
 #endif
+#include "ops/negatives_gpu.h"
+#include "train/dynamic_item_table.h"
+#include "train/evaluator.h"
 #include "train/item_window.h"
 #include "train/runtime.h"
 #include "train/step.h"
+#include "train/table_negatives.h"
 
 namespace hstu::test {
 namespace {
@@ -125,8 +134,11 @@ void check_dedupe(int64_t rows, int64_t cap, int64_t n, int64_t m, int64_t k, ui
   EXPECT_EQ(touched, want_touched);
   for (int64_t j = 0; j < u; ++j) {
     EXPECT_EQ(wtouched_after[j], 0);
-    for (int64_t c = 0; c < dim; ++c)
-      if (wtouched[j]) ASSERT_EQ(wgrad_after[j * dim + c], 0.0f);
+    for (int64_t c = 0; c < dim; ++c) {
+      if (wtouched[j]) {
+        ASSERT_EQ(wgrad_after[j * dim + c], 0.0f);
+      }
+    }
   }
 }
 
@@ -345,6 +357,298 @@ TEST(GpuWindow, StepDeviceEqualsHostSort) {
     expect_equal(host, train_sharded(g, false));
     expect_equal(host, train_sharded(g, false, true));
   }
+}
+
+// ---- The dynamic item table on the device window (issue 18) ---------------------------------
+
+// The negatives drawn from a table's ids on the device equal the CPU reference, for a pool and
+// for an empty pool (the catalogue's uniform draws); present_pool lists the ids with a ref.
+TEST(GpuWindow, PoolNegativesAndPresentPoolEqualCpu) {
+  HSTU_REQUIRE_GPU();
+  Ctx ctx = gpu::cuda_ctx();
+  Arena arena(Device::kCUDA, size_t{16} << 20, "test");
+  const std::vector<int32_t> pool = {3, 9, 10, 57, 200, 201, 299};
+  const int64_t t = 37, r = 9, num_items = 300;
+  Tensor d_pool = device_copy(arena, pool, {static_cast<int64_t>(pool.size())});
+  for (const int32_t n : {7, 0}) {
+    SCOPED_TRACE(n);
+    Tensor count = device_copy(arena, std::vector<int32_t>{n}, {1});
+    Tensor negs = arena.alloc(DType::kI32, {t, r + 2}).cols(0, r);  // a row stride
+    cuda::sample_pool_negatives(ctx, d_pool, count, num_items, 17, 5, negs, 4);
+    gpu::sync();
+    const std::vector<int32_t> all = host_copy<int32_t>(negs, t * (r + 2));
+    std::vector<int32_t> got;
+    for (int64_t i = 0; i < t; ++i)
+      for (int64_t j = 0; j < r; ++j) got.push_back(all[static_cast<size_t>(i * (r + 2) + j)]);
+    std::vector<int32_t> want(static_cast<size_t>(t * r));
+    sample_pool_negatives(std::span<const int32_t>(pool.data(), static_cast<size_t>(n)), num_items,
+                          t, r, 17, 5, want, 4);
+    EXPECT_EQ(got, want);
+  }
+  std::mt19937 rng(3);
+  std::vector<int64_t> refs(5000);
+  std::vector<int32_t> want_pool;
+  for (size_t i = 0; i < refs.size(); ++i) {
+    refs[i] = rng() % 3 == 0 ? -1 : static_cast<int64_t>(rng() % 100000);
+    if (refs[i] >= 0) want_pool.push_back(static_cast<int32_t>(i) + 1);
+  }
+  const int64_t n = static_cast<int64_t>(refs.size());
+  Tensor d_refs = device_copy(arena, refs, {n});
+  Tensor flags = arena.alloc(DType::kI32, {n}), index = arena.alloc(DType::kI32, {n});
+  Tensor temp = arena.alloc(DType::kU8, {static_cast<int64_t>(cuda::present_pool_temp_bytes(n))});
+  Tensor out = arena.alloc(DType::kI32, {n}), count = arena.alloc(DType::kI32, {1});
+  cuda::present_pool(ctx, d_refs, 1, flags, index, temp, out, count);
+  gpu::sync();
+  const int32_t m = host_copy<int32_t>(count, 1)[0];
+  ASSERT_EQ(m, static_cast<int32_t>(want_pool.size()));
+  EXPECT_EQ(host_copy<int32_t>(out, m), want_pool);
+}
+
+struct DynamicRun {
+  std::vector<double> losses;
+  std::vector<std::vector<float>> dense;  // params, m, v
+  embed::TableRows rows;                  // sorted by key
+  embed::DynamicTableCounters counters;
+  int64_t graph_steps = 0, device_only_steps = 0;
+};
+
+// kSteps training steps with a dynamic item table (one GPU), its window on the host (the
+// reference: host dedupe and negatives) or on the device.
+DynamicRun train_dynamic(const std::string& gin, bool host_window) {
+  const Config cfg = load_config_text(gin, "<dynamic window>", {}, nullptr);
+  const SequenceDataset ds = open_dataset(cfg);
+  const DataSplits splits = make_splits(ds, cfg.dataset.split, cfg.dataset.max_history_seqlen);
+  Batcher batcher(ds, splits.train, cfg.trainer.train_batch_size, true, 7);
+  ModelShape shape = retrieval_model_shape(cfg, ds.num_items);
+  shape.window_rows = item_window_rows(cfg, ds.num_items);
+  shape.full_eval_buffers = true;
+  Runtime runtime(Device::kCUDA, cfg, shape);
+  HstuModel model(cfg, shape, Device::kCUDA, DType::kBF16);
+  model.plan(11);
+  auto items = make_dynamic_item_table(cfg, ds, Device::kCUDA, shape.window_rows);
+  items->set_host_path(host_window);
+  EXPECT_EQ(items->on_device(), !host_window);
+  model.set_item_table(&items->window());
+  TrainStep stepper(cfg, ds.num_items);
+  StepShare share;
+  share.items = items.get();
+  DynamicRun r;
+  SequenceBatch batch;
+  for (int64_t step = 0; step < kSteps; ++step) {
+    batcher.next(batch);
+    r.device_only_steps += items->device_only();
+    stepper.run(runtime.ctx(), model, batch, step, 1e-3 * static_cast<double>(step + 1), share);
+    for (const StepLoss& l : stepper.drain(false)) r.losses.push_back(l.loss);
+  }
+  for (const StepLoss& l : stepper.drain(true)) r.losses.push_back(l.loss);
+  runtime.synchronize();
+  r.graph_steps = stepper.graph().stats().graph_steps;
+  for (const Tensor& t :
+       {model.dense().flat_params(), model.dense().flat_m(), model.dense().flat_v()})
+    r.dense.push_back(host_copy<float>(t, t.numel()));
+  r.counters = items->counters();
+  const embed::TableRows rows = items->table().export_rows(runtime.ctx());
+  std::vector<size_t> order(rows.keys.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return rows.keys[a] < rows.keys[b]; });
+  const size_t w = rows.keys.empty() ? 0 : rows.values.size() / rows.keys.size();
+  for (size_t i : order) {
+    r.rows.keys.push_back(rows.keys[i]);
+    r.rows.scores.push_back(rows.scores[i]);
+    r.rows.values.insert(r.rows.values.end(), rows.values.begin() + i * w,
+                         rows.values.begin() + (i + 1) * w);
+  }
+  return r;
+}
+
+void expect_equal(const DynamicRun& host, const DynamicRun& dev) {
+  ASSERT_EQ(host.losses.size(), static_cast<size_t>(kSteps));
+  EXPECT_EQ(host.losses, dev.losses);
+  ASSERT_EQ(host.dense.size(), dev.dense.size());
+  for (size_t i = 0; i < host.dense.size(); ++i)
+    EXPECT_EQ(0, std::memcmp(host.dense[i].data(), dev.dense[i].data(),
+                             host.dense[i].size() * sizeof(float)))
+        << "dense state " << i << " (params, m, v) differs";
+  EXPECT_EQ(host.rows.keys, dev.rows.keys);
+  EXPECT_EQ(host.rows.scores, dev.rows.scores);
+  ASSERT_EQ(host.rows.values.size(), dev.rows.values.size());
+  EXPECT_EQ(0, std::memcmp(host.rows.values.data(), dev.rows.values.data(),
+                           host.rows.values.size() * sizeof(float)))
+      << "table rows (embedding | optimiser state) differ";
+  const auto c = [](const embed::DynamicTableCounters& x) {
+    return std::vector<int64_t>{x.inserts, x.evictions, x.rejections, x.size, x.capacity, x.grows};
+  };
+  EXPECT_EQ(c(host.counters), c(dev.counters)) << "inserts, evictions, rejections, size, "
+                                                  "capacity, grows";
+}
+
+std::string dynamic_gin(int64_t items, int64_t batch, int64_t seqlen, int64_t negatives,
+                        const char* sampler, const std::string& table) {
+  return gin(items, batch, seqlen, negatives, sampler) +
+         "OptimizerArgs.sparse_optimizer_str = \"adam\"\n"
+         "DynamicTableArgs.tables = [\"item\"]\n" +
+         table;
+}
+
+// At maximum capacity with LRU / LFU eviction the table needs no host decision: the whole step
+// is one CUDA graph (device_only), and it trains exactly as the host window, counters included.
+TEST(GpuWindow, DynamicDeviceEqualsHostAtCapacity) {
+  HSTU_REQUIRE_GPU();
+  struct Case {
+    const char* sampler;
+    std::string table;
+  };
+  const Case cases[] = {
+      {"uniform", ""},  // capacity = the catalogue, LRU: full buckets evict
+      {"in_batch", "DynamicTableArgs.eviction = \"lfu\"\n"},
+      {"uniform", "DynamicTableArgs.capacity_ratio = 0.25\n"},  // many evictions
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(c.sampler) + " " + c.table);
+    const std::string g = dynamic_gin(500, 16, 32, 16, c.sampler, c.table);
+    const DynamicRun host = train_dynamic(g, true), dev = train_dynamic(g, false);
+    EXPECT_EQ(dev.device_only_steps, kSteps);
+    EXPECT_GE(dev.graph_steps, kSteps - 1);  // the first step runs directly
+    expect_equal(host, dev);
+  }
+}
+
+// A table that may still grow (eviction none): the fetch runs before the step's graph and waits
+// for its growth decisions until the catalogue fits; still equal to the host window. Also the sort
+// dedupe (a catalogue larger than the window).
+TEST(GpuWindow, DynamicDeviceEqualsHostWhileGrowing) {
+  HSTU_REQUIRE_GPU();
+  const std::string grow =
+      "DynamicTableArgs.capacity_rows = 64\nDynamicTableArgs.max_capacity_rows = 65536\n"
+      "DynamicTableArgs.eviction = \"none\"\n";
+  for (const char* sampler : {"uniform", "in_batch"}) {
+    SCOPED_TRACE(sampler);
+    const std::string g = dynamic_gin(500, 16, 32, 16, sampler, grow);
+    const DynamicRun host = train_dynamic(g, true), dev = train_dynamic(g, false);
+    // It waits until the catalogue fits (HashTable::set_key_universe), then runs in the graph.
+    EXPECT_LT(dev.device_only_steps, kSteps);
+    EXPECT_GT(dev.counters.grows, 0);
+    expect_equal(host, dev);
+  }
+  const std::string g = dynamic_gin(20000, 4, 16, 4, "uniform", "");
+  expect_equal(train_dynamic(g, true), train_dynamic(g, false));
+}
+
+// Raw-id data with uniform negatives: drawn from the ids the table holds (the device pool
+// against the host's), and the keys are the raw keys (+ 1).
+TEST(GpuWindow, DynamicDeviceEqualsHostRawIdsTableNegatives) {
+  HSTU_REQUIRE_GPU();
+  const std::string g = dynamic_gin(500, 16, 32, 16, "uniform",
+                                    "DatasetArgs.raw_ids = True\n"
+                                    "DynamicTableArgs.capacity_ratio = 2.0\n");
+  const DynamicRun host = train_dynamic(g, true), dev = train_dynamic(g, false);
+  EXPECT_EQ(dev.device_only_steps, kSteps);
+  expect_equal(host, dev);
+}
+
+// Raw-id data with a table of half the catalogue: after training on the device, evaluation
+// ranks the targets against the ids the table holds (DynamicItemTable::present_ids, equal to
+// the device pool negatives use), and the CUDA evaluator's metrics equal the CPU reference's:
+// cpu retrieval_rank over the CUDA run's normalised catalogue and queries (copied to the host)
+// with every absent id filtered like a history item.
+TEST(GpuWindow, DynamicRawIdsEvaluationRanksPresentKeysLikeCpu) {
+  HSTU_REQUIRE_GPU();
+  const Config cfg = load_config_text(dynamic_gin(500, 16, 32, 16, "uniform",
+                                                  "DatasetArgs.raw_ids = True\n"
+                                                  "DynamicTableArgs.capacity_ratio = 0.5\n"
+                                                  "TrainerArgs.eval_batch_size = 16\n"
+                                                  "RetrievalArgs.eval_rank_cap = 300\n"),
+                                      "<dynamic eval>", {}, nullptr);
+  const SequenceDataset ds = open_dataset(cfg);
+  const DataSplits splits = make_splits(ds, cfg.dataset.split, cfg.dataset.max_history_seqlen);
+  Batcher batcher(ds, splits.train, cfg.trainer.train_batch_size, true, 7);
+  ModelShape shape = retrieval_model_shape(cfg, ds.num_items);
+  shape.window_rows = item_window_rows(cfg, ds.num_items);
+  shape.full_eval_buffers = true;
+  Runtime runtime(Device::kCUDA, cfg, shape);
+  Ctx& ctx = runtime.ctx();
+  HstuModel model(cfg, shape, Device::kCUDA, DType::kBF16);
+  model.plan(11);
+  auto items = make_dynamic_item_table(cfg, ds, Device::kCUDA, shape.window_rows);
+  model.set_item_table(&items->window());
+  TrainStep stepper(cfg, ds.num_items);
+  StepShare share;
+  share.items = items.get();
+  SequenceBatch batch;
+  for (int64_t step = 0; step < kSteps; ++step) {
+    batcher.next(batch);
+    stepper.run(ctx, model, batch, step, 1e-3, share);
+  }
+  stepper.drain(true);
+  runtime.synchronize();
+
+  EmbeddingTable catalogue;
+  catalogue.allocate("catalogue", ds.num_items, cfg.network.hidden_size, Device::kCUDA, "sgd");
+  items->materialize(ctx, catalogue);
+  model.set_item_table(&catalogue);
+  const std::vector<int32_t> present = items->present_ids(ctx);
+  ASSERT_GT(present.size(), 0u);
+  ASSERT_LT(present.size(), static_cast<size_t>(ds.num_items - 1));
+  Tensor pool, count;
+  items->negative_pool_device(ctx, pool, count);
+  runtime.synchronize();
+  const int32_t n_pool = host_copy<int32_t>(count, 1)[0];
+  EXPECT_EQ(host_copy<int32_t>(pool, n_pool), present);
+
+  RetrievalEvaluator eval(ds, splits.test, cfg.trainer.eval_batch_size, 0, model);
+  const NamedValues got = eval.run(ctx, model, &present).values();
+
+  // The CPU reference on the same normalised rows and queries.
+  const int64_t v = ds.num_items, d = cfg.network.hidden_size;
+  const int32_t cap = static_cast<int32_t>(cfg.retrieval.eval_rank_cap);
+  std::vector<float> rows = host_copy<float>(model.normalized_items(ctx), v * d);
+  std::vector<char> is_present(static_cast<size_t>(v), 0);
+  for (int32_t id : present) is_present[static_cast<size_t>(id)] = 1;
+  std::vector<int32_t> absent;
+  for (int32_t id = 1; id < v; ++id)
+    if (!is_present[static_cast<size_t>(id)]) absent.push_back(id);
+  Batcher eb(ds, splits.test, cfg.trainer.eval_batch_size, false, 0);
+  std::unique_ptr<Arena> qa = Arena::planned(Device::kCUDA, "eval queries", [&](Arena& a) {
+    a.alloc(DType::kI32, {cfg.trainer.eval_batch_size});
+    a.alloc(DType::kF32, {cfg.trainer.eval_batch_size, d});
+  });
+  RetrievalMetrics want;
+  Ctx h = cpu_ctx();
+  SequenceBatch b;
+  for (int64_t i = 0; i < eb.num_batches(); ++i) {
+    eb.get(0, i, b);
+    const int32_t n = b.batch_size;
+    BatchTensors& bt = model.batch_tensors();
+    upload_batch(b, model.capacity(), bt);
+    const Tensor out = model.encode(ctx, bt);  // [T, D] normalised
+    qa->reset(0);
+    const Tensor last_idx = qa->alloc(DType::kI32, {n}), qd = qa->alloc(DType::kF32, {n, d});
+    std::vector<int32_t> last(static_cast<size_t>(n)), offsets = {0}, hist;
+    for (int32_t s = 0; s < n; ++s) {
+      last[static_cast<size_t>(s)] = b.offsets[static_cast<size_t>(s) + 1] - 1;
+      hist.insert(hist.end(), b.item_ids.begin() + b.offsets[static_cast<size_t>(s)],
+                  b.item_ids.begin() + b.offsets[static_cast<size_t>(s) + 1]);
+      hist.insert(hist.end(), absent.begin(), absent.end());
+      offsets.push_back(static_cast<int32_t>(hist.size()));
+    }
+    copy_bytes(last_idx.data, Device::kCUDA, last.data(), Device::kCPU, n * sizeof(int32_t));
+    embedding_fwd(ctx, out, last_idx, 1.0f, Tensor(), Tensor(), qd);
+    runtime.synchronize();
+    std::vector<float> q = host_copy<float>(qd, n * d);
+    std::vector<int32_t> targets(b.eval_targets.begin(), b.eval_targets.begin() + n), ranks(n);
+    retrieval_rank(
+        h, Tensor(q.data(), DType::kF32, Device::kCPU, {n, d}),
+        Tensor(rows.data(), DType::kF32, Device::kCPU, {v, d}),
+        Tensor(targets.data(), DType::kI32, Device::kCPU, {n}),
+        Tensor(offsets.data(), DType::kI32, Device::kCPU, {n + 1}),
+        Tensor(hist.data(), DType::kI32, Device::kCPU, {static_cast<int64_t>(hist.size())}), cap,
+        Tensor(ranks.data(), DType::kI32, Device::kCPU, {n}));
+    for (int32_t r : ranks) want.add(r == cap + 2 ? cap + 1 : r);
+  }
+  const NamedValues wv = want.values();
+  ASSERT_EQ(got.size(), wv.size());
+  for (size_t k = 0; k < got.size(); ++k) EXPECT_EQ(got[k].second, wv[k].second) << got[k].first;
 }
 
 #if defined(HSTU_WITH_NCCL)

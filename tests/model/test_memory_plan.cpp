@@ -197,20 +197,30 @@ TEST(RetrievalPlanDynamic, SlotsWindowAndCatalogue) {
   const int64_t window = 4 * 10 * (2 + 3) + 1;
   ASSERT_EQ(t.max_unique, window);
   EXPECT_TRUE(t.shardable);  // sharded by key over data-parallel ranks
-  // 1000 keys -> 32 buckets of 32 = 1024 slots; a row: 16 floats + 32 of Adam state, + 16 B.
-  EXPECT_EQ(t.dynamic_bytes, 1024 * (48 * 4 + 16) + window * 16 * 8 + items * 16 * 8);
+  // 1000 keys -> 32 buckets of 32 = 1024 slots; a row: 16 floats + 32 of Adam state, + 24 B of
+  // key, score and last-use step; 4 B per bucket;
+  // on CUDA the device window: 24 B per window row, the sort's key + index per window row (the
+  // catalogue is larger than the window), and with raw ids 28 B per catalogue id more.
+  const int64_t dev = window * 24 + window * 8;
+  EXPECT_EQ(dynamic_window_bytes(window, items, false), dev);
+  EXPECT_EQ(dynamic_window_bytes(window, items, true), dev + items * 28);
+  EXPECT_EQ(dynamic_window_bytes(2000, items, false), 2000 * 24 + items * 8);  // flag scan
+  EXPECT_EQ(t.dynamic_bytes,
+            1024 * (48 * 4 + 24) + 32 * 4 + window * 16 * 8 + items * 16 * 8 + dev);
+  EXPECT_EQ(retrieval_memory(cfg, items, Device::kCPU, DType::kF32).tables[0].dynamic_bytes,
+            t.dynamic_bytes - dev);
   EXPECT_NE(t.dynamic_formula.find("1024 slots"), std::string::npos) << t.dynamic_formula;
   // On W ranks each holds ceil(1000 / W) keys in whole buckets, as a power of two of buckets;
   // the window and the catalogue stay whole: 2 ranks 512 slots, 4 ranks 256, 3 ranks 352 -> 512.
-  const int64_t fixed = window * 16 * 8 + items * 16 * 8;
+  const int64_t fixed = window * 16 * 8 + items * 16 * 8 + dev;
   EXPECT_EQ(dynamic_table_bytes(t.dynamic, 1), t.dynamic_bytes);
-  EXPECT_EQ(dynamic_table_bytes(t.dynamic, 2), 512 * (48 * 4 + 16) + fixed);
-  EXPECT_EQ(dynamic_table_bytes(t.dynamic, 3), 512 * (48 * 4 + 16) + fixed);
-  EXPECT_EQ(dynamic_table_bytes(t.dynamic, 4), 256 * (48 * 4 + 16) + fixed);
+  EXPECT_EQ(dynamic_table_bytes(t.dynamic, 2), 512 * (48 * 4 + 24) + 16 * 4 + fixed);
+  EXPECT_EQ(dynamic_table_bytes(t.dynamic, 3), 512 * (48 * 4 + 24) + 16 * 4 + fixed);
+  EXPECT_EQ(dynamic_table_bytes(t.dynamic, 4), 256 * (48 * 4 + 24) + 8 * 4 + fixed);
   cfg.dynamic.host_tier = true;
   cfg.dynamic.hbm_ratio = 0.25;  // 256 rows in HBM: 8 buckets
   const PlannedTable h = retrieval_memory(cfg, items, Device::kCUDA, DType::kBF16).tables[0];
-  EXPECT_EQ(h.dynamic_bytes, 256 * (48 * 4 + 16) + window * 16 * 8 + items * 16 * 8);
+  EXPECT_EQ(h.dynamic_bytes, 256 * (48 * 4 + 24) + 8 * 4 + fixed);
   EXPECT_NE(h.dynamic_formula.find("host tier"), std::string::npos) << h.dynamic_formula;
   cfg.dynamic.tables = {};
   EXPECT_EQ(retrieval_memory(cfg, items, Device::kCUDA, DType::kBF16).tables[0].dynamic_bytes, -1);

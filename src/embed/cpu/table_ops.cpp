@@ -1,7 +1,8 @@
 // cpu/table_ops.cpp — CPU reference of the dynamic table's primitives: plain loops, keys handled
 // in ascending order (so each bucket sees its keys in the order the CUDA kernels use), and the
 // fused optimiser with the exact per-element math of ops/cpu/embedding.cpp's
-// sparse_optimizer_step (double arithmetic, rounded to f32 on store).
+// sparse_optimizer_step (double arithmetic, rounded to f32 on store; a bf16 table's embedding is
+// read widened to f32 and that f32 result stored rounded to nearest even bf16).
 #include "embed/cpu/table_ops.h"
 
 #include <omp.h>
@@ -208,8 +209,9 @@ void init_rows(Ctx& ctx, const TableView& t, const int64_t* keys, const int64_t*
   for (int64_t i = 0; i < n; ++i) {
     if (status[i] != kInserted && status[i] != kEvicted) continue;
     float* row = t.values + slots[i] * t.row_width;
-    for (int64_t c = 0; c < t.dim; ++c) row[c] = key_init_value(table_seed, keys[i], c, init_std);
-    for (int64_t c = t.dim; c < t.row_width; ++c) row[c] = 0.0f;
+    std::fill(row, row + t.row_width, 0.0f);  // state and the bf16 padding
+    for (int64_t c = 0; c < t.dim; ++c)
+      set_row_value(row, c, key_init_value(table_seed, keys[i], c, init_std), t.bf16);
   }
 }
 
@@ -261,11 +263,16 @@ void gather(Ctx& ctx, const RowSpace& rs, const int64_t* refs, const int64_t* ke
   for (int64_t i = 0; i < n; ++i) {
     float* o = out + i * out_ld;
     const int64_t r = inverse ? inverse[i] : i;
-    if (refs[r] >= 0) {
+    if (refs[r] >= 0 && !rs.bf16) {
       std::memcpy(o, row_ptr(rs, refs[r]), static_cast<size_t>(rs.dim) * sizeof(float));
+    } else if (refs[r] >= 0) {
+      const float* row = row_ptr(rs, refs[r]);
+      for (int64_t c = 0; c < rs.dim; ++c) o[c] = row_value(row, c, true);
     } else {
-      for (int64_t c = 0; c < rs.dim; ++c)
-        o[c] = init_missing ? key_init_value(table_seed, keys[r], c, init_std) : 0.0f;
+      for (int64_t c = 0; c < rs.dim; ++c) {
+        const float v = init_missing ? key_init_value(table_seed, keys[r], c, init_std) : 0.0f;
+        o[c] = rs.bf16 ? round_bf16(v) : v;
+      }
     }
   }
 }
@@ -292,27 +299,32 @@ void apply_optimizer(Ctx& ctx, const RowSpace& rs, const int64_t* refs, float* g
     float* gr = grad + i * grad_ld;
     if (touched[i] && refs[i] >= 0 && !skip) {
       float* wr = row_ptr(rs, refs[i]);
+      const bool bf = rs.bf16;
+      float* st = wr + rs.state_off;  // the f32 optimiser state
       if (kind == SparseOptimizerSpec::kAdam) {
-        float* mr = wr + d;
-        float* vr = wr + 2 * d;
+        float* mr = st;
+        float* vr = st + d;
         for (int64_t c = 0; c < d; ++c) {
           const double gc = gr[c];
           const double mc = b1 * mr[c] + (1 - b1) * gc;
           const double vc = b2 * vr[c] + (1 - b2) * gc * gc;
           mr[c] = static_cast<float>(mc);
           vr[c] = static_cast<float>(vc);
-          wr[c] = static_cast<float>(wr[c] - lr * (mc / bc1) / (std::sqrt(vc / bc2) + eps));
+          const double wc = row_value(wr, c, bf);
+          set_row_value(wr, c,
+                        static_cast<float>(wc - lr * (mc / bc1) / (std::sqrt(vc / bc2) + eps)), bf);
         }
       } else if (kind == SparseOptimizerSpec::kRowWiseAdagrad) {
         double ss = 0;
         for (int64_t c = 0; c < d; ++c) ss += double(gr[c]) * gr[c];
-        float* state = wr + d;
-        const double st = state[0] + ss / static_cast<double>(d);
-        state[0] = static_cast<float>(st);
-        const double mult = lr / (std::sqrt(st) + eps);
-        for (int64_t c = 0; c < d; ++c) wr[c] = static_cast<float>(wr[c] - mult * gr[c]);
+        const double sv = st[0] + ss / static_cast<double>(d);
+        st[0] = static_cast<float>(sv);
+        const double mult = lr / (std::sqrt(sv) + eps);
+        for (int64_t c = 0; c < d; ++c)
+          set_row_value(wr, c, static_cast<float>(row_value(wr, c, bf) - mult * gr[c]), bf);
       } else {
-        for (int64_t c = 0; c < d; ++c) wr[c] = static_cast<float>(wr[c] - lr * gr[c]);
+        for (int64_t c = 0; c < d; ++c)
+          set_row_value(wr, c, static_cast<float>(row_value(wr, c, bf) - lr * gr[c]), bf);
       }
       if (dirty && refs[i] < rs.n_a) dirty[refs[i]] = 1;
     }

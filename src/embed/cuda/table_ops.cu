@@ -632,6 +632,19 @@ __global__ void init_rows_kernel(TableView t, const int64_t* keys, const int64_t
     const int64_t q = i0 + __ffs(m) - 1;
     float* row = t.values + slots[q] * t.row_width;
     const int64_t k = keys[q];
+    if (t.bf16) {  // word c < state_off holds values 2c, 2c + 1 (zero past dim), then the state
+      for (int64_t c = lane; c < t.row_width; c += 32) {
+        if (c >= t.state_off) {
+          row[c] = 0.0f;
+          continue;
+        }
+        const uint32_t lo = 2 * c < t.dim ? bf16_bits(key_init_value(seed, k, 2 * c, std)) : 0u;
+        const uint32_t hi =
+            2 * c + 1 < t.dim ? bf16_bits(key_init_value(seed, k, 2 * c + 1, std)) : 0u;
+        reinterpret_cast<uint32_t*>(row)[c] = lo | (hi << 16);
+      }
+      continue;
+    }
     for (int64_t c = lane; c < t.row_width; c += 32)
       row[c] = c < t.dim ? key_init_value(seed, k, c, std) : 0.0f;
   }
@@ -687,9 +700,12 @@ __global__ void gather_kernel(RowSpace rs, const int64_t* refs, const int64_t* k
   const int64_t i = e / rs.dim, c = e % rs.dim;
   const int64_t u = inverse ? inverse[i] : i;
   const int64_t r = refs[u];
-  out[i * out_ld + c] = r >= 0         ? row_ptr(rs, r)[c]
-                        : init_missing ? key_init_value(seed, keys[u], c, std)
-                                       : 0.0f;
+  if (r >= 0) {
+    out[i * out_ld + c] = row_value(row_ptr(rs, r), c, rs.bf16);
+  } else {
+    const float v = init_missing ? key_init_value(seed, keys[u], c, std) : 0.0f;
+    out[i * out_ld + c] = rs.bf16 ? round_bf16(v) : v;
+  }
 }
 
 // gather for dim a multiple of 4 (16-byte aligned rows and output): one warp per kGatherRows
@@ -831,23 +847,36 @@ __global__ void apply_kernel(OptArgs a) {
     return;
   }
   if (a.touched[i] && r >= 0 && !skip) {
+    // The embedding element read as f32 (bf16 widened), updated in f32 and stored back (bf16:
+    // rounded to nearest even, each lane its own 2-byte values); the state is f32 at state_off.
     float* w = row_ptr(a.rs, r);
+    float* s = w + a.rs.state_off;
+    const bool bf = a.rs.bf16;
     if constexpr (K == SparseOptimizerSpec::kAdam) {
-      float* m = w + d;
-      float* v = w + 2 * d;
-      for (int64_t c = lane; c < d; c += 32) opt_elem<K>(a, g[c], w[c], m[c], v[c]);
+      float* m = s;
+      float* v = s + d;
+      for (int64_t c = lane; c < d; c += 32) {
+        float wc = row_value(w, c, bf);
+        opt_elem<K>(a, g[c], wc, m[c], v[c]);
+        set_row_value(w, c, wc, bf);
+      }
     } else if constexpr (K == SparseOptimizerSpec::kRowWiseAdagrad) {
       float ss = 0.0f;
       for (int64_t c = lane; c < d; c += 32) ss += g[c] * g[c];
       ss = warp_sum(ss);
-      const float st = w[d] + ss / static_cast<float>(d);
+      const float st = s[0] + ss / static_cast<float>(d);
       __syncwarp();
-      if (lane == 0) w[d] = st;
+      if (lane == 0) s[0] = st;
       const float mult = a.lr / (sqrtf(st) + a.eps);
-      for (int64_t c = lane; c < d; c += 32) w[c] -= mult * g[c];
+      for (int64_t c = lane; c < d; c += 32)
+        set_row_value(w, c, row_value(w, c, bf) - mult * g[c], bf);
     } else {
       float m = 0.0f, v = 0.0f;
-      for (int64_t c = lane; c < d; c += 32) opt_elem<K>(a, g[c], w[c], m, v);
+      for (int64_t c = lane; c < d; c += 32) {
+        float wc = row_value(w, c, bf);
+        opt_elem<K>(a, g[c], wc, m, v);
+        set_row_value(w, c, wc, bf);
+      }
     }
     if (lane == 0 && a.dirty && r < a.rs.n_a) a.dirty[r] = 1;
   }
@@ -1251,7 +1280,8 @@ void gather(Ctx& ctx, const RowSpace& rs, const int64_t* refs, const int64_t* ke
             float* out, int64_t out_ld, bool init_missing, uint64_t table_seed, float init_std,
             const int32_t* inverse) {
   if (n == 0) return;
-  if (rs.dim % 4 == 0 && rs.row_width % 4 == 0 && out_ld % 4 == 0 && aligned16(out) &&
+  // bf16 rows: the element-wise kernel (widening each value).
+  if (!rs.bf16 && rs.dim % 4 == 0 && rs.row_width % 4 == 0 && out_ld % 4 == 0 && aligned16(out) &&
       aligned16(rs.a) && (rs.b == nullptr || aligned16(rs.b))) {
     const int64_t warps = (n + kGatherRows - 1) / kGatherRows;
     gather_rows_kernel<<<blocks_for(warps * 32, 256), 256, 0, stream_of(ctx)>>>(
@@ -1281,7 +1311,7 @@ void apply_optimizer(Ctx& ctx, const RowSpace& rs, const int64_t* refs, float* g
     a.guard_n = spec.skip_if_nonfinite.numel();
   }
   const unsigned grid = blocks_for(n * 32, 256);
-  const bool vec4 = rs.dim % 4 == 0 && rs.row_width % 4 == 0 && grad_ld % 4 == 0 &&
+  const bool vec4 = !rs.bf16 && rs.dim % 4 == 0 && rs.row_width % 4 == 0 && grad_ld % 4 == 0 &&
                     aligned16(grad) && aligned16(rs.a) && (rs.b == nullptr || aligned16(rs.b));
   const cudaStream_t st = stream_of(ctx);
   switch (spec.kind) {
@@ -1313,7 +1343,8 @@ void backward_apply(Ctx& ctx, const int32_t* order, int64_t n, int64_t u, const 
                     uint8_t* dirty) {
   if (n == 0 || u == 0) return;
   const cudaStream_t st = stream_of(ctx);
-  const bool vec4 = rs.dim % 4 == 0 && rs.row_width % 4 == 0 && grad_ld % 4 == 0 &&
+  // bf16 rows: the two-pass path (apply_kernel<K, 1> widens and rounds each value).
+  const bool vec4 = !rs.bf16 && rs.dim % 4 == 0 && rs.row_width % 4 == 0 && grad_ld % 4 == 0 &&
                     dout_ld % 4 == 0 && aligned16(dout) && aligned16(grad) && aligned16(rs.a) &&
                     (rs.b == nullptr || aligned16(rs.b));
   if (!vec4) {  // zero the scratch, then the two-pass path (the same sums and updates)

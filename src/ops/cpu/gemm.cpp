@@ -11,6 +11,7 @@
 
 #include <vector>
 
+#include "core/arena.h"
 #include "ops/cpu/common.h"
 #include "ops/cpu/gemm.h"
 
@@ -147,6 +148,17 @@ void gemm(Ctx& ctx, const GemmDesc& desc, const Tensor& a, const Tensor& b, cons
   if (m == 0 || n == 0) return;
   detail::dispatch_float(c, "gemm",
                          [&]<typename T>(T) { gemm_impl<T>(ctx, desc, a, b, c, bias, m, n, k); });
+}
+
+void gemm_residual(Ctx& ctx, const GemmDesc& desc, const Tensor& a, const Tensor& b,
+                   const Tensor& residual, const Tensor& d, const Tensor& bias) {
+  check_shape(d, {-1, -1}, "gemm_residual D");
+  check_shape(residual, {d.dim(0), d.dim(1)}, "gemm_residual residual");
+  detail::check_dtype(residual, d.dtype, "gemm_residual residual");
+  if (residual.data != d.data) copy_tensor(d, residual);
+  GemmDesc acc = desc;
+  acc.beta = 1.0f;
+  cpu::gemm(ctx, acc, a, b, d, bias);
 }
 
 void bias_grad(Ctx& ctx, const Tensor& dy, const Tensor& db, bool accumulate) {

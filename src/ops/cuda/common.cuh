@@ -241,6 +241,7 @@ size_t sampled_softmax_scratch_bytes(int64_t tokens, int64_t negatives, int64_t 
                                      bool det);                     // sampled_softmax.cu
 size_t in_batch_negatives_scratch_bytes(int64_t targets);           // negatives_gpu.cu
 size_t retrieval_rank_scratch_bytes(int64_t users, int64_t items);  // retrieval_rank.cu
+size_t uvqk_silu_bwd_scratch_bytes(int64_t rows, int64_t cols);     // uvqk_act.cu
 
 // Grid size for kernels that split rows into a fixed number of chunks whose partial results are
 // reduced in a fixed order (deterministic for a given device and problem size).

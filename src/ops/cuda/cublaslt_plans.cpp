@@ -52,13 +52,14 @@ bool pick_algo(const BlasState& s, const GemmPlanKey& key, GemmPlan& plan) {
   // cuBLASLt's A is our B and vice versa.
   set_pref<uint32_t>(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align_b);
   set_pref<uint32_t>(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_a);
-  set_pref<uint32_t>(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_c);
+  set_pref<uint32_t>(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                     key.ldr != 0 ? key.align_r : key.align_c);
   set_pref<uint32_t>(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_c);
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   const cublasStatus_t st =
       cublasLtMatmulAlgoGetHeuristic(s.handle, plan.desc, plan.layout_a, plan.layout_b,
-                                     plan.layout_c, plan.layout_c, pref.p, 1, &result, &found);
+                                     plan.c_layout(), plan.layout_c, pref.p, 1, &result, &found);
   if (st != CUBLAS_STATUS_SUCCESS || found == 0 || result.state != CUBLAS_STATUS_SUCCESS)
     return false;
   plan.algo = result.algo;
@@ -70,17 +71,19 @@ bool pick_algo(const BlasState& s, const GemmPlanKey& key, GemmPlan& plan) {
 size_t GemmPlanKeyHash::operator()(const GemmPlanKey& k) const {
   uint64_t h = 1469598103934665603ull;
   const auto mix = [&h](uint64_t v) { h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
-  for (int64_t v : {k.m, k.n, k.k, k.lda, k.ldb, k.ldc}) mix(static_cast<uint64_t>(v));
+  for (int64_t v : {k.m, k.n, k.k, k.lda, k.ldb, k.ldc, k.ldr}) mix(static_cast<uint64_t>(v));
   mix(static_cast<uint64_t>(k.a) | static_cast<uint64_t>(k.b) << 8 |
       static_cast<uint64_t>(k.c) << 16 | static_cast<uint64_t>(k.bias) << 24);
   mix(static_cast<uint64_t>(k.trans_a) | k.trans_b << 1 | k.has_bias << 2 | k.accumulate << 3 |
       k.tf32 << 4 | k.exact << 5);
   mix(static_cast<uint64_t>(k.align_a) | static_cast<uint64_t>(k.align_b) << 16 |
       static_cast<uint64_t>(k.align_c) << 32 | static_cast<uint64_t>(k.align_bias) << 48);
+  mix(k.align_r);
   return static_cast<size_t>(h);
 }
 
 GemmPlan::~GemmPlan() {
+  if (layout_r) cublasLtMatrixLayoutDestroy(layout_r);
   if (layout_c) cublasLtMatrixLayoutDestroy(layout_c);
   if (layout_b) cublasLtMatrixLayoutDestroy(layout_b);
   if (layout_a) cublasLtMatrixLayoutDestroy(layout_a);
@@ -108,6 +111,9 @@ const GemmPlan& BlasState::plan(const GemmPlanKey& key, const void* bias_ptr) {
                                                key.trans_a ? key.k : key.m, key.lda));
   HSTU_CUBLAS_CHECK(
       cublasLtMatrixLayoutCreate(&plan->layout_c, cuda_type(key.c), key.n, key.m, key.ldc));
+  if (key.ldr != 0)  // gemm_residual: C is another matrix of D's type and shape
+    HSTU_CUBLAS_CHECK(
+        cublasLtMatrixLayoutCreate(&plan->layout_r, cuda_type(key.c), key.n, key.m, key.ldr));
 
   bool ok = false;
   if (key.has_bias) {
@@ -155,6 +161,7 @@ void set_plan_sizes(const GemmPlan& plan, const GemmPlanKey& key, int64_t m, int
   set(plan.layout_a, key.trans_b ? k : n, key.trans_b ? n : k);
   set(plan.layout_b, key.trans_a ? m : k, key.trans_a ? k : m);
   set(plan.layout_c, n, m);
+  if (plan.layout_r) set(plan.layout_r, n, m);
 }
 
 BlasState& blas_state(const Ctx& ctx) {

@@ -18,7 +18,8 @@
 
 namespace hstu::cuda {
 
-// Row-major problem C[m,n] = alpha * op(A)[m,k] @ op(B)[k,n] + beta * C (+ bias[n]).
+// Row-major problem C[m,n] = alpha * op(A)[m,k] @ op(B)[k,n] + beta * C (+ bias[n]), or with a
+// separate C input R (ldr != 0): D[m,n] = alpha * op(A) @ op(B) + beta * R (+ bias[n]).
 // The token-count sizes of a key (see gemm.cu) are buckets (gemm_size_bucket) unless `exact`: a
 // jagged batch has a new token count nearly every step, and one plan per bucket keeps the
 // heuristic query (measured: ~2.5 ms of host time per step of the default config) and the
@@ -31,8 +32,11 @@ struct GemmPlanKey {
   bool trans_a = false, trans_b = false;
   bool has_bias = false;
   bool accumulate = false;  // beta != 0
+  // Row stride of a separate C input (gemm_residual: D = op(A) op(B) + C, C not D); 0: C is D.
+  int64_t ldr = 0;
   bool tf32 = false;
   uint16_t align_a = 0, align_b = 0, align_c = 0, align_bias = 0;  // pointer alignment (bytes)
+  uint16_t align_r = 0;  // of the separate C input (ldr != 0)
 
   bool operator==(const GemmPlanKey& o) const = default;
 };
@@ -45,9 +49,11 @@ struct GemmPlan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t layout_a = nullptr;  // cuBLASLt's A (= our B, see gemm.cu)
   cublasLtMatrixLayout_t layout_b = nullptr;  // cuBLASLt's B (= our A)
-  cublasLtMatrixLayout_t layout_c = nullptr;  // C and D
+  cublasLtMatrixLayout_t layout_c = nullptr;  // D, and C unless layout_r is set
+  cublasLtMatrixLayout_t layout_r = nullptr;  // a separate C input (key.ldr != 0)
   cublasLtMatmulAlgo_t algo{};
   bool bias_in_epilogue = false;  // false with a bias: gemm.cu adds it with its own kernel
+  cublasLtMatrixLayout_t c_layout() const { return layout_r ? layout_r : layout_c; }
 
   GemmPlan() = default;
   GemmPlan(const GemmPlan&) = delete;

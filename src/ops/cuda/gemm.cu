@@ -1,4 +1,5 @@
-// gemm.cu — CUDA GEMM through the cuBLASLt plan cache, and the bias-gradient column sum.
+// gemm.cu — CUDA GEMM through the cuBLASLt plan cache (gemm, and gemm_residual whose residual
+// is cuBLASLt's separate C input), and the bias-gradient column sum.
 //
 // The one decision: the GEMM itself is cuBLASLt (bf16/fp16 or fp32 operands, fp32 accumulation,
 // bias fused in the epilogue where cuBLASLt supports the dtypes); this file only validates,
@@ -77,8 +78,22 @@ size_t bias_grad_scratch_bytes(int64_t rows, int64_t cols) {
   return arena_bytes(sizeof(float) * static_cast<size_t>((rows + per - 1) / per * cols));
 }
 
-void gemm(Ctx& ctx, const GemmDesc& desc, const Tensor& a, const Tensor& b, const Tensor& c,
-          const Tensor& bias) {
+namespace {
+
+// C = alpha op(A) op(B) + beta C (+ bias), or with `residual` (not C): C = alpha op(A) op(B) +
+// residual (+ bias), the residual being cuBLASLt's C input and C its D output.
+void gemm_impl(Ctx& ctx, const GemmDesc& desc_in, const Tensor& a, const Tensor& b, const Tensor& c,
+               const Tensor& bias, const Tensor* residual) {
+  GemmDesc desc = desc_in;
+  if (residual != nullptr) {
+    check_cuda_tensor(*residual, "gemm_residual residual");
+    HSTU_CHECK(c.ndim == 2, "gemm_residual: D must be 2-D, got ", c.str());
+    check_shape(*residual, {c.dim(0), c.dim(1)}, "gemm_residual residual");
+    HSTU_CHECK(residual->dtype == c.dtype, "gemm_residual: residual ", residual->str(), " and D ",
+               c.str(), " dtypes differ");
+    desc.beta = 1.0f;
+    if (residual->data == c.data && residual->row_stride == c.row_stride) residual = nullptr;
+  }
   HSTU_CHECK(a.ndim == 2 && b.ndim == 2 && c.ndim == 2, "gemm takes 2-D tensors, got A ", a.str(),
              " B ", b.str(), " C ", c.str());
   check_cuda_tensor(a, "gemm A");
@@ -102,6 +117,7 @@ void gemm(Ctx& ctx, const GemmDesc& desc, const Tensor& a, const Tensor& b, cons
   if (m == 0 || n == 0) return;
   if (k == 0) {  // empty reduction: C = beta * C (+ bias); only the no-op case occurs in training
     HSTU_CHECK(desc.beta == 1.0f && bias.empty(), "gemm with K = 0 supports only beta = 1");
+    if (residual) copy_tensor(c, *residual, ctx.stream);
     return;
   }
 
@@ -122,6 +138,8 @@ void gemm(Ctx& ctx, const GemmDesc& desc, const Tensor& a, const Tensor& b, cons
   key.align_a = ptr_alignment(a.data), key.align_b = ptr_alignment(b.data);
   key.align_c = ptr_alignment(c.data);
   key.align_bias = key.has_bias ? ptr_alignment(bias.data) : 0;
+  if (residual) key.ldr = residual->row_stride, key.align_r = ptr_alignment(residual->data);
+  const void* c_in = residual ? residual->data : c.data;
   const float alpha = desc.alpha, beta = desc.beta;
   const auto run = [&](const GemmPlan& plan) {
     set_plan_sizes(plan, key, m, n, k);
@@ -130,9 +148,10 @@ void gemm(Ctx& ctx, const GemmDesc& desc, const Tensor& a, const Tensor& b, cons
       HSTU_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                                        &bp, sizeof(bp)));
     }
-    // cuBLASLt's A is our B (see cublaslt_plans.cpp); C and D are the same buffer.
+    // cuBLASLt's A is our B (see cublaslt_plans.cpp); its C is c_in (the residual, or c itself)
+    // and its D is c.
     return cublasLtMatmul(s.handle, plan.desc, &alpha, b.data, plan.layout_a, a.data, plan.layout_b,
-                          &beta, c.data, plan.layout_c, c.data, plan.layout_c, &plan.algo,
+                          &beta, c_in, plan.c_layout(), c.data, plan.layout_c, &plan.algo,
                           s.workspace, s.workspace_bytes, stream_of(ctx));
   };
   const GemmPlan* plan = &s.plan(key, bias.data);
@@ -155,6 +174,18 @@ void gemm(Ctx& ctx, const GemmDesc& desc, const Tensor& a, const Tensor& b, cons
       });
     });
   }
+}
+
+}  // namespace
+
+void gemm(Ctx& ctx, const GemmDesc& desc, const Tensor& a, const Tensor& b, const Tensor& c,
+          const Tensor& bias) {
+  gemm_impl(ctx, desc, a, b, c, bias, nullptr);
+}
+
+void gemm_residual(Ctx& ctx, const GemmDesc& desc, const Tensor& a, const Tensor& b,
+                   const Tensor& residual, const Tensor& d, const Tensor& bias) {
+  gemm_impl(ctx, desc, a, b, d, bias, &residual);
 }
 
 void bias_grad(Ctx& ctx, const Tensor& dy, const Tensor& db, bool accumulate) {

@@ -9,5 +9,7 @@
 namespace hstu::cuda {
 void gemm(Ctx& ctx, const GemmDesc& desc, const Tensor& a, const Tensor& b, const Tensor& c,
           const Tensor& bias);
+void gemm_residual(Ctx& ctx, const GemmDesc& desc, const Tensor& a, const Tensor& b,
+                   const Tensor& residual, const Tensor& d, const Tensor& bias);
 void bias_grad(Ctx& ctx, const Tensor& dy, const Tensor& db, bool accumulate);
 }  // namespace hstu::cuda

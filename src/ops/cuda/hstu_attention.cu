@@ -4,9 +4,10 @@
 // bucket, dtype) by files CMake generates from sm80/hstu_attention_instance.cu.in. On a
 // compute-capability-9.0 GPU the forward of the 64/128/256 buckets runs the sm_90a kernel
 // (sm90/attention_fwd_sm90.cuh) where it measured faster (sm90_fwd_supported; HSTU_ATTN_SM80=1 /
-// HSTU_ATTN_SM90=1 force either); the backward of the 64/128 buckets without rab likewise runs
-// the sm_90a kernels (sm90/attention_bwd_sm90.cuh, sm90_bwd_supported; always deterministic, so
-// it serves both modes; HSTU_ATTN_SM90_FUSED=1 its fused-dQ form), other calls the sm80 kernels.
+// HSTU_ATTN_SM90=1 force either); the backward of the 64/128/256 buckets without rab likewise
+// runs the sm_90a kernels (sm90/attention_bwd_sm90.cuh, 256: attention_bwd_sm90_wide.cuh;
+// sm90_bwd_supported; always deterministic, so it serves both modes; HSTU_ATTN_SM90_FUSED=1 the
+// fused-dQ form at 64/128), other calls the sm80 kernels.
 //
 // The shaping decision: head widths are padded internally to the next of 32/64/128/256 (zero
 // columns in shared memory), so one kernel per bucket serves every width — the paper's 25 and 50
@@ -19,17 +20,29 @@
 // atomics in a scratch buffer otherwise. The rab gradients are summed per warp in a fixed order
 // and added as 64-bit fixed-point (2^-40) integers, which are order-independent in both modes.
 //
-// Scratch (ctx.scratch): 8 * (|rab_pos| + |rab_time|) bytes with rab gradients, plus
+// rab: each call first computes the time bucket of every (sequence, query, key) pair into
+// scratch (sm80/rab_buckets.cuh: u8 [B, S, S], S = max_seqlen rounded up to 16), once for every
+// head and, in the backward, for both kernels; the attention kernels then add the bias from
+// tables in shared memory. Calls whose time table has more than 256 entries, or whose scratch
+// has no room, compute the buckets inside the kernels per element (sm80 only), as does every
+// call under HSTU_ATTN_RAB_BUCKETS=0 (tests and A/B benchmarks).
+//
+// Scratch (ctx.scratch): the rab buckets (B * S * S bytes) when they fit,
+// 8 * (|rab_pos| + |rab_time|) bytes with rab gradients, plus
 // 4 * T * H * Dpad bytes for the dQ accumulator when not deterministic (sm80) or with the fused
 // sm_90a backward (HSTU_ATTN_SM90_FUSED=1; + 4 * B * H * ceil(max_seqlen / 64) semaphore bytes).
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/hstu_attention.h"
 #include "ops/cuda/sm80/attention_launch.cuh"
+#include "ops/cuda/sm80/rab_buckets.cuh"
 #include "ops/cuda/sm90/attention_sm90.h"
 #include "ops/detail/checks.h"
 
@@ -230,6 +243,8 @@ void bwd_bucket_sm90(int hdp, const HstuAttnParams& p, int* sem, cudaStream_t s,
       return attn::run_bwd_sm90<T, 64>(p, sem, s, dq_s);
     case 128:
       return attn::run_bwd_sm90<T, 128>(p, sem, s, dq_s);
+    case 256:
+      return attn::run_bwd_sm90<T, 256>(p, sem, s, dq_s);
     default:
       break;
   }
@@ -271,6 +286,36 @@ __global__ void drab_finish_kernel(const __grid_constant__ HstuAttnParams p) {
   }
 }
 
+// Whether this call's rab takes precomputed buckets from scratch: possible (u8 buckets), not
+// switched off (HSTU_ATTN_RAB_BUCKETS=0), and room in a real CUDA scratch arena.
+bool use_rab_buckets(const Ctx& ctx, const HstuAttnParams& p) {
+  if (!attn::rab_buckets_possible(p)) return false;
+  const char* env = std::getenv("HSTU_ATTN_RAB_BUCKETS");
+  if (env && env[0] == '0' && env[1] == 0) return false;
+  const Arena* a = ctx.scratch;
+  if (!a || a->device() != Device::kCUDA || a->is_measuring()) return false;
+  const size_t need = arena_bytes(attn::rab_buckets_bytes(p.batch, p.max_seqlen));
+  const size_t free_bytes = a->capacity() - a->used();
+  if (free_bytes >= need) return true;
+  static std::atomic<bool> warned{false};  // once per process: the run works, only slower
+  if (!warned.exchange(true))
+    std::fprintf(stderr,
+                 "hstu: warning: hstu_attention: the rab time buckets need %zu bytes of scratch, "
+                 "%zu are free; the attention kernels compute them per element instead (several "
+                 "times slower; size ctx.scratch for B x round_up(max_seqlen, 16)^2 more bytes)\n",
+                 need, free_bytes);
+  return false;
+}
+
+// Allocates the buckets in `scratch` and computes them on `stream` (use_rab_buckets said yes).
+void compute_rab_buckets(Scratch& scratch, HstuAttnParams& p, cudaStream_t stream) {
+  const int64_t S = attn::rab_bucket_stride(p.max_seqlen);
+  const Tensor t = scratch.alloc(DType::kU8, {int64_t(p.batch) * S * S});
+  p.rab_bkt = static_cast<const uint8_t*>(t.data);
+  p.rab_bkt_stride = S;
+  attn::launch_rab_buckets(p, stream);
+}
+
 }  // namespace
 
 void hstu_attention_fwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& o) {
@@ -279,6 +324,11 @@ void hstu_attention_fwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& o
   p.o = heads_view(o, p.num_heads);
   if (p.batch == 0 || p.total_tokens == 0 || p.max_seqlen == 0) return;
   const int hdp = head_dim_bucket(std::max(p.d_qk, p.d_v));
+  std::optional<Scratch> scratch;
+  if (use_rab_buckets(ctx, p)) {
+    scratch.emplace(ctx, "hstu_attention_fwd");
+    compute_rab_buckets(*scratch, p, stream_of(ctx));
+  }
   if (attn::sm90_fwd_supported(p, hdp)) {  // Hopper: wgmma / TMA (HSTU_ATTN_SM80=1: never)
     if (args.q.dtype == DType::kBF16) {
       fwd_bucket_sm90<bf16>(hdp, p, stream_of(ctx));
@@ -311,6 +361,11 @@ void hstu_attention_bwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& d
   const int hdp = head_dim_bucket(std::max(p.d_qk, p.d_v));
   const cudaStream_t stream = stream_of(ctx);
   const bool rab_grad = args.has_rab() && !d_rab_pos.empty();
+  std::optional<Scratch> scratch_holder;
+  if (use_rab_buckets(ctx, p)) {  // before the sm90 choice and the side stream's fork
+    scratch_holder.emplace(ctx, "hstu_attention_bwd");
+    compute_rab_buckets(*scratch_holder, p, stream);
+  }
   // Hopper: the sm_90a backward is deterministic whatever ctx asks. Its default split form (dK/dV
   // kernel + a query-major dQ kernel on the side stream) needs no scratch. The fused form (dQ
   // added per key block to an fp32 accumulator in a fixed order, semaphores) is opt-in,
@@ -351,11 +406,12 @@ void hstu_attention_bwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& d
       HSTU_CUDA_CHECK(cudaStreamWaitEvent(stream, side->join, 0));
     }
   };
-  if (!rab_grad && det && !sm90_fused) {  // no scratch needed
+  if (!rab_grad && det && !sm90_fused) {  // no more scratch needed
     run();
     return;
   }
-  Scratch scratch(ctx, "hstu_attention_bwd");
+  if (!scratch_holder) scratch_holder.emplace(ctx, "hstu_attention_bwd");
+  Scratch& scratch = *scratch_holder;
   if (rab_grad) {
     check_1d(d_rab_pos, DType::kF32, p.rab_pos_len, "d_rab_pos");
     check_1d(d_rab_time, DType::kF32, p.rab_time_len, "d_rab_time");

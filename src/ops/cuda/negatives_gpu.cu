@@ -37,6 +37,19 @@ __global__ void in_batch_negatives_kernel(int32_t* out, int64_t ld, int64_t r, i
           : pool[skip + in_batch_negative_index(seed, step, e0 + static_cast<uint64_t>(e), size)];
 }
 
+// pool[0:*count] sorted; an empty pool falls back to the uniform draw over the catalogue.
+__global__ void pool_negatives_kernel(int32_t* out, int64_t ld, int64_t r, int64_t n,
+                                      const int32_t* pool, const int32_t* count, int64_t num_items,
+                                      uint64_t seed, uint64_t step, uint64_t e0) {
+  const int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (e >= n) return;
+  const int32_t size = *count;
+  const uint64_t g = e0 + static_cast<uint64_t>(e);
+  out[(e / r) * ld + e % r] =
+      size <= 0 ? uniform_negative(seed, step, g, num_items)
+                : pool[key_negative_index(seed, step, g, static_cast<uint32_t>(size))];
+}
+
 // Checks neg_ids and the counter space; returns T * R.
 int64_t check_negatives(const Tensor& neg_ids, uint64_t step, const char* op) {
   check_cuda_tensor(neg_ids, op);
@@ -110,6 +123,25 @@ void sample_in_batch_negatives(Ctx& ctx, const Tensor& targets, uint64_t seed, u
   in_batch_negatives_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream_of(ctx)>>>(
       neg_ids.as<int32_t>(), neg_ids.row_stride, neg_ids.dim(1), n, pool.as<int32_t>(),
       count.as<int32_t>(), seed, step, static_cast<uint64_t>(token_offset * neg_ids.dim(1)));
+  HSTU_CUDA_CHECK_LAUNCH();
+}
+
+void sample_pool_negatives(Ctx& ctx, const Tensor& pool, const Tensor& count, int64_t num_items,
+                           uint64_t seed, uint64_t step, const Tensor& neg_ids,
+                           int64_t token_offset) {
+  const int64_t n = check_negatives(neg_ids, step, "sample_pool_negatives");
+  check_cuda_tensor(pool, "sample_pool_negatives pool");
+  check_cuda_tensor(count, "sample_pool_negatives count");
+  HSTU_CHECK(pool.dtype == DType::kI32 && count.dtype == DType::kI32 && count.numel() >= 1,
+             "sample_pool_negatives: pool ", pool.str(), " / count ", count.str(),
+             " must be i32 (count [1])");
+  HSTU_CHECK(num_items >= 2 && num_items <= (int64_t(1) << 32),
+             "sample_pool_negatives: num_items = ", num_items);
+  if (n == 0) return;
+  pool_negatives_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream_of(ctx)>>>(
+      neg_ids.as<int32_t>(), neg_ids.row_stride, neg_ids.dim(1), n, pool.as<int32_t>(),
+      count.as<int32_t>(), num_items, seed, step,
+      static_cast<uint64_t>(token_offset * neg_ids.dim(1)));
   HSTU_CUDA_CHECK_LAUNCH();
 }
 

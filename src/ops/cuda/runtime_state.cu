@@ -51,6 +51,7 @@ size_t ops_scratch_bytes(const OpsScratchNeeds& n) {
   const int64_t t = n.max_tokens, d = n.max_width;
   const size_t per_op[] = {
       bias_grad_scratch_bytes(t, d),
+      uvqk_silu_bwd_scratch_bytes(t, d),
       layernorm_bwd_scratch_bytes(t, d),
       embedding_bwd_scratch_bytes(std::max(t, n.max_scatter_rows), d, n.deterministic),
       collect_touched_scratch_bytes(n.max_table_rows),

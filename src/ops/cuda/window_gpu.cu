@@ -1,6 +1,9 @@
 // window_gpu.cu — the per-step window of a row-sharded table on the GPU (ops/window_gpu.h): ids
 // deduplicated and remapped on the device (flag scan or CUB radix sort + unique), the window's
 // rows gathered and its gradient rows added back. The distinct-id count never leaves the device.
+// The dynamic item table's part (keys, sightings, missing-key rows, present pool) uses the
+// table's per-key initial value from embed/table_math.h, a header of host/device formulas only
+// (as negatives_gpu.cu uses data/negatives_rng.h): no link dependency on the embed layer.
 #include <algorithm>
 #include <bit>
 #include <cub/device/device_radix_sort.cuh>
@@ -10,6 +13,7 @@
 
 #include "core/checked.h"
 #include "core/hash.h"
+#include "embed/table_math.h"
 #include "ops/cuda/common.cuh"
 #include "ops/window_gpu.h"
 
@@ -186,6 +190,58 @@ __global__ void add_rows_kernel(const float* rows, int64_t ld_r, const int32_t* 
   float* dst = grad + r * ld_g;
   for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) dst[c] += src[c];
   if (threadIdx.x == 0) touched[r] = 1;
+}
+
+// keys[k] = key of window row k (pad past the count), counts[k] = 0.
+__global__ void window_keys_kernel(const int32_t* unique, const int32_t* count, int64_t cap,
+                                   const int64_t* key_of_id, int64_t pad, int64_t* keys,
+                                   int32_t* counts) {
+  const int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (k >= cap) return;
+  counts[k] = 0;
+  if (k >= *count) {
+    keys[k] = pad;
+    return;
+  }
+  const int32_t id = unique[k];
+  keys[k] = key_of_id ? key_of_id[id] : static_cast<int64_t>(id);
+}
+
+// counts[window row] += 1 per rewritten id (integer atomics: order-free, exact).
+__global__ void count_rows_kernel(IdView v, int32_t* counts) {
+  const int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (e >= v.size()) return;
+  atomicAdd(&counts[at(v, e)], 1);
+}
+
+__global__ void pad_count_kernel(int32_t* counts) {
+  counts[0] = max(counts[0], 1);
+}
+
+// One block per window row k < count whose key is absent: its initial value.
+__global__ void init_missing_kernel(const int64_t* keys, const int64_t* refs, const int32_t* count,
+                                    float* window, int64_t ld, int64_t dim, uint64_t table_seed,
+                                    float init_std) {
+  const int64_t k = blockIdx.x;
+  if (k >= *count || refs[k] >= 0) return;
+  float* row = window + k * ld;
+  for (int64_t c = threadIdx.x; c < dim; c += blockDim.x)
+    row[c] = embed::key_init_value(table_seed, keys[k], c, init_std);
+}
+
+// flags[i] = refs[i] >= 0.
+__global__ void present_flags_kernel(const int64_t* refs, int64_t n, int32_t* flags) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n) flags[i] = refs[i] >= 0;
+}
+
+// pool[index[i]] = first + i for flagged i; count = the flags' total.
+__global__ void present_compact_kernel(const int32_t* flags, const int32_t* index, int64_t n,
+                                       int32_t first, int32_t* pool, int32_t* count) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  if (flags[i]) pool[index[i]] = first + static_cast<int32_t>(i);
+  if (i == n - 1) *count = index[i] + flags[i];
 }
 
 int end_bit(int64_t rows) {
@@ -399,6 +455,80 @@ void window_scatter_grads(Ctx& ctx, const WindowDedup& d, const Tensor& window_g
       window_grad.as<float>(), window_grad.row_stride, window_touched.as<uint8_t>(),
       grad.as<float>(), grad.row_stride, touched.as<uint8_t>(), grad.dim(1), d.unique.as<int32_t>(),
       d.count.as<int32_t>());
+  HSTU_CUDA_CHECK_LAUNCH();
+}
+
+void window_keys(Ctx& ctx, const WindowDedup& d, const Tensor& key_of_id, int64_t pad,
+                 std::span<const Tensor> ids, const Tensor& keys, const Tensor& counts) {
+  check_cuda_tensor(keys, "window_keys keys");
+  check_cuda_tensor(counts, "window_keys counts");
+  HSTU_CHECK(keys.dtype == DType::kI64 && keys.numel() >= d.cap && counts.dtype == DType::kI32 &&
+                 counts.numel() >= d.cap,
+             "window_keys: keys ", keys.str(), " / counts ", counts.str(),
+             " must be i64 / i32 [>= ", d.cap, "]");
+  HSTU_CHECK(key_of_id.empty() || (key_of_id.dtype == DType::kI64 && key_of_id.numel() >= d.rows),
+             "window_keys: key_of_id must be i64 [", d.rows, "], got ", key_of_id.str());
+  const cudaStream_t s = stream_of(ctx);
+  window_keys_kernel<<<blocks_for(d.cap), kThreads, 0, s>>>(
+      d.unique.as<int32_t>(), d.count.as<int32_t>(), d.cap,
+      key_of_id.empty() ? nullptr : key_of_id.as<int64_t>(), pad, keys.as<int64_t>(),
+      counts.as<int32_t>());
+  for (const Tensor& t : ids) {
+    const IdView v = id_view(t);
+    if (v.size() > 0)
+      count_rows_kernel<<<blocks_for(v.size()), kThreads, 0, s>>>(v, counts.as<int32_t>());
+  }
+  pad_count_kernel<<<1, 1, 0, s>>>(counts.as<int32_t>());
+  HSTU_CUDA_CHECK_LAUNCH();
+}
+
+void window_init_missing(Ctx& ctx, const WindowDedup& d, const Tensor& keys, const Tensor& refs,
+                         const Tensor& window, uint64_t table_seed, float init_std) {
+  check_rows(window, d.cap, DType::kF32, "window_init_missing window");
+  HSTU_CHECK(keys.dtype == DType::kI64 && keys.numel() >= d.cap && refs.dtype == DType::kI64 &&
+                 refs.numel() >= d.cap,
+             "window_init_missing: keys ", keys.str(), " / refs ", refs.str(),
+             " must be i64 [>= ", d.cap, "]");
+  init_missing_kernel<<<static_cast<unsigned>(d.cap), 64, 0, stream_of(ctx)>>>(
+      keys.as<int64_t>(), refs.as<int64_t>(), d.count.as<int32_t>(), window.as<float>(),
+      window.row_stride, window.dim(1), table_seed, init_std);
+  HSTU_CUDA_CHECK_LAUNCH();
+}
+
+size_t present_pool_temp_bytes(int64_t n) {
+  size_t a = 0;
+  HSTU_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, a, static_cast<const int32_t*>(nullptr),
+                                                static_cast<int32_t*>(nullptr),
+                                                std::max<int64_t>(n, 1)));
+  return std::max<size_t>(a, 1);
+}
+
+void present_pool(Ctx& ctx, const Tensor& refs, int32_t first, const Tensor& flags,
+                  const Tensor& index, const Tensor& temp, const Tensor& pool,
+                  const Tensor& count) {
+  check_cuda_tensor(refs, "present_pool refs");
+  const int64_t n = refs.numel();
+  HSTU_CHECK(refs.dtype == DType::kI64 && flags.dtype == DType::kI32 && flags.numel() >= n &&
+                 index.dtype == DType::kI32 && index.numel() >= n && pool.dtype == DType::kI32 &&
+                 pool.numel() >= n && count.dtype == DType::kI32 && count.numel() >= 1 &&
+                 static_cast<size_t>(temp.numel()) >= present_pool_temp_bytes(n),
+             "present_pool: refs ", refs.str(), " / flags ", flags.str(), " / index ", index.str(),
+             " / pool ", pool.str(), " / count ", count.str(), " / temp ", temp.str(),
+             " do not fit");
+  checked_i32(n + first, "present_pool ids");
+  const cudaStream_t s = stream_of(ctx);
+  if (n == 0) {
+    HSTU_CUDA_CHECK(cudaMemsetAsync(count.data, 0, sizeof(int32_t), s));
+    return;
+  }
+  present_flags_kernel<<<blocks_for(n), kThreads, 0, s>>>(refs.as<int64_t>(), n,
+                                                          flags.as<int32_t>());
+  HSTU_CUDA_CHECK_LAUNCH();
+  size_t bytes = static_cast<size_t>(temp.numel());
+  HSTU_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp.data, bytes, flags.as<int32_t>(),
+                                                index.as<int32_t>(), n, s));
+  present_compact_kernel<<<blocks_for(n), kThreads, 0, s>>>(
+      flags.as<int32_t>(), index.as<int32_t>(), n, first, pool.as<int32_t>(), count.as<int32_t>());
   HSTU_CUDA_CHECK_LAUNCH();
 }
 

@@ -165,11 +165,14 @@ struct DkdvKernel {
   static constexpr int kMaskWords = kBN * mask_words<kBM>();
   static constexpr size_t kTileBytes =
       sizeof(T) * (2 * kKVElems + 2 * kStages * kQElems + kDSElems) + sizeof(uint32_t) * kMaskWords;
+  // Then (rab, 16-byte aligned) two stages of precomputed buckets [kBM][kBN + 16] u8 (queries x
+  // keys), loaded with Q / dO.
   static constexpr size_t kSmemBytes =
-      kTileBytes + (kHasRab ? sizeof(int64_t) * (2 * (kMaxTimeTable + 1) + kPosAcc) +
-                                  (sizeof(float) + sizeof(uint16_t)) * kBN * kRabPitch +
-                                  sizeof(float) * kSlabs * kRabSlab
-                            : 0);
+      kTileBytes +
+      (kHasRab ? sizeof(int64_t) * (2 * (kMaxTimeTable + 1) + kPosAcc) +
+                     (sizeof(float) + sizeof(uint16_t)) * kBN * kRabPitch +
+                     sizeof(float) * kSlabs * kRabSlab + 16 + 2 * bkt_tile_bytes<kBM, kBN>()
+               : 0);
 };
 
 template <typename T, int kHeadDim, bool kHasRab, bool kAtomicDq, bool kVecIn>
@@ -191,6 +194,7 @@ __global__ void __launch_bounds__(DkdvKernel<T, kHeadDim, kHasRab, kAtomicDq>::k
   float* s_bias = reinterpret_cast<float*>(s_pos + K::kPosAcc);
   float* slab_ds = s_bias + kBN * K::kRabPitch;
   uint16_t* s_bkt = reinterpret_cast<uint16_t*>(slab_ds + K::kSlabs * K::kRabSlab);
+  uint8_t* s_bk = align16(s_bkt + kBN * K::kRabPitch);  // rab: 2 stages of precomputed buckets
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int slab = warp % K::kSlabs, dh = warp / K::kSlabs;
@@ -211,7 +215,7 @@ __global__ void __launch_bounds__(DkdvKernel<T, kHeadDim, kHasRab, kAtomicDq>::k
   // With kSplitD = 2 both warps of a slab compute the same dS: only the first adds d_rab.
   float* warp_slab_ds = rab_grad && dh == 0 ? slab_ds + slab * K::kRabSlab : nullptr;
   if constexpr (kHasRab) {
-    load_time_thresholds(p, s_thr, tid, kThreads);
+    load_rab_tables(p, s_thr, tid, kThreads);
     if (p.rab_time_len <= kMaxTimeTable + 1) s_time_acc = s_time;
     for (int k = tid; k < K::kPosAcc; k += kThreads) s_pos[k] = 0;
     for (int k = tid; k <= kMaxTimeTable; k += kThreads) s_time[k] = 0;
@@ -232,6 +236,9 @@ __global__ void __launch_bounds__(DkdvKernel<T, kHeadDim, kHasRab, kAtomicDq>::k
     load_tile<kBM, kHD, kThreads, kVecIn>(stage(st) + K::kQElems,
                                           gdo + int64_t(m) * kBM * p.d_o.row_stride,
                                           p.d_o.row_stride, rows, p.d_v, p.d_o.vec, tid);
+    if constexpr (kHasRab)
+      load_bkt_tile<kBM, kBN, kThreads>(p, si, m * kBM, n0, s_bk + st * bkt_tile_bytes<kBM, kBN>(),
+                                        tid);
   };
   int m = next_visible(0);
   if (m < m_blocks) load_qdo(m, 0);
@@ -257,7 +264,7 @@ __global__ void __launch_bounds__(DkdvKernel<T, kHeadDim, kHasRab, kAtomicDq>::k
     const int kind = tile_kind(si, p, m0, kBM, n0, kBN);
     if constexpr (kHasRab)
       rab_tile<kBN, kBM, kThreads, true>(p, si, s_thr, n0, m0, s_bias, rab_grad ? s_bkt : nullptr,
-                                         tid);
+                                         tid, s_bk + st * bkt_tile_bytes<kBM, kBN>());
     if (kind == kTilePartial) mask_tile<kBN, kBM, kThreads, true>(p, si, n0, m0, s_mask, tid);
 
     float s[1][kMT][4], dp[1][kMT][4];
@@ -360,13 +367,16 @@ struct DqKernel {
   static constexpr int kThreads = Cfg::kNThreads, kNT = kBN / 8;
   static_assert(kBM == 16 * Cfg::kNWarps && Cfg::kStages == 2, "dq tiles");
   // Shared memory: Q, dO [kBM][kHD] | (K, V [kBN][kHD]) x 2 stages | partial-tile mask
-  // [kBM][kBN / 32] u32 | rab: thresholds, the tile's bias [kBM][kRabPitch] f32.
+  // [kBM][kBN / 32] u32 | rab: thresholds (or the time table), the tile's bias [kBM][kRabPitch]
+  // f32, two stages of precomputed buckets [kBM][kBN + 16] u8 (16-byte aligned, loaded with K / V).
   static constexpr int kQElems = kBM * kHD, kKVElems = kBN * kHD;
   static constexpr int kMaskWords = kBM * mask_words<kBN>();
   static constexpr int kRabPitch = rab_pitch<kBN>();
   static constexpr size_t kSmemBytes =
       sizeof(T) * (2 * kQElems + 4 * kKVElems) + sizeof(uint32_t) * kMaskWords +
-      (kHasRab ? sizeof(int64_t) * (kMaxTimeTable + 1) + sizeof(float) * kBM * kRabPitch : 0);
+      (kHasRab ? sizeof(int64_t) * (kMaxTimeTable + 1) + sizeof(float) * kBM * kRabPitch + 16 +
+                     2 * bkt_tile_bytes<kBM, kBN>()
+               : 0);
 };
 
 template <typename T, int kHeadDim, bool kHasRab, bool kVecIn>
@@ -381,6 +391,7 @@ __global__ void __launch_bounds__(DqKernel<T, kHeadDim, kHasRab>::kThreads)
   uint32_t* s_mask = reinterpret_cast<uint32_t*>(sKV + 4 * K::kKVElems);
   int64_t* s_thr = reinterpret_cast<int64_t*>(s_mask + K::kMaskWords);
   float* s_bias = reinterpret_cast<float*>(s_thr + kMaxTimeTable + 1);  // rab only
+  uint8_t* s_bk = align16(s_bias + kBM * K::kRabPitch);                 // rab: 2 stages
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int m_block = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z;
@@ -393,7 +404,7 @@ __global__ void __launch_bounds__(DqKernel<T, kHeadDim, kHasRab>::kThreads)
   const int rows_q = min(kBM, si.L - m0);
   load_tile<kBM, kHD, kThreads, kVecIn>(sQ, gq, p.q.row_stride, rows_q, p.d_qk, p.q.vec, tid);
   load_tile<kBM, kHD, kThreads, kVecIn>(sdO, gdo, p.d_o.row_stride, rows_q, p.d_v, p.d_o.vec, tid);
-  if constexpr (kHasRab) load_time_thresholds(p, s_thr, tid, kThreads);
+  if constexpr (kHasRab) load_rab_tables(p, s_thr, tid, kThreads);
 
   const int n_blocks = (si.L + kBN - 1) / kBN;
   auto next_visible = [&](int n) {
@@ -410,6 +421,9 @@ __global__ void __launch_bounds__(DqKernel<T, kHeadDim, kHasRab>::kThreads)
     load_tile<kBN, kHD, kThreads, kVecIn>(stage(st) + K::kKVElems,
                                           gv + int64_t(n) * kBN * p.v.row_stride, p.v.row_stride,
                                           rows, p.d_v, p.v.vec, tid);
+    if constexpr (kHasRab)
+      load_bkt_tile<kBM, kBN, kThreads>(p, si, m0, n * kBN, s_bk + st * bkt_tile_bytes<kBM, kBN>(),
+                                        tid);
   };
   int n = next_visible(0);
   if (n < n_blocks) load_kv(n, 0);
@@ -432,7 +446,8 @@ __global__ void __launch_bounds__(DqKernel<T, kHeadDim, kHasRab>::kThreads)
     // The bias and partial-tile mask of this tile (the barrier above retired the last ones).
     const int kind = tile_kind(si, p, m0, kBM, n * kBN, kBN);
     if constexpr (kHasRab)
-      rab_tile<kBM, kBN, kThreads, false>(p, si, s_thr, m0, n * kBN, s_bias, nullptr, tid);
+      rab_tile<kBM, kBN, kThreads, false>(p, si, s_thr, m0, n * kBN, s_bias, nullptr, tid,
+                                          s_bk + st * bkt_tile_bytes<kBM, kBN>());
     if (kind == kTilePartial) mask_tile<kBM, kBN, kThreads, false>(p, si, m0, n * kBN, s_mask, tid);
 
     float s[1][kNT][4], dp[1][kNT][4];

@@ -29,13 +29,17 @@ struct FwdKernel {
   static_assert(kBM == 16 * kMT * Cfg::kNWarps, "kMT 16-row slabs per warp");
   static_assert(Cfg::kStages == 2, "the forward pipeline is two-stage");
   // Shared memory: Q [kBM][kHD] | (K [kBN][kHD], V [kBN][kHD]) x 2 stages | partial-tile mask
-  // [kBM][kBN / 32] u32 | rab: thresholds, the tile's bias [kBM][kRabPitch] f32.
+  // [kBM][kBN / 32] u32 | rab: thresholds (or the time table), the tile's bias [kBM][kRabPitch]
+  // f32, and (16-byte aligned) two stages of precomputed buckets [kBM][kBN + 16] u8, loaded
+  // with K / V.
   static constexpr int kQElems = kBM * kHD, kKVElems = kBN * kHD;
   static constexpr int kMaskWords = kBM * mask_words<kBN>();
   static constexpr int kRabPitch = rab_pitch<kBN>();
   static constexpr size_t kSmemBytes =
       sizeof(T) * (kQElems + 4 * kKVElems) + sizeof(uint32_t) * kMaskWords +
-      (kHasRab ? sizeof(int64_t) * (kMaxTimeTable + 1) + sizeof(float) * kBM * kRabPitch : 0);
+      (kHasRab ? sizeof(int64_t) * (kMaxTimeTable + 1) + sizeof(float) * kBM * kRabPitch + 16 +
+                     2 * bkt_tile_bytes<kBM, kBN>()
+               : 0);
 };
 
 // P = SiLU(alpha (S + rab)) on the accumulators of one score tile of kind kKind (tile_visible),
@@ -91,6 +95,7 @@ __global__ void __launch_bounds__(FwdKernel<T, kHeadDim, kHasRab>::kThreads,
   uint32_t* s_mask = reinterpret_cast<uint32_t*>(sKV + 4 * K::kKVElems);
   int64_t* s_thr = reinterpret_cast<int64_t*>(s_mask + K::kMaskWords);
   float* s_bias = reinterpret_cast<float*>(s_thr + kMaxTimeTable + 1);  // rab only
+  uint8_t* s_bk = align16(s_bias + kBM * K::kRabPitch);                 // rab: 2 stages
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   // NOTE: heavy (late, causal) query blocks first, so the tail of the grid is short blocks.
@@ -105,7 +110,7 @@ __global__ void __launch_bounds__(FwdKernel<T, kHeadDim, kHasRab>::kThreads,
   const int rows_q = min(kBM, si.L - m0);
 
   load_tile<kBM, kHD, kThreads, kVecIn>(sQ, gq, p.q.row_stride, rows_q, p.d_qk, p.q.vec, tid);
-  if constexpr (kHasRab) load_time_thresholds(p, s_thr, tid, kThreads);
+  if constexpr (kHasRab) load_rab_tables(p, s_thr, tid, kThreads);
 
   const int n_blocks = (si.L + kBN - 1) / kBN;
   auto next_visible = [&](int n) {
@@ -119,6 +124,9 @@ __global__ void __launch_bounds__(FwdKernel<T, kHeadDim, kHasRab>::kThreads,
                                           p.k.row_stride, rows, p.d_qk, p.k.vec, tid);
     load_tile<kBN, kHD, kThreads, kVecIn>(sK + K::kKVElems, gv + int64_t(n) * kBN * p.v.row_stride,
                                           p.v.row_stride, rows, p.d_v, p.v.vec, tid);
+    if constexpr (kHasRab)
+      load_bkt_tile<kBM, kBN, kThreads>(p, si, m0, n * kBN, s_bk + st * bkt_tile_bytes<kBM, kBN>(),
+                                        tid);
   };
 
   int n = next_visible(0);
@@ -143,7 +151,8 @@ __global__ void __launch_bounds__(FwdKernel<T, kHeadDim, kHasRab>::kThreads,
     // The bias and partial-tile mask of this tile (the barrier above retired the last ones).
     const int kind = tile_kind(si, p, m0, kBM, n * kBN, kBN);
     if constexpr (kHasRab)
-      rab_tile<kBM, kBN, kThreads, false>(p, si, s_thr, m0, n * kBN, s_bias, nullptr, tid);
+      rab_tile<kBM, kBN, kThreads, false>(p, si, s_thr, m0, n * kBN, s_bias, nullptr, tid,
+                                          s_bk + st * bkt_tile_bytes<kBM, kBN>());
     if (kind == kTilePartial) mask_tile<kBM, kBN, kThreads, false>(p, si, m0, n * kBN, s_mask, tid);
 
     float s[kMT][kNT][4];

@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "ops/cuda/sm80/attention_params.cuh"
+#include "ops/cuda/sm80/attention_primitives.cuh"
 #include "ops/hstu_attention.h"
 
 namespace hstu::cuda::attn {
@@ -23,6 +24,7 @@ namespace hstu::cuda::attn {
 struct SeqInfo {
   int64_t start;
   int L, c, t;
+  int b;  // the sequence's index in the batch
 };
 
 __device__ __forceinline__ SeqInfo seq_info(const HstuAttnParams& p, int b) {
@@ -31,6 +33,7 @@ __device__ __forceinline__ SeqInfo seq_info(const HstuAttnParams& p, int b) {
   s.L = p.cu_seqlens[b + 1] - p.cu_seqlens[b];
   s.c = p.num_contexts ? p.num_contexts[b] : 0;
   s.t = p.num_targets ? p.num_targets[b] : 0;
+  s.b = b;
   return s;
 }
 
@@ -135,20 +138,74 @@ constexpr int rab_pitch() {
   return kCols + 8;
 }
 
+// The precomputed time buckets of sequence si (row i at + i * rab_bkt_stride), or null.
+__device__ __forceinline__ const uint8_t* seq_buckets(const HstuAttnParams& p, const SeqInfo& si) {
+  if (!p.rab_bkt) return nullptr;
+  return p.rab_bkt + int64_t(si.b) * p.rab_bkt_stride * p.rab_bkt_stride;
+}
+
 // Fills a shared tile with the relative attention bias of rows [r0, r0 + kRows) x columns
 // [c0, c0 + kCols) of sequence si: bias[r][c] = rab(i, j) with (i, j) = (query, key) =
 // (row, col), or (col, row) when kKeyMajor; bkt[r][c] (when not null) the time bucket. Outside
-// the sequence both are 0. All threads of the block take part.
+// the sequence both are 0. All threads of the block take part. `tab`: load_rab_tables' shared
+// memory (the time table with precomputed buckets, the bucket thresholds without).
 //
 // The one decision: the bias is computed here, once per tile element in a rolled loop, instead of
 // inside the fully unrolled accumulator loops. There the timestamp loads, the log and the table
 // lookups of every element were unrolled into code that missed the instruction cache and held
 // registers; the accumulator loops now add one shared-memory read per element.
+// With precomputed buckets (p.rab_bkt: once per call for every head and both passes, instead of
+// the timestamps, a log and a threshold search per element per head) the tile's buckets were
+// copied into shared memory with the streamed operands of the tile (load_bkt_tile: s_bk, query-
+// major), so the loop waits on no global load: each thread takes 4 consecutive keys of a query
+// (query-major tiles) or 4 consecutive queries of a key (key-major), the time table comes from
+// shared memory and the position table (a few hundred bytes, coalesced) through L1.
 template <int kRows, int kCols, int kThreads, bool kKeyMajor>
 __device__ __forceinline__ void rab_tile(const HstuAttnParams& p, const SeqInfo& si,
-                                         const int64_t* thr, int r0, int c0, float* bias,
-                                         uint16_t* bkt, int tid) {
+                                         const int64_t* tab, int r0, int c0, float* bias,
+                                         uint16_t* bkt, int tid, const uint8_t* s_bk) {
   constexpr int kPitch = rab_pitch<kCols>();
+  if (p.rab_bkt) {  // the tile's buckets, staged in shared memory by load_bkt_tile
+    static_assert(kCols % 4 == 0, "4 columns per thread");
+    constexpr int kG = kCols / 4;
+    // s_bk is query-major: [queries][keys], pitch = keys + 16.
+    constexpr int kBkPitch = (kKeyMajor ? kRows : kCols) + 16;
+    const float* ttab = reinterpret_cast<const float*>(tab);
+#pragma unroll 2
+    for (int idx = tid; idx < kRows * kG; idx += kThreads) {
+      const int r = kKeyMajor ? idx % kRows : idx / kG;
+      const int c = 4 * (kKeyMajor ? idx / kRows : idx % kG);
+      float v[4] = {0.f, 0.f, 0.f, 0.f};
+      uint32_t bq[4] = {0, 0, 0, 0};
+      if constexpr (!kKeyMajor) {
+        const int i = r0 + r, j = c0 + c;
+        const uint32_t w = *reinterpret_cast<const uint32_t*>(s_bk + r * kBkPitch + c);
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          bq[q] = (w >> (8 * q)) & 0xffu;
+          if (i < si.L && j + q < si.L)
+            v[q] = __ldg(p.rab_pos + rab_pos_index(i, j + q, p.rab_pos_len)) + ttab[bq[q]];
+        }
+      } else {
+        const int j = r0 + r, i = c0 + c;
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          bq[q] = s_bk[(c + q) * kBkPitch + r];
+          if (j < si.L && i + q < si.L)
+            v[q] = __ldg(p.rab_pos + rab_pos_index(i + q, j, p.rab_pos_len)) + ttab[bq[q]];
+        }
+      }
+      float* dst = bias + r * kPitch + c;  // 8-byte aligned: c and kPitch are even
+      *reinterpret_cast<float2*>(dst) = make_float2(v[0], v[1]);
+      *reinterpret_cast<float2*>(dst + 2) = make_float2(v[2], v[3]);
+      if (bkt) {
+        uint32_t* bd = reinterpret_cast<uint32_t*>(bkt + r * kPitch + c);
+        bd[0] = bq[0] | (bq[1] << 16);
+        bd[1] = bq[2] | (bq[3] << 16);
+      }
+    }
+    return;
+  }
 #pragma unroll 1
   for (int idx = tid; idx < kRows * kCols; idx += kThreads) {
     const int r = idx / kCols, c = idx % kCols;
@@ -156,11 +213,42 @@ __device__ __forceinline__ void rab_tile(const HstuAttnParams& p, const SeqInfo&
     float v = 0.f;
     int bucket = 0;
     if (i < si.L && j < si.L)
-      v = rab_value(p, thr, i, j, __ldg(p.ts_query + si.start + i), __ldg(p.ts_key + si.start + j),
+      v = rab_value(p, tab, i, j, __ldg(p.ts_query + si.start + i), __ldg(p.ts_key + si.start + j),
                     bucket);
     bias[r * kPitch + c] = v;
     if (bkt) bkt[r * kPitch + c] = static_cast<uint16_t>(bucket);
   }
+}
+
+// Bytes of one staged bucket tile of kQ queries x kK keys (load_bkt_tile: pitch kK + 16, so
+// 16-byte copies stay aligned).
+template <int kQ, int kK>
+constexpr int bkt_tile_bytes() {
+  return kQ * (kK + 16);
+}
+
+// Issues (cp.async, into the caller's current group) the copy of the precomputed buckets of
+// queries [i0, i0 + kQ) x keys [j0, j0 + kK) of sequence si into s (query-major, pitch kK + 16);
+// chunks outside the sequence are zero-filled. No-op without precomputed buckets.
+template <int kQ, int kK, int kThreads>
+__device__ __forceinline__ void load_bkt_tile(const HstuAttnParams& p, const SeqInfo& si, int i0,
+                                              int j0, uint8_t* s, int tid) {
+  static_assert(kK % 16 == 0, "16-byte chunks");
+  const uint8_t* sb = seq_buckets(p, si);
+  if (!sb) return;
+  constexpr int kCPR = kK / 16, kPitch = kK + 16;
+  const int64_t ld = p.rab_bkt_stride;
+  for (int c = tid; c < kQ * kCPR; c += kThreads) {
+    const int r = c / kCPR, cc = (c % kCPR) * 16;
+    const int i = i0 + r, j = j0 + cc;
+    const bool in = i < si.L && j < si.L;  // then j + 16 <= ld: rows are 16-byte padded
+    cp_async_16(s + r * kPitch + cc, in ? sb + i * ld + j : sb, in ? 16 : 0);
+  }
+}
+
+// 16-byte aligned pointer at or after p (shared-memory carving).
+__device__ __forceinline__ uint8_t* align16(void* p) {
+  return reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(p) + 15) & ~uintptr_t(15));
 }
 
 // Copies the time-bucket thresholds into shared memory (rab kernels, before the first barrier).
@@ -168,6 +256,20 @@ __device__ __forceinline__ void load_time_thresholds(const HstuAttnParams& p, in
                                                      int tid, int nthreads) {
   if (!p.time_table) return;
   for (int k = tid; k < p.rab_time_len; k += nthreads) s_thr[k] = p.time_thr[k];
+}
+
+// The rab kernels' table in shared memory, `tab` (kMaxTimeTable + 1 int64): with precomputed
+// buckets the time table (floats; entries past rab_time_len 0, so any u8 index reads a finite
+// value), else the bucket thresholds. Before the first barrier.
+__device__ __forceinline__ void load_rab_tables(const HstuAttnParams& p, int64_t* tab, int tid,
+                                                int nthreads) {
+  if (p.rab_bkt) {
+    float* t = reinterpret_cast<float*>(tab);
+    for (int k = tid; k < kMaxBktTable; k += nthreads)
+      t[k] = k < p.rab_time_len ? p.rab_time[k] : 0.f;
+  } else {
+    load_time_thresholds(p, tab, tid, nthreads);
+  }
 }
 
 }  // namespace hstu::cuda::attn

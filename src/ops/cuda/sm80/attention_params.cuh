@@ -14,6 +14,11 @@ namespace hstu::cuda::attn {
 // Time-bucket thresholds carried in the params (tables with more buckets use the exact
 // double-precision bucket function on the device).
 constexpr int kMaxTimeTable = 256;
+// Time tables (rab_time) of at most this many entries may use precomputed u8 buckets; the kernels
+// then hold the table in shared memory (in the thresholds' place: 256 floats < 257 int64).
+constexpr int kMaxBktTable = 256;
+// Row pitch (bytes) of the precomputed bucket tensor is a multiple of this: 16-byte copies.
+constexpr int kBktAlign = 16;
 
 // Fixed-point scale of the rab-gradient accumulators (int64, two's complement): integer atomics
 // are associative, so d_rab is bit-identical run to run whatever the order of the adds.
@@ -61,6 +66,12 @@ struct HstuAttnParams {
   // time_thr[k] = smallest |dt| whose bucket is >= k (k = 1..NB), when NB < kMaxTimeTable.
   bool time_table = false;
   int64_t time_thr[kMaxTimeTable + 1] = {};
+  // Precomputed time buckets (rab_buckets.cuh), or null: the kernels then compute each bucket
+  // from the timestamps. rab_bkt[(b * rab_bkt_stride + i) * rab_bkt_stride + j] = time bucket of
+  // (query i, key j) of sequence b (0 outside the sequence and in tiles nothing attends to);
+  // u8, so only for tables of <= kMaxBktTable entries.
+  const uint8_t* rab_bkt = nullptr;
+  int64_t rab_bkt_stride = 0;  // multiple of kBktAlign, >= max_seqlen
 
   // ---- backward
   float* dq_accum = nullptr;                 // fp32 [T, H, kHeadDim] (atomic-dQ mode only)

@@ -38,9 +38,10 @@
 // rows past the end hold the next sequence), causal tiles one compare, partial tiles call
 // hstu_attend per element.
 //
-// Not here (sm90_bwd_supported sends these calls to the sm80 kernels): relative attention bias
-// (and its gradient), head widths above 128 (the dK + dV accumulators of 64 x 256 per warpgroup
-// need 256 registers a thread), operands TMA cannot address.
+// Not here: head widths above 128 (the dK + dV accumulators of 64 x 256 per warpgroup need 256
+// registers a thread: attention_bwd_sm90_wide.cuh splits the columns between the warpgroups);
+// and, sent to the sm80 kernels by sm90_bwd_supported, relative attention bias (and its
+// gradient) and operands TMA cannot address. The entry point is attention_bwd_sm90_run.cuh.
 //
 // Shapes: q/k/v/d_o are strided column views [T, H * stride]; each becomes a rank-3 TMA tensor
 // (token, column, head) with the true head width as its column extent (gmem_view of the forward).
@@ -144,12 +145,13 @@ __device__ __forceinline__ int ld_acquire(const int* p) {
 
 // In place on one thread's accumulators: x = Q.K -> P / scale = SiLU(alpha x), y = dO.V ->
 // dS / (alpha scale) = y SiLU'(alpha x); masked elements 0. Tile element (r, c) of coordinates
-// tc is (query, key) = (c0 + c, r0 + r) when kKeyMajor, else (r0 + r, c0 + c).
-template <int kKind, bool kKeyMajor, typename TX, typename TC>
+// tc is (query, key) = (c0 + c, r0 + r) when kKeyMajor, else (r0 + r, c0 + c). Elements
+// [kE0, kE1) only (kE1 < 0: to the end).
+template <int kKind, bool kKeyMajor, int kE0 = 0, int kE1 = -1, typename TX, typename TC>
 __device__ __forceinline__ void bwd_pointwise(TX& tX, TX& tY, const TC& tc, const HstuAttnParams& p,
                                               const SeqInfo& si, int r0, int c0) {
 #pragma unroll
-  for (int e = 0; e < size(tX); ++e) {
+  for (int e = kE0; e < (kE1 < 0 ? int(size(tX)) : kE1); ++e) {
     const int rr = r0 + get<0>(tc(e)), cc = c0 + get<1>(tc(e));
     const int i = kKeyMajor ? cc : rr, j = kKeyMajor ? rr : cc;
     bool ok = true;
@@ -168,19 +170,19 @@ __device__ __forceinline__ void bwd_pointwise(TX& tX, TX& tY, const TC& tc, cons
 
 // The pointwise step of one tile of kind `kind` (resident rows from r0, streamed from c0).
 // NOTE: a function, not a lambda (see apply_scores of the forward).
-template <bool kKeyMajor, int kBM, int kBN, typename TX, typename TC>
+template <bool kKeyMajor, int kBM, int kBN, int kE0 = 0, int kE1 = -1, typename TX, typename TC>
 __device__ __forceinline__ void bwd_apply(TX& tX, TX& tY, const TC& tc, const HstuAttnParams& p,
                                           const SeqInfo& si, int r0, int c0, int kind) {
   if (kind == kTileFull) {
     if (r0 + kBM <= si.L && c0 + kBN <= si.L) {
-      bwd_pointwise<kSFull, kKeyMajor>(tX, tY, tc, p, si, r0, c0);
+      bwd_pointwise<kSFull, kKeyMajor, kE0, kE1>(tX, tY, tc, p, si, r0, c0);
     } else {
-      bwd_pointwise<kSFullEdge, kKeyMajor>(tX, tY, tc, p, si, r0, c0);
+      bwd_pointwise<kSFullEdge, kKeyMajor, kE0, kE1>(tX, tY, tc, p, si, r0, c0);
     }
   } else if (kind == kTileCausal) {
-    bwd_pointwise<kSCausal, kKeyMajor>(tX, tY, tc, p, si, r0, c0);
+    bwd_pointwise<kSCausal, kKeyMajor, kE0, kE1>(tX, tY, tc, p, si, r0, c0);
   } else {
-    bwd_pointwise<kSPartial, kKeyMajor>(tX, tY, tc, p, si, r0, c0);
+    bwd_pointwise<kSPartial, kKeyMajor, kE0, kE1>(tX, tY, tc, p, si, r0, c0);
   }
 }
 
@@ -191,6 +193,57 @@ __device__ __forceinline__ void acc_to_frag(const TAcc& acc, TFrag& frag) {
   uint32_t* w = reinterpret_cast<uint32_t*>(raw_pointer_cast(frag.data()));
 #pragma unroll
   for (int e = 0; e < size(acc) / 2; ++e) w[e] = Mma<T>::pack(acc(2 * e), acc(2 * e + 1));
+}
+
+// The producer thread of a backward CTA (resident block blk of (sequence si, head h)): the
+// resident operands r1, r2 [kBM, kHD] once on ss.barrier_r, then the streamed pair s1, s2
+// [kBN, kHD] of every visible streamed block (next_visible) into the pipeline's stages. Shared
+// by the kernels of this file and of attention_bwd_sm90_wide.cuh (Tr: their traits).
+template <typename Tr, typename SS, typename Pipe, typename Next>
+__device__ __forceinline__ void bwd_produce(const BwdParams<Tr>& P, SS& ss, Pipe& pipe,
+                                            const SeqInfo& si, int blk, int h, int n_blocks,
+                                            Next&& next_visible) {
+  using Barrier = cutlass::arch::ClusterTransactionBarrier;
+  constexpr int kBM = Tr::kBM, kBN = Tr::kBN, kHD = Tr::kHD;
+  const HstuAttnParams& p = P.p;
+  Tensor sR1 = make_tensor(make_smem_ptr(ss.r1.data()), typename Tr::SmemLayoutR{});
+  Tensor sR2 = make_tensor(make_smem_ptr(ss.r2.data()), typename Tr::SmemLayoutR{});
+  Tensor sS1 = make_tensor(make_smem_ptr(ss.s1.data()), typename Tr::SmemLayoutS{});
+  Tensor sS2 = make_tensor(make_smem_ptr(ss.s2.data()), typename Tr::SmemLayoutS{});
+  const int tokens = static_cast<int>(p.total_tokens), start = static_cast<int>(si.start);
+  // Widths: r1 / s1 are q or k (d_qk), r2 / s2 are v or d_o (d_v).
+  Tensor mR1 = P.tma_r1.get_tma_tensor(make_shape(tokens, p.d_qk, p.num_heads))(_, _, h);
+  Tensor mR2 = P.tma_r2.get_tma_tensor(make_shape(tokens, p.d_v, p.num_heads))(_, _, h);
+  Tensor mS1 = P.tma_s1.get_tma_tensor(make_shape(tokens, p.d_qk, p.num_heads))(_, _, h);
+  Tensor mS2 = P.tma_s2.get_tma_tensor(make_shape(tokens, p.d_v, p.num_heads))(_, _, h);
+  auto off = make_coord(start, _0{});
+  Tensor gR1 =
+      local_tile(domain_offset(off, mR1), Shape<Int<kBM>, Int<kHD>>{}, make_coord(blk, _0{}));
+  Tensor gR2 =
+      local_tile(domain_offset(off, mR2), Shape<Int<kBM>, Int<kHD>>{}, make_coord(blk, _0{}));
+  Tensor gS1 = local_tile(domain_offset(off, mS1), Shape<Int<kBN>, Int<kHD>>{},
+                          make_coord(_, _0{}));  // (kBN, kHD, n)
+  Tensor gS2 =
+      local_tile(domain_offset(off, mS2), Shape<Int<kBN>, Int<kHD>>{}, make_coord(_, _0{}));
+  auto [tR1g, tR1s] = tma_partition(P.tma_r1, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sR1),
+                                    group_modes<0, 2>(gR1));
+  auto [tR2g, tR2s] = tma_partition(P.tma_r2, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sR2),
+                                    group_modes<0, 2>(gR2));
+  auto [tS1g, tS1s] = tma_partition(P.tma_s1, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sS1),
+                                    group_modes<0, 2>(gS1));
+  auto [tS2g, tS2s] = tma_partition(P.tma_s2, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sS2),
+                                    group_modes<0, 2>(gS2));
+  reinterpret_cast<Barrier*>(&ss.barrier_r)->arrive_and_expect_tx(2 * Tr::kRBytes);
+  copy(P.tma_r1.with(ss.barrier_r, 0), tR1g, tR1s);
+  copy(P.tma_r2.with(ss.barrier_r, 0), tR2g, tR2s);
+  auto wr = cutlass::make_producer_start_state<typename Tr::Pipe>();
+#pragma unroll 1
+  for (int n = next_visible(0); n < n_blocks; n = next_visible(n + 1)) {
+    pipe.producer_acquire(wr);
+    copy(P.tma_s1.with(*pipe.producer_get_barrier(wr), 0), tS1g(_, n), tS1s(_, wr.index()));
+    copy(P.tma_s2.with(*pipe.producer_get_barrier(wr), 0), tS2g(_, n), tS2s(_, wr.index()));
+    ++wr;
+  }
 }
 
 template <typename T, typename Tr, bool kDkdv>
@@ -245,41 +298,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
 
   if (wg == 0) {  // ---- producer
     cutlass::arch::warpgroup_reg_dealloc<Tr::kProducerRegs>();
-    if (tid != 0) return;
-    const int tokens = static_cast<int>(p.total_tokens), start = static_cast<int>(si.start);
-    // Widths: r1 / s1 are q or k (d_qk), r2 / s2 are v or d_o (d_v).
-    Tensor mR1 = P.tma_r1.get_tma_tensor(make_shape(tokens, p.d_qk, p.num_heads))(_, _, h);
-    Tensor mR2 = P.tma_r2.get_tma_tensor(make_shape(tokens, p.d_v, p.num_heads))(_, _, h);
-    Tensor mS1 = P.tma_s1.get_tma_tensor(make_shape(tokens, p.d_qk, p.num_heads))(_, _, h);
-    Tensor mS2 = P.tma_s2.get_tma_tensor(make_shape(tokens, p.d_v, p.num_heads))(_, _, h);
-    auto off = make_coord(start, _0{});
-    Tensor gR1 =
-        local_tile(domain_offset(off, mR1), Shape<Int<kBM>, Int<kHD>>{}, make_coord(blk, _0{}));
-    Tensor gR2 =
-        local_tile(domain_offset(off, mR2), Shape<Int<kBM>, Int<kHD>>{}, make_coord(blk, _0{}));
-    Tensor gS1 = local_tile(domain_offset(off, mS1), Shape<Int<kBN>, Int<kHD>>{},
-                            make_coord(_, _0{}));  // (kBN, kHD, n)
-    Tensor gS2 =
-        local_tile(domain_offset(off, mS2), Shape<Int<kBN>, Int<kHD>>{}, make_coord(_, _0{}));
-    auto [tR1g, tR1s] = tma_partition(P.tma_r1, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sR1),
-                                      group_modes<0, 2>(gR1));
-    auto [tR2g, tR2s] = tma_partition(P.tma_r2, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sR2),
-                                      group_modes<0, 2>(gR2));
-    auto [tS1g, tS1s] = tma_partition(P.tma_s1, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sS1),
-                                      group_modes<0, 2>(gS1));
-    auto [tS2g, tS2s] = tma_partition(P.tma_s2, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sS2),
-                                      group_modes<0, 2>(gS2));
-    reinterpret_cast<Barrier*>(&ss.barrier_r)->arrive_and_expect_tx(2 * Tr::kRBytes);
-    copy(P.tma_r1.with(ss.barrier_r, 0), tR1g, tR1s);
-    copy(P.tma_r2.with(ss.barrier_r, 0), tR2g, tR2s);
-    auto wr = cutlass::make_producer_start_state<Pipe>();
-#pragma unroll 1
-    for (int n = next_visible(0); n < n_blocks; n = next_visible(n + 1)) {
-      pipe.producer_acquire(wr);
-      copy(P.tma_s1.with(*pipe.producer_get_barrier(wr), 0), tS1g(_, n), tS1s(_, wr.index()));
-      copy(P.tma_s2.with(*pipe.producer_get_barrier(wr), 0), tS2g(_, n), tS2s(_, wr.index()));
-      ++wr;
-    }
+    if (tid == 0) bwd_produce(P, ss, pipe, si, blk, h, n_blocks, next_visible);
     return;
   }
 
@@ -455,23 +474,3 @@ void launch_bwd_pass(const HstuAttnParams& p, int* dq_sem, cudaStream_t stream) 
 }
 
 }  // namespace hstu::cuda::attn::sm90
-
-namespace hstu::cuda::attn {
-template <typename T, int kHeadDim>
-void run_bwd_sm90(const HstuAttnParams& p, int* dq_sem, cudaStream_t stream,
-                  cudaStream_t dq_stream) {
-  if (dq_sem) {  // fused: dK, dV and the ordered dQ accumulation, then dQ converted
-    static_assert(sm90::BwdTraits<T, kHeadDim, true, true>::kBN == kSm90BwdQueryBlock);
-    HSTU_CHECK(p.dq_accum && p.dq_accum_head_stride == kHeadDim,
-               "sm90 attention backward: the fused dQ needs an fp32 accumulator of head stride ",
-               kHeadDim);
-    sm90::launch_bwd_pass<T, kHeadDim, true, true>(p, dq_sem, stream);
-    const int64_t n = p.total_tokens * p.num_heads * p.d_qk;
-    const int blocks = static_cast<int>(std::min<int64_t>((n + 255) / 256, 4096));
-    launch<hstu_attn_dq_convert_kernel<T>>(dim3(blocks), 256, 0, stream, p);
-  } else {  // split: dK, dV beside a query-major dQ kernel
-    sm90::launch_bwd_pass<T, kHeadDim, true, false>(p, nullptr, stream);
-    sm90::launch_bwd_pass<T, kHeadDim, false, false>(p, nullptr, dq_stream);
-  }
-}
-}  // namespace hstu::cuda::attn

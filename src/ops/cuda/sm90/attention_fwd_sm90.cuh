@@ -20,9 +20,13 @@
 // (hstu_tile_kind); skipped key blocks are neither loaded nor computed; full tiles test nothing
 // (except the last key block, whose rows past the sequence's end belong to the next sequence —
 // TMA zero-fills only past the whole tensor — and are masked by a column bound), causal tiles
-// one compare, partial tiles call hstu_attend per element. rab is computed per element in the
-// consumer (positions from i - j, time buckets through the threshold table in shared memory;
-// only tables of <= kMaxTimeTable buckets, see time_bucket_table).
+// one compare, partial tiles call hstu_attend per element. rab is added per element in the
+// consumer from three shared-memory reads (RabSmem): the time bucket from the call's precomputed
+// u8 buckets (rab_buckets.cuh; each consumer warpgroup copies its 64 rows of the next key block
+// with cp.async while it computes this one), the time table, and the CTA's window of the position
+// table (one entry per diagonal j - i its tiles touch). Calls without precomputed buckets (tables
+// of more than kMaxBktTable entries) and sequences whose window does not fit shared memory run
+// on the sm80 kernels (sm90_fwd_supported).
 //
 // Shapes: q/k/v are strided column views [T, H * stride]; each becomes a rank-3 TMA tensor
 // (token, column, head) with strides (row_stride, 1, head_stride) and the true head width as
@@ -120,9 +124,21 @@ struct FwdTraits {
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutK>, 1024> v;
     typename Pipe::SharedStorage pipe_k, pipe_v;
     alignas(8) uint64_t barrier_q;
-    int64_t thr[kMaxTimeTable + 1];  // rab time-bucket thresholds
   };
   static constexpr int kSmemBytes = int(sizeof(SharedStorage));
+  // rab: dynamic shared memory after SharedStorage (RabSmem): per consumer warpgroup two buffers
+  // of its 64 rows x kBN keys of u8 buckets (pitch kBN + 16: the 8 rows one warp's accumulators
+  // span fall in distinct banks), the time table (kMaxBktTable floats), the position window.
+  static constexpr int kBktPitch = kBN + 16;
+  static constexpr int kBktBytes = kConsumerWGs * 2 * 64 * kBktPitch;
+  // Position-window entries for sequences up to max_seqlen long: key blocks reach
+  // round_up(max_seqlen, kBN), rows go kBM - 1 back.
+  __host__ __device__ static int pos_window(int max_seqlen) {
+    return (max_seqlen + kBN - 1) / kBN * kBN + kBM;
+  }
+  static int rab_smem_bytes(int max_seqlen) {
+    return kBktBytes + 4 * kMaxBktTable + 4 * pos_window(max_seqlen);
+  }
   static constexpr uint32_t kQBytes = kBM * kHD * sizeof(Element);
   static constexpr uint32_t kKVBytes = kBN * kHD * sizeof(Element);
 };
@@ -137,34 +153,28 @@ struct FwdParams {
 // Per-element variants of the score epilogue.
 enum ScoreKind : int { kSFull = 0, kSFullEdge = 1, kSCausal = 2, kSPartial = 3 };
 
-// Time bucket of dt from the threshold table (time_bucket of attention_mask.cuh without its
-// double-precision fallback, whose code kept the unrolled score loop from unrolling and sent the
-// accumulators to local memory; the dispatch sends tables of more than kMaxTimeTable buckets to
-// the sm80 kernels).
-__device__ __forceinline__ int time_bucket_table(const HstuAttnParams& p, const int64_t* thr,
-                                                 int64_t dt) {
-  const int nb = p.rab_time_len - 1;
-  const int64_t a = dt < 0 ? -dt : dt;
-  if (a <= 1) return 0;
-  int b = static_cast<int>(__log2f(static_cast<float>(a)) * (0.69314718055994531f / 0.301f));
-  b = b < 0 ? 0 : (b > nb ? nb : b);
-  if (b < nb && a >= thr[b + 1]) {
-    ++b;
-  } else if (b > 0 && a < thr[b]) {
-    --b;
-  }
-  return b;
-}
+// The consumer's view of the rab shared memory for one key block (RabSmem): bias of tile element
+// (row, col) = pw[col - row] + ttab[bkt[row * kBktPitch + col]] (bkt and pw pre-offset by the
+// caller: rows of the warpgroup's buffer, the block's first key).
+struct RabView {
+  const uint8_t* bkt;
+  const float* ttab;
+  const float* pw;
+};
 
 // P = SiLU(alpha (S + rab)) on one thread's accumulators tSrS (coordinates tScS within the tile
 // whose first query is i0 and first key j0), masked elements set to 0.
-template <int kKind, bool kHasRab, bool kFast, typename TS, typename TC>
+// Elements 2k and 2k + 1 of the accumulators are neighbouring columns of one row (the wgmma
+// accumulator layout), so their two buckets are one 2-byte read. Elements outside the sequence
+// get a finite bias (zero-filled buckets, clamped positions) and are masked or never stored.
+template <int kKind, bool kHasRab, bool kFast, int kBktPitch, typename TS, typename TC>
 __device__ __forceinline__ void fwd_scores(TS& tSrS, const TC& tScS, const HstuAttnParams& p,
-                                           const SeqInfo& si, const int64_t* thr, int i0, int j0) {
+                                           const SeqInfo& si, const RabView& rv, int i0, int j0) {
   const float half_alpha = 0.5f * p.alpha;
 #pragma unroll
   for (int e = 0; e < size(tSrS); ++e) {
-    const int i = i0 + get<0>(tScS(e)), j = j0 + get<1>(tScS(e));
+    const int row = get<0>(tScS(e)), col = get<1>(tScS(e));
+    const int i = i0 + row, j = j0 + col;
     float x = tSrS(e);
     bool ok = true;
     if constexpr (kKind == kSFullEdge) ok = j < si.L;
@@ -173,11 +183,10 @@ __device__ __forceinline__ void fwd_scores(TS& tSrS, const TC& tScS, const HstuA
       ok = i < si.L && j < si.L &&
            hstu_attend(i, j, si.L, si.c, si.t, p.target_group_size, p.window, p.causal);
     if constexpr (kHasRab) {
-      if (i < si.L && j < si.L)
-        x += __ldg(p.rab_pos + rab_pos_index(i, j, p.rab_pos_len)) +
-             __ldg(p.rab_time +
-                   time_bucket_table(
-                       p, thr, __ldg(p.ts_query + si.start + i) - __ldg(p.ts_key + si.start + j)));
+      const uint32_t pair =
+          *reinterpret_cast<const uint16_t*>(rv.bkt + row * kBktPitch + (col & ~1));
+      const uint32_t bk = (col & 1) ? (pair >> 8) : (pair & 0xffu);
+      x += rv.pw[col - row] + rv.ttab[bk];
     }
     float y;
     if constexpr (kFast) {
@@ -193,20 +202,20 @@ __device__ __forceinline__ void fwd_scores(TS& tSrS, const TC& tScS, const HstuA
 // The score epilogue of the key block at j0 (kind: its tile kind), in place on tSrS.
 // NOTE: a function, not a lambda: nvcc did not inline the rab variant's lambda, which sent S to
 // local memory and made ptxas serialise every wgmma of the kernel (C7514).
-template <bool kHasRab, bool kFast, int kBN, typename TS, typename TC>
+template <bool kHasRab, bool kFast, int kBN, int kBktPitch, typename TS, typename TC>
 __device__ __forceinline__ void apply_scores(TS& tSrS, const TC& tScS, const HstuAttnParams& p,
-                                             const SeqInfo& si, const int64_t* thr, int m0, int j0,
+                                             const SeqInfo& si, const RabView& rv, int m0, int j0,
                                              int kind) {
   if (kind == kTileFull) {
     if (j0 + kBN <= si.L) {
-      fwd_scores<kSFull, kHasRab, kFast>(tSrS, tScS, p, si, thr, m0, j0);
+      fwd_scores<kSFull, kHasRab, kFast, kBktPitch>(tSrS, tScS, p, si, rv, m0, j0);
     } else {
-      fwd_scores<kSFullEdge, kHasRab, kFast>(tSrS, tScS, p, si, thr, m0, j0);
+      fwd_scores<kSFullEdge, kHasRab, kFast, kBktPitch>(tSrS, tScS, p, si, rv, m0, j0);
     }
   } else if (kind == kTileCausal) {
-    fwd_scores<kSCausal, kHasRab, kFast>(tSrS, tScS, p, si, thr, m0, j0);
+    fwd_scores<kSCausal, kHasRab, kFast, kBktPitch>(tSrS, tScS, p, si, rv, m0, j0);
   } else {
-    fwd_scores<kSPartial, kHasRab, kFast>(tSrS, tScS, p, si, thr, m0, j0);
+    fwd_scores<kSPartial, kHasRab, kFast, kBktPitch>(tSrS, tScS, p, si, rv, m0, j0);
   }
 }
 
@@ -256,8 +265,22 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   pp.num_consumers = 128 * Tr::kConsumerWGs;
   Pipe pipe_k(ss.pipe_k, pp, Shape<_1, _1, _1>{});
   Pipe pipe_v(ss.pipe_v, pp, Shape<_1, _1, _1>{});
-  if constexpr (kHasRab) load_time_thresholds(p, ss.thr, tid, Tr::kThreads);
-  __syncthreads();  // barriers initialised (fence_barrier_init ran), thresholds loaded
+  // rab shared memory (RabSmem), after SharedStorage: buckets, time table, position window.
+  uint8_t* s_bkt = smem_raw + sizeof(SS);
+  float* s_ttab = reinterpret_cast<float*>(s_bkt + Tr::kBktBytes);
+  float* s_pw = s_ttab + kMaxBktTable;
+  if constexpr (kHasRab) {
+    for (int k = tid; k < kMaxBktTable; k += Tr::kThreads)
+      s_ttab[k] = k < p.rab_time_len ? p.rab_time[k] : 0.f;
+    // s_pw[k] = rab_pos entry of the diagonal j - i = k - (m0 + kBM - 1).
+    const int n_pw = Tr::pos_window(p.max_seqlen), half = (p.rab_pos_len + 1) / 2;
+    for (int k = tid; k < n_pw; k += Tr::kThreads) {
+      int idx = half - 1 + k - (m0 + kBM - 1);
+      idx = idx < 0 ? 0 : (idx >= p.rab_pos_len ? p.rab_pos_len - 1 : idx);
+      s_pw[k] = __ldg(p.rab_pos + idx);
+    }
+  }
+  __syncthreads();  // barriers initialised (fence_barrier_init ran), rab tables loaded
 
   Tensor sQ = make_tensor(make_smem_ptr(ss.q.data()), typename Tr::SmemLayoutQ{});
   Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename Tr::SmemLayoutK{});
@@ -311,7 +334,6 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   Tensor tOrO = partition_fragment_C(mma1, Shape<Int<kBM>, Int<kHD>>{});
   clear(tOrO);
   Tensor tScS = thr0.partition_C(make_identity_tensor(Shape<Int<kBM>, Int<kBN>>{}));
-  const int64_t* thr = ss.thr;
 
   Tensor tSrS = partition_fragment_C(mma0, Shape<Int<kBM>, Int<kBN>>{});
   // The accumulator's register order equals the A fragments' of m64nXk16 (pairs of 8-column
@@ -346,11 +368,43 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   if constexpr (Tr::kPingPong)
     if (w == kWGs - 1) cutlass::arch::NamedBarrier::arrive(256, kSchedBar);
 
+  // rab: the buckets of this warpgroup's 64 rows of a key block, copied with cp.async into one of
+  // its two buffers (the k-th visited key block into buffer k & 1): the copy of the next block is
+  // issued once every thread of the warpgroup has passed the barrier that follows its reads of
+  // the block before (bkt_ready), and lands while this block's GEMMs run.
+  const uint8_t* seq_bkt = kHasRab ? seq_buckets(p, si) : nullptr;
+  uint8_t* my_bkt = s_bkt + w * 2 * 64 * Tr::kBktPitch;
+  auto bkt_load = [&](int nb, int buf) {
+    if constexpr (kHasRab) {
+      constexpr int kCPR = kBN / 16;  // 16-byte chunks per row
+      const int64_t S = p.rab_bkt_stride;
+#pragma unroll
+      for (int c = tid & 127; c < 64 * kCPR; c += 128) {
+        const int r = c / kCPR, cc = (c % kCPR) * 16;
+        const int i = m0 + 64 * w + r, j = nb * kBN + cc;
+        const bool in = i < si.L && j < si.L;  // then j + 16 <= S: rows are 16-byte padded
+        cp_async_16(my_bkt + (buf * 64 + r) * Tr::kBktPitch + cc,
+                    in ? seq_bkt + i * S + j : seq_bkt, in ? 16 : 0);
+      }
+      cp_async_commit();
+    }
+  };
+  auto bkt_ready = [&] {  // the warpgroup's copies of the current block landed, all visible
+    if constexpr (kHasRab) {
+      cp_async_wait<0>();
+      cutlass::arch::NamedBarrier::sync(128, 8 + w);  // ids 8..10: free (0..6 are taken)
+    }
+  };
+  auto rab_view = [&](int nb, int buf) {  // indexed by tile row / column (RabView)
+    return RabView{my_bkt + (buf - w) * 64 * Tr::kBktPitch, s_ttab, s_pw + nb * kBN + kBM - 1};
+  };
+
   reinterpret_cast<Barrier*>(&ss.barrier_q)->wait(0);
   cutlass::PipelineState<Tr::kStages> rd_k, rd_v;
   // FlashAttention-3's intra-warpgroup overlap: S of the next key block is issued before P V of
   // this one, and its pointwise epilogue runs while P V is on the tensor cores.
   int n = next_visible(0);  // a row block always sees its diagonal block: n < n_blocks
+  bkt_load(n, 0);
   pipe_k.consumer_wait(rd_k);
   turn_wait();
   wg_gemm<true>(mma0, tSrQ, tSrK(_, _, _, rd_k.index()), tSrS);
@@ -359,11 +413,15 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   warpgroup_fence_operand(tSrS);
   pipe_k.consumer_release(rd_k);
   ++rd_k;
-  apply_scores<kHasRab, kFast, kBN>(tSrS, tScS, p, si, thr, m0, n * kBN,
-                                    tile_kind(si, p, m0, kBM, n * kBN, kBN));
+  bkt_ready();
+  int nn = next_visible(n + 1), buf = 0;
+  if (nn < n_blocks) bkt_load(nn, 1);
+  apply_scores<kHasRab, kFast, kBN, Tr::kBktPitch>(tSrS, tScS, p, si, rab_view(n, 0), m0, n * kBN,
+                                                   tile_kind(si, p, m0, kBM, n * kBN, kBN));
   to_p();
 #pragma unroll 1
-  for (int nn = next_visible(n + 1); nn < n_blocks; nn = next_visible(nn + 1)) {
+  while (nn < n_blocks) {
+    buf ^= 1;
     pipe_k.consumer_wait(rd_k);
     pipe_v.consumer_wait(rd_v);
     turn_wait();
@@ -376,8 +434,12 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     warpgroup_fence_operand(tSrS);
     pipe_k.consumer_release(rd_k);
     ++rd_k;
-    apply_scores<kHasRab, kFast, kBN>(tSrS, tScS, p, si, thr, m0, nn * kBN,
-                                      tile_kind(si, p, m0, kBM, nn * kBN, kBN));
+    bkt_ready();
+    const int nn2 = next_visible(nn + 1);
+    if (nn2 < n_blocks) bkt_load(nn2, buf ^ 1);
+    apply_scores<kHasRab, kFast, kBN, Tr::kBktPitch>(tSrS, tScS, p, si, rab_view(nn, buf), m0,
+                                                     nn * kBN,
+                                                     tile_kind(si, p, m0, kBM, nn * kBN, kBN));
     warpgroup_wait<0>();
     warpgroup_fence_operand(tOrO);
     warpgroup_fence_operand(tOrP);
@@ -385,6 +447,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     ++rd_v;
     to_p();
     n = nn;
+    nn = nn2;
   }
   pipe_v.consumer_wait(rd_v);
   turn_wait();
@@ -442,18 +505,20 @@ void launch_fwd(const HstuAttnParams& p, cudaStream_t stream) {
                           Shape<Int<Tr::kBN>, Int<kHeadDim>>{}, _1{});
   const dim3 grid((p.max_seqlen + Tr::kBM - 1) / Tr::kBM, p.num_heads, p.batch);
   if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;
-  auto go = [&](auto kernel) {
+  auto go = [&](auto kernel, int smem) {
     // Every call (a host-side attribute, legal inside stream capture): both rab variants share
-    // this lambda's type, so a once-per-type flag would skip one of them.
+    // this lambda's type, and the rab variant's size varies with max_seqlen.
     HSTU_CUDA_CHECK(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes));
-    kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(P);
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    kernel<<<grid, Tr::kThreads, smem, stream>>>(P);
     HSTU_CUDA_CHECK(cudaGetLastError());
   };
   if (p.rab_pos) {
-    go(hstu_attn_fwd_sm90_kernel<T, Tr, true>);
+    HSTU_CHECK(p.rab_bkt != nullptr,
+               "sm90 attention: rab needs the precomputed time buckets (rab_buckets.cuh)");
+    go(hstu_attn_fwd_sm90_kernel<T, Tr, true>, Tr::kSmemBytes + Tr::rab_smem_bytes(p.max_seqlen));
   } else {
-    go(hstu_attn_fwd_sm90_kernel<T, Tr, false>);
+    go(hstu_attn_fwd_sm90_kernel<T, Tr, false>, Tr::kSmemBytes);
   }
 }
 

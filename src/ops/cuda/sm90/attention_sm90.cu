@@ -40,13 +40,22 @@ bool device_is_sm90() {
 //     0.70x at 128 x 200 x 2, 0.71x at 128 x 256 x 2, 0.99x at 64 x 384 x 4, 1.38x at
 //     32 x 2048 x 4; d 128: 1.04x at 128 x 256 x 4, 1.20x at 128 x 512 x 4; d 256: 1.64x at
 //     64 x 256 x 4. So sm90 from 512 tokens at d <= 64 and from 256 above.
-//   - rab (computed per element in the consumer; the sm80 kernel builds a shared bias tile):
-//     0.49x at 128 x 200 x 2 x 64, 1.13x at 32 x 1024 x 4 x 128, 1.20x at 32 x 4096 x 4 x 128.
-//     So sm90 with rab from 1024 tokens.
+//   - rab: with the timestamps' buckets computed per element in the consumer (before session
+//     12) 0.49x at 128 x 200 x 2 x 64, 1.13x at 32 x 1024 x 4 x 128, 1.20x at 32 x 4096 x 4 x 128.
+//     Both kernels now read precomputed buckets and tables in shared memory (rab_buckets.cuh),
+//     and the no-rab lengths apply: H200, rab forward sm90 / sm80 1.98x at 32 x 1024 x 4 x 128
+//     (0.213 vs 0.423 ms), 0.92x at 128 x 200 x 2 x 64 (below the 512 tokens d 64 needs).
 bool sm90_faster(const HstuAttnParams& p, int padded_head_dim) {
   if (env_is_1("HSTU_ATTN_SM90")) return true;
-  if (p.rab_pos) return p.max_seqlen >= 1024;
   return p.max_seqlen >= (padded_head_dim <= 64 ? 512 : 256);
+}
+
+// rab on sm90 needs the precomputed buckets and its position window in shared memory
+// (attention_fwd_sm90.cuh, RabSmem: 4 bytes per token of max_seqlen beside the tiles; the d 256
+// tiles leave the least room).
+bool sm90_rab_fits(const HstuAttnParams& p, int padded_head_dim) {
+  if (!p.rab_pos) return true;
+  return p.rab_bkt != nullptr && p.max_seqlen <= (padded_head_dim >= 256 ? 2048 : 4096);
 }
 
 // The backward (split form; H200, bf16, causal, deterministic, TFLOPS sm90 / sm80): 32 x 4096 x
@@ -55,6 +64,10 @@ bool sm90_faster(const HstuAttnParams& p, int padded_head_dim) {
 // full / jagged): 1.94x / 1.80x at 32 x 2048 x 4, 1.68x / 1.53x at 32 x 1024 x 4, 1.52x / 1.36x
 // at 128 x 512 x 4. d 64 was measured at 4096 tokens only. So sm90 from 512 tokens at d 128 and
 // from 4096 at d 64; HSTU_ATTN_SM90=1 forces it.
+// d 256 (attention_bwd_sm90_wide.cuh; 64-row tiles, the output columns split between the
+// warpgroups): 32 x 4096 x 4 x 256 281.6 / 114.5 on an H200 (2.46x; atomic-dQ sm80 131.4: 2.14x),
+// 290.0 / 117.2 on an H100 (2.47x). Shorter sequences were NOT measured at d 256: sm90 from 512
+// tokens as at d 128 (whose margin shrank to 1.52x at 512), on the strength of the 2.5x here.
 bool sm90_bwd_faster(const HstuAttnParams& p, int padded_head_dim) {
   if (env_is_1("HSTU_ATTN_SM90")) return true;
   return p.max_seqlen >= (padded_head_dim <= 64 ? 4096 : 512);
@@ -77,14 +90,13 @@ bool sm90_fwd_supported(const HstuAttnParams& p, int padded_head_dim) {
   if (padded_head_dim != 64 && padded_head_dim != 128 && padded_head_dim != 256) return false;
   // TMA: 16-byte aligned base and strides (vec), coordinates in int32.
   if (!tma_operands_ok(p)) return false;
-  if (p.rab_pos && !p.time_table) return false;  // the kernel has no exact-bucket fallback
+  if (!sm90_rab_fits(p, padded_head_dim)) return false;  // rab: precomputed buckets only
   return sm90_faster(p, padded_head_dim) && sm90_attention_available();
 }
 
 bool sm90_bwd_supported(const HstuAttnParams& p, int padded_head_dim) {
-  // d 256: the dK + dV accumulators of 64 keys x 256 columns per warpgroup do not fit the
-  // registers of this kernel's layout; d <= 32: no wgmma tile. Both stay on sm80.
-  if (padded_head_dim != 64 && padded_head_dim != 128) return false;
+  // d <= 32: no wgmma tile; stays on sm80.
+  if (padded_head_dim != 64 && padded_head_dim != 128 && padded_head_dim != 256) return false;
   if (!tma_operands_ok(p) || !p.d_o.vec) return false;
   if (p.rab_pos) return false;  // no rab (nor its gradient) in the sm_90a backward yet
   return sm90_bwd_faster(p, padded_head_dim) && sm90_attention_available();

@@ -18,8 +18,9 @@ namespace hstu::cuda::attn {
 template <typename T, int kHeadDim>
 void run_fwd_sm90(const HstuAttnParams& p, cudaStream_t stream);
 
-// Backward on sm_90a (attention_bwd_sm90.cuh), always deterministic; kHeadDim = 64 or 128, no
-// rab. With dq_sem (int32 [B, H, ceil(max_seqlen / kSm90BwdQueryBlock)], zeroed) and p.dq_accum
+// Backward on sm_90a (attention_bwd_sm90_run.cuh), always deterministic; kHeadDim = 64, 128 or
+// 256, no rab. kHeadDim 256 has the split form only (dq_sem ignored, dq written directly). With
+// dq_sem (int32 [B, H, ceil(max_seqlen / kSm90BwdQueryBlock)], zeroed) and p.dq_accum
 // (fp32 [T, H, kHeadDim], zeroed; dq_accum_head_stride = kHeadDim): one kernel computes dk, dv
 // and adds each key block's partial dQ to dq_accum in a fixed order (semaphores), then dq is
 // converted, all on `stream`. Without (null): dk, dv from a key-major kernel on `stream` and dq
@@ -43,16 +44,17 @@ constexpr bool sm90_kernels_built() {
 
 // Whether the sm_90a forward takes this call: a compute-capability-9.0 device, no
 // HSTU_ATTN_SM80=1 in the environment, a padded head width of 64 / 128 / 256, q, k, v
-// TMA-addressable (16-byte aligned base, row and head strides; HeadsView::vec), and a call where
-// it measured faster than the sm80 kernel (lengths from 256 / 512 tokens, rab from 1024;
-// attention_sm90.cu) or HSTU_ATTN_SM90=1.
+// TMA-addressable (16-byte aligned base, row and head strides; HeadsView::vec), with rab the
+// precomputed time buckets (p.rab_bkt) and max_seqlen <= 4096 (2048 at d 256), and a call where
+// it measured faster than the sm80 kernel (lengths from 256 / 512 tokens; attention_sm90.cu) or
+// HSTU_ATTN_SM90=1.
 bool sm90_fwd_supported(const HstuAttnParams& p, int padded_head_dim);
 
 // Whether the sm_90a backward takes this call: the forward's device / override / TMA conditions
-// (d_o included), a padded head width of 64 or 128, no relative attention bias, and a call where
-// it measured faster than the sm80 backward (from 512 tokens at d 128, 4096 at d 64;
+// (d_o included), a padded head width of 64, 128 or 256, no relative attention bias, and a call
+// where it measured faster than the sm80 backward (from 512 tokens at d 128 / 256, 4096 at d 64;
 // attention_sm90.cu) or HSTU_ATTN_SM90=1. Falls back to sm80: rab (with or without its gradient),
-// head widths <= 32 and > 128 (bucket 256), operands TMA cannot address, shorter sequences.
+// head widths <= 32, operands TMA cannot address, shorter sequences.
 bool sm90_bwd_supported(const HstuAttnParams& p, int padded_head_dim);
 
 // Whether the sm_90a forward runs at all here (kernels built, a 9.0 device, no HSTU_ATTN_SM80=1):
