@@ -25,6 +25,7 @@
 #include <unordered_map>
 
 #include "core/cuda_check.h"
+#include "embed/cuda/hash_dedupe.h"
 #include "embed/cuda/table_ops.h"
 #include "embed/table_math.h"
 #include "ops/optimizer.h"
@@ -1035,6 +1036,9 @@ __global__ void iota_kernel(int32_t* p, int64_t n) {
 int64_t dedupe(Ctx& ctx, const int64_t* keys, int64_t n, int64_t* unique, int32_t* inverse,
                int32_t* counts, int64_t* first_key, int32_t* order) {
   if (n == 0) return 0;
+  const DedupeJob job{keys, n, unique, inverse, counts, order};
+  int64_t u_hash = 0;
+  if (hash_dedupe_many(ctx, &job, 1, &u_hash, first_key)) return u_hash;
   const int nn = static_cast<int>(n);
   size_t sort_bytes = 0, scan_bytes = 0;
   HSTU_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
@@ -1083,6 +1087,7 @@ void dedupe_many(Ctx& ctx, const DedupeJob* jobs, int num_jobs, int64_t* u, int6
   }
   g.off[g.jobs] = n;
   if (n == 0) return;
+  if (hash_dedupe_many(ctx, jobs, num_jobs, u, first_key)) return;
   HSTU_CHECK(n < (int64_t{1} << 31), "dedupe_many: ", n, " lookups (at most 2^31 - 1)");
   const int nn = static_cast<int>(n);
   size_t sort_bytes = 0, tag_bytes = 0, scan_bytes = 0;
