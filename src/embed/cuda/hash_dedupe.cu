@@ -43,7 +43,8 @@ constexpr int kSmallBucket = 8;                       // ranked by one thread; l
 constexpr int kMaxBucket = 1024;                      // larger: the sort path
 constexpr int kSmallSegment = 32;                     // sorted by one thread; larger by one block
 constexpr int64_t kMaxJobLookups = int64_t{1} << 20;  // a job's position bitmap: 128 KB
-constexpr int kHotThreads = 512;
+constexpr int kHotThreads = 256;
+constexpr int kHotBlocks = 1056;  // 8 resident per SM on 132 SMs: a few hot keys each
 // ctrs words
 constexpr int kBigCount = 0, kHotCount = 1, kFallback = 2, kCtrs = 4;
 
@@ -516,7 +517,7 @@ bool hash_dedupe_many(Ctx& ctx, const DedupeJob* jobs, int num_jobs, int64_t* u,
     if (smem > 48 * 1024)
       HSTU_CUDA_CHECK(cudaFuncSetAttribute(sort_hot, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(smem)));
-    sort_hot<<<264, kHotThreads, smem, st>>>(a, cnt, segstart, hot_list, ctrs);
+    sort_hot<<<kHotBlocks, kHotThreads, smem, st>>>(a, cnt, segstart, hot_list, ctrs);
   }
   set_results<<<1, kMaxDedupeJobs, 0, st>>>(a, bcntc, bscan, ctrs, res);
   HSTU_CUDA_CHECK_LAUNCH();
