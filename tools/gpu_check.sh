@@ -14,6 +14,7 @@
 # "42 1 2"; needs .devdeps/data/ml-latest-small), NVTX=1 (Nsight Compute filtered by the step
 # phases' NVTX ranges: which kernels each range holds), DIST=0 (skip the 1-rank NCCL checks),
 # BENCH_FILTER (a regex: only the benchmarks whose names match), TESTS=0 (skip test_gpu),
+# TEST_SHARDS=N (test_gpu as N GoogleTest shards side by side),
 # SANITIZE=1 (compute-sanitizer memcheck of the GPU suite and racecheck of its shared-memory
 # kernels; SANITIZE_FILTER, RACECHECK_FILTER, SANITIZE_TIMEOUT),
 # DYN=1 (dynamic item tables on ml-latest-small: DYN_SEEDS dense vs dynamic, half-catalogue LRU
@@ -84,12 +85,28 @@ fi
 if [[ "${TESTS:-1}" == 0 ]]; then
   row "test_gpu" "not run (TESTS=0)"
 elif [[ -x "$BUILD/test_gpu" ]]; then
-  "$BUILD/test_gpu" --gtest_output="xml:$LOG/test_gpu.xml" > "$LOG/test_gpu.log" 2>&1
-  rc=$?
-  count() { sed -nE "s/^\[  $1 *\] ([0-9]+) tests?.*/\1/p" "$LOG/test_gpu.log" | tail -1; }
+  # TEST_SHARDS=N runs the suite as N GoogleTest shards side by side on the one GPU: the cases'
+  # host references are the slow part, and the shards share the CPU cores.
+  shards="${TEST_SHARDS:-1}"
+  rc=0
+  pids=()
+  for ((k = 0; k < shards; k++)); do
+    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$k "$BUILD/test_gpu" \
+      --gtest_output="xml:$LOG/test_gpu.$k.xml" > "$LOG/test_gpu.$k.log" 2>&1 &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid" || rc=$?; done
+  cat "$LOG"/test_gpu.[0-9]*.log > "$LOG/test_gpu.log"
+  count() {  # the sum of the shards' "[  PASSED  ] N tests" lines (empty when a shard has none)
+    local n
+    n=$(sed -nE "s/^\[  $1 *\] ([0-9]+) tests?.*/\1/p" "$LOG"/test_gpu.[0-9]*.log | paste -sd+)
+    [[ -n "$n" ]] && echo $((n))
+  }
   passed=$(count PASSED)
   failed=$(count FAILED)
   skipped=$(count SKIPPED)
+  finished=$(grep -c '^\[==========\] .* ran\.' "$LOG/test_gpu.log")
+  [[ "$finished" -lt "$shards" ]] && passed=
   if [[ -z "$passed" ]]; then
     row "test_gpu" "CRASHED or did not finish (rc $rc, test_gpu.log)"
   else

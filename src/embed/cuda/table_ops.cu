@@ -8,11 +8,12 @@
 // s; bucket_size <= 32), the steady-state find_touch_admit 8 lanes per key. The backward of
 // dedupe's lookups goes by key: a warp per key with at most kHot lookups sums and applies in one
 // pass; only hot keys' sums pass through grad. The fused optimiser is one warp per row with the
-// per-element float math of ops/cuda/embedding.cu's sparse_opt_row (the same expressions, bc1/bc2
-// rounded from double as there), so a dynamic table's update equals the dense table's CUDA update
-// bit for bit. Calls that return counts synchronise the stream. Temporary device memory (sort
-// buffers, CUB temp storage, counters) comes from a per-stream workspace that grows and is reused,
-// so a step allocates nothing.
+// per-element float math of ops/cuda/embedding.cu's sparse_opt_row (Adam: the one
+// sparse_adam_elem of ops/cuda/sparse_adam.cuh, its roundings explicit; bc1/bc2 rounded from
+// double as there), so a dynamic table's update equals the dense table's CUDA update bit for bit.
+// Calls that return counts synchronise the stream. Dedupe is hash_dedupe.cu's (the radix sort
+// here is its fallback). Temporary device memory (sort buffers, CUB temp storage, counters) comes
+// from a per-stream workspace that grows and is reused, so a step allocates nothing.
 #include <thrust/iterator/counting_iterator.h>
 
 #include <algorithm>
@@ -28,6 +29,7 @@
 #include "embed/cuda/hash_dedupe.h"
 #include "embed/cuda/table_ops.h"
 #include "embed/table_math.h"
+#include "ops/cuda/sparse_adam.cuh"
 #include "ops/optimizer.h"
 
 namespace hstu::embed::cuda {
@@ -786,11 +788,7 @@ struct OptArgs {
 template <SparseOptimizerSpec::Kind K>
 __device__ __forceinline__ void opt_elem(const OptArgs& a, float gc, float& w, float& m, float& v) {
   if constexpr (K == SparseOptimizerSpec::kAdam) {
-    const float mc = a.beta1 * m + (1.0f - a.beta1) * gc;
-    const float vc = a.beta2 * v + (1.0f - a.beta2) * gc * gc;
-    m = mc;
-    v = vc;
-    w -= a.lr * (mc / a.bc1) / (sqrtf(vc / a.bc2) + a.eps);
+    hstu::cuda::sparse_adam_elem(gc, w, m, v, a.lr, a.beta1, a.beta2, a.eps, a.bc1, a.bc2);
   } else {
     w -= a.lr * gc;
   }

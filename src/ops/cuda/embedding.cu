@@ -16,6 +16,7 @@
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/embedding.h"
 #include "ops/cuda/sorted_scatter.cuh"
+#include "ops/cuda/sparse_adam.cuh"
 #include "ops/optimizer.h"
 
 namespace hstu::cuda {
@@ -112,12 +113,7 @@ __device__ void sparse_opt_row(const SparseOptArgs& a, int64_t r, int lane) {
     float* m = a.m + r * a.ld;
     float* v = a.v + r * a.ld;
     for (int64_t c = lane; c < a.d; c += 32) {
-      const float gc = g[c];
-      const float mc = a.beta1 * m[c] + (1.0f - a.beta1) * gc;
-      const float vc = a.beta2 * v[c] + (1.0f - a.beta2) * gc * gc;
-      m[c] = mc;
-      v[c] = vc;
-      w[c] -= a.lr * (mc / a.bc1) / (sqrtf(vc / a.bc2) + a.eps);
+      sparse_adam_elem(g[c], w[c], m[c], v[c], a.lr, a.beta1, a.beta2, a.eps, a.bc1, a.bc2);
       g[c] = 0.0f;
     }
   } else if constexpr (K == SparseOptimizerSpec::kRowWiseAdagrad) {
