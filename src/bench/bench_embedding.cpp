@@ -43,7 +43,7 @@ struct Options {
   // stay selectable.
   bool window = false;   // forward: gather into a window, then embedding_fwd (--window)
   bool unfused = false;  // backward: reduce_grad then apply (--unfused-bwd), else backward
-  int streams = -1;      // CUDA streams the tables' steps are spread over (-1: 4 on CUDA, else 1)
+  int streams = -1;      // CUDA streams the tables' steps are spread over (-1: 8 on CUDA, else 1)
 };
 
 // Power law p(x) ~ x^-alpha on [1, rows] by inverse CDF, scrambled into raw int64 keys.
@@ -149,7 +149,8 @@ int run_embedding_bench(const std::vector<std::string>& args) {
   if (o.small) o.lookups = std::min<int64_t>(o.lookups, 104857);
   if (o.rows < 0) o.rows = device == Device::kCUDA && !o.small ? 1680000 : 200000;
   if (!ratios_given) o.cache_ratios = {0.0, 1.0, 0.5};
-  if (o.streams < 0) o.streams = device == Device::kCUDA ? 4 : 1;
+  // 8 measured faster than 4 on an H100 (docs/BENCHMARKS.md, session 13: SGD 1.163 vs 1.204 ms).
+  if (o.streams < 0) o.streams = device == Device::kCUDA ? 8 : 1;
   HSTU_CHECK(o.streams >= 1 && o.streams <= 64,
              "bench embedding: --streams must be in [1, 64], got ", o.streams);
   HSTU_CHECK(device == Device::kCUDA || o.streams == 1,

@@ -9,7 +9,7 @@
 // find_or_insert and the rows straight to the lookups' output [n, 128] (DynamicTable::lookup) —
 // and the backward — per table, random output gradients summed per unique key over dedupe's
 // sorted order and the fused optimiser applied (DynamicTable::backward). On CUDA the tables'
-// steps are spread over 4 streams (table t on stream t % 4), so one table's small kernels overlap
+// steps are spread over 8 streams (table t on stream t % 8), so one table's small kernels overlap
 // another's row traffic. Flags select the other steps for comparison (the fastest measured are
 // the defaults).
 // Median milliseconds per iteration after warm-up; printed beside NVIDIA's published DynamicEmb
@@ -32,7 +32,7 @@ namespace hstu {
 //   --per-table-dedupe (each table's dedupe on its own instead of DynamicTable::dedupe_tables)
 //   --window (forward: gather of the unique rows into a window, then embedding_fwd)
 //   --lookup (forward: DynamicTable::lookup, rows straight to the output; the default)
-//   --streams S (CUDA streams the tables are spread over; 4 on CUDA, 1 on the CPU)
+//   --streams S (CUDA streams the tables are spread over; 8 on CUDA, 1 on the CPU)
 //   --fused-bwd (backward: DynamicTable::backward, grad as scratch; the default)
 //   --unfused-bwd (backward: DynamicTable::reduce_grad, then apply, which zeroes grad)
 // Environment: HSTU_PROFILE_LAST_ITER=1 brackets the last iteration of each case with

@@ -151,7 +151,7 @@ void add_bench_embedding(CLI::App& bench, Commands& commands) {
   app->add_flag("--window")
       ->description("forward: gather of the unique rows into a window, then embedding_fwd");
   app->add_option("--streams",
-                  "CUDA streams the tables' steps are spread over (default 4 on "
+                  "CUDA streams the tables' steps are spread over (default 8 on "
                   "CUDA, 1 on the CPU)")
       ->type_name("S")
       ->check(int_in(1, 64));

@@ -621,36 +621,30 @@ __global__ void insert_lists(TableView t, const int64_t* keys, const int32_t* co
     if (c[k]) atomicAdd(out + k, c[k]);
 }
 
-// One warp per 32 keys: the lanes read the 32 statuses at once, then the warp fills the rows of
-// the inserted ones (lane c fills columns c, c + 32, ...). A step whose keys are all present
-// costs one coalesced status read per 32 keys.
+// One warp per key: keys not inserted (every key of a step whose keys are all present) leave
+// after one status read.
 __global__ void init_rows_kernel(TableView t, const int64_t* keys, const int64_t* slots,
                                  const uint8_t* status, int64_t n, uint64_t seed, float std) {
-  const int64_t i0 = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32 * 32;
+  const int64_t i = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
-  if (i0 >= n) return;
-  const int64_t i = i0 + lane;
-  const bool fill = i < n && (status[i] == kInserted || status[i] == kEvicted);
-  for (unsigned m = __ballot_sync(0xffffffffu, fill); m != 0; m &= m - 1) {
-    const int64_t q = i0 + __ffs(m) - 1;
-    float* row = t.values + slots[q] * t.row_width;
-    const int64_t k = keys[q];
-    if (t.bf16) {  // word c < state_off holds values 2c, 2c + 1 (zero past dim), then the state
-      for (int64_t c = lane; c < t.row_width; c += 32) {
-        if (c >= t.state_off) {
-          row[c] = 0.0f;
-          continue;
-        }
-        const uint32_t lo = 2 * c < t.dim ? bf16_bits(key_init_value(seed, k, 2 * c, std)) : 0u;
-        const uint32_t hi =
-            2 * c + 1 < t.dim ? bf16_bits(key_init_value(seed, k, 2 * c + 1, std)) : 0u;
-        reinterpret_cast<uint32_t*>(row)[c] = lo | (hi << 16);
+  if (i >= n || (status[i] != kInserted && status[i] != kEvicted)) return;
+  float* row = t.values + slots[i] * t.row_width;
+  const int64_t k = keys[i];
+  if (t.bf16) {  // word c < state_off holds values 2c, 2c + 1 (zero past dim), then the state
+    for (int64_t c = lane; c < t.row_width; c += 32) {
+      if (c >= t.state_off) {
+        row[c] = 0.0f;
+        continue;
       }
-      continue;
+      const uint32_t lo = 2 * c < t.dim ? bf16_bits(key_init_value(seed, k, 2 * c, std)) : 0u;
+      const uint32_t hi =
+          2 * c + 1 < t.dim ? bf16_bits(key_init_value(seed, k, 2 * c + 1, std)) : 0u;
+      reinterpret_cast<uint32_t*>(row)[c] = lo | (hi << 16);
     }
-    for (int64_t c = lane; c < t.row_width; c += 32)
-      row[c] = c < t.dim ? key_init_value(seed, k, c, std) : 0.0f;
+    return;
   }
+  for (int64_t c = lane; c < t.row_width; c += 32)
+    row[c] = c < t.dim ? key_init_value(seed, k, c, std) : 0.0f;
 }
 
 __global__ void erase_kernel(TableView t, const int64_t* slots, int64_t n,
@@ -1236,8 +1230,8 @@ InsertCounts insert(Ctx& ctx, const TableView& t, const int64_t* keys, const int
 void init_rows(Ctx& ctx, const TableView& t, const int64_t* keys, const int64_t* slots,
                const uint8_t* status, int64_t n, uint64_t table_seed, float init_std) {
   if (n == 0) return;
-  init_rows_kernel<<<blocks_for(n, 256), 256, 0, stream_of(ctx)>>>(t, keys, slots, status, n,
-                                                                   table_seed, init_std);
+  init_rows_kernel<<<blocks_for(n * 32, 256), 256, 0, stream_of(ctx)>>>(t, keys, slots, status, n,
+                                                                        table_seed, init_std);
   HSTU_CUDA_CHECK_LAUNCH();
 }
 
