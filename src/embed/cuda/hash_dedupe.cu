@@ -9,9 +9,10 @@
 //   2. bucket_count: every distinct key falls in bucket (key - min) >> shift of its job (2^lognb
 //      buckets spanning the range: monotone in the key); per bucket (distinct keys << 32 |
 //      lookups) packed in one u64, so one exclusive scan gives both offsets.
-//   3. bucket_fill + bucket_rank / big_rank: a bucket's keys (in claim order) ranked by key, by
-//      one thread (<= 8 keys) or one warp (<= 1024; more: the caller's sort path). The rank gives
-//      the key's unique index and the start of its segment of the sorted positions.
+//   3. bucket_fill lists each bucket's keys (in claim order); key_rank / big_rank rank a key
+//      among its bucket's (one thread per key in buckets of <= 8 keys, one warp per bucket of
+//      <= 1024; more: the caller's sort path). The rank gives the key's unique index and the
+//      start of its segment of the sorted positions.
 //   4. place_lookups: inverse, and each lookup's position put in its key's segment (a slot cursor,
 //      warp-aggregated); fix_segments then sorts each segment by position (one thread for <= 32
 //      entries, else one block through a bitmap of the job's positions): (key, position) order,
@@ -43,8 +44,8 @@ constexpr int kSmallBucket = 8;                       // ranked by one thread; l
 constexpr int kMaxBucket = 1024;                      // larger: the sort path
 constexpr int kSmallSegment = 32;                     // sorted by one thread; larger by one block
 constexpr int64_t kMaxJobLookups = int64_t{1} << 20;  // a job's position bitmap: 128 KB
-constexpr int kHotThreads = 256;
-constexpr int kHotBlocks = 1056;  // 8 resident per SM on 132 SMs: a few hot keys each
+constexpr int kHotThreads = 128;
+constexpr int kHotBlocks = 2112;  // 16 resident per SM on 132 SMs: about one hot key each
 // ctrs words
 constexpr int kBigCount = 0, kHotCount = 1, kFallback = 2, kCtrs = 4;
 
@@ -180,15 +181,24 @@ __global__ void bucket_count(SetArgs a, const int64_t* hkey, const int32_t* cnt,
             (1ull << 32) | static_cast<unsigned long long>(c));
 }
 
-// Step 3a. items[first unique index of the bucket + claim order] = slot.
+// Step 3a. items[first unique index of the bucket + claim order] = slot; the bucket's first
+// claimer lists a bucket of more than kSmallBucket keys for big_rank and flags the call for the
+// sort path past kMaxBucket.
 __global__ void bucket_fill(SetArgs a, const int64_t* hkey, const int32_t* cnt, const uint64_t* mm,
-                            int64_t slots, const uint64_t* bscan, int32_t* bfill, int32_t* items) {
+                            int64_t slots, const uint64_t* bcnt, const uint64_t* bscan,
+                            int32_t* bfill, int32_t* items, int32_t* big_list, int32_t* ctrs) {
   const int64_t s = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (s >= slots || cnt[s] == 0) return;
   const int j = job_in(a.sbase, a.jobs, s);
   const int64_t b = bucket_of_key(a, mm, j, hkey[s]);
   const int32_t at = atomicAdd(bfill + b, 1);
   items[static_cast<int64_t>(bscan[b] >> 32) + at] = static_cast<int32_t>(s);
+  const int sz = static_cast<int>(bcnt[b] >> 32);
+  if (at != 0 || sz <= kSmallBucket) return;
+  if (sz > kMaxBucket)
+    atomicExch(ctrs + kFallback, 1);
+  else
+    big_list[atomicAdd(ctrs + kBigCount, 1)] = static_cast<int32_t>(b);
 }
 
 // Key of rank u (job-local), its slot s, count c and segment start ls: the job's outputs.
@@ -209,40 +219,32 @@ __device__ __forceinline__ void bucket_starts(const SetArgs& a, const uint64_t* 
   l0 = static_cast<int32_t>((here & 0xffffffffu) - (job0 & 0xffffffffu));
 }
 
-// Step 3b. One thread per bucket: ranks buckets of <= kSmallBucket keys, lists larger ones for
-// big_rank, flags the call for the sort path past kMaxBucket.
-__global__ void bucket_rank(SetArgs a, const int64_t* hkey, const int32_t* cnt,
-                            const uint64_t* bcnt, const uint64_t* bscan, int64_t buckets,
-                            const int32_t* items, int32_t* uidx, int32_t* segstart,
-                            int32_t* big_list, int32_t* ctrs) {
-  const int64_t b = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (b >= buckets) return;
+// Step 3b. One thread per distinct key of a bucket of <= kSmallBucket keys: its rank among the
+// bucket's keys and the lookups of the smaller ones.
+__global__ void key_rank(SetArgs a, const int64_t* hkey, const int32_t* cnt, const uint64_t* mm,
+                         int64_t slots, const uint64_t* bcnt, const uint64_t* bscan,
+                         const int32_t* items, int32_t* uidx, int32_t* segstart) {
+  const int64_t s = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (s >= slots) return;
+  const int32_t c = cnt[s];
+  if (c == 0) return;
+  const int j = job_in(a.sbase, a.jobs, s);
+  const int64_t k = hkey[s];
+  const int64_t b = bucket_of_key(a, mm, j, k);
   const int sz = static_cast<int>(bcnt[b] >> 32);
-  if (sz == 0) return;
-  if (sz > kSmallBucket) {
-    if (sz > kMaxBucket)
-      atomicExch(ctrs + kFallback, 1);
-    else
-      big_list[atomicAdd(ctrs + kBigCount, 1)] = static_cast<int32_t>(b);
-    return;
-  }
-  const int j = job_in(a.bbase, a.jobs, b);
+  if (sz > kSmallBucket) return;  // big_rank's
   int32_t u0, l0;
   bucket_starts(a, bscan, j, b, u0, l0);
   const int32_t* it = items + (bscan[b] >> 32);
-  for (int e = 0; e < sz; ++e) {
-    const int32_t s = it[e];
-    const int64_t k = hkey[s];
-    int r = 0, pre = 0;
-    for (int m = 0; m < sz; ++m) {
-      const int32_t sm = it[m];
-      if (hkey[sm] < k) {
-        ++r;
-        pre += cnt[sm];
-      }
+  int r = 0, pre = 0;
+  for (int m = 0; m < sz; ++m) {
+    const int32_t sm = it[m];
+    if (hkey[sm] < k) {
+      ++r;
+      pre += cnt[sm];
     }
-    place_key(a.job[j], s, k, cnt[s], u0 + r, l0 + pre, uidx, segstart);
   }
+  place_key(a.job[j], static_cast<int32_t>(s), k, c, u0 + r, l0 + pre, uidx, segstart);
 }
 
 // Step 3c. One warp per listed bucket (kSmallBucket < size <= kMaxBucket), grid-stride.
@@ -323,8 +325,9 @@ __global__ void fix_segments(SetArgs a, const int32_t* cnt, const int32_t* segst
   }
   int32_t* seg = a.job[j].order + segstart[s];
   int32_t v[kSmallSegment];
-  for (int e = 0; e < c; ++e) {  // insertion sort
-    const int32_t x = seg[e];
+  for (int e = 0; e < c; ++e) v[e] = seg[e];  // independent loads first
+  for (int e = 1; e < c; ++e) {               // insertion sort
+    const int32_t x = v[e];
     int f = e;
     for (; f > 0 && v[f - 1] > x; --f) v[f] = v[f - 1];
     v[f] = x;
@@ -506,9 +509,10 @@ bool hash_dedupe_many(Ctx& ctx, const DedupeJob* jobs, int num_jobs, int64_t* u,
   set_insert<<<blocks(n, 256), 256, 0, st>>>(a, n, hkey, cnt, slot_of, mm);
   bucket_count<<<blocks(slots, 256), 256, 0, st>>>(a, hkey, cnt, mmc, slots, bcnt);
   HSTU_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(tmp, scan_bytes, bcntc, bscan, buckets, st));
-  bucket_fill<<<blocks(slots, 256), 256, 0, st>>>(a, hkey, cnt, mmc, slots, bscan, bfill, items);
-  bucket_rank<<<blocks(buckets, 256), 256, 0, st>>>(a, hkey, cnt, bcntc, bscan, buckets, items,
-                                                    uidx, segstart, big_list, ctrs);
+  bucket_fill<<<blocks(slots, 256), 256, 0, st>>>(a, hkey, cnt, mmc, slots, bcntc, bscan, bfill,
+                                                  items, big_list, ctrs);
+  key_rank<<<blocks(slots, 256), 256, 0, st>>>(a, hkey, cnt, mmc, slots, bcntc, bscan, items, uidx,
+                                               segstart);
   big_rank<<<264, 256, 0, st>>>(a, hkey, cnt, bcntc, bscan, items, big_list, ctrs, uidx, segstart);
   place_lookups<<<blocks(n, 256), 256, 0, st>>>(a, n, slot_of, cnt, uidx, segstart, cursor, ctrs);
   if (any_order) {
