@@ -42,7 +42,6 @@
 #include <cutlass/arch/reg_reconfig.h>
 #include <cutlass/numeric_types.h>
 
-#include <cstdlib>
 #include <cutlass/pipeline/sm90_pipeline.hpp>
 #include <type_traits>
 
@@ -220,29 +219,13 @@ __device__ __forceinline__ void apply_scores(TS& tSrS, const TC& tScS, const Hst
   }
 }
 
-// rab (kRabInit): the S accumulators of one key block set to its bias (RabView), so that the S
-// GEMM then accumulates Q K^T onto it; written before the warpgroup waits for its GEMM turn
-// (ping-pong), i.e. while the other warpgroup's GEMMs run, instead of between the S GEMM and P V.
-// Elements 2k and 2k + 1 are neighbouring columns of one row: their two buckets are one 2-byte
-// read; elements outside the sequence get a finite bias and are masked or never stored.
-template <int kBktPitch, typename TS, typename TC>
-__device__ __forceinline__ void rab_init(TS& tSrS, const TC& tScS, const RabView& rv) {
-#pragma unroll
-  for (int e = 0; e < size(tSrS); ++e) {
-    const int row = get<0>(tScS(e)), col = get<1>(tScS(e));
-    const uint32_t pair = *reinterpret_cast<const uint16_t*>(rv.bkt + row * kBktPitch + (col & ~1));
-    const uint32_t bk = (col & 1) ? (pair >> 8) : (pair & 0xffu);
-    tSrS(e) = rv.pw[col - row] + rv.ttab[bk];
-  }
-}
-
-// C = A B over all k blocks of the operands (wgmma; zero_init overwrites C, else C += A B),
-// committed as one group; the caller waits.
+// C = A B over all k blocks of the operands (wgmma; zero_init overwrites C), committed as one
+// group; the caller waits.
 template <bool kZeroInit, typename Mma, typename TA, typename TB, typename TC>
 __device__ __forceinline__ void wg_gemm(Mma& mma, const TA& tA, const TB& tB, TC& tC) {
   warpgroup_fence_operand(tC);
   warpgroup_arrive();
-  mma.accumulate_ = kZeroInit ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One;
+  if constexpr (kZeroInit) mma.accumulate_ = GMMA::ScaleOut::Zero;
 #pragma unroll
   for (int kb = 0; kb < size<2>(tA); ++kb) {
     cute::gemm(mma, tA(_, _, kb), tB(_, _, kb), tC);
@@ -252,9 +235,7 @@ __device__ __forceinline__ void wg_gemm(Mma& mma, const TA& tA, const TB& tB, TC
   warpgroup_fence_operand(tC);
 }
 
-// kRabInit (with kHasRab): the bias goes into the S accumulators before the S GEMM (rab_init)
-// instead of being added after it (apply_scores).
-template <typename T, typename Tr, bool kHasRab, bool kRabInit>
+template <typename T, typename Tr, bool kHasRab>
 __global__ void __launch_bounds__(Tr::kThreads, 1)
     hstu_attn_fwd_sm90_kernel(const __grid_constant__ FwdParams<Tr> P) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -422,46 +403,29 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   cutlass::PipelineState<Tr::kStages> rd_k, rd_v;
   // FlashAttention-3's intra-warpgroup overlap: S of the next key block is issued before P V of
   // this one, and its pointwise epilogue runs while P V is on the tensor cores.
-  // kRabInit: the bias of block k is written into the S accumulators (rab_init) before its GEMM;
-  // the bucket copy of block k + 1 is issued after the barrier that follows the reads of block
-  // k - 1, as without it.
-  constexpr bool kInit = kHasRab && kRabInit, kAfter = kHasRab && !kRabInit;
   int n = next_visible(0);  // a row block always sees its diagonal block: n < n_blocks
-  int nn = next_visible(n + 1), buf = 0;
   bkt_load(n, 0);
-  if constexpr (kInit) {
-    bkt_ready();
-    if (nn < n_blocks) bkt_load(nn, 1);
-    rab_init<Tr::kBktPitch>(tSrS, tScS, rab_view(n, 0));
-  }
   pipe_k.consumer_wait(rd_k);
   turn_wait();
-  wg_gemm<!kInit>(mma0, tSrQ, tSrK(_, _, _, rd_k.index()), tSrS);
+  wg_gemm<true>(mma0, tSrQ, tSrK(_, _, _, rd_k.index()), tSrS);
   turn_pass(false);
   warpgroup_wait<0>();
   warpgroup_fence_operand(tSrS);
   pipe_k.consumer_release(rd_k);
   ++rd_k;
-  if constexpr (!kInit) {
-    bkt_ready();
-    if (nn < n_blocks) bkt_load(nn, 1);
-  }
-  apply_scores<kAfter, kFast, kBN, Tr::kBktPitch>(tSrS, tScS, p, si, rab_view(n, 0), m0, n * kBN,
-                                                  tile_kind(si, p, m0, kBM, n * kBN, kBN));
+  bkt_ready();
+  int nn = next_visible(n + 1), buf = 0;
+  if (nn < n_blocks) bkt_load(nn, 1);
+  apply_scores<kHasRab, kFast, kBN, Tr::kBktPitch>(tSrS, tScS, p, si, rab_view(n, 0), m0, n * kBN,
+                                                   tile_kind(si, p, m0, kBM, n * kBN, kBN));
   to_p();
 #pragma unroll 1
   while (nn < n_blocks) {
     buf ^= 1;
-    const int nn2 = next_visible(nn + 1);
-    if constexpr (kInit) {
-      bkt_ready();
-      if (nn2 < n_blocks) bkt_load(nn2, buf ^ 1);
-      rab_init<Tr::kBktPitch>(tSrS, tScS, rab_view(nn, buf));
-    }
     pipe_k.consumer_wait(rd_k);
     pipe_v.consumer_wait(rd_v);
     turn_wait();
-    wg_gemm<!kInit>(mma0, tSrQ, tSrK(_, _, _, rd_k.index()), tSrS);
+    wg_gemm<true>(mma0, tSrQ, tSrK(_, _, _, rd_k.index()), tSrS);
     warpgroup_fence_operand(tOrP);
     wg_gemm<false>(mma1, tOrP, tOrV(_, _, _, rd_v.index()), tOrO);
     turn_pass(false);
@@ -470,13 +434,12 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     warpgroup_fence_operand(tSrS);
     pipe_k.consumer_release(rd_k);
     ++rd_k;
-    if constexpr (!kInit) {
-      bkt_ready();
-      if (nn2 < n_blocks) bkt_load(nn2, buf ^ 1);
-    }
-    apply_scores<kAfter, kFast, kBN, Tr::kBktPitch>(tSrS, tScS, p, si, rab_view(nn, buf), m0,
-                                                    nn * kBN,
-                                                    tile_kind(si, p, m0, kBM, nn * kBN, kBN));
+    bkt_ready();
+    const int nn2 = next_visible(nn + 1);
+    if (nn2 < n_blocks) bkt_load(nn2, buf ^ 1);
+    apply_scores<kHasRab, kFast, kBN, Tr::kBktPitch>(tSrS, tScS, p, si, rab_view(nn, buf), m0,
+                                                     nn * kBN,
+                                                     tile_kind(si, p, m0, kBM, nn * kBN, kBN));
     warpgroup_wait<0>();
     warpgroup_fence_operand(tOrO);
     warpgroup_fence_operand(tOrP);
@@ -553,17 +516,9 @@ void launch_fwd(const HstuAttnParams& p, cudaStream_t stream) {
   if (p.rab_pos) {
     HSTU_CHECK(p.rab_bkt != nullptr,
                "sm90 attention: rab needs the precomputed time buckets (rab_buckets.cuh)");
-    const int smem = Tr::kSmemBytes + Tr::rab_smem_bytes(p.max_seqlen);
-    // A/B switch of this session (HSTU_ATTN_SM90_RAB_INIT=1: rab_init), to be settled by a
-    // device measurement and then removed.
-    const char* env = std::getenv("HSTU_ATTN_SM90_RAB_INIT");
-    if (env && env[0] == '1' && env[1] == 0) {
-      go(hstu_attn_fwd_sm90_kernel<T, Tr, true, true>, smem);
-    } else {
-      go(hstu_attn_fwd_sm90_kernel<T, Tr, true, false>, smem);
-    }
+    go(hstu_attn_fwd_sm90_kernel<T, Tr, true>, Tr::kSmemBytes + Tr::rab_smem_bytes(p.max_seqlen));
   } else {
-    go(hstu_attn_fwd_sm90_kernel<T, Tr, false, false>, Tr::kSmemBytes);
+    go(hstu_attn_fwd_sm90_kernel<T, Tr, false>, Tr::kSmemBytes);
   }
 }
 
