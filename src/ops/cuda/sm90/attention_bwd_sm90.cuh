@@ -433,7 +433,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     }
     wg_gemm<false>(mmaO, tOrD, tOrS1t(_, _, _, st), accB);  // dK += dS^T Q  |  dQ += dS K
     if constexpr (kHasRab && kDkdv) {  // while the GEMMs run: dS (fp32) is still in tXrY
-      if (rab_grad) bwd_rab_grad<Rab::kBktPitch>(tXrY, tXcX, rv, grad_mul);
+      if (rab_grad)
+        bwd_rab_grad<Rab::kBktPitch, Rab::kStagePitch>(
+            tXrY, tXcX, rv, rs.stage + (tid / 32 - 4) * Rab::kStageFloats, grad_mul);
     }
     if constexpr (Tr::kFused) {
       // dS^T (this warpgroup's 64 keys x kBN queries, the converted pairs of tOrD: adjacent
