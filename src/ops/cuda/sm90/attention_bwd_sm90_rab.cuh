@@ -22,9 +22,13 @@
 //   - time buckets: each thread sums runs of equal bucket along its two key rows in registers; a
 //     run that ends is added by a warp-collective flush: one atomic per distinct bucket among the
 //     lanes that flush, of their values summed exactly (fixed point, __reduce_add_sync).
-// NOTE: no two lanes of one instruction add to the same shared address: 64-bit shared atomics
-// are compare-and-swap loops on sm_90, and lanes that collide retry (the first form of this file,
-// with colliding lanes, measured 5x the rab-free backward time at 32 x 1024 x 4 x 128).
+// NOTE: no two lanes of one instruction add to the same shared address. The first form of this
+// file added every thread's per-diagonal and per-run sums with 64-bit shared atomics whose lanes
+// collided on hot buckets: 5.2x the rab-free backward time at 32 x 1024 x 4 x 128 (H200: 1.910
+// vs 0.368 ms); the likely cause (not checked in SASS: no disassembler here) is that 64-bit shared
+// atomics are compare-and-swap loops whose colliding lanes retry. This form: 3.2x (H100: 1.183 vs
+// 0.370 ms; 0.510 ms with the bias and no gradient), still far from the bar; the gradient's
+// per-element vote and the flush rounds near the diagonal (many buckets) are the suspects.
 //
 // Shared memory after the kernel's SharedStorage (bytes() for a call's max_seqlen):
 //   [dK/dV only] time-bucket sums u64 [kMaxBktTable], diagonal sums u64 [pos_window],

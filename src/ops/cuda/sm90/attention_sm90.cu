@@ -76,8 +76,13 @@ bool sm90_bwd_rab_fits(const HstuAttnParams& p, int padded_head_dim) {
 // warpgroups): 32 x 4096 x 4 x 256 281.6 / 114.5 on an H200 (2.46x; atomic-dQ sm80 131.4: 2.14x),
 // 290.0 / 117.2 on an H100 (2.47x). Shorter sequences were NOT measured at d 256: sm90 from 512
 // tokens as at d 128 (whose margin shrank to 1.52x at 512), on the strength of the 2.5x here.
+// With rab (attention_bwd_sm90_rab.cuh; bf16, causal, deterministic, positions + 128 time
+// buckets with gradients, sm90 / sm80 ms): H100, 32 x 1024 x 4 x 128 1.183 / 1.453 (1.23x),
+// 32 x 1024 x 4 x 64 1.071 / 0.965 (0.90x). So rab keeps the lengths above at d 128 and stays
+// on sm80 at d 64 (not measured at 4096 tokens).
 bool sm90_bwd_faster(const HstuAttnParams& p, int padded_head_dim) {
   if (env_is_1("HSTU_ATTN_SM90")) return true;
+  if (p.rab_pos && padded_head_dim <= 64) return false;
   return p.max_seqlen >= (padded_head_dim <= 64 ? 4096 : 512);
 }
 
