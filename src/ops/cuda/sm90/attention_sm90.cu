@@ -60,7 +60,7 @@ bool sm90_rab_fits(const HstuAttnParams& p, int padded_head_dim) {
 
 // rab in the backward (attention_bwd_sm90_rab.cuh): head widths 64 / 128 (not the d 256 kernel),
 // the precomputed buckets, and the position window and its gradient accumulators in shared
-// memory: 12 bytes per token of max_seqlen beside the tiles (d 128 at 4096: 202 of 227 KB).
+// memory: 12 bytes per token of max_seqlen beside the tiles (d 128 at 4096: 220 of 227 KB).
 bool sm90_bwd_rab_fits(const HstuAttnParams& p, int padded_head_dim) {
   if (!p.rab_pos) return true;
   return padded_head_dim <= 128 && p.rab_bkt != nullptr && p.max_seqlen <= 4096;
