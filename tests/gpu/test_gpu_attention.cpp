@@ -18,9 +18,10 @@
 // 128 / 128 x 64): every head-width bucket 64/128/256 incl. partial widths, both dtypes, lengths 1,
 // tile multiples and non-multiples, every mask feature and rab; the suite above also runs on
 // sm_90a. GpuAttentionSm90Bwd runs the cases of that list the sm_90a backward takes (d 64 / 128
-// / 256 without rab; split and fused forms), and two it sends to sm80, on both backends.
-// GpuAttentionRab runs rab cases (every head count 1..4, widths 25..256, all masks) with the
-// precomputed time buckets and with the in-kernel ones: bit-identical, both near the reference.
+// / 256; rab with its gradients at 64 / 128; split and fused forms), and one it sends to sm80,
+// on both backends. GpuAttentionRab runs rab cases (every head count 1..4, widths 25..256, all
+// masks) with the precomputed time buckets and with the in-kernel ones: bit-identical, both near
+// the reference; then forward and backward on sm_90a where it runs.
 //
 // Includes the backend header ops/cpu/hstu_attention.h (private to src/ops/ otherwise): the CPU
 // reference is called directly, the CUDA kernels through the dispatcher.
@@ -597,17 +598,33 @@ std::vector<Case> sm90_cases() {
     x.group = 2;
     x.window = 200;
   });
+  // rab in the sm_90a backward (attention_bwd_sm90_rab.cuh): causal jagged batches, several
+  // 128-key blocks per sequence, the last bucket saturated, non-causal.
+  add("rab_causal_jagged_d64_bf16", kB, 64, [](Case& x) {
+    x.lengths.clear();
+    x.max_len = 520;
+    x.rab = true;
+  });
+  add("rab_causal_d128_fp16", kH, 128, [](Case& x) {
+    x.lengths = {700, 1, 257, 64, 130};
+    x.rab = true;
+    x.time_buckets = 40;
+  });
+  add("rab_noncausal_contexts_d128_bf16", kB, 128, [](Case& x) {
+    x.causal = false;
+    x.contexts = x.rab = true;
+  });
   return c;
 }
 
 class GpuAttentionSm90 : public ::testing::TestWithParam<Case> {};
 
 // Whether the sm_90a backward takes a case of sm90_cases() (sm90_bwd_supported: buckets 64 / 128
-// / 256, no rab, TMA-addressable operands: d_o is contiguous, so its head width must be a
-// multiple of 8).
+// / 256, rab only up to 128, TMA-addressable operands: d_o is contiguous, so its head width must
+// be a multiple of 8).
 bool sm90_bwd_expected(const Case& c) {
   const int d = std::max(c.dqk, c.dv);
-  return !c.rab && d > 32 && c.dv % 8 == 0 && c.pad == 0 && c.padded_heads;
+  return (!c.rab || d <= 128) && d > 32 && c.dv % 8 == 0 && c.pad == 0 && c.padded_heads;
 }
 
 TEST_P(GpuAttentionSm90, ForwardMatchesCpuReference) {
@@ -645,21 +662,20 @@ TEST_P(GpuAttentionSm90, ForwardMatchesCpuReference) {
   EXPECT_TRUE(bit_equal(out[0], gpu::to_host(run.o))) << "sm90 o differs between runs";
 }
 
-// The cases of sm90_cases() the sm_90a backward takes, and two it sends to sm80 (rab).
+// The cases of sm90_cases() the sm_90a backward takes, and one it sends to sm80 (rab at d 256).
 std::vector<Case> sm90_bwd_cases() {
   std::vector<Case> c;
   for (const Case& x : sm90_cases())
-    if (sm90_bwd_expected(x) || x.name == "window_rab_d128_bf16" ||
-        x.name == "window_rab_d256_bf16")
-      c.push_back(x);
+    if (sm90_bwd_expected(x) || x.name == "window_rab_d256_bf16") c.push_back(x);
   return c;
 }
 
 class GpuAttentionSm90Bwd : public ::testing::TestWithParam<Case> {};
 
 // The backward with HSTU_ATTN_SM90=1: the sm_90a kernels where sm90_bwd_supported() takes the
-// call (buckets 64 / 128 / 256, no rab; sm90_bwd_expected), the sm80 kernels otherwise (rab:
-// those cases then check sm80 once more; d 256 has no fused form and runs the split one again).
+// call (buckets 64 / 128 / 256, rab up to 128; sm90_bwd_expected), the sm80 kernels otherwise
+// (rab at d 256: that case then checks sm80 once more; d 256 and rab have no fused form and run
+// the split one again). With rab, d_rab_pos and d_rab_time are checked too.
 // Runs: the split form (default) in deterministic mode and with atomic dQ asked for, the fused form
 // (HSTU_ATTN_SM90_FUSED=1) twice the same way, and sm80 (HSTU_ATTN_SM80=1, its error printed
 // beside). The sm_90a backward is deterministic in both modes: each form's second run is compared
@@ -692,12 +708,20 @@ TEST_P(GpuAttentionSm90Bwd, MatchesCpuReference) {
     check("dq", out.dq, ref.dq, naive.dq);
     check("dk", out.dk, ref.dk, naive.dk);
     check("dv", out.dv, ref.dv, naive.dv);
+    if (pb.cs.rab) {
+      check("d_rab_pos", out.drab_pos, ref.drab_pos, naive.drab_pos);
+      check("d_rab_time", out.drab_time, ref.drab_time, naive.drab_time);
+    }
     if (k % 2 == 0) {
       first = out;
     } else if (sm90_bwd_expected(pb.cs)) {  // the same sm_90a form again: same bits
       EXPECT_TRUE(bit_equal(first.dq, out.dq)) << "sm90 dq differs between runs";
       EXPECT_TRUE(bit_equal(first.dk, out.dk)) << "sm90 dk differs between runs";
       EXPECT_TRUE(bit_equal(first.dv, out.dv)) << "sm90 dv differs between runs";
+      if (pb.cs.rab) {
+        EXPECT_TRUE(bit_equal(first.drab_pos, out.drab_pos)) << "sm90 d_rab_pos differs";
+        EXPECT_TRUE(bit_equal(first.drab_time, out.drab_time)) << "sm90 d_rab_time differs";
+      }
     }
   }
   unsetenv("HSTU_ATTN_SM90");
@@ -767,8 +791,9 @@ class GpuAttentionRab : public ::testing::TestWithParam<Case> {};
 // The sm80 kernels with the precomputed buckets (the default) and with the buckets computed per
 // element in the kernels (HSTU_ATTN_RAB_BUCKETS=0): both within the bound of the CPU reference,
 // and bit-identical to each other in deterministic mode (same bias values, same gradient sums:
-// the buckets are exactly the in-kernel ones). Then the sm_90a forward (HSTU_ATTN_SM90=1, which
-// takes rab only with buckets) against the reference, where it runs.
+// the buckets are exactly the in-kernel ones). Then the sm_90a kernels (HSTU_ATTN_SM90=1, which
+// take rab only with buckets; the backward at head widths 64 / 128 with 16-byte aligned heads,
+// sm80 otherwise) against the reference where they run, twice: bit-identical.
 TEST_P(GpuAttentionRab, BucketsMatchInKernelBucketsAndReference) {
   HSTU_REQUIRE_GPU();
   gpu::DeviceScope scope;
@@ -808,18 +833,21 @@ TEST_P(GpuAttentionRab, BucketsMatchInKernelBucketsAndReference) {
   const int d = std::max(pb.cs.dqk, pb.cs.dv);
   if (!cuda::attn::sm90_attention_available() || d <= 32) return;
   setenv("HSTU_ATTN_SM90", "1", 1);
-  Ctx cctx = gpu::cuda_ctx(true);
-  const HstuAttentionArgs a = run.args();
-  gpu::poison(run.o);
-  hstu_attention_fwd(cctx, a, run.o);
-  gpu::sync();
-  const Tensor o90 = gpu::to_host(run.o);
-  gpu::poison(run.o);
-  hstu_attention_fwd(cctx, a, run.o);
-  gpu::sync();
+  const Outputs s1 = run.run(true), s2 = run.run(true);
   unsetenv("HSTU_ATTN_SM90");
-  check("o", "sm90", o90, ref.o, naive.o, 2.0);
-  EXPECT_TRUE(bit_equal(o90, gpu::to_host(run.o))) << "sm90 o differs between runs";
+  SCOPED_TRACE("sm90");
+  check("o", "sm90", s1.o, ref.o, naive.o, 2.0);
+  check("dq", "sm90", s1.dq, ref.dq, naive.dq, 5.0);
+  check("dk", "sm90", s1.dk, ref.dk, naive.dk, 5.0);
+  check("dv", "sm90", s1.dv, ref.dv, naive.dv, 5.0);
+  check("d_rab_pos", "sm90", s1.drab_pos, ref.drab_pos, naive.drab_pos, 5.0);
+  check("d_rab_time", "sm90", s1.drab_time, ref.drab_time, naive.drab_time, 5.0);
+  EXPECT_TRUE(bit_equal(s1.o, s2.o)) << "sm90 o differs between runs";
+  EXPECT_TRUE(bit_equal(s1.dq, s2.dq)) << "sm90 dq differs between runs";
+  EXPECT_TRUE(bit_equal(s1.dk, s2.dk)) << "sm90 dk differs between runs";
+  EXPECT_TRUE(bit_equal(s1.dv, s2.dv)) << "sm90 dv differs between runs";
+  EXPECT_TRUE(bit_equal(s1.drab_pos, s2.drab_pos)) << "sm90 d_rab_pos differs between runs";
+  EXPECT_TRUE(bit_equal(s1.drab_time, s2.drab_time)) << "sm90 d_rab_time differs between runs";
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, GpuAttentionRab, ::testing::ValuesIn(rab_cases()),

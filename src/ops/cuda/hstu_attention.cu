@@ -4,10 +4,11 @@
 // bucket, dtype) by files CMake generates from sm80/hstu_attention_instance.cu.in. On a
 // compute-capability-9.0 GPU the forward of the 64/128/256 buckets runs the sm_90a kernel
 // (sm90/attention_fwd_sm90.cuh) where it measured faster (sm90_fwd_supported; HSTU_ATTN_SM80=1 /
-// HSTU_ATTN_SM90=1 force either); the backward of the 64/128/256 buckets without rab likewise
-// runs the sm_90a kernels (sm90/attention_bwd_sm90.cuh, 256: attention_bwd_sm90_wide.cuh;
-// sm90_bwd_supported; always deterministic, so it serves both modes; HSTU_ATTN_SM90_FUSED=1 the
-// fused-dQ form at 64/128), other calls the sm80 kernels.
+// HSTU_ATTN_SM90=1 force either); the backward of the 64/128/256 buckets likewise runs the
+// sm_90a kernels (sm90/attention_bwd_sm90.cuh, with rab at 64/128: attention_bwd_sm90_rab.cuh;
+// 256 without rab: attention_bwd_sm90_wide.cuh; sm90_bwd_supported; always deterministic, so it
+// serves both modes; HSTU_ATTN_SM90_FUSED=1 the fused-dQ form at 64/128 without rab), other
+// calls the sm80 kernels.
 //
 // The shaping decision: head widths are padded internally to the next of 32/64/128/256 (zero
 // columns in shared memory), so one kernel per bucket serves every width — the paper's 25 and 50
@@ -377,7 +378,7 @@ void hstu_attention_bwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& d
                         ((p.max_seqlen + attn::kSm90BwdQueryBlock - 1) / attn::kSm90BwdQueryBlock);
   const size_t fused_bytes = 4 * size_t(p.total_tokens * p.num_heads * hdp) + 4 * size_t(sem_n) +
                              1024;  // + alignment of the two allocations
-  const bool sm90_fused = sm90 && env_flag("HSTU_ATTN_SM90_FUSED") && ctx.scratch &&
+  const bool sm90_fused = sm90 && !p.rab_pos && env_flag("HSTU_ATTN_SM90_FUSED") && ctx.scratch &&
                           ctx.scratch->device() == Device::kCUDA && !ctx.scratch->is_measuring() &&
                           ctx.scratch->capacity() - ctx.scratch->used() >= fused_bytes;
   const bool det = ctx.deterministic || sm90;

@@ -2,9 +2,10 @@
 // mbarrier pipeline fed by a producer warpgroup, two consumer warpgroups with setmaxnreg, wgmma
 // with register accumulators for all four GEMMs of a tile, HSTU's pointwise math in between.
 //
-//   S  = alpha (Q K^T)  (recomputed)   P  = SiLU(S)             (1/N scale applied last)
-//   dP = dO V^T                        dS = dP * SiLU'(S)
+//   S  = alpha (Q K^T + rab)  (recomputed)   P  = SiLU(S)       (1/N scale applied last)
+//   dP = dO V^T                              dS = dP * SiLU'(S)
 //   dV = scale P^T dO     dK = alpha scale dS^T Q     dQ = alpha scale dS K
+//   d_rab[i,j] = alpha scale dS[i,j], summed into the position / time-bucket tables.
 //
 // Deterministic by construction (the sm80 path's scheme, attention_bwd.cuh): two kernels of one
 // template, each writing its outputs once, no atomics, launched on two streams side by side.
@@ -38,16 +39,24 @@
 // rows past the end hold the next sequence), causal tiles one compare, partial tiles call
 // hstu_attend per element.
 //
+// rab (kHasRab; attention_bwd_sm90_rab.cuh): both kernels add the bias to S before SiLU from the
+// call's precomputed u8 buckets (each warpgroup copies its 64 x 64 part of the next tile with
+// cp.async while it computes this one), the time table and a window of the position table in
+// shared memory; the dK/dV kernel also reduces dS per diagonal and per time bucket in registers
+// while its dV / dK GEMMs run and adds the sums to fixed-point accumulators (deterministic). The
+// fused form takes no rab.
+//
 // Not here: head widths above 128 (the dK + dV accumulators of 64 x 256 per warpgroup need 256
 // registers a thread: attention_bwd_sm90_wide.cuh splits the columns between the warpgroups);
-// and, sent to the sm80 kernels by sm90_bwd_supported, relative attention bias (and its
-// gradient) and operands TMA cannot address. The entry point is attention_bwd_sm90_run.cuh.
+// and, sent to the sm80 kernels by sm90_bwd_supported, rab at d 256 or beyond 4096 tokens, and
+// operands TMA cannot address. The entry point is attention_bwd_sm90_run.cuh.
 //
 // Shapes: q/k/v/d_o are strided column views [T, H * stride]; each becomes a rank-3 TMA tensor
 // (token, column, head) with the true head width as its column extent (gmem_view of the forward).
 #pragma once
 
 #include "ops/cuda/sm80/attention_bwd.cuh"  // atomic_add2, the dQ convert kernel
+#include "ops/cuda/sm90/attention_bwd_sm90_rab.cuh"
 #include "ops/cuda/sm90/attention_fwd_sm90.cuh"
 
 namespace hstu::cuda::attn::sm90 {
@@ -143,16 +152,20 @@ __device__ __forceinline__ int ld_acquire(const int* p) {
   return v;
 }
 
-// In place on one thread's accumulators: x = Q.K -> P / scale = SiLU(alpha x), y = dO.V ->
-// dS / (alpha scale) = y SiLU'(alpha x); masked elements 0. Tile element (r, c) of coordinates
-// tc is (query, key) = (c0 + c, r0 + r) when kKeyMajor, else (r0 + r, c0 + c). Elements
-// [kE0, kE1) only (kE1 < 0: to the end).
-template <int kKind, bool kKeyMajor, int kE0 = 0, int kE1 = -1, typename TX, typename TC>
+// In place on one thread's accumulators: x = Q.K -> P / scale = SiLU(alpha (x + rab)),
+// y = dO.V -> dS / (alpha scale) = y SiLU'(alpha (x + rab)); masked elements 0. Tile element
+// (r, c) of coordinates tc is (query, key) = (c0 + c, r0 + r) when kKeyMajor, else
+// (r0 + r, c0 + c). Elements [kE0, kE1) only (kE1 < 0: to the end). kHasRab: the bias from rv
+// (attention_bwd_sm90_rab.cuh; its bucket and position indices are the tile's own coordinates).
+template <int kKind, bool kKeyMajor, bool kHasRab, int kBktPitch, int kE0 = 0, int kE1 = -1,
+          typename TX, typename TC>
 __device__ __forceinline__ void bwd_pointwise(TX& tX, TX& tY, const TC& tc, const HstuAttnParams& p,
-                                              const SeqInfo& si, int r0, int c0) {
+                                              const SeqInfo& si, const BwdRabView& rv, int r0,
+                                              int c0) {
 #pragma unroll
   for (int e = kE0; e < (kE1 < 0 ? int(size(tX)) : kE1); ++e) {
-    const int rr = r0 + get<0>(tc(e)), cc = c0 + get<1>(tc(e));
+    const int tr = get<0>(tc(e)), tcol = get<1>(tc(e));
+    const int rr = r0 + tr, cc = c0 + tcol;
     const int i = kKeyMajor ? cc : rr, j = kKeyMajor ? rr : cc;
     bool ok = true;
     if constexpr (kKind == kSFullEdge) ok = i < si.L && j < si.L;
@@ -160,7 +173,10 @@ __device__ __forceinline__ void bwd_pointwise(TX& tX, TX& tY, const TC& tc, cons
     if constexpr (kKind == kSPartial)
       ok = i < si.L && j < si.L &&
            hstu_attend(i, j, si.L, si.c, si.t, p.target_group_size, p.window, p.causal);
-    const float x = tX(e) * p.alpha;
+    float x = tX(e);
+    if constexpr (kHasRab)
+      x += bwd_rab_bias<kBktPitch>(rv, kKeyMajor ? tcol : tr, kKeyMajor ? tr : tcol);
+    x *= p.alpha;
     const float sig = sigmoid_accurate(x);
     const float ds = tY(e) * sig * fmaf(x, 1.f - sig, 1.f);
     tX(e) = ok ? x * sig : 0.f;
@@ -170,19 +186,23 @@ __device__ __forceinline__ void bwd_pointwise(TX& tX, TX& tY, const TC& tc, cons
 
 // The pointwise step of one tile of kind `kind` (resident rows from r0, streamed from c0).
 // NOTE: a function, not a lambda (see apply_scores of the forward).
-template <bool kKeyMajor, int kBM, int kBN, int kE0 = 0, int kE1 = -1, typename TX, typename TC>
+template <bool kKeyMajor, int kBM, int kBN, int kE0 = 0, int kE1 = -1, bool kHasRab = false,
+          int kBktPitch = 0, typename TX, typename TC>
 __device__ __forceinline__ void bwd_apply(TX& tX, TX& tY, const TC& tc, const HstuAttnParams& p,
-                                          const SeqInfo& si, int r0, int c0, int kind) {
+                                          const SeqInfo& si, int r0, int c0, int kind,
+                                          const BwdRabView& rv = BwdRabView{}) {
   if (kind == kTileFull) {
     if (r0 + kBM <= si.L && c0 + kBN <= si.L) {
-      bwd_pointwise<kSFull, kKeyMajor, kE0, kE1>(tX, tY, tc, p, si, r0, c0);
+      bwd_pointwise<kSFull, kKeyMajor, kHasRab, kBktPitch, kE0, kE1>(tX, tY, tc, p, si, rv, r0, c0);
     } else {
-      bwd_pointwise<kSFullEdge, kKeyMajor, kE0, kE1>(tX, tY, tc, p, si, r0, c0);
+      bwd_pointwise<kSFullEdge, kKeyMajor, kHasRab, kBktPitch, kE0, kE1>(tX, tY, tc, p, si, rv, r0,
+                                                                         c0);
     }
   } else if (kind == kTileCausal) {
-    bwd_pointwise<kSCausal, kKeyMajor, kE0, kE1>(tX, tY, tc, p, si, r0, c0);
+    bwd_pointwise<kSCausal, kKeyMajor, kHasRab, kBktPitch, kE0, kE1>(tX, tY, tc, p, si, rv, r0, c0);
   } else {
-    bwd_pointwise<kSPartial, kKeyMajor, kE0, kE1>(tX, tY, tc, p, si, r0, c0);
+    bwd_pointwise<kSPartial, kKeyMajor, kHasRab, kBktPitch, kE0, kE1>(tX, tY, tc, p, si, rv, r0,
+                                                                      c0);
   }
 }
 
@@ -246,7 +266,10 @@ __device__ __forceinline__ void bwd_produce(const BwdParams<Tr>& P, SS& ss, Pipe
   }
 }
 
-template <typename T, typename Tr, bool kDkdv>
+// kHasRab: relative attention bias from the precomputed buckets (attention_bwd_sm90_rab.cuh; its
+// shared memory follows SharedStorage), with its gradient in the dK/dV kernel when
+// p.drab_accum is set.
+template <typename T, typename Tr, bool kDkdv, bool kHasRab>
 __global__ void __launch_bounds__(Tr::kThreads, 1)
     hstu_attn_bwd_sm90_kernel(const __grid_constant__ BwdParams<Tr> P) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -254,6 +277,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   using SS = typename Tr::SharedStorage;
   using Element = typename Tr::Element;
   constexpr int kBM = Tr::kBM, kBN = Tr::kBN, kHD = Tr::kHD;
+  static_assert(!(kHasRab && Tr::kFused), "rab runs the split form");
+  using Rab = BwdRabSmem<kBM, kBN, Tr::kConsumerWGs, kDkdv>;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   SS& ss = *reinterpret_cast<SS*>(smem_raw);
   const HstuAttnParams& p = P.p;
@@ -287,7 +312,16 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   pp.is_leader = tid == 0;
   pp.num_consumers = 128 * Tr::kConsumerWGs;
   Pipe pipe(ss.pipe, pp, Shape<_1, _1, _1>{});
-  __syncthreads();  // barriers initialised
+  // rab: the tables in shared memory; window entry 0 of the positions is diagonal j - i = dmin
+  // (keys r0.. against queries up to lpad for dK/dV, queries r0.. against keys up to lpad for dQ).
+  const int lpad = (p.max_seqlen + kBN - 1) / kBN * kBN;
+  const int dmin = kDkdv ? r0 - lpad + 1 : -(r0 + kBM - 1);
+  typename Rab::Ptrs rs{};
+  if constexpr (kHasRab) {
+    rs = Rab::carve(smem_raw + sizeof(SS), p.max_seqlen);
+    Rab::fill(rs, p, p.max_seqlen, dmin, tid, Tr::kThreads);
+  }
+  __syncthreads();  // barriers initialised, rab tables loaded
 
   Tensor sR1 = make_tensor(make_smem_ptr(ss.r1.data()), typename Tr::SmemLayoutR{});
   Tensor sR2 = make_tensor(make_smem_ptr(ss.r2.data()), typename Tr::SmemLayoutR{});
@@ -336,10 +370,47 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   Tensor tDrK = thrDq.partition_fragment_B(sRt(_, _, w));
   Tensor tDcQ = thrDq.partition_C(make_identity_tensor(Shape<Int<kBN>, Int<kHD>>{}));
 
+  // rab: the buckets of this warpgroup's 64 x 64 part of a tile, copied with cp.async into one of
+  // its two buffers (the k-th visited streamed block into buffer k & 1): the copy of the next
+  // block is issued once every thread of the warpgroup has passed the barrier that follows its
+  // reads of the block before (bkt_ready), and lands while this block's pointwise step and GEMMs
+  // run.
+  const bool rab_grad = kHasRab && kDkdv && p.drab_accum != nullptr;
+  const float grad_mul = p.alpha * p.scale;
+  uint8_t* my_bkt = kHasRab ? rs.bkt + w * 2 * Rab::kBlockBytes : nullptr;
+  auto bkt_load = [&](int nb, int buf) {
+    if constexpr (kHasRab) {
+      const int res0 = r0 + 64 * w, str0 = nb * kBN;  // (queries, keys) of the part
+      Rab::load_block(p, si, my_bkt + buf * Rab::kBlockBytes, kDkdv ? str0 : res0,
+                      kDkdv ? res0 : str0, tid & 127);
+    }
+  };
+  auto bkt_ready = [&] {  // the warpgroup's copies of the current block landed, all visible
+    if constexpr (kHasRab) {
+      cp_async_wait<0>();
+      cutlass::arch::NamedBarrier::sync(128, 8 + w);  // ids 8, 9: free (0..5 are taken)
+    }
+  };
+  auto rab_view = [&](int nb, int buf) {  // indexed by tile coordinates (BwdRabView)
+    BwdRabView v;
+    if constexpr (kHasRab) {
+      const uint8_t* part = my_bkt + buf * Rab::kBlockBytes;  // resident rows 64 w.. of the tile
+      v.bkt = kDkdv ? part - 64 * w : part - 64 * w * Rab::kBktPitch;
+      const int base = kDkdv ? lpad - 1 - nb * kBN : nb * kBN + kBM - 1;
+      v.ttab = rs.ttab;
+      v.pw = rs.pw + base;
+      v.pacc = rs.pacc + base;
+      v.tacc = rs.tacc;
+    }
+    return v;
+  };
+
   reinterpret_cast<Barrier*>(&ss.barrier_r)->wait(0);
   cutlass::PipelineState<Tr::kStages> rd;
+  int n = next_visible(0), buf = 0;
+  if (n < n_blocks) bkt_load(n, 0);
 #pragma unroll 1
-  for (int n = next_visible(0); n < n_blocks; n = next_visible(n + 1)) {
+  while (n < n_blocks) {
     pipe.consumer_wait(rd);
     const int st = rd.index();
     wg_gemm<true>(mmaS, tXrR1, tXrS1(_, _, _, st), tXrX);
@@ -347,7 +418,12 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     warpgroup_wait<0>();
     warpgroup_fence_operand(tXrX);
     warpgroup_fence_operand(tXrY);
-    bwd_apply<kDkdv, kBM, kBN>(tXrX, tXrY, tXcX, p, si, r0, n * kBN, kind_of(n));
+    bkt_ready();
+    const int nn = next_visible(n + 1);
+    if (nn < n_blocks) bkt_load(nn, buf ^ 1);
+    const BwdRabView rv = rab_view(n, buf);
+    bwd_apply<kDkdv, kBM, kBN, 0, -1, kHasRab, Rab::kBktPitch>(tXrX, tXrY, tXcX, p, si, r0, n * kBN,
+                                                               kind_of(n), rv);
     acc_to_frag<T>(tXrY, tOrD);
     warpgroup_fence_operand(tOrD);
     if constexpr (kDkdv) {
@@ -356,6 +432,11 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       wg_gemm<false>(mmaO, tOrP, tOrS2t(_, _, _, st), accA);  // dV += P^T dO
     }
     wg_gemm<false>(mmaO, tOrD, tOrS1t(_, _, _, st), accB);  // dK += dS^T Q  |  dQ += dS K
+    if constexpr (kHasRab && kDkdv) {  // while the GEMMs run: dS (fp32) is still in tXrY
+      if (rab_grad)
+        bwd_rab_grad<Rab::kBktPitch, Rab::kStagePitch>(
+            tXrY, tXcX, rv, rs.stage + (tid / 32 - 4) * Rab::kStageFloats, grad_mul);
+    }
     if constexpr (Tr::kFused) {
       // dS^T (this warpgroup's 64 keys x kBN queries, the converted pairs of tOrD: adjacent
       // queries) -> sdS(query, key, w), query-contiguous, while the GEMMs run.
@@ -407,11 +488,16 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       cutlass::arch::NamedBarrier::sync(128, 4 + w);
       if ((tid & 127) == 0) atomicAdd(sem, 1);
     }
+    n = nn;
+    buf ^= 1;
   }
 
   // ---- epilogue: both warpgroups are past their last resident read; r1 holds dK / dQ and r2 dV
   // (the sm80 swizzled row-major layout, swz<kHD>), then each warpgroup stores its own 64 rows.
   cutlass::arch::NamedBarrier::sync(128 * Tr::kConsumerWGs, 0);
+  if constexpr (kHasRab && kDkdv) {  // every tile's rab gradient is in the CTA's accumulators
+    if (rab_grad) Rab::flush(rs, p, p.max_seqlen, dmin, ctid, 128 * Tr::kConsumerWGs);
+  }
   T* sB = reinterpret_cast<T*>(ss.r1.data());
   T* sA = reinterpret_cast<T*>(ss.r2.data());
   Tensor tOcO = thrO.partition_C(make_identity_tensor(Shape<Int<kBM>, Int<kHD>>{}));
@@ -466,11 +552,31 @@ void launch_bwd_pass(const HstuAttnParams& p, int* dq_sem, cudaStream_t stream) 
                            take<0, 2>(typename Tr::SmemLayoutS{}), tile_s, _1{});
   const dim3 grid((p.max_seqlen + Tr::kBM - 1) / Tr::kBM, p.num_heads, p.batch);
   if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;
-  auto kernel = hstu_attn_bwd_sm90_kernel<T, Tr, kDkdv>;
-  HSTU_CUDA_CHECK(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes));
-  kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(P);
-  HSTU_CUDA_CHECK(cudaGetLastError());
+  auto go = [&](auto kernel, int smem) {
+    // Every call (a host-side attribute, legal inside stream capture): the rab variant's size
+    // varies with max_seqlen.
+    HSTU_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    kernel<<<grid, Tr::kThreads, smem, stream>>>(P);
+    HSTU_CUDA_CHECK(cudaGetLastError());
+  };
+  if constexpr (!Tr::kFused) {
+    if (p.rab_pos) {
+      using Rab = BwdRabSmem<Tr::kBM, Tr::kBN, Tr::kConsumerWGs, kDkdv>;
+      HSTU_CHECK(p.rab_bkt != nullptr,
+                 "sm90 attention backward: rab needs the precomputed time buckets "
+                 "(rab_buckets.cuh)");
+      const int smem = Tr::kSmemBytes + Rab::bytes(p.max_seqlen);
+      HSTU_CHECK(smem <= kSm90MaxSmem, "sm90 attention backward: rab at max_seqlen ", p.max_seqlen,
+                 " needs ", smem, " bytes of shared memory, more than ", kSm90MaxSmem,
+                 " (sm90_bwd_supported sends such calls to sm80)");
+      go(hstu_attn_bwd_sm90_kernel<T, Tr, kDkdv, true>, smem);
+      return;
+    }
+  } else {
+    HSTU_CHECK(!p.rab_pos, "sm90 attention backward: the fused dQ form takes no rab");
+  }
+  go(hstu_attn_bwd_sm90_kernel<T, Tr, kDkdv, false>, Tr::kSmemBytes);
 }
 
 }  // namespace hstu::cuda::attn::sm90

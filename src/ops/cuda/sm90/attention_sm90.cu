@@ -58,6 +58,14 @@ bool sm90_rab_fits(const HstuAttnParams& p, int padded_head_dim) {
   return p.rab_bkt != nullptr && p.max_seqlen <= (padded_head_dim >= 256 ? 2048 : 4096);
 }
 
+// rab in the backward (attention_bwd_sm90_rab.cuh): head widths 64 / 128 (not the d 256 kernel),
+// the precomputed buckets, and the position window and its gradient accumulators in shared
+// memory: 12 bytes per token of max_seqlen beside the tiles (d 128 at 4096: 220 of 227 KB).
+bool sm90_bwd_rab_fits(const HstuAttnParams& p, int padded_head_dim) {
+  if (!p.rab_pos) return true;
+  return padded_head_dim <= 128 && p.rab_bkt != nullptr && p.max_seqlen <= 4096;
+}
+
 // The backward (split form; H200, bf16, causal, deterministic, TFLOPS sm90 / sm80): 32 x 4096 x
 // 4 x 128 339.8 / 175.5 (1.94x; vs the sm80 atomic-dQ backward 199.7: 1.70x), 32 x 4096 x 4 x 64
 // 197.8 / 157.0 (1.26x; atomic 185.3: 1.07x). Shorter sequences at d 128 (H100, gpu_check.sh,
@@ -68,8 +76,13 @@ bool sm90_rab_fits(const HstuAttnParams& p, int padded_head_dim) {
 // warpgroups): 32 x 4096 x 4 x 256 281.6 / 114.5 on an H200 (2.46x; atomic-dQ sm80 131.4: 2.14x),
 // 290.0 / 117.2 on an H100 (2.47x). Shorter sequences were NOT measured at d 256: sm90 from 512
 // tokens as at d 128 (whose margin shrank to 1.52x at 512), on the strength of the 2.5x here.
+// With rab (attention_bwd_sm90_rab.cuh; bf16, causal, deterministic, positions + 128 time
+// buckets with gradients, sm90 / sm80 ms): H100, 32 x 1024 x 4 x 128 1.183 / 1.453 (1.23x),
+// 32 x 1024 x 4 x 64 1.071 / 0.965 (0.90x). So rab keeps the lengths above at d 128 and stays
+// on sm80 at d 64 (not measured at 4096 tokens).
 bool sm90_bwd_faster(const HstuAttnParams& p, int padded_head_dim) {
   if (env_is_1("HSTU_ATTN_SM90")) return true;
+  if (p.rab_pos && padded_head_dim <= 64) return false;
   return p.max_seqlen >= (padded_head_dim <= 64 ? 4096 : 512);
 }
 
@@ -98,7 +111,7 @@ bool sm90_bwd_supported(const HstuAttnParams& p, int padded_head_dim) {
   // d <= 32: no wgmma tile; stays on sm80.
   if (padded_head_dim != 64 && padded_head_dim != 128 && padded_head_dim != 256) return false;
   if (!tma_operands_ok(p) || !p.d_o.vec) return false;
-  if (p.rab_pos) return false;  // no rab (nor its gradient) in the sm_90a backward yet
+  if (!sm90_bwd_rab_fits(p, padded_head_dim)) return false;
   return sm90_bwd_faster(p, padded_head_dim) && sm90_attention_available();
 }
 

@@ -19,13 +19,13 @@ template <typename T, int kHeadDim>
 void run_fwd_sm90(const HstuAttnParams& p, cudaStream_t stream);
 
 // Backward on sm_90a (attention_bwd_sm90_run.cuh), always deterministic; kHeadDim = 64, 128 or
-// 256, no rab. kHeadDim 256 has the split form only (dq_sem ignored, dq written directly). With
-// dq_sem (int32 [B, H, ceil(max_seqlen / kSm90BwdQueryBlock)], zeroed) and p.dq_accum
-// (fp32 [T, H, kHeadDim], zeroed; dq_accum_head_stride = kHeadDim): one kernel computes dk, dv
-// and adds each key block's partial dQ to dq_accum in a fixed order (semaphores), then dq is
-// converted, all on `stream`. Without (null): dk, dv from a key-major kernel on `stream` and dq
-// from a query-major kernel on dq_stream (which the caller has made wait for `stream` and joins
-// back afterwards; may equal stream).
+// 256; rab (with p.rab_bkt) at 64 / 128 in the split form only. kHeadDim 256 has the split form
+// only (dq_sem ignored, dq written directly). With dq_sem (int32 [B, H, ceil(max_seqlen /
+// kSm90BwdQueryBlock)], zeroed) and p.dq_accum (fp32 [T, H, kHeadDim], zeroed; dq_accum_head_stride
+// = kHeadDim): one kernel computes dk, dv and adds each key block's partial dQ to dq_accum in a
+// fixed order (semaphores), then dq is converted, all on `stream`. Without (null): dk, dv from a
+// key-major kernel on `stream` and dq from a query-major kernel on dq_stream (which the caller has
+// made wait for `stream` and joins back afterwards; may equal stream).
 template <typename T, int kHeadDim>
 void run_bwd_sm90(const HstuAttnParams& p, int* dq_sem, cudaStream_t stream,
                   cudaStream_t dq_stream);
@@ -51,10 +51,11 @@ constexpr bool sm90_kernels_built() {
 bool sm90_fwd_supported(const HstuAttnParams& p, int padded_head_dim);
 
 // Whether the sm_90a backward takes this call: the forward's device / override / TMA conditions
-// (d_o included), a padded head width of 64, 128 or 256, no relative attention bias, and a call
-// where it measured faster than the sm80 backward (from 512 tokens at d 128 / 256, 4096 at d 64;
-// attention_sm90.cu) or HSTU_ATTN_SM90=1. Falls back to sm80: rab (with or without its gradient),
-// head widths <= 32, operands TMA cannot address, shorter sequences.
+// (d_o included), a padded head width of 64, 128 or 256, relative attention bias only at 64 / 128
+// with the precomputed buckets and max_seqlen <= 4096, and a call where it measured faster than
+// the sm80 backward (from 512 tokens at d 128 / 256, 4096 at d 64 without rab, never at d 64 with
+// rab; attention_sm90.cu) or HSTU_ATTN_SM90=1. Falls back to sm80: rab at d 256, without buckets
+// or beyond 4096 tokens, head widths <= 32, operands TMA cannot address, shorter sequences.
 bool sm90_bwd_supported(const HstuAttnParams& p, int padded_head_dim);
 
 // Whether the sm_90a forward runs at all here (kernels built, a 9.0 device, no HSTU_ATTN_SM80=1):
