@@ -48,9 +48,9 @@
 //
 // Not here: head widths above 128 (the dK + dV accumulators of 64 x 256 per warpgroup need 256
 // registers a thread: attention_bwd_sm90_wide.cuh splits the columns between the warpgroups);
-// and, sent to the sm80 kernels by sm90_bwd_supported, rab at d 256 or beyond 3968 / 4096 tokens
-// (d 128 / 64: shared memory), and
-// operands TMA cannot address. The entry point is attention_bwd_sm90_run.cuh.
+// and, sent to the sm80 kernels by sm90_bwd_supported, rab at d 256 or beyond 3840 / 4096 tokens
+// (d 128 / 64: shared memory), and operands TMA cannot address. The entry point is
+// attention_bwd_sm90_run.cuh.
 //
 // Shapes: q/k/v/d_o are strided column views [T, H * stride]; each becomes a rank-3 TMA tensor
 // (token, column, head) with the true head width as its column extent (gmem_view of the forward).
