@@ -11,28 +11,33 @@
 //
 // Gradient (dK/dV kernel only; the dQ kernel adds the bias and nothing else): d_rab[i, j] =
 // alpha scale dS[i, j], summed per diagonal j - i and per time bucket into 64-bit fixed-point
-// (2^-40: kRabFixedScale) integers: CTA-wide accumulators in shared memory, added to the call's
-// (p.drab_accum, drab_finish_kernel of hstu_attention.cu) once per CTA. Integer adds are
-// associative, so d_rab is bit-identical run to run whatever the order; every fp32 sum before
-// the conversion runs in a fixed order. Per tile (bwd_rab_grad, while the dV / dK GEMMs run):
-//   - diagonals: each warp writes its 16 x 64 part of fp32 dS, 8 rows at a time, skewed into a
-//     private shared stage (element (r, c) at column c - r + 8), so each stage column is one
-//     diagonal; a lane sums a column's 8 rows and adds it: one atomic per diagonal and warp, the
-//     lanes of an atomic on distinct diagonals.
-//   - time buckets: each thread sums runs of equal bucket along its two key rows in registers; a
-//     run that ends is added by a warp-collective flush: one atomic per distinct bucket among the
-//     lanes that flush, of their values summed exactly (fixed point, __reduce_add_sync).
-// NOTE: no two lanes of one instruction add to the same shared address. The first form of this
-// file added every thread's per-diagonal and per-run sums with 64-bit shared atomics whose lanes
-// collided on hot buckets: 5.2x the rab-free backward time at 32 x 1024 x 4 x 128 (H200: 1.910
-// vs 0.368 ms); the likely cause (not checked in SASS: no disassembler here) is that 64-bit shared
-// atomics are compare-and-swap loops whose colliding lanes retry. This form: 3.2x (H100: 1.183 vs
-// 0.370 ms; 0.510 ms with the bias and no gradient), still far from the bar; the gradient's
-// per-element vote and the flush rounds near the diagonal (many buckets) are the suspects.
+// (2^-40: kRabFixedScale) integers, added to the call's accumulators (p.drab_accum,
+// drab_finish_kernel of hstu_attention.cu). Integer adds are associative, so d_rab is
+// bit-identical run to run whatever their order; every fp32 sum before a conversion runs in a
+// fixed order. Per tile and warpgroup, while the dV / dK GEMMs run:
+//   - diagonals (bwd_rab_grad): each warp writes its 16 x 64 part of fp32 dS, 8 rows at a time,
+//     skewed into a private stage (element (r, c) at column c - r + 8), so each stage column is
+//     one diagonal of the 8 rows; a lane sums a column and stores it in the warpgroup's table of
+//     round sums (8 rounds of 8 rows).
+//   - time buckets (bwd_rab_grad): each thread sums runs of equal bucket along its two key rows
+//     in registers and adds each finished run to the warpgroup's bucket sums as three 32-bit
+//     integer slices of the fixed-point value (bits 0-19, 20-39, 40-63: native shared atomics;
+//     at most 4096 adds per tile keep the low slices' sums below 2^32, and the top slice's only
+//     matters modulo 2^24).
+//   - then (bwd_rab_flush_tile, after a warpgroup barrier) thread t sums diagonal t over the 8
+//     rounds in order and adds it to the CTA's diagonal accumulators (u64, shared; added to
+//     p.drab_accum once per CTA), and turns two buckets' slices back into one 64-bit add to
+//     p.drab_accum, zeroing them.
+// NOTE: no two lanes of one instruction add to the same 64-bit shared address. Measured at
+// 32 x 1024 x 4 x 128 against the rab-free backward (0.37 ms): per-element 64-bit shared atomics
+// on hot buckets 1.910 ms (H200); warp-collective flushes of every run 1.183 ms (H100; 0.510 ms
+// with the bias and no gradient). The likely cause (not checked in SASS) is that 64-bit shared
+// atomics are compare-and-swap loops whose colliding lanes retry. THIS form (32-bit slices, one
+// flush per tile) was compiled but NOT yet run on a GPU (branch rab90-grad3).
 //
 // Shared memory after the kernel's SharedStorage (bytes() for a call's max_seqlen):
-//   [dK/dV only] time-bucket sums u64 [kMaxBktTable], diagonal sums u64 [pos_window],
-//                per warp a stage f32 [8][kStagePitch],
+//   [dK/dV only] diagonal sums u64 [pos_window], per warp a stage f32 [8][kStagePitch], per
+//                warpgroup round sums f32 [8][kDiagPitch] and bucket slices u32 [3][256],
 //   bucket tiles u8 [warpgroups][2][64 queries][kBktPitch], time table f32 [kMaxBktTable],
 //   position window f32 [pos_window] (pos_window = round_up(max_seqlen, kBN) + kBM).
 #pragma once
@@ -52,13 +57,12 @@ constexpr int kSm90MaxSmem = 227 * 1024;
 // The consumer's view of the rab shared memory for one tile: bias of the element with query qi,
 // key kj (tile coordinates: the tile's rows and columns in the kernel's orientation) =
 // pw[kj - qi] + ttab[bkt[qi * kBktPitch + kj]] (bkt and pw pre-offset by the caller). With the
-// gradient, pacc is the diagonal accumulator pre-offset like pw, tacc the bucket accumulator.
+// gradient, pacc is the CTA's diagonal accumulator pre-offset like pw.
 struct BwdRabView {
   const uint8_t* bkt = nullptr;
   const float* ttab = nullptr;
   const float* pw = nullptr;
   unsigned long long* pacc = nullptr;
-  unsigned long long* tacc = nullptr;
 };
 
 template <int kBM, int kBN, int kWGs, bool kDkdv>
@@ -78,19 +82,26 @@ struct BwdRabSmem {
   // pitch spreads one STS.64 of a half warp (4 rows x 4 column pairs) over all 32 banks.
   static constexpr int kStagePitch = 73;
   static constexpr int kStageFloats = 8 * kStagePitch;
-  static constexpr int kStageBytes = kDkdv ? 4 * kStageFloats * 4 * kWGs : 0;  // 4 warps a WG
+  static constexpr int kStageBytes = 4 * kStageFloats * 4 * kWGs;  // 4 warps a warpgroup
+  // A warpgroup's round sums: round (8-row group) g, stage column j (1..71) at g * kDiagPitch + j.
+  static constexpr int kDiagPitch = 72;
+  static constexpr int kDiagBytes = 4 * 8 * kDiagPitch * kWGs;
+  // A warpgroup's bucket sums: three u32 slices of kMaxBktTable.
+  static constexpr int kHistWords = 3 * kMaxBktTable;
+  static constexpr int kHistBytes = 4 * kHistWords * kWGs;
   static constexpr int acc_bytes(int window) {
-    return kDkdv ? 8 * (kMaxBktTable + window) + kStageBytes : 0;
+    return kDkdv ? 8 * window + kStageBytes + kDiagBytes + kHistBytes : 0;
   }
   static int bytes(int max_seqlen) {
     const int w = pos_window(max_seqlen);
     return acc_bytes(w) + kBktBytes + 4 * kMaxBktTable + 4 * w;
   }
-  struct Ptrs {
-    unsigned long long* tacc;  // dK/dV only
-    unsigned long long* pacc;  // dK/dV only
-    float* stage;              // dK/dV only: per warp kStageFloats
-    uint8_t* bkt;              // 16-byte aligned (cp.async)
+  struct Ptrs {  // dK/dV only: pacc .. hist
+    unsigned long long* pacc;
+    float* stage;    // per warp kStageFloats
+    float* diag;     // per warpgroup 8 * kDiagPitch
+    uint32_t* hist;  // per warpgroup kHistWords
+    uint8_t* bkt;    // 16-byte aligned (cp.async)
     float* ttab;
     float* pw;
   };
@@ -98,10 +109,11 @@ struct BwdRabSmem {
   __device__ static Ptrs carve(unsigned char* base, int max_seqlen) {
     const int w = pos_window(max_seqlen);
     Ptrs r;
-    r.tacc = reinterpret_cast<unsigned long long*>(base);
-    r.pacc = r.tacc + kMaxBktTable;
+    r.pacc = reinterpret_cast<unsigned long long*>(base);
     r.stage = reinterpret_cast<float*>(r.pacc + w);
-    r.bkt = base + acc_bytes(w);  // a multiple of 16: w is a multiple of 64, so is kStageBytes
+    r.diag = r.stage + kStageBytes / 4;
+    r.hist = reinterpret_cast<uint32_t*>(r.diag + kDiagBytes / 4);
+    r.bkt = base + acc_bytes(w);  // a multiple of 16: so are w (of 64) and the three parts
     r.ttab = reinterpret_cast<float*>(r.bkt + kBktBytes);
     r.pw = r.ttab + kMaxBktTable;
     return r;
@@ -119,7 +131,8 @@ struct BwdRabSmem {
       s.pw[k] = __ldg(p.rab_pos + idx);
     }
     if constexpr (kDkdv) {
-      for (int k = tid; k < kMaxBktTable + w; k += nthreads) s.tacc[k] = 0;
+      for (int k = tid; k < w; k += nthreads) s.pacc[k] = 0;
+      for (int k = tid; k < kHistWords * kWGs; k += nthreads) s.hist[k] = 0;
     }
   }
   // Issues (cp.async, one group) the copy of the buckets of queries [qi0, qi0 + 64) x keys
@@ -138,8 +151,8 @@ struct BwdRabSmem {
     }
     cp_async_commit();
   }
-  // Adds the CTA's accumulators to the call's (p.drab_accum: positions, then time buckets);
-  // the consumer threads (t of n) after the barrier that follows their last tile.
+  // Adds the CTA's diagonal sums to the call's (p.drab_accum); the consumer threads (t of n)
+  // after the barrier that follows their last tile.
   __device__ static void flush(const Ptrs& s, const HstuAttnParams& p, int max_seqlen, int dmin,
                                int t, int n) {
     if constexpr (kDkdv) {
@@ -151,10 +164,6 @@ struct BwdRabSmem {
         idx = idx < 0 ? 0 : (idx >= p.rab_pos_len ? p.rab_pos_len - 1 : idx);
         atomicAdd(p.drab_accum + idx, v);
       }
-      for (int k = t; k < p.rab_time_len; k += n) {
-        const unsigned long long v = s.tacc[k];
-        if (v != 0) atomicAdd(p.drab_accum + p.rab_pos_len + k, v);
-      }
     }
   }
 };
@@ -165,51 +174,37 @@ __device__ __forceinline__ float bwd_rab_bias(const BwdRabView& rv, int qi, int 
   return rv.pw[kj - qi] + rv.ttab[rv.bkt[qi * kBktPitch + kj]];
 }
 
-// The warp-collective flush of time-bucket runs: each lane with `need` adds `run` (times
-// grad_mul, in fixed point) to tacc[bucket]. One atomic per distinct bucket among those lanes, by
-// its first lane, of the lanes' values summed exactly (three 22 / 21 / 21-bit slices of the
-// 64-bit integers, each summed with __reduce_add_sync over the whole warp). Every lane calls it.
-__device__ __forceinline__ void warp_flush_time(bool need, uint32_t bucket, float run,
-                                                float grad_mul, unsigned long long* tacc) {
-  const unsigned long long f = need ? to_fixed(run * grad_mul) : 0ull;
-  const uint32_t c0 = uint32_t(f) & 0x3fffffu, c1 = uint32_t(f >> 22) & 0x1fffffu,
-                 c2 = uint32_t(f >> 43);
-  const int lane = threadIdx.x & 31;
-  uint32_t pend = __ballot_sync(0xffffffffu, need);
-  while (pend) {  // warp-uniform
-    const int leader = __ffs(pend) - 1;
-    const uint32_t b = __shfl_sync(0xffffffffu, bucket, leader);
-    const bool mine = need && bucket == b;
-    const uint32_t s0 = __reduce_add_sync(0xffffffffu, mine ? c0 : 0u);
-    const uint32_t s1 = __reduce_add_sync(0xffffffffu, mine ? c1 : 0u);
-    const uint32_t s2 = __reduce_add_sync(0xffffffffu, mine ? c2 : 0u);
-    const unsigned long long sum = s0 + (static_cast<unsigned long long>(s1) << 22) +
-                                   (static_cast<unsigned long long>(s2) << 43);
-    if (lane == leader && sum != 0) atomicAdd(tacc + b, sum);
-    pend &= ~__ballot_sync(0xffffffffu, mine);
-  }
+// Adds x, in fixed point, to bucket b of a warpgroup's slices (see the file comment).
+__device__ __forceinline__ void add_slices(uint32_t* hist, uint32_t b, float x) {
+  const unsigned long long v = to_fixed(x);
+  atomicAdd(hist + b, uint32_t(v) & 0xfffffu);
+  atomicAdd(hist + kMaxBktTable + b, uint32_t(v >> 20) & 0xfffffu);
+  atomicAdd(hist + 2 * kMaxBktTable + b, uint32_t(static_cast<long long>(v) >> 40));
 }
 
 // The rab gradient of one key-major tile (dK/dV kernel) from one thread's accumulators tY
-// (dS / (alpha scale), 0 where masked; tile coordinates tc: (key, query)), added to rv.pacc /
-// rv.tacc as alpha scale dS in fixed point (see the file comment). stage: this warp's
-// kStageFloats. Every thread of the warpgroup calls it (warp collectives).
+// (dS / (alpha scale), 0 where masked; tile coordinates tc: (key, query)) into its
+// warpgroup's round sums `diag` and bucket slices `hist` (see the file comment); stage: this
+// warp's kStageFloats. Every thread of the warpgroup calls it; bwd_rab_flush_tile follows.
 // The accumulators of an m64nNk16 wgmma: element e = 4 k + 2 h + b sits at tile row row0 + 8 h
 // and column col0 + 8 k + b (row0 - row0 % 8 is the warp's first row, + 8 h its h-th group of 8
 // rows), so elements k = 0..7, b = 0..1 of one h are the thread's key row0 + 8 h in ascending
 // query order, and elements 2k, 2k + 1 two neighbouring queries.
-template <int kBktPitch, int kStagePitch, typename TY, typename TC>
+template <int kBktPitch, int kStagePitch, int kDiagPitch, typename TY, typename TC>
 __device__ __forceinline__ void bwd_rab_grad(const TY& tY, const TC& tc, const BwdRabView& rv,
-                                             float* stage, float grad_mul) {
+                                             float* stage, float* diag, uint32_t* hist,
+                                             float grad_mul) {
   using LY = std::decay_t<decltype(tY.layout())>;
   constexpr int kN = int(size(LY{}));
   constexpr int kK = kN / 4, kCols = 8 * kK;  // columns of the tile
-  static_assert(kN % 4 == 0 && kCols + 8 <= kStagePitch, "m64nNk16 accumulators, N <= 64");
+  static_assert(kN % 4 == 0 && kCols + 8 <= kStagePitch && kCols + 8 <= kDiagPitch,
+                "m64nNk16 accumulators, N <= 64");
   const int lane = threadIdx.x & 31;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    // Diagonals of rows g0 .. g0 + 7: element (g0 + r, c) at stage[r * kStagePitch + c - r + 8].
-    const int row = get<0>(tc(2 * h)), g0 = row & ~7, r = row - g0;
+    // Round g: rows 8 g .. 8 g + 7 of the warpgroup's 64; element (8 g + r, c) at
+    // stage[r * kStagePitch + c - r + 8].
+    const int row = get<0>(tc(2 * h)) & 63, g = row >> 3, r = row & 7;
 #pragma unroll
     for (int k = 0; k < kK; ++k) {
       const int e = 4 * k + 2 * h, c = get<1>(tc(e));  // even
@@ -217,8 +212,7 @@ __device__ __forceinline__ void bwd_rab_grad(const TY& tY, const TC& tc, const B
           make_float2(tY(e), tY(e + 1));
     }
     __syncwarp();
-    // Column j = c - r + 8 (1 .. kCols + 7) is diagonal key - query = g0 - j + 8; row r holds
-    // it when 0 <= j - 8 + r < kCols.
+    // Column j = c - r + 8 (1 .. kCols + 7); row r holds it when 0 <= j - 8 + r < kCols.
 #pragma unroll
     for (int t = 0; t < (kCols + 7 + 31) / 32; ++t) {
       const int j = 1 + lane + 32 * t;
@@ -228,12 +222,12 @@ __device__ __forceinline__ void bwd_rab_grad(const TY& tY, const TC& tc, const B
         const int c = j - 8 + rr;
         if (c >= 0 && c < kCols) sum += stage[rr * kStagePitch + j];
       }
-      if (j <= kCols + 7 && sum != 0.f) atomicAdd(rv.pacc + (g0 + 8 - j), to_fixed(sum * grad_mul));
+      if (j <= kCols + 7) diag[g * kDiagPitch + j] = sum;
     }
     __syncwarp();
   }
   // Time buckets: runs of equal bucket along each of the thread's two key rows (masked
-  // elements, 0, continue a run); a run that ends goes through the warp-collective flush.
+  // elements, 0, continue a run).
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int key = get<0>(tc(2 * h));
@@ -246,16 +240,43 @@ __device__ __forceinline__ void bwd_rab_grad(const TY& tY, const TC& tc, const B
         const int e = 4 * k + 2 * h + b;
         const float v = tY(e);
         const uint32_t bk = rv.bkt[get<1>(tc(e)) * kBktPitch + key];
-        const bool brk = v != 0.f && bk != run_b;
-        if (__any_sync(0xffffffffu, brk && run != 0.f))
-          warp_flush_time(brk && run != 0.f, run_b, run, grad_mul, rv.tacc);
-        if (brk) {
+        if (v != 0.f && bk != run_b) {
+          if (run != 0.f) add_slices(hist, run_b, run * grad_mul);
           run_b = bk;
           run = 0.f;
         }
         run += v;
       }
-    warp_flush_time(run != 0.f, run_b, run, grad_mul, rv.tacc);
+    if (run != 0.f) add_slices(hist, run_b, run * grad_mul);
+  }
+}
+
+// After bwd_rab_grad of every warp of the warpgroup and a warpgroup barrier: thread t (of 128)
+// adds diagonal t (key - query = t - 63 within the warpgroup's 64 x 64 part, whose first key is
+// tile row row0) summed over the 8 rounds to rv.pacc, and buckets t, t + 128 of the slices to
+// p.drab_accum, zeroing them. The next tile's bwd_rab_grad must follow a warpgroup barrier.
+template <int kDiagPitch>
+__device__ __forceinline__ void bwd_rab_flush_tile(const HstuAttnParams& p, const BwdRabView& rv,
+                                                   const float* diag, uint32_t* hist, int t,
+                                                   int row0, float grad_mul) {
+  if (t < 127) {
+    // Round g holds key - query = 8 g + 8 - j at column j.
+    float sum = 0.f;
+#pragma unroll
+    for (int g = 0; g < 8; ++g) {
+      const int j = 8 * g + 71 - t;
+      if (j >= 1 && j <= 71) sum += diag[g * kDiagPitch + j];
+    }
+    if (sum != 0.f) atomicAdd(rv.pacc + (row0 + t - 63), to_fixed(sum * grad_mul));
+  }
+#pragma unroll
+  for (int b = t; b < kMaxBktTable; b += 128) {
+    const uint32_t lo = hist[b], mid = hist[kMaxBktTable + b], hi = hist[2 * kMaxBktTable + b];
+    if ((lo | mid | hi) == 0) continue;
+    hist[b] = hist[kMaxBktTable + b] = hist[2 * kMaxBktTable + b] = 0;
+    const unsigned long long v = (static_cast<unsigned long long>(hi) << 40) +
+                                 (static_cast<unsigned long long>(mid) << 20) + lo;
+    if (v != 0 && b < p.rab_time_len) atomicAdd(p.drab_accum + p.rab_pos_len + b, v);
   }
 }
 

@@ -59,11 +59,14 @@ bool sm90_rab_fits(const HstuAttnParams& p, int padded_head_dim) {
 }
 
 // rab in the backward (attention_bwd_sm90_rab.cuh): head widths 64 / 128 (not the d 256 kernel),
-// the precomputed buckets, and the position window and its gradient accumulators in shared
-// memory: 12 bytes per token of max_seqlen beside the tiles (d 128 at 4096: 220 of 227 KB).
+// the precomputed buckets, and the position window with its gradient accumulators in shared
+// memory beside the tiles: 12 bytes per token of max_seqlen (the dK/dV kernel at d 128 reaches
+// the 227 KB of a CTA at 3968 tokens by a count by hand, 0.25 KB to spare: 3840 keeps a margin;
+// the launch checks the exact size).
 bool sm90_bwd_rab_fits(const HstuAttnParams& p, int padded_head_dim) {
   if (!p.rab_pos) return true;
-  return padded_head_dim <= 128 && p.rab_bkt != nullptr && p.max_seqlen <= 4096;
+  return padded_head_dim <= 128 && p.rab_bkt != nullptr &&
+         p.max_seqlen <= (padded_head_dim == 128 ? 3840 : 4096);
 }
 
 // The backward (split form; H200, bf16, causal, deterministic, TFLOPS sm90 / sm80): 32 x 4096 x
