@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "common/dedupe_check.h"
 #include "common/gpu_harness.h"
 #include "embed/cuda/hash_dedupe.h"
 #include "embed/table_math.h"
@@ -37,59 +38,6 @@ std::vector<int64_t> scrambled_keys(std::mt19937_64& rng, int64_t n, int64_t row
   return k;
 }
 
-// dedupe_many of `keys` (one job each) on CUDA and on the CPU: every output equal. Returns the
-// number of calls the hash path handed to the sort path meanwhile.
-int64_t expect_dedupe_matches_cpu(const std::vector<std::vector<int64_t>>& keys,
-                                  const std::string& what) {
-  Ctx cctx = cpu_ctx(), gctx = test::gpu::cuda_ctx();
-  const int jobs = static_cast<int>(keys.size());
-  std::vector<embed::DedupeJob> cj(jobs), gj(jobs);
-  std::vector<std::vector<int64_t>> cu(jobs);
-  std::vector<std::vector<int32_t>> ci(jobs), cc(jobs), co(jobs);
-  std::vector<std::unique_ptr<DevVec<int64_t>>> dk, du;
-  std::vector<std::unique_ptr<DevVec<int32_t>>> di, dc, dord;
-  for (int j = 0; j < jobs; ++j) {
-    const int64_t n = static_cast<int64_t>(keys[j].size());
-    cu[j].assign(n, 0);
-    ci[j].assign(n, 0);
-    cc[j].assign(n, 0);
-    co[j].assign(3 * n, -7);
-    cj[j] = {keys[j].data(), n, cu[j].data(), ci[j].data(), cc[j].data(), co[j].data()};
-    dk.push_back(std::make_unique<DevVec<int64_t>>(keys[j]));
-    du.push_back(std::make_unique<DevVec<int64_t>>(n));
-    di.push_back(std::make_unique<DevVec<int32_t>>(n));
-    dc.push_back(std::make_unique<DevVec<int32_t>>(n));
-    dord.push_back(std::make_unique<DevVec<int32_t>>(std::vector<int32_t>(3 * n, -7)));
-    gj[j] = {dk[j]->p, n, du[j]->p, di[j]->p, dc[j]->p, dord[j]->p};
-  }
-  std::vector<int64_t> cuu(jobs), cfirst(jobs), guu(jobs), gfirst(jobs);
-  const int64_t before = embed::cuda::hash_dedupe_fallbacks();
-  embed::dedupe_many(cctx, cj.data(), jobs, cuu.data(), cfirst.data());
-  embed::dedupe_many(gctx, gj.data(), jobs, guu.data(), gfirst.data());
-  const int64_t fallbacks = embed::cuda::hash_dedupe_fallbacks() - before;
-  for (int j = 0; j < jobs; ++j) {
-    const int64_t n = static_cast<int64_t>(keys[j].size()), u = cuu[j];
-    SCOPED_TRACE(what + ", job " + std::to_string(j));
-    EXPECT_EQ(guu[j], u);
-    EXPECT_EQ(gfirst[j], cfirst[j]);
-    if (guu[j] != u) continue;
-    EXPECT_EQ(du[j]->host(u), std::vector<int64_t>(cu[j].begin(), cu[j].begin() + u));
-    EXPECT_EQ(di[j]->host(), ci[j]);
-    EXPECT_EQ(dc[j]->host(u), std::vector<int32_t>(cc[j].begin(), cc[j].begin() + u));
-    const std::vector<int32_t> go = dord[j]->host();
-    EXPECT_EQ(std::vector<int32_t>(go.begin(), go.begin() + n),
-              std::vector<int32_t>(co[j].begin(), co[j].begin() + n))
-        << "positions";
-    EXPECT_EQ(std::vector<int32_t>(go.begin() + n, go.begin() + n + u),
-              std::vector<int32_t>(co[j].begin() + n, co[j].begin() + n + u))
-        << "segment ends";
-    EXPECT_EQ(std::vector<int32_t>(go.begin() + 2 * n, go.end()),
-              std::vector<int32_t>(co[j].begin() + 2 * n, co[j].end()))
-        << "entry keys";
-  }
-  return fallbacks;
-}
-
 TEST(GpuDynamicTableDedupe, HashPathMatchesCpuOnBenchLikeKeysWithHotKeys) {
   HSTU_REQUIRE_GPU();
   std::mt19937_64 rng(31);
@@ -98,7 +46,8 @@ TEST(GpuDynamicTableDedupe, HashPathMatchesCpuOnBenchLikeKeysWithHotKeys) {
   std::vector<std::vector<int64_t>> keys = {
       scrambled_keys(rng, 60000, 1680000, 0), scrambled_keys(rng, 104857, 1680000, 1), {12345}, {}};
   keys[3] = keys[0];
-  EXPECT_EQ(expect_dedupe_matches_cpu(keys, "bench-like"), 0) << "the hash path declined";
+  EXPECT_EQ(test::expect_dedupe_matches_cpu(keys, "bench-like").fallbacks, 0)
+      << "the hash path declined";
 }
 
 TEST(GpuDynamicTableDedupe, HashPathMatchesCpuOnExtremeKeys) {
@@ -112,7 +61,7 @@ TEST(GpuDynamicTableDedupe, HashPathMatchesCpuOnExtremeKeys) {
     a.push_back(rng() % 3 == 0 ? edge[rng() % edge.size()] : static_cast<int64_t>(rng()));
   std::vector<int64_t> b(100, pattern);  // one key, 100 lookups: one hot segment
   b.push_back(7);
-  EXPECT_EQ(expect_dedupe_matches_cpu({a, b, {pattern}}, "extreme keys"), 0)
+  EXPECT_EQ(test::expect_dedupe_matches_cpu({a, b, {pattern}}, "extreme keys").fallbacks, 0)
       << "the hash path declined";
 }
 
@@ -128,7 +77,8 @@ TEST(GpuDynamicTableDedupe, ClusteredKeysRankedByAWarpMatchCpu) {
   for (int i = 0; i < 2000; ++i)
     b.push_back(i % 2 ? INT64_MIN + static_cast<int64_t>(rng() % 300)
                       : INT64_MAX - static_cast<int64_t>(rng() % 300));
-  EXPECT_EQ(expect_dedupe_matches_cpu({a, b}, "clustered keys"), 0) << "the hash path declined";
+  EXPECT_EQ(test::expect_dedupe_matches_cpu({a, b}, "clustered keys").fallbacks, 0)
+      << "the hash path declined";
 }
 
 TEST(GpuDynamicTableDedupe, OversizedBucketFallsBackToTheSortWithTheSameResults) {
@@ -136,7 +86,7 @@ TEST(GpuDynamicTableDedupe, OversizedBucketFallsBackToTheSortWithTheSameResults)
   std::vector<int64_t> a;
   for (int64_t i = 0; i < 3000; ++i) a.push_back(i * 7 % 3000);  // 3000 keys in one bucket
   a.push_back(INT64_MAX);
-  EXPECT_EQ(expect_dedupe_matches_cpu({a, {1, 2, 1}}, "oversized bucket"), 1);
+  EXPECT_EQ(test::expect_dedupe_matches_cpu({a, {1, 2, 1}}, "oversized bucket").fallbacks, 1);
 }
 
 // The one-table dedupe (embed::dedupe) goes through the same path, with and without the order.

@@ -16,6 +16,7 @@
 #include <random>
 #include <vector>
 
+#include "common/dedupe_check.h"
 #include "common/embed_test_util.h"
 #include "common/gpu_harness.h"
 #include "embed/dynamic_table.h"
@@ -317,66 +318,15 @@ TEST(GpuDynamicTable, DedupeTablesMatchesCpu) {
 // tables deduplicated together (dedupe_many).
 TEST(GpuDynamicTable, DedupeOrderMatchesCpu) {
   HSTU_REQUIRE_GPU();
-  Ctx cctx = cpu_ctx(), gctx = test::gpu::cuda_ctx();
   std::mt19937_64 rng(12);
   constexpr int kJobs = 4;
   std::vector<std::vector<int64_t>> keys(kJobs);
   for (int j = 0; j < 3; ++j) keys[j] = test::power_law_keys(rng, 2000 + 900 * j, 300.0);
   // The reserved key among a job's lookups comes first (so callers throw for it).
   keys[3] = std::vector<int64_t>{5, embed::kEmptyKey, 5, -3, embed::kEmptyKey, INT64_MAX, -3, 5};
-  std::vector<embed::DedupeJob> cj(kJobs), gj(kJobs);
-  std::vector<std::vector<int64_t>> cu(kJobs);
-  std::vector<std::vector<int32_t>> ci(kJobs), cc(kJobs), co(kJobs);
-  std::vector<std::unique_ptr<DevVec<int64_t>>> dk, du;
-  std::vector<std::unique_ptr<DevVec<int32_t>>> di, dc, dord;
-  for (int j = 0; j < kJobs; ++j) {
-    const int64_t n = static_cast<int64_t>(keys[j].size());
-    cu[j].assign(n, 0);
-    ci[j].assign(n, 0);
-    cc[j].assign(n, 0);
-    co[j].assign(3 * n, -7);
-    cj[j] = {keys[j].data(), n, cu[j].data(), ci[j].data(), cc[j].data(), co[j].data()};
-    dk.push_back(std::make_unique<DevVec<int64_t>>(keys[j]));
-    du.push_back(std::make_unique<DevVec<int64_t>>(n));
-    di.push_back(std::make_unique<DevVec<int32_t>>(n));
-    dc.push_back(std::make_unique<DevVec<int32_t>>(n));
-    dord.push_back(std::make_unique<DevVec<int32_t>>(std::vector<int32_t>(3 * n, -7)));
-    gj[j] = {dk[j]->p, n, du[j]->p, di[j]->p, dc[j]->p, dord[j]->p};
-  }
-  int64_t cuu[kJobs], cfirst[kJobs], guu[kJobs], gfirst[kJobs];
-  embed::dedupe_many(cctx, cj.data(), kJobs, cuu, cfirst);
-  embed::dedupe_many(gctx, gj.data(), kJobs, guu, gfirst);
-  for (int j = 0; j < kJobs; ++j) {
-    const int64_t n = static_cast<int64_t>(keys[j].size()), u = cuu[j];
-    ASSERT_EQ(guu[j], u) << j;
-    ASSERT_EQ(gfirst[j], cfirst[j]) << j;
-    ASSERT_EQ(du[j]->host(u), std::vector<int64_t>(cu[j].begin(), cu[j].begin() + u)) << j;
-    ASSERT_EQ(di[j]->host(), ci[j]) << j;
-    ASSERT_EQ(dc[j]->host(u), std::vector<int32_t>(cc[j].begin(), cc[j].begin() + u)) << j;
-    const std::vector<int32_t> go = dord[j]->host();
-    ASSERT_EQ(std::vector<int32_t>(go.begin(), go.begin() + n),
-              std::vector<int32_t>(co[j].begin(), co[j].begin() + n))
-        << "positions, job " << j;
-    ASSERT_EQ(std::vector<int32_t>(go.begin() + n, go.begin() + n + u),
-              std::vector<int32_t>(co[j].begin() + n, co[j].begin() + n + u))
-        << "segment ends, job " << j;
-    ASSERT_EQ(std::vector<int32_t>(go.begin() + 2 * n, go.end()),
-              std::vector<int32_t>(co[j].begin() + 2 * n, co[j].end()))
-        << "entry keys, job " << j;
-  }
-  // One table's dedupe.
-  const int64_t n = static_cast<int64_t>(keys[2].size());
-  DevVec<int32_t> one(std::vector<int32_t>(3 * n, -7));
-  int64_t first = 0;
-  ASSERT_EQ(embed::dedupe(gctx, dk[2]->p, n, du[2]->p, di[2]->p, dc[2]->p, &first, one.p), cuu[2]);
-  const std::vector<int32_t> go = one.host();
-  ASSERT_EQ(std::vector<int32_t>(go.begin(), go.begin() + n),
-            std::vector<int32_t>(co[2].begin(), co[2].begin() + n));
-  ASSERT_EQ(std::vector<int32_t>(go.begin() + n, go.begin() + n + cuu[2]),
-            std::vector<int32_t>(co[2].begin() + n, co[2].begin() + n + cuu[2]));
-  ASSERT_EQ(std::vector<int32_t>(go.begin() + 2 * n, go.end()),
-            std::vector<int32_t>(co[2].begin() + 2 * n, co[2].end()));
-  EXPECT_EQ(cfirst[3], embed::kEmptyKey);
+  const test::DedupeCheck c = test::expect_dedupe_matches_cpu(keys, "order");
+  test::expect_single_dedupe_matches_cpu(keys[2]);  // one table's dedupe
+  EXPECT_EQ(c.first[3], embed::kEmptyKey);
 }
 
 // lookup (rows straight to the lookups' output) and the fused backward (per-key sums applied by
