@@ -45,7 +45,7 @@ void DynamicItemTable::set_num_ids(int64_t num_ids) {
     table_->set_key_universe(ctx, std::move(universe));
   }
 #if defined(HSTU_WITH_CUDA)
-  if (table_->device() != Device::kCUDA || shard_) return;
+  if (table_->device() != Device::kCUDA) return;
   const int64_t cap = win_.max_unique(), n = num_ids - 1;
   const bool raw = !catalogue_.empty();
   dev_arena_ = Arena::planned(Device::kCUDA, "dynamic_window_device:" + name, [&](Arena& a) {
@@ -55,6 +55,7 @@ void DynamicItemTable::set_num_ids(int64_t num_ids) {
     drefs_ = a.alloc(DType::kI64, {cap});
     if (!raw) return;
     key_of_id_ = a.alloc(DType::kI64, {num_ids});
+    if (shard_) return;  // negatives from the table's ids: one rank only
     pool_refs_ = a.alloc(DType::kI64, {n});
     pool_flags_ = a.alloc(DType::kI32, {n});
     pool_index_ = a.alloc(DType::kI32, {n});
@@ -75,39 +76,53 @@ void DynamicItemTable::set_num_ids(int64_t num_ids) {
 
 bool DynamicItemTable::on_device() const {
 #if defined(HSTU_WITH_CUDA)
-  return table_->device() == Device::kCUDA && !shard_ && !host_path_ && dev_arena_ != nullptr;
+  return table_->device() == Device::kCUDA && !host_path_ && dev_arena_ != nullptr;
 #else
   return false;
 #endif
 }
 
+#if defined(HSTU_WITH_CUDA)
+int64_t DynamicItemTable::read_count(Ctx& ctx) {
+  count_host_->wait();
+  copy_bytes_async(count_host_->data(), Device::kCPU, dd_.count.data, Device::kCUDA,
+                   sizeof(int32_t), ctx.stream);
+  count_host_->record(ctx.stream);
+  count_host_->wait();
+  const int64_t n = *reinterpret_cast<const int32_t*>(count_host_->data());
+  HSTU_CHECK(n >= 1 && n <= dd_.cap, "dynamic item table '", table_->spec().name, "': ", n,
+             " distinct ids from the device dedupe, outside [1, ", dd_.cap, "]");
+  return n;
+}
+#endif
+
 int64_t DynamicItemTable::fetch_device(Ctx& ctx, int64_t step, std::span<const Tensor> ids) {
 #if defined(HSTU_WITH_CUDA)
   const std::string& name = table_->spec().name;
   HSTU_CHECK(on_device(), "dynamic item table '", name,
-             "': fetch_device needs a CUDA table on one rank after set_num_ids (and no "
-             "HSTU_HOST_WINDOW=1)");
+             "': fetch_device needs a CUDA table after set_num_ids (and no HSTU_HOST_WINDOW=1)");
   HSTU_CHECK(!dev_fetched_, "dynamic item table '", name, "': fetch called again before update");
   phase(ctx, "embedding_fetch");
   // Ids -> window rows (0 first, then ascending: ids are ordered as their keys), the window's
   // keys padded to its rows with the reserved key, and each row's sightings.
   cuda::window_dedup(ctx, dd_, ids);
   cuda::window_keys(ctx, dd_, key_of_id_, embed::kEmptyKey, ids, dkeys_, dcounts_);
+  if (shard_) {  // the distinct keys (key 0 first, then ascending) go to their owners
+    const int64_t u = read_count(ctx);
+    ukeys_.resize(static_cast<size_t>(u));
+    ucounts_.resize(static_cast<size_t>(u));
+    copy_bytes(ukeys_.data(), Device::kCPU, dkeys_.data, Device::kCUDA,
+               static_cast<size_t>(u) * sizeof(int64_t));
+    copy_bytes(ucounts_.data(), Device::kCPU, dcounts_.data, Device::kCUDA,
+               static_cast<size_t>(u) * sizeof(int32_t));
+    shard_->fetch(ctx, step, ukeys_, ucounts_, win_.window(), /*insert=*/true);
+    return u;
+  }
   table_->begin_step(step);
   // In the steady state the keys go to find_or_insert padded to the window's rows (nothing
   // waits). A table whose find_or_insert waits anyway (growth, eviction "none", a sketch) takes
   // the count first: its host decisions (admitted counts) must not see the padding.
-  int64_t n = dd_.cap;
-  if (table_->find_or_insert_waits()) {
-    count_host_->wait();
-    copy_bytes_async(count_host_->data(), Device::kCPU, dd_.count.data, Device::kCUDA,
-                     sizeof(int32_t), ctx.stream);
-    count_host_->record(ctx.stream);
-    count_host_->wait();
-    n = *reinterpret_cast<const int32_t*>(count_host_->data());
-    HSTU_CHECK(n >= 1 && n <= dd_.cap, "dynamic item table '", name, "': ", n,
-               " distinct ids from the device dedupe, outside [1, ", dd_.cap, "]");
-  }
+  const int64_t n = table_->find_or_insert_waits() ? read_count(ctx) : dd_.cap;
   const Tensor keys = dkeys_.rows(0, n), refs = drefs_.rows(0, n);
   table_->find_or_insert_padded(ctx, keys, dcounts_.rows(0, n), refs);
   // Absent keys (not admitted, or the padding) read zeros; the rows among them below the count

@@ -10,7 +10,7 @@
 // catalogue_keys[i - 1] + 1, so the table, its checkpoints and its counters are keyed by the
 // raw ids (+ 1: table key 0 is the padding id, raw key 0 a real item).
 //
-// On the GPU (one rank) the step's ids may stay on the device (ItemWindow::on_device): they are
+// On the GPU the step's ids may stay on the device (ItemWindow::on_device): they are
 // deduplicated and rewritten to window rows there (ops/window_gpu.h, the host window's order:
 // key 0, then ascending), widened to keys, found or inserted with the keys padded to the window's
 // rows by the reserved key (DynamicTable::find_or_insert_padded: the distinct count never comes
@@ -20,7 +20,9 @@
 // (device_only): the trainer captures fetch, model and update in one CUDA graph, and the counters
 // stay on the device until counters() reads them. Otherwise the fetch runs before the graph and
 // may synchronise (growth, eviction "none"). HSTU_HOST_WINDOW=1 (or set_host_path(true)) selects
-// the host path, the reference the GPU tests compare with.
+// the host path, the reference the GPU tests compare with. Sharded (below), the device dedupe's
+// distinct keys and sightings are read back (one synchronisation; the window's rows, not the
+// step's [T, R] negatives) and routed to their owners on the host.
 //
 // Raw-id data with the uniform sampler draws its negatives from the ids whose keys the table
 // holds (table_negatives(): negative_pool / negative_pool_device, train/table_negatives.h), and
@@ -70,8 +72,11 @@ class DynamicItemTable final : public ItemWindow {
   // device path needs it.
   void set_num_ids(int64_t num_ids);
   bool on_device() const override;
-  bool device_only() const override { return on_device() && !table_->find_or_insert_waits(); }
-  // Returns -1: the distinct count stays on the device.
+  bool device_only() const override {
+    return on_device() && !shard_ && !table_->find_or_insert_waits();
+  }
+  // Returns -1 when the distinct count stays on the device, else the count (it was read back:
+  // sharded, where the distinct keys go to the host for the routing).
   int64_t fetch_device(Ctx& ctx, int64_t step, std::span<const Tensor> ids) override;
   void set_host_path(bool host) { host_path_ = host; }
   bool table_negatives() const override { return !catalogue_.empty() && !shard_; }
@@ -114,6 +119,8 @@ class DynamicItemTable final : public ItemWindow {
   // Sharded: the distinct keys of key_spans_ (key 0 first, then ascending) into ukeys_ and their
   // sightings into ucounts_; ids rewritten to window rows. Returns U.
   int64_t dedupe(std::span<const std::span<int32_t>> ids);
+  // The device dedupe's distinct count, read back (waits for the stream).
+  int64_t read_count(Ctx& ctx);
   // flags[i] = 1 if the key of id i + 1 is in this rank's table, for ids 1 .. n.
   void present_flags(Ctx& ctx, int64_t n, std::vector<int32_t>& flags);
 

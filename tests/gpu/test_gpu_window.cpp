@@ -10,8 +10,9 @@
 // in-batch negatives and both dedupe strategies, and for the W-rank device path (the distinct
 // ids copied to the host, routed and exchanged) forced on one rank. (3) A data-parallel step's
 // in-batch negatives on CUDA are drawn from the global batch's targets, equal to the CPU sampler's
-// (one NCCL rank). (4) A raw-id dynamic table's evaluation on CUDA ranks over the keys the table
-// holds: the present ids equal the device pool, and the metrics equal the CPU reference's
+// (one NCCL rank), and a dynamic item table sharded by key over one NCCL rank trains on the device
+// window as on the host window. (4) A raw-id dynamic table's evaluation on CUDA ranks over the keys
+// the table holds: the present ids equal the device pool, and the metrics equal the CPU reference's
 // (cpu retrieval_rank over the CUDA run's normalised catalogue and queries, absent ids filtered).
 #include <gtest/gtest.h>
 
@@ -413,8 +414,9 @@ struct DynamicRun {
 };
 
 // kSteps training steps with a dynamic item table (one GPU), its window on the host (the
-// reference: host dedupe and negatives) or on the device.
-DynamicRun train_dynamic(const std::string& gin, bool host_window) {
+// reference: host dedupe and negatives) or on the device; with `comm` the table is sharded by
+// key over its ranks (dynamic_shard.h) and the step is a data-parallel one.
+DynamicRun train_dynamic(const std::string& gin, bool host_window, dist::Comm* comm = nullptr) {
   const Config cfg = load_config_text(gin, "<dynamic window>", {}, nullptr);
   const SequenceDataset ds = open_dataset(cfg);
   const DataSplits splits = make_splits(ds, cfg.dataset.split, cfg.dataset.max_history_seqlen);
@@ -422,10 +424,14 @@ DynamicRun train_dynamic(const std::string& gin, bool host_window) {
   ModelShape shape = retrieval_model_shape(cfg, ds.num_items);
   shape.window_rows = item_window_rows(cfg, ds.num_items);
   shape.full_eval_buffers = true;
+  if (comm) {  // as retrieval_task.cpp's shape of a data-parallel job
+    shape.max_pool_targets = shape.max_tokens * comm->size();
+    shape.max_scatter_rows = shape.window_rows * comm->size();
+  }
   Runtime runtime(Device::kCUDA, cfg, shape);
   HstuModel model(cfg, shape, Device::kCUDA, DType::kBF16);
   model.plan(11);
-  auto items = make_dynamic_item_table(cfg, ds, Device::kCUDA, shape.window_rows);
+  auto items = make_dynamic_item_table(cfg, ds, Device::kCUDA, shape.window_rows, comm);
   items->set_host_path(host_window);
   EXPECT_EQ(items->on_device(), !host_window);
   model.set_item_table(&items->window());
@@ -437,6 +443,11 @@ DynamicRun train_dynamic(const std::string& gin, bool host_window) {
   for (int64_t step = 0; step < kSteps; ++step) {
     batcher.next(batch);
     r.device_only_steps += items->device_only();
+    if (comm) {
+      share.comm = comm;
+      share.global_count = supervised_tokens(batch);
+      share.global_targets = batch.target_ids;
+    }
     stepper.run(runtime.ctx(), model, batch, step, 1e-3 * static_cast<double>(step + 1), share);
     for (const StepLoss& l : stepper.drain(false)) r.losses.push_back(l.loss);
   }
@@ -546,6 +557,29 @@ TEST(GpuWindow, DynamicDeviceEqualsHostRawIdsTableNegatives) {
   EXPECT_EQ(dev.device_only_steps, kSteps);
   expect_equal(host, dev);
 }
+
+#if defined(HSTU_WITH_NCCL)
+// A dynamic item table sharded by key over a data-parallel job (one NCCL rank): the device window
+// (device dedupe and negatives; the distinct keys read back and routed on the host) trains exactly
+// as the host window, with evictions, dense and raw ids, in-batch and uniform negatives.
+TEST(GpuWindow, DynamicShardedDeviceEqualsHost) {
+  HSTU_REQUIRE_GPU();
+  std::unique_ptr<dist::Comm> comm = dist::make_nccl_comm(0, 1, dist::nccl_unique_id(), 0, 120);
+  const char* half = "DynamicTableArgs.capacity_ratio = 0.25\n";
+  const std::string cases[] = {
+      dynamic_gin(500, 16, 32, 16, "in_batch", half),
+      dynamic_gin(500, 16, 32, 16, "uniform", ""),
+      dynamic_gin(500, 16, 32, 16, "in_batch", std::string("DatasetArgs.raw_ids = True\n") + half),
+  };
+  for (const std::string& g : cases) {
+    SCOPED_TRACE(g);
+    const DynamicRun host = train_dynamic(g, true, comm.get());
+    const DynamicRun dev = train_dynamic(g, false, comm.get());
+    EXPECT_EQ(dev.device_only_steps, 0);  // the routing waits for the distinct keys
+    expect_equal(host, dev);
+  }
+}
+#endif
 
 // Raw-id data with a table of half the catalogue: after training on the device, evaluation
 // ranks the targets against the ids the table holds (DynamicItemTable::present_ids, equal to
