@@ -100,13 +100,9 @@ __device__ __forceinline__ void with_tile_kind(int kind, F&& f) {
   }
 }
 
-// Time bucket of dt: with the threshold table (thr[k] = smallest |dt| of bucket >= k, in shared
-// memory), a fast float log guess corrected by one exact integer comparison; otherwise the exact
-// double-precision function of hstu_attention.h.
-__device__ __forceinline__ int time_bucket(const HstuAttnParams& p, const int64_t* thr,
-                                           int64_t dt) {
-  const int nb = p.rab_time_len - 1;
-  if (!p.time_table) return rab_time_bucket(dt, nb);
+// Time bucket of dt from the threshold table of nb buckets (thr[k] = smallest |dt| of bucket
+// >= k, in shared memory): a fast float log guess corrected by one exact integer comparison.
+__device__ __forceinline__ int time_bucket_table(int nb, const int64_t* thr, int64_t dt) {
   const int64_t a = dt < 0 ? -dt : dt;
   if (a <= 1) return 0;
   int b = static_cast<int>(__log2f(static_cast<float>(a)) * (0.69314718055994531f / 0.301f));
@@ -117,6 +113,15 @@ __device__ __forceinline__ int time_bucket(const HstuAttnParams& p, const int64_
     --b;
   }
   return b;
+}
+
+// Time bucket of dt: time_bucket_table with the thresholds, otherwise the exact double-precision
+// function of hstu_attention.h.
+__device__ __forceinline__ int time_bucket(const HstuAttnParams& p, const int64_t* thr,
+                                           int64_t dt) {
+  const int nb = p.rab_time_len - 1;
+  if (!p.time_table) return rab_time_bucket(dt, nb);
+  return time_bucket_table(nb, thr, dt);
 }
 
 // rab[i, j] (positions within the sequence; tq = ts_query of row i, tk = ts_key of column j).
@@ -252,10 +257,17 @@ __device__ __forceinline__ uint8_t* align16(void* p) {
 }
 
 // Copies the time-bucket thresholds into shared memory (rab kernels, before the first barrier).
+// Each warp reads one threshold per instruction, the same for all its lanes: kernel-parameter
+// reads of 32 different addresses by one instruction are serialised.
 __device__ __forceinline__ void load_time_thresholds(const HstuAttnParams& p, int64_t* s_thr,
                                                      int tid, int nthreads) {
   if (!p.time_table) return;
-  for (int k = tid; k < p.rab_time_len; k += nthreads) s_thr[k] = p.time_thr[k];
+  const int warp = tid >> 5, nwarps = nthreads >> 5;
+#pragma unroll 4
+  for (int k = warp; k < p.rab_time_len; k += nwarps) {
+    const int64_t v = p.time_thr[k];
+    if ((tid & 31) == 0) s_thr[k] = v;
+  }
 }
 
 // The rab kernels' table in shared memory, `tab` (kMaxTimeTable + 1 int64): with precomputed
