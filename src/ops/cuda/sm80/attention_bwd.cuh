@@ -40,15 +40,20 @@ namespace hstu::cuda::attn {
 //   out: s = SiLU(S) (= P / scale), dp = dP * SiLU'(S) (= dS / (alpha scale)); masked -> 0.
 // kKeyMajor: accumulator rows are keys (dkdv kernel) instead of queries (dq kernel); the warp's
 // rows are tile rows wrow.. and sequence positions r0.., its columns c0... bias: the warp's rows
-// of the tile's rab (pitch kPitch, same orientation), read only with kHasRab; mask: the tile's
+// of the tile's rab (pitch kPitch, same orientation), read only with kHasRab, or with kDirect
+// (query-major only) bk: the warp's rows of the staged buckets (pitch kBkPitch; rab_pair with the
+// time table ttab); mask: the tile's
 // mask_tile bits (same orientation), read only for partial tiles. With slab_ds (key-major only),
 // alpha scale dS (0 where masked) also goes to slab_ds[row][col] (pitch kSlabPitch) for
 // rab_slab_runs and rab_tile_diagonals.
-template <bool kKeyMajor, bool kHasRab, int kKind, int kNT, int kPitch, int kSlabPitch = kPitch>
+template <bool kKeyMajor, bool kHasRab, int kKind, int kNT, int kPitch, int kSlabPitch = kPitch,
+          bool kDirect = false, int kBkPitch = 0>
 __device__ __forceinline__ void bwd_scores(float (&s)[1][kNT][4], float (&dp)[1][kNT][4],
                                            const HstuAttnParams& p, const float* bias,
                                            const uint32_t* mask, int wrow, int r0, int c0, int lane,
-                                           float* slab_ds = nullptr) {
+                                           float* slab_ds = nullptr, const uint8_t* bk = nullptr,
+                                           const float* ttab = nullptr) {
+  static_assert(!(kDirect && kKeyMajor), "staged buckets are query-major");
   const float grad_mul = p.alpha * p.scale;
 #pragma unroll
   for (int nt = 0; nt < kNT; ++nt) {
@@ -56,8 +61,14 @@ __device__ __forceinline__ void bwd_scores(float (&s)[1][kNT][4], float (&dp)[1]
     float2 rab[2] = {};
     if constexpr (kHasRab) {
 #pragma unroll
-      for (int hf = 0; hf < 2; ++hf)
-        rab[hf] = *reinterpret_cast<const float2*>(bias + (rr + hf * 8) * kPitch + cc);
+      for (int hf = 0; hf < 2; ++hf) {
+        if constexpr (kDirect) {
+          rab[hf] =
+              rab_pair(p, ttab, bk + (rr + hf * 8) * kBkPitch + cc, r0 + rr + hf * 8, c0 + cc);
+        } else {
+          rab[hf] = *reinterpret_cast<const float2*>(bias + (rr + hf * 8) * kPitch + cc);
+        }
+      }
     }
     float rv[4];
 #pragma unroll
@@ -152,16 +163,17 @@ template <int kRows, int kCols, int kPitch, int kThreads>
 __device__ __forceinline__ void rab_tile_diagonals(const HstuAttnParams& p, const float* ds, int n0,
                                                    int m0, int tid) {
   static_assert(kPitch % 2 == 1, "odd pitch: conflict-free diagonal reads");
-  constexpr int kLen = kRows < kCols ? kRows : kCols;
   const int half = (p.rab_pos_len + 1) / 2;
   for (int t = tid; t < kRows + kCols - 1; t += kThreads) {
     const int r0 = t >= kCols - 1 ? t - (kCols - 1) : 0, c0 = r0 - t + kCols - 1;
     const int n = min(kRows - r0, kCols - c0);
     const float* e = ds + r0 * kPitch + c0;
     float part[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll 1
+    for (int k0 = 0; k0 < n; k0 += 4)
 #pragma unroll
-    for (int k = 0; k < kLen; ++k)
-      if (k < n) part[k % 4] += e[k * (kPitch + 1)];
+      for (int q = 0; q < 4; ++q)
+        if (k0 + q < n) part[q] += e[(k0 + q) * (kPitch + 1)];
     const float sum = (part[0] + part[1]) + (part[2] + part[3]);
     if (sum != 0.f) {  // key - query = n0 - m0 + t - (kCols - 1)
       int idx = half - 1 + n0 - m0 + t - (kCols - 1);
@@ -425,7 +437,8 @@ struct DqKernel {
 };
 
 template <typename T, int kHeadDim, bool kHasRab, bool kVecIn>
-__global__ void __launch_bounds__(DqKernel<T, kHeadDim, kHasRab>::kThreads)
+__global__ void __launch_bounds__(DqKernel<T, kHeadDim, kHasRab>::kThreads,
+                                  DqKernel<T, kHeadDim, kHasRab>::Cfg::kMinCtas)
     hstu_attn_dq_kernel(const __grid_constant__ HstuAttnParams p) {
   using K = DqKernel<T, kHeadDim, kHasRab>;
   constexpr int kBM = K::kBM, kBN = K::kBN, kHD = K::kHD, kNT = K::kNT, kThreads = K::kThreads;
@@ -437,6 +450,10 @@ __global__ void __launch_bounds__(DqKernel<T, kHeadDim, kHasRab>::kThreads)
   int64_t* s_thr = reinterpret_cast<int64_t*>(s_mask + K::kMaskWords);
   float* s_bias = reinterpret_cast<float*>(s_thr + kMaxTimeTable + 1);  // rab only
   uint8_t* s_bk = align16(s_bias + kBM * K::kRabPitch);                 // rab: 2 stages
+  const float* ttab = reinterpret_cast<const float*>(s_thr);            // with precomputed buckets
+  constexpr int kBkPitch = kBN + 16;                                    // of the staged buckets
+  // Without precomputed buckets the bias goes through a shared tile (rab_tile).
+  const bool bias_tile = kHasRab && !p.rab_bkt;
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int m_block = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z;
@@ -488,11 +505,12 @@ __global__ void __launch_bounds__(DqKernel<T, kHeadDim, kHasRab>::kThreads)
     const T* sK = stage(st);
     const T* sV = sK + K::kKVElems;
 
-    // The bias and partial-tile mask of this tile (the barrier above retired the last ones).
+    // The bias (without precomputed buckets) and partial-tile mask of this tile (the barrier
+    // above retired the last ones).
     const int kind = tile_kind(si, p, m0, kBM, n * kBN, kBN);
-    if constexpr (kHasRab)
-      rab_tile<kBM, kBN, kThreads, false>(p, si, s_thr, m0, n * kBN, s_bias, nullptr, tid,
-                                          s_bk + st * bkt_tile_bytes<kBM, kBN>());
+    const uint8_t* bk = s_bk + st * bkt_tile_bytes<kBM, kBN>();
+    if (bias_tile)
+      rab_tile<kBM, kBN, kThreads, false>(p, si, s_thr, m0, n * kBN, s_bias, nullptr, tid, bk);
     if (kind == kTilePartial) mask_tile<kBM, kBN, kThreads, false>(p, si, m0, n * kBN, s_mask, tid);
 
     float s[1][kNT][4], dp[1][kNT][4];
@@ -500,11 +518,20 @@ __global__ void __launch_bounds__(DqKernel<T, kHeadDim, kHasRab>::kThreads)
     zero(dp);
     gemm_nt<T, 1, kNT, kHD, kHD, kHD>(s, sQ, wrow, sK, 0, lane);    // S  = Q K^T
     gemm_nt<T, 1, kNT, kHD, kHD, kHD>(dp, sdO, wrow, sV, 0, lane);  // dP = dO V^T
-    if (kHasRab || kind == kTilePartial) __syncthreads();
+    if (bias_tile || kind == kTilePartial) __syncthreads();
     const float* bias = s_bias + wrow * K::kRabPitch;
+    const uint8_t* wbk = bk + wrow * kBkPitch;
     with_tile_kind(kind, [&](auto kd) {
-      bwd_scores<false, kHasRab, decltype(kd)::value, kNT, K::kRabPitch>(
-          s, dp, p, bias, s_mask, wrow, m0 + wrow, n * kBN, lane);
+      constexpr int kKind = decltype(kd)::value;
+      if constexpr (kHasRab) {
+        if (!bias_tile) {
+          bwd_scores<false, true, kKind, kNT, K::kRabPitch, K::kRabPitch, true, kBkPitch>(
+              s, dp, p, bias, s_mask, wrow, m0 + wrow, n * kBN, lane, nullptr, wbk, ttab);
+          return;
+        }
+      }
+      bwd_scores<false, kHasRab, kKind, kNT, K::kRabPitch>(s, dp, p, bias, s_mask, wrow, m0 + wrow,
+                                                           n * kBN, lane);
     });
     uint32_t da[1][kNT / 2][4];
     acc_to_a<T>(dp, da);
