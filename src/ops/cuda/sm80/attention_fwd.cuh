@@ -29,9 +29,9 @@ struct FwdKernel {
   static_assert(kBM == 16 * kMT * Cfg::kNWarps, "kMT 16-row slabs per warp");
   static_assert(Cfg::kStages == 2, "the forward pipeline is two-stage");
   // Shared memory: Q [kBM][kHD] | (K [kBN][kHD], V [kBN][kHD]) x 2 stages | partial-tile mask
-  // [kBM][kBN / 32] u32 | rab: thresholds (or the time table), the tile's bias [kBM][kRabPitch]
-  // f32, and (16-byte aligned) two stages of precomputed buckets [kBM][kBN + 16] u8, loaded
-  // with K / V.
+  // [kBM][kBN / 32] u32 | rab: thresholds (or the time table), the tile's bias (used without
+  // precomputed buckets) [kBM][kRabPitch] f32, and (16-byte aligned) two stages of precomputed
+  // buckets [kBM][kBN + 16] u8, loaded with K / V.
   static constexpr int kQElems = kBM * kHD, kKVElems = kBN * kHD;
   static constexpr int kMaskWords = kBM * mask_words<kBN>();
   static constexpr int kRabPitch = rab_pitch<kBN>();
