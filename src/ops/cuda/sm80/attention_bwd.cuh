@@ -15,13 +15,14 @@
 // two kernels are independent and run concurrently on two streams, which fills the GPU for short
 // sequences. (Fusing them into one grid measured slower on an H100: 0.205 vs 0.136 ms at
 // 128 x 200, 2 x 25; the fused kernel takes the larger register count of the two.)
-// d_rab: each slab warp writes its tile of alpha scale dS^T (and the time buckets) to a private
-// shared slab; the warp then sums the slab's diagonals (one lane per diagonal) and runs of equal
-// time bucket down each query column (one lane per column), and adds those sums to per-CTA
-// 64-bit fixed-point (2^-40) accumulators, flushed to global memory with integer atomics. Sums in
-// a fixed order plus order-independent integer adds: deterministic in both modes. (Adding every
-// element with its own shared atomic serialised on the few hot buckets: ~5x the rab-free time
-// at the MovieLens shape.)
+// d_rab: each slab warp writes its tile of alpha scale dS^T to a private shared slab; the warp
+// then sums runs of equal time bucket down each query column (one lane per column) into per-CTA
+// time-bucket counters (hist_add: 32-bit slices of the 64-bit fixed-point (2^-40) value, native
+// shared atomics), and after the tile's barrier every thread sums one diagonal of the whole tile
+// (rab_tile_diagonals) and adds it to the global fixed-point accumulators; the counters go there
+// at the CTA's end. Sums in a fixed order plus order-independent integer adds: deterministic in
+// both modes. (Adding every element with its own shared atomic serialised on the few hot
+// buckets: ~5x the rab-free time at the MovieLens shape.)
 //
 // The shaping decision: keep P^T and dS^T in registers by choosing the key-major orientation for
 // every per-warp GEMM; the price is that a warp's dK/dV accumulators cover a whole head width,
@@ -39,15 +40,20 @@ namespace hstu::cuda::attn {
 //   out: s = SiLU(S) (= P / scale), dp = dP * SiLU'(S) (= dS / (alpha scale)); masked -> 0.
 // kKeyMajor: accumulator rows are keys (dkdv kernel) instead of queries (dq kernel); the warp's
 // rows are tile rows wrow.. and sequence positions r0.., its columns c0... bias: the warp's rows
-// of the tile's rab (pitch kPitch, same orientation), read only with kHasRab; mask: the tile's
+// of the tile's rab (pitch kPitch, same orientation), read only with kHasRab, or with kDirect
+// (query-major only) bk: the warp's rows of the staged buckets (pitch kBkPitch; rab_pair with the
+// time table ttab); mask: the tile's
 // mask_tile bits (same orientation), read only for partial tiles. With slab_ds (key-major only),
-// alpha scale dS (0 where masked) also goes to slab_ds[row][col] (pitch kPitch) for
-// rab_slab_flush.
-template <bool kKeyMajor, bool kHasRab, int kKind, int kNT, int kPitch>
+// alpha scale dS (0 where masked) also goes to slab_ds[row][col] (pitch kSlabPitch) for
+// rab_slab_runs and rab_tile_diagonals.
+template <bool kKeyMajor, bool kHasRab, int kKind, int kNT, int kPitch, int kSlabPitch = kPitch,
+          bool kDirect = false, int kBkPitch = 0>
 __device__ __forceinline__ void bwd_scores(float (&s)[1][kNT][4], float (&dp)[1][kNT][4],
                                            const HstuAttnParams& p, const float* bias,
                                            const uint32_t* mask, int wrow, int r0, int c0, int lane,
-                                           float* slab_ds = nullptr) {
+                                           float* slab_ds = nullptr, const uint8_t* bk = nullptr,
+                                           const float* ttab = nullptr) {
+  static_assert(!(kDirect && kKeyMajor), "staged buckets are query-major");
   const float grad_mul = p.alpha * p.scale;
 #pragma unroll
   for (int nt = 0; nt < kNT; ++nt) {
@@ -55,8 +61,14 @@ __device__ __forceinline__ void bwd_scores(float (&s)[1][kNT][4], float (&dp)[1]
     float2 rab[2] = {};
     if constexpr (kHasRab) {
 #pragma unroll
-      for (int hf = 0; hf < 2; ++hf)
-        rab[hf] = *reinterpret_cast<const float2*>(bias + (rr + hf * 8) * kPitch + cc);
+      for (int hf = 0; hf < 2; ++hf) {
+        if constexpr (kDirect) {
+          rab[hf] =
+              rab_pair(p, ttab, bk + (rr + hf * 8) * kBkPitch + cc, r0 + rr + hf * 8, c0 + cc);
+        } else {
+          rab[hf] = *reinterpret_cast<const float2*>(bias + (rr + hf * 8) * kPitch + cc);
+        }
+      }
     }
     float rv[4];
 #pragma unroll
@@ -75,46 +87,101 @@ __device__ __forceinline__ void bwd_scores(float (&s)[1][kNT][4], float (&dp)[1]
     }
     if constexpr (kHasRab && kKeyMajor) {
       if (slab_ds) {
-        *reinterpret_cast<float2*>(slab_ds + rr * kPitch + cc) = make_float2(rv[0], rv[1]);
-        *reinterpret_cast<float2*>(slab_ds + (rr + 8) * kPitch + cc) = make_float2(rv[2], rv[3]);
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          slab_ds[(rr + (e >> 1) * 8) * kSlabPitch + cc + (e & 1)] = rv[e];
       }
     }
   }
 }
 
-// Sums one warp's rab slab (16 keys x kBM queries of alpha scale dS^T; slab_bkt: the same rows
-// of the tile's time buckets) into the CTA's fixed-point accumulators: lane l sums diagonals
-// key - query = l - (kBM - 1) (+32 ...) top to bottom into s_pos[key_base + diagonal index], and
-// walks query columns l (+32 ...) down the 16 keys adding each run of equal bucket to
-// time_acc[bucket] (shared or global).
-template <int kBM, int kPitch>
-__device__ __forceinline__ void rab_slab_flush(const float* slab_ds, const uint16_t* slab_bkt,
-                                               int lane, unsigned long long* s_pos, int key_base,
-                                               unsigned long long* time_acc) {
-  __syncwarp();
-  for (int dg = lane; dg < kBM + 15; dg += 32) {
-    const int rr0 = dg - (kBM - 1) > 0 ? dg - (kBM - 1) : 0;
-    const int rr1 = dg < 15 ? dg : 15;
-    float sum = 0.f;
-    for (int rr = rr0; rr <= rr1; ++rr) sum += slab_ds[rr * kPitch + rr - dg + kBM - 1];
-    if (sum != 0.f) atomicAdd(s_pos + key_base + dg, to_fixed(sum));
+// Time-bucket sums of the dK/dV kernel: per CTA, four 32-bit shared counters per bucket, each
+// adding a 16-bit slice of the fixed-point value with native shared atomics, where 64-bit shared
+// adds are compare-and-swap loops whose colliding lanes retry. At most 65536 adds between
+// flushes keep the three low slices' sums below 2^32; the top slice's only matters modulo 2^16.
+// Measured with rab_tile_diagonals (H200, ncu, 128 x 200 x 2 x 25, deterministic): the dK/dV
+// kernel 116 -> 110 us (45 us without rab): the gradient's atomics were not its main cost.
+constexpr int kHistBuckets = kMaxTimeTable + 1;
+__device__ __forceinline__ void hist_add(uint32_t* hist, int b, float x) {
+  const unsigned long long v = to_fixed(x);
+#pragma unroll
+  for (int k = 0; k < 4; ++k)
+    atomicAdd(hist + k * kHistBuckets + b, static_cast<uint32_t>(v >> (16 * k)) & 0xffffu);
+}
+// Adds the slices back together into p.drab_accum's time entries and zeroes them (all threads).
+__device__ __forceinline__ void hist_flush(const HstuAttnParams& p, uint32_t* hist, int tid,
+                                           int nthreads) {
+  for (int b = tid; b < p.rab_time_len; b += nthreads) {
+    unsigned long long v = 0;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      v += static_cast<unsigned long long>(hist[k * kHistBuckets + b]) << (16 * k);
+      hist[k * kHistBuckets + b] = 0;
+    }
+    if (v != 0) atomicAdd(p.drab_accum + p.rab_pos_len + b, v);
   }
+}
+
+// Walks the query columns of one warp's rab slab (16 keys x kBM queries of alpha scale dS^T,
+// pitch kSlabPitch; slab_bkt: the same rows of the tile's time buckets, pitch kBktPitch), lane l
+// taking columns l (+32 ...) down the 16 keys, and adds each run of equal bucket to hist
+// (hist_add) or, without hist (time tables of more than kHistBuckets entries), to the global
+// accumulators.
+template <int kBM, int kSlabPitch, int kBktPitch>
+__device__ __forceinline__ void rab_slab_runs(const HstuAttnParams& p, const float* slab_ds,
+                                              const uint16_t* slab_bkt, int lane, uint32_t* hist) {
+  __syncwarp();
+  auto add = [&](int b, float x) {
+    if (hist) {
+      hist_add(hist, b, x);
+    } else {
+      atomicAdd(p.drab_accum + p.rab_pos_len + b, to_fixed(x));
+    }
+  };
   for (int cc = lane; cc < kBM; cc += 32) {
     int run_bucket = slab_bkt[cc];
     float run = 0.f;
 #pragma unroll
     for (int rr = 0; rr < 16; ++rr) {
-      const int b = slab_bkt[rr * kPitch + cc];
+      const int b = slab_bkt[rr * kBktPitch + cc];
       if (b != run_bucket) {
-        if (run != 0.f) atomicAdd(time_acc + run_bucket, to_fixed(run));
+        if (run != 0.f) add(run_bucket, run);
         run_bucket = b;
         run = 0.f;
       }
-      run += slab_ds[rr * kPitch + cc];
+      run += slab_ds[rr * kSlabPitch + cc];
     }
-    if (run != 0.f) atomicAdd(time_acc + run_bucket, to_fixed(run));
+    if (run != 0.f) add(run_bucket, run);
   }
-  __syncwarp();
+}
+
+// Sums the diagonals of a tile's alpha scale dS^T (kRows keys from n0 x kCols queries from m0,
+// element (r, c) at ds[r * kPitch + c]) and adds each to its position entry of p.drab_accum; all
+// threads, after a barrier that follows every warp's slab. Thread t takes diagonal r - c =
+// t - (kCols - 1), four partial sums in a fixed order; kPitch is odd, so the lanes of one read hit
+// distinct banks.
+template <int kRows, int kCols, int kPitch, int kThreads>
+__device__ __forceinline__ void rab_tile_diagonals(const HstuAttnParams& p, const float* ds, int n0,
+                                                   int m0, int tid) {
+  static_assert(kPitch % 2 == 1, "odd pitch: conflict-free diagonal reads");
+  const int half = (p.rab_pos_len + 1) / 2;
+  for (int t = tid; t < kRows + kCols - 1; t += kThreads) {
+    const int r0 = t >= kCols - 1 ? t - (kCols - 1) : 0, c0 = r0 - t + kCols - 1;
+    const int n = min(kRows - r0, kCols - c0);
+    const float* e = ds + r0 * kPitch + c0;
+    float part[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll 1
+    for (int k0 = 0; k0 < n; k0 += 4)
+#pragma unroll
+      for (int q = 0; q < 4; ++q)
+        if (k0 + q < n) part[q] += e[(k0 + q) * (kPitch + 1)];
+    const float sum = (part[0] + part[1]) + (part[2] + part[3]);
+    if (sum != 0.f) {  // key - query = n0 - m0 + t - (kCols - 1)
+      int idx = half - 1 + n0 - m0 + t - (kCols - 1);
+      idx = idx < 0 ? 0 : (idx >= p.rab_pos_len ? p.rab_pos_len - 1 : idx);
+      atomicAdd(p.drab_accum + idx, to_fixed(sum));
+    }
+  }
 }
 
 __device__ __forceinline__ void atomic_add2(float* dst, float a, float b) {
@@ -154,14 +221,19 @@ struct DkdvKernel {
   static constexpr int kQDW = kHD / kQWarpsD;
   static_assert(kQWarpsM * 16 * kQMT == kBM && kQDW % 16 == 0, "dQ warp partition");
   // Shared memory: K, V [kBN][kHD] | (Q, dO [kBM][kHD]) x kStages | dS^T [kBN][kBM] |
-  // partial-tile mask [kBN][kBM / 32] u32 | rab: thresholds, per-CTA time-bucket sums, per-tile
-  // diagonal sums, the tile's bias [kBN][kRabPitch] f32 and time buckets [kBN][kRabPitch] u16 (keys
-  // x queries), and per slab warp a slab of alpha scale dS^T [16][kRabPitch] f32.
+  // partial-tile mask [kBN][kBM / 32] u32 | rab: thresholds, per-CTA time-bucket counters
+  // [4][kHistBuckets] u32, the tile's bias [kBN][kRabPitch] f32, per slab warp a slab of alpha
+  // scale dS^T [16][kSlabPitch] f32, and the tile's time buckets [kBN][kRabPitch] u16 (keys x
+  // queries).
   static constexpr int kKVElems = kBN * kHD, kQElems = kBM * kHD;
   static constexpr int kDSElems = kAtomicDq ? kBN * kBM : 0;
-  static constexpr int kPosAcc = kBM + kBN;
   static constexpr int kRabPitch = rab_pitch<kBM>();
-  static constexpr int kRabSlab = 16 * kRabPitch;  // elements per slab warp
+  // Odd (rab_tile_diagonals); kBM + 9 (fewer store conflicts) took the atomic-dQ kernel at d 32
+  // past 4 CTAs' worth of shared memory per SM.
+  static constexpr int kSlabPitch = kBM + 5;
+  static constexpr int kRabSlab = 16 * kSlabPitch;  // elements per slab warp
+  // Tiles between flushes of the time-bucket counters: at most 65536 adds (one per element).
+  static constexpr int kHistTiles = 65536 / (kBM * kBN);
   static constexpr int kMaskWords = kBN * mask_words<kBM>();
   static constexpr size_t kTileBytes =
       sizeof(T) * (2 * kKVElems + 2 * kStages * kQElems + kDSElems) + sizeof(uint32_t) * kMaskWords;
@@ -169,7 +241,7 @@ struct DkdvKernel {
   // keys), loaded with Q / dO.
   static constexpr size_t kSmemBytes =
       kTileBytes +
-      (kHasRab ? sizeof(int64_t) * (2 * (kMaxTimeTable + 1) + kPosAcc) +
+      (kHasRab ? sizeof(int64_t) * (kMaxTimeTable + 1) + sizeof(uint32_t) * 4 * kHistBuckets +
                      (sizeof(float) + sizeof(uint16_t)) * kBN * kRabPitch +
                      sizeof(float) * kSlabs * kRabSlab + 16 + 2 * bkt_tile_bytes<kBM, kBN>()
                : 0);
@@ -189,9 +261,8 @@ __global__ void __launch_bounds__(DkdvKernel<T, kHeadDim, kHasRab, kAtomicDq>::k
   T* sdS = sQdO + 2 * K::kStages * K::kQElems;
   uint32_t* s_mask = reinterpret_cast<uint32_t*>(sdS + K::kDSElems);
   int64_t* s_thr = reinterpret_cast<int64_t*>(smem_raw + K::kTileBytes);
-  unsigned long long* s_time = reinterpret_cast<unsigned long long*>(s_thr + kMaxTimeTable + 1);
-  unsigned long long* s_pos = s_time + kMaxTimeTable + 1;
-  float* s_bias = reinterpret_cast<float*>(s_pos + K::kPosAcc);
+  uint32_t* s_hist = reinterpret_cast<uint32_t*>(s_thr + kMaxTimeTable + 1);
+  float* s_bias = reinterpret_cast<float*>(s_hist + 4 * kHistBuckets);
   float* slab_ds = s_bias + kBN * K::kRabPitch;
   uint16_t* s_bkt = reinterpret_cast<uint16_t*>(slab_ds + K::kSlabs * K::kRabSlab);
   uint8_t* s_bk = align16(s_bkt + kBN * K::kRabPitch);  // rab: 2 stages of precomputed buckets
@@ -211,14 +282,14 @@ __global__ void __launch_bounds__(DkdvKernel<T, kHeadDim, kHasRab, kAtomicDq>::k
   load_tile<kBN, kHD, kThreads, kVecIn>(sV, gv, p.v.row_stride, rows_k, p.d_v, p.v.vec, tid);
 
   const bool rab_grad = kHasRab && p.drab_accum != nullptr;
-  unsigned long long* s_time_acc = nullptr;  // null: time-bucket sums go straight to global
+  uint32_t* hist = nullptr;  // null: time-bucket sums go straight to global
   // With kSplitD = 2 both warps of a slab compute the same dS: only the first adds d_rab.
   float* warp_slab_ds = rab_grad && dh == 0 ? slab_ds + slab * K::kRabSlab : nullptr;
+  int hist_tiles = 0;  // tiles added to hist since its last flush
   if constexpr (kHasRab) {
     load_rab_tables(p, s_thr, tid, kThreads);
-    if (p.rab_time_len <= kMaxTimeTable + 1) s_time_acc = s_time;
-    for (int k = tid; k < K::kPosAcc; k += kThreads) s_pos[k] = 0;
-    for (int k = tid; k <= kMaxTimeTable; k += kThreads) s_time[k] = 0;
+    if (p.rab_time_len <= kHistBuckets) hist = s_hist;
+    for (int k = tid; k < 4 * kHistBuckets; k += kThreads) s_hist[k] = 0;
   }
 
   const int m_blocks = (si.L + kBM - 1) / kBM;
@@ -275,14 +346,13 @@ __global__ void __launch_bounds__(DkdvKernel<T, kHeadDim, kHasRab, kAtomicDq>::k
     if (kHasRab || kind == kTilePartial) __syncthreads();
     const float* bias = s_bias + krow * K::kRabPitch;
     with_tile_kind(kind, [&](auto kd) {
-      bwd_scores<true, kHasRab, decltype(kd)::value, kMT, K::kRabPitch>(
+      bwd_scores<true, kHasRab, decltype(kd)::value, kMT, K::kRabPitch, K::kSlabPitch>(
           s, dp, p, bias, s_mask, krow, n0 + krow, m0, lane, warp_slab_ds);
     });
     if constexpr (kHasRab) {
-      if (warp_slab_ds)  // diagonal key - query = krow + dg - (kBM - 1): s_pos[krow + dg]
-        rab_slab_flush<kBM, K::kRabPitch>(warp_slab_ds, s_bkt + krow * K::kRabPitch, lane, s_pos,
-                                          krow,
-                                          s_time_acc ? s_time_acc : p.drab_accum + p.rab_pos_len);
+      if (warp_slab_ds)
+        rab_slab_runs<kBM, K::kSlabPitch, K::kRabPitch>(p, warp_slab_ds,
+                                                        s_bkt + krow * K::kRabPitch, lane, hist);
     }
     {
       uint32_t pa[1][kMT / 2][4];
@@ -299,17 +369,12 @@ __global__ void __launch_bounds__(DkdvKernel<T, kHeadDim, kHasRab, kAtomicDq>::k
     }
     __syncthreads();
     if constexpr (kHasRab) {
-      if (rab_grad) {  // flush this tile's diagonal sums: diagonal j - i = k - pos_base
-        const int pos_base = m0 - n0 + kBM - 1;
-        const int half = (p.rab_pos_len + 1) / 2;
-        for (int k = tid; k < kBM + kBN - 1; k += kThreads) {
-          const unsigned long long v = s_pos[k];
-          if (v != 0) {
-            int idx = half - 1 + (k - pos_base);
-            idx = idx < 0 ? 0 : (idx >= p.rab_pos_len ? p.rab_pos_len - 1 : idx);
-            atomicAdd(p.drab_accum + idx, v);
-            s_pos[k] = 0;
-          }
+      if (rab_grad) {
+        rab_tile_diagonals<kBN, kBM, K::kSlabPitch, kThreads>(p, slab_ds, n0, m0, tid);
+        if (hist && ++hist_tiles == K::kHistTiles && m_next < m_blocks) {
+          __syncthreads();  // every warp's runs of the last kHistTiles tiles are in
+          hist_flush(p, hist, tid, kThreads);
+          hist_tiles = 0;  // the loop's next barrier orders the zeroing before the next adds
         }
       }
     }
@@ -348,12 +413,7 @@ __global__ void __launch_bounds__(DkdvKernel<T, kHeadDim, kHasRab, kAtomicDq>::k
   store_tile<kBN, kHD, kThreads>(gdk, p.dk.row_stride, sK, rows_k, p.d_qk, p.dk.vec, tid);
   store_tile<kBN, kHD, kThreads>(gdv, p.dv.row_stride, sV, rows_k, p.d_v, p.dv.vec, tid);
   if constexpr (kHasRab) {
-    if (rab_grad && s_time_acc) {
-      for (int k = tid; k < p.rab_time_len; k += kThreads) {
-        const unsigned long long v = s_time_acc[k];
-        if (v != 0) atomicAdd(p.drab_accum + p.rab_pos_len + k, v);
-      }
-    }
+    if (rab_grad && hist) hist_flush(p, hist, tid, kThreads);  // after the epilogue's barriers
   }
 }
 
@@ -367,8 +427,9 @@ struct DqKernel {
   static constexpr int kThreads = Cfg::kNThreads, kNT = kBN / 8;
   static_assert(kBM == 16 * Cfg::kNWarps && Cfg::kStages == 2, "dq tiles");
   // Shared memory: Q, dO [kBM][kHD] | (K, V [kBN][kHD]) x 2 stages | partial-tile mask
-  // [kBM][kBN / 32] u32 | rab: thresholds (or the time table), the tile's bias [kBM][kRabPitch]
-  // f32, two stages of precomputed buckets [kBM][kBN + 16] u8 (16-byte aligned, loaded with K / V).
+  // [kBM][kBN / 32] u32 | rab: thresholds (or the time table), the tile's bias (used without
+  // precomputed buckets) [kBM][kRabPitch] f32, two stages of precomputed buckets [kBM][kBN + 16] u8
+  // (16-byte aligned, loaded with K / V).
   static constexpr int kQElems = kBM * kHD, kKVElems = kBN * kHD;
   static constexpr int kMaskWords = kBM * mask_words<kBN>();
   static constexpr int kRabPitch = rab_pitch<kBN>();
@@ -380,7 +441,8 @@ struct DqKernel {
 };
 
 template <typename T, int kHeadDim, bool kHasRab, bool kVecIn>
-__global__ void __launch_bounds__(DqKernel<T, kHeadDim, kHasRab>::kThreads)
+__global__ void __launch_bounds__(DqKernel<T, kHeadDim, kHasRab>::kThreads,
+                                  DqKernel<T, kHeadDim, kHasRab>::Cfg::kMinCtas)
     hstu_attn_dq_kernel(const __grid_constant__ HstuAttnParams p) {
   using K = DqKernel<T, kHeadDim, kHasRab>;
   constexpr int kBM = K::kBM, kBN = K::kBN, kHD = K::kHD, kNT = K::kNT, kThreads = K::kThreads;
@@ -392,6 +454,10 @@ __global__ void __launch_bounds__(DqKernel<T, kHeadDim, kHasRab>::kThreads)
   int64_t* s_thr = reinterpret_cast<int64_t*>(s_mask + K::kMaskWords);
   float* s_bias = reinterpret_cast<float*>(s_thr + kMaxTimeTable + 1);  // rab only
   uint8_t* s_bk = align16(s_bias + kBM * K::kRabPitch);                 // rab: 2 stages
+  const float* ttab = reinterpret_cast<const float*>(s_thr);            // with precomputed buckets
+  constexpr int kBkPitch = kBN + 16;                                    // of the staged buckets
+  // Without precomputed buckets the bias goes through a shared tile (rab_tile).
+  const bool bias_tile = kHasRab && !p.rab_bkt;
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int m_block = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z;
@@ -443,11 +509,12 @@ __global__ void __launch_bounds__(DqKernel<T, kHeadDim, kHasRab>::kThreads)
     const T* sK = stage(st);
     const T* sV = sK + K::kKVElems;
 
-    // The bias and partial-tile mask of this tile (the barrier above retired the last ones).
+    // The bias (without precomputed buckets) and partial-tile mask of this tile (the barrier
+    // above retired the last ones).
     const int kind = tile_kind(si, p, m0, kBM, n * kBN, kBN);
-    if constexpr (kHasRab)
-      rab_tile<kBM, kBN, kThreads, false>(p, si, s_thr, m0, n * kBN, s_bias, nullptr, tid,
-                                          s_bk + st * bkt_tile_bytes<kBM, kBN>());
+    const uint8_t* bk = s_bk + st * bkt_tile_bytes<kBM, kBN>();
+    if (bias_tile)
+      rab_tile<kBM, kBN, kThreads, false>(p, si, s_thr, m0, n * kBN, s_bias, nullptr, tid, bk);
     if (kind == kTilePartial) mask_tile<kBM, kBN, kThreads, false>(p, si, m0, n * kBN, s_mask, tid);
 
     float s[1][kNT][4], dp[1][kNT][4];
@@ -455,11 +522,20 @@ __global__ void __launch_bounds__(DqKernel<T, kHeadDim, kHasRab>::kThreads)
     zero(dp);
     gemm_nt<T, 1, kNT, kHD, kHD, kHD>(s, sQ, wrow, sK, 0, lane);    // S  = Q K^T
     gemm_nt<T, 1, kNT, kHD, kHD, kHD>(dp, sdO, wrow, sV, 0, lane);  // dP = dO V^T
-    if (kHasRab || kind == kTilePartial) __syncthreads();
+    if (bias_tile || kind == kTilePartial) __syncthreads();
     const float* bias = s_bias + wrow * K::kRabPitch;
+    const uint8_t* wbk = bk + wrow * kBkPitch;
     with_tile_kind(kind, [&](auto kd) {
-      bwd_scores<false, kHasRab, decltype(kd)::value, kNT, K::kRabPitch>(
-          s, dp, p, bias, s_mask, wrow, m0 + wrow, n * kBN, lane);
+      constexpr int kKind = decltype(kd)::value;
+      if constexpr (kHasRab) {
+        if (!bias_tile) {
+          bwd_scores<false, true, kKind, kNT, K::kRabPitch, K::kRabPitch, true, kBkPitch>(
+              s, dp, p, bias, s_mask, wrow, m0 + wrow, n * kBN, lane, nullptr, wbk, ttab);
+          return;
+        }
+      }
+      bwd_scores<false, kHasRab, kKind, kNT, K::kRabPitch>(s, dp, p, bias, s_mask, wrow, m0 + wrow,
+                                                           n * kBN, lane);
     });
     uint32_t da[1][kNT / 2][4];
     acc_to_a<T>(dp, da);

@@ -29,9 +29,9 @@ struct FwdKernel {
   static_assert(kBM == 16 * kMT * Cfg::kNWarps, "kMT 16-row slabs per warp");
   static_assert(Cfg::kStages == 2, "the forward pipeline is two-stage");
   // Shared memory: Q [kBM][kHD] | (K [kBN][kHD], V [kBN][kHD]) x 2 stages | partial-tile mask
-  // [kBM][kBN / 32] u32 | rab: thresholds (or the time table), the tile's bias [kBM][kRabPitch]
-  // f32, and (16-byte aligned) two stages of precomputed buckets [kBM][kBN + 16] u8, loaded
-  // with K / V.
+  // [kBM][kBN / 32] u32 | rab: thresholds (or the time table), the tile's bias (used without
+  // precomputed buckets) [kBM][kRabPitch] f32, and (16-byte aligned) two stages of precomputed
+  // buckets [kBM][kBN + 16] u8, loaded with K / V.
   static constexpr int kQElems = kBM * kHD, kKVElems = kBN * kHD;
   static constexpr int kMaskWords = kBM * mask_words<kBN>();
   static constexpr int kRabPitch = rab_pitch<kBN>();
@@ -44,12 +44,15 @@ struct FwdKernel {
 
 // P = SiLU(alpha (S + rab)) on the accumulators of one score tile of kind kKind (tile_visible),
 // masked elements set to 0. Accumulator row mt*16 + ... is tile row wrow + mt*16 + ..., query
-// i0 + mt*16 + ...; bias: the warp's rows of the tile's rab (pitch kPitch), read only with
-// kHasRab; mask: the tile's mask_tile bits, read only for partial tiles.
-template <bool kHasRab, int kKind, bool kFastSigmoid, int kMT, int kNT, int kPitch>
+// i0 + mt*16 + ...; bias (kHasRab): the warp's rows of the tile's rab (pitch kPitch), or with
+// kDirect the warp's rows of the staged buckets (pitch kBkPitch; rab_pair with the time table
+// ttab); mask: the tile's mask_tile bits, read only for partial tiles.
+template <bool kHasRab, bool kDirect, int kKind, bool kFastSigmoid, int kMT, int kNT, int kPitch,
+          int kBkPitch>
 __device__ __forceinline__ void fwd_scores(float (&s)[kMT][kNT][4], const HstuAttnParams& p,
-                                           const float* bias, const uint32_t* mask, int wrow,
-                                           int i0, int j0, int lane) {
+                                           const float* bias, const uint8_t* bk, const float* ttab,
+                                           const uint32_t* mask, int wrow, int i0, int j0,
+                                           int lane) {
   const float half_alpha = 0.5f * p.alpha;
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt)
@@ -58,9 +61,14 @@ __device__ __forceinline__ void fwd_scores(float (&s)[kMT][kNT][4], const HstuAt
       float2 rab[2] = {};
       if constexpr (kHasRab) {
 #pragma unroll
-        for (int hf = 0; hf < 2; ++hf)
-          rab[hf] = *reinterpret_cast<const float2*>(
-              bias + (mt * 16 + (lane >> 2) + hf * 8) * kPitch + nt * 8 + (lane & 3) * 2);
+        for (int hf = 0; hf < 2; ++hf) {
+          const int r = mt * 16 + (lane >> 2) + hf * 8, c = nt * 8 + (lane & 3) * 2;
+          if constexpr (kDirect) {
+            rab[hf] = rab_pair(p, ttab, bk + r * kBkPitch + c, i0 + r, j0 + c);
+          } else {
+            rab[hf] = *reinterpret_cast<const float2*>(bias + r * kPitch + c);
+          }
+        }
       }
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
@@ -96,6 +104,10 @@ __global__ void __launch_bounds__(FwdKernel<T, kHeadDim, kHasRab>::kThreads,
   int64_t* s_thr = reinterpret_cast<int64_t*>(s_mask + K::kMaskWords);
   float* s_bias = reinterpret_cast<float*>(s_thr + kMaxTimeTable + 1);  // rab only
   uint8_t* s_bk = align16(s_bias + kBM * K::kRabPitch);                 // rab: 2 stages
+  const float* ttab = reinterpret_cast<const float*>(s_thr);            // with precomputed buckets
+  constexpr int kBkPitch = kBN + 16;                                    // of the staged buckets
+  // Without precomputed buckets the bias goes through a shared tile (rab_tile).
+  const bool bias_tile = kHasRab && !p.rab_bkt;
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   // NOTE: heavy (late, causal) query blocks first, so the tail of the grid is short blocks.
@@ -148,21 +160,31 @@ __global__ void __launch_bounds__(FwdKernel<T, kHeadDim, kHasRab>::kThreads,
     const T* sK = sKV + 2 * st * K::kKVElems;
     const T* sV = sK + K::kKVElems;
 
-    // The bias and partial-tile mask of this tile (the barrier above retired the last ones).
+    // The bias (without precomputed buckets) and partial-tile mask of this tile (the barrier
+    // above retired the last ones).
     const int kind = tile_kind(si, p, m0, kBM, n * kBN, kBN);
-    if constexpr (kHasRab)
-      rab_tile<kBM, kBN, kThreads, false>(p, si, s_thr, m0, n * kBN, s_bias, nullptr, tid,
-                                          s_bk + st * bkt_tile_bytes<kBM, kBN>());
+    const uint8_t* bk = s_bk + st * bkt_tile_bytes<kBM, kBN>();
+    if (bias_tile)
+      rab_tile<kBM, kBN, kThreads, false>(p, si, s_thr, m0, n * kBN, s_bias, nullptr, tid, bk);
     if (kind == kTilePartial) mask_tile<kBM, kBN, kThreads, false>(p, si, m0, n * kBN, s_mask, tid);
 
     float s[kMT][kNT][4];
     zero(s);
     gemm_nt<T, kMT, kNT, kHD, kHD, kHD>(s, sQ, wrow, sK, 0, lane);
-    if (kHasRab || kind == kTilePartial) __syncthreads();
+    if (bias_tile || kind == kTilePartial) __syncthreads();
     const float* bias = s_bias + wrow * K::kRabPitch;
+    const uint8_t* wbk = bk + wrow * kBkPitch;
     with_tile_kind(kind, [&](auto kd) {
-      fwd_scores<kHasRab, decltype(kd)::value, K::kFastSigmoid, kMT, kNT, K::kRabPitch>(
-          s, p, bias, s_mask, wrow, m0 + wrow, n * kBN, lane);
+      constexpr int kKind = decltype(kd)::value;
+      if constexpr (kHasRab) {
+        if (!bias_tile) {
+          fwd_scores<true, true, kKind, K::kFastSigmoid, kMT, kNT, K::kRabPitch, kBkPitch>(
+              s, p, bias, wbk, ttab, s_mask, wrow, m0 + wrow, n * kBN, lane);
+          return;
+        }
+      }
+      fwd_scores<kHasRab, false, kKind, K::kFastSigmoid, kMT, kNT, K::kRabPitch, kBkPitch>(
+          s, p, bias, wbk, ttab, s_mask, wrow, m0 + wrow, n * kBN, lane);
     });
     uint32_t pa[kMT][kNT / 2][4];
     acc_to_a<T>(s, pa);

@@ -100,13 +100,9 @@ __device__ __forceinline__ void with_tile_kind(int kind, F&& f) {
   }
 }
 
-// Time bucket of dt: with the threshold table (thr[k] = smallest |dt| of bucket >= k, in shared
-// memory), a fast float log guess corrected by one exact integer comparison; otherwise the exact
-// double-precision function of hstu_attention.h.
-__device__ __forceinline__ int time_bucket(const HstuAttnParams& p, const int64_t* thr,
-                                           int64_t dt) {
-  const int nb = p.rab_time_len - 1;
-  if (!p.time_table) return rab_time_bucket(dt, nb);
+// Time bucket of dt from the threshold table of nb buckets (thr[k] = smallest |dt| of bucket
+// >= k, in shared memory): a fast float log guess corrected by one exact integer comparison.
+__device__ __forceinline__ int time_bucket_table(int nb, const int64_t* thr, int64_t dt) {
   const int64_t a = dt < 0 ? -dt : dt;
   if (a <= 1) return 0;
   int b = static_cast<int>(__log2f(static_cast<float>(a)) * (0.69314718055994531f / 0.301f));
@@ -117,6 +113,15 @@ __device__ __forceinline__ int time_bucket(const HstuAttnParams& p, const int64_
     --b;
   }
   return b;
+}
+
+// Time bucket of dt: time_bucket_table with the thresholds, otherwise the exact double-precision
+// function of hstu_attention.h.
+__device__ __forceinline__ int time_bucket(const HstuAttnParams& p, const int64_t* thr,
+                                           int64_t dt) {
+  const int nb = p.rab_time_len - 1;
+  if (!p.time_table) return rab_time_bucket(dt, nb);
+  return time_bucket_table(nb, thr, dt);
 }
 
 // rab[i, j] (positions within the sequence; tq = ts_query of row i, tk = ts_key of column j).
@@ -155,45 +160,34 @@ __device__ __forceinline__ const uint8_t* seq_buckets(const HstuAttnParams& p, c
 // lookups of every element were unrolled into code that missed the instruction cache and held
 // registers; the accumulator loops now add one shared-memory read per element.
 // With precomputed buckets (p.rab_bkt: once per call for every head and both passes, instead of
-// the timestamps, a log and a threshold search per element per head) the tile's buckets were
-// copied into shared memory with the streamed operands of the tile (load_bkt_tile: s_bk, query-
-// major), so the loop waits on no global load: each thread takes 4 consecutive keys of a query
-// (query-major tiles) or 4 consecutive queries of a key (key-major), the time table comes from
-// shared memory and the position table (a few hundred bytes, coalesced) through L1.
+// the timestamps, a log and a threshold search per element per head) only key-major tiles (the
+// dK/dV kernel, whose rab gradient also needs the buckets in its orientation) come here; the
+// query-major kernels add the bias straight from the staged buckets (rab_pair). The tile's
+// buckets were copied into shared memory with the streamed operands of the tile (load_bkt_tile:
+// s_bk, query-major), so the loop waits on no global load: each thread takes 4 consecutive
+// queries of a key, the time table comes from shared memory and the position table (a few
+// hundred bytes, coalesced) through L1.
 template <int kRows, int kCols, int kThreads, bool kKeyMajor>
 __device__ __forceinline__ void rab_tile(const HstuAttnParams& p, const SeqInfo& si,
                                          const int64_t* tab, int r0, int c0, float* bias,
                                          uint16_t* bkt, int tid, const uint8_t* s_bk) {
   constexpr int kPitch = rab_pitch<kCols>();
-  if (p.rab_bkt) {  // the tile's buckets, staged in shared memory by load_bkt_tile
+  if (kKeyMajor && p.rab_bkt) {  // the tile's buckets, staged in shared memory by load_bkt_tile
     static_assert(kCols % 4 == 0, "4 columns per thread");
     constexpr int kG = kCols / 4;
-    // s_bk is query-major: [queries][keys], pitch = keys + 16.
-    constexpr int kBkPitch = (kKeyMajor ? kRows : kCols) + 16;
+    constexpr int kBkPitch = kRows + 16;  // s_bk is query-major: [queries][keys]
     const float* ttab = reinterpret_cast<const float*>(tab);
 #pragma unroll 2
     for (int idx = tid; idx < kRows * kG; idx += kThreads) {
-      const int r = kKeyMajor ? idx % kRows : idx / kG;
-      const int c = 4 * (kKeyMajor ? idx / kRows : idx % kG);
+      const int r = idx % kRows, c = 4 * (idx / kRows);
+      const int j = r0 + r, i = c0 + c;
       float v[4] = {0.f, 0.f, 0.f, 0.f};
       uint32_t bq[4] = {0, 0, 0, 0};
-      if constexpr (!kKeyMajor) {
-        const int i = r0 + r, j = c0 + c;
-        const uint32_t w = *reinterpret_cast<const uint32_t*>(s_bk + r * kBkPitch + c);
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          bq[q] = (w >> (8 * q)) & 0xffu;
-          if (i < si.L && j + q < si.L)
-            v[q] = __ldg(p.rab_pos + rab_pos_index(i, j + q, p.rab_pos_len)) + ttab[bq[q]];
-        }
-      } else {
-        const int j = r0 + r, i = c0 + c;
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          bq[q] = s_bk[(c + q) * kBkPitch + r];
-          if (j < si.L && i + q < si.L)
-            v[q] = __ldg(p.rab_pos + rab_pos_index(i + q, j, p.rab_pos_len)) + ttab[bq[q]];
-        }
+      for (int q = 0; q < 4; ++q) {
+        bq[q] = s_bk[(c + q) * kBkPitch + r];
+        if (j < si.L && i + q < si.L)
+          v[q] = __ldg(p.rab_pos + rab_pos_index(i + q, j, p.rab_pos_len)) + ttab[bq[q]];
       }
       float* dst = bias + r * kPitch + c;  // 8-byte aligned: c and kPitch are even
       *reinterpret_cast<float2*>(dst) = make_float2(v[0], v[1]);
@@ -218,6 +212,17 @@ __device__ __forceinline__ void rab_tile(const HstuAttnParams& p, const SeqInfo&
     bias[r * kPitch + c] = v;
     if (bkt) bkt[r * kPitch + c] = static_cast<uint16_t>(bucket);
   }
+}
+
+// The bias of query i and keys j, j + 1 from a staged bucket tile (load_bkt_tile): bk points at
+// the pair's two bucket bytes (j even), ttab is the time table in shared memory (load_rab_tables).
+// The same sums as rab_tile's; outside the sequence the value is finite and unused (the zero-filled
+// K / V / dO rows there make its products 0), so the query-major kernels need no bias tile.
+__device__ __forceinline__ float2 rab_pair(const HstuAttnParams& p, const float* ttab,
+                                           const uint8_t* bk, int i, int j) {
+  const uint32_t w = *reinterpret_cast<const uint16_t*>(bk);
+  return make_float2(__ldg(p.rab_pos + rab_pos_index(i, j, p.rab_pos_len)) + ttab[w & 0xffu],
+                     __ldg(p.rab_pos + rab_pos_index(i, j + 1, p.rab_pos_len)) + ttab[w >> 8]);
 }
 
 // Bytes of one staged bucket tile of kQ queries x kK keys (load_bkt_tile: pitch kK + 16, so
@@ -252,10 +257,17 @@ __device__ __forceinline__ uint8_t* align16(void* p) {
 }
 
 // Copies the time-bucket thresholds into shared memory (rab kernels, before the first barrier).
+// Each warp reads one threshold per instruction, the same for all its lanes: kernel-parameter
+// reads of 32 different addresses by one instruction are serialised.
 __device__ __forceinline__ void load_time_thresholds(const HstuAttnParams& p, int64_t* s_thr,
                                                      int tid, int nthreads) {
   if (!p.time_table) return;
-  for (int k = tid; k < p.rab_time_len; k += nthreads) s_thr[k] = p.time_thr[k];
+  const int warp = tid >> 5, nwarps = nthreads >> 5;
+#pragma unroll 4
+  for (int k = warp; k < p.rab_time_len; k += nwarps) {
+    const int64_t v = p.time_thr[k];
+    if ((tid & 31) == 0) s_thr[k] = v;
+  }
 }
 
 // The rab kernels' table in shared memory, `tab` (kMaxTimeTable + 1 int64): with precomputed

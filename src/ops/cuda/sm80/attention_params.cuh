@@ -126,7 +126,8 @@ struct AttnTiles<32> {
   // 128 registers with ~100 B of spills beat 3 CTAs per SM (H200, rab bwd: 0.205 vs 0.24 ms).
   using DkdvRab = Dkdv;
   using Dq = TileCfg<64, 64, 4, 2>;  // smem  24 KB
-  using DqRab = Dq;
+  // The bias added from the staged buckets (rab_pair) took 168 registers (3 CTAs per SM).
+  using DqRab = TileCfg<64, 64, 4, 2, 1, 1, 4>;
 };
 template <>
 struct AttnTiles<64> {

@@ -42,32 +42,43 @@ inline bool rab_buckets_possible(const HstuAttnParams& p) {
 constexpr int kBktBlock = 64;  // rows and columns of one block of the precompute
 
 // One CTA = a 64 x 64 block (queries x keys) of one sequence; 256 threads, 16 consecutive keys
-// of one query each, written as one 16-byte store.
+// of one query each, written as one 16-byte store. Blocks nothing attends to store zeros and load
+// nothing; the others stage their 64 query and 64 key timestamps and the thresholds in shared
+// memory (load_time_thresholds: one address per warp instruction).
 __global__ void __launch_bounds__(256)
     rab_buckets_kernel(const __grid_constant__ HstuAttnParams p, uint8_t* out) {
   __shared__ int64_t s_thr[kMaxTimeTable + 1];
+  __shared__ int64_t s_ts[2 * kBktBlock];  // queries i0.., then keys j0..
   const int tid = threadIdx.x;
-  load_time_thresholds(p, s_thr, tid, 256);
-  __syncthreads();
   const int b = blockIdx.z, i0 = blockIdx.y * kBktBlock, j0 = blockIdx.x * kBktBlock;
   const int64_t S = p.rab_bkt_stride;
   const int i = i0 + tid / 4, j = j0 + (tid % 4) * 16;
-  if (i >= S || j >= S) return;  // S is a multiple of 16: a 16-byte chunk is all in or all out
   const SeqInfo si = seq_info(p, b);
   uint32_t w[4] = {0, 0, 0, 0};
-  const bool any = tile_kind(si, p, i0, kBktBlock, j0, kBktBlock) != kTileSkip;
-  if (any && i < si.L && j < si.L) {
-    const int64_t tq = __ldg(p.ts_query + si.start + i);
+  if (tile_kind(si, p, i0, kBktBlock, j0, kBktBlock) != kTileSkip) {  // uniform over the CTA
+    load_time_thresholds(p, s_thr, tid, 256);
+    if (tid < 2 * kBktBlock) {
+      const int pos = (tid < kBktBlock ? i0 : j0 - kBktBlock) + tid;
+      const int64_t* ts = tid < kBktBlock ? p.ts_query : p.ts_key;
+      s_ts[tid] = pos < si.L ? __ldg(ts + si.start + pos) : 0;
+    }
+    __syncthreads();
+    if (i < si.L && j < si.L) {
+      const int nb = p.rab_time_len - 1;
+      const int64_t tq = s_ts[i - i0];
 #pragma unroll
-    for (int q = 0; q < 16; ++q) {
-      if (j + q < si.L) {
-        const uint32_t bk = time_bucket(p, s_thr, tq - __ldg(p.ts_key + si.start + j + q));
-        w[q / 4] |= bk << (8 * (q % 4));
+      for (int q = 0; q < 16; ++q) {
+        if (j + q < si.L) {
+          const uint32_t bk = time_bucket_table(nb, s_thr, tq - s_ts[kBktBlock + j - j0 + q]);
+          w[q / 4] |= bk << (8 * (q % 4));
+        }
       }
     }
   }
-  *reinterpret_cast<uint4*>(out + (int64_t(b) * S + i) * S + j) =
-      make_uint4(w[0], w[1], w[2], w[3]);
+  // S is a multiple of 16: a 16-byte chunk is all in or all out.
+  if (i < S && j < S)
+    *reinterpret_cast<uint4*>(out + (int64_t(b) * S + i) * S + j) =
+        make_uint4(w[0], w[1], w[2], w[3]);
 }
 
 // Fills p.rab_bkt (rab_buckets_bytes(p.batch, p.max_seqlen) bytes, p.rab_bkt_stride set) on
