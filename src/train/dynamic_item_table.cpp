@@ -327,14 +327,13 @@ std::unique_ptr<DynamicItemTable> make_dynamic_item_table(const Config& cfg,
   spec.value_dtype = c.value_dtype == DynamicValueDtype::kBFloat16 ? "bf16" : "f32";
   std::vector<int64_t> catalogue;
   if (ds.raw_ids()) catalogue.assign(ds.catalogue_keys.begin(), ds.catalogue_keys.end());
-  if (!comm) {
-    auto t = std::make_unique<DynamicItemTable>(spec, device, max_unique, std::move(catalogue));
-    t->set_num_ids(ds.num_items);
-    return t;
-  }
-  return std::make_unique<DynamicItemTable>(
-      shard_table_spec(spec, comm->size()), device, max_unique, std::move(catalogue), comm,
-      dist::parse_owner(cfg.trainer.shard_owner, "TrainerArgs.shard_owner"));
+  std::unique_ptr<DynamicItemTable> t =
+      comm ? std::make_unique<DynamicItemTable>(
+                 shard_table_spec(spec, comm->size()), device, max_unique, std::move(catalogue),
+                 comm, dist::parse_owner(cfg.trainer.shard_owner, "TrainerArgs.shard_owner"))
+           : std::make_unique<DynamicItemTable>(spec, device, max_unique, std::move(catalogue));
+  t->set_num_ids(ds.num_items);
+  return t;
 }
 
 }  // namespace hstu
