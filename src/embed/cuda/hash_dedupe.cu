@@ -219,6 +219,19 @@ __device__ __forceinline__ void bucket_starts(const SetArgs& a, const uint64_t* 
   l0 = static_cast<int32_t>((here & 0xffffffffu) - (job0 & 0xffffffffu));
 }
 
+// Key k's rank among the sz keys of its bucket (slots it[0, sz)): r = the bucket's keys below k,
+// pre = their lookups.
+__device__ __forceinline__ void rank_in_bucket(const int32_t* it, int sz, const int64_t* hkey,
+                                               const int32_t* cnt, int64_t k, int& r, int& pre) {
+  for (int m = 0; m < sz; ++m) {
+    const int32_t sm = it[m];
+    if (hkey[sm] < k) {
+      ++r;
+      pre += cnt[sm];
+    }
+  }
+}
+
 // Step 3b. One thread per distinct key of a bucket of <= kSmallBucket keys: its rank among the
 // bucket's keys and the lookups of the smaller ones.
 __global__ void key_rank(SetArgs a, const int64_t* hkey, const int32_t* cnt, const uint64_t* mm,
@@ -237,13 +250,7 @@ __global__ void key_rank(SetArgs a, const int64_t* hkey, const int32_t* cnt, con
   bucket_starts(a, bscan, j, b, u0, l0);
   const int32_t* it = items + (bscan[b] >> 32);
   int r = 0, pre = 0;
-  for (int m = 0; m < sz; ++m) {
-    const int32_t sm = it[m];
-    if (hkey[sm] < k) {
-      ++r;
-      pre += cnt[sm];
-    }
-  }
+  rank_in_bucket(it, sz, hkey, cnt, k, r, pre);
   place_key(a.job[j], static_cast<int32_t>(s), k, c, u0 + r, l0 + pre, uidx, segstart);
 }
 
@@ -265,13 +272,7 @@ __global__ void big_rank(SetArgs a, const int64_t* hkey, const int32_t* cnt, con
       const int32_t s = it[e];
       const int64_t k = hkey[s];
       int r = 0, pre = 0;
-      for (int m = 0; m < sz; ++m) {
-        const int32_t sm = it[m];
-        if (hkey[sm] < k) {
-          ++r;
-          pre += cnt[sm];
-        }
-      }
+      rank_in_bucket(it, sz, hkey, cnt, k, r, pre);
       place_key(a.job[j], s, k, cnt[s], u0 + r, l0 + pre, uidx, segstart);
     }
   }
