@@ -228,22 +228,27 @@ void DynamicTable::dedupe_tables(Ctx& ctx, std::vector<DedupeCall>& calls) {
   }
 }
 
-void DynamicTable::reduce_grad(Ctx& ctx, const Tensor& dout, float scale, const Tensor& grad,
-                               const Tensor& touched) {
-  HSTU_CHECK(last_n_ >= 0, "dynamic table '", spec_.name,
-             "': reduce_grad needs the dedupe of the same lookups first");
+void DynamicTable::check_grad_args(const char* op, const Tensor& dout, const Tensor& grad,
+                                   const Tensor& touched) const {
+  HSTU_CHECK(last_n_ >= 0, "dynamic table '", spec_.name, "': ", op,
+             " needs the dedupe of the same lookups first");
   HSTU_CHECK(dout.ndim == 2 && dout.dtype == DType::kF32 && dout.device == device_ &&
                  dout.dim(0) == last_n_ && dout.dim(1) == spec_.dim,
-             "dynamic table '", spec_.name, "': reduce_grad dout must be f32 [", last_n_, ", ",
+             "dynamic table '", spec_.name, "': ", op, " dout must be f32 [", last_n_, ", ",
              spec_.dim, "] on ", device_name(device_), " (the last dedupe's lookups), got ",
              dout.str());
   HSTU_CHECK(grad.ndim == 2 && grad.dtype == DType::kF32 && grad.device == device_ &&
                  grad.dim(0) >= last_u_ && grad.dim(1) == spec_.dim,
-             "dynamic table '", spec_.name, "': reduce_grad grad must be f32 [>= ", last_u_, ", ",
+             "dynamic table '", spec_.name, "': ", op, " grad must be f32 [>= ", last_u_, ", ",
              spec_.dim, "] on ", device_name(device_), ", got ", grad.str());
-  check_vec(touched, DType::kU8, device_, "reduce_grad touched", spec_.name);
-  HSTU_CHECK(touched.dim(0) >= last_u_, "dynamic table '", spec_.name,
-             "': reduce_grad touched holds fewer than ", last_u_, " entries");
+  check_vec(touched, DType::kU8, device_, (std::string(op) + " touched").c_str(), spec_.name);
+  HSTU_CHECK(touched.dim(0) >= last_u_, "dynamic table '", spec_.name, "': ", op,
+             " touched holds fewer than ", last_u_, " entries");
+}
+
+void DynamicTable::reduce_grad(Ctx& ctx, const Tensor& dout, float scale, const Tensor& grad,
+                               const Tensor& touched) {
+  check_grad_args("reduce_grad", dout, grad, touched);
   if (last_n_ == 0) return;
   embed::reduce_grad(ctx, order_, last_n_, last_u_, dout.as<float>(), dout.row_stride, scale,
                      grad.as<float>(), grad.row_stride, spec_.dim, touched.as<uint8_t>());
@@ -381,23 +386,10 @@ void DynamicTable::backward(Ctx& ctx, const SparseOptimizerSpec& opt, const Tens
   const SparseOptimizerSpec::Kind want = optimizer_spec(1, 0).kind;
   HSTU_CHECK(opt.kind == want, "dynamic table '", spec_.name, "': backward with another ",
              "optimiser than the table's '", spec_.optimizer, "'");
-  HSTU_CHECK(last_n_ >= 0, "dynamic table '", spec_.name,
-             "': backward needs the dedupe of the same lookups first");
+  check_grad_args("backward", dout, grad, touched);
   check_vec(refs, DType::kI64, device_, "backward refs", spec_.name);
   HSTU_CHECK(refs.dim(0) >= last_u_, "dynamic table '", spec_.name,
              "': backward refs hold fewer than ", last_u_, " entries");
-  HSTU_CHECK(dout.ndim == 2 && dout.dtype == DType::kF32 && dout.device == device_ &&
-                 dout.dim(0) == last_n_ && dout.dim(1) == spec_.dim,
-             "dynamic table '", spec_.name, "': backward dout must be f32 [", last_n_, ", ",
-             spec_.dim, "] on ", device_name(device_), " (the last dedupe's lookups), got ",
-             dout.str());
-  HSTU_CHECK(grad.ndim == 2 && grad.dtype == DType::kF32 && grad.device == device_ &&
-                 grad.dim(0) >= last_u_ && grad.dim(1) == spec_.dim,
-             "dynamic table '", spec_.name, "': backward grad must be f32 [>= ", last_u_, ", ",
-             spec_.dim, "] on ", device_name(device_), ", got ", grad.str());
-  check_vec(touched, DType::kU8, device_, "backward touched", spec_.name);
-  HSTU_CHECK(touched.dim(0) >= last_u_, "dynamic table '", spec_.name,
-             "': backward touched holds fewer than ", last_u_, " entries");
   if (last_n_ == 0 || last_u_ == 0) return;
   embed::backward_apply(ctx, order_, last_n_, last_u_, dout.as<float>(), dout.row_stride, scale,
                         rows(), refs.as<int64_t>(), grad.as<float>(), grad.row_stride,

@@ -196,6 +196,10 @@ class DynamicTable {
   uint64_t table_seed() const { return table_seed_; }
 
  private:
+  // The checks reduce_grad and backward share (`op` names the caller in the messages): a dedupe
+  // came first, dout f32 [n, dim] of its lookups, grad f32 [>= u, dim], touched u8 [>= u].
+  void check_grad_args(const char* op, const Tensor& dout, const Tensor& grad,
+                       const Tensor& touched) const;
   RowSpace rows() const;
   void ensure_work(int64_t n);
   int64_t* work_i64(int64_t n);
