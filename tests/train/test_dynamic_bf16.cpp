@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/dynamic_rig.h"
 #include "config/dynamic_table.h"
 #include "config/load.h"
 #include "data/batcher.h"
@@ -76,28 +77,9 @@ TEST(DynamicBf16, PlanRowBytesEqualTheTableAllocation) {
 }
 
 std::vector<double> losses_of(const Config& cfg, int steps) {
-  const SequenceDataset ds = open_dataset(cfg);
-  const DataSplits splits = make_splits(ds, cfg.dataset.split, cfg.dataset.max_history_seqlen);
-  ModelShape shape = retrieval_model_shape(cfg, ds.num_items);
-  shape.window_rows = item_window_rows(cfg, ds.num_items);
-  shape.full_eval_buffers = true;
-  HstuModel model(cfg, shape, Device::kCPU, DType::kF32);
-  model.plan(static_cast<uint64_t>(cfg.trainer.seed));
-  Runtime runtime(Device::kCPU, cfg, shape);
-  auto items = make_dynamic_item_table(cfg, ds, Device::kCPU, shape.window_rows);
-  model.set_item_table(&items->window());
-  Batcher batcher(ds, splits.train, cfg.trainer.train_batch_size, true, 7);
-  TrainStep stepper(cfg, ds.num_items);
-  StepShare share;
-  share.items = items.get();
-  SequenceBatch batch;
-  for (int64_t step = 0; step < steps; ++step) {
-    batcher.next(batch);
-    stepper.run(runtime.ctx(), model, batch, step, 5e-3, share);
-  }
-  std::vector<double> out;
-  for (const StepLoss& l : stepper.drain(true)) out.push_back(l.loss);
-  EXPECT_EQ(items->counters().evictions, 0);
+  test::DynamicRig rig(cfg, static_cast<uint64_t>(cfg.trainer.seed));
+  const std::vector<double> out = rig.train(steps, 5e-3);
+  EXPECT_EQ(rig.items->counters().evictions, 0);
   return out;
 }
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/dynamic_rig.h"
 #include "common/tiny_gin.h"
 #include "config/load.h"
 #include "data/batcher.h"
@@ -278,40 +279,26 @@ TEST(DynamicItemTableNegatives, TrainingStepDrawsFromTheTable) {
   const Config cfg = load_config_text(
       test::raw_id_dynamic_gin(400, 4, 8, "DynamicTableArgs.capacity_ratio = 4.0\n"),
       "<table negatives step>", {}, nullptr);
-  const SequenceDataset ds = open_dataset(cfg);
-  const DataSplits splits = make_splits(ds, cfg.dataset.split, cfg.dataset.max_history_seqlen);
-  ModelShape shape = shape_of(cfg, ds.num_items);
-  shape.window_rows = item_window_rows(cfg, ds.num_items);
-  shape.full_eval_buffers = true;
-  HstuModel model(cfg, shape, Device::kCPU, DType::kF32);
-  model.plan(3);
-  Runtime runtime(Device::kCPU, cfg, shape);
-  auto items = make_dynamic_item_table(cfg, ds, Device::kCPU, shape.window_rows);
-  model.set_item_table(&items->window());
-  Batcher batcher(ds, splits.train, cfg.trainer.train_batch_size, true, 7);
-  TrainStep stepper(cfg, ds.num_items);
-  StepShare share;
-  share.items = items.get();
-  SequenceBatch batch;
+  test::DynamicRig rig(cfg, 3);
   std::vector<int32_t> seen_ids;  // every id of the batches so far
   for (int64_t step = 0; step < 4; ++step) {
-    batcher.next(batch);
+    rig.next();
     // Before the step: its negatives will come from these ids (all earlier batches' and their
     // negatives, i.e. a superset of seen_ids, never an id absent from the table).
-    const std::span<const int32_t> got = items->negative_pool(runtime.ctx());
+    const std::span<const int32_t> got = rig.items->negative_pool(rig.ctx());
     const std::vector<int32_t> pool(got.begin(), got.end());
     for (int32_t id : seen_ids) {
       ASSERT_TRUE(std::binary_search(pool.begin(), pool.end(), id));
     }
     if (step > 0) {
-      EXPECT_LT(pool.size(), static_cast<size_t>(ds.num_items - 1));
+      EXPECT_LT(pool.size(), static_cast<size_t>(rig.ds.num_items - 1));
     }
-    for (int32_t id : batch.item_ids)
+    for (int32_t id : rig.batch.item_ids)
       if (id != 0) seen_ids.push_back(id);
-    stepper.run(runtime.ctx(), model, batch, step, 1e-2, share);
+    rig.run(step, 1e-2);
   }
-  for (const StepLoss& l : stepper.drain(true)) EXPECT_TRUE(std::isfinite(l.loss)) << l.step;
-  EXPECT_EQ(items->counters().evictions, 0);  // (so every earlier id stayed in the pool)
+  for (const double loss : rig.losses()) EXPECT_TRUE(std::isfinite(loss));
+  EXPECT_EQ(rig.items->counters().evictions, 0);  // (so every earlier id stayed in the pool)
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "common/dynamic_rig.h"
 #include "common/test_util.h"
 #include "common/tiny_gin.h"
 #include "config/load.h"
@@ -44,46 +45,21 @@ RetrievalArgs.eval_rank_cap = 250
 
 // A trained raw-id retrieval model whose item table is a dynamic table, with the catalogue
 // materialised as the model's item table (as RetrievalTask::evaluate does).
-struct Fixture {
-  Config cfg;
-  SequenceDataset ds;
-  DataSplits splits;
-  ModelShape shape;
-  std::unique_ptr<HstuModel> model;
-  std::unique_ptr<Runtime> runtime;
-  std::unique_ptr<DynamicItemTable> items;
+struct Fixture : test::DynamicRig {
   EmbeddingTable catalogue;
 
-  Fixture(const std::string& capacity_ratio, bool raw_ids, int steps) {
-    cfg = load_config_text(kGin, "<eval present keys>",
-                           {"DynamicTableArgs.capacity_ratio=" + capacity_ratio,
-                            std::string("DatasetArgs.raw_ids=") + (raw_ids ? "True" : "False")},
-                           nullptr);
-    ds = open_dataset(cfg);
-    splits = make_splits(ds, cfg.dataset.split, cfg.dataset.max_history_seqlen);
-    shape = retrieval_model_shape(cfg, ds.num_items);
-    shape.window_rows = item_window_rows(cfg, ds.num_items);
-    shape.full_eval_buffers = true;
-    model = std::make_unique<HstuModel>(cfg, shape, Device::kCPU, DType::kF32);
-    model->plan(3);
-    runtime = std::make_unique<Runtime>(Device::kCPU, cfg, shape);
-    items = make_dynamic_item_table(cfg, ds, Device::kCPU, shape.window_rows);
-    model->set_item_table(&items->window());
-    Batcher batcher(ds, splits.train, cfg.trainer.train_batch_size, true, 7);
-    TrainStep stepper(cfg, ds.num_items);
-    StepShare share;
-    share.items = items.get();
-    SequenceBatch batch;
-    for (int64_t step = 0; step < steps; ++step) {
-      batcher.next(batch);
-      stepper.run(ctx(), *model, batch, step, 1e-2, share);
-    }
-    for (const StepLoss& l : stepper.drain(true)) EXPECT_TRUE(std::isfinite(l.loss)) << l.step;
+  Fixture(const std::string& capacity_ratio, bool raw_ids, int steps)
+      : DynamicRig(
+            load_config_text(kGin, "<eval present keys>",
+                             {"DynamicTableArgs.capacity_ratio=" + capacity_ratio,
+                              std::string("DatasetArgs.raw_ids=") + (raw_ids ? "True" : "False")},
+                             nullptr),
+            3) {
+    for (const double loss : train(steps, 1e-2)) EXPECT_TRUE(std::isfinite(loss));
     catalogue.allocate("catalogue", ds.num_items, cfg.network.hidden_size, Device::kCPU, "sgd");
     items->materialize(ctx(), catalogue);
     model->set_item_table(&catalogue);
   }
-  Ctx& ctx() { return runtime->ctx(); }
 };
 
 // The brute-force metrics over `split`: each sample's query (the encoder's output at its last
