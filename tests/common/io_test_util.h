@@ -1,7 +1,9 @@
 // io_test_util.h — helpers of the io tests: running a command (a Python check) with its output
-// captured, and whether python3 can import a module (the tests skip, naming it, when not).
+// captured (or required to succeed), and whether python3 can import a module (the tests skip,
+// naming it, when not).
 #pragma once
 
+#include <gtest/gtest.h>
 #include <stdio.h>
 #include <sys/wait.h>
 
@@ -24,6 +26,14 @@ inline CommandResult run_command(const std::string& cmd) {
   const int status = ::pclose(p);
   if (status != -1 && WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
   return r;
+}
+
+// Runs cmd; a non-zero exit fails the test with the command and its output. Returns whether it
+// exited 0 (for ASSERT_TRUE when what follows needs its results).
+inline bool run_command_ok(const std::string& cmd) {
+  const CommandResult r = run_command(cmd);
+  EXPECT_EQ(r.exit_code, 0) << cmd << ":\n" << r.output;
+  return r.exit_code == 0;
 }
 
 // Empty when python3 can import `module`, else why not (for GTEST_SKIP).

@@ -31,14 +31,10 @@ TrainerArgs.ckpt_save_interval = 6
 RetrievalArgs.eval_rank_cap = 250
 DynamicTableArgs.capacity_ratio = 0.5
 )"));
-  const auto ok = [](const std::string& cmd) {
-    const test::CommandResult r = test::run_command(cmd);
-    EXPECT_EQ(r.exit_code, 0) << cmd << ":\n" << r.output;
-    return r.exit_code == 0;
-  };
   const std::string hstu = bin;
-  ASSERT_TRUE(ok(hstu + " train " + dir.file("raw.gin") + " --run-dir " + run + " --quiet"));
-  ASSERT_TRUE(ok(hstu + " eval " + run + " --json " + dir.file("eval.json")));
+  ASSERT_TRUE(test::run_command_ok(hstu + " train " + dir.file("raw.gin") + " --run-dir " + run +
+                                   " --quiet"));
+  ASSERT_TRUE(test::run_command_ok(hstu + " eval " + run + " --json " + dir.file("eval.json")));
   Json last, table;
   std::istringstream lines(test::read_file(run + "/metrics.jsonl"));
   for (std::string line; std::getline(lines, line);) {

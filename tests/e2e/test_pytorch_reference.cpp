@@ -72,16 +72,13 @@ TEST(PyTorchReference, EvaluatesAnHstuCheckpointAlike) {
   test::TempDir dir;
   const std::string run = dir.file("run");
   test::write_file(dir.file("small.gin"), config(data));
-  const auto ok = [](const std::string& cmd) {
-    const test::CommandResult r = test::run_command(cmd);
-    EXPECT_EQ(r.exit_code, 0) << cmd << ":\n" << r.output;
-    return r.exit_code == 0;
-  };
   const std::string hstu = bin;
-  ASSERT_TRUE(ok(hstu + " train " + dir.file("small.gin") + " --run-dir " + run + " --quiet"));
-  ASSERT_TRUE(ok(hstu + " eval " + run + " --json " + dir.file("hstu.json")));
-  ASSERT_TRUE(ok("python3 " HSTU_SOURCE_DIR "/tools/reference/load_hstu_checkpoint.py " + run +
-                 " --data-dir " + data + " --json " + dir.file("reference.json")));
+  ASSERT_TRUE(test::run_command_ok(hstu + " train " + dir.file("small.gin") + " --run-dir " + run +
+                                   " --quiet"));
+  ASSERT_TRUE(test::run_command_ok(hstu + " eval " + run + " --json " + dir.file("hstu.json")));
+  ASSERT_TRUE(
+      test::run_command_ok("python3 " HSTU_SOURCE_DIR "/tools/reference/load_hstu_checkpoint.py " +
+                           run + " --data-dir " + data + " --json " + dir.file("reference.json")));
   const Json ours = json::at(json::parse_file(dir.file("hstu.json")), "test");
   const Json theirs = json::parse_file(dir.file("reference.json"));
 
