@@ -25,13 +25,12 @@
 #include <cstring>
 #include <cub/block/block_scan.cuh>
 #include <cub/device/device_scan.cuh>
-#include <mutex>
 #include <string>
-#include <unordered_map>
 
 #include "core/cuda_check.h"
 #include "core/error.h"
 #include "embed/cuda/hash_dedupe.h"
+#include "embed/cuda/workspace.cuh"
 #include "embed/table_math.h"
 
 namespace hstu::embed::cuda {
@@ -404,32 +403,6 @@ bool sort_forced() {
 
 std::atomic<int64_t> g_fallbacks{0};
 
-// Per-stream device scratch and page-locked result words (grows, reused; a call allocates
-// nothing once it has seen its size).
-struct Scratch {
-  void* dev = nullptr;
-  size_t cap = 0;
-  long long* host = nullptr;
-};
-
-Scratch& scratch_for(cudaStream_t st, size_t bytes) {
-  static std::mutex mu;
-  static std::unordered_map<cudaStream_t, Scratch> all;
-  std::lock_guard<std::mutex> lock(mu);
-  Scratch& s = all[st];
-  if (!s.host)
-    HSTU_CUDA_CHECK(cudaHostAlloc(&s.host, 8 * (2 * kMaxDedupeJobs + 1), cudaHostAllocDefault));
-  if (bytes > s.cap) {
-    if (s.dev) {
-      HSTU_CUDA_CHECK(cudaStreamSynchronize(st));
-      HSTU_CUDA_CHECK(cudaFree(s.dev));
-    }
-    s.cap = std::max(bytes, s.cap * 2);
-    HSTU_CUDA_CHECK(cudaMalloc(&s.dev, s.cap));
-  }
-  return s;
-}
-
 }  // namespace
 
 int64_t hash_dedupe_fallbacks() {
@@ -478,8 +451,8 @@ bool hash_dedupe_many(Ctx& ctx, const DedupeJob* jobs, int num_jobs, int64_t* u,
                b_res = al(8 * (2 * kMaxDedupeJobs + 1)), b_tmp = al(scan_bytes);
   const size_t total = zero_bytes + b_mm + b_hkey + b_slot + b_uidx + b_seg + b_bscan + b_items +
                        b_big + b_hot + b_res + b_tmp;
-  Scratch& sc = scratch_for(st, total);
-  char* p = static_cast<char*>(sc.dev);
+  Workspace& ws = workspace(ctx, total);
+  char* p = ws.take<char>(total);
   auto take = [&p](size_t bytes) {
     char* q = p;
     p += bytes;
@@ -527,15 +500,15 @@ bool hash_dedupe_many(Ctx& ctx, const DedupeJob* jobs, int num_jobs, int64_t* u,
   set_results<<<1, kMaxDedupeJobs, 0, st>>>(a, bcntc, bscan, ctrs, res);
   HSTU_CUDA_CHECK_LAUNCH();
   const size_t res_bytes = 8 * static_cast<size_t>(2 * num_jobs + 1);
-  HSTU_CUDA_CHECK(cudaMemcpyAsync(sc.host, res, res_bytes, cudaMemcpyDeviceToHost, st));
+  HSTU_CUDA_CHECK(cudaMemcpyAsync(ws.host(), res, res_bytes, cudaMemcpyDeviceToHost, st));
   HSTU_CUDA_CHECK(cudaStreamSynchronize(st));
-  if (sc.host[2 * num_jobs] != 0) {
+  if (ws.host()[2 * num_jobs] != 0) {
     g_fallbacks.fetch_add(1);
     return false;
   }
   for (int j = 0; j < num_jobs; ++j) {
-    u[j] = sc.host[2 * j];
-    first_key[j] = sc.host[2 * j + 1];
+    u[j] = ws.host()[2 * j];
+    first_key[j] = ws.host()[2 * j + 1];
   }
   return true;
 }

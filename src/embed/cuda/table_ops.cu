@@ -22,12 +22,11 @@
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 #include <cub/device/device_select.cuh>
-#include <mutex>
-#include <unordered_map>
 
 #include "core/cuda_check.h"
 #include "embed/cuda/hash_dedupe.h"
 #include "embed/cuda/table_ops.h"
+#include "embed/cuda/workspace.cuh"
 #include "embed/table_math.h"
 #include "ops/cuda/sparse_adam.cuh"
 #include "ops/optimizer.h"
@@ -45,51 +44,6 @@ unsigned blocks_for(int64_t n, int threads) {
 
 void sync(const Ctx& ctx) {
   HSTU_CUDA_CHECK(cudaStreamSynchronize(stream_of(ctx)));
-}
-
-// Per-stream temporary device memory (bump-allocated, reset by each primitive; kernels of one
-// stream run in order, so reuse is safe) and page-locked host words for count read-backs.
-class Workspace {
- public:
-  explicit Workspace(cudaStream_t s) : stream_(s) {
-    HSTU_CUDA_CHECK(cudaHostAlloc(&host_, 8 * sizeof(unsigned long long), cudaHostAllocDefault));
-  }
-  // Makes room for `bytes` in all (waits for the stream before freeing a smaller buffer).
-  void reset(size_t bytes) {
-    used_ = 0;
-    if (bytes <= cap_) return;
-    if (dev_) {
-      HSTU_CUDA_CHECK(cudaStreamSynchronize(stream_));
-      HSTU_CUDA_CHECK(cudaFree(dev_));
-    }
-    cap_ = std::max(bytes, 2 * cap_);
-    HSTU_CUDA_CHECK(cudaMalloc(&dev_, cap_));
-  }
-  template <typename T>
-  T* take(size_t n) {
-    const size_t at = (used_ + 255) / 256 * 256, bytes = std::max<size_t>(n, 1) * sizeof(T);
-    HSTU_CHECK(at + bytes <= cap_, "dynamic table CUDA workspace overflow (", at + bytes, " > ",
-               cap_, " bytes)");
-    used_ = at + bytes;
-    return reinterpret_cast<T*>(static_cast<char*>(dev_) + at);
-  }
-  unsigned long long* host() { return host_; }
-
- private:
-  cudaStream_t stream_;
-  void* dev_ = nullptr;
-  size_t cap_ = 0, used_ = 0;
-  unsigned long long* host_ = nullptr;
-};
-
-Workspace& workspace(const Ctx& ctx, size_t bytes) {
-  static std::mutex mu;
-  static std::unordered_map<cudaStream_t, std::unique_ptr<Workspace>> all;
-  std::lock_guard<std::mutex> lock(mu);
-  auto& w = all[stream_of(ctx)];
-  if (!w) w = std::make_unique<Workspace>(stream_of(ctx));
-  w->reset(bytes + 16 * 256);
-  return *w;
 }
 
 // Reads k device counters into host (synchronises the stream).
