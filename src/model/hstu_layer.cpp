@@ -118,9 +118,10 @@ static void silu_bwd(Ctx& ctx, const UvqkLayout& l, const Tensor& z, const Tenso
 }
 
 // Attention arguments over the v, q, k blocks of a buffer in UvqkLayout.
+// rab_buckets: the step's precomputed time buckets (HstuLayerScratch::rab_step), or empty.
 static HstuAttentionArgs attention_args(const HstuLayerConfig& c, const DenseParams& p,
                                         const HstuLayerParams& ids, const BatchTensors& b,
-                                        const Tensor& uvqk) {
+                                        const Tensor& uvqk, const Tensor& rab_buckets) {
   const UvqkLayout l = c.uvqk_layout();
   HstuAttentionArgs a;
   a.v = uvqk.cols(l.v0(), l.q0());
@@ -143,8 +144,17 @@ static HstuAttentionArgs attention_args(const HstuLayerConfig& c, const DensePar
     a.rab_time = p.param(ids.rab_time);
     a.ts_query = b.ts_query.rows(0, b.num_tokens);
     a.ts_key = b.ts_key.rows(0, b.num_tokens);
+    a.rab_buckets = rab_buckets;
   }
   return a;
+}
+
+bool HstuLayer::rab_buckets(Ctx& ctx, const DenseParams& p, const BatchTensors& b,
+                            const HstuLayerActs& acts, const HstuLayerScratch& scr,
+                            const Tensor& out) const {
+  if (!cfg_.rab || b.num_tokens == 0) return false;
+  const Tensor uvqk = first_rows(cfg_.recompute_silu ? scr.uvqk : acts.uvqk, b.num_tokens);
+  return hstu_rab_buckets(ctx, attention_args(cfg_, p, ids_, b, uvqk, Tensor()), out);
 }
 
 void HstuLayer::forward(Ctx& ctx, const DenseParams& p, const BatchTensors& b, const Tensor& x_in,
@@ -163,7 +173,7 @@ void HstuLayer::forward(Ctx& ctx, const DenseParams& p, const BatchTensors& b, c
   phase(ctx, "fwd.silu");
   silu_fwd(ctx, cfg_.fused, cfg_.uvqk_layout(), z, uvqk);
   phase(ctx, "fwd.attn");
-  hstu_attention_fwd(ctx, attention_args(cfg_, p, ids_, b, uvqk), o);
+  hstu_attention_fwd(ctx, attention_args(cfg_, p, ids_, b, uvqk, scr.rab_step), o);
   const DropoutSpec drop{training ? cfg_.dropout : 0.0f, dropout_seed, b.dropout_offset(hd)};
   phase(ctx, "fwd.ln_mul_dropout");
   ln_mul_dropout_fwd(ctx, o, uvqk.cols(0, hd), param(p, ids_.ln_out_w), param(p, ids_.ln_out_b),
@@ -213,7 +223,7 @@ void HstuLayer::backward(Ctx& ctx, const DenseParams& p, const BatchTensors& b, 
                      d_uvqk.cols(0, hd), grad(p, ids_.ln_out_w), grad(p, ids_.ln_out_b));
   // Attention: gradients of v, q, k land in their column blocks of d_uvqk.
   phase(ctx, "bwd.attn");
-  hstu_attention_bwd(ctx, attention_args(cfg_, p, ids_, b, uvqk), d_o,
+  hstu_attention_bwd(ctx, attention_args(cfg_, p, ids_, b, uvqk, scr.rab_step), d_o,
                      d_uvqk.cols(lay.q0(), lay.k0()), d_uvqk.cols(lay.k0(), lay.width()),
                      d_uvqk.cols(lay.v0(), lay.q0()), grad(p, ids_.rab_pos),
                      grad(p, ids_.rab_time));

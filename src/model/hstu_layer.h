@@ -77,6 +77,9 @@ struct HstuLayerScratch {
   Tensor d_uvqk;    // [T, W]   gradient of SiLU(z), in UvqkLayout
   Tensor d_z;       // [T, 4Hd] gradient of z (empty with a dense layout: d_uvqk serves)
   Tensor d_xn;      // [T, D]
+  // This step's rab time buckets (u8; HstuLayer::rab_buckets), shared by every layer's forward
+  // and backward attention; empty: each attention call computes its own (ops/hstu_attention.h).
+  Tensor rab_step;
 };
 
 class HstuLayer {
@@ -97,6 +100,15 @@ class HstuLayer {
   void backward(Ctx& ctx, const DenseParams& p, const BatchTensors& batch, const Tensor& x_in,
                 const HstuLayerActs& acts, HstuLayerScratch& scratch, const Tensor& dx,
                 bool training, uint64_t dropout_seed) const;
+
+  // Fills `out` (u8, hstu_rab_buckets_bytes(B, max_seqlen) bytes) with the rab time buckets of
+  // `batch` for the attention of every layer of this configuration, forward and backward, and
+  // returns true; false (out untouched) where the attention takes no precomputed buckets (no rab,
+  // the CPU, a time table too large for u8). acts / scratch: this layer's buffers (the
+  // attention's operand views, whose shapes are checked and contents not read).
+  bool rab_buckets(Ctx& ctx, const DenseParams& p, const BatchTensors& batch,
+                   const HstuLayerActs& acts, const HstuLayerScratch& scratch,
+                   const Tensor& out) const;
 
   const HstuLayerConfig& config() const { return cfg_; }
   const HstuLayerParams& param_ids() const { return ids_; }

@@ -120,6 +120,10 @@ struct HstuAttentionArgs {
   Tensor rab_time;  // f32 [NB+1]
   Tensor ts_query;  // i64 [T]: timestamp of the item each position predicts
   Tensor ts_key;    // i64 [T]: timestamp of each position's own item
+  // CUDA, optional: this batch's rab time buckets, filled by hstu_rab_buckets once for every
+  // layer and pass of a step (u8, at least hstu_rab_buckets_bytes(B, max_seqlen)); empty: each
+  // CUDA call computes its own into scratch. The CPU computes every pair's bucket and ignores it.
+  Tensor rab_buckets;
 
   bool has_rab() const { return !rab_pos.empty(); }
   int32_t head_dim_qk() const {
@@ -155,5 +159,17 @@ void hstu_attention_fwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& o
 void hstu_attention_bwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& d_o,
                         const Tensor& dq, const Tensor& dk, const Tensor& dv,
                         const Tensor& d_rab_pos, const Tensor& d_rab_time);
+
+// The rab time buckets depend only on the batch (timestamps, lengths, mask) and the time table's
+// length, not on the layer: a step computes them once (hstu_rab_buckets) and passes them to
+// every layer's forward and backward as args.rab_buckets.
+// Bytes of the buckets of `batch` sequences of at most max_seqlen tokens: B * S * S, S =
+// max_seqlen rounded up to 16.
+int64_t hstu_rab_buckets_bytes(int64_t batch, int64_t max_seqlen);
+// Fills `out` (u8, at least hstu_rab_buckets_bytes(B, args.max_seqlen)) with the time buckets of
+// args' batch and returns true where the attention takes precomputed buckets (CUDA, rab with a
+// time table of at most 256 entries); else returns false and leaves `out` alone. q, k, v as
+// for the attention call (their shapes are checked, not read).
+bool hstu_rab_buckets(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& out);
 
 }  // namespace hstu

@@ -58,9 +58,10 @@ Runtime::Runtime(Device device, const Config& cfg, const ModelShape& shape) {
     needs.max_pool_targets = shape.max_pool_targets;
     needs.deterministic = ctx_.deterministic;
     // Attention backward: an fp32 dQ accumulator (head dims padded up to 256 at most) and the
-    // fixed-point rab-gradient accumulators; with rab, each call's u8 time buckets
-    // [B, round_up(L, 16)^2] (L = a sample's most tokens; without room the kernels compute
-    // them per element, several times slower).
+    // fixed-point rab-gradient accumulators; with rab, the u8 time buckets
+    // [B, round_up(L, 16)^2] (L = a sample's most tokens), held by the retrieval model for a
+    // whole pass (model.cpp StepRabBuckets) or taken by each call (without room the kernels
+    // compute them per element, several times slower).
     const int64_t dpad = std::min<int64_t>(256, std::max<int64_t>(32, n.kv_channels * 2));
     size_t attn = static_cast<size_t>(4 * shape.max_tokens * n.num_attention_heads * dpad) +
                   8 * static_cast<size_t>(2 * n.num_position_buckets + n.rab_num_time_buckets + 2);

@@ -35,6 +35,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/gpu_harness.h"
@@ -443,9 +444,18 @@ struct GpuRun {
   }
   HstuAttentionArgs args() const { return pb.args(q, k, v, cu, ctx, tgt, pos, time, tsq, tsk); }
 
-  Outputs run(bool deterministic) {
+  // step_buckets: the rab time buckets precomputed once (hstu_rab_buckets, as a model step does)
+  // and passed to both calls as args.rab_buckets; else each call computes its own.
+  Outputs run(bool deterministic, bool step_buckets = false) {
     Ctx cctx = gpu::cuda_ctx(deterministic);
-    const HstuAttentionArgs a = args();
+    HstuAttentionArgs a = args();
+    Tensor buckets;
+    if (step_buckets) {
+      buckets = gpu::device_alloc(DType::kU8,
+                                  {hstu_rab_buckets_bytes(a.cu_seqlens.numel() - 1, a.max_seqlen)});
+      EXPECT_TRUE(hstu_rab_buckets(cctx, a, buckets)) << "the case takes no precomputed buckets";
+      a.rab_buckets = buckets;
+    }
     gpu::poison(o);
     hstu_attention_fwd(cctx, a, o);
     gpu::poison(dq);
@@ -830,13 +840,21 @@ TEST_P(GpuAttentionRab, BucketsMatchInKernelBucketsAndReference) {
     EXPECT_TRUE(bit_equal(out[0].drab_time, out[1].drab_time)) << "d_rab_time differs";
     if (det) {
       EXPECT_TRUE(bit_equal(out[0].dq, out[1].dq)) << "dq: buckets vs in-kernel buckets";
+      // A step's buckets, computed once for every layer and pass: the same bits.
+      const Outputs st = run.run(true, /*step_buckets=*/true);
+      EXPECT_TRUE(bit_equal(out[0].o, st.o)) << "o: step buckets vs per-call buckets";
+      EXPECT_TRUE(bit_equal(out[0].dq, st.dq)) << "dq: step buckets vs per-call buckets";
+      EXPECT_TRUE(bit_equal(out[0].dk, st.dk)) << "dk: step buckets vs per-call buckets";
+      EXPECT_TRUE(bit_equal(out[0].dv, st.dv)) << "dv: step buckets vs per-call buckets";
+      EXPECT_TRUE(bit_equal(out[0].drab_pos, st.drab_pos)) << "d_rab_pos: step buckets";
+      EXPECT_TRUE(bit_equal(out[0].drab_time, st.drab_time)) << "d_rab_time: step buckets";
     }
   }
   unsetenv("HSTU_ATTN_SM80");
   const int d = std::max(pb.cs.dqk, pb.cs.dv);
   if (!cuda::attn::sm90_attention_available() || d <= 32) return;
   setenv("HSTU_ATTN_SM90", "1", 1);
-  const Outputs s1 = run.run(true), s2 = run.run(true);
+  const Outputs s1 = run.run(true), s2 = run.run(true), s3 = run.run(true, true);
   unsetenv("HSTU_ATTN_SM90");
   SCOPED_TRACE("sm90");
   check("o", "sm90", s1.o, ref.o, naive.o, 2.0);
@@ -851,6 +869,12 @@ TEST_P(GpuAttentionRab, BucketsMatchInKernelBucketsAndReference) {
   EXPECT_TRUE(bit_equal(s1.dv, s2.dv)) << "sm90 dv differs between runs";
   EXPECT_TRUE(bit_equal(s1.drab_pos, s2.drab_pos)) << "sm90 d_rab_pos differs between runs";
   EXPECT_TRUE(bit_equal(s1.drab_time, s2.drab_time)) << "sm90 d_rab_time differs between runs";
+  for (const auto& [name, x, y] :
+       {std::tuple{"o", &s1.o, &s3.o}, std::tuple{"dq", &s1.dq, &s3.dq},
+        std::tuple{"dk", &s1.dk, &s3.dk}, std::tuple{"dv", &s1.dv, &s3.dv},
+        std::tuple{"d_rab_pos", &s1.drab_pos, &s3.drab_pos},
+        std::tuple{"d_rab_time", &s1.drab_time, &s3.drab_time}})
+    EXPECT_TRUE(bit_equal(*x, *y)) << "sm90 " << name << ": step buckets vs per-call buckets";
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, GpuAttentionRab, ::testing::ValuesIn(rab_cases()),

@@ -26,7 +26,8 @@
 // head and, in the backward, for both kernels; the attention kernels then add the bias from
 // tables in shared memory. Calls whose time table has more than 256 entries, or whose scratch
 // has no room, compute the buckets inside the kernels per element (sm80 only), as does every
-// call under HSTU_ATTN_RAB_BUCKETS=0 (tests and A/B benchmarks).
+// call under HSTU_ATTN_RAB_BUCKETS=0 (tests and A/B benchmarks). A model step computes them once
+// for all its layers and passes (hstu_rab_buckets -> args.rab_buckets); those calls skip theirs.
 //
 // Scratch (ctx.scratch): the rab buckets (B * S * S bytes) when they fit,
 // 8 * (|rab_pos| + |rab_time|) bytes with rab gradients, plus
@@ -317,7 +318,34 @@ void compute_rab_buckets(Scratch& scratch, HstuAttnParams& p, cudaStream_t strea
   attn::launch_rab_buckets(p, stream);
 }
 
+// Points p at the step's buckets (args.rab_buckets, from hstu_rab_buckets) when given and the
+// call takes precomputed buckets; returns whether it did.
+bool take_step_rab_buckets(const HstuAttentionArgs& args, HstuAttnParams& p) {
+  const Tensor& b = args.rab_buckets;
+  if (b.empty() || !attn::rab_buckets_possible(p)) return false;
+  HSTU_CHECK(b.device == Device::kCUDA && b.dtype == DType::kU8 &&
+                 b.numel() >= attn::rab_buckets_bytes(p.batch, p.max_seqlen),
+             "hstu_attention: rab_buckets must be u8 on the GPU with at least ",
+             attn::rab_buckets_bytes(p.batch, p.max_seqlen), " bytes, got ", b.str());
+  p.rab_bkt = static_cast<const uint8_t*>(b.data);
+  p.rab_bkt_stride = attn::rab_bucket_stride(p.max_seqlen);
+  return true;
+}
+
 }  // namespace
+
+bool hstu_rab_buckets(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& out) {
+  HstuAttnParams p = make_params(args);
+  if (!attn::rab_buckets_possible(p)) return false;
+  HSTU_CHECK(out.device == Device::kCUDA && out.dtype == DType::kU8 &&
+                 out.numel() >= attn::rab_buckets_bytes(p.batch, p.max_seqlen),
+             "hstu_rab_buckets: out must be u8 on the GPU with at least ",
+             attn::rab_buckets_bytes(p.batch, p.max_seqlen), " bytes, got ", out.str());
+  p.rab_bkt = static_cast<const uint8_t*>(out.data);
+  p.rab_bkt_stride = attn::rab_bucket_stride(p.max_seqlen);
+  attn::launch_rab_buckets(p, stream_of(ctx));
+  return true;
+}
 
 void hstu_attention_fwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& o) {
   HstuAttnParams p = make_params(args);
@@ -326,7 +354,7 @@ void hstu_attention_fwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& o
   if (p.batch == 0 || p.total_tokens == 0 || p.max_seqlen == 0) return;
   const int hdp = head_dim_bucket(std::max(p.d_qk, p.d_v));
   std::optional<Scratch> scratch;
-  if (use_rab_buckets(ctx, p)) {
+  if (!take_step_rab_buckets(args, p) && use_rab_buckets(ctx, p)) {
     scratch.emplace(ctx, "hstu_attention_fwd");
     compute_rab_buckets(*scratch, p, stream_of(ctx));
   }
@@ -363,7 +391,8 @@ void hstu_attention_bwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& d
   const cudaStream_t stream = stream_of(ctx);
   const bool rab_grad = args.has_rab() && !d_rab_pos.empty();
   std::optional<Scratch> scratch_holder;
-  if (use_rab_buckets(ctx, p)) {  // before the sm90 choice and the side stream's fork
+  // Before the sm90 choice and the side stream's fork.
+  if (!take_step_rab_buckets(args, p) && use_rab_buckets(ctx, p)) {
     scratch_holder.emplace(ctx, "hstu_attention_bwd");
     compute_rab_buckets(*scratch_holder, p, stream);
   }
