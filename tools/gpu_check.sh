@@ -115,6 +115,10 @@ elif [[ -x "$BUILD/test_gpu" ]]; then
   [[ $rc -eq 0 ]] || status=1
   sed -nE 's/^\[  FAILED  \] ([A-Za-z][^ ,]*).*/    \1/p' "$LOG/test_gpu.log" | sort -u \
     > "$LOG/failed_cases.txt"
+  # The assertions' messages too (the shards' logs may not all come back from the device).
+  if [[ -s "$LOG/failed_cases.txt" ]]; then
+    grep -A6 -E ': Failure$' "$LOG/test_gpu.log" | head -120 >> "$LOG/failed_cases.txt"
+  fi
 else
   row "test_gpu" "NOT BUILT (build.log)"
   status=1
