@@ -120,10 +120,13 @@ void plan_dynamic_items(const Config& cfg, int64_t num_items, Device device, Pla
   const int64_t window = checked_mul(t.max_unique, c.dim * 8, "dynamic window bytes");
   const int64_t catalogue = checked_mul(num_items, c.dim * 8, "dynamic catalogue bytes");
   d.fixed_bytes = checked_add(window, catalogue, "dynamic bytes");
-  if (device == Device::kCUDA)
+  if (device == Device::kCUDA) {
     d.fixed_bytes = checked_add(d.fixed_bytes,
                                 dynamic_window_bytes(t.max_unique, num_items, cfg.dataset.raw_ids),
                                 "dynamic bytes");
+    if (cfg.dataset.raw_ids)
+      d.unsharded_bytes = dynamic_pool_bytes(num_items - 1);  // id 0: padding
+  }
   t.dynamic_bytes = dynamic_table_bytes(d, 1);
   const int64_t slots = dynamic_table_slots(d, 1);
   t.dynamic_formula = "dynamic: " + std::to_string(slots) + " slots x " +
@@ -299,13 +302,17 @@ int64_t dynamic_window_bytes(int64_t window_rows, int64_t num_ids, bool raw_ids)
   // The dedupe (ops/cuda/window_gpu.cu): the window's unique ids (i32) and a key + index (i32
   // each) per catalogue id when the flag scan runs (catalogue <= window), else per window row;
   // the rows' keys, counts and table refs (i64, i32, i64). With raw ids, the catalogue's keys
-  // (i64) and the present-key pool's refs, flags, index and ids (i64 + 3 x i32) per id.
+  // (i64) per id.
   const int64_t scanned = num_ids <= window_rows ? num_ids : window_rows;
   int64_t b = checked_add(checked_mul(window_rows, 4 + 8 + 4 + 8, "device window bytes"),
                           checked_mul(scanned, 8, "device window bytes"), "device window bytes");
   if (raw_ids)
-    b = checked_add(b, checked_mul(num_ids, 8 + 20, "device window bytes"), "device window bytes");
+    b = checked_add(b, checked_mul(num_ids, 8, "device window bytes"), "device window bytes");
   return b;
+}
+
+int64_t dynamic_pool_bytes(int64_t num_ids) {
+  return checked_mul(num_ids, 8 + 3 * 4, "present-key pool bytes");
 }
 
 int64_t dynamic_table_slots(const DynamicTablePlan& d, int world) {
@@ -322,7 +329,9 @@ int64_t dynamic_table_bytes(const DynamicTablePlan& d, int world) {
   const int64_t table = checked_add(
       checked_mul(slots, d.row_bytes, "dynamic table bytes"),
       checked_mul(slots / d.bucket, d.bucket_bytes, "dynamic table bytes"), "dynamic table bytes");
-  return checked_add(table, d.fixed_bytes, "dynamic bytes");
+  const int64_t fixed =
+      checked_add(d.fixed_bytes, world == 1 ? d.unsharded_bytes : 0, "dynamic bytes");
+  return checked_add(table, fixed, "dynamic bytes");
 }
 
 }  // namespace hstu

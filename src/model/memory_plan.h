@@ -34,19 +34,24 @@ namespace hstu {
 struct DynamicTablePlan {
   int64_t max_rows = 0, cache_rows = 0, bucket = 1, row_bytes = 0, bucket_bytes = 0,
           fixed_bytes = 0;
+  // Bytes only an unsharded table allocates: with raw ids on CUDA, the present-key pool its
+  // table negatives draw from (one rank only, train/dynamic_item_table.cpp).
+  int64_t unsharded_bytes = 0;
 };
 // Its bytes on one of `world` ranks sharding it by key (config/dynamic_table.h
 // dynamic_rows_per_rank; the host tier stays on while the rank's cache is below its rows);
-// world = 1: the whole table.
+// world = 1: the whole table, unsharded.
 int64_t dynamic_table_bytes(const DynamicTablePlan& d, int world);
 // The slots one rank's share of the table allocates (a power of two of buckets).
 int64_t dynamic_table_slots(const DynamicTablePlan& d, int world);
 
 // The device bytes of a dynamic item table's per-step window on CUDA (the dedupe's and the
-// table lookup's arrays, with raw ids the catalogue's keys and the present-key pool), for a
-// window of `window_rows` rows over `num_ids` ids; CUB's temporary storage is sized on the
-// device and not counted.
+// table lookup's arrays, with raw ids the catalogue's keys), for a window of `window_rows` rows
+// over `num_ids` ids; CUB's temporary storage is sized on the device and not counted.
 int64_t dynamic_window_bytes(int64_t window_rows, int64_t num_ids, bool raw_ids);
+// With raw ids on CUDA, an unsharded table's present-key pool over `num_ids` ids (refs, flags,
+// index and ids: i64 + 3 x i32 per id; CUB's temporary storage not counted).
+int64_t dynamic_pool_bytes(int64_t num_ids);
 
 struct PlannedTable {
   std::string name;  // "item" | "action" | "contextual"

@@ -200,10 +200,12 @@ TEST(RetrievalPlanDynamic, SlotsWindowAndCatalogue) {
   // 1000 keys -> 32 buckets of 32 = 1024 slots; a row: 16 floats + 32 of Adam state, + 24 B of
   // key, score and last-use step; 4 B per bucket;
   // on CUDA the device window: 24 B per window row, the sort's key + index per window row (the
-  // catalogue is larger than the window), and with raw ids 28 B per catalogue id more.
+  // catalogue is larger than the window), and with raw ids 8 B per catalogue id more (its key)
+  // and, unsharded, the present-key pool: 20 B per id.
   const int64_t dev = window * 24 + window * 8;
   EXPECT_EQ(dynamic_window_bytes(window, items, false), dev);
-  EXPECT_EQ(dynamic_window_bytes(window, items, true), dev + items * 28);
+  EXPECT_EQ(dynamic_window_bytes(window, items, true), dev + items * 8);
+  EXPECT_EQ(dynamic_pool_bytes(items - 1), (items - 1) * 20);
   EXPECT_EQ(dynamic_window_bytes(2000, items, false), 2000 * 24 + items * 8);  // flag scan
   EXPECT_EQ(t.dynamic_bytes,
             1024 * (48 * 4 + 24) + 32 * 4 + window * 16 * 8 + items * 16 * 8 + dev);
@@ -217,6 +219,14 @@ TEST(RetrievalPlanDynamic, SlotsWindowAndCatalogue) {
   EXPECT_EQ(dynamic_table_bytes(t.dynamic, 2), 512 * (48 * 4 + 24) + 16 * 4 + fixed);
   EXPECT_EQ(dynamic_table_bytes(t.dynamic, 3), 512 * (48 * 4 + 24) + 16 * 4 + fixed);
   EXPECT_EQ(dynamic_table_bytes(t.dynamic, 4), 256 * (48 * 4 + 24) + 8 * 4 + fixed);
+  {  // raw ids: the catalogue's keys on every rank, the present-key pool on one rank only
+    Config raw = cfg;
+    raw.dataset.raw_ids = true;
+    const PlannedTable r = retrieval_memory(raw, items, Device::kCUDA, DType::kBF16).tables[0];
+    EXPECT_EQ(dynamic_table_bytes(r.dynamic, 1), t.dynamic_bytes + items * 8 + (items - 1) * 20);
+    EXPECT_EQ(r.dynamic_bytes, dynamic_table_bytes(r.dynamic, 1));
+    EXPECT_EQ(dynamic_table_bytes(r.dynamic, 2), dynamic_table_bytes(t.dynamic, 2) + items * 8);
+  }
   cfg.dynamic.host_tier = true;
   cfg.dynamic.hbm_ratio = 0.25;  // 256 rows in HBM: 8 buckets
   const PlannedTable h = retrieval_memory(cfg, items, Device::kCUDA, DType::kBF16).tables[0];
