@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "common/dynamic_rig.h"
 #include "common/gpu_harness.h"
 #include "config/load.h"
 #include "data/batcher.h"
@@ -417,48 +418,26 @@ struct DynamicRun {
 // reference: host dedupe and negatives) or on the device; with `comm` the table is sharded by
 // key over its ranks (dynamic_shard.h) and the step is a data-parallel one.
 DynamicRun train_dynamic(const std::string& gin, bool host_window, dist::Comm* comm = nullptr) {
-  const Config cfg = load_config_text(gin, "<dynamic window>", {}, nullptr);
-  const SequenceDataset ds = open_dataset(cfg);
-  const DataSplits splits = make_splits(ds, cfg.dataset.split, cfg.dataset.max_history_seqlen);
-  Batcher batcher(ds, splits.train, cfg.trainer.train_batch_size, true, 7);
-  ModelShape shape = retrieval_model_shape(cfg, ds.num_items);
-  shape.window_rows = item_window_rows(cfg, ds.num_items);
-  shape.full_eval_buffers = true;
-  if (comm) {  // as retrieval_task.cpp's shape of a data-parallel job
-    shape.max_pool_targets = shape.max_tokens * comm->size();
-    shape.max_scatter_rows = shape.window_rows * comm->size();
-  }
-  Runtime runtime(Device::kCUDA, cfg, shape);
-  HstuModel model(cfg, shape, Device::kCUDA, DType::kBF16);
-  model.plan(11);
-  auto items = make_dynamic_item_table(cfg, ds, Device::kCUDA, shape.window_rows, comm);
-  items->set_host_path(host_window);
-  EXPECT_EQ(items->on_device(), !host_window);
-  model.set_item_table(&items->window());
-  TrainStep stepper(cfg, ds.num_items);
-  StepShare share;
-  share.items = items.get();
+  test::DynamicRig rig(load_config_text(gin, "<dynamic window>", {}, nullptr), 11, Device::kCUDA,
+                       DType::kBF16, comm);
+  DynamicItemTable& items = *rig.items;
+  items.set_host_path(host_window);
+  EXPECT_EQ(items.on_device(), !host_window);
   DynamicRun r;
-  SequenceBatch batch;
   for (int64_t step = 0; step < kSteps; ++step) {
-    batcher.next(batch);
-    r.device_only_steps += items->device_only();
-    if (comm) {
-      share.comm = comm;
-      share.global_count = supervised_tokens(batch);
-      share.global_targets = batch.target_ids;
-    }
-    stepper.run(runtime.ctx(), model, batch, step, 1e-3 * static_cast<double>(step + 1), share);
-    for (const StepLoss& l : stepper.drain(false)) r.losses.push_back(l.loss);
+    rig.next();
+    r.device_only_steps += items.device_only();
+    rig.run(step, 1e-3 * static_cast<double>(step + 1));
   }
-  for (const StepLoss& l : stepper.drain(true)) r.losses.push_back(l.loss);
-  runtime.synchronize();
-  r.graph_steps = stepper.graph().stats().graph_steps;
+  r.losses = rig.losses();
+  rig.runtime->synchronize();
+  HstuModel& model = *rig.model;
+  r.graph_steps = rig.stepper->graph().stats().graph_steps;
   for (const Tensor& t :
        {model.dense().flat_params(), model.dense().flat_m(), model.dense().flat_v()})
     r.dense.push_back(host_copy<float>(t, t.numel()));
-  r.counters = items->counters();
-  const embed::TableRows rows = items->table().export_rows(runtime.ctx());
+  r.counters = items.counters();
+  const embed::TableRows rows = items.table().export_rows(rig.ctx());
   std::vector<size_t> order(rows.keys.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(),
@@ -594,28 +573,18 @@ TEST(GpuWindow, DynamicRawIdsEvaluationRanksPresentKeysLikeCpu) {
                                                   "TrainerArgs.eval_batch_size = 16\n"
                                                   "RetrievalArgs.eval_rank_cap = 300\n"),
                                       "<dynamic eval>", {}, nullptr);
-  const SequenceDataset ds = open_dataset(cfg);
-  const DataSplits splits = make_splits(ds, cfg.dataset.split, cfg.dataset.max_history_seqlen);
-  Batcher batcher(ds, splits.train, cfg.trainer.train_batch_size, true, 7);
-  ModelShape shape = retrieval_model_shape(cfg, ds.num_items);
-  shape.window_rows = item_window_rows(cfg, ds.num_items);
-  shape.full_eval_buffers = true;
-  Runtime runtime(Device::kCUDA, cfg, shape);
-  Ctx& ctx = runtime.ctx();
-  HstuModel model(cfg, shape, Device::kCUDA, DType::kBF16);
-  model.plan(11);
-  auto items = make_dynamic_item_table(cfg, ds, Device::kCUDA, shape.window_rows);
-  model.set_item_table(&items->window());
-  TrainStep stepper(cfg, ds.num_items);
-  StepShare share;
-  share.items = items.get();
-  SequenceBatch batch;
+  test::DynamicRig rig(cfg, 11, Device::kCUDA, DType::kBF16);
   for (int64_t step = 0; step < kSteps; ++step) {
-    batcher.next(batch);
-    stepper.run(ctx, model, batch, step, 1e-3, share);
+    rig.next();
+    rig.run(step, 1e-3);
   }
-  stepper.drain(true);
-  runtime.synchronize();
+  rig.losses();
+  rig.runtime->synchronize();
+  Ctx& ctx = rig.ctx();
+  const SequenceDataset& ds = rig.ds;
+  const DataSplits& splits = rig.splits;
+  HstuModel& model = *rig.model;
+  DynamicItemTable* items = rig.items.get();
 
   EmbeddingTable catalogue;
   catalogue.allocate("catalogue", ds.num_items, cfg.network.hidden_size, Device::kCUDA, "sgd");
@@ -626,7 +595,7 @@ TEST(GpuWindow, DynamicRawIdsEvaluationRanksPresentKeysLikeCpu) {
   ASSERT_LT(present.size(), static_cast<size_t>(ds.num_items - 1));
   Tensor pool, count;
   items->negative_pool_device(ctx, pool, count);
-  runtime.synchronize();
+  rig.runtime->synchronize();
   const int32_t n_pool = host_copy<int32_t>(count, 1)[0];
   EXPECT_EQ(host_copy<int32_t>(pool, n_pool), present);
 
@@ -668,7 +637,7 @@ TEST(GpuWindow, DynamicRawIdsEvaluationRanksPresentKeysLikeCpu) {
     }
     copy_bytes(last_idx.data, Device::kCUDA, last.data(), Device::kCPU, n * sizeof(int32_t));
     embedding_fwd(ctx, out, last_idx, 1.0f, Tensor(), Tensor(), qd);
-    runtime.synchronize();
+    rig.runtime->synchronize();
     std::vector<float> q = host_copy<float>(qd, n * d);
     std::vector<int32_t> targets(b.eval_targets.begin(), b.eval_targets.begin() + n), ranks(n);
     retrieval_rank(
