@@ -64,6 +64,9 @@ void DynamicItemTable::set_num_ids(int64_t num_ids) {
     pool_count_ = a.alloc(DType::kI32, {1});
   });
   count_host_ = std::make_unique<HostStaging>(Device::kCUDA, sizeof(int64_t));
+  if (shard_)
+    route_host_ = std::make_unique<HostStaging>(
+        Device::kCUDA, static_cast<size_t>(cap) * (sizeof(int64_t) + sizeof(int32_t)));
   if (raw) {
     std::vector<int64_t> keys(static_cast<size_t>(num_ids));
     for (int64_t i = 0; i < num_ids; ++i)
@@ -109,13 +112,17 @@ int64_t DynamicItemTable::fetch_device(Ctx& ctx, int64_t step, std::span<const T
   cuda::window_keys(ctx, dd_, key_of_id_, embed::kEmptyKey, ids, dkeys_, dcounts_);
   if (shard_) {  // the distinct keys (key 0 first, then ascending) go to their owners
     const int64_t u = read_count(ctx);
-    ukeys_.resize(static_cast<size_t>(u));
-    ucounts_.resize(static_cast<size_t>(u));
-    copy_bytes(ukeys_.data(), Device::kCPU, dkeys_.data, Device::kCUDA,
-               static_cast<size_t>(u) * sizeof(int64_t));
-    copy_bytes(ucounts_.data(), Device::kCPU, dcounts_.data, Device::kCUDA,
-               static_cast<size_t>(u) * sizeof(int32_t));
-    shard_->fetch(ctx, step, ukeys_, ucounts_, win_.window(), /*insert=*/true);
+    char* h = route_host_->data();  // the last step's read-back was waited for
+    char* hc = h + static_cast<size_t>(dd_.cap) * sizeof(int64_t);
+    copy_bytes_async(h, Device::kCPU, dkeys_.data, Device::kCUDA,
+                     static_cast<size_t>(u) * sizeof(int64_t), ctx.stream);
+    copy_bytes_async(hc, Device::kCPU, dcounts_.data, Device::kCUDA,
+                     static_cast<size_t>(u) * sizeof(int32_t), ctx.stream);
+    route_host_->record(ctx.stream);
+    route_host_->wait();
+    const auto n = static_cast<size_t>(u);
+    shard_->fetch(ctx, step, {reinterpret_cast<const int64_t*>(h), n},
+                  {reinterpret_cast<const int32_t*>(hc), n}, win_.window(), /*insert=*/true);
     return u;
   }
   table_->begin_step(step);

@@ -141,6 +141,9 @@ class DynamicItemTable final : public ItemWindow {
   bool dev_fetched_ = false;  // the last training fetch was fetch_device: update applies drefs_
   int64_t dev_rows_ = 0;      // rows it looked up: the window's, or the count when read back
   std::unique_ptr<HostStaging> count_host_;  // page-locked: the count, when read back
+  // Sharded (page-locked): the distinct keys i64 [cap], then their sightings i32 [cap], read
+  // back for the owners' routing.
+  std::unique_ptr<HostStaging> route_host_;
   std::unique_ptr<Arena> dev_arena_;
   cuda::WindowDedup dd_;            // rows num_ids, cap max_unique
   Tensor dkeys_, dcounts_, drefs_;  // i64, i32, i64 [cap]: the window's keys (padded)
