@@ -318,17 +318,22 @@ void compute_rab_buckets(Scratch& scratch, HstuAttnParams& p, cudaStream_t strea
   attn::launch_rab_buckets(p, stream);
 }
 
-// Points p at the step's buckets (args.rab_buckets, from hstu_rab_buckets) when given and the
-// call takes precomputed buckets; returns whether it did.
-bool take_step_rab_buckets(const HstuAttentionArgs& args, HstuAttnParams& p) {
-  const Tensor& b = args.rab_buckets;
-  if (b.empty() || !attn::rab_buckets_possible(p)) return false;
+// Points p at the bucket tensor b (u8 on the GPU, large enough for the batch; `who` names the
+// caller and argument in the error).
+void point_at_rab_buckets(const Tensor& b, HstuAttnParams& p, const char* who) {
   HSTU_CHECK(b.device == Device::kCUDA && b.dtype == DType::kU8 &&
                  b.numel() >= attn::rab_buckets_bytes(p.batch, p.max_seqlen),
-             "hstu_attention: rab_buckets must be u8 on the GPU with at least ",
+             who, " must be u8 on the GPU with at least ",
              attn::rab_buckets_bytes(p.batch, p.max_seqlen), " bytes, got ", b.str());
   p.rab_bkt = static_cast<const uint8_t*>(b.data);
   p.rab_bkt_stride = attn::rab_bucket_stride(p.max_seqlen);
+}
+
+// Points p at the step's buckets (args.rab_buckets, from hstu_rab_buckets) when given and the
+// call takes precomputed buckets; returns whether it did.
+bool take_step_rab_buckets(const HstuAttentionArgs& args, HstuAttnParams& p) {
+  if (args.rab_buckets.empty() || !attn::rab_buckets_possible(p)) return false;
+  point_at_rab_buckets(args.rab_buckets, p, "hstu_attention: rab_buckets");
   return true;
 }
 
@@ -337,12 +342,7 @@ bool take_step_rab_buckets(const HstuAttentionArgs& args, HstuAttnParams& p) {
 bool hstu_rab_buckets(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& out) {
   HstuAttnParams p = make_params(args);
   if (!attn::rab_buckets_possible(p)) return false;
-  HSTU_CHECK(out.device == Device::kCUDA && out.dtype == DType::kU8 &&
-                 out.numel() >= attn::rab_buckets_bytes(p.batch, p.max_seqlen),
-             "hstu_rab_buckets: out must be u8 on the GPU with at least ",
-             attn::rab_buckets_bytes(p.batch, p.max_seqlen), " bytes, got ", out.str());
-  p.rab_bkt = static_cast<const uint8_t*>(out.data);
-  p.rab_bkt_stride = attn::rab_bucket_stride(p.max_seqlen);
+  point_at_rab_buckets(out, p, "hstu_rab_buckets: out");
   attn::launch_rab_buckets(p, stream_of(ctx));
   return true;
 }
