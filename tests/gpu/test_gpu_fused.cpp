@@ -40,15 +40,19 @@ using gpu::is16;
 using gpu::out_dev;
 using gpu::rnd;
 
-// The low-precision rule for a device output of dtype dt against the f32 host reference.
-void check_lowp(const Tensor& dev_out, const Tensor& ref, double m, const std::string& what) {
+// The low-precision rule for a device output of dtype dt against the f32 host reference;
+// `roundings` more roundings of the output dtype at the reference's scale are allowed on top
+// (unit roundoff u: 2^-11 fp16, 2^-8 bf16).
+void check_lowp(const Tensor& dev_out, const Tensor& ref, double m, const std::string& what,
+                int roundings = 0) {
   gpu::sync();
   const Tensor got = gpu::to_host(dev_out);
   const double scale = std::max(max_abs(ref), 1e-30);
   Tensor naive = clone(ref);
   if (is16(dev_out.dtype)) gpu::round_host(naive, dev_out.dtype);
   if (is16(dev_out.dtype)) {
-    gpu::expect_lowp_close(got, ref, naive, m, 1e-6 * scale, what);
+    const double u = dev_out.dtype == DType::kF16 ? 0x1p-11 : 0x1p-8;
+    gpu::expect_lowp_close(got, ref, naive, m, (1e-6 + roundings * u) * scale, what);
   } else {
     const double err = max_abs_diff(got, ref);
     EXPECT_LE(err, 1e-5 * scale) << what << ": f32 max|gpu - ref| = " << err << ", seed "
@@ -199,7 +203,12 @@ TEST_P(GpuGemmResidual, MatchesCpuReference) {
   const Tensor out = c.alias ? rd : out_dev(c.dtype, {c.m, c.n}, c.pad);
   cuda::gemm_residual(g, desc, dev(a, c.dtype), dev(b, c.dtype), rd, out,
                       c.bias ? dev(bias, bias_dt) : Tensor());
-  check_lowp(out, ref, c.bias == 2 ? 3.0 : 2.0, c.name + " D");
+  // cuBLASLt may split K and add the partial products in the output dtype
+  // (a reduction scheme in the output type, chosen by its heuristic for some shapes: 9 of 200
+  // runs of aliased_fp16 on an H200 erred by 0.0039-0.0058, up to 0.75 of an fp16 step, at
+  // |D| ~ 8-9.6, over the one-rounding bound's 0.0039-0.0053), which rounds again; the bound
+  // now ~0.015 there, a lost residual (|R| up to 3) is still 200x over it.
+  check_lowp(out, ref, c.bias == 2 ? 3.0 : 2.0, c.name + " D", /*roundings=*/2);
   if (c.alias) return;
   // The residual is an input: unchanged.
   gpu::sync();
