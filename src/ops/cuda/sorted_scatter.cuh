@@ -3,12 +3,20 @@
 // add a per-key term, dst[k] += (sum over k's items of key_coef_p) * key_row(k), in the same pass.
 //
 // The one decision: no float atomics. Items are sorted by key with a stable CUB radix sort (so
-// items of one key stay in item order), the sorted list is cut into fixed pieces of kPiece
-// items, and one block per piece sums each key's items in order. A key that lies inside one
-// piece is written by that block alone; a key spanning pieces leaves per-piece partial rows
-// (head / tail slots in scratch), which a second kernel adds in piece order. Every sum thus has
-// a fixed order that depends only on the inputs (the key term is linear, so partial rows carry
-// their piece's share of it). Used by embedding_bwd and sampled_softmax in ctx.deterministic mode.
+// items of one key stay in item order), the sorted list is cut into fixed pieces of
+// piece_items(n) items, and one block per piece sums each key's items in order. A key that lies
+// inside one piece is written by that block alone; a key spanning pieces leaves per-piece partial
+// rows (head / tail slots in scratch), which a second kernel adds in piece order. Every sum thus
+// has a fixed order that depends only on the inputs (the key term is linear, so partial rows
+// carry their piece's share of it). Used by embedding_bwd and sampled_softmax in
+// ctx.deterministic mode.
+//
+// NOTE (ML-1M HSTU-large step on an H200, 14.5k tokens x 129 candidates = 1.87M items of 50
+// columns; ncu): the piece sum of the sampled softmax took 123 us with one column per thread
+// (d = 50 is no multiple of 8) and the embedding's two scatters of 14.5k items 53 + 35 us in 57
+// blocks of 256 items. Rows of an even width are now read 2 wide where the caller says so
+// (row_sum's width), and small item counts are cut into pieces of down to 16 items: 97 us for the
+// softmax's piece sum, and the step's bwd.embed phase 0.088 instead of 0.160 ms.
 #pragma once
 
 #include <cub/device/device_radix_sort.cuh>
@@ -18,9 +26,24 @@
 
 namespace hstu::cuda::sorted_scatter {
 
-// NOTE: 256 items per piece keeps the head/tail partials at 2 * n/256 rows (8 MiB for
-// n = 131k tokens of width 1024) while giving each block enough rows to amortise its launch.
+// NOTE: up to 256 items per piece keeps the head/tail partials at 2 * n/256 rows (8 MiB for
+// n = 131k tokens of width 1024) while giving each block enough rows to amortise its launch;
+// fewer items (n < 256k) get smaller pieces, down to 16, so that there are enough blocks (at most
+// 2048 pieces then: 16 MiB of partials at width 1024 instead of 4 with 256-item pieces).
 constexpr int kPiece = 256;
+constexpr int kMinPiece = 16;
+
+// Items per piece for n items: a power of two in [kMinPiece, kPiece], about n / 1024.
+__host__ __device__ constexpr int piece_items(int64_t n) {
+  int p = kMinPiece;
+  while (p < kPiece && int64_t(2) * p * 1024 <= n) p *= 2;
+  return p;
+}
+// An upper bound of ceil(m / piece_items(m)) over every m <= n (sizes scratch for up to n items).
+constexpr int64_t max_pieces(int64_t n) {
+  const int64_t small = std::min<int64_t>((n + kMinPiece - 1) / kMinPiece, 2048);
+  return std::max<int64_t>(small, (n + kPiece - 1) / kPiece);
+}
 
 struct Sorted {
   const int32_t* keys = nullptr;   // [n] ascending
@@ -72,8 +95,7 @@ inline size_t sort_scratch_bytes(int64_t n) {
 }
 // Scratch bytes of one row_sum over n items of width d.
 inline size_t row_sum_scratch_bytes(int64_t n, int64_t d) {
-  const int64_t pieces = (n + kPiece - 1) / kPiece;
-  return 2 * arena_bytes(4 * static_cast<size_t>(pieces * d));
+  return 2 * arena_bytes(4 * static_cast<size_t>(max_pieces(n) * d));
 }
 
 // A row source with the optional per-key term: key_coef(p) (a scalar per item) and key_row(key)
@@ -89,28 +111,55 @@ template <int V, typename T>
 __device__ __forceinline__ void load_ro(const T* p, float (&out)[V]) {
   if constexpr (V * sizeof(T) % 16 == 0) {
     load_vec<V>(p, out);
+  } else if constexpr (V == 2) {  // p aligned to two elements
+    float2 r;
+    if constexpr (std::is_same_v<T, float>)
+      r = __ldg(reinterpret_cast<const float2*>(p));
+    else if constexpr (std::is_same_v<T, bf16>)
+      r = __bfloat1622float2(__ldg(reinterpret_cast<const __nv_bfloat162*>(p)));
+    else
+      r = __half22float2(__ldg(reinterpret_cast<const __half2*>(p)));
+    out[0] = r.x, out[1] = r.y;
   } else {
 #pragma unroll
     for (int i = 0; i < V; ++i) out[i] = to_f32(__ldg(p + i));
   }
 }
 
-// One block per piece of kPiece sorted items; threads cover the row's columns V at a time.
+// dst rows (f32, also written): V = 2 as one 8-byte access.
+template <int V>
+__device__ __forceinline__ void load_dst(const float* p, float (&out)[V]) {
+  if constexpr (V == 2) {
+    const float2 r = *reinterpret_cast<const float2*>(p);
+    out[0] = r.x, out[1] = r.y;
+  } else {
+    load_vec_rw<V>(p, out);
+  }
+}
+template <int V>
+__device__ __forceinline__ void store_dst(float* p, const float (&in)[V]) {
+  if constexpr (V == 2)
+    *reinterpret_cast<float2*>(p) = make_float2(in[0], in[1]);
+  else
+    store_vec<V>(p, in);
+}
+
+// One block per piece of `piece` sorted items; threads cover the row's columns V at a time.
 // Src provides `row(p)` (a pointer to item p's source row, f32/bf16/f16) and `coef(p)`, and
 // optionally the key term (HasKeyTerm). Row pointers and coefficients are staged in shared
 // memory once per piece; each thread then loads kAhead items' source values before summing them
 // (several loads in flight instead of one dependent load per item), in item order.
 template <int V, typename Src>
 __global__ void piece_sum_kernel(Sorted s, Src src, float* __restrict__ dst, int64_t ldd, int64_t d,
-                                 float* __restrict__ head, float* __restrict__ tail) {
+                                 float* __restrict__ head, float* __restrict__ tail, int piece) {
   using Row = decltype(std::declval<const Src&>().row(int32_t{0}));
   constexpr bool kKey = HasKeyTerm<Src>;
-  constexpr int kAhead = V >= 8 ? 4 : 8;
+  constexpr int kAhead = V >= 8 ? 4 : V == 2 ? 16 : 8;
   __shared__ int32_t keys[kPiece];
   __shared__ Row rows[kPiece];
   __shared__ float coefs[kPiece], key_coefs[kKey ? kPiece : 1];
-  const int64_t b = blockIdx.x * static_cast<int64_t>(kPiece);
-  const int e = static_cast<int>(min(static_cast<int64_t>(kPiece), s.n - b));  // >= 1
+  const int64_t b = blockIdx.x * static_cast<int64_t>(piece);
+  const int e = static_cast<int>(min(static_cast<int64_t>(piece), s.n - b));  // >= 1
   for (int i = threadIdx.x; i < e; i += blockDim.x) {
     const int32_t p = s.items[b + i];
     keys[i] = s.keys[b + i];
@@ -159,11 +208,11 @@ __global__ void piece_sum_kernel(Sorted s, Src src, float* __restrict__ dst, int
         } else {
           out = dst + key * ldd + c;
           float old[V];
-          load_vec_rw<V>(out, old);
+          load_dst<V>(out, old);
 #pragma unroll
           for (int j = 0; j < V; ++j) acc[j] += old[j];
         }
-        store_vec<V>(out, acc);
+        store_dst<V>(out, acc);
 #pragma unroll
         for (int j = 0; j < V; ++j) acc[j] = 0.0f;
         seg_start = i + 1;
@@ -176,9 +225,9 @@ __global__ void piece_sum_kernel(Sorted s, Src src, float* __restrict__ dst, int
 // plus the head partials of the following pieces, in piece order, into dst.
 template <int V>
 __global__ void combine_kernel(Sorted s, float* dst, int64_t ldd, int64_t d, const float* head,
-                               const float* tail, int64_t pieces) {
-  const int64_t b = blockIdx.x * static_cast<int64_t>(kPiece);
-  const int64_t e = min(s.n, b + kPiece);
+                               const float* tail, int64_t pieces, int piece) {
+  const int64_t b = blockIdx.x * static_cast<int64_t>(piece);
+  const int64_t e = min(s.n, b + piece);
   if (e >= s.n) return;
   const int32_t key = s.keys[e - 1];
   if (s.keys[e] != key) return;                                   // does not continue
@@ -186,41 +235,55 @@ __global__ void combine_kernel(Sorted s, float* dst, int64_t ldd, int64_t d, con
   for (int64_t c = static_cast<int64_t>(threadIdx.x) * V; c < d;
        c += static_cast<int64_t>(blockDim.x) * V) {
     float acc[V], v[V];
-    load_vec_rw<V>(tail + blockIdx.x * d + c, acc);
-    for (int64_t q = blockIdx.x + 1; q < pieces && s.keys[q * kPiece] == key; ++q) {
-      load_vec_rw<V>(head + q * d + c, v);
+    load_dst<V>(tail + blockIdx.x * d + c, acc);
+    for (int64_t q = blockIdx.x + 1; q < pieces && s.keys[q * piece] == key; ++q) {
+      load_dst<V>(head + q * d + c, v);
 #pragma unroll
       for (int j = 0; j < V; ++j) acc[j] += v[j];
     }
     float* out = dst + key * ldd + c;
-    load_vec_rw<V>(out, v);
+    load_dst<V>(out, v);
 #pragma unroll
     for (int j = 0; j < V; ++j) acc[j] += v[j];
-    store_vec<V>(out, acc);
+    store_dst<V>(out, acc);
   }
 }
 
 // dst[key] += sum over the key's items p (in item order) of src.coef(p) * src.row(p)[0:d], plus
 // (sum of src.key_coef(p)) * src.key_row(key)[0:d] for a source with the key term.
-// vec8: every source row, key row and dst row allows 8-wide access (d % 8 == 0, 16-byte aligned).
+// width: 8 when every source row, key row and dst row allows 8-wide access (d % 8 == 0, 16-byte
+// aligned), 2 when they allow 2-wide access (d even, rows aligned to two elements), else 1.
 template <typename Src>
 void row_sum(Ctx& ctx, const Sorted& s, const Src& src, float* dst, int64_t ldd, int64_t d,
-             bool vec8) {
+             int width) {
   if (s.n == 0 || d == 0) return;
-  const int64_t pieces = (s.n + kPiece - 1) / kPiece;
+  HSTU_CHECK(width == 8 || width == 2 || width == 1, "sorted scatter: width ", width);
+  const int piece = piece_items(s.n);
+  const int64_t pieces = (s.n + piece - 1) / piece;
   Scratch partials(ctx, "sorted scatter");  // rewound on return: the next call reuses the bytes
   Tensor head = partials.alloc(DType::kF32, {pieces, d});
   Tensor tail = partials.alloc(DType::kF32, {pieces, d});
-  dispatch_vec(vec8, [&](auto vtag) {
+  const auto launch = [&](auto vtag) {
     constexpr int V = decltype(vtag)::value;
     const int threads = static_cast<int>(std::min<int64_t>(256, ((d / V) + 31) / 32 * 32));
     piece_sum_kernel<V, Src><<<static_cast<unsigned>(pieces), threads, 0, stream_of(ctx)>>>(
-        s, src, dst, ldd, d, head.as<float>(), tail.as<float>());
+        s, src, dst, ldd, d, head.as<float>(), tail.as<float>(), piece);
     HSTU_CUDA_CHECK_LAUNCH();
     combine_kernel<V><<<static_cast<unsigned>(pieces), threads, 0, stream_of(ctx)>>>(
-        s, dst, ldd, d, head.as<float>(), tail.as<float>(), pieces);
+        s, dst, ldd, d, head.as<float>(), tail.as<float>(), pieces, piece);
     HSTU_CUDA_CHECK_LAUNCH();
-  });
+  };
+  if (width == 8)
+    launch(std::integral_constant<int, 8>{});
+  else if (width == 2)
+    launch(std::integral_constant<int, 2>{});
+  else
+    launch(std::integral_constant<int, 1>{});
+}
+template <typename Src>
+void row_sum(Ctx& ctx, const Sorted& s, const Src& src, float* dst, int64_t ldd, int64_t d,
+             bool vec8) {
+  row_sum(ctx, s, src, dst, ldd, d, vec8 ? 8 : 1);
 }
 
 }  // namespace hstu::cuda::sorted_scatter
