@@ -26,15 +26,12 @@
 // butterfly (2 * kGroup + log2(16 / kGroup) shuffles instead of 10 * kGroup). Rows are read
 // 2 wide up to D = 64 (D even, 8-byte aligned rows: D = 50 is one pass of 25 lanes), 8 wide
 // beyond (D % 8 == 0, 16-byte aligned), else one element at a time.
-//
-// The deterministic gradient with one tile and rows of at most 32 * V columns (the ML-1M configs)
-// reads each candidate row once (kOnePass): dq is accumulated during the logits pass with a
-// running max, and the pair records come from the per-candidate arrays afterwards.
-// NOTE (ML-1M HSTU-large step, 14.5k tokens x 129 candidates x 50, H200, ncu): the two-pass
-// kernel took 364 us (910 MB of L2 traffic) and the one-pass kernel 356 us: halving the row reads
-// barely moved it, so the kernel is not bound by them; where the time goes (stall reasons) is the
-// next thing to profile. Candidates not yet measured: the per-candidate `touched` byte stores
-// (1.87M stores into 3.7 KB of flags), 4 blocks per SM instead of 3.
+// NOTE (ML-1M HSTU-large step, 14.5k tokens x 129 candidates x 50, H200, ncu, session 14): this
+// kernel took 364 us (910 MB of L2 traffic); a one-pass variant of the deterministic gradient
+// (dq accumulated with a running max during the logits pass, each row read once) took 356 us,
+// so the row reads are not what bounds it, and the variant was not kept. Not yet measured: the
+// per-candidate `touched` byte stores (1.87M stores into 3.7 KB of flags), more blocks per SM;
+// the stall reasons are the next thing to profile.
 #include <cmath>
 
 #include "ops/cuda/common.cuh"
@@ -198,15 +195,14 @@ struct SsArgs {
   float tau = 1.0f, eps = 0.0f, loss_scale = 1.0f;
 };
 
-// kOnePass: the one-pass gradient (see below); the host picks it when it applies.
-template <int V, typename TQ, bool kOnePass>
-__global__ void __launch_bounds__(256, kOnePass ? 3 : 1) sampled_softmax_kernel(SsArgs a) {
+template <int V, typename TQ>
+__global__ void __launch_bounds__(256) sampled_softmax_kernel(SsArgs a) {
   constexpr int G = kGroup<V>;
   constexpr int kSpan = 32 / G;  // lanes holding one candidate's sums after warp_sum_many
   extern __shared__ __align__(16) float smem[];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int nj = a.r + 1, tile = a.tile;
-  const bool tiled = !kOnePass && tile < nj;
+  const bool tiled = tile < nj;
   const int64_t d = a.d, tp = pad4(tile);
   float* qs = smem + warp * warp_smem_floats(d, tile, tiled);
   float* gs = qs + pad4(d);                // tiled: dq of the tiles so far (fp32)
@@ -280,82 +276,8 @@ __global__ void __launch_bounds__(256, kOnePass ? 3 : 1) sampled_softmax_kernel(
     __syncwarp();
   };
 
-  // One pass (deterministic gradient, one tile, a row within one pass of the lanes): dq is
-  // accumulated while the rows are in registers, with a running max like an online softmax:
-  // g = sum_{j>0} exp(l_j - m) x_j / n_j, rescaled when m grows; the positive's row x_0 waits in
-  // x0. No second read of the rows (the pair records need only lg / dots / nrm).
-  constexpr bool fused = kOnePass;  // one tile, dq wanted, no atomics, d <= 32 * V
-  float g[V] = {}, x0[V] = {}, run_sum = 0.0f;
   float lse, pos_logit;
-  if constexpr (fused) {
-    for (int j = lane; j < nj; j += 32) ids[j] = j == 0 ? tgt : neg[j - 1];
-    __syncwarp();
-    const int64_t c = static_cast<int64_t>(lane) * V;
-    const bool mine = c < d;  // this lane holds columns c .. c + V - 1
-    float qv[V] = {};
-    if (mine) lds_vec<V>(qs + c, qv);
-    float m = -INFINITY;
-    for (int j0 = 0; j0 < nj; j0 += G) {
-      float x[G][V] = {};
-      if (mine) {
-#pragma unroll
-        for (int u = 0; u < G; ++u)
-          ldg_vec<V>(a.table + (j0 + u < nj ? ids[j0 + u] : tgt) * a.ldt + c, x[u]);
-      }
-      float part[2 * G];
-#pragma unroll
-      for (int u = 0; u < G; ++u) {
-        part[2 * u] = part[2 * u + 1] = 0.0f;
-#pragma unroll
-        for (int k = 0; k < V; ++k) {
-          part[2 * u] += qv[k] * x[u][k];
-          part[2 * u + 1] += x[u][k] * x[u][k];
-        }
-      }
-      const float sum = warp_sum_many<2 * G>(part, lane);
-      const float other = __shfl_xor_sync(kFull, sum, kSpan / 2);
-      const int jl = j0 + lane / kSpan;
-      const float nv = fmaxf(sqrtf(other), a.eps);
-      const bool live = jl < nj && (jl == 0 || ids[jl] != tgt);
-      const float logit = jl >= nj ? -INFINITY : live ? sum / (nv * a.tau) : kMaskedLogit;
-      if (lane % kSpan == 0 && jl < nj) {
-        lg[jl] = logit;
-        dots[jl] = sum;
-        nrm[jl] = nv;
-      }
-      // Every lane takes the group's logits and 1 / n from the lanes that own them.
-      float lu[G], rn[G];
-      float gm = m;
-#pragma unroll
-      for (int u = 0; u < G; ++u) {
-        lu[u] = __shfl_sync(kFull, logit, u * kSpan);
-        rn[u] = __shfl_sync(kFull, 1.0f / nv, u * kSpan);
-        gm = fmaxf(gm, lu[u]);
-      }
-      if (gm > m) {  // m = -inf at first: the scale is exp(-inf) = 0 of empty sums
-        const float r = expf(m - gm);
-        run_sum *= r;
-#pragma unroll
-        for (int k = 0; k < V; ++k) g[k] *= r;
-        m = gm;
-      }
-#pragma unroll
-      for (int u = 0; u < G; ++u) {
-        const float e = expf(lu[u] - m);  // 0 past the end (-inf) and for masked negatives
-        run_sum += e;
-        if (j0 + u == 0) {
-#pragma unroll
-          for (int k = 0; k < V; ++k) x0[k] = x[u][k];
-        } else {
-#pragma unroll
-          for (int k = 0; k < V; ++k) g[k] += e * rn[u] * x[u][k];
-        }
-      }
-    }
-    __syncwarp();
-    lse = m + logf(run_sum);
-    pos_logit = lg[0];
-  } else if (!tiled) {
+  if (!tiled) {
     tile_logits(0, nj);
     float mx = -INFINITY;
     for (int j = lane; j < nj; j += 32) mx = fmaxf(mx, lg[j]);
@@ -414,17 +336,6 @@ __global__ void __launch_bounds__(256, kOnePass ? 3 : 1) sampled_softmax_kernel(
     }
     __syncwarp();
 
-    if constexpr (fused) {  // dq = A_0 x_0 + loss_scale / tau * g / sum, A_0 as in the records
-      const int64_t c = static_cast<int64_t>(lane) * V;
-      if (c < d) {
-        const float a0 = lg[0], w = a.loss_scale / (a.tau * run_sum);
-        float out[V];
-#pragma unroll
-        for (int k = 0; k < V; ++k) out[k] = a0 * x0[k] + w * g[k];
-        stg_vec<V>(dq + c, out);
-      }
-      return;
-    }
     // dq = sum_j A_j x_j in candidate order (each lane owns its columns: no shared accumulator;
     // across tiles the running sum waits in gs), and with atomics d_table[x_j] += A_j q - B_j x_j,
     // G candidates' rows in flight.
@@ -637,9 +548,7 @@ void sampled_softmax(Ctx& ctx, const SampledSoftmaxSpec& spec, const Tensor& q,
     constexpr int V = decltype(vtag)::value;
     dispatch_io(q.dtype, "sampled_softmax q", [&](auto tq) {
       using TQ = typename decltype(tq)::type;
-      const bool one_pass = !tiled && grad && !a.d_table && d <= 32 * V;
-      auto kernel =
-          one_pass ? sampled_softmax_kernel<V, TQ, true> : sampled_softmax_kernel<V, TQ, false>;
+      auto kernel = sampled_softmax_kernel<V, TQ>;
       if (smem > (48 << 10))
         HSTU_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              static_cast<int>(smem)));
@@ -652,10 +561,7 @@ void sampled_softmax(Ctx& ctx, const SampledSoftmaxSpec& spec, const Tensor& q,
             ctx, s,
             PairRows<TQ>{static_cast<const TQ*>(q.data), q.row_stride, static_cast<int32_t>(nj),
                          a.pair_a, a.pair_b, table.as<float>(), table.row_stride},
-            d_table.as<float>(), d_table.row_stride, d,
-            can_vec8(d, {&q, &table, &d_table})   ? 8
-            : can_vec2(d, {&q, &table, &d_table}) ? 2
-                                                  : 1);
+            d_table.as<float>(), d_table.row_stride, d, can_vec8(d, {&q, &table, &d_table}));
       }
     });
   });
