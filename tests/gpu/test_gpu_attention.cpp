@@ -596,6 +596,13 @@ std::vector<Case> sm90_cases() {
     x.window = 130;
   });
   add("long_causal_d256_fp16", kH, 256, [](Case& x) { x.lengths = {1000, 513, 2, 64}; });
+  // Non-causal with contexts (targets need causal): 16, 3 and 2 visible blocks per CTA, even and
+  // odd counts for the two F buffers of attention_bwd_sm90_wide.cuh.
+  add("long_noncausal_contexts_d256_bf16", kB, 256, [](Case& x) {
+    x.lengths = {1000, 191, 65};
+    x.causal = false;
+    x.contexts = true;
+  });
   add("dqk136_dv256_targets_bf16", kB, 256, [](Case& x) {
     x.dqk = 136;
     x.targets = true;

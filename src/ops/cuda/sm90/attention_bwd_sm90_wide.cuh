@@ -1,37 +1,47 @@
 // attention_bwd_sm90_wide.cuh — the Hopper (sm_90a) HSTU attention backward for head widths
 // padded to 256: the split scheme of attention_bwd_sm90.cuh (a key-major dK/dV kernel beside a
 // query-major dQ kernel, each output written once: deterministic, no atomics), with the work of a
-// CTA divided between its two consumer warpgroups by head-width half instead of by rows.
+// CTA divided between its two consumer warpgroups by operand ("roles") instead of by rows.
 //
 // Why: at d 256 a warpgroup owning 64 rows of both dK and dV needs 2 x 64 x 256 fp32
 // accumulators = 256 registers a thread, more than a thread has. Here a CTA owns kBM = 64
-// resident rows and each consumer warpgroup w owns columns [128 w, 128 w + 128) of the outputs
-// of all of them (dK and dV: 2 x 64 registers, as the d 128 kernel):
-//   - warpgroup 0 computes X = R1 S1^T (S^T = K Q^T, or S = Q K^T), warpgroup 1 computes
-//     Y = R2 S2^T (dP^T = V dO^T, or dP = dO V^T), side by side (wgmma m64n64k256, both operands
-//     in shared memory);
-//   - each sends the other, through shared memory in register order (both fragments have the
-//     same layout, so thread t reads exactly the elements it holds), the half of its fp32
-//     accumulators the other needs: warpgroup 0 then holds X and Y for elements [0, 16) of its
-//     32, warpgroup 1 for [16, 32); each applies the pointwise step (bwd_apply: masks, SiLU,
-//     SiLU') to its half, packs P and dS to 16-bit pairs and sends them to the other;
-//   - dV[:, half] += P^T dO[:, half], dK[:, half] += dS^T Q[:, half] (or dQ[:, half] += dS
-//     K[:, half]) with P / dS from registers (wgmma RS, m64n128k64) and the streamed operand's
-//     column half read MN-major from shared memory.
-// GEMMs per tile pair: 4 in the dK/dV kernel and 3 in the dQ kernel (7 for the 5 counted), as
-// the d 64 / 128 split form. Shared memory: resident 2 x 32 KB, streamed 2 stages x 2 x 32 KB,
-// exchange 2 x 16 KB = 224 KB.
+// resident rows (keys for dK/dV, queries for dQ) and streams kBN = 64-row blocks:
+//   - warpgroup 0 computes X = K Q^T (S^T; S = Q K^T in the dQ kernel) and the whole pointwise
+//     step (bwd_apply: masks, SiLU, SiLU'): P stays in its registers for dV += P^T dO
+//     (wgmma RS m64n256k64, dK/dV kernel only) and F = SiLU'(S), masked, goes to shared memory
+//     (fp32, in register order: both warpgroups' fragments have the same layout);
+//   - warpgroup 1 computes Y = V dO^T (dP^T; dP = dO V^T), reads F, forms dS = Y F and runs
+//     dK += dS^T Q (dQ += dS K), wgmma RS m64n256k64; so warpgroup 0 owns dV [64, 256] and
+//     warpgroup 1 dK or dQ [64, 256] (128 registers each).
+// The hand-off is one-way: warpgroup 0 never waits for warpgroup 1's results, only for a free F
+// buffer (two, so it may run a block ahead); warpgroup 1 waits for F. One named barrier pair per
+// buffer (full: 0 arrives, 1 waits; free: 1 arrives, 0 waits) instead of the column split's three
+// two-way barriers per block. The dQ kernel's warpgroup 0 releases a stage once X is done.
+// GEMMs per tile pair: 4 in the dK/dV kernel and 3 in the dQ kernel (7 for the 5 counted).
+// Shared memory: resident 2 x 32 KB, streamed 2 stages x 2 x 32 KB, F 2 x 16 KB = 224 KB.
 //
-// Measured (B32 L4096 H4 causal bf16, deterministic backward, TFLOPS): 281.6 on an H200 and
-// 290.0 on an H100 (sm80: 114.5 / 117.2); each warpgroup applying the whole pointwise step
-// (no second exchange, twice the special-function work): 251.6 (H200). NOTE: tried and
-// dropped: issuing the next block's S / dP GEMM before this block's pointwise step (FA3's
-// intra-warpgroup overlap, one more 64 x 64 accumulator) spilled 960 bytes in the dK/dV kernel
-// and ran at 175.2 (H100). ncu (H200, the dK/dV kernel): 5.3 ms of the 9.8, DRAM 6 % busy,
-// special-function pipe 11 %, FMA pipe 9 %, stalls per issued instruction: barrier 2.3, wait
-// 2.0, long scoreboard 0.7 (the tensor-pipe metric was not read): the GEMMs and the pointwise
-// step take turns. The next step is overlap that fits the
-// registers (e.g. the pointwise halves read from shared memory instead of registers).
+// Measured (H200, B32 H4 causal bf16, deterministic backward, TFLOPS, roles / the column split
+// it replaced, same run): 287.2 / 282.8 at L 4096, 239.2 / 232.6 at 1024, 202.3 / 196.1 at 128 x
+// 512; ncu at 4096: dK/dV kernel 5.01 / 5.26 ms (barrier stalls per issued instruction 1.29 /
+// 2.30, wait 2.38 / 1.99), dQ kernel 4.48 / 4.47 ms. The column split (before): each warpgroup
+// owned output columns [128 w, 128 w + 128) of dK and dV, computed one of X / Y (m64n64k256),
+// exchanged half its fp32 accumulators and then half the packed P / dS words with the other
+// (three two-way barriers a block: the GEMMs and the pointwise step took turns); H100 290.0.
+// NOTE: tried and dropped:
+//   - FlashAttention-3's intra-warpgroup overlap on top of the roles (the next block's X / Y
+//     GEMM issued before this block's dV / dK / dQ GEMM, the next pointwise step while the latter
+//     runs, as the forward does): 220.2 vs 284.0 for the column split (H200, same run); ncu: dK/dV
+//     6.42 ms, dQ 6.03 ms, tensor pipe 36 % / 29 % active, long-scoreboard stalls 1.6 / 2.0 per
+//     issued instruction (from 0.5). Getting it to compile without serialised wgmma took a
+//     peeled last block (issues and waits under one run-time test: ptxas C7514; a wgmma in
+//     flight across the back edge: C7515) and F made in chunks of 8 (104 bytes of spills).
+//   - column split, each warpgroup applying the whole pointwise step (no second exchange):
+//     251.6 (H200); the column split with the next S / dP GEMM before the pointwise step:
+//     960 bytes of spills, 175.2 (H100).
+// Where the time goes (ncu, dK/dV kernel, roles): 4.5 K cycles per 64 x 64 tile against 2 K of
+// tensor work at the peak rate; warpgroup 0 (GEMM, the whole pointwise step, GEMM, in turn) is
+// the long pole (warpgroup 1 waits on F: barrier stalls), DRAM 7 % busy. Next: balance the
+// pointwise step between the warpgroups without a two-way wait, or a fused dQ (5 GEMMs).
 //
 // Masks, tile classification, the producer and the epilogue's stores are those of
 // attention_bwd_sm90.cuh (bwd_apply, bwd_produce, store_tile). No rab (sm90_bwd_supported keeps
@@ -48,24 +58,24 @@ template <typename T, bool kDkdv>
 struct WideBwdTraits {
   using Element = typename CuteElem<T>::type;
   static constexpr int kHD = 256;
-  static constexpr int kHalf = kHD / 2;  // output columns per consumer warpgroup
   static constexpr int kConsumerWGs = 2;
   static constexpr int kBM = 64;  // resident rows (keys for dK/dV, else queries)
   static constexpr int kBN = 64;  // streamed rows per block
   static constexpr int kStages = 2;
+  static constexpr int kFBufs = 2;  // F buffers: warpgroup 0 runs up to one block ahead
   static constexpr int kThreads = 128 * (kConsumerWGs + 1);
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = 240;
 
   using OneWG = Layout<Shape<_1, _1, _1>>;
-  // X [kBM, kBN] = A B^T (S^T / S or dP^T / dP): both operands K-major in shared memory.
+  // X / Y [kBM, kBN] = A B^T: both operands K-major in shared memory.
   using TiledMmaS = decltype(make_tiled_mma(
       GMMA::ss_op_selector<Element, Element, float, Shape<Int<kBM>, Int<kBN>, Int<kHD>>>(),
       OneWG{}));
-  // Acc [kBM, kHalf] += P [kBM, kBN] B [kBN, kHalf]: P from registers, B^T MN-major in shared
-  // memory (one column half of a streamed operand).
+  // Acc [kBM, kHD] += A [kBM, kBN] B [kBN, kHD]: A (P or dS) from registers, B^T MN-major in
+  // shared memory (a whole streamed operand).
   using TiledMmaO = decltype(make_tiled_mma(
-      GMMA::rs_op_selector<Element, Element, float, Shape<Int<kBM>, Int<kHalf>, Int<kBN>>,
+      GMMA::rs_op_selector<Element, Element, float, Shape<Int<kBM>, Int<kHD>, Int<kBN>>,
                            GMMA::Major::K, GMMA::Major::MN>(),
       OneWG{}));
 
@@ -73,14 +83,10 @@ struct WideBwdTraits {
   using SmemLayoutR = decltype(tile_to_shape(SmemAtom{}, Shape<Int<kBM>, Int<kHD>>{}));
   using SmemLayoutS =
       decltype(tile_to_shape(SmemAtom{}, Shape<Int<kBN>, Int<kHD>, Int<kStages>>{}));
-  // (column within a half, streamed row, stage) -> SmemLayoutS: the transposed view of columns
-  // [0, kHalf); columns [kHalf, kHD) are the same layout kHalfOffset elements further (the
-  // 8 x 64 swizzle atoms repeat over rows first, so a 128-column step is 2 x kBN x 64 elements,
-  // a multiple of the 1 KB swizzle period).
-  using SmemLayoutStHalf = decltype(composition(
+  // (column, streamed row, stage) -> SmemLayoutS: the transposed view for the MN-major B operand.
+  using SmemLayoutSt = decltype(composition(
       SmemLayoutS{},
-      Layout<Shape<Int<kHalf>, Int<kBN>, Int<kStages>>, Stride<Int<kBN>, _1, Int<kBN * kHD>>>{}));
-  static constexpr int kHalfOffset = kBN * kHalf;
+      make_ordered_layout(Shape<Int<kHD>, Int<kBN>, Int<kStages>>{}, Step<_2, _1, _3>{})));
 
   using GShape = Shape<int32_t, int32_t, int32_t>;
   using GStride = Stride<int64_t, _1, int64_t>;
@@ -91,12 +97,7 @@ struct WideBwdTraits {
   using TmaS = decltype(make_tma_copy(SM90_TMA_LOAD{}, GTensor{}, take<0, 2>(SmemLayoutS{}),
                                       Shape<Int<kBN>, Int<kHD>>{}, _1{}));
 
-  // Exchange: warpgroup w's [kBM, kBN] fp32 accumulators in register order (float4 k of thread
-  // t at xch[w][4 (128 k + t)]: consecutive threads, consecutive 16-byte words).
-  // A block's exchange puts half of those floats there, then the packed P / dS words from float
-  // kXchWords on.
   static constexpr int kAccPerThread = kBM * kBN / 128;
-  static constexpr int kXchWords = 128 * kAccPerThread / 2;
 
   using Pipe = cutlass::PipelineTmaAsync<kStages>;
   struct SharedStorage {
@@ -104,7 +105,8 @@ struct WideBwdTraits {
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutR>, 1024> r2;  // then dV
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutS>, 1024> s1;
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutS>, 1024> s2;
-    alignas(16) float xch[kConsumerWGs][kBM * kBN];
+    // F [kBM, kBN] of a block in register order: float4 k of thread t at f[buf][4 (128 k + t)].
+    alignas(16) float f[kFBufs][kBM * kBN];
     typename Pipe::SharedStorage pipe;
     alignas(8) uint64_t barrier_r;
   };
@@ -114,74 +116,11 @@ struct WideBwdTraits {
   static constexpr uint32_t kSBytes = kBN * kHD * sizeof(Element);
 };
 
-// Named barriers of the wide kernel's two consumer warpgroups (CUTLASS offsets the ids past its
-// reserved ones).
-enum WideBarrier : int {
-  kWideXchFree = 1,
-  kWideXchFull = 2,
-  kWideXchWords = 3,
-  kWideEpiFree = 4,
-  kWideEpiFull = 5
-};
+// Named barriers of the two consumer warpgroups (CUTLASS offsets the ids past its reserved
+// ones): F buffer b full (warpgroup 0 arrives, 1 waits) and free (1 arrives, 0 waits); the
+// epilogue's two.
+enum WideBarrier : int { kWideFFull = 1, kWideFFree = 3, kWideEpiFree = 5, kWideEpiFull = 6 };
 
-// One thread's accumulators [kE0, kE1) to / from its slots of an exchange buffer (float4 k of
-// thread t at float4 slot 128 k + t).
-template <int kE0 = 0, int kE1 = -1, typename TX>
-__device__ __forceinline__ void xch_put(const TX& tX, float* buf, int t) {
-  constexpr int kEnd = kE1 < 0 ? int(decltype(size(std::declval<const TX&>()))::value) : kE1;
-  float4* b = reinterpret_cast<float4*>(buf);
-#pragma unroll
-  for (int e = kE0; e < kEnd; e += 4)
-    b[128 * ((e - kE0) / 4) + t] = make_float4(tX(e), tX(e + 1), tX(e + 2), tX(e + 3));
-}
-template <int kE0 = 0, int kE1 = -1, typename TX>
-__device__ __forceinline__ void xch_get(TX& tX, const float* buf, int t) {
-  constexpr int kEnd = kE1 < 0 ? int(decltype(size(std::declval<const TX&>()))::value) : kE1;
-  const float4* b = reinterpret_cast<const float4*>(buf);
-#pragma unroll
-  for (int e = kE0; e < kEnd; e += 4) {
-    const float4 v = b[128 * ((e - kE0) / 4) + t];
-    tX(e) = v.x;
-    tX(e + 1) = v.y;
-    tX(e + 2) = v.z;
-    tX(e + 3) = v.w;
-  }
-}
-// Words [kW0, kW1) of the P and dS fragments (packed pairs of 16-bit values) to / from an
-// exchange buffer: P's at uint4 slots 128 k + t, dS's after them.
-template <int kW0, int kW1, bool kWithP>
-__device__ __forceinline__ void words_put(const uint32_t* wp, const uint32_t* wd, float* buf,
-                                          int t) {
-  constexpr int kQ = (kW1 - kW0) / 4;
-  uint4* b = reinterpret_cast<uint4*>(buf);
-#pragma unroll
-  for (int q = 0; q < kQ; ++q) {
-    const int w0 = kW0 + 4 * q;
-    if constexpr (kWithP) b[128 * q + t] = make_uint4(wp[w0], wp[w0 + 1], wp[w0 + 2], wp[w0 + 3]);
-    b[128 * (kQ + q) + t] = make_uint4(wd[w0], wd[w0 + 1], wd[w0 + 2], wd[w0 + 3]);
-  }
-}
-template <int kW0, int kW1, bool kWithP>
-__device__ __forceinline__ void words_get(uint32_t* wp, uint32_t* wd, const float* buf, int t) {
-  constexpr int kQ = (kW1 - kW0) / 4;
-  const uint4* b = reinterpret_cast<const uint4*>(buf);
-#pragma unroll
-  for (int q = 0; q < kQ; ++q) {
-    const int w0 = kW0 + 4 * q;
-    if constexpr (kWithP) {
-      const uint4 v = b[128 * q + t];
-      wp[w0] = v.x;
-      wp[w0 + 1] = v.y;
-      wp[w0 + 2] = v.z;
-      wp[w0 + 3] = v.w;
-    }
-    const uint4 v = b[128 * (kQ + q) + t];
-    wd[w0] = v.x;
-    wd[w0 + 1] = v.y;
-    wd[w0 + 2] = v.z;
-    wd[w0 + 3] = v.w;
-  }
-}
 // Fragment words [kW0, kW1) from accumulator pairs (acc_to_frag on a range).
 template <typename T, int kW0, int kW1, typename TAcc>
 __device__ __forceinline__ void pack_words(const TAcc& acc, uint32_t* w) {
@@ -196,7 +135,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   using Pipe = typename Tr::Pipe;
   using SS = typename Tr::SharedStorage;
   using NamedBarrier = cutlass::arch::NamedBarrier;
-  constexpr int kBM = Tr::kBM, kBN = Tr::kBN, kHD = Tr::kHD, kHalf = Tr::kHalf;
+  constexpr int kBM = Tr::kBM, kBN = Tr::kBN, kHD = Tr::kHD, kN = Tr::kAccPerThread;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   SS& ss = *reinterpret_cast<SS*>(smem_raw);
   const HstuAttnParams& p = P.p;
@@ -234,124 +173,105 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     return;
   }
 
-  // ---- consumers: warpgroup w = wg - 1 owns output columns [kHalf w, kHalf (w + 1))
+  // ---- consumers: warpgroup w = wg - 1 (0: X, pointwise, dV; 1: Y, dS, dK / dQ)
   cutlass::arch::warpgroup_reg_alloc<Tr::kConsumerRegs>();
   const int ctid = tid - 128, t = tid & 127, w = wg - 1;
-  Tensor sR1 = make_tensor(make_smem_ptr(ss.r1.data()), typename Tr::SmemLayoutR{});
-  Tensor sR2 = make_tensor(make_smem_ptr(ss.r2.data()), typename Tr::SmemLayoutR{});
-  Tensor sS1 = make_tensor(make_smem_ptr(ss.s1.data()), typename Tr::SmemLayoutS{});
-  Tensor sS2 = make_tensor(make_smem_ptr(ss.s2.data()), typename Tr::SmemLayoutS{});
-  Tensor sS1h = make_tensor(make_smem_ptr(ss.s1.data() + w * Tr::kHalfOffset),
-                            typename Tr::SmemLayoutStHalf{});
-  Tensor sS2h = make_tensor(make_smem_ptr(ss.s2.data() + w * Tr::kHalfOffset),
-                            typename Tr::SmemLayoutStHalf{});
+  Tensor sR =
+      make_tensor(make_smem_ptr(w == 0 ? ss.r1.data() : ss.r2.data()), typename Tr::SmemLayoutR{});
+  Tensor sS =
+      make_tensor(make_smem_ptr(w == 0 ? ss.s1.data() : ss.s2.data()), typename Tr::SmemLayoutS{});
+  // The B operand of the warpgroup's second GEMM: dO (dV += P^T dO) or Q / K (dK / dQ += dS ..).
+  Tensor sSt =
+      make_tensor(make_smem_ptr(w == 0 ? ss.s2.data() : ss.s1.data()), typename Tr::SmemLayoutSt{});
   typename Tr::TiledMmaS mmaS;
   typename Tr::TiledMmaO mmaO;
   auto thrS = mmaS.get_thread_slice(t);
   auto thrO = mmaO.get_thread_slice(t);
-  Tensor tXrR1 = thrS.partition_fragment_A(sR1);  // descriptors
-  Tensor tXrR2 = thrS.partition_fragment_A(sR2);
-  Tensor tXrS1 = thrS.partition_fragment_B(sS1);  // (.., stage)
-  Tensor tXrS2 = thrS.partition_fragment_B(sS2);
-  Tensor tOrS1h = thrO.partition_fragment_B(sS1h);  // (.., stage)
-  Tensor tOrS2h = thrO.partition_fragment_B(sS2h);
-  // accB: dK [kBM, kHalf] (dK/dV kernel) or dQ; accA: dV (dK/dV kernel only).
-  Tensor accA = partition_fragment_C(mmaO, Shape<Int<kBM>, Int<kHalf>>{});
-  Tensor accB = partition_fragment_C(mmaO, Shape<Int<kBM>, Int<kHalf>>{});
-  if constexpr (kDkdv) clear(accA);
-  clear(accB);
+  Tensor tXrR = thrS.partition_fragment_A(sR);    // descriptors
+  Tensor tXrS = thrS.partition_fragment_B(sS);    // (.., stage)
+  Tensor tOrSt = thrO.partition_fragment_B(sSt);  // (.., stage)
+  // acc: dV [kBM, kHD] (warpgroup 0, dK/dV kernel) or dK / dQ (warpgroup 1).
+  Tensor acc = partition_fragment_C(mmaO, Shape<Int<kBM>, Int<kHD>>{});
   Tensor tXcX = thrS.partition_C(make_identity_tensor(Shape<Int<kBM>, Int<kBN>>{}));
-  Tensor tXrX = partition_fragment_C(mmaS, Shape<Int<kBM>, Int<kBN>>{});  // S^T / S
-  Tensor tXrY = partition_fragment_C(mmaS, Shape<Int<kBM>, Int<kBN>>{});  // dP^T / dP
-  static_assert(size(decltype(tXrX){}) == Tr::kAccPerThread, "exchange slots");
+  Tensor tXrX = partition_fragment_C(mmaS, Shape<Int<kBM>, Int<kBN>>{});  // X or Y
+  static_assert(size(decltype(tXrX){}) == kN, "F slots");
   using FragLayout = Layout<Shape<Shape<_2, _2, _2>, _1, Int<kBN / 16>>>;
-  Tensor tOrP = make_tensor<typename Tr::Element>(FragLayout{});
-  Tensor tOrD = make_tensor<typename Tr::Element>(FragLayout{});
-  static_assert(size(FragLayout{}) == size(decltype(tXrX){}), "A fragment size");
-  float* mine = ss.xch[w];
-  const float* other = ss.xch[1 - w];
+  Tensor tOrA = make_tensor<typename Tr::Element>(FragLayout{});  // P or dS
+  static_assert(size(FragLayout{}) == kN, "A fragment size");
+  uint32_t* wa = reinterpret_cast<uint32_t*>(raw_pointer_cast(tOrA.data()));
+  const bool has_o = kDkdv || w == 1;  // whether the warpgroup runs the second GEMM
+  int tiles = 0;  // visible streamed blocks (warpgroup 1 frees an F buffer only for a later one)
+  for (int n = next_visible(0); n < n_blocks; n = next_visible(n + 1)) ++tiles;
+  clear(acc);
+  warpgroup_fence_operand(acc);
 
   reinterpret_cast<Barrier*>(&ss.barrier_r)->wait(0);
   cutlass::PipelineState<Tr::kStages> rd;
+  int k = 0;
 #pragma unroll 1
-  for (int n = next_visible(0); n < n_blocks; n = next_visible(n + 1)) {
+  for (int n = next_visible(0); n < n_blocks; n = next_visible(n + 1), ++k) {
     pipe.consumer_wait(rd);
-    const int st = rd.index();
-    // Warpgroup 0 applies the pointwise step to elements [0, kH) (fragment words [0, kH / 2)),
-    // warpgroup 1 to the rest: each sends the other the half of its accumulator the other needs,
-    // then the P / dS words it made. NOTE: branches, not a register tensor chosen at run time
-    // (it would go to local memory).
-    constexpr int kN = Tr::kAccPerThread, kH = kN / 2;
-    uint32_t* wp = reinterpret_cast<uint32_t*>(raw_pointer_cast(tOrP.data()));
-    uint32_t* wd = reinterpret_cast<uint32_t*>(raw_pointer_cast(tOrD.data()));
-    if (w == 0) {
-      wg_gemm<true>(mmaS, tXrR1, tXrS1(_, _, _, st), tXrX);
-      warpgroup_wait<0>();
-      warpgroup_fence_operand(tXrX);
-      NamedBarrier::sync(256, kWideXchFree);  // the other warpgroup read the previous block
-      xch_put<kH, kN>(tXrX, mine, t);
-      NamedBarrier::sync(256, kWideXchFull);
-      xch_get<0, kH>(tXrY, other, t);
-      bwd_apply<kDkdv, kBM, kBN, 0, kH>(tXrX, tXrY, tXcX, p, si, r0, n * kBN, kind_of(n));
-      pack_words<T, 0, kH / 2>(tXrY, wd);
-      if constexpr (kDkdv) pack_words<T, 0, kH / 2>(tXrX, wp);
-      words_put<0, kH / 2, kDkdv>(wp, wd, mine + Tr::kXchWords, t);
-      NamedBarrier::sync(256, kWideXchWords);
-      words_get<kH / 2, kN / 2, kDkdv>(wp, wd, other + Tr::kXchWords, t);
-    } else {
-      wg_gemm<true>(mmaS, tXrR2, tXrS2(_, _, _, st), tXrY);
-      warpgroup_wait<0>();
-      warpgroup_fence_operand(tXrY);
-      NamedBarrier::sync(256, kWideXchFree);
-      xch_put<0, kH>(tXrY, mine, t);
-      NamedBarrier::sync(256, kWideXchFull);
-      xch_get<kH, kN>(tXrX, other, t);
-      bwd_apply<kDkdv, kBM, kBN, kH, kN>(tXrX, tXrY, tXcX, p, si, r0, n * kBN, kind_of(n));
-      pack_words<T, kH / 2, kN / 2>(tXrY, wd);
-      if constexpr (kDkdv) pack_words<T, kH / 2, kN / 2>(tXrX, wp);
-      words_put<kH / 2, kN / 2, kDkdv>(wp, wd, mine + Tr::kXchWords, t);
-      NamedBarrier::sync(256, kWideXchWords);
-      words_get<0, kH / 2, kDkdv>(wp, wd, other + Tr::kXchWords, t);
-    }
-    warpgroup_fence_operand(tOrD);
-    if constexpr (kDkdv) {
-      warpgroup_fence_operand(tOrP);
-      wg_gemm<false>(mmaO, tOrP, tOrS2h(_, _, _, st), accA);  // dV[:, half] += P^T dO[:, half]
-    }
-    wg_gemm<false>(mmaO, tOrD, tOrS1h(_, _, _, st), accB);  // dK += dS^T Q | dQ += dS K
+    wg_gemm<true>(mmaS, tXrR, tXrS(_, _, _, rd.index()), tXrX);  // X or Y
     warpgroup_wait<0>();
-    warpgroup_fence_operand(accA);
-    warpgroup_fence_operand(accB);
-    warpgroup_fence_operand(tOrP);
-    warpgroup_fence_operand(tOrD);
-    pipe.consumer_release(rd);
+    warpgroup_fence_operand(tXrX);
+    if (!has_o) pipe.consumer_release(rd);
+    float4* fb = reinterpret_cast<float4*>(ss.f[k & 1]);
+    if (w == 0) {
+      // P = SiLU(S) in place, F = SiLU'(S) (bwd_apply's dS for dP = 1), both masked.
+      Tensor tXrF = make_fragment_like(tXrX);
+      fill(tXrF, 1.f);
+      bwd_apply<kDkdv, kBM, kBN>(tXrX, tXrF, tXcX, p, si, r0, n * kBN, kind_of(n));
+      if (k >= Tr::kFBufs) NamedBarrier::sync(256, kWideFFree + (k & 1));
+#pragma unroll
+      for (int e = 0; e < kN; e += 4)
+        fb[128 * (e / 4) + t] = make_float4(tXrF(e), tXrF(e + 1), tXrF(e + 2), tXrF(e + 3));
+      NamedBarrier::arrive(256, kWideFFull + (k & 1));
+      if constexpr (kDkdv) pack_words<T, 0, kN / 2>(tXrX, wa);
+    } else {
+      NamedBarrier::sync(256, kWideFFull + (k & 1));
+#pragma unroll
+      for (int e = 0; e < kN; e += 4) {
+        const float4 f = fb[128 * (e / 4) + t];
+        wa[e / 2] = Mma<T>::pack(tXrX(e) * f.x, tXrX(e + 1) * f.y);
+        wa[e / 2 + 1] = Mma<T>::pack(tXrX(e + 2) * f.z, tXrX(e + 3) * f.w);
+      }
+      if (k + Tr::kFBufs < tiles) NamedBarrier::arrive(256, kWideFFree + (k & 1));
+    }
+    if (has_o) {  // dV += P^T dO | dK += dS^T Q | dQ += dS K
+      warpgroup_fence_operand(tOrA);
+      wg_gemm<false>(mmaO, tOrA, tOrSt(_, _, _, rd.index()), acc);
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(acc);
+      warpgroup_fence_operand(tOrA);
+      pipe.consumer_release(rd);
+    }
     ++rd;
   }
 
-  // ---- epilogue: both warpgroups are past their last resident read; r1 takes dK / dQ and r2 dV
-  // (the sm80 swizzled row-major layout, swz<kHD>), each warpgroup its column half; then both
-  // store the 64 rows.
+  // ---- epilogue: both warpgroups are past their last resident read; r1 takes dK / dQ
+  // (warpgroup 1) and r2 dV (warpgroup 0), in the sm80 swizzled row-major layout (swz<kHD>);
+  // then both store the 64 rows.
   NamedBarrier::sync(256, kWideEpiFree);
-  T* sB = reinterpret_cast<T*>(ss.r1.data());
-  T* sA = reinterpret_cast<T*>(ss.r2.data());
-  Tensor tOcO = thrO.partition_C(make_identity_tensor(Shape<Int<kBM>, Int<kHalf>>{}));
-  const float mul_b = p.alpha * p.scale;
+  if (has_o) {
+    T* so = reinterpret_cast<T*>(w == 1 ? ss.r1.data() : ss.r2.data());
+    const float mul = w == 1 ? p.alpha * p.scale : p.scale;
+    Tensor tOcO = thrO.partition_C(make_identity_tensor(Shape<Int<kBM>, Int<kHD>>{}));
 #pragma unroll
-  for (int e = 0; e < size(accB); e += 2) {
-    const int r = get<0>(tOcO(e)), c = kHalf * w + get<1>(tOcO(e));
-    *reinterpret_cast<uint32_t*>(sB + swz<kHD>(r, c)) =
-        Mma<T>::pack(accB(e) * mul_b, accB(e + 1) * mul_b);
-    if constexpr (kDkdv)
-      *reinterpret_cast<uint32_t*>(sA + swz<kHD>(r, c)) =
-          Mma<T>::pack(accA(e) * p.scale, accA(e + 1) * p.scale);
+    for (int e = 0; e < size(acc); e += 2) {
+      const int r = get<0>(tOcO(e)), c = get<1>(tOcO(e));
+      *reinterpret_cast<uint32_t*>(so + swz<kHD>(r, c)) =
+          Mma<T>::pack(acc(e) * mul, acc(e + 1) * mul);
+    }
   }
   NamedBarrier::sync(256, kWideEpiFull);
   const int rows = min(kBM, si.L - r0);
   const int64_t row = si.start + r0;
+  const T* sB = reinterpret_cast<const T*>(ss.r1.data());
   if constexpr (kDkdv) {
     store_tile<kBM, kHD, 256>(p.dk.head<T>(row, h), p.dk.row_stride, sB, rows, p.d_qk, p.dk.vec,
                               ctid);
-    store_tile<kBM, kHD, 256>(p.dv.head<T>(row, h), p.dv.row_stride, sA, rows, p.d_v, p.dv.vec,
+    store_tile<kBM, kHD, 256>(p.dv.head<T>(row, h), p.dv.row_stride,
+                              reinterpret_cast<const T*>(ss.r2.data()), rows, p.d_v, p.dv.vec,
                               ctid);
   } else {
     store_tile<kBM, kHD, 256>(p.dq.head<T>(row, h), p.dq.row_stride, sB, rows, p.d_qk, p.dq.vec,

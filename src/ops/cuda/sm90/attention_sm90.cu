@@ -75,10 +75,12 @@ bool sm90_bwd_rab_fits(const HstuAttnParams& p, int padded_head_dim) {
 // full / jagged): 1.94x / 1.80x at 32 x 2048 x 4, 1.68x / 1.53x at 32 x 1024 x 4, 1.52x / 1.36x
 // at 128 x 512 x 4. d 64 was measured at 4096 tokens only. So sm90 from 512 tokens at d 128 and
 // from 4096 at d 64; HSTU_ATTN_SM90=1 forces it.
-// d 256 (attention_bwd_sm90_wide.cuh; 64-row tiles, the output columns split between the
-// warpgroups): 32 x 4096 x 4 x 256 281.6 / 114.5 on an H200 (2.46x; atomic-dQ sm80 131.4: 2.14x),
-// 290.0 / 117.2 on an H100 (2.47x). Shorter sequences were NOT measured at d 256: sm90 from 512
-// tokens as at d 128 (whose margin shrank to 1.52x at 512), on the strength of the 2.5x here.
+// d 256 (attention_bwd_sm90_wide.cuh; 64-row tiles; measured when the warpgroups split the output
+// columns): 32 x 4096 x 4 x 256 281.6 / 114.5 on an H200 (2.46x; atomic-dQ sm80 131.4: 2.14x),
+// 290.0 / 117.2 on an H100 (2.47x); the warpgroups now split by operand, 1.6 % faster at 4096
+// and 3 % at 1024 / 512 tokens (H200). The sm80 side was NOT measured below 4096 tokens at d 256:
+// sm90 from 512 tokens as at d 128 (whose margin shrank to 1.52x at 512), on the strength of the
+// 2.5x here (sm90 at 128 x 512 x 4 x 256: 202 TFLOPS, H200).
 // With rab (attention_bwd_sm90_rab.cuh; bf16, causal, deterministic, positions + 128 time
 // buckets with gradients, sm90 / sm80 ms): H100, 32 x 1024 x 4 x 128 1.183 / 1.453 (1.23x),
 // 32 x 1024 x 4 x 64 1.071 / 0.965 (0.90x). So rab keeps the lengths above at d 128 and stays
