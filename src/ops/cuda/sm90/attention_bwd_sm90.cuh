@@ -389,7 +389,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   auto bkt_ready = [&] {  // the warpgroup's copies of the current block landed, all visible
     if constexpr (kHasRab) {
       cp_async_wait<0>();
-      cutlass::arch::NamedBarrier::sync(128, 8 + w);  // ids 8, 9: free (0..5 are taken)
+      named_bar_sync(128, 8 + w);  // ids 8, 9: free (0..5 are taken)
     }
   };
   auto rab_view = [&](int nb, int buf) {  // indexed by tile coordinates (BwdRabView)
@@ -437,7 +437,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
         bwd_rab_grad<Rab::kBktPitch, Rab::kStagePitch, Rab::kDiagPitch>(
             tXrY, tXcX, rv, rs.stage + (tid / 32 - 4) * Rab::kStageFloats,
             rs.diag + w * 8 * Rab::kDiagPitch, rs.hist + w * Rab::kHistWords, grad_mul);
-        cutlass::arch::NamedBarrier::sync(128, 10 + w);  // ids 10, 11: free
+        named_bar_sync(128, 10 + w);  // ids 10, 11: free
         bwd_rab_flush_tile<Rab::kDiagPitch>(p, rv, rs.diag + w * 8 * Rab::kDiagPitch,
                                             rs.hist + w * Rab::kHistWords, tid & 127, 64 * w,
                                             grad_mul);
@@ -453,7 +453,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
         *reinterpret_cast<uint32_t*>(&sdS(c, r, w)) = dw[e / 2];
       }
       cutlass::arch::fence_view_async_shared();  // generic-proxy writes -> wgmma reads
-      cutlass::arch::NamedBarrier::sync(128, 4 + w);
+      named_bar_sync(128, 4 + w);
     }
     warpgroup_wait<0>();
     warpgroup_fence_operand(accA);
@@ -482,7 +482,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
         while (ld_acquire(sem) != 2 * idx + w) {
         }
       }
-      cutlass::arch::NamedBarrier::sync(128, 4 + w);
+      named_bar_sync(128, 4 + w);
 #pragma unroll
       for (int e = 0; e < size(accQ); e += 2) {
         const int i = n * kBN + get<0>(tDcQ(e)), c = get<1>(tDcQ(e));
@@ -491,7 +491,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
                       accQ(e + 1));
       }
       __threadfence();
-      cutlass::arch::NamedBarrier::sync(128, 4 + w);
+      named_bar_sync(128, 4 + w);
       if ((tid & 127) == 0) atomicAdd(sem, 1);
     }
     n = nn;
@@ -500,7 +500,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
 
   // ---- epilogue: both warpgroups are past their last resident read; r1 holds dK / dQ and r2 dV
   // (the sm80 swizzled row-major layout, swz<kHD>), then each warpgroup stores its own 64 rows.
-  cutlass::arch::NamedBarrier::sync(128 * Tr::kConsumerWGs, 0);
+  named_bar_sync(128 * Tr::kConsumerWGs, 0);
   if constexpr (kHasRab && kDkdv) {  // every tile's rab gradient is in the CTA's accumulators
     if (rab_grad) Rab::flush(rs, p, p.max_seqlen, dmin, ctid, 128 * Tr::kConsumerWGs);
   }
@@ -517,7 +517,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       *reinterpret_cast<uint32_t*>(sA + swz<kHD>(r, c)) =
           Mma<T>::pack(accA(e) * p.scale, accA(e + 1) * p.scale);
   }
-  cutlass::arch::NamedBarrier::sync(128, 1 + w);
+  named_bar_sync(128, 1 + w);
   const int rows = min(64, si.L - r0 - 64 * w);
   if (rows <= 0) return;
   const int64_t row = si.start + r0 + 64 * w;

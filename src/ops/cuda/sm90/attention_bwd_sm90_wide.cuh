@@ -134,7 +134,6 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Pipe = typename Tr::Pipe;
   using SS = typename Tr::SharedStorage;
-  using NamedBarrier = cutlass::arch::NamedBarrier;
   constexpr int kBM = Tr::kBM, kBN = Tr::kBN, kHD = Tr::kHD, kN = Tr::kAccPerThread;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   SS& ss = *reinterpret_cast<SS*>(smem_raw);
@@ -221,21 +220,21 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       Tensor tXrF = make_fragment_like(tXrX);
       fill(tXrF, 1.f);
       bwd_apply<kDkdv, kBM, kBN>(tXrX, tXrF, tXcX, p, si, r0, n * kBN, kind_of(n));
-      if (k >= Tr::kFBufs) NamedBarrier::sync(256, kWideFFree + (k & 1));
+      if (k >= Tr::kFBufs) named_bar_sync(256, kWideFFree + (k & 1));
 #pragma unroll
       for (int e = 0; e < kN; e += 4)
         fb[128 * (e / 4) + t] = make_float4(tXrF(e), tXrF(e + 1), tXrF(e + 2), tXrF(e + 3));
-      NamedBarrier::arrive(256, kWideFFull + (k & 1));
+      named_bar_arrive(256, kWideFFull + (k & 1));
       if constexpr (kDkdv) pack_words<T, 0, kN / 2>(tXrX, wa);
     } else {
-      NamedBarrier::sync(256, kWideFFull + (k & 1));
+      named_bar_sync(256, kWideFFull + (k & 1));
 #pragma unroll
       for (int e = 0; e < kN; e += 4) {
         const float4 f = fb[128 * (e / 4) + t];
         wa[e / 2] = Mma<T>::pack(tXrX(e) * f.x, tXrX(e + 1) * f.y);
         wa[e / 2 + 1] = Mma<T>::pack(tXrX(e + 2) * f.z, tXrX(e + 3) * f.w);
       }
-      if (k + Tr::kFBufs < tiles) NamedBarrier::arrive(256, kWideFFree + (k & 1));
+      if (k + Tr::kFBufs < tiles) named_bar_arrive(256, kWideFFree + (k & 1));
     }
     if (has_o) {  // dV += P^T dO | dK += dS^T Q | dQ += dS K
       warpgroup_fence_operand(tOrA);
@@ -251,7 +250,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   // ---- epilogue: both warpgroups are past their last resident read; r1 takes dK / dQ
   // (warpgroup 1) and r2 dV (warpgroup 0), in the sm80 swizzled row-major layout (swz<kHD>);
   // then both store the 64 rows.
-  NamedBarrier::sync(256, kWideEpiFree);
+  named_bar_sync(256, kWideEpiFree);
   if (has_o) {
     T* so = reinterpret_cast<T*>(w == 1 ? ss.r1.data() : ss.r2.data());
     const float mul = w == 1 ? p.alpha * p.scale : p.scale;
@@ -263,7 +262,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
           Mma<T>::pack(acc(e) * mul, acc(e + 1) * mul);
     }
   }
-  NamedBarrier::sync(256, kWideEpiFull);
+  named_bar_sync(256, kWideEpiFull);
   const int rows = min(kBM, si.L - r0);
   const int64_t row = si.start + r0;
   const T* sB = reinterpret_cast<const T*>(ss.r1.data());

@@ -50,6 +50,7 @@
 #include "ops/cuda/sm80/attention_mask.cuh"
 #include "ops/cuda/sm80/attention_primitives.cuh"
 #include "ops/cuda/sm90/attention_sm90.h"
+#include "ops/cuda/sm90/named_barrier.cuh"
 
 namespace hstu::cuda::attn::sm90 {
 
@@ -358,15 +359,14 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   const int w = wg - 1;
   constexpr int kWGs = Tr::kConsumerWGs, kSchedBar = 4;  // ids 0..3: the epilogue
   auto turn_wait = [&] {
-    if constexpr (Tr::kPingPong) cutlass::arch::NamedBarrier::sync(256, kSchedBar + w);
+    if constexpr (Tr::kPingPong) named_bar_sync(256, kSchedBar + w);
   };
   auto turn_pass = [&](bool last) {
     if constexpr (Tr::kPingPong)
-      if (!(last && w == kWGs - 1))
-        cutlass::arch::NamedBarrier::arrive(256, kSchedBar + (w + 1) % kWGs);
+      if (!(last && w == kWGs - 1)) named_bar_arrive(256, kSchedBar + (w + 1) % kWGs);
   };
   if constexpr (Tr::kPingPong)
-    if (w == kWGs - 1) cutlass::arch::NamedBarrier::arrive(256, kSchedBar);
+    if (w == kWGs - 1) named_bar_arrive(256, kSchedBar);
 
   // rab: the buckets of this warpgroup's 64 rows of a key block, copied with cp.async into one of
   // its two buffers (the k-th visited key block into buffer k & 1): the copy of the next block is
@@ -392,7 +392,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   auto bkt_ready = [&] {  // the warpgroup's copies of the current block landed, all visible
     if constexpr (kHasRab) {
       cp_async_wait<0>();
-      cutlass::arch::NamedBarrier::sync(128, 8 + w);  // ids 8..10: free (0..6 are taken)
+      named_bar_sync(128, 8 + w);  // ids 8..10: free (0..6 are taken)
     }
   };
   auto rab_view = [&](int nb, int buf) {  // indexed by tile row / column (RabView)
@@ -461,7 +461,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
 
   // ---- epilogue: all consumer warpgroups are past their last Q read, so Q's buffer holds O (the
   // sm80 swizzled row-major layout, swz<kHD>), then each warpgroup stores its own 64 rows.
-  cutlass::arch::NamedBarrier::sync(128 * Tr::kConsumerWGs, 0);
+  named_bar_sync(128 * Tr::kConsumerWGs, 0);
   T* sO = reinterpret_cast<T*>(ss.q.data());
   Tensor tOcO = thr1.partition_C(make_identity_tensor(Shape<Int<kBM>, Int<kHD>>{}));
 #pragma unroll
@@ -470,7 +470,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     *reinterpret_cast<uint32_t*>(sO + swz<kHD>(r, c)) =
         Mma<T>::pack(tOrO(e) * p.scale, tOrO(e + 1) * p.scale);
   }
-  cutlass::arch::NamedBarrier::sync(128, 1 + w);
+  named_bar_sync(128, 1 + w);
   const int rows = min(64, si.L - m0 - 64 * w);
   if (rows > 0)
     store_tile<64, kHD, 128>(p.o.head<T>(si.start + m0 + 64 * w, h), p.o.row_stride,
