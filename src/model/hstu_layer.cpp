@@ -157,6 +157,27 @@ bool HstuLayer::rab_buckets(Ctx& ctx, const DenseParams& p, const BatchTensors& 
   return hstu_rab_buckets(ctx, attention_args(cfg_, p, ids_, b, uvqk, Tensor()), out);
 }
 
+StepRabBuckets::StepRabBuckets(Ctx& ctx, const std::vector<HstuLayer>& layers, const DenseParams& p,
+                               const BatchTensors& batch, const std::vector<HstuLayerActs>& acts,
+                               HstuLayerScratch& scratch)
+    : arena_(ctx.scratch), scr_(scratch) {
+  scr_.rab_step = Tensor();
+  if (layers.empty() || ctx.cpu() || !layers[0].config().rab || !arena_ || arena_->is_measuring())
+    return;
+  const int64_t need = hstu_rab_buckets_bytes(batch.batch_size, batch.max_seqlen);
+  if (need == 0 || arena_->capacity() - arena_->used() < static_cast<size_t>(need) + Arena::kAlign)
+    return;
+  mark_ = arena_->mark();
+  held_ = true;
+  const Tensor out = arena_->alloc(DType::kU8, {need});
+  if (layers[0].rab_buckets(ctx, p, batch, acts[0], scr_, out)) scr_.rab_step = out;
+}
+
+StepRabBuckets::~StepRabBuckets() {
+  scr_.rab_step = Tensor();
+  if (held_) arena_->reset(mark_);
+}
+
 void HstuLayer::forward(Ctx& ctx, const DenseParams& p, const BatchTensors& b, const Tensor& x_in,
                         const Tensor& x_out, HstuLayerActs& acts, HstuLayerScratch& scr,
                         bool training, uint64_t dropout_seed) const {

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/arena.h"
 #include "core/context.h"
@@ -124,6 +125,29 @@ class HstuLayer {
   HstuLayerConfig cfg_;
   int index_;
   HstuLayerParams ids_;
+};
+
+// The rab time buckets of one batch (HstuLayer::rab_buckets), computed once for every layer's
+// forward and backward attention of a pass instead of once per call, and published in
+// scratch.rab_step: held in ctx.scratch from construction to destruction, below the scratch
+// every op takes meanwhile (the runtime sizes ctx.scratch for them beside the attention's own
+// needs). Where they do not apply (no layers, the CPU, no rab, no room) rab_step stays empty and
+// the attention calls compute their own, as without this. acts: the layers' buffers (layer 0's
+// operand views give the buckets' shapes).
+class StepRabBuckets {
+ public:
+  StepRabBuckets(Ctx& ctx, const std::vector<HstuLayer>& layers, const DenseParams& p,
+                 const BatchTensors& batch, const std::vector<HstuLayerActs>& acts,
+                 HstuLayerScratch& scratch);
+  ~StepRabBuckets();
+  StepRabBuckets(const StepRabBuckets&) = delete;
+  StepRabBuckets& operator=(const StepRabBuckets&) = delete;
+
+ private:
+  Arena* arena_;
+  HstuLayerScratch& scr_;
+  size_t mark_ = 0;
+  bool held_ = false;
 };
 
 // Narrows a [T_max, ...] activation buffer to the batch's T rows (empty stays empty).

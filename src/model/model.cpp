@@ -3,13 +3,11 @@
 
 #include <cmath>
 #include <cstdio>
-#include <optional>
 #include <sstream>
 
 #include "core/phase_timer.h"
 #include "core/philox.h"
 #include "ops/embedding.h"
-#include "ops/hstu_attention.h"
 #include "ops/l2norm.h"
 #include "ops/layernorm.h"
 #include "ops/sampled_softmax.h"
@@ -22,41 +20,6 @@ std::string mib(size_t bytes) {
   std::snprintf(s, sizeof s, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
   return s;
 }
-
-// The rab time buckets of one batch (HstuLayer::rab_buckets), computed once for every layer's
-// forward and backward attention of a pass instead of once per call: held in ctx.scratch from
-// construction to destruction, below the scratch every op takes meanwhile (the runtime sizes
-// ctx.scratch for them beside the attention's own needs). Where they do not apply (the CPU, no
-// rab, no room) the attention calls compute their own, as without this.
-class StepRabBuckets {
- public:
-  StepRabBuckets(Ctx& ctx, const HstuLayer& layer, const DenseParams& p, const BatchTensors& b,
-                 const HstuLayerActs& acts, HstuLayerScratch& scr)
-      : arena_(ctx.scratch), scr_(scr) {
-    scr_.rab_step = Tensor();
-    if (ctx.cpu() || !layer.config().rab || !arena_ || arena_->is_measuring()) return;
-    const int64_t need = hstu_rab_buckets_bytes(b.batch_size, b.max_seqlen);
-    if (need == 0 ||
-        arena_->capacity() - arena_->used() < static_cast<size_t>(need) + Arena::kAlign)
-      return;
-    mark_ = arena_->mark();
-    held_ = true;
-    const Tensor out = arena_->alloc(DType::kU8, {need});
-    if (layer.rab_buckets(ctx, p, b, acts, scr_, out)) scr_.rab_step = out;
-  }
-  ~StepRabBuckets() {
-    scr_.rab_step = Tensor();
-    if (held_) arena_->reset(mark_);
-  }
-  StepRabBuckets(const StepRabBuckets&) = delete;
-  StepRabBuckets& operator=(const StepRabBuckets&) = delete;
-
- private:
-  Arena* arena_;
-  HstuLayerScratch& scr_;
-  size_t mark_ = 0;
-  bool held_ = false;
-};
 
 }  // namespace
 
@@ -225,8 +188,7 @@ void HstuModel::run_layers(Ctx& ctx, const BatchTensors& b, bool training, uint6
 
 Tensor HstuModel::encode(Ctx& ctx, const BatchTensors& b) {
   embed(ctx, b, false, 0);
-  std::optional<StepRabBuckets> rab;
-  if (!layers_.empty()) rab.emplace(ctx, layers_[0], dense_, b, buf_.acts[0], buf_.scratch);
+  const StepRabBuckets rab(ctx, layers_, dense_, b, buf_.acts, buf_.scratch);
   run_layers(ctx, b, false, 0);
   return first_rows(buf_.out_norm, b.num_tokens);
 }
@@ -243,8 +205,7 @@ void HstuModel::forward_backward(Ctx& ctx, const BatchTensors& b, uint64_t seed,
   const int64_t t = b.num_tokens;
   const float eps = static_cast<float>(cfg_.retrieval.l2_norm_eps);
   embed(ctx, b, true, seed);
-  std::optional<StepRabBuckets> rab;  // through the backward's layers
-  if (!layers_.empty()) rab.emplace(ctx, layers_[0], dense_, b, buf_.acts[0], buf_.scratch);
+  const StepRabBuckets rab(ctx, layers_, dense_, b, buf_.acts, buf_.scratch);  // to the end
   run_layers(ctx, b, true, seed);
   // Retrieval head: sampled softmax on the L2-normalised outputs.
   SampledSoftmaxSpec spec;

@@ -22,10 +22,6 @@ void hstu_attention_bwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& d
       return cuda::hstu_attention_bwd(ctx, args, d_o, dq, dk, dv, d_rab_pos, d_rab_time));
 }
 
-int64_t hstu_rab_buckets_bytes(int64_t batch, int64_t max_seqlen) {
-  const int64_t s = (max_seqlen + 15) / 16 * 16;
-  return batch * s * s;
-}
 bool hstu_rab_buckets(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& out) {
   if (ctx.cpu()) return false;  // the CPU reference computes every pair's bucket
   HSTU_CUDA_DISPATCH(return cuda::hstu_rab_buckets(ctx, args, out));

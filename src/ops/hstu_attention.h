@@ -163,9 +163,17 @@ void hstu_attention_bwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& d
 // The rab time buckets depend only on the batch (timestamps, lengths, mask) and the time table's
 // length, not on the layer: a step computes them once (hstu_rab_buckets) and passes them to
 // every layer's forward and backward as args.rab_buckets.
-// Bytes of the buckets of `batch` sequences of at most max_seqlen tokens: B * S * S, S =
-// max_seqlen rounded up to 16.
-int64_t hstu_rab_buckets_bytes(int64_t batch, int64_t max_seqlen);
+// Row pitch (bytes) of the buckets for sequences of at most max_seqlen tokens: max_seqlen
+// rounded up to 16, so rows start on 16 bytes (the CUDA kernels' copy granule).
+inline int64_t hstu_rab_bucket_stride(int64_t max_seqlen) {
+  return (max_seqlen + 15) / 16 * 16;
+}
+// Bytes of the buckets of `batch` sequences of at most max_seqlen tokens: u8 [B, S, S], S =
+// hstu_rab_bucket_stride(max_seqlen).
+inline int64_t hstu_rab_buckets_bytes(int64_t batch, int64_t max_seqlen) {
+  const int64_t s = hstu_rab_bucket_stride(max_seqlen);
+  return batch * s * s;
+}
 // Fills `out` (u8, at least hstu_rab_buckets_bytes(B, args.max_seqlen)) with the time buckets of
 // args' batch and returns true where the attention takes precomputed buckets (CUDA, rab with a
 // time table of at most 256 entries); else returns false and leaves `out` alone. q, k, v as

@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include "ops/cuda_runtime_state.h"
+#include "ops/hstu_attention.h"
 #endif
 
 namespace hstu {
@@ -60,15 +61,14 @@ Runtime::Runtime(Device device, const Config& cfg, const ModelShape& shape) {
     // Attention backward: an fp32 dQ accumulator (head dims padded up to 256 at most) and the
     // fixed-point rab-gradient accumulators; with rab, the u8 time buckets
     // [B, round_up(L, 16)^2] (L = a sample's most tokens), held by the retrieval model for a
-    // whole pass (model.cpp StepRabBuckets) or taken by each call (without room the kernels
-    // compute them per element, several times slower).
+    // whole pass (StepRabBuckets, model/hstu_layer.h) or taken by each call (without room the
+    // kernels compute them per element, several times slower).
     const int64_t dpad = std::min<int64_t>(256, std::max<int64_t>(32, n.kv_channels * 2));
     size_t attn = static_cast<size_t>(4 * shape.max_tokens * n.num_attention_heads * dpad) +
                   8 * static_cast<size_t>(2 * n.num_position_buckets + n.rab_num_time_buckets + 2);
     if (n.relative_attention_bias && shape.max_batch > 0) {
       const int64_t L = (shape.max_tokens + shape.max_batch - 1) / shape.max_batch;
-      const int64_t S = (L + 15) / 16 * 16;
-      attn += static_cast<size_t>(shape.max_batch * S * S) + 256;
+      attn += static_cast<size_t>(hstu_rab_buckets_bytes(shape.max_batch, L)) + 256;
     }
     scratch_ = std::make_unique<Arena>(
         Device::kCUDA, cuda::ops_scratch_bytes(needs) + attn + (4u << 20), "scratch");

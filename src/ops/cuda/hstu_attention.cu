@@ -296,7 +296,7 @@ bool use_rab_buckets(const Ctx& ctx, const HstuAttnParams& p) {
   if (env && env[0] == '0' && env[1] == 0) return false;
   const Arena* a = ctx.scratch;
   if (!a || a->device() != Device::kCUDA || a->is_measuring()) return false;
-  const size_t need = arena_bytes(attn::rab_buckets_bytes(p.batch, p.max_seqlen));
+  const size_t need = arena_bytes(hstu_rab_buckets_bytes(p.batch, p.max_seqlen));
   const size_t free_bytes = a->capacity() - a->used();
   if (free_bytes >= need) return true;
   static std::atomic<bool> warned{false};  // once per process: the run works, only slower
@@ -322,9 +322,9 @@ void compute_rab_buckets(Scratch& scratch, HstuAttnParams& p, cudaStream_t strea
 // caller and argument in the error).
 void point_at_rab_buckets(const Tensor& b, HstuAttnParams& p, const char* who) {
   HSTU_CHECK(b.device == Device::kCUDA && b.dtype == DType::kU8 &&
-                 b.numel() >= attn::rab_buckets_bytes(p.batch, p.max_seqlen),
+                 b.numel() >= hstu_rab_buckets_bytes(p.batch, p.max_seqlen),
              who, " must be u8 on the GPU with at least ",
-             attn::rab_buckets_bytes(p.batch, p.max_seqlen), " bytes, got ", b.str());
+             hstu_rab_buckets_bytes(p.batch, p.max_seqlen), " bytes, got ", b.str());
   p.rab_bkt = static_cast<const uint8_t*>(b.data);
   p.rab_bkt_stride = attn::rab_bucket_stride(p.max_seqlen);
 }

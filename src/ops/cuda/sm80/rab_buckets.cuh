@@ -22,17 +22,15 @@
 
 #include "core/cuda_check.h"
 #include "ops/cuda/sm80/attention_mask.cuh"
+#include "ops/hstu_attention.h"
 
 namespace hstu::cuda::attn {
 
-// Row pitch (bytes) of the bucket tensor for batches of sequences up to max_seqlen long.
+// Row pitch (bytes) of the bucket tensor for batches of sequences up to max_seqlen long (the
+// host's formula, ops/hstu_attention.h, which the trainer's scratch sizing also uses).
 inline int64_t rab_bucket_stride(int max_seqlen) {
-  return (int64_t(max_seqlen) + kBktAlign - 1) / kBktAlign * kBktAlign;
-}
-// Bytes of the bucket tensor of `batch` sequences up to max_seqlen long.
-inline int64_t rab_buckets_bytes(int64_t batch, int max_seqlen) {
-  const int64_t s = rab_bucket_stride(max_seqlen);
-  return batch * s * s;
+  static_assert(kBktAlign == 16, "hstu_rab_bucket_stride rounds to 16");
+  return hstu_rab_bucket_stride(max_seqlen);
 }
 // Whether a call's rab can use precomputed buckets (u8 indices into a table in shared memory).
 inline bool rab_buckets_possible(const HstuAttnParams& p) {
@@ -81,7 +79,7 @@ __global__ void __launch_bounds__(256)
         make_uint4(w[0], w[1], w[2], w[3]);
 }
 
-// Fills p.rab_bkt (rab_buckets_bytes(p.batch, p.max_seqlen) bytes, p.rab_bkt_stride set) on
+// Fills p.rab_bkt (hstu_rab_buckets_bytes(p.batch, p.max_seqlen) bytes, p.rab_bkt_stride set) on
 // `stream`. Needs rab_buckets_possible(p).
 inline void launch_rab_buckets(const HstuAttnParams& p, cudaStream_t stream) {
   const int64_t S = p.rab_bkt_stride;
