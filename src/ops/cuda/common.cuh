@@ -251,8 +251,9 @@ inline int64_t partial_blocks(int64_t rows, int64_t rows_per_block_min) {
   return std::max<int64_t>(1, std::min(cap, want));
 }
 
-// out_a[c] (+)= sum_p partial[p * ld + c] for c < split, out_b[c - split] for c >= split, summing
-// p in ascending order (the second stage of every deterministic column reduction). partial is
+// out_a[c] (+)= sum_p partial[p * ld + c] for c < split, out_b[c - split] for c >= split, in a
+// fixed order (a warp per column, lanes over the parts, then a butterfly: the second stage of
+// every deterministic column reduction). partial is
 // f32 in scratch; out_b may be null when split == cols.
 void reduce_partials(Ctx& ctx, const float* partial, int64_t parts, int64_t ld, int64_t cols,
                      int64_t split, float* out_a, float* out_b, bool accumulate);

@@ -9,8 +9,9 @@
 // NOTE (ML-1M HSTU-large step, dy [14.5k, 50] bf16, H200, ncu): bias_grad took 14.6 us for the
 // partial sums (one dependent load per row) plus 14 us for the shared reduce_partials (one thread
 // per column looping over 114 parts) per layer, more than the layer's two backward GEMMs; the
-// partial sums now keep 8 rows' loads in flight and a warp per column reduces the parts: 4.1 +
-// 3.4 us, and the step's bwd.gemm_out phase 0.221 instead of 0.304 ms.
+// partial sums now keep 8 rows' loads in flight and a warp per column reduces the parts (now the
+// shared reduce_partials itself, runtime_state.cu): 4.1 + 3.4 us, and the step's bwd.gemm_out
+// phase 0.221 instead of 0.304 ms.
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cublaslt_plans.h"
 #include "ops/cuda/gemm.h"
@@ -78,20 +79,6 @@ __global__ void colsum_partial_kernel(const T* dy, int64_t ld, int64_t m, int64_
     }
     __syncthreads();
   }
-}
-
-// Stage 2 of bias_grad: db[c] (+)= sum over the parts of partial[p][c], one warp per column:
-// lane l adds parts l, l + 32, ... in order, then a fixed butterfly adds the lanes.
-__global__ void colsum_finish_kernel(const float* __restrict__ partial, int64_t parts, int64_t n,
-                                     float* db, bool accumulate) {
-  const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
-  if (c >= n) return;  // whole warps leave
-  float s = 0.0f;
-  for (int64_t p = lane; p < parts; p += 32) s += partial[p * n + c];
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-  if (lane == 0) db[c] = accumulate ? db[c] + s : s;
 }
 
 // Rows summed by each block of bias_grad's first stage.
@@ -247,9 +234,7 @@ void bias_grad(Ctx& ctx, const Tensor& dy, const Tensor& db, bool accumulate) {
       HSTU_CUDA_CHECK_LAUNCH();
     });
   });
-  colsum_finish_kernel<<<static_cast<unsigned>((n + 7) / 8), 256, 0, stream_of(ctx)>>>(
-      partial.as<float>(), nparts, n, db.as<float>(), accumulate);
-  HSTU_CUDA_CHECK_LAUNCH();
+  reduce_partials(ctx, partial.as<float>(), nparts, n, n, n, db.as<float>(), nullptr, accumulate);
 }
 
 }  // namespace hstu::cuda

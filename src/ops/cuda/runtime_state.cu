@@ -3,7 +3,7 @@
 // the maximum over the families' own sizing functions.
 //
 // The one decision: every reduction that feeds a gradient is two-stage with a fixed partition
-// (fixed row chunks per block, then one pass over the partials in ascending order), so CUDA
+// (fixed row chunks per block, then the partials summed in a fixed order), so CUDA
 // results are bit-reproducible run to run without atomics on floats.
 #include <mutex>
 #include <vector>
@@ -14,13 +14,21 @@
 namespace hstu::cuda {
 namespace {
 
+// One warp per column: lane l adds parts l, l + 32, ... in ascending order, then a fixed
+// butterfly adds the lanes (a fixed order: bit-reproducible). NOTE: a thread per column looping
+// over every part was latency-bound where columns are few (bias_grad at ML-1M's width 50: 14 us
+// for 114 parts on an H200, 3.4 us this way).
 __global__ void reduce_partials_kernel(const float* __restrict__ partial, int64_t parts, int64_t ld,
                                        int64_t cols, int64_t split, float* out_a, float* out_b,
                                        bool accumulate) {
-  const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (c >= cols) return;
+  const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (c >= cols) return;  // whole warps leave
   float s = 0.0f;
-  for (int64_t p = 0; p < parts; ++p) s += partial[p * ld + c];
+  for (int64_t p = lane; p < parts; p += 32) s += partial[p * ld + c];
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  if (lane != 0) return;
   float* out = c < split ? out_a + c : out_b + (c - split);
   *out = accumulate ? *out + s : s;
 }
@@ -42,7 +50,7 @@ int num_sms() {
 void reduce_partials(Ctx& ctx, const float* partial, int64_t parts, int64_t ld, int64_t cols,
                      int64_t split, float* out_a, float* out_b, bool accumulate) {
   if (cols == 0) return;
-  reduce_partials_kernel<<<static_cast<unsigned>((cols + 255) / 256), 256, 0, stream_of(ctx)>>>(
+  reduce_partials_kernel<<<static_cast<unsigned>((cols + 7) / 8), 256, 0, stream_of(ctx)>>>(
       partial, parts, ld, cols, split, out_a, out_b, accumulate);
   HSTU_CUDA_CHECK_LAUNCH();
 }
