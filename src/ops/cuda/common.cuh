@@ -70,11 +70,36 @@ __device__ __forceinline__ T from_f32(float v) {
     return __float2half_rn(v);
 }
 
-// V consecutive elements at p as fp32. p must be aligned to min(16, V*sizeof(T)) bytes.
+// Two elements as one 4- or 8-byte access (p aligned to two elements); kRo: through the
+// read-only cache.
+template <bool kRo, typename P>
+__device__ __forceinline__ P load_one(const P* q) {
+  if constexpr (kRo)
+    return __ldg(q);
+  else
+    return *q;
+}
+template <bool kRo, typename T>
+__device__ __forceinline__ void load_pair(const T* p, float (&out)[2]) {
+  float2 r;
+  if constexpr (std::is_same_v<T, float>)
+    r = load_one<kRo>(reinterpret_cast<const float2*>(p));
+  else if constexpr (std::is_same_v<T, bf16>)
+    r = __bfloat1622float2(load_one<kRo>(reinterpret_cast<const __nv_bfloat162*>(p)));
+  else
+    r = __half22float2(load_one<kRo>(reinterpret_cast<const __half2*>(p)));
+  out[0] = r.x, out[1] = r.y;
+}
+
+// V consecutive elements at p as fp32, vector accesses through the read-only cache (tensors the
+// kernel does not write). p must be aligned to min(16, V*sizeof(T)) bytes; V = 2 is one 4- or
+// 8-byte access, widths of whole 16-byte chunks 16-byte accesses, others one element at a time.
 template <int V, typename T>
 __device__ __forceinline__ void load_vec(const T* p, float (&out)[V]) {
   constexpr int kBytes = V * static_cast<int>(sizeof(T));
-  if constexpr (kBytes % 16 == 0) {
+  if constexpr (V == 2) {
+    load_pair<true>(p, out);
+  } else if constexpr (kBytes % 16 == 0) {
     constexpr int kPer = 16 / sizeof(T);
 #pragma unroll
     for (int i = 0; i < kBytes / 16; ++i) {
@@ -94,7 +119,9 @@ __device__ __forceinline__ void load_vec(const T* p, float (&out)[V]) {
 template <int V, typename T>
 __device__ __forceinline__ void load_vec_rw(const T* p, float (&out)[V]) {
   constexpr int kBytes = V * static_cast<int>(sizeof(T));
-  if constexpr (kBytes % 16 == 0) {
+  if constexpr (V == 2) {
+    load_pair<false>(p, out);
+  } else if constexpr (kBytes % 16 == 0) {
     constexpr int kPer = 16 / sizeof(T);
 #pragma unroll
     for (int i = 0; i < kBytes / 16; ++i) {
@@ -109,10 +136,18 @@ __device__ __forceinline__ void load_vec_rw(const T* p, float (&out)[V]) {
   }
 }
 
+// V elements from fp32 to p (aligned as for load_vec), rounded to nearest even.
 template <int V, typename T>
 __device__ __forceinline__ void store_vec(T* p, const float (&in)[V]) {
   constexpr int kBytes = V * static_cast<int>(sizeof(T));
-  if constexpr (kBytes % 16 == 0) {
+  if constexpr (V == 2) {
+    if constexpr (std::is_same_v<T, float>)
+      *reinterpret_cast<float2*>(p) = make_float2(in[0], in[1]);
+    else if constexpr (std::is_same_v<T, bf16>)
+      *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(in[0], in[1]);
+    else
+      *reinterpret_cast<__half2*>(p) = __floats2half2_rn(in[0], in[1]);
+  } else if constexpr (kBytes % 16 == 0) {
     constexpr int kPer = 16 / sizeof(T);
 #pragma unroll
     for (int i = 0; i < kBytes / 16; ++i) {

@@ -63,44 +63,8 @@ __host__ __device__ constexpr int64_t warp_smem_floats(int64_t d, int64_t tile, 
 }
 
 // ---- V-wide access (V = 8, 2 or 1); p is aligned to V elements (16 bytes at most) ----------
-
-// Read-only global rows (q, table).
-template <int V, typename T>
-__device__ __forceinline__ void ldg_vec(const T* p, float (&out)[V]) {
-  if constexpr (V == 2) {
-    if constexpr (std::is_same_v<T, float>) {
-      const float2 r = __ldg(reinterpret_cast<const float2*>(p));
-      out[0] = r.x, out[1] = r.y;
-    } else if constexpr (std::is_same_v<T, bf16>) {
-      const float2 r = __bfloat1622float2(__ldg(reinterpret_cast<const __nv_bfloat162*>(p)));
-      out[0] = r.x, out[1] = r.y;
-    } else {
-      const float2 r = __half22float2(__ldg(reinterpret_cast<const __half2*>(p)));
-      out[0] = r.x, out[1] = r.y;
-    }
-  } else if constexpr (V * sizeof(T) % 16 == 0) {
-    load_vec<V>(p, out);
-  } else {
-#pragma unroll
-    for (int i = 0; i < V; ++i) out[i] = to_f32(__ldg(p + i));
-  }
-}
-
-template <int V, typename T>
-__device__ __forceinline__ void stg_vec(T* p, const float (&in)[V]) {
-  if constexpr (V == 2) {
-    if constexpr (std::is_same_v<T, float>)
-      *reinterpret_cast<float2*>(p) = make_float2(in[0], in[1]);
-    else if constexpr (std::is_same_v<T, bf16>)
-      *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(in[0], in[1]);
-    else
-      *reinterpret_cast<__half2*>(p) = __floats2half2_rn(in[0], in[1]);
-  } else {
-    store_vec<V>(p, in);
-  }
-}
-
-// Shared memory (per-warp arrays are 16-byte aligned, offsets multiples of V).
+// Global rows: common.cuh's load_vec / store_vec. Shared memory (per-warp arrays are 16-byte
+// aligned, offsets multiples of V):
 template <int V>
 __device__ __forceinline__ void lds_vec(const float* p, float (&out)[V]) {
   if constexpr (V % 4 == 0) {
@@ -218,7 +182,8 @@ __global__ void __launch_bounds__(256) sampled_softmax_kernel(SsArgs a) {
     if (lane == 0) a.token_loss[t] = 0.0f;
     if (dq) {
       const float zero[V] = {};
-      for (int64_t c = static_cast<int64_t>(lane) * V; c < d; c += 32 * V) stg_vec<V>(dq + c, zero);
+      for (int64_t c = static_cast<int64_t>(lane) * V; c < d; c += 32 * V)
+        store_vec<V>(dq + c, zero);
     }
     if (a.pair_key)
       for (int j = lane; j < nj; j += 32) {
@@ -231,7 +196,7 @@ __global__ void __launch_bounds__(256) sampled_softmax_kernel(SsArgs a) {
   const TQ* q = static_cast<const TQ*>(a.q) + t * a.ldq;
   for (int64_t c = static_cast<int64_t>(lane) * V; c < d; c += 32 * V) {
     float v[V];
-    ldg_vec<V>(q + c, v);
+    load_vec<V>(q + c, v);
     sts_vec<V>(qs + c, v);
   }
   const int32_t* neg = a.neg + t * a.ldn;
@@ -251,7 +216,7 @@ __global__ void __launch_bounds__(256) sampled_softmax_kernel(SsArgs a) {
         float qv[V], x[G][V];
         lds_vec<V>(qs + c, qv);
 #pragma unroll
-        for (int u = 0; u < G; ++u) ldg_vec<V>(rows[u] + c, x[u]);
+        for (int u = 0; u < G; ++u) load_vec<V>(rows[u] + c, x[u]);
 #pragma unroll
         for (int u = 0; u < G; ++u)
 #pragma unroll
@@ -348,7 +313,7 @@ __global__ void __launch_bounds__(256) sampled_softmax_kernel(SsArgs a) {
         float x[G][V];
 #pragma unroll
         for (int u = 0; u < G; ++u)
-          ldg_vec<V>(a.table + (j0 + u < n ? ids[j0 + u] : tgt) * a.ldt + c, x[u]);
+          load_vec<V>(a.table + (j0 + u < n ? ids[j0 + u] : tgt) * a.ldt + c, x[u]);
 #pragma unroll
         for (int u = 0; u < G; ++u) {
           const float ca = j0 + u < n ? lg[j0 + u] : 0.0f;  // masked: 0
@@ -368,7 +333,7 @@ __global__ void __launch_bounds__(256) sampled_softmax_kernel(SsArgs a) {
         }
       }
       if (last) {
-        stg_vec<V>(dq + c, g);
+        store_vec<V>(dq + c, g);
       } else {
         sts_vec<V>(gs + c, g);
       }

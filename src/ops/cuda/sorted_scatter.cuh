@@ -106,44 +106,6 @@ concept HasKeyTerm = requires(const Src& src, int32_t i) {
   src.key_row(i);
 };
 
-// V elements at p as fp32 through the read-only cache (sources are never written here).
-template <int V, typename T>
-__device__ __forceinline__ void load_ro(const T* p, float (&out)[V]) {
-  if constexpr (V * sizeof(T) % 16 == 0) {
-    load_vec<V>(p, out);
-  } else if constexpr (V == 2) {  // p aligned to two elements
-    float2 r;
-    if constexpr (std::is_same_v<T, float>)
-      r = __ldg(reinterpret_cast<const float2*>(p));
-    else if constexpr (std::is_same_v<T, bf16>)
-      r = __bfloat1622float2(__ldg(reinterpret_cast<const __nv_bfloat162*>(p)));
-    else
-      r = __half22float2(__ldg(reinterpret_cast<const __half2*>(p)));
-    out[0] = r.x, out[1] = r.y;
-  } else {
-#pragma unroll
-    for (int i = 0; i < V; ++i) out[i] = to_f32(__ldg(p + i));
-  }
-}
-
-// dst rows (f32, also written): V = 2 as one 8-byte access.
-template <int V>
-__device__ __forceinline__ void load_dst(const float* p, float (&out)[V]) {
-  if constexpr (V == 2) {
-    const float2 r = *reinterpret_cast<const float2*>(p);
-    out[0] = r.x, out[1] = r.y;
-  } else {
-    load_vec_rw<V>(p, out);
-  }
-}
-template <int V>
-__device__ __forceinline__ void store_dst(float* p, const float (&in)[V]) {
-  if constexpr (V == 2)
-    *reinterpret_cast<float2*>(p) = make_float2(in[0], in[1]);
-  else
-    store_vec<V>(p, in);
-}
-
 // One block per piece of `piece` sorted items; threads cover the row's columns V at a time.
 // Src provides `row(p)` (a pointer to item p's source row, f32/bf16/f16) and `coef(p)`, and
 // optionally the key term (HasKeyTerm). Row pointers and coefficients are staged in shared
@@ -181,7 +143,7 @@ __global__ void piece_sum_kernel(Sorted s, Src src, float* __restrict__ dst, int
       float v[kAhead][V];
 #pragma unroll
       for (int u = 0; u < kAhead; ++u)  // past the end: reload the last row (valid, unused)
-        load_ro<V>(rows[min(i0 + u, e - 1)] + c, v[u]);
+        load_vec<V>(rows[min(i0 + u, e - 1)] + c, v[u]);
 #pragma unroll
       for (int u = 0; u < kAhead; ++u) {
         const int i = i0 + u;
@@ -195,7 +157,7 @@ __global__ void piece_sum_kernel(Sorted s, Src src, float* __restrict__ dst, int
         const int32_t key = keys[i];
         if constexpr (kKey) {
           float x[V];
-          load_ro<V>(src.key_row(key) + c, x);
+          load_vec<V>(src.key_row(key) + c, x);
 #pragma unroll
           for (int j = 0; j < V; ++j) acc[j] += key_acc * x[j];
           key_acc = 0.0f;
@@ -208,11 +170,11 @@ __global__ void piece_sum_kernel(Sorted s, Src src, float* __restrict__ dst, int
         } else {
           out = dst + key * ldd + c;
           float old[V];
-          load_dst<V>(out, old);
+          load_vec_rw<V>(out, old);
 #pragma unroll
           for (int j = 0; j < V; ++j) acc[j] += old[j];
         }
-        store_dst<V>(out, acc);
+        store_vec<V>(out, acc);
 #pragma unroll
         for (int j = 0; j < V; ++j) acc[j] = 0.0f;
         seg_start = i + 1;
@@ -235,17 +197,17 @@ __global__ void combine_kernel(Sorted s, float* dst, int64_t ldd, int64_t d, con
   for (int64_t c = static_cast<int64_t>(threadIdx.x) * V; c < d;
        c += static_cast<int64_t>(blockDim.x) * V) {
     float acc[V], v[V];
-    load_dst<V>(tail + blockIdx.x * d + c, acc);
+    load_vec_rw<V>(tail + blockIdx.x * d + c, acc);
     for (int64_t q = blockIdx.x + 1; q < pieces && s.keys[q * piece] == key; ++q) {
-      load_dst<V>(head + q * d + c, v);
+      load_vec_rw<V>(head + q * d + c, v);
 #pragma unroll
       for (int j = 0; j < V; ++j) acc[j] += v[j];
     }
     float* out = dst + key * ldd + c;
-    load_dst<V>(out, v);
+    load_vec_rw<V>(out, v);
 #pragma unroll
     for (int j = 0; j < V; ++j) acc[j] += v[j];
-    store_dst<V>(out, acc);
+    store_vec<V>(out, acc);
   }
 }
 
