@@ -11,9 +11,7 @@
 
 namespace hstu::cuda::attn::sm90 {
 
-inline constexpr int kMaxNamedBarrier = 14;  // logical ids 0..14
-
-// All `threads` threads (a multiple of 32) arrive at barrier b and wait for each other.
+// All `threads` threads (a multiple of 32) arrive at barrier b (0..14) and wait for each other.
 __device__ __forceinline__ void named_bar_sync(int threads, int b) {
   asm volatile("bar.sync %0, %1;" ::"r"(b + 1), "r"(threads) : "memory");
 }
