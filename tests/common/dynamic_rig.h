@@ -25,8 +25,8 @@ struct DynamicRig {
   SequenceDataset ds;
   DataSplits splits;
   ModelShape shape;
+  std::unique_ptr<Runtime> runtime;  // made first, destroyed last
   std::unique_ptr<HstuModel> model;
-  std::unique_ptr<Runtime> runtime;
   std::unique_ptr<DynamicItemTable> items;
   std::unique_ptr<Batcher> batcher;  // the train split, shuffled with seed 7
   std::unique_ptr<TrainStep> stepper;
