@@ -14,7 +14,8 @@
 # "42 1 2"; needs .devdeps/data/ml-latest-small), NVTX=1 (Nsight Compute filtered by the step
 # phases' NVTX ranges: which kernels each range holds), DIST=0 (skip the 1-rank NCCL checks),
 # BENCH_FILTER (a regex: only the benchmarks whose names match), TESTS=0 (skip test_gpu),
-# TEST_SHARDS=N (test_gpu as N GoogleTest shards side by side),
+# TEST_SHARDS=N (test_gpu as N GoogleTest shards side by side), TEST_TIMEOUT (s, default 900: a
+# hung kernel must not eat the call),
 # SANITIZE=1 (compute-sanitizer memcheck of the GPU suite and racecheck of its shared-memory
 # kernels; SANITIZE_FILTER, RACECHECK_FILTER, SANITIZE_TIMEOUT),
 # DYN=1 (dynamic item tables on ml-latest-small: DYN_SEEDS dense vs dynamic, half-catalogue LRU
@@ -94,7 +95,7 @@ elif [[ -x "$BUILD/test_gpu" ]]; then
   rc=0
   pids=()
   for ((k = 0; k < shards; k++)); do
-    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$k "$BUILD/test_gpu" \
+    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$k timeout "${TEST_TIMEOUT:-900}" "$BUILD/test_gpu" \
       --gtest_output="xml:$LOG/test_gpu.$k.xml" > "$LOG/test_gpu.$k.log" 2>&1 &
     pids+=($!)
   done
