@@ -32,7 +32,8 @@
 // Scratch (ctx.scratch): the rab buckets (B * S * S bytes) when they fit,
 // 8 * (|rab_pos| + |rab_time|) bytes with rab gradients, plus
 // 4 * T * H * Dpad bytes for the dQ accumulator when not deterministic (sm80) or with the fused
-// sm_90a backward (HSTU_ATTN_SM90_FUSED=1; + 4 * B * H * ceil(max_seqlen / 64) semaphore bytes).
+// sm_90a backward (+ 8 * B * H * ceil(max_seqlen / 64) semaphore bytes; without that room the
+// split form runs).
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -397,18 +398,22 @@ void hstu_attention_bwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& d
     compute_rab_buckets(*scratch_holder, p, stream);
   }
   // Hopper: the sm_90a backward is deterministic whatever ctx asks. Its default split form (dK/dV
-  // kernel + a query-major dQ kernel on the side stream) needs no scratch. The fused form (dQ
-  // added per key block to an fp32 accumulator in a fixed order, semaphores) is opt-in,
-  // HSTU_ATTN_SM90_FUSED=1: correct and deterministic, but measured 2.5x slower (H200, 32 x 4096
-  // x 4 x 128: 133 vs 340 TFLOPS; attention_bwd_sm90.cuh); it needs scratch, and calls without
-  // enough keep the split form.
+  // kernel + a query-major dQ kernel on the side stream) needs no scratch. The fused form at
+  // widths 64 / 128 without rab (one kernel: dK, dV and each key block's partial dQ added to an
+  // fp32 accumulator by bulk reduce-adds in a fixed order behind semaphores, then a convert
+  // kernel) is opt-in, HSTU_ATTN_SM90_FUSED=1: correct and deterministic, but measured slower
+  // (H200, 32 x 4096 x 4, causal: 223.7 vs 313.2 TFLOPS at d 128, 116.5 vs 191.1 at d 64;
+  // attention_bwd_sm90.cuh); it needs scratch (the accumulator, 4 T H Dpad bytes, not zeroed, and
+  // two int32 semaphores per (sequence, head, 64-query block)), and calls without enough keep the
+  // split form.
   const bool sm90 = attn::sm90_bwd_supported(p, hdp);
-  const int64_t sem_n = int64_t(p.batch) * p.num_heads *
+  const int64_t sem_n = 2 * int64_t(p.batch) * p.num_heads *
                         ((p.max_seqlen + attn::kSm90BwdQueryBlock - 1) / attn::kSm90BwdQueryBlock);
   const size_t fused_bytes = 4 * size_t(p.total_tokens * p.num_heads * hdp) + 4 * size_t(sem_n) +
                              1024;  // + alignment of the two allocations
-  const bool sm90_fused = sm90 && !p.rab_pos && env_flag("HSTU_ATTN_SM90_FUSED") && ctx.scratch &&
-                          ctx.scratch->device() == Device::kCUDA && !ctx.scratch->is_measuring() &&
+  const bool sm90_fused = sm90 && hdp <= 128 && !p.rab_pos && env_flag("HSTU_ATTN_SM90_FUSED") &&
+                          ctx.scratch && ctx.scratch->device() == Device::kCUDA &&
+                          !ctx.scratch->is_measuring() &&
                           ctx.scratch->capacity() - ctx.scratch->used() >= fused_bytes;
   const bool det = ctx.deterministic || sm90;
   // Deterministic: the dQ kernel goes on the side stream, forked from and joined back to ours.
@@ -458,7 +463,8 @@ void hstu_attention_bwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& d
   }
   if (!det || sm90_fused) {
     const Tensor acc = scratch.alloc(DType::kF32, {p.total_tokens * p.num_heads * hdp});
-    HSTU_CUDA_CHECK(cudaMemsetAsync(acc.data, 0, acc.nbytes(), stream));
+    // The fused form's first add to each element is a store (attention_bwd_sm90_dq.cuh).
+    if (!sm90_fused) HSTU_CUDA_CHECK(cudaMemsetAsync(acc.data, 0, acc.nbytes(), stream));
     p.dq_accum = static_cast<float*>(acc.data);
     p.dq_accum_head_stride = hdp;
   }

@@ -19,15 +19,29 @@
 // The dQ kernel recomputes S and dP (7 GEMMs per tile pair instead of 5): the price of a dQ
 // written once, in a fixed order, without atomics. This split form is the default.
 //
-// Fused form (kFusedDq, opt-in: HSTU_ATTN_SM90_FUSED=1): the dK/dV kernel also computes each
-// warpgroup's partial dQ = dS K over its 64 keys (dS^T through shared memory, a fifth wgmma) and
-// adds it with fp32 atomics to an accumulator in a fixed order — descending key blocks,
-// warpgroup 0 first, enforced by a semaphore per (sequence, head, query block) — then a convert
-// kernel writes dq. Correct and bit-identical run to run (GPU tests), but slower: H200, bf16,
-// causal, 32 x 4096 x 4: 133 TFLOPS at d 128 and 89 at d 64 against 340 and 198 for the split
-// form (ascending key order: 84.5 at d 128). NOTE: where the time goes was not measured (ncu);
-// the suspects are the 64 KB of fp32 atomics per warpgroup step (FA3 issues them as TMA bulk
-// reductions) and the serialisation of the adds to one query block.
+// Fused form (kFusedDq, opt-in: HSTU_ATTN_SM90_FUSED=1; attention_bwd_sm90_dq.cuh has the
+// accumulator and the ordering): the dK/dV kernel alone, 5 GEMMs per tile pair. Both warpgroups
+// write dS^T to shared memory and each computes its part of the tile's dQ = dS K over all 128
+// keys with a fifth wgmma (d 128: 64 of the columns; d 64, transposed, 32 of the queries),
+// stages it in shared memory (double-buffered per warpgroup, full / empty mbarriers) and goes on
+// with the next tile; one writer thread per consumer warpgroup (lane 0 of producer warps 1, 2)
+// adds each staged chunk to the fp32 accumulator with ONE bulk reduce-add
+// (cp.reduce.async.bulk), in descending key-block order per (sequence, head, query block) behind
+// a semaphore, waiting for completion before releasing it: bit-identical run to run (GPU tests).
+// A convert kernel writes dq. H200, bf16, causal, deterministic, TFLOPS fused / split (same
+// build, hstu bench attention --kernel sm90): 32 x 4096 x 4 x 128 223.7 / 313.2, uniform-jagged
+// 214.9 / 281.9; 32 x 4096 x 4 x 64 116.5 / 191.1; 32 x 2048 x 4 x 128 253.4 / 284.6;
+// 32 x 1024 x 4 x 128 205.3 / 232.5; 128 x 512 x 4 x 128 171.1 / 187.0; 32 x 2048 x 4 x 64
+// 141.0 / 173.7. (The form before, per-element fp32 atomics from registers: 133 / 89 at 4096.)
+// NOTE: not yet faster. ncu (H200, 32 x 4096 x 4 x 128): 7.92 ms under the profiler against
+// 3.14 + 2.75 ms for the two split kernels; warp stalls per issued instruction long_scoreboard
+// 2.49 (split dK/dV kernel 0.48), wait 1.94 (1.51), barrier 1.45 (1.00); SM throughput 30 % (50 %).
+// Both widths take ~6 us per tile (5.9 ms at d 64, 6.1 ms at d 128 for ~1000 tiles per SM):
+// a fixed latency per chunk, not the GEMMs. Suspects, in order: the writer counts the visible
+// key blocks above its own with up to 31 tile_kind calls per chunk (a single thread, serial);
+// one writer per warpgroup finishes each ordered add (turn, copy, completion, release) before
+// taking the next chunk. Branch dqfuse-v2 has tickets (next visible key block above), two
+// writers per warpgroup and an unordered non-deterministic mode, NOT run on a GPU.
 //
 // Each consumer warpgroup owns 64 rows of the resident block; the producer warp issues the
 // resident loads once and the streamed block pair (one mbarrier per stage, both operands'
@@ -56,7 +70,8 @@
 // (token, column, head) with the true head width as its column extent (gmem_view of the forward).
 #pragma once
 
-#include "ops/cuda/sm80/attention_bwd.cuh"  // atomic_add2, the dQ convert kernel
+#include "ops/cuda/sm80/attention_launch.cuh"  // launch (the dQ convert kernel)
+#include "ops/cuda/sm90/attention_bwd_sm90_dq.cuh"
 #include "ops/cuda/sm90/attention_bwd_sm90_rab.cuh"
 #include "ops/cuda/sm90/attention_fwd_sm90.cuh"
 
@@ -73,8 +88,12 @@ struct BwdTraits {
   static constexpr int kBN = 64;                 // streamed rows per block
   static constexpr int kStages = 2;
   static constexpr int kThreads = 128 * (kConsumerWGs + 1);
-  static constexpr int kProducerRegs = 24;
-  static constexpr int kConsumerRegs = 240;
+  // Fused dQ: the producer warpgroup's writer threads walk the tiles too: 56 / 224 registers
+  // (setmaxnreg: the consumers' increase must come from what the producer releases,
+  // 2 (224 - 168) = 168 - 56; 48 / 232 asks for 1024 registers more than that and HUNG on an
+  // H200 at the first tile; 40 / 232 fits too but ptxas spilled 44 bytes, 16-24 here).
+  static constexpr int kProducerRegs = kDkdv && kFusedDq ? 56 : 24;
+  static constexpr int kConsumerRegs = kDkdv && kFusedDq ? 224 : 240;
   static_assert(kHeadDim == 64 || kHeadDim == 128, "sm90 backward: head widths 64 and 128");
 
   using AtomLayout = Layout<Shape<Int<kConsumerWGs>, _1, _1>>;
@@ -105,19 +124,35 @@ struct BwdTraits {
   using TmaS = decltype(make_tma_copy(SM90_TMA_LOAD{}, GTensor{}, take<0, 2>(SmemLayoutS{}),
                                       Shape<Int<kBN>, Int<kHD>>{}, _1{}));
 
-  // Fused dQ (kFusedDq): warpgroup w's partial dQ [kBN queries, kHD] = dS [kBN, its 64 keys]
-  // K [its 64 keys, kHD]: dS^T goes from the accumulators to shared memory (query-contiguous,
-  // the MN-major A operand), K^T is the resident K buffer read MN-major (hd contiguous).
+  // Fused dQ (kFusedDq; attention_bwd_sm90_dq.cuh): dS^T of both warpgroups goes from the
+  // accumulators to shared memory, dS [kBN queries, kBM keys, 2 buffers], and each warpgroup
+  // computes its part of the tile's dQ [kBN, kHD] = dS K over all kBM keys with a fifth wgmma:
+  //   d 128: columns [64 w, 64 w + 64): dQ_w [64 queries, 64] = dS [64, kBM] K_w [kBM, 64]; dS
+  //          query-contiguous (the MN-major A operand), K_w^T the resident K read MN-major.
+  //   d 64:  queries [32 w, 32 w + 32), transposed: dQ_w^T [64 (hd), 32] = K^T [64, kBM]
+  //          dS_w^T [kBM, 32]; K^T the resident K read MN-major (A), dS key-contiguous (the
+  //          K-major B operand): a 64-wide head has no 32-column half in a 128-byte swizzle atom.
   static constexpr bool kFused = kDkdv && kFusedDq;
+  static constexpr bool kDqT = kHD == 64;
+  static constexpr int kDqN = kDqT ? 32 : 64;        // N of the dQ wgmma per warpgroup
+  static constexpr int kDqRows = kDqT ? 32 : kBN;    // query rows of a warpgroup's chunk
+  static constexpr int kDqHalves = kHD / 64;         // 64-column halves of the accumulator
+  static constexpr int kStageFloats = kDqRows * 64;  // one warpgroup's staged chunk
   using TiledMmaDq = decltype(make_tiled_mma(
-      GMMA::ss_op_selector<Element, Element, float, Shape<Int<kBN>, Int<kHD>, _64>, GMMA::Major::MN,
-                           GMMA::Major::MN>(),
-      Layout<Shape<_1, _1, _1>>{}));
-  using SmemLayoutdS = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<Element>{},
-                                              Shape<Int<kBN>, _64, Int<kConsumerWGs>>{}));
-  // (hd, key within the warpgroup's 64, warpgroup) -> the resident (key, hd) buffer.
-  using SmemLayoutRt = decltype(composition(
-      SmemLayoutR{}, Layout<Shape<Int<kHD>, _64, Int<kConsumerWGs>>, Stride<Int<kBM>, _1, _64>>{}));
+      GMMA::ss_op_selector < Element, Element, float, Shape<_64, Int<kDqN>, Int<kBM>>,
+      GMMA::Major::MN, kDqT ? GMMA::Major::K : GMMA::Major::MN > (), Layout<Shape<_1, _1, _1>>{}));
+  using SmemLayoutdS =
+      decltype(tile_to_shape(std::conditional_t<kDqT, GMMA::Layout_K_SW128_Atom<Element>,
+                                                GMMA::Layout_MN_SW128_Atom<Element>>{},
+                             Shape<Int<kBN>, Int<kBM>, _2>{}));
+  // dS as warpgroup w's operand: (queries of the operand, key, w, buffer).
+  using SmemLayoutdSOp = decltype(composition(
+      SmemLayoutdS{}, Layout<Shape<Int<kDqT ? 32 : kBN>, Int<kBM>, _2, _2>,
+                             Stride<_1, Int<kBN>, Int<kDqT ? 32 : 0>, Int<kBN * kBM>>>{}));
+  // The resident K (key, hd) as warpgroup w's operand: (hd column, key, w).
+  using SmemLayoutKOp = decltype(composition(
+      SmemLayoutR{},
+      Layout<Shape<_64, Int<kBM>, _2>, Stride<Int<kBM>, _1, Int<kDqT ? 0 : kBM * 64>>>{}));
 
   using Pipe = cutlass::PipelineTmaAsync<kStages>;
   struct SharedStorage {
@@ -126,8 +161,11 @@ struct BwdTraits {
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutS>, 1024> s1;
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutS>, 1024> s2;
     alignas(1024) cute::array_aligned<Element, kFused ? cosize_v<SmemLayoutdS> : 8, 1024> ds;
+    // Fused dQ: [slot 2][warpgroup 2][kStageFloats] staged chunks and their full / empty barriers.
+    alignas(128) cute::array_aligned<float, kFused ? 4 * kStageFloats : 4, 128> dq_stage;
     typename Pipe::SharedStorage pipe;
     alignas(8) uint64_t barrier_r;
+    uint64_t dq_full[kFused ? 4 : 1], dq_empty[kFused ? 4 : 1];
   };
   static constexpr int kSmemBytes = int(sizeof(SharedStorage));
   static constexpr uint32_t kRBytes = kBM * kHD * sizeof(Element);
@@ -135,9 +173,9 @@ struct BwdTraits {
 };
 
 // Resident operands r1, r2 and streamed s1, s2: (K, V; Q, dO) for dK/dV, (Q, dO; K, V) for dQ.
-// Fused dQ: p.dq_accum (fp32 [T, H, kHD], zeroed) receives every key block's partial dQ in a
-// fixed order; dq_sem[(b H + h) sem_blocks + m] (zeroed) counts the warpgroup contributions
-// already added to query block m of sequence b, head h.
+// Fused dQ: p.dq_accum (fp32 [H, kHD / 64, T, 64], attention_bwd_sm90_dq.cuh; needs no zeroing)
+// receives every key block's partial dQ in a fixed order; dq_sem[((b H + h) sem_blocks + m) 2 + w]
+// (zeroed) counts the key blocks whose part w of query block m of sequence b, head h is added.
 template <typename Tr>
 struct BwdParams {
   HstuAttnParams p;
@@ -146,12 +184,6 @@ struct BwdParams {
   int* dq_sem = nullptr;
   int sem_blocks = 0;
 };
-
-__device__ __forceinline__ int ld_acquire(const int* p) {
-  int v;
-  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
 
 // In place on one thread's accumulators: x = Q.K -> P / scale = SiLU(alpha (x + rab)),
 // y = dO.V -> dS / (alpha scale) = y SiLU'(alpha (x + rab)); masked elements 0. Tile element
@@ -306,7 +338,15 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   };
 
   using Barrier = cutlass::arch::ClusterTransactionBarrier;
-  if (tid == 0) Barrier::init(&ss.barrier_r, 1);
+  if (tid == 0) {
+    Barrier::init(&ss.barrier_r, 1);
+    if constexpr (Tr::kFused) {
+      for (int i = 0; i < 4; ++i) {
+        cutlass::arch::ClusterBarrier::init(&ss.dq_full[i], 128);  // a warpgroup's threads
+        cutlass::arch::ClusterBarrier::init(&ss.dq_empty[i], 1);   // its writer
+      }
+    }
+  }
   typename Pipe::Params pp;
   pp.transaction_bytes = 2 * Tr::kSBytes;  // both streamed operands on one barrier
   pp.role = wg == 0 ? Pipe::ThreadCategory::Producer : Pipe::ThreadCategory::Consumer;
@@ -331,9 +371,52 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   Tensor sS1t = make_tensor(make_smem_ptr(ss.s1.data()), typename Tr::SmemLayoutSt{});
   Tensor sS2t = make_tensor(make_smem_ptr(ss.s2.data()), typename Tr::SmemLayoutSt{});
 
-  if (wg == 0) {  // ---- producer
+  if (wg == 0) {  // ---- producer: warp 0 loads; fused dQ: warps 1, 2 write warpgroup 0's, 1's dQ
     cutlass::arch::warpgroup_reg_dealloc<Tr::kProducerRegs>();
     if (tid == 0) bwd_produce(P, ss, pipe, si, blk, h, n_blocks, next_visible);
+    if constexpr (Tr::kFused) {
+      // Writer of warpgroup w's chunks (lane 0 of warp 1 + w), in the order the warpgroup
+      // stages them (the k-th visited block in buffer k & 1).
+      if (tid == 32 || tid == 64) {
+        const int w = tid / 32 - 1, key_blocks = (si.L + kBM - 1) / kBM;
+        const int64_t sem0 = (int64_t(b) * p.num_heads + h) * P.sem_blocks;
+#pragma unroll 1
+        for (int n = next_visible(0), k = 0; n < n_blocks; n = next_visible(n + 1), ++k) {
+          const int slot = k & 1;
+          cutlass::arch::ClusterBarrier::wait(&ss.dq_full[2 * slot + w], (k >> 1) & 1);
+          // Query rows of this chunk (d 64: warpgroup w has queries 32 w..; d 128 all 64).
+          const int q0 = n * kBN + (Tr::kDqT ? 32 * w : 0);
+          const int rows = min(Tr::kDqRows, si.L - q0);
+          if (rows > 0) {
+            // Turn: the visible key blocks above this one have added (descending key order).
+            // NOTE: descending, because under a causal mask key block k reaches query block n
+            // after (n - 2 k) steps: later key blocks get there first (ascending order, measured
+            // with the per-element-atomic form: 84.5 vs 133 TFLOPS, H200, 32 x 4096 x 4 x 128).
+            int* sem = P.dq_sem + (sem0 + n) * 2 + w;
+            int idx = 0;
+            for (int kb = blk + 1; kb < key_blocks; ++kb)
+              idx += tile_kind(si, p, n * kBN, kBN, kb * kBM, kBM) != kTileSkip;
+            while (ld_acquire(sem) != idx) {
+            }
+            fence_proxy_async_global();
+            float* dst =
+                p.dq_accum + ((int64_t(h) * Tr::kDqHalves + (Tr::kDqT ? 0 : w)) * p.total_tokens +
+                              si.start + q0) *
+                                 64;
+            const float* src = ss.dq_stage.data() + (2 * slot + w) * Tr::kStageFloats;
+            if (idx == 0) {
+              bulk_to_global<false>(dst, src, rows * 256);  // the first: a store
+            } else {
+              bulk_to_global<true>(dst, src, rows * 256);
+            }
+            bulk_wait_all();
+            fence_proxy_async_global();
+            red_release_add(sem, 1);
+          }
+          cutlass::arch::ClusterBarrier::arrive(&ss.dq_empty[2 * slot + w]);
+        }
+      }
+    }
     return;
   }
 
@@ -362,14 +445,28 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   Tensor tOrP = make_tensor<Element>(FragLayout{});
   Tensor tOrD = make_tensor<Element>(FragLayout{});
   static_assert(size(FragLayout{}) == size(decltype(tXrX){}), "A fragment size");
-  // Fused dQ operands (unused otherwise).
+  // Fused dQ operands (unused otherwise): dS (.., buffer) and the resident K as this warpgroup's
+  // A / B operands (d 64: B / A), the accumulator coordinates (row, column) of its chunk.
   typename Tr::TiledMmaDq mmaDq;
   auto thrDq = mmaDq.get_thread_slice(tid & 127);
   Tensor sdS = make_tensor(make_smem_ptr(ss.ds.data()), typename Tr::SmemLayoutdS{});
-  Tensor sRt = make_tensor(make_smem_ptr(ss.r1.data()), typename Tr::SmemLayoutRt{});
-  Tensor tDrdS = thrDq.partition_fragment_A(sdS(_, _, w));
-  Tensor tDrK = thrDq.partition_fragment_B(sRt(_, _, w));
-  Tensor tDcQ = thrDq.partition_C(make_identity_tensor(Shape<Int<kBN>, Int<kHD>>{}));
+  Tensor sdSw = make_tensor(make_smem_ptr(ss.ds.data()), typename Tr::SmemLayoutdSOp{})(_, _, w, _);
+  Tensor sKw = make_tensor(make_smem_ptr(ss.r1.data()), typename Tr::SmemLayoutKOp{})(_, _, w);
+  Tensor tDrdS = [&] {
+    if constexpr (Tr::kDqT) {
+      return thrDq.partition_fragment_B(sdSw);
+    } else {
+      return thrDq.partition_fragment_A(sdSw);
+    }
+  }();
+  Tensor tDrK = [&] {
+    if constexpr (Tr::kDqT) {
+      return thrDq.partition_fragment_A(sKw);
+    } else {
+      return thrDq.partition_fragment_B(sKw);
+    }
+  }();
+  Tensor tDcQ = thrDq.partition_C(make_identity_tensor(Shape<_64, Int<Tr::kDqN>>{}));
 
   // rab: the buckets of this warpgroup's 64 x 64 part of a tile, copied with cp.async into one of
   // its two buffers (the k-th visited streamed block into buffer k & 1): the copy of the next
@@ -407,7 +504,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
 
   reinterpret_cast<Barrier*>(&ss.barrier_r)->wait(0);
   cutlass::PipelineState<Tr::kStages> rd;
-  int n = next_visible(0), buf = 0;
+  int n = next_visible(0), buf = 0, dq_k = 0;
   if (n < n_blocks) bkt_load(n, 0);
 #pragma unroll 1
   while (n < n_blocks) {
@@ -445,54 +542,63 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     }
     if constexpr (Tr::kFused) {
       // dS^T (this warpgroup's 64 keys x kBN queries, the converted pairs of tOrD: adjacent
-      // queries) -> sdS(query, key, w), query-contiguous, while the GEMMs run.
+      // queries) -> sdS(query, key, buf) while the GEMMs run: one 32-bit store per pair where
+      // dS is query-contiguous (d 128), two 16-bit ones where key-contiguous (d 64).
       const uint32_t* dw = reinterpret_cast<const uint32_t*>(raw_pointer_cast(tOrD.data()));
+      const Element* dh = reinterpret_cast<const Element*>(raw_pointer_cast(tOrD.data()));
 #pragma unroll
       for (int e = 0; e < size(tXrY); e += 2) {
-        const int r = get<0>(tXcX(e)) - 64 * w, c = get<1>(tXcX(e));
-        *reinterpret_cast<uint32_t*>(&sdS(c, r, w)) = dw[e / 2];
-      }
-      cutlass::arch::fence_view_async_shared();  // generic-proxy writes -> wgmma reads
-      named_bar_sync(128, 4 + w);
-    }
-    warpgroup_wait<0>();
-    warpgroup_fence_operand(accA);
-    warpgroup_fence_operand(accB);
-    warpgroup_fence_operand(tOrP);
-    warpgroup_fence_operand(tOrD);
-    pipe.consumer_release(rd);
-    ++rd;
-    if constexpr (Tr::kFused) {
-      Tensor accQ = partition_fragment_C(mmaDq, Shape<Int<kBN>, Int<kHD>>{});
-      wg_gemm<true>(mmaDq, tDrdS, tDrK, accQ);  // partial dQ = dS K over this warpgroup's keys
-      warpgroup_wait<0>();
-      warpgroup_fence_operand(accQ);
-      // Ordered accumulation: contribution 2 idx + w of query block n, idx = the visible key
-      // blocks after this one (descending key blocks, warpgroup 0 first): a fixed order of fp32
-      // adds, so dQ is bit-identical run to run. Descending: under a causal mask key block k
-      // reaches query block n after (n - 2 k) steps, so later key blocks get there first and
-      // nobody waits (ascending order measured 84.5 vs 339 TFLOPS of the split form, H200,
-      // 32 x 4096 x 4 x 128: each key block trailed the one before it).
-      int* sem = P.dq_sem + (int64_t(b) * p.num_heads + h) * P.sem_blocks + n;
-      if ((tid & 127) == 0) {
-        int idx = 0;
-        const int key_blocks = (si.L + kBM - 1) / kBM;
-        for (int k = blk + 1; k < key_blocks; ++k)
-          idx += tile_kind(si, p, n * kBN, kBN, k * kBM, kBM) != kTileSkip;
-        while (ld_acquire(sem) != 2 * idx + w) {
+        const int r = get<0>(tXcX(e)), c = get<1>(tXcX(e));
+        if constexpr (Tr::kDqT) {
+          sdS(c, r, buf) = dh[e];
+          sdS(c + 1, r, buf) = dh[e + 1];
+        } else {
+          *reinterpret_cast<uint32_t*>(&sdS(c, r, buf)) = dw[e / 2];
         }
       }
-      named_bar_sync(128, 4 + w);
+      cutlass::arch::fence_view_async_shared();  // generic-proxy writes -> wgmma reads
+      // Both warpgroups' dS feed each warpgroup's dQ (user barrier 3: free).
+      named_bar_sync(128 * Tr::kConsumerWGs, 3);
+      Tensor accQ = partition_fragment_C(mmaDq, Shape<_64, Int<Tr::kDqN>>{});
+      if constexpr (Tr::kDqT) {
+        wg_gemm<true>(mmaDq, tDrK, tDrdS(_, _, _, buf), accQ);  // dQ_w^T = K^T dS_w^T
+      } else {
+        wg_gemm<true>(mmaDq, tDrdS(_, _, _, buf), tDrK, accQ);  // dQ_w = dS K_w
+      }
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(accA);
+      warpgroup_fence_operand(accB);
+      warpgroup_fence_operand(tOrP);
+      warpgroup_fence_operand(tOrD);
+      warpgroup_fence_operand(accQ);
+      pipe.consumer_release(rd);
+      ++rd;
+      // Stage the chunk for the writer warp (attention_bwd_sm90_dq.cuh): rows of 64 floats,
+      // columns permuted by dq_col_pos; slot k & 1 of the k-th visited block.
+      cutlass::arch::ClusterBarrier::wait(&ss.dq_empty[2 * (dq_k & 1) + w], ((dq_k >> 1) & 1) ^ 1);
+      float* stage = ss.dq_stage.data() + (2 * (dq_k & 1) + w) * Tr::kStageFloats;
 #pragma unroll
       for (int e = 0; e < size(accQ); e += 2) {
-        const int i = n * kBN + get<0>(tDcQ(e)), c = get<1>(tDcQ(e));
-        if (i < si.L)
-          atomic_add2(p.dq_accum + ((si.start + i) * p.num_heads + h) * int64_t(kHD) + c, accQ(e),
-                      accQ(e + 1));
+        const int r = get<0>(tDcQ(e)), c = get<1>(tDcQ(e));
+        if constexpr (Tr::kDqT) {  // (r, c) = (hd, query): rows are queries
+          stage[c * 64 + dq_col_pos<kHD>(c, r)] = accQ(e);
+          stage[(c + 1) * 64 + dq_col_pos<kHD>(c + 1, r)] = accQ(e + 1);
+        } else {
+          *reinterpret_cast<float2*>(stage + r * 64 + dq_col_pos<kHD>(r, c)) =
+              make_float2(accQ(e), accQ(e + 1));
+        }
       }
-      __threadfence();
-      named_bar_sync(128, 4 + w);
-      if ((tid & 127) == 0) atomicAdd(sem, 1);
+      cutlass::arch::fence_view_async_shared();  // generic-proxy writes -> the bulk copy's reads
+      cutlass::arch::ClusterBarrier::arrive(&ss.dq_full[2 * (dq_k & 1) + w]);
+      ++dq_k;
+    } else {
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(accA);
+      warpgroup_fence_operand(accB);
+      warpgroup_fence_operand(tOrP);
+      warpgroup_fence_operand(tOrD);
+      pipe.consumer_release(rd);
+      ++rd;
     }
     n = nn;
     buf ^= 1;
