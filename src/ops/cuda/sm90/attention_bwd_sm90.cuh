@@ -17,31 +17,22 @@
 //   - dQ kernel (kDkdv = false): one CTA per block of kBM = 128 queries, resident Q and dO; it
 //     streams the visible key blocks (K, V) and computes S = Q K^T, dP = dO V^T, dQ += dS K.
 // The dQ kernel recomputes S and dP (7 GEMMs per tile pair instead of 5): the price of a dQ
-// written once, in a fixed order, without atomics. This split form is the default.
+// written once, in a fixed order, without atomics.
 //
-// Fused form (kFusedDq, opt-in: HSTU_ATTN_SM90_FUSED=1; attention_bwd_sm90_dq.cuh has the
-// accumulator and the ordering): the dK/dV kernel alone, 5 GEMMs per tile pair. Both warpgroups
-// write dS^T to shared memory and each computes its part of the tile's dQ = dS K over all 128
-// keys with a fifth wgmma (d 128: 64 of the columns; d 64, transposed, 32 of the queries),
-// stages it in shared memory (double-buffered per warpgroup, full / empty mbarriers) and goes on
-// with the next tile; one writer thread per consumer warpgroup (lane 0 of producer warps 1, 2)
-// adds each staged chunk to the fp32 accumulator with ONE bulk reduce-add
-// (cp.reduce.async.bulk), in descending key-block order per (sequence, head, query block) behind
-// a semaphore, waiting for completion before releasing it: bit-identical run to run (GPU tests).
-// A convert kernel writes dq. H200, bf16, causal, deterministic, TFLOPS fused / split (same
-// build, hstu bench attention --kernel sm90): 32 x 4096 x 4 x 128 223.7 / 313.2, uniform-jagged
-// 214.9 / 281.9; 32 x 4096 x 4 x 64 116.5 / 191.1; 32 x 2048 x 4 x 128 253.4 / 284.6;
-// 32 x 1024 x 4 x 128 205.3 / 232.5; 128 x 512 x 4 x 128 171.1 / 187.0; 32 x 2048 x 4 x 64
-// 141.0 / 173.7. (The form before, per-element fp32 atomics from registers: 133 / 89 at 4096.)
-// NOTE: not yet faster. ncu (H200, 32 x 4096 x 4 x 128): 7.92 ms under the profiler against
-// 3.14 + 2.75 ms for the two split kernels; warp stalls per issued instruction long_scoreboard
-// 2.49 (split dK/dV kernel 0.48), wait 1.94 (1.51), barrier 1.45 (1.00); SM throughput 30 % (50 %).
-// Both widths take ~6 us per tile (5.9 ms at d 64, 6.1 ms at d 128 for ~1000 tiles per SM):
-// a fixed latency per chunk, not the GEMMs. Suspects, in order: the writer counts the visible
-// key blocks above its own with up to 31 tile_kind calls per chunk (a single thread, serial);
-// one writer per warpgroup finishes each ordered add (turn, copy, completion, release) before
-// taking the next chunk. Branch dqfuse-v2 has tickets (next visible key block above), two
-// writers per warpgroup and an unordered non-deterministic mode, NOT run on a GPU.
+// Fused form (kFusedDq; attention_bwd_sm90_dq.cuh has the accumulator and the ordering): the
+// dK/dV kernel alone, 5 GEMMs per tile pair. Both warpgroups write dS^T to shared memory and each
+// computes its part of the tile's dQ = dS K over all 128 keys with a fifth wgmma (d 128: 64 of
+// the columns; d 64, transposed, 32 of the queries), stages it in shared memory (double-buffered
+// per warpgroup, full / empty mbarriers) and goes on with the next tile; writer threads of the
+// producer warpgroup (two per consumer warpgroup, one per buffer) add each staged chunk to the
+// fp32 accumulator with ONE bulk reduce-add (cp.reduce.async.bulk), in descending key-block
+// order per (sequence, head, query block) behind a ticket semaphore, waiting for completion
+// before passing the ticket on: bit-identical run to run. Asked for no determinism, the writers
+// skip the tickets (unordered adds into a zeroed accumulator). A convert kernel writes dq.
+// EXPERIMENTAL (branch dqfuse-v2): never completed a GPU run (its one run used setmaxnreg
+// 48 / 232, which hangs: 2 (232 - 168) > 168 - 48). The branch dqfuse version of this form
+// (one writer per warpgroup counting the visible key blocks above, always ordered) measured
+// 223.7 / 116.5 TFLOPS at 32 x 4096 x 4 x 128 / 64 against the split form's 313.2 / 191.1 (H200).
 //
 // Each consumer warpgroup owns 64 rows of the resident block; the producer warp issues the
 // resident loads once and the streamed block pair (one mbarrier per stage, both operands'
@@ -174,8 +165,9 @@ struct BwdTraits {
 
 // Resident operands r1, r2 and streamed s1, s2: (K, V; Q, dO) for dK/dV, (Q, dO; K, V) for dQ.
 // Fused dQ: p.dq_accum (fp32 [H, kHD / 64, T, 64], attention_bwd_sm90_dq.cuh; needs no zeroing)
-// receives every key block's partial dQ in a fixed order; dq_sem[((b H + h) sem_blocks + m) 2 + w]
-// (zeroed) counts the key blocks whose part w of query block m of sequence b, head h is added.
+// receives every key block's partial dQ; dq_sem[((b H + h) sem_blocks + m) 2 + w] (zeroed; null:
+// unordered adds into a zeroed accumulator) is the ticket of part w of query block m of sequence
+// b, head h.
 template <typename Tr>
 struct BwdParams {
   HstuAttnParams p;
@@ -375,46 +367,61 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     cutlass::arch::warpgroup_reg_dealloc<Tr::kProducerRegs>();
     if (tid == 0) bwd_produce(P, ss, pipe, si, blk, h, n_blocks, next_visible);
     if constexpr (Tr::kFused) {
-      // Writer of warpgroup w's chunks (lane 0 of warp 1 + w), in the order the warpgroup
-      // stages them (the k-th visited block in buffer k & 1).
-      if (tid == 32 || tid == 64) {
-        const int w = tid / 32 - 1, key_blocks = (si.L + kBM - 1) / kBM;
+      // Writer of warpgroup w's chunks in slot sl (lanes 0 and 16 of warp 1 + w): the k-th visited
+      // block's chunk, k = sl mod 2. Two writers per warpgroup, so one chunk's ordered add
+      // (turn, copy, completion, release) may take two tiles' time.
+      if ((tid & 15) == 0 && tid >= 32 && tid < 96) {
+        const int w = tid / 32 - 1, sl = (tid / 16) & 1, key_blocks = (si.L + kBM - 1) / kBM;
         const int64_t sem0 = (int64_t(b) * p.num_heads + h) * P.sem_blocks;
+        const bool ordered = P.dq_sem != nullptr;
+        int n = next_visible(0), k = 0;
+        if (sl == 1 && n < n_blocks) n = next_visible(n + 1), k = 1;
 #pragma unroll 1
-        for (int n = next_visible(0), k = 0; n < n_blocks; n = next_visible(n + 1), ++k) {
-          const int slot = k & 1;
-          cutlass::arch::ClusterBarrier::wait(&ss.dq_full[2 * slot + w], (k >> 1) & 1);
+        while (n < n_blocks) {
+          cutlass::arch::ClusterBarrier::wait(&ss.dq_full[2 * sl + w], (k >> 1) & 1);
           // Query rows of this chunk (d 64: warpgroup w has queries 32 w..; d 128 all 64).
           const int q0 = n * kBN + (Tr::kDqT ? 32 * w : 0);
           const int rows = min(Tr::kDqRows, si.L - q0);
           if (rows > 0) {
-            // Turn: the visible key blocks above this one have added (descending key order).
-            // NOTE: descending, because under a causal mask key block k reaches query block n
-            // after (n - 2 k) steps: later key blocks get there first (ascending order, measured
-            // with the per-element-atomic form: 84.5 vs 133 TFLOPS, H200, 32 x 4096 x 4 x 128).
-            int* sem = P.dq_sem + (sem0 + n) * 2 + w;
-            int idx = 0;
-            for (int kb = blk + 1; kb < key_blocks; ++kb)
-              idx += tile_kind(si, p, n * kBN, kBN, kb * kBM, kBM) != kTileSkip;
-            while (ld_acquire(sem) != idx) {
-            }
-            fence_proxy_async_global();
             float* dst =
                 p.dq_accum + ((int64_t(h) * Tr::kDqHalves + (Tr::kDqT ? 0 : w)) * p.total_tokens +
                               si.start + q0) *
                                  64;
-            const float* src = ss.dq_stage.data() + (2 * slot + w) * Tr::kStageFloats;
-            if (idx == 0) {
-              bulk_to_global<false>(dst, src, rows * 256);  // the first: a store
-            } else {
+            const float* src = ss.dq_stage.data() + (2 * sl + w) * Tr::kStageFloats;
+            if (ordered) {
+              // Ticket = key_blocks - (the key block that added last), 0 before the first: wait
+              // for the next visible key block above this one (it adds just before). NOTE:
+              // descending, because under a causal mask key block k reaches query block n after
+              // (n - 2 k) steps: later key blocks get there first (ascending order, measured with
+              // the per-element-atomic form: 84.5 vs 133 TFLOPS, H200, 32 x 4096 x 4 x 128).
+              int* sem = P.dq_sem + (sem0 + n) * 2 + w;
+              int above = blk + 1;
+              while (above < key_blocks &&
+                     tile_kind(si, p, n * kBN, kBN, above * kBM, kBM) == kTileSkip)
+                ++above;
+              const int turn = above < key_blocks ? key_blocks - above : 0;
+              while (ld_acquire(sem) != turn) {
+              }
+              fence_proxy_async_global();
+              if (turn == 0) {
+                bulk_to_global<false>(dst, src, rows * 256);  // the first: a store
+              } else {
+                bulk_to_global<true>(dst, src, rows * 256);
+              }
+              bulk_wait_all();
+              fence_proxy_async_global();
+              st_release(sem, key_blocks - blk);
+            } else {  // unordered (zeroed accumulator): free the slot once the copy has read it
               bulk_to_global<true>(dst, src, rows * 256);
+              bulk_wait_read();
             }
-            bulk_wait_all();
-            fence_proxy_async_global();
-            red_release_add(sem, 1);
           }
-          cutlass::arch::ClusterBarrier::arrive(&ss.dq_empty[2 * slot + w]);
+          cutlass::arch::ClusterBarrier::arrive(&ss.dq_empty[2 * sl + w]);
+          n = next_visible(n + 1);
+          if (n < n_blocks) n = next_visible(n + 1);
+          k += 2;
         }
+        bulk_wait_all();
       }
     }
     return;

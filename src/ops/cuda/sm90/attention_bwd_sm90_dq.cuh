@@ -13,11 +13,14 @@
 // writes of their accumulator fragments are free of bank conflicts; the convert kernel undoes it.
 //
 // Ordering (deterministic): the chunk of (sequence, head, query block m, part w) gets one
-// semaphore (int32, zeroed before the kernel); the writer of a key block waits until it equals
-// the number of visible key blocks above its own (descending key order), adds, waits for the add
-// to complete (cp.async.bulk.wait_group 0) and releases the semaphore incremented. The first
-// writer (no visible key block above) stores instead of adding, so the accumulator needs no
-// zeroing; the convert kernel writes zeros for query blocks no key block sees.
+// semaphore (int32, zeroed before the kernel) holding a ticket, key_blocks - (the key block that
+// added last). The writer of key block kb waits until the ticket names the next visible key block
+// above kb (descending key order; 0 if none), adds, waits for the add to complete
+// (cp.async.bulk.wait_group 0) and stores its own ticket with release semantics. The first
+// writer stores instead of adding, so the accumulator needs no zeroing; the convert kernel
+// writes zeros for query blocks no key block sees. Unordered (no semaphores: the
+// non-deterministic option): every writer adds into a zeroed accumulator and only waits for its
+// copy to have read the staged chunk.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -49,8 +52,8 @@ __device__ __forceinline__ int ld_acquire(const int* p) {
   return v;
 }
 
-__device__ __forceinline__ void red_release_add(int* p, int v) {
-  asm volatile("red.release.gpu.global.add.s32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+__device__ __forceinline__ void st_release(int* p, int v) {
+  asm volatile("st.release.gpu.global.b32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 
 // Shared -> global bulk copy (kAdd: fp32 reduce-add) of `bytes` (a multiple of 16), one bulk
@@ -74,6 +77,11 @@ __device__ __forceinline__ void bulk_to_global(float* dst, const float* src, uin
 // Waits until this thread's bulk groups are complete (their global writes performed).
 __device__ __forceinline__ void bulk_wait_all() {
   asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+}
+
+// Waits until this thread's bulk groups have read their shared-memory sources.
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
 }
 
 // Generic <-> async proxy ordering of global memory (the semaphore is a generic-proxy access, the

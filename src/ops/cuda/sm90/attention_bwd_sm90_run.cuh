@@ -12,11 +12,12 @@ template <typename T, int kHeadDim>
 void run_bwd_sm90(const HstuAttnParams& p, int* dq_sem, cudaStream_t stream,
                   cudaStream_t dq_stream) {
   if constexpr (kHeadDim == 256) {
-    // d 256 has the split form only: dq_sem (the fused form's request) is ignored and dq is
-    // written directly, so the caller's fp32 accumulator stays unused.
+    // d 256 has the split form only: p.dq_accum / dq_sem (the fused form's request) are ignored
+    // and dq is written directly.
     sm90::launch_bwd_wide_pass<T, true>(p, stream);
     sm90::launch_bwd_wide_pass<T, false>(p, dq_sem ? stream : dq_stream);
-  } else if (dq_sem) {  // fused: dK, dV and the ordered dQ accumulation, then dQ converted
+  } else if (p.dq_accum) {  // fused: dK, dV and the dQ accumulation (ordered with dq_sem),
+                            // then dQ converted
     using Tr = sm90::BwdTraits<T, kHeadDim, true, true>;
     static_assert(Tr::kBN == kSm90BwdQueryBlock);
     HSTU_CHECK(p.dq_accum && p.dq_accum_head_stride == kHeadDim,
