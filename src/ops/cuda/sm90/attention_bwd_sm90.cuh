@@ -33,6 +33,13 @@
 // 48 / 232, which hangs: 2 (232 - 168) > 168 - 48). The branch dqfuse version of this form
 // (one writer per warpgroup counting the visible key blocks above, always ordered) measured
 // 223.7 / 116.5 TFLOPS at 32 x 4096 x 4 x 128 / 64 against the split form's 313.2 / 191.1 (H200).
+// NOTE (found after that run, by compiling here): at d 128 ptxas reports "(C7512) wgmma.mma_async
+// instructions are serialized due to insufficient register resources" for the fused dK/dV
+// kernel (setmaxnreg 224: dK + dV 2 x 64, S^T + dP^T 2 x 32, the dQ part 32 registers a thread
+// before addresses), in both this version and branch dqfuse's; main's kernels report no C75xx.
+// Serialised wgmma is the first suspect for the measured slowness, ahead of the writer's
+// counting: check ptxas's output (-Xptxas -v or the build log's "ptxas info" lines) first, and
+// shrink the live accumulators (the dQ part in two passes of 32 columns, or 32-row dQ tiles).
 //
 // Each consumer warpgroup owns 64 rows of the resident block; the producer warp issues the
 // resident loads once and the streamed block pair (one mbarrier per stage, both operands'
