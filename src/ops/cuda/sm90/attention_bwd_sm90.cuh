@@ -33,13 +33,24 @@
 // 48 / 232, which hangs: 2 (232 - 168) > 168 - 48). The branch dqfuse version of this form
 // (one writer per warpgroup counting the visible key blocks above, always ordered) measured
 // 223.7 / 116.5 TFLOPS at 32 x 4096 x 4 x 128 / 64 against the split form's 313.2 / 191.1 (H200).
-// NOTE (found after that run, by compiling here): at d 128 ptxas reports "(C7512) wgmma.mma_async
-// instructions are serialized due to insufficient register resources" for the fused dK/dV
-// kernel (setmaxnreg 224: dK + dV 2 x 64, S^T + dP^T 2 x 32, the dQ part 32 registers a thread
-// before addresses), in both this version and branch dqfuse's; main's kernels report no C75xx.
-// Serialised wgmma is the first suspect for the measured slowness, ahead of the writer's
-// counting: check ptxas's output (-Xptxas -v or the build log's "ptxas info" lines) first, and
-// shrink the live accumulators (the dQ part in two passes of 32 columns, or 32-row dQ tiles).
+// NOTE (found after that run, by compiling here): at d 128 ptxas reported "(C7512) wgmma.mma_async
+// instructions are serialized due to insufficient register resources" for the fused dK/dV kernel
+// (every HGMMA its own arrive and wait: 32 / 32 / 32 in the SASS) and spilled 24 bytes, in both
+// this version and branch dqfuse's; main's kernels report no C75xx.
+// Branch dqregs (compiled, ptxas clean; NOT run on a GPU): the fused kernel only, same 56 / 224
+// setmaxnreg split, same tiles, GEMMs, order of the fp32 adds and ticket logic:
+//   - S^T / dP^T declared per tile, not before the loop: the wgmma accumulator operand is
+//     read-write, so the loop-carried form kept those 64 registers live across the dK / dV / dQ
+//     wgmmas (the C7512 cause). The split kernels keep theirs (tXrXl / tXrYl, as before);
+//   - the dS stores address dS through ds_byte_offset (attention_bwd_sm90_dq.cuh; checked against
+//     cute's indexing by tools/check_sm90_ds_offset.cu), not cute's swizzled pointer, whose
+//     hoisted per-element offsets stayed live across the loop;
+//   - the pointwise step in two halves, each packed into P / dS right after; the thread's
+//     coordinates re-derived per tile (opaque_tid); the stage / buffer from the tile count dq_k;
+//     the epilogue reads cu_seqlens[b] and blockIdx.y again (fewer values live across the loop).
+// ptxas (CUDA 13.0, -Xptxas -v) for the fused kernel, bf16 and fp16 alike: d 128 before C7512,
+// 24 bytes spill stores / loads; after no C75xx, 0 spills, 2 wgmma waits per tile. d 64: no note,
+// no spills before or after. The split kernels' SASS is byte-identical before and after.
 //
 // Each consumer warpgroup owns 64 rows of the resident block; the producer warp issues the
 // resident loads once and the streamed block pair (one mbarrier per stage, both operands'
@@ -238,13 +249,45 @@ __device__ __forceinline__ void bwd_apply(TX& tX, TX& tY, const TC& tc, const Hs
   }
 }
 
+// a if kFirst, else b (a reference; compile-time choice between two objects of different types).
+template <bool kFirst, typename A, typename B>
+__device__ __forceinline__ auto& pick(A& a, B& b) {
+  if constexpr (kFirst) {
+    return a;
+  } else {
+    return b;
+  }
+}
+
+// The thread index, read so that the compiler cannot hoist what is derived from it out of a loop
+// (asm volatile): coordinates recomputed in each iteration instead of kept live across it.
+__device__ __forceinline__ int opaque_tid() {
+  int t;
+  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
+  return t;
+}
+
+// blockIdx.y / .z, read as opaque_tid reads the thread index.
+__device__ __forceinline__ int opaque_ctaid_y() {
+  int t;
+  asm volatile("mov.u32 %0, %%ctaid.y;" : "=r"(t));
+  return t;
+}
+__device__ __forceinline__ int opaque_ctaid_z() {
+  int t;
+  asm volatile("mov.u32 %0, %%ctaid.z;" : "=r"(t));
+  return t;
+}
+
 // Converts one thread's [64, kBN] accumulators to the A fragments of an rs wgmma in place order
 // (pairs of 8-column atoms make one 16-wide k block: see the forward's to_p).
-template <typename T, typename TAcc, typename TFrag>
+// Words [kW0, kW1) only (kW1 < 0: to the end).
+template <typename T, int kW0 = 0, int kW1 = -1, typename TAcc, typename TFrag>
 __device__ __forceinline__ void acc_to_frag(const TAcc& acc, TFrag& frag) {
   uint32_t* w = reinterpret_cast<uint32_t*>(raw_pointer_cast(frag.data()));
 #pragma unroll
-  for (int e = 0; e < size(acc) / 2; ++e) w[e] = Mma<T>::pack(acc(2 * e), acc(2 * e + 1));
+  for (int e = kW0; e < (kW1 < 0 ? int(size(acc)) / 2 : kW1); ++e)
+    w[e] = Mma<T>::pack(acc(2 * e), acc(2 * e + 1));
 }
 
 // The producer thread of a backward CTA (resident block blk of (sequence si, head h)): the
@@ -320,7 +363,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   // same query block (the order in which they reach it), so those must launch first (a CTA
   // only ever waits for CTAs launched before it: no deadlock).
   const int blk = kDkdv && !Tr::kFused ? int(blockIdx.x) : int(gridDim.x - 1 - blockIdx.x);
-  const int h = blockIdx.y, b = blockIdx.z;
+  int h = blockIdx.y;  // the fused consumers' epilogue reads it again
+  const int b = blockIdx.z;
   const SeqInfo si = seq_info(p, b);
   const int r0 = blk * kBM;
   if (r0 >= si.L) return;  // the whole CTA, before any barrier
@@ -453,17 +497,19 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   if constexpr (kDkdv) clear(accA);
   clear(accB);
   Tensor tXcX = thrS.partition_C(make_identity_tensor(Shape<Int<kBM>, Int<kBN>>{}));
-  Tensor tXrX = partition_fragment_C(mmaS, Shape<Int<kBM>, Int<kBN>>{});
-  Tensor tXrY = partition_fragment_C(mmaS, Shape<Int<kBM>, Int<kBN>>{});
+  // S^T / dP^T (S / dP) of the split kernels: declared once, so (the wgmma's accumulator operand
+  // being read-write) the registers stay live across the loop, as they always were. The fused
+  // kernel declares its own per tile below (not loop-carried: dead once converted to P / dS).
+  Tensor tXrXl = partition_fragment_C(mmaS, Shape<Int<kBM>, Int<kBN>>{});
+  Tensor tXrYl = partition_fragment_C(mmaS, Shape<Int<kBM>, Int<kBN>>{});
   using FragLayout = Layout<Shape<Shape<_2, _2, _2>, _1, Int<kBN / 16>>>;
   Tensor tOrP = make_tensor<Element>(FragLayout{});
   Tensor tOrD = make_tensor<Element>(FragLayout{});
-  static_assert(size(FragLayout{}) == size(decltype(tXrX){}), "A fragment size");
+  static_assert(size(FragLayout{}) == size(decltype(tXrXl){}), "A fragment size");
   // Fused dQ operands (unused otherwise): dS (.., buffer) and the resident K as this warpgroup's
   // A / B operands (d 64: B / A), the accumulator coordinates (row, column) of its chunk.
   typename Tr::TiledMmaDq mmaDq;
   auto thrDq = mmaDq.get_thread_slice(tid & 127);
-  Tensor sdS = make_tensor(make_smem_ptr(ss.ds.data()), typename Tr::SmemLayoutdS{});
   Tensor sdSw = make_tensor(make_smem_ptr(ss.ds.data()), typename Tr::SmemLayoutdSOp{})(_, _, w, _);
   Tensor sKw = make_tensor(make_smem_ptr(ss.r1.data()), typename Tr::SmemLayoutKOp{})(_, _, w);
   Tensor tDrdS = [&] {
@@ -480,7 +526,6 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       return thrDq.partition_fragment_B(sKw);
     }
   }();
-  Tensor tDcQ = thrDq.partition_C(make_identity_tensor(Shape<_64, Int<Tr::kDqN>>{}));
 
   // rab: the buckets of this warpgroup's 64 x 64 part of a tile, copied with cp.async into one of
   // its two buffers (the k-th visited streamed block into buffer k & 1): the copy of the next
@@ -522,6 +567,23 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   if (n < n_blocks) bkt_load(n, 0);
 #pragma unroll 1
   while (n < n_blocks) {
+    if constexpr (Tr::kFused) {
+      // Fused: the stage and the dS buffer from the tile count dq_k, the one counter carried
+      // across the loop (the values ++rd and buf ^= 1 would give: dq_k tiles visited).
+      rd = cutlass::PipelineState<Tr::kStages>(dq_k % Tr::kStages, (dq_k / Tr::kStages) & 1, dq_k);
+      buf = dq_k & 1;
+    }
+    // Fused: S^T / dP^T of this tile only (their last reads are the conversions to P / dS): 64
+    // registers a thread that the dK / dV / dQ wgmmas below do not have to keep allocated.
+    Tensor tXrXt = partition_fragment_C(mmaS, Shape<Int<kBM>, Int<kBN>>{});
+    Tensor tXrYt = partition_fragment_C(mmaS, Shape<Int<kBM>, Int<kBN>>{});
+    auto& tXrX = pick<Tr::kFused>(tXrXt, tXrXl);
+    auto& tXrY = pick<Tr::kFused>(tXrYt, tXrYl);
+    // Fused: the thread's (row, column) coordinates of S^T re-derived in each tile (opaque_tid),
+    // not kept live across the loop; the split kernels use tXcX, as before.
+    Tensor tXcXt = mmaS.get_thread_slice(opaque_tid() - 128)
+                       .partition_C(make_identity_tensor(Shape<Int<kBM>, Int<kBN>>{}));
+    const auto& tXcXu = pick<Tr::kFused>(tXcXt, tXcX);
     pipe.consumer_wait(rd);
     const int st = rd.index();
     wg_gemm<true>(mmaS, tXrR1, tXrS1(_, _, _, st), tXrX);
@@ -533,12 +595,26 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     const int nn = next_visible(n + 1);
     if (nn < n_blocks) bkt_load(nn, buf ^ 1);
     const BwdRabView rv = rab_view(n, buf);
-    bwd_apply<kDkdv, kBM, kBN, 0, -1, kHasRab, Rab::kBktPitch>(tXrX, tXrY, tXcX, p, si, r0, n * kBN,
-                                                               kind_of(n), rv);
-    acc_to_frag<T>(tXrY, tOrD);
+    if constexpr (Tr::kFused) {
+      // Fused: the pointwise step in two halves of the thread's elements, each half packed into
+      // the P / dS fragments right after (the same elementwise results): S^T / dP^T of the
+      // first half are dead while the second is computed.
+      constexpr int kHalf = int(size(decltype(tXrXt){})) / 2;
+      const int kind = kind_of(n);
+      bwd_apply<true, kBM, kBN, 0, kHalf>(tXrX, tXrY, tXcXu, p, si, r0, n * kBN, kind);
+      acc_to_frag<T, 0, kHalf / 2>(tXrY, tOrD);
+      acc_to_frag<T, 0, kHalf / 2>(tXrX, tOrP);
+      bwd_apply<true, kBM, kBN, kHalf, -1>(tXrX, tXrY, tXcXu, p, si, r0, n * kBN, kind);
+      acc_to_frag<T, kHalf / 2>(tXrY, tOrD);
+      acc_to_frag<T, kHalf / 2>(tXrX, tOrP);
+    } else {
+      bwd_apply<kDkdv, kBM, kBN, 0, -1, kHasRab, Rab::kBktPitch>(tXrX, tXrY, tXcXu, p, si, r0,
+                                                                 n * kBN, kind_of(n), rv);
+      acc_to_frag<T>(tXrY, tOrD);
+    }
     warpgroup_fence_operand(tOrD);
     if constexpr (kDkdv) {
-      acc_to_frag<T>(tXrX, tOrP);
+      if constexpr (!Tr::kFused) acc_to_frag<T>(tXrX, tOrP);
       warpgroup_fence_operand(tOrP);
       wg_gemm<false>(mmaO, tOrP, tOrS2t(_, _, _, st), accA);  // dV += P^T dO
     }
@@ -556,18 +632,20 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     }
     if constexpr (Tr::kFused) {
       // dS^T (this warpgroup's 64 keys x kBN queries, the converted pairs of tOrD: adjacent
-      // queries) -> sdS(query, key, buf) while the GEMMs run: one 32-bit store per pair where
-      // dS is query-contiguous (d 128), two 16-bit ones where key-contiguous (d 64).
+      // queries) -> dS(query, key, buf) (SmemLayoutdS) while the GEMMs run: one 32-bit store per
+      // pair where dS is query-contiguous (d 128), two 16-bit ones where key-contiguous (d 64). The
+      // addresses from ds_byte_offset (attention_bwd_sm90_dq.cuh).
       const uint32_t* dw = reinterpret_cast<const uint32_t*>(raw_pointer_cast(tOrD.data()));
       const Element* dh = reinterpret_cast<const Element*>(raw_pointer_cast(tOrD.data()));
+      char* ds_base = reinterpret_cast<char*>(ss.ds.data());
 #pragma unroll
       for (int e = 0; e < size(tXrY); e += 2) {
-        const int r = get<0>(tXcX(e)), c = get<1>(tXcX(e));
+        const int r = get<0>(tXcXu(e)), c = get<1>(tXcXu(e));
         if constexpr (Tr::kDqT) {
-          sdS(c, r, buf) = dh[e];
-          sdS(c + 1, r, buf) = dh[e + 1];
+          *reinterpret_cast<Element*>(ds_base + ds_byte_offset<true>(c, r, buf)) = dh[e];
+          *reinterpret_cast<Element*>(ds_base + ds_byte_offset<true>(c + 1, r, buf)) = dh[e + 1];
         } else {
-          *reinterpret_cast<uint32_t*>(&sdS(c, r, buf)) = dw[e / 2];
+          *reinterpret_cast<uint32_t*>(ds_base + ds_byte_offset<false>(c, r, buf)) = dw[e / 2];
         }
       }
       cutlass::arch::fence_view_async_shared();  // generic-proxy writes -> wgmma reads
@@ -591,6 +669,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       // columns permuted by dq_col_pos; slot k & 1 of the k-th visited block.
       cutlass::arch::ClusterBarrier::wait(&ss.dq_empty[2 * (dq_k & 1) + w], ((dq_k >> 1) & 1) ^ 1);
       float* stage = ss.dq_stage.data() + (2 * (dq_k & 1) + w) * Tr::kStageFloats;
+      // The accumulator coordinates of the chunk, per tile (opaque_tid, as tXcXu).
+      Tensor tDcQ = mmaDq.get_thread_slice(opaque_tid() & 127)
+                        .partition_C(make_identity_tensor(Shape<_64, Int<Tr::kDqN>>{}));
 #pragma unroll
       for (int e = 0; e < size(accQ); e += 2) {
         const int r = get<0>(tDcQ(e)), c = get<1>(tDcQ(e));
@@ -640,7 +721,11 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   named_bar_sync(128, 1 + w);
   const int rows = min(64, si.L - r0 - 64 * w);
   if (rows <= 0) return;
-  const int64_t row = si.start + r0 + 64 * w;
+  // Fused: the sequence's start and the head read again here rather than kept live across the
+  // loop (same values: cu_seqlens[b], blockIdx.y).
+  const int64_t start = Tr::kFused ? int64_t(p.cu_seqlens[opaque_ctaid_z()]) : si.start;
+  if constexpr (Tr::kFused) h = opaque_ctaid_y();
+  const int64_t row = start + r0 + 64 * w;
   if constexpr (kDkdv) {
     store_tile<64, kHD, 128>(p.dk.head<T>(row, h), p.dk.row_stride, sB + 64 * w * kHD, rows, p.d_qk,
                              p.dk.vec, tid & 127);

@@ -46,6 +46,27 @@ __host__ __device__ __forceinline__ int dq_col_pos(int r, int c) {
   }
 }
 
+// Byte offset of dS (query q, key k, buffer buf) in the fused kernel's dS buffer (BwdTraits::
+// SmemLayoutdS: 128-byte swizzled GMMA atoms, 16-bit elements, [kBN = 64 queries, kBM = 128 keys,
+// 2 buffers], 1024-byte aligned), the arithmetic that cute's swizzled-pointer indexing performs:
+//   kKeyContig false (d 128, MN-major atoms, queries contiguous): linear 2 q + 128 k + 16384 buf;
+//   kKeyContig true (d 64, K-major atoms of 8 queries x 64 keys, the 8-query groups then the
+//   64-key halves): linear 128 q + 2 (k % 64) + 8192 (k / 64) + 16384 buf;
+// then the 16-byte chunk (bits 4..6) XOR-ed with the 128-byte row (bits 7..9, = k % 8, resp.
+// q % 8). Written out because cute's form (64-bit pointer arithmetic per element, its
+// loop-invariant parts hoisted by the compiler) kept 8 or more offsets live across the loop and
+// made ptxas spill (tools/check_sm90_ds_offset.cu checks this against cute for every element).
+template <bool kKeyContig>
+__host__ __device__ __forceinline__ uint32_t ds_byte_offset(int q, int k, int buf) {
+  if constexpr (kKeyContig) {
+    const uint32_t lin = 128u * q + 2u * (k & 63) + 8192u * (k >> 6) + 16384u * buf;
+    return lin ^ ((q & 7u) << 4);
+  } else {
+    const uint32_t lin = 2u * q + 128u * k + 16384u * buf;
+    return lin ^ ((k & 7u) << 4);
+  }
+}
+
 __device__ __forceinline__ int ld_acquire(const int* p) {
   int v;
   asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
