@@ -6,9 +6,10 @@
 // (sm90/attention_fwd_sm90.cuh) where it measured faster (sm90_fwd_supported; HSTU_ATTN_SM80=1 /
 // HSTU_ATTN_SM90=1 force either); the backward of the 64/128/256 buckets likewise runs the
 // sm_90a kernels (sm90/attention_bwd_sm90.cuh, with rab at 64/128: attention_bwd_sm90_rab.cuh;
-// 256 without rab: attention_bwd_sm90_wide.cuh; sm90_bwd_supported; always deterministic, so it
-// serves both modes; HSTU_ATTN_SM90_FUSED=1 the fused-dQ form at 64/128 without rab), other
-// calls the sm80 kernels.
+// 256 without rab: attention_bwd_sm90_wide.cuh; sm90_bwd_supported; at 64/128 without rab the
+// fused-dQ form where faster (sm90_fused_faster), deterministic or, asked for no determinism,
+// with unordered dQ adds; otherwise the split form, deterministic in both modes), other calls the
+// sm80 kernels.
 //
 // The shaping decision: head widths are padded internally to the next of 32/64/128/256 (zero
 // columns in shared memory), so one kernel per bucket serves every width — the paper's 25 and 50
@@ -18,7 +19,8 @@
 // Determinism (ctx.deterministic): dK, dV and O are always written without atomics. dQ is
 // computed by a separate query-major kernel in deterministic mode (bit-identical across runs, ~1.4x
 // the backward FLOPs; it runs on a side stream beside the dK/dV kernel) or accumulated with fp32
-// atomics in a scratch buffer otherwise. The rab gradients are summed per warp in a fixed order
+// atomics in a scratch buffer otherwise (the fused sm_90a form: dQ added per key block in a fixed
+// order, or unordered). The rab gradients are summed per warp in a fixed order
 // and added as 64-bit fixed-point (2^-40) integers, which are order-independent in both modes.
 //
 // rab: each call first computes the time bucket of every (sequence, query, key) pair into
@@ -32,7 +34,8 @@
 // Scratch (ctx.scratch): the rab buckets (B * S * S bytes) when they fit,
 // 8 * (|rab_pos| + |rab_time|) bytes with rab gradients, plus
 // 4 * T * H * Dpad bytes for the dQ accumulator when not deterministic (sm80) or with the fused
-// sm_90a backward (HSTU_ATTN_SM90_FUSED=1; + 4 * B * H * ceil(max_seqlen / 64) semaphore bytes).
+// sm_90a backward (+ 8 * B * H * ceil(max_seqlen / 64) semaphore bytes; without that room the
+// split form runs).
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -254,6 +257,17 @@ void bwd_bucket_sm90(int hdp, const HstuAttnParams& p, int* sem, cudaStream_t s,
   HSTU_THROW("hstu_attention: no sm_90a backward kernel for head width bucket ", hdp);
 }
 
+// Whether the sm_90a backward at head widths 64 / 128 without rab takes the fused form
+// (attention_bwd_sm90.cuh): HSTU_ATTN_SM90_FUSED=1 / HSTU_ATTN_SM90_SPLIT=1 force either (tests
+// and A/B benchmarks).
+bool sm90_fused_faster(const HstuAttnParams& p, int hdp) {
+  if (env_flag("HSTU_ATTN_SM90_FUSED")) return true;
+  if (env_flag("HSTU_ATTN_SM90_SPLIT")) return false;
+  (void)p;
+  (void)hdp;
+  return true;
+}
+
 // The deterministic backward's second stream: the dQ kernel runs beside the dK/dV kernel. One
 // non-blocking stream and a fork / join event pair per device, created on first use (the warm-up
 // step) and kept for the process.
@@ -396,20 +410,23 @@ void hstu_attention_bwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& d
     scratch_holder.emplace(ctx, "hstu_attention_bwd");
     compute_rab_buckets(*scratch_holder, p, stream);
   }
-  // Hopper: the sm_90a backward is deterministic whatever ctx asks. Its default split form (dK/dV
-  // kernel + a query-major dQ kernel on the side stream) needs no scratch. The fused form (dQ
-  // added per key block to an fp32 accumulator in a fixed order, semaphores) is opt-in,
-  // HSTU_ATTN_SM90_FUSED=1: correct and deterministic, but measured 2.5x slower (H200, 32 x 4096
-  // x 4 x 128: 133 vs 340 TFLOPS; attention_bwd_sm90.cuh); it needs scratch, and calls without
-  // enough keep the split form.
+  // Hopper, head widths 64 / 128 without rab: the fused form where it is the faster
+  // (sm90_fused_faster; one kernel: dK, dV and each key block's partial dQ added to an fp32
+  // accumulator by bulk reduce-adds, then a convert kernel), given the scratch: the accumulator
+  // (4 T H Dpad bytes) and, deterministic, two int32 semaphores per (sequence, head, 64-query
+  // block) that order the adds (the accumulator then needs no zeroing). Otherwise the split form
+  // (the dK/dV kernel and a query-major dQ kernel on the side stream, no scratch), which is
+  // deterministic whatever ctx asks; so is d 256 (attention_bwd_sm90_wide.cuh).
   const bool sm90 = attn::sm90_bwd_supported(p, hdp);
-  const int64_t sem_n = int64_t(p.batch) * p.num_heads *
+  const int64_t sem_n = 2 * int64_t(p.batch) * p.num_heads *
                         ((p.max_seqlen + attn::kSm90BwdQueryBlock - 1) / attn::kSm90BwdQueryBlock);
   const size_t fused_bytes = 4 * size_t(p.total_tokens * p.num_heads * hdp) + 4 * size_t(sem_n) +
                              1024;  // + alignment of the two allocations
-  const bool sm90_fused = sm90 && !p.rab_pos && env_flag("HSTU_ATTN_SM90_FUSED") && ctx.scratch &&
-                          ctx.scratch->device() == Device::kCUDA && !ctx.scratch->is_measuring() &&
+  const bool sm90_fused = sm90 && hdp <= 128 && !p.rab_pos && sm90_fused_faster(p, hdp) &&
+                          ctx.scratch && ctx.scratch->device() == Device::kCUDA &&
+                          !ctx.scratch->is_measuring() &&
                           ctx.scratch->capacity() - ctx.scratch->used() >= fused_bytes;
+  const bool sm90_ordered = sm90_fused && ctx.deterministic;
   const bool det = ctx.deterministic || sm90;
   // Deterministic: the dQ kernel goes on the side stream, forked from and joined back to ours.
   const SideStream* side = det && !sm90_fused ? &side_stream() : nullptr;
@@ -451,14 +468,15 @@ void hstu_attention_bwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& d
     p.d_rab_pos = static_cast<float*>(d_rab_pos.data);
     p.d_rab_time = static_cast<float*>(d_rab_time.data);
   }
-  if (sm90_fused) {
+  if (sm90_ordered) {
     const Tensor s = scratch.alloc(DType::kI32, {sem_n});
     HSTU_CUDA_CHECK(cudaMemsetAsync(s.data, 0, s.nbytes(), stream));
     sem = static_cast<int*>(s.data);
   }
   if (!det || sm90_fused) {
     const Tensor acc = scratch.alloc(DType::kF32, {p.total_tokens * p.num_heads * hdp});
-    HSTU_CUDA_CHECK(cudaMemsetAsync(acc.data, 0, acc.nbytes(), stream));
+    // The ordered fused form's first add to each element is a store (attention_bwd_sm90_dq.cuh).
+    if (!sm90_ordered) HSTU_CUDA_CHECK(cudaMemsetAsync(acc.data, 0, acc.nbytes(), stream));
     p.dq_accum = static_cast<float*>(acc.data);
     p.dq_accum_head_stride = hdp;
   }

@@ -17,17 +17,40 @@
 //   - dQ kernel (kDkdv = false): one CTA per block of kBM = 128 queries, resident Q and dO; it
 //     streams the visible key blocks (K, V) and computes S = Q K^T, dP = dO V^T, dQ += dS K.
 // The dQ kernel recomputes S and dP (7 GEMMs per tile pair instead of 5): the price of a dQ
-// written once, in a fixed order, without atomics. This split form is the default.
+// written once, in a fixed order, without atomics.
 //
-// Fused form (kFusedDq, opt-in: HSTU_ATTN_SM90_FUSED=1): the dK/dV kernel also computes each
-// warpgroup's partial dQ = dS K over its 64 keys (dS^T through shared memory, a fifth wgmma) and
-// adds it with fp32 atomics to an accumulator in a fixed order — descending key blocks,
-// warpgroup 0 first, enforced by a semaphore per (sequence, head, query block) — then a convert
-// kernel writes dq. Correct and bit-identical run to run (GPU tests), but slower: H200, bf16,
-// causal, 32 x 4096 x 4: 133 TFLOPS at d 128 and 89 at d 64 against 340 and 198 for the split
-// form (ascending key order: 84.5 at d 128). NOTE: where the time goes was not measured (ncu);
-// the suspects are the 64 KB of fp32 atomics per warpgroup step (FA3 issues them as TMA bulk
-// reductions) and the serialisation of the adds to one query block.
+// Fused form (kFusedDq; attention_bwd_sm90_dq.cuh has the accumulator and the ordering): the
+// dK/dV kernel alone, 5 GEMMs per tile pair. Both warpgroups write dS^T to shared memory and each
+// computes its part of the tile's dQ = dS K over all 128 keys with a fifth wgmma (d 128: 64 of
+// the columns; d 64, transposed, 32 of the queries), stages it in shared memory (double-buffered
+// per warpgroup, full / empty mbarriers) and goes on with the next tile; writer threads of the
+// producer warpgroup (two per consumer warpgroup, one per buffer) add each staged chunk to the
+// fp32 accumulator with ONE bulk reduce-add (cp.reduce.async.bulk), in descending key-block
+// order per (sequence, head, query block) behind a ticket semaphore, waiting for completion
+// before passing the ticket on: bit-identical run to run. Asked for no determinism, the writers
+// skip the tickets (unordered adds into a zeroed accumulator). A convert kernel writes dq.
+// EXPERIMENTAL (branch dqfuse-v2): never completed a GPU run (its one run used setmaxnreg
+// 48 / 232, which hangs: 2 (232 - 168) > 168 - 48). The branch dqfuse version of this form
+// (one writer per warpgroup counting the visible key blocks above, always ordered) measured
+// 223.7 / 116.5 TFLOPS at 32 x 4096 x 4 x 128 / 64 against the split form's 313.2 / 191.1 (H200).
+// NOTE (found after that run, by compiling here): at d 128 ptxas reported "(C7512) wgmma.mma_async
+// instructions are serialized due to insufficient register resources" for the fused dK/dV kernel
+// (every HGMMA its own arrive and wait: 32 / 32 / 32 in the SASS) and spilled 24 bytes, in both
+// this version and branch dqfuse's; main's kernels report no C75xx.
+// Branch dqregs (compiled, ptxas clean; NOT run on a GPU): the fused kernel only, same 56 / 224
+// setmaxnreg split, same tiles, GEMMs, order of the fp32 adds and ticket logic:
+//   - S^T / dP^T declared per tile, not before the loop: the wgmma accumulator operand is
+//     read-write, so the loop-carried form kept those 64 registers live across the dK / dV / dQ
+//     wgmmas (the C7512 cause). The split kernels keep theirs (tXrXl / tXrYl, as before);
+//   - the dS stores address dS through ds_byte_offset (attention_bwd_sm90_dq.cuh; checked against
+//     cute's indexing by tools/check_sm90_ds_offset.cu), not cute's swizzled pointer, whose
+//     hoisted per-element offsets stayed live across the loop;
+//   - the pointwise step in two halves, each packed into P / dS right after; the thread's
+//     coordinates re-derived per tile (opaque_tid); the stage / buffer from the tile count dq_k;
+//     the epilogue reads cu_seqlens[b] and blockIdx.y again (fewer values live across the loop).
+// ptxas (CUDA 13.0, -Xptxas -v) for the fused kernel, bf16 and fp16 alike: d 128 before C7512,
+// 24 bytes spill stores / loads; after no C75xx, 0 spills, 2 wgmma waits per tile. d 64: no note,
+// no spills before or after. The split kernels' SASS is byte-identical before and after.
 //
 // Each consumer warpgroup owns 64 rows of the resident block; the producer warp issues the
 // resident loads once and the streamed block pair (one mbarrier per stage, both operands'
@@ -56,7 +79,8 @@
 // (token, column, head) with the true head width as its column extent (gmem_view of the forward).
 #pragma once
 
-#include "ops/cuda/sm80/attention_bwd.cuh"  // atomic_add2, the dQ convert kernel
+#include "ops/cuda/sm80/attention_launch.cuh"  // launch (the dQ convert kernel)
+#include "ops/cuda/sm90/attention_bwd_sm90_dq.cuh"
 #include "ops/cuda/sm90/attention_bwd_sm90_rab.cuh"
 #include "ops/cuda/sm90/attention_fwd_sm90.cuh"
 
@@ -73,8 +97,12 @@ struct BwdTraits {
   static constexpr int kBN = 64;                 // streamed rows per block
   static constexpr int kStages = 2;
   static constexpr int kThreads = 128 * (kConsumerWGs + 1);
-  static constexpr int kProducerRegs = 24;
-  static constexpr int kConsumerRegs = 240;
+  // Fused dQ: the producer warpgroup's writer threads walk the tiles too: 56 / 224 registers
+  // (setmaxnreg: the consumers' increase must come from what the producer releases,
+  // 2 (224 - 168) = 168 - 56; 48 / 232 asks for 1024 registers more than that and HUNG on an
+  // H200 at the first tile; 40 / 232 fits too but ptxas spilled 44 bytes, 16-24 here).
+  static constexpr int kProducerRegs = kDkdv && kFusedDq ? 56 : 24;
+  static constexpr int kConsumerRegs = kDkdv && kFusedDq ? 224 : 240;
   static_assert(kHeadDim == 64 || kHeadDim == 128, "sm90 backward: head widths 64 and 128");
 
   using AtomLayout = Layout<Shape<Int<kConsumerWGs>, _1, _1>>;
@@ -105,19 +133,35 @@ struct BwdTraits {
   using TmaS = decltype(make_tma_copy(SM90_TMA_LOAD{}, GTensor{}, take<0, 2>(SmemLayoutS{}),
                                       Shape<Int<kBN>, Int<kHD>>{}, _1{}));
 
-  // Fused dQ (kFusedDq): warpgroup w's partial dQ [kBN queries, kHD] = dS [kBN, its 64 keys]
-  // K [its 64 keys, kHD]: dS^T goes from the accumulators to shared memory (query-contiguous,
-  // the MN-major A operand), K^T is the resident K buffer read MN-major (hd contiguous).
+  // Fused dQ (kFusedDq; attention_bwd_sm90_dq.cuh): dS^T of both warpgroups goes from the
+  // accumulators to shared memory, dS [kBN queries, kBM keys, 2 buffers], and each warpgroup
+  // computes its part of the tile's dQ [kBN, kHD] = dS K over all kBM keys with a fifth wgmma:
+  //   d 128: columns [64 w, 64 w + 64): dQ_w [64 queries, 64] = dS [64, kBM] K_w [kBM, 64]; dS
+  //          query-contiguous (the MN-major A operand), K_w^T the resident K read MN-major.
+  //   d 64:  queries [32 w, 32 w + 32), transposed: dQ_w^T [64 (hd), 32] = K^T [64, kBM]
+  //          dS_w^T [kBM, 32]; K^T the resident K read MN-major (A), dS key-contiguous (the
+  //          K-major B operand): a 64-wide head has no 32-column half in a 128-byte swizzle atom.
   static constexpr bool kFused = kDkdv && kFusedDq;
+  static constexpr bool kDqT = kHD == 64;
+  static constexpr int kDqN = kDqT ? 32 : 64;        // N of the dQ wgmma per warpgroup
+  static constexpr int kDqRows = kDqT ? 32 : kBN;    // query rows of a warpgroup's chunk
+  static constexpr int kDqHalves = kHD / 64;         // 64-column halves of the accumulator
+  static constexpr int kStageFloats = kDqRows * 64;  // one warpgroup's staged chunk
   using TiledMmaDq = decltype(make_tiled_mma(
-      GMMA::ss_op_selector<Element, Element, float, Shape<Int<kBN>, Int<kHD>, _64>, GMMA::Major::MN,
-                           GMMA::Major::MN>(),
-      Layout<Shape<_1, _1, _1>>{}));
-  using SmemLayoutdS = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<Element>{},
-                                              Shape<Int<kBN>, _64, Int<kConsumerWGs>>{}));
-  // (hd, key within the warpgroup's 64, warpgroup) -> the resident (key, hd) buffer.
-  using SmemLayoutRt = decltype(composition(
-      SmemLayoutR{}, Layout<Shape<Int<kHD>, _64, Int<kConsumerWGs>>, Stride<Int<kBM>, _1, _64>>{}));
+      GMMA::ss_op_selector < Element, Element, float, Shape<_64, Int<kDqN>, Int<kBM>>,
+      GMMA::Major::MN, kDqT ? GMMA::Major::K : GMMA::Major::MN > (), Layout<Shape<_1, _1, _1>>{}));
+  using SmemLayoutdS =
+      decltype(tile_to_shape(std::conditional_t<kDqT, GMMA::Layout_K_SW128_Atom<Element>,
+                                                GMMA::Layout_MN_SW128_Atom<Element>>{},
+                             Shape<Int<kBN>, Int<kBM>, _2>{}));
+  // dS as warpgroup w's operand: (queries of the operand, key, w, buffer).
+  using SmemLayoutdSOp = decltype(composition(
+      SmemLayoutdS{}, Layout<Shape<Int<kDqT ? 32 : kBN>, Int<kBM>, _2, _2>,
+                             Stride<_1, Int<kBN>, Int<kDqT ? 32 : 0>, Int<kBN * kBM>>>{}));
+  // The resident K (key, hd) as warpgroup w's operand: (hd column, key, w).
+  using SmemLayoutKOp = decltype(composition(
+      SmemLayoutR{},
+      Layout<Shape<_64, Int<kBM>, _2>, Stride<Int<kBM>, _1, Int<kDqT ? 0 : kBM * 64>>>{}));
 
   using Pipe = cutlass::PipelineTmaAsync<kStages>;
   struct SharedStorage {
@@ -126,8 +170,11 @@ struct BwdTraits {
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutS>, 1024> s1;
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutS>, 1024> s2;
     alignas(1024) cute::array_aligned<Element, kFused ? cosize_v<SmemLayoutdS> : 8, 1024> ds;
+    // Fused dQ: [slot 2][warpgroup 2][kStageFloats] staged chunks and their full / empty barriers.
+    alignas(128) cute::array_aligned<float, kFused ? 4 * kStageFloats : 4, 128> dq_stage;
     typename Pipe::SharedStorage pipe;
     alignas(8) uint64_t barrier_r;
+    uint64_t dq_full[kFused ? 4 : 1], dq_empty[kFused ? 4 : 1];
   };
   static constexpr int kSmemBytes = int(sizeof(SharedStorage));
   static constexpr uint32_t kRBytes = kBM * kHD * sizeof(Element);
@@ -135,9 +182,10 @@ struct BwdTraits {
 };
 
 // Resident operands r1, r2 and streamed s1, s2: (K, V; Q, dO) for dK/dV, (Q, dO; K, V) for dQ.
-// Fused dQ: p.dq_accum (fp32 [T, H, kHD], zeroed) receives every key block's partial dQ in a
-// fixed order; dq_sem[(b H + h) sem_blocks + m] (zeroed) counts the warpgroup contributions
-// already added to query block m of sequence b, head h.
+// Fused dQ: p.dq_accum (fp32 [H, kHD / 64, T, 64], attention_bwd_sm90_dq.cuh; needs no zeroing)
+// receives every key block's partial dQ; dq_sem[((b H + h) sem_blocks + m) 2 + w] (zeroed; null:
+// unordered adds into a zeroed accumulator) is the ticket of part w of query block m of sequence
+// b, head h.
 template <typename Tr>
 struct BwdParams {
   HstuAttnParams p;
@@ -146,12 +194,6 @@ struct BwdParams {
   int* dq_sem = nullptr;
   int sem_blocks = 0;
 };
-
-__device__ __forceinline__ int ld_acquire(const int* p) {
-  int v;
-  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
 
 // In place on one thread's accumulators: x = Q.K -> P / scale = SiLU(alpha (x + rab)),
 // y = dO.V -> dS / (alpha scale) = y SiLU'(alpha (x + rab)); masked elements 0. Tile element
@@ -207,13 +249,45 @@ __device__ __forceinline__ void bwd_apply(TX& tX, TX& tY, const TC& tc, const Hs
   }
 }
 
+// a if kFirst, else b (a reference; compile-time choice between two objects of different types).
+template <bool kFirst, typename A, typename B>
+__device__ __forceinline__ auto& pick(A& a, B& b) {
+  if constexpr (kFirst) {
+    return a;
+  } else {
+    return b;
+  }
+}
+
+// The thread index, read so that the compiler cannot hoist what is derived from it out of a loop
+// (asm volatile): coordinates recomputed in each iteration instead of kept live across it.
+__device__ __forceinline__ int opaque_tid() {
+  int t;
+  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
+  return t;
+}
+
+// blockIdx.y / .z, read as opaque_tid reads the thread index.
+__device__ __forceinline__ int opaque_ctaid_y() {
+  int t;
+  asm volatile("mov.u32 %0, %%ctaid.y;" : "=r"(t));
+  return t;
+}
+__device__ __forceinline__ int opaque_ctaid_z() {
+  int t;
+  asm volatile("mov.u32 %0, %%ctaid.z;" : "=r"(t));
+  return t;
+}
+
 // Converts one thread's [64, kBN] accumulators to the A fragments of an rs wgmma in place order
 // (pairs of 8-column atoms make one 16-wide k block: see the forward's to_p).
-template <typename T, typename TAcc, typename TFrag>
+// Words [kW0, kW1) only (kW1 < 0: to the end).
+template <typename T, int kW0 = 0, int kW1 = -1, typename TAcc, typename TFrag>
 __device__ __forceinline__ void acc_to_frag(const TAcc& acc, TFrag& frag) {
   uint32_t* w = reinterpret_cast<uint32_t*>(raw_pointer_cast(frag.data()));
 #pragma unroll
-  for (int e = 0; e < size(acc) / 2; ++e) w[e] = Mma<T>::pack(acc(2 * e), acc(2 * e + 1));
+  for (int e = kW0; e < (kW1 < 0 ? int(size(acc)) / 2 : kW1); ++e)
+    w[e] = Mma<T>::pack(acc(2 * e), acc(2 * e + 1));
 }
 
 // The producer thread of a backward CTA (resident block blk of (sequence si, head h)): the
@@ -289,7 +363,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   // same query block (the order in which they reach it), so those must launch first (a CTA
   // only ever waits for CTAs launched before it: no deadlock).
   const int blk = kDkdv && !Tr::kFused ? int(blockIdx.x) : int(gridDim.x - 1 - blockIdx.x);
-  const int h = blockIdx.y, b = blockIdx.z;
+  int h = blockIdx.y;  // the fused consumers' epilogue reads it again
+  const int b = blockIdx.z;
   const SeqInfo si = seq_info(p, b);
   const int r0 = blk * kBM;
   if (r0 >= si.L) return;  // the whole CTA, before any barrier
@@ -306,7 +381,15 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   };
 
   using Barrier = cutlass::arch::ClusterTransactionBarrier;
-  if (tid == 0) Barrier::init(&ss.barrier_r, 1);
+  if (tid == 0) {
+    Barrier::init(&ss.barrier_r, 1);
+    if constexpr (Tr::kFused) {
+      for (int i = 0; i < 4; ++i) {
+        cutlass::arch::ClusterBarrier::init(&ss.dq_full[i], 128);  // a warpgroup's threads
+        cutlass::arch::ClusterBarrier::init(&ss.dq_empty[i], 1);   // its writer
+      }
+    }
+  }
   typename Pipe::Params pp;
   pp.transaction_bytes = 2 * Tr::kSBytes;  // both streamed operands on one barrier
   pp.role = wg == 0 ? Pipe::ThreadCategory::Producer : Pipe::ThreadCategory::Consumer;
@@ -331,9 +414,67 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   Tensor sS1t = make_tensor(make_smem_ptr(ss.s1.data()), typename Tr::SmemLayoutSt{});
   Tensor sS2t = make_tensor(make_smem_ptr(ss.s2.data()), typename Tr::SmemLayoutSt{});
 
-  if (wg == 0) {  // ---- producer
+  if (wg == 0) {  // ---- producer: warp 0 loads; fused dQ: warps 1, 2 write warpgroup 0's, 1's dQ
     cutlass::arch::warpgroup_reg_dealloc<Tr::kProducerRegs>();
     if (tid == 0) bwd_produce(P, ss, pipe, si, blk, h, n_blocks, next_visible);
+    if constexpr (Tr::kFused) {
+      // Writer of warpgroup w's chunks in slot sl (lanes 0 and 16 of warp 1 + w): the k-th visited
+      // block's chunk, k = sl mod 2. Two writers per warpgroup, so one chunk's ordered add
+      // (turn, copy, completion, release) may take two tiles' time.
+      if ((tid & 15) == 0 && tid >= 32 && tid < 96) {
+        const int w = tid / 32 - 1, sl = (tid / 16) & 1, key_blocks = (si.L + kBM - 1) / kBM;
+        const int64_t sem0 = (int64_t(b) * p.num_heads + h) * P.sem_blocks;
+        const bool ordered = P.dq_sem != nullptr;
+        int n = next_visible(0), k = 0;
+        if (sl == 1 && n < n_blocks) n = next_visible(n + 1), k = 1;
+#pragma unroll 1
+        while (n < n_blocks) {
+          cutlass::arch::ClusterBarrier::wait(&ss.dq_full[2 * sl + w], (k >> 1) & 1);
+          // Query rows of this chunk (d 64: warpgroup w has queries 32 w..; d 128 all 64).
+          const int q0 = n * kBN + (Tr::kDqT ? 32 * w : 0);
+          const int rows = min(Tr::kDqRows, si.L - q0);
+          if (rows > 0) {
+            float* dst =
+                p.dq_accum + ((int64_t(h) * Tr::kDqHalves + (Tr::kDqT ? 0 : w)) * p.total_tokens +
+                              si.start + q0) *
+                                 64;
+            const float* src = ss.dq_stage.data() + (2 * sl + w) * Tr::kStageFloats;
+            if (ordered) {
+              // Ticket = key_blocks - (the key block that added last), 0 before the first: wait
+              // for the next visible key block above this one (it adds just before). NOTE:
+              // descending, because under a causal mask key block k reaches query block n after
+              // (n - 2 k) steps: later key blocks get there first (ascending order, measured with
+              // the per-element-atomic form: 84.5 vs 133 TFLOPS, H200, 32 x 4096 x 4 x 128).
+              int* sem = P.dq_sem + (sem0 + n) * 2 + w;
+              int above = blk + 1;
+              while (above < key_blocks &&
+                     tile_kind(si, p, n * kBN, kBN, above * kBM, kBM) == kTileSkip)
+                ++above;
+              const int turn = above < key_blocks ? key_blocks - above : 0;
+              while (ld_acquire(sem) != turn) {
+              }
+              fence_proxy_async_global();
+              if (turn == 0) {
+                bulk_to_global<false>(dst, src, rows * 256);  // the first: a store
+              } else {
+                bulk_to_global<true>(dst, src, rows * 256);
+              }
+              bulk_wait_all();
+              fence_proxy_async_global();
+              st_release(sem, key_blocks - blk);
+            } else {  // unordered (zeroed accumulator): free the slot once the copy has read it
+              bulk_to_global<true>(dst, src, rows * 256);
+              bulk_wait_read();
+            }
+          }
+          cutlass::arch::ClusterBarrier::arrive(&ss.dq_empty[2 * sl + w]);
+          n = next_visible(n + 1);
+          if (n < n_blocks) n = next_visible(n + 1);
+          k += 2;
+        }
+        bulk_wait_all();
+      }
+    }
     return;
   }
 
@@ -356,20 +497,35 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   if constexpr (kDkdv) clear(accA);
   clear(accB);
   Tensor tXcX = thrS.partition_C(make_identity_tensor(Shape<Int<kBM>, Int<kBN>>{}));
-  Tensor tXrX = partition_fragment_C(mmaS, Shape<Int<kBM>, Int<kBN>>{});
-  Tensor tXrY = partition_fragment_C(mmaS, Shape<Int<kBM>, Int<kBN>>{});
+  // S^T / dP^T (S / dP) of the split kernels: declared once, so (the wgmma's accumulator operand
+  // being read-write) the registers stay live across the loop, as they always were. The fused
+  // kernel declares its own per tile below (not loop-carried: dead once converted to P / dS).
+  Tensor tXrXl = partition_fragment_C(mmaS, Shape<Int<kBM>, Int<kBN>>{});
+  Tensor tXrYl = partition_fragment_C(mmaS, Shape<Int<kBM>, Int<kBN>>{});
   using FragLayout = Layout<Shape<Shape<_2, _2, _2>, _1, Int<kBN / 16>>>;
   Tensor tOrP = make_tensor<Element>(FragLayout{});
   Tensor tOrD = make_tensor<Element>(FragLayout{});
-  static_assert(size(FragLayout{}) == size(decltype(tXrX){}), "A fragment size");
-  // Fused dQ operands (unused otherwise).
+  static_assert(size(FragLayout{}) == size(decltype(tXrXl){}), "A fragment size");
+  // Fused dQ operands (unused otherwise): dS (.., buffer) and the resident K as this warpgroup's
+  // A / B operands (d 64: B / A), the accumulator coordinates (row, column) of its chunk.
   typename Tr::TiledMmaDq mmaDq;
   auto thrDq = mmaDq.get_thread_slice(tid & 127);
-  Tensor sdS = make_tensor(make_smem_ptr(ss.ds.data()), typename Tr::SmemLayoutdS{});
-  Tensor sRt = make_tensor(make_smem_ptr(ss.r1.data()), typename Tr::SmemLayoutRt{});
-  Tensor tDrdS = thrDq.partition_fragment_A(sdS(_, _, w));
-  Tensor tDrK = thrDq.partition_fragment_B(sRt(_, _, w));
-  Tensor tDcQ = thrDq.partition_C(make_identity_tensor(Shape<Int<kBN>, Int<kHD>>{}));
+  Tensor sdSw = make_tensor(make_smem_ptr(ss.ds.data()), typename Tr::SmemLayoutdSOp{})(_, _, w, _);
+  Tensor sKw = make_tensor(make_smem_ptr(ss.r1.data()), typename Tr::SmemLayoutKOp{})(_, _, w);
+  Tensor tDrdS = [&] {
+    if constexpr (Tr::kDqT) {
+      return thrDq.partition_fragment_B(sdSw);
+    } else {
+      return thrDq.partition_fragment_A(sdSw);
+    }
+  }();
+  Tensor tDrK = [&] {
+    if constexpr (Tr::kDqT) {
+      return thrDq.partition_fragment_A(sKw);
+    } else {
+      return thrDq.partition_fragment_B(sKw);
+    }
+  }();
 
   // rab: the buckets of this warpgroup's 64 x 64 part of a tile, copied with cp.async into one of
   // its two buffers (the k-th visited streamed block into buffer k & 1): the copy of the next
@@ -407,10 +563,27 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
 
   reinterpret_cast<Barrier*>(&ss.barrier_r)->wait(0);
   cutlass::PipelineState<Tr::kStages> rd;
-  int n = next_visible(0), buf = 0;
+  int n = next_visible(0), buf = 0, dq_k = 0;
   if (n < n_blocks) bkt_load(n, 0);
 #pragma unroll 1
   while (n < n_blocks) {
+    if constexpr (Tr::kFused) {
+      // Fused: the stage and the dS buffer from the tile count dq_k, the one counter carried
+      // across the loop (the values ++rd and buf ^= 1 would give: dq_k tiles visited).
+      rd = cutlass::PipelineState<Tr::kStages>(dq_k % Tr::kStages, (dq_k / Tr::kStages) & 1, dq_k);
+      buf = dq_k & 1;
+    }
+    // Fused: S^T / dP^T of this tile only (their last reads are the conversions to P / dS): 64
+    // registers a thread that the dK / dV / dQ wgmmas below do not have to keep allocated.
+    Tensor tXrXt = partition_fragment_C(mmaS, Shape<Int<kBM>, Int<kBN>>{});
+    Tensor tXrYt = partition_fragment_C(mmaS, Shape<Int<kBM>, Int<kBN>>{});
+    auto& tXrX = pick<Tr::kFused>(tXrXt, tXrXl);
+    auto& tXrY = pick<Tr::kFused>(tXrYt, tXrYl);
+    // Fused: the thread's (row, column) coordinates of S^T re-derived in each tile (opaque_tid),
+    // not kept live across the loop; the split kernels use tXcX, as before.
+    Tensor tXcXt = mmaS.get_thread_slice(opaque_tid() - 128)
+                       .partition_C(make_identity_tensor(Shape<Int<kBM>, Int<kBN>>{}));
+    const auto& tXcXu = pick<Tr::kFused>(tXcXt, tXcX);
     pipe.consumer_wait(rd);
     const int st = rd.index();
     wg_gemm<true>(mmaS, tXrR1, tXrS1(_, _, _, st), tXrX);
@@ -422,12 +595,26 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     const int nn = next_visible(n + 1);
     if (nn < n_blocks) bkt_load(nn, buf ^ 1);
     const BwdRabView rv = rab_view(n, buf);
-    bwd_apply<kDkdv, kBM, kBN, 0, -1, kHasRab, Rab::kBktPitch>(tXrX, tXrY, tXcX, p, si, r0, n * kBN,
-                                                               kind_of(n), rv);
-    acc_to_frag<T>(tXrY, tOrD);
+    if constexpr (Tr::kFused) {
+      // Fused: the pointwise step in two halves of the thread's elements, each half packed into
+      // the P / dS fragments right after (the same elementwise results): S^T / dP^T of the
+      // first half are dead while the second is computed.
+      constexpr int kHalf = int(size(decltype(tXrXt){})) / 2;
+      const int kind = kind_of(n);
+      bwd_apply<true, kBM, kBN, 0, kHalf>(tXrX, tXrY, tXcXu, p, si, r0, n * kBN, kind);
+      acc_to_frag<T, 0, kHalf / 2>(tXrY, tOrD);
+      acc_to_frag<T, 0, kHalf / 2>(tXrX, tOrP);
+      bwd_apply<true, kBM, kBN, kHalf, -1>(tXrX, tXrY, tXcXu, p, si, r0, n * kBN, kind);
+      acc_to_frag<T, kHalf / 2>(tXrY, tOrD);
+      acc_to_frag<T, kHalf / 2>(tXrX, tOrP);
+    } else {
+      bwd_apply<kDkdv, kBM, kBN, 0, -1, kHasRab, Rab::kBktPitch>(tXrX, tXrY, tXcXu, p, si, r0,
+                                                                 n * kBN, kind_of(n), rv);
+      acc_to_frag<T>(tXrY, tOrD);
+    }
     warpgroup_fence_operand(tOrD);
     if constexpr (kDkdv) {
-      acc_to_frag<T>(tXrX, tOrP);
+      if constexpr (!Tr::kFused) acc_to_frag<T>(tXrX, tOrP);
       warpgroup_fence_operand(tOrP);
       wg_gemm<false>(mmaO, tOrP, tOrS2t(_, _, _, st), accA);  // dV += P^T dO
     }
@@ -445,54 +632,68 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     }
     if constexpr (Tr::kFused) {
       // dS^T (this warpgroup's 64 keys x kBN queries, the converted pairs of tOrD: adjacent
-      // queries) -> sdS(query, key, w), query-contiguous, while the GEMMs run.
+      // queries) -> dS(query, key, buf) (SmemLayoutdS) while the GEMMs run: one 32-bit store per
+      // pair where dS is query-contiguous (d 128), two 16-bit ones where key-contiguous (d 64). The
+      // addresses from ds_byte_offset (attention_bwd_sm90_dq.cuh).
       const uint32_t* dw = reinterpret_cast<const uint32_t*>(raw_pointer_cast(tOrD.data()));
+      const Element* dh = reinterpret_cast<const Element*>(raw_pointer_cast(tOrD.data()));
+      char* ds_base = reinterpret_cast<char*>(ss.ds.data());
 #pragma unroll
       for (int e = 0; e < size(tXrY); e += 2) {
-        const int r = get<0>(tXcX(e)) - 64 * w, c = get<1>(tXcX(e));
-        *reinterpret_cast<uint32_t*>(&sdS(c, r, w)) = dw[e / 2];
-      }
-      cutlass::arch::fence_view_async_shared();  // generic-proxy writes -> wgmma reads
-      named_bar_sync(128, 4 + w);
-    }
-    warpgroup_wait<0>();
-    warpgroup_fence_operand(accA);
-    warpgroup_fence_operand(accB);
-    warpgroup_fence_operand(tOrP);
-    warpgroup_fence_operand(tOrD);
-    pipe.consumer_release(rd);
-    ++rd;
-    if constexpr (Tr::kFused) {
-      Tensor accQ = partition_fragment_C(mmaDq, Shape<Int<kBN>, Int<kHD>>{});
-      wg_gemm<true>(mmaDq, tDrdS, tDrK, accQ);  // partial dQ = dS K over this warpgroup's keys
-      warpgroup_wait<0>();
-      warpgroup_fence_operand(accQ);
-      // Ordered accumulation: contribution 2 idx + w of query block n, idx = the visible key
-      // blocks after this one (descending key blocks, warpgroup 0 first): a fixed order of fp32
-      // adds, so dQ is bit-identical run to run. Descending: under a causal mask key block k
-      // reaches query block n after (n - 2 k) steps, so later key blocks get there first and
-      // nobody waits (ascending order measured 84.5 vs 339 TFLOPS of the split form, H200,
-      // 32 x 4096 x 4 x 128: each key block trailed the one before it).
-      int* sem = P.dq_sem + (int64_t(b) * p.num_heads + h) * P.sem_blocks + n;
-      if ((tid & 127) == 0) {
-        int idx = 0;
-        const int key_blocks = (si.L + kBM - 1) / kBM;
-        for (int k = blk + 1; k < key_blocks; ++k)
-          idx += tile_kind(si, p, n * kBN, kBN, k * kBM, kBM) != kTileSkip;
-        while (ld_acquire(sem) != 2 * idx + w) {
+        const int r = get<0>(tXcXu(e)), c = get<1>(tXcXu(e));
+        if constexpr (Tr::kDqT) {
+          *reinterpret_cast<Element*>(ds_base + ds_byte_offset<true>(c, r, buf)) = dh[e];
+          *reinterpret_cast<Element*>(ds_base + ds_byte_offset<true>(c + 1, r, buf)) = dh[e + 1];
+        } else {
+          *reinterpret_cast<uint32_t*>(ds_base + ds_byte_offset<false>(c, r, buf)) = dw[e / 2];
         }
       }
-      named_bar_sync(128, 4 + w);
+      cutlass::arch::fence_view_async_shared();  // generic-proxy writes -> wgmma reads
+      // Both warpgroups' dS feed each warpgroup's dQ (user barrier 3: free).
+      named_bar_sync(128 * Tr::kConsumerWGs, 3);
+      Tensor accQ = partition_fragment_C(mmaDq, Shape<_64, Int<Tr::kDqN>>{});
+      if constexpr (Tr::kDqT) {
+        wg_gemm<true>(mmaDq, tDrK, tDrdS(_, _, _, buf), accQ);  // dQ_w^T = K^T dS_w^T
+      } else {
+        wg_gemm<true>(mmaDq, tDrdS(_, _, _, buf), tDrK, accQ);  // dQ_w = dS K_w
+      }
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(accA);
+      warpgroup_fence_operand(accB);
+      warpgroup_fence_operand(tOrP);
+      warpgroup_fence_operand(tOrD);
+      warpgroup_fence_operand(accQ);
+      pipe.consumer_release(rd);
+      ++rd;
+      // Stage the chunk for the writer warp (attention_bwd_sm90_dq.cuh): rows of 64 floats,
+      // columns permuted by dq_col_pos; slot k & 1 of the k-th visited block.
+      cutlass::arch::ClusterBarrier::wait(&ss.dq_empty[2 * (dq_k & 1) + w], ((dq_k >> 1) & 1) ^ 1);
+      float* stage = ss.dq_stage.data() + (2 * (dq_k & 1) + w) * Tr::kStageFloats;
+      // The accumulator coordinates of the chunk, per tile (opaque_tid, as tXcXu).
+      Tensor tDcQ = mmaDq.get_thread_slice(opaque_tid() & 127)
+                        .partition_C(make_identity_tensor(Shape<_64, Int<Tr::kDqN>>{}));
 #pragma unroll
       for (int e = 0; e < size(accQ); e += 2) {
-        const int i = n * kBN + get<0>(tDcQ(e)), c = get<1>(tDcQ(e));
-        if (i < si.L)
-          atomic_add2(p.dq_accum + ((si.start + i) * p.num_heads + h) * int64_t(kHD) + c, accQ(e),
-                      accQ(e + 1));
+        const int r = get<0>(tDcQ(e)), c = get<1>(tDcQ(e));
+        if constexpr (Tr::kDqT) {  // (r, c) = (hd, query): rows are queries
+          stage[c * 64 + dq_col_pos<kHD>(c, r)] = accQ(e);
+          stage[(c + 1) * 64 + dq_col_pos<kHD>(c + 1, r)] = accQ(e + 1);
+        } else {
+          *reinterpret_cast<float2*>(stage + r * 64 + dq_col_pos<kHD>(r, c)) =
+              make_float2(accQ(e), accQ(e + 1));
+        }
       }
-      __threadfence();
-      named_bar_sync(128, 4 + w);
-      if ((tid & 127) == 0) atomicAdd(sem, 1);
+      cutlass::arch::fence_view_async_shared();  // generic-proxy writes -> the bulk copy's reads
+      cutlass::arch::ClusterBarrier::arrive(&ss.dq_full[2 * (dq_k & 1) + w]);
+      ++dq_k;
+    } else {
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(accA);
+      warpgroup_fence_operand(accB);
+      warpgroup_fence_operand(tOrP);
+      warpgroup_fence_operand(tOrD);
+      pipe.consumer_release(rd);
+      ++rd;
     }
     n = nn;
     buf ^= 1;
@@ -520,7 +721,11 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   named_bar_sync(128, 1 + w);
   const int rows = min(64, si.L - r0 - 64 * w);
   if (rows <= 0) return;
-  const int64_t row = si.start + r0 + 64 * w;
+  // Fused: the sequence's start and the head read again here rather than kept live across the
+  // loop (same values: cu_seqlens[b], blockIdx.y).
+  const int64_t start = Tr::kFused ? int64_t(p.cu_seqlens[opaque_ctaid_z()]) : si.start;
+  if constexpr (Tr::kFused) h = opaque_ctaid_y();
+  const int64_t row = start + r0 + 64 * w;
   if constexpr (kDkdv) {
     store_tile<64, kHD, 128>(p.dk.head<T>(row, h), p.dk.row_stride, sB + 64 * w * kHD, rows, p.d_qk,
                              p.dk.vec, tid & 127);

@@ -12,19 +12,20 @@ template <typename T, int kHeadDim>
 void run_bwd_sm90(const HstuAttnParams& p, int* dq_sem, cudaStream_t stream,
                   cudaStream_t dq_stream) {
   if constexpr (kHeadDim == 256) {
-    // d 256 has the split form only: dq_sem (the fused form's request) is ignored and dq is
-    // written directly, so the caller's fp32 accumulator stays unused.
+    // d 256 has the split form only: p.dq_accum / dq_sem (the fused form's request) are ignored
+    // and dq is written directly.
     sm90::launch_bwd_wide_pass<T, true>(p, stream);
     sm90::launch_bwd_wide_pass<T, false>(p, dq_sem ? stream : dq_stream);
-  } else if (dq_sem) {  // fused: dK, dV and the ordered dQ accumulation, then dQ converted
-    static_assert(sm90::BwdTraits<T, kHeadDim, true, true>::kBN == kSm90BwdQueryBlock);
+  } else if (p.dq_accum) {  // fused: dK, dV and the dQ accumulation (ordered with dq_sem),
+                            // then dQ converted
+    using Tr = sm90::BwdTraits<T, kHeadDim, true, true>;
+    static_assert(Tr::kBN == kSm90BwdQueryBlock);
     HSTU_CHECK(p.dq_accum && p.dq_accum_head_stride == kHeadDim,
                "sm90 attention backward: the fused dQ needs an fp32 accumulator of head stride ",
                kHeadDim);
     sm90::launch_bwd_pass<T, kHeadDim, true, true>(p, dq_sem, stream);
-    const int64_t n = p.total_tokens * p.num_heads * p.d_qk;
-    const int blocks = static_cast<int>(std::min<int64_t>((n + 255) / 256, 4096));
-    launch<hstu_attn_dq_convert_kernel<T>>(dim3(blocks), 256, 0, stream, p);
+    const dim3 grid((p.max_seqlen + Tr::kBN - 1) / Tr::kBN, p.num_heads, p.batch);
+    launch<sm90::hstu_attn_dq_convert_sm90_kernel<T, kHeadDim, Tr::kBM>>(grid, 256, 0, stream, p);
   } else {  // split: dK, dV beside a query-major dQ kernel
     sm90::launch_bwd_pass<T, kHeadDim, true, false>(p, nullptr, stream);
     sm90::launch_bwd_pass<T, kHeadDim, false, false>(p, nullptr, dq_stream);

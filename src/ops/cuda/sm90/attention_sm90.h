@@ -18,14 +18,16 @@ namespace hstu::cuda::attn {
 template <typename T, int kHeadDim>
 void run_fwd_sm90(const HstuAttnParams& p, cudaStream_t stream);
 
-// Backward on sm_90a (attention_bwd_sm90_run.cuh), always deterministic; kHeadDim = 64, 128 or
-// 256; rab (with p.rab_bkt) at 64 / 128 in the split form only. kHeadDim 256 has the split form
-// only (dq_sem ignored, dq written directly). With dq_sem (int32 [B, H, ceil(max_seqlen /
-// kSm90BwdQueryBlock)], zeroed) and p.dq_accum (fp32 [T, H, kHeadDim], zeroed; dq_accum_head_stride
-// = kHeadDim): one kernel computes dk, dv and adds each key block's partial dQ to dq_accum in a
-// fixed order (semaphores), then dq is converted, all on `stream`. Without (null): dk, dv from a
-// key-major kernel on `stream` and dq from a query-major kernel on dq_stream (which the caller has
-// made wait for `stream` and joins back afterwards; may equal stream).
+// Backward on sm_90a (attention_bwd_sm90_run.cuh); kHeadDim = 64, 128 or 256; rab (with
+// p.rab_bkt) at 64 / 128 in the split form only; kHeadDim 256 has the split form only (p.dq_accum
+// and dq_sem ignored, dq written directly). With p.dq_accum (fp32, 4 T H kHeadDim bytes,
+// dq_accum_head_stride = kHeadDim; attention_bwd_sm90_dq.cuh): the fused form, one kernel for dk,
+// dv and the partial dQ of every key block added to dq_accum, then dq converted, all on
+// `stream`; with dq_sem (int32 [B, H, ceil(max_seqlen / kSm90BwdQueryBlock), 2], zeroed) the
+// adds run in a fixed order (deterministic; dq_accum needs no zeroing), without it unordered
+// (dq_accum zeroed). Without p.dq_accum: the split form, dk, dv from a key-major kernel on
+// `stream` and dq from a query-major kernel on dq_stream (which the caller has made wait for
+// `stream` and joins back afterwards; may equal stream), deterministic.
 template <typename T, int kHeadDim>
 void run_bwd_sm90(const HstuAttnParams& p, int* dq_sem, cudaStream_t stream,
                   cudaStream_t dq_stream);

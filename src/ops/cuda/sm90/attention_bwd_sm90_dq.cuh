@@ -1,0 +1,155 @@
+// attention_bwd_sm90_dq.cuh — the dQ side of the fused sm_90a attention backward
+// (attention_bwd_sm90.cuh, kFusedDq): how a consumer warpgroup's partial dQ tile is staged in
+// shared memory, the bulk (TMA engine) store / reduce-add that moves it into the fp32
+// accumulator, the semaphore that orders those adds, and the kernel that converts the
+// accumulator to dq.
+//
+// Accumulator (p.dq_accum, fp32, 4 T H kHD bytes, dq_accum_head_stride = kHD): per head, per
+// 64-column half of the head width, one row of 64 floats per token: [H, kHD / 64, T, 64]. The
+// rows of one query block are contiguous, so a partial tile of `rows` query rows is ONE
+// contiguous run of rows * 256 bytes: one cp.reduce.async.bulk per tile, truncated at the
+// sequence's end (a jagged tile never touches the next sequence's rows, and no padding is needed).
+// Within a row the 64 columns are permuted (dq_col_pos) so that the consumers' shared-memory
+// writes of their accumulator fragments are free of bank conflicts; the convert kernel undoes it.
+//
+// Ordering (deterministic): the chunk of (sequence, head, query block m, part w) gets one
+// semaphore (int32, zeroed before the kernel) holding a ticket, key_blocks - (the key block that
+// added last). The writer of key block kb waits until the ticket names the next visible key block
+// above kb (descending key order; 0 if none), adds, waits for the add to complete
+// (cp.async.bulk.wait_group 0) and stores its own ticket with release semantics. The first
+// writer stores instead of adding, so the accumulator needs no zeroing; the convert kernel
+// writes zeros for query blocks no key block sees. Unordered (no semaphores: the
+// non-deterministic option): every writer adds into a zeroed accumulator and only waits for its
+// copy to have read the staged chunk.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "ops/cuda/sm80/attention_mask.cuh"
+#include "ops/cuda/sm80/attention_params.cuh"
+
+namespace hstu::cuda::attn::sm90 {
+
+// Position of column c (0..63) of row r within a 64-float staged / accumulator row: the 8-float
+// group index is XOR-ed with r % 8 (d 128: rows are queries and the consumer writes float2
+// pairs of 8 rows x 4 pairs per warp access) or the column with ((r / 2) % 4) * 8 (d 64: the
+// accumulator is transposed, rows are queries and the consumer writes single floats of 8 columns
+// x 4 row pairs per warp access). Either keeps runs of 4 aligned columns contiguous.
+template <int kHD>
+__host__ __device__ __forceinline__ int dq_col_pos(int r, int c) {
+  if constexpr (kHD == 128) {
+    return (((c >> 3) ^ (r & 7)) << 3) | (c & 7);
+  } else {
+    return c ^ (((r >> 1) & 3) << 3);
+  }
+}
+
+// Byte offset of dS (query q, key k, buffer buf) in the fused kernel's dS buffer (BwdTraits::
+// SmemLayoutdS: 128-byte swizzled GMMA atoms, 16-bit elements, [kBN = 64 queries, kBM = 128 keys,
+// 2 buffers], 1024-byte aligned), the arithmetic that cute's swizzled-pointer indexing performs:
+//   kKeyContig false (d 128, MN-major atoms, queries contiguous): linear 2 q + 128 k + 16384 buf;
+//   kKeyContig true (d 64, K-major atoms of 8 queries x 64 keys, the 8-query groups then the
+//   64-key halves): linear 128 q + 2 (k % 64) + 8192 (k / 64) + 16384 buf;
+// then the 16-byte chunk (bits 4..6) XOR-ed with the 128-byte row (bits 7..9, = k % 8, resp.
+// q % 8). Written out because cute's form (64-bit pointer arithmetic per element, its
+// loop-invariant parts hoisted by the compiler) kept 8 or more offsets live across the loop and
+// made ptxas spill (tools/check_sm90_ds_offset.cu checks this against cute for every element).
+template <bool kKeyContig>
+__host__ __device__ __forceinline__ uint32_t ds_byte_offset(int q, int k, int buf) {
+  if constexpr (kKeyContig) {
+    const uint32_t lin = 128u * q + 2u * (k & 63) + 8192u * (k >> 6) + 16384u * buf;
+    return lin ^ ((q & 7u) << 4);
+  } else {
+    const uint32_t lin = 2u * q + 128u * k + 16384u * buf;
+    return lin ^ ((k & 7u) << 4);
+  }
+}
+
+__device__ __forceinline__ int ld_acquire(const int* p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ void st_release(int* p, int v) {
+  asm volatile("st.release.gpu.global.b32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+// Shared -> global bulk copy (kAdd: fp32 reduce-add) of `bytes` (a multiple of 16), one bulk
+// group per call.
+template <bool kAdd>
+__device__ __forceinline__ void bulk_to_global(float* dst, const float* src, uint32_t bytes) {
+  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(src));
+  if constexpr (kAdd) {
+    asm volatile(
+        "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;" ::"l"(dst),
+        "r"(s), "r"(bytes)
+        : "memory");
+  } else {
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst), "r"(s),
+                 "r"(bytes)
+                 : "memory");
+  }
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+
+// Waits until this thread's bulk groups are complete (their global writes performed).
+__device__ __forceinline__ void bulk_wait_all() {
+  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+}
+
+// Waits until this thread's bulk groups have read their shared-memory sources.
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+}
+
+// Generic <-> async proxy ordering of global memory (the semaphore is a generic-proxy access, the
+// bulk adds async-proxy ones).
+__device__ __forceinline__ void fence_proxy_async_global() {
+  asm volatile("fence.proxy.async.global;" ::: "memory");
+}
+
+// dq [T, H, d_qk] from the accumulator: one CTA per (query block of 64 rows, head, sequence),
+// scaled by alpha * scale. A block that no key block sees (every tile skipped) was never
+// written and gets zeros.
+template <typename T, int kHD, int kKeyBlock>
+__global__ void __launch_bounds__(256)
+    hstu_attn_dq_convert_sm90_kernel(const __grid_constant__ HstuAttnParams p) {
+  const int m = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const SeqInfo si = seq_info(p, b);
+  const int i0 = m * 64;
+  if (i0 >= si.L) return;
+  bool seen = false;
+  for (int k = 0; k * kKeyBlock < si.L && !seen; ++k)
+    seen = tile_kind(si, p, i0, 64, k * kKeyBlock, kKeyBlock) != kTileSkip;
+  const float mul = p.alpha * p.scale;
+  const int rows = min(64, si.L - i0);
+  constexpr int kHalves = kHD / 64;
+  for (int idx = threadIdx.x; idx < rows * (kHD / 4); idx += blockDim.x) {
+    const int r = idx / (kHD / 4), c = (idx % (kHD / 4)) * 4;  // query row, first of 4 columns
+    const int half = c / 64, cc = c % 64;
+    const int64_t tok = si.start + i0 + r;
+    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (seen) {
+      const float* row = p.dq_accum + ((int64_t(h) * kHalves + half) * p.total_tokens + tok) * 64;
+      v = *reinterpret_cast<const float4*>(row + dq_col_pos<kHD>(r, cc));
+    }
+    if (c >= p.d_qk) continue;
+    T* dst = p.dq.head<T>(tok, h) + c;
+    const float f[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      if (c + j < p.d_qk) {
+        if constexpr (std::is_same_v<T, __half>) {
+          dst[j] = __float2half_rn(f[j] * mul);
+        } else {
+          dst[j] = __float2bfloat16_rn(f[j] * mul);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace hstu::cuda::attn::sm90
