@@ -911,6 +911,11 @@ std::vector<Case> cases() {
   add({.name = "layernorm_f32_to_bf16_strided", .op = Op::kLayerNorm, .m = 65, .n = 1024,
        .dtype = f32, .out = bf, .pad = 8, .a = true, .acc = true, .f32_rtol = 2e-5,
        .why = lowp + "; dx f32 vs f64"});
+  // Short odd rows take the kernels' register path with 8 and 4 chunks per lane (layernorm.cu's
+  // kC), more rows than one wave of warps, and the backward's short-row grid (<= 2 rows a warp).
+  add({.name = "layernorm_short_c8_bf16", .op = Op::kLayerNorm, .m = 3000, .n = 250, .dtype = bf,
+       .out = bf, .a = true, .acc = true, .f32_rtol = 2e-5,
+       .why = lowp + "; f32 stats/dw/db: one-pass fp32 vs two-pass f64"});
   add({.name = "layernorm_wide_fp16", .op = Op::kLayerNorm, .m = 9, .n = 7000, .dtype = f16,
        .out = f16, .a = true, .f32_rtol = 5e-5,
        .why = lowp + "; 7000-wide rows (opt-in shared memory for dw/db)"});
@@ -919,6 +924,8 @@ std::vector<Case> cases() {
        .pad = 16, .a = true, .p = 0.2f, .f32_rtol = 2e-5, .why = lowp});
   add({.name = "ln_mul_dropout_p0_odd_f32", .op = Op::kLnMulDropout, .m = 33, .n = 50, .dtype = f32,
        .f32_rtol = 2e-5, .why = "fp32 vs the f64 reference"});
+  add({.name = "ln_mul_dropout_short_c4_bf16", .op = Op::kLnMulDropout, .m = 20000, .n = 100,
+       .dtype = bf, .pad = 6, .a = true, .p = 0.1f, .f32_rtol = 2e-5, .why = lowp});
   add({.name = "ln_mul_dropout_p01_fp16", .op = Op::kLnMulDropout, .m = 20, .n = 72, .dtype = f16,
        .a = true, .p = 0.1f, .f32_rtol = 2e-5, .why = lowp});
 

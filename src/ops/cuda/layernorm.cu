@@ -1,7 +1,8 @@
 // layernorm.cu — CUDA LayerNorm, the fused HSTU output path y = Dropout(u * LN(o)), and dropout.
 //
 // The one decision: one warp per row, fp32 math, the row re-read from L1/L2 instead of held in
-// registers (any width works with one kernel per dtype pair), and dw/db reduced
+// registers (any width works with one kernel per dtype pair; rows of up to kShortRow columns,
+// latency-bound, are held in registers with every load issued up front), and dw/db reduced
 // deterministically: each block owns a fixed chunk of rows, each warp accumulates its columns in
 // its own shared-memory slice, the block sums the slices in warp order into a per-block partial
 // in ctx.scratch, and reduce_partials sums the blocks in order. Dropout masks come from
@@ -13,6 +14,22 @@ namespace hstu::cuda {
 namespace {
 
 constexpr int kWarpsFwd = 8;
+constexpr int64_t kShortRow = 256;  // rows up to this width take the kernels' register path
+
+// Calls f(std::integral_constant<int, C>{}) with C = the chunks of 32 v elements a row of `cols`
+// columns needs, rounded up to 1, 2, 4 or 8, for rows of at most kShortRow columns (the kernels'
+// kC: the row in registers), else C = 0 (the loop over any width). v = 8 takes C = 0 or 1.
+template <int V, typename F>
+decltype(auto) dispatch_chunks(int64_t cols, F&& f) {
+  const int64_t k = cols <= kShortRow ? (cols + 32 * V - 1) / (32 * V) : 0;
+  if constexpr (V == 1) {
+    if (k > 4) return f(std::integral_constant<int, 8>{});
+    if (k > 2) return f(std::integral_constant<int, 4>{});
+    if (k > 1) return f(std::integral_constant<int, 2>{});
+  }
+  if (k == 1) return f(std::integral_constant<int, 1>{});
+  return f(std::integral_constant<int, 0>{});
+}
 
 struct DropArgs {
   float p = 0.0f;
@@ -67,24 +84,47 @@ struct LnFwdArgs {
 };
 
 // One warp per row. Statistics by the shifted-data method (sums of x - x[0]): one pass, and no
-// cancellation unless the row's spread is tiny next to |mean - x[0]|.
-template <int V, typename TX, typename TY, bool kMul>
+// cancellation unless the row's spread is tiny next to |mean - x[0]|. kC > 0: the row is at most
+// kC chunks of 32 V elements, held in registers with its parameters (and u) from the first pass,
+// all loads issued before the warp's reductions: one round trip to memory per row instead of
+// two, the same arithmetic in the same order as kC = 0 (the loop over any width).
+template <int V, int kC, typename TX, typename TY, bool kMul>
 __global__ void __launch_bounds__(kWarpsFwd * 32) ln_fwd_kernel(LnFwdArgs a) {
+  constexpr int kR = kC > 0 ? kC : 1;
   const int lane = threadIdx.x % 32;
   const int64_t row = blockIdx.x * static_cast<int64_t>(kWarpsFwd) + threadIdx.x / 32;
   if (row >= a.rows) return;
   const TX* x = static_cast<const TX*>(a.x) + row * a.ldx;
+  const TX* u = kMul ? static_cast<const TX*>(a.u) + row * a.ldu : nullptr;
   const int64_t n = a.cols;
   const float shift = to_f32(x[0]);
   float s = 0.0f, ss = 0.0f;
-  for (int64_t c = static_cast<int64_t>(lane) * V; c < n; c += 32 * V) {
-    float v[V];
-    load_vec<V>(x + c, v);
+  float xs[kR][V], ws[kR][V], bs[kR][V], us[kR][V];
+  const auto add_stats = [&](const float (&v)[V]) {
 #pragma unroll
     for (int j = 0; j < V; ++j) {
       const float d = v[j] - shift;
       s += d;
       ss += d * d;
+    }
+  };
+  if constexpr (kC > 0) {
+#pragma unroll
+    for (int i = 0; i < kC; ++i) {
+      const int64_t c = (lane + 32 * static_cast<int64_t>(i)) * V;
+      if (c >= n) continue;
+      load_vec<V>(x + c, xs[i]);
+      load_param<V, TX>(a.w, a.param_f32, c, ws[i], 1.0f);
+      load_param<V, TX>(a.b, a.param_f32, c, bs[i], 0.0f);
+      if constexpr (kMul) load_vec<V>(u + c, us[i]);
+    }
+#pragma unroll
+    for (int i = 0; i < kC; ++i)
+      if ((lane + 32 * static_cast<int64_t>(i)) * V < n) add_stats(xs[i]);
+  } else {
+    for (int64_t c = static_cast<int64_t>(lane) * V; c < n; c += 32 * V) {
+      load_vec<V>(x + c, xs[0]);
+      add_stats(xs[0]);
     }
   }
   s = warp_sum(s);
@@ -98,21 +138,32 @@ __global__ void __launch_bounds__(kWarpsFwd * 32) ln_fwd_kernel(LnFwdArgs a) {
     a.rstd[row] = rstd;
   }
   TY* y = static_cast<TY*>(a.y) + row * a.ldy;
-  for (int64_t c = static_cast<int64_t>(lane) * V; c < n; c += 32 * V) {
-    float v[V], w[V], b[V];
-    load_vec<V>(x + c, v);
-    load_param<V, TX>(a.w, a.param_f32, c, w, 1.0f);
-    load_param<V, TX>(a.b, a.param_f32, c, b, 0.0f);
+  // y at c..c+V from the chunk's x, w, b (and u).
+  const auto write = [&](int64_t c, float (&v)[V], const float (&w)[V], const float (&b)[V],
+                         const float (&uu)[V]) {
 #pragma unroll
     for (int j = 0; j < V; ++j) v[j] = (v[j] - mean) * rstd * w[j] + b[j];
     if constexpr (kMul) {
-      float u[V];
-      load_vec<V>(static_cast<const TX*>(a.u) + row * a.ldu + c, u);
 #pragma unroll
-      for (int j = 0; j < V; ++j) v[j] *= u[j];
+      for (int j = 0; j < V; ++j) v[j] *= uu[j];
       apply_dropout<V>(a.drop, static_cast<uint64_t>(row * n + c), v);
     }
     store_vec<V>(y + c, v);
+  };
+  if constexpr (kC > 0) {
+#pragma unroll
+    for (int i = 0; i < kC; ++i) {
+      const int64_t c = (lane + 32 * static_cast<int64_t>(i)) * V;
+      if (c < n) write(c, xs[i], ws[i], bs[i], us[i]);
+    }
+  } else {
+    for (int64_t c = static_cast<int64_t>(lane) * V; c < n; c += 32 * V) {
+      load_vec<V>(x + c, xs[0]);
+      load_param<V, TX>(a.w, a.param_f32, c, ws[0], 1.0f);
+      load_param<V, TX>(a.b, a.param_f32, c, bs[0], 0.0f);
+      if constexpr (kMul) load_vec<V>(u + c, us[0]);
+      write(c, xs[0], ws[0], bs[0], us[0]);
+    }
   }
 }
 
@@ -179,9 +230,13 @@ __device__ __forceinline__ void ln_out_grad(const LnBwdArgs& a, int64_t row, int
 
 // A block of W warps owns rows [blockIdx.x * rows_per_block, +rows_per_block); warp w takes every
 // W-th row. dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = g * w.
-template <int V, typename TX, typename TG, bool kMul>
+// kC > 0: rows of at most kC chunks of 32 V elements; the first pass keeps xhat, w and g in
+// registers for the second (which then reads only dx, when accumulating), the same arithmetic
+// in the same order as kC = 0 (the loop over any width).
+template <int V, int kC, typename TX, typename TG, bool kMul>
 __global__ void __launch_bounds__(256) ln_bwd_kernel(LnBwdArgs a) {
   extern __shared__ float slices[];  // [W][2][a.slice] when a.partial
+  constexpr int kR = kC > 0 ? kC : 1;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
   const int64_t n = a.cols, sl = a.slice;
   float* dw_s = a.partial ? slices + static_cast<int64_t>(warp) * 2 * sl : nullptr;
@@ -195,13 +250,17 @@ __global__ void __launch_bounds__(256) ln_bwd_kernel(LnBwdArgs a) {
     const TX* x = static_cast<const TX*>(a.x) + row * a.ldx;
     const float mean = a.mean[row], rstd = a.rstd[row];
     float s1 = 0.0f, s2 = 0.0f;
-    for (int64_t c = static_cast<int64_t>(lane) * V; c < n; c += 32 * V) {
-      float xh[V], w[V], g[V];
+    float xs[kR][V], ws[kR][V], gs[kR][V];
+    // xhat, w and the output gradient g of the chunk at c (du written in the first pass).
+    const auto chunk = [&](int64_t c, bool first, float (&xh)[V], float (&w)[V], float (&g)[V]) {
       load_vec<V>(x + c, xh);
 #pragma unroll
       for (int j = 0; j < V; ++j) xh[j] = (xh[j] - mean) * rstd;
       load_param<V, TX>(a.w, a.param_f32, c, w, 1.0f);
-      ln_out_grad<V, TX, TG, kMul>(a, row, c, xh, w, true, g);
+      ln_out_grad<V, TX, TG, kMul>(a, row, c, xh, w, first, g);
+    };
+    const auto add_sums = [&](int64_t c, const float (&xh)[V], const float (&w)[V],
+                              const float (&g)[V]) {
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         const float dxh = g[j] * w[j];
@@ -216,17 +275,30 @@ __global__ void __launch_bounds__(256) ln_bwd_kernel(LnBwdArgs a) {
           db_s[s0 + j * (V == 8 ? 32 : 1)] += g[j];
         }
       }
+    };
+    if constexpr (kC > 0) {
+#pragma unroll
+      for (int i = 0; i < kC; ++i) {
+        const int64_t c = (lane + 32 * static_cast<int64_t>(i)) * V;
+        if (c < n) chunk(c, true, xs[i], ws[i], gs[i]);
+      }
+#pragma unroll
+      for (int i = 0; i < kC; ++i) {
+        const int64_t c = (lane + 32 * static_cast<int64_t>(i)) * V;
+        if (c < n) add_sums(c, xs[i], ws[i], gs[i]);
+      }
+    } else {
+      for (int64_t c = static_cast<int64_t>(lane) * V; c < n; c += 32 * V) {
+        chunk(c, true, xs[0], ws[0], gs[0]);
+        add_sums(c, xs[0], ws[0], gs[0]);
+      }
     }
     s1 = warp_sum(s1) / static_cast<float>(n);
     s2 = warp_sum(s2) / static_cast<float>(n);
     TG* dx = static_cast<TG*>(a.dx) + row * a.lddx;
-    for (int64_t c = static_cast<int64_t>(lane) * V; c < n; c += 32 * V) {
-      float xh[V], w[V], g[V], d[V];
-      load_vec<V>(x + c, xh);
-#pragma unroll
-      for (int j = 0; j < V; ++j) xh[j] = (xh[j] - mean) * rstd;
-      load_param<V, TX>(a.w, a.param_f32, c, w, 1.0f);
-      ln_out_grad<V, TX, TG, kMul>(a, row, c, xh, w, false, g);
+    const auto write = [&](int64_t c, const float (&xh)[V], const float (&w)[V],
+                           const float (&g)[V]) {
+      float d[V];
 #pragma unroll
       for (int j = 0; j < V; ++j) d[j] = rstd * (g[j] * w[j] - s1 - xh[j] * s2);
       if (a.accumulate_dx) {
@@ -236,6 +308,18 @@ __global__ void __launch_bounds__(256) ln_bwd_kernel(LnBwdArgs a) {
         for (int j = 0; j < V; ++j) d[j] += old[j];
       }
       store_vec<V>(dx + c, d);
+    };
+    if constexpr (kC > 0) {
+#pragma unroll
+      for (int i = 0; i < kC; ++i) {
+        const int64_t c = (lane + 32 * static_cast<int64_t>(i)) * V;
+        if (c < n) write(c, xs[i], ws[i], gs[i]);
+      }
+    } else {
+      for (int64_t c = static_cast<int64_t>(lane) * V; c < n; c += 32 * V) {
+        chunk(c, false, xs[0], ws[0], gs[0]);
+        write(c, xs[0], ws[0], gs[0]);
+      }
     }
   }
   if (!a.partial) return;
@@ -258,14 +342,17 @@ struct LnBwdPlan {
 
 // NOTE: with dw/db partials each warp needs 2*cols floats of shared memory; the block shrinks
 // to keep that within the default 48 KiB (opting in beyond it only for rows wider than 6144),
-// and the grid is capped so the partials stay a small fraction of the traffic.
+// and the grid is capped so the partials stay a small fraction of the traffic. Short rows
+// (kShortRow columns or fewer) are latency-bound, not bandwidth-bound: their cap leaves each warp
+// at most 2 rows (the partials then ~5% of the traffic: 8 floats a row against ~10 bytes an
+// element).
 LnBwdPlan plan_ln_bwd(int64_t rows, int64_t cols, bool want_partials) {
   LnBwdPlan p;
   const size_t slice_bytes = want_partials ? 2 * sizeof(float) * slice_cols(cols) : 0;
   if (want_partials) p.warps = static_cast<int>(std::clamp<size_t>((48 << 10) / slice_bytes, 1, 8));
   p.smem = slice_bytes * p.warps;
-  const int64_t cap =
-      want_partials ? static_cast<int64_t>(num_sms()) * std::max(1, 32 / p.warps) : rows;
+  int64_t cap = want_partials ? static_cast<int64_t>(num_sms()) * std::max(1, 32 / p.warps) : rows;
+  if (cols <= kShortRow) cap = std::max(cap, (rows + 2 * p.warps - 1) / (2 * p.warps));
   const int64_t want = (rows + p.warps - 1) / p.warps;
   const int64_t blocks0 = std::max<int64_t>(1, std::min(cap, want));
   p.rows_per_block = (rows + blocks0 - 1) / blocks0;
@@ -320,16 +407,19 @@ void ln_fwd(Ctx& ctx, const Tensor& x, const Tensor& u, const Tensor& w, const T
   const bool vec8 = can_vec8(cols, {&x, &y, &u, &w, &b});
   dispatch_vec(vec8, [&](auto vtag) {
     constexpr int V = decltype(vtag)::value;
-    dispatch_io(x.dtype, op, [&](auto tx) {
-      using TX = typename decltype(tx)::type;
-      if (!u.empty()) {
-        ln_fwd_kernel<V, TX, TX, true><<<grid, kWarpsFwd * 32, 0, stream_of(ctx)>>>(a);
-      } else {
-        dispatch_io(y.dtype, op, [&](auto ty) {
-          using TY = typename decltype(ty)::type;
-          ln_fwd_kernel<V, TX, TY, false><<<grid, kWarpsFwd * 32, 0, stream_of(ctx)>>>(a);
-        });
-      }
+    dispatch_chunks<V>(cols, [&](auto ctag) {
+      constexpr int C = decltype(ctag)::value;
+      dispatch_io(x.dtype, op, [&](auto tx) {
+        using TX = typename decltype(tx)::type;
+        if (!u.empty()) {
+          ln_fwd_kernel<V, C, TX, TX, true><<<grid, kWarpsFwd * 32, 0, stream_of(ctx)>>>(a);
+        } else {
+          dispatch_io(y.dtype, op, [&](auto ty) {
+            using TY = typename decltype(ty)::type;
+            ln_fwd_kernel<V, C, TX, TY, false><<<grid, kWarpsFwd * 32, 0, stream_of(ctx)>>>(a);
+          });
+        }
+      });
     });
   });
   HSTU_CUDA_CHECK_LAUNCH();
@@ -389,22 +479,25 @@ void ln_bwd(Ctx& ctx, const Tensor& x, const Tensor& u, const Tensor& w, const T
   const bool vec8 = can_vec8(cols, {&x, &u, &dy, &dx, &du, &w, &b});
   dispatch_vec(vec8, [&](auto vtag) {
     constexpr int V = decltype(vtag)::value;
-    dispatch_io(x.dtype, op, [&](auto tx) {
-      using TX = typename decltype(tx)::type;
-      auto launch = [&](auto kernel) {
-        if (smem > (48 << 10))
-          HSTU_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               static_cast<int>(smem)));
-        kernel<<<static_cast<unsigned>(nblocks), warps * 32, smem, stream_of(ctx)>>>(a);
-      };
-      if (!u.empty()) {
-        launch(ln_bwd_kernel<V, TX, TX, true>);
-      } else {
-        dispatch_io(dy.dtype, op, [&](auto tg) {
-          using TG = typename decltype(tg)::type;
-          launch(ln_bwd_kernel<V, TX, TG, false>);
-        });
-      }
+    dispatch_chunks<V>(cols, [&](auto ctag) {
+      constexpr int C = decltype(ctag)::value;
+      dispatch_io(x.dtype, op, [&](auto tx) {
+        using TX = typename decltype(tx)::type;
+        auto launch = [&](auto kernel) {
+          if (smem > (48 << 10))
+            HSTU_CUDA_CHECK(cudaFuncSetAttribute(
+                kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+          kernel<<<static_cast<unsigned>(nblocks), warps * 32, smem, stream_of(ctx)>>>(a);
+        };
+        if (!u.empty()) {
+          launch(ln_bwd_kernel<V, C, TX, TX, true>);
+        } else {
+          dispatch_io(dy.dtype, op, [&](auto tg) {
+            using TG = typename decltype(tg)::type;
+            launch(ln_bwd_kernel<V, C, TX, TG, false>);
+          });
+        }
+      });
     });
   });
   HSTU_CUDA_CHECK_LAUNCH();
