@@ -924,8 +924,14 @@ std::vector<Case> cases() {
        .pad = 16, .a = true, .p = 0.2f, .f32_rtol = 2e-5, .why = lowp});
   add({.name = "ln_mul_dropout_p0_odd_f32", .op = Op::kLnMulDropout, .m = 33, .n = 50, .dtype = f32,
        .f32_rtol = 2e-5, .why = "fp32 vs the f64 reference"});
+  // Short rows' dropout decisions drawn a row at a time (layernorm.cu's row_keep): rows whose
+  // first element is not a multiple of 4 (n = 50), one to three rounds of Philox calls.
   add({.name = "ln_mul_dropout_short_c4_bf16", .op = Op::kLnMulDropout, .m = 20000, .n = 100,
        .dtype = bf, .pad = 6, .a = true, .p = 0.1f, .f32_rtol = 2e-5, .why = lowp});
+  add({.name = "ln_mul_dropout_d50_p02_bf16", .op = Op::kLnMulDropout, .m = 5000, .n = 50,
+       .dtype = bf, .pad = 14, .a = true, .p = 0.2f, .f32_rtol = 2e-5, .why = lowp});
+  add({.name = "ln_mul_dropout_c8_p03_f32", .op = Op::kLnMulDropout, .m = 601, .n = 250,
+       .dtype = f32, .a = true, .p = 0.3f, .f32_rtol = 2e-5, .why = "fp32 vs the f64 reference"});
   add({.name = "ln_mul_dropout_p01_fp16", .op = Op::kLnMulDropout, .m = 20, .n = 72, .dtype = f16,
        .a = true, .p = 0.1f, .f32_rtol = 2e-5, .why = lowp});
 

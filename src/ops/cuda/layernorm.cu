@@ -52,6 +52,42 @@ __device__ __forceinline__ void apply_dropout(const DropArgs& d, uint64_t i0, fl
   for (int j = 0; j < V; ++j) v[j] = keep[j] ? v[j] * d.scale : 0.0f;
 }
 
+// The keep decisions of a short row's elements for the kernels' register path with V = 1: lane l
+// holds elements c = l + 32 i (i < kC) of row `row` (n columns), which are elements row * n + c
+// of the dropout stream. dropout_keep draws a Philox call per element, each call's 4 words
+// serving 4 elements: here each lane draws one of the row's calls and the lanes pass the words
+// by shuffles, so a warp issues ceil(calls / 32) Philox calls a row instead of kC (the same
+// decisions: the stream's (counter, word) of each element is unchanged).
+template <int kC>
+__device__ __forceinline__ void row_keep(const DropArgs& d, int64_t row, int64_t n, int lane,
+                                         bool (&keep)[kC]) {
+  const uint64_t e0 = static_cast<uint64_t>(row * n), k0 = e0 >> 2;
+  constexpr int kRounds = (kC * 32 / 4 + 1 + 31) / 32;  // calls a row of <= 32 kC elements spans
+#pragma unroll
+  for (int ro = 0; ro < kRounds; ++ro) {
+    const Philox4 r = philox4x32(d.seed, d.offset + k0 + 32 * ro + lane);
+#pragma unroll
+    for (int i = 0; i < kC; ++i) {
+      const uint64_t e = e0 + lane + 32 * i;
+      const int src = static_cast<int>((e >> 2) - k0) - 32 * ro;  // the lane holding e's call
+      const int from = src & 31;
+      const uint32_t w0 = __shfl_sync(0xffffffffu, r.x, from);
+      const uint32_t w1 = __shfl_sync(0xffffffffu, r.y, from);
+      const uint32_t w2 = __shfl_sync(0xffffffffu, r.z, from);
+      const uint32_t w3 = __shfl_sync(0xffffffffu, r.w, from);
+      if (src >= 0 && src < 32) {
+        const uint32_t w = (e & 3) == 0 ? w0 : (e & 3) == 1 ? w1 : (e & 3) == 2 ? w2 : w3;
+        keep[i] = u32_to_unit_float(w) >= d.p;
+      }
+    }
+  }
+}
+
+// v *= keep / (1 - p) with precomputed decisions.
+__device__ __forceinline__ void apply_keep(const DropArgs& d, bool keep, float (&v)[1]) {
+  v[0] = keep ? v[0] * d.scale : 0.0f;
+}
+
 // LN affine parameters: f32, or the input's dtype (TX).
 template <int V, typename TX>
 __device__ __forceinline__ void load_param(const void* p, bool f32, int64_t c, float (&out)[V],
@@ -138,15 +174,24 @@ __global__ void __launch_bounds__(kWarpsFwd * 32) ln_fwd_kernel(LnFwdArgs a) {
     a.rstd[row] = rstd;
   }
   TY* y = static_cast<TY*>(a.y) + row * a.ldy;
-  // y at c..c+V from the chunk's x, w, b (and u).
-  const auto write = [&](int64_t c, float (&v)[V], const float (&w)[V], const float (&b)[V],
-                         const float (&uu)[V]) {
+  // Short rows of 1-wide chunks draw their dropout decisions a row at a time (row_keep).
+  constexpr bool kRowKeep = kMul && kC > 0 && V == 1;
+  bool keep[kR];
+  if constexpr (kRowKeep)
+    if (a.drop.p > 0.0f) row_keep<kR>(a.drop, row, n, lane, keep);
+  // y at c..c+V from the chunk's x, w, b (and u); chunk i of a short row (-1: the loop).
+  const auto write = [&](int64_t c, int i, float (&v)[V], const float (&w)[V],
+                         const float (&b)[V], const float (&uu)[V]) {
 #pragma unroll
     for (int j = 0; j < V; ++j) v[j] = (v[j] - mean) * rstd * w[j] + b[j];
     if constexpr (kMul) {
 #pragma unroll
       for (int j = 0; j < V; ++j) v[j] *= uu[j];
-      apply_dropout<V>(a.drop, static_cast<uint64_t>(row * n + c), v);
+      if constexpr (kRowKeep) {
+        if (a.drop.p > 0.0f) apply_keep(a.drop, keep[i], v);
+      } else {
+        apply_dropout<V>(a.drop, static_cast<uint64_t>(row * n + c), v);
+      }
     }
     store_vec<V>(y + c, v);
   };
@@ -154,7 +199,7 @@ __global__ void __launch_bounds__(kWarpsFwd * 32) ln_fwd_kernel(LnFwdArgs a) {
 #pragma unroll
     for (int i = 0; i < kC; ++i) {
       const int64_t c = (lane + 32 * static_cast<int64_t>(i)) * V;
-      if (c < n) write(c, xs[i], ws[i], bs[i], us[i]);
+      if (c < n) write(c, i, xs[i], ws[i], bs[i], us[i]);
     }
   } else {
     for (int64_t c = static_cast<int64_t>(lane) * V; c < n; c += 32 * V) {
@@ -162,7 +207,7 @@ __global__ void __launch_bounds__(kWarpsFwd * 32) ln_fwd_kernel(LnFwdArgs a) {
       load_param<V, TX>(a.w, a.param_f32, c, ws[0], 1.0f);
       load_param<V, TX>(a.b, a.param_f32, c, bs[0], 0.0f);
       if constexpr (kMul) load_vec<V>(u + c, us[0]);
-      write(c, xs[0], ws[0], bs[0], us[0]);
+      write(c, -1, xs[0], ws[0], bs[0], us[0]);
     }
   }
 }
@@ -207,13 +252,19 @@ __device__ __forceinline__ int64_t slice_index(int64_t c) {
 }
 
 // Gradient g reaching LN's output at (row, c..c+V) and, for the fused op, du (written here).
+// keep: the V elements' dropout decisions when drawn already (row_keep), else null.
 template <int V, typename TX, typename TG, bool kMul>
 __device__ __forceinline__ void ln_out_grad(const LnBwdArgs& a, int64_t row, int64_t c,
                                             const float (&xhat)[V], const float (&w)[V],
-                                            bool write_du, float (&g)[V]) {
+                                            bool write_du, const bool* keep, float (&g)[V]) {
   load_vec<V>(static_cast<const TG*>(a.dy) + row * a.lddy + c, g);
   if constexpr (kMul) {
-    apply_dropout<V>(a.drop, static_cast<uint64_t>(row * a.cols + c), g);
+    if (keep == nullptr) {
+      apply_dropout<V>(a.drop, static_cast<uint64_t>(row * a.cols + c), g);
+    } else if (a.drop.p > 0.0f) {
+#pragma unroll
+      for (int j = 0; j < V; ++j) g[j] = keep[j] ? g[j] * a.drop.scale : 0.0f;
+    }
     float u[V];
     load_vec<V>(static_cast<const TX*>(a.u) + row * a.ldu + c, u);
     if (write_du) {
@@ -251,13 +302,20 @@ __global__ void __launch_bounds__(256) ln_bwd_kernel(LnBwdArgs a) {
     const float mean = a.mean[row], rstd = a.rstd[row];
     float s1 = 0.0f, s2 = 0.0f;
     float xs[kR][V], ws[kR][V], gs[kR][V];
-    // xhat, w and the output gradient g of the chunk at c (du written in the first pass).
-    const auto chunk = [&](int64_t c, bool first, float (&xh)[V], float (&w)[V], float (&g)[V]) {
+    // Short rows of 1-wide chunks draw their dropout decisions a row at a time (row_keep).
+    constexpr bool kRowKeep = kMul && kC > 0 && V == 1;
+    bool keep[kR];
+    if constexpr (kRowKeep)
+      if (a.drop.p > 0.0f) row_keep<kR>(a.drop, row, n, lane, keep);
+    // xhat, w and the output gradient g of the chunk at c, chunk i of a short row (-1: the
+    // loop; du written in the first pass).
+    const auto chunk = [&](int64_t c, int i, bool first, float (&xh)[V], float (&w)[V],
+                           float (&g)[V]) {
       load_vec<V>(x + c, xh);
 #pragma unroll
       for (int j = 0; j < V; ++j) xh[j] = (xh[j] - mean) * rstd;
       load_param<V, TX>(a.w, a.param_f32, c, w, 1.0f);
-      ln_out_grad<V, TX, TG, kMul>(a, row, c, xh, w, first, g);
+      ln_out_grad<V, TX, TG, kMul>(a, row, c, xh, w, first, kRowKeep ? &keep[i] : nullptr, g);
     };
     const auto add_sums = [&](int64_t c, const float (&xh)[V], const float (&w)[V],
                               const float (&g)[V]) {
@@ -280,7 +338,7 @@ __global__ void __launch_bounds__(256) ln_bwd_kernel(LnBwdArgs a) {
 #pragma unroll
       for (int i = 0; i < kC; ++i) {
         const int64_t c = (lane + 32 * static_cast<int64_t>(i)) * V;
-        if (c < n) chunk(c, true, xs[i], ws[i], gs[i]);
+        if (c < n) chunk(c, i, true, xs[i], ws[i], gs[i]);
       }
 #pragma unroll
       for (int i = 0; i < kC; ++i) {
@@ -289,7 +347,7 @@ __global__ void __launch_bounds__(256) ln_bwd_kernel(LnBwdArgs a) {
       }
     } else {
       for (int64_t c = static_cast<int64_t>(lane) * V; c < n; c += 32 * V) {
-        chunk(c, true, xs[0], ws[0], gs[0]);
+        chunk(c, -1, true, xs[0], ws[0], gs[0]);
         add_sums(c, xs[0], ws[0], gs[0]);
       }
     }
@@ -317,7 +375,7 @@ __global__ void __launch_bounds__(256) ln_bwd_kernel(LnBwdArgs a) {
       }
     } else {
       for (int64_t c = static_cast<int64_t>(lane) * V; c < n; c += 32 * V) {
-        chunk(c, false, xs[0], ws[0], gs[0]);
+        chunk(c, -1, false, xs[0], ws[0], gs[0]);
         write(c, xs[0], ws[0], gs[0]);
       }
     }
