@@ -21,10 +21,11 @@
 // padded uvqk row (7.7 MB; 10.6 MB of touched 32-byte sectors): 16-18 MB, 5.5-6 us at 3 TB/s.
 // Backward: d_uvqk's padded heads read as well (370 bytes a row, 9.5 MB): ~25 MB, ~8.5 us.
 // FLOPs: ~4 per element (exp, add, divide; ~10 backward) on 3.84 M elements: tens of MFLOP,
-// nothing. The other limit is instruction issue: SiLU's IEEE expf and division are ~20 SASS
-// instructions per element, the staged kernel adds ~6 (a chunk inside one head) to ~18 (a chunk
-// across heads); with 192 elements computed per 150 written in the forward's padded rows that is
-// ~4.5 us of issue on 132 SMs: below the memory time, not far below.
+// nothing. The other limit is instruction issue: with IEEE expf and a division SiLU took ~20
+// SASS instructions per element, the staged kernel adds ~6 (a chunk inside one head) to ~18 (a
+// chunk across heads), and ncu found the ML-1M step's backward staged kernel issue-bound (15 us,
+// an instruction issued on 80% of cycles; H200, session 15): SiLU now uses the hardware
+// exponential (common.cuh's silu_f / silu_grad_f).
 #include "ops/cuda/activation.h"
 #include "ops/cuda/common.cuh"
 #include "ops/detail/checks.h"
@@ -38,7 +39,7 @@ constexpr float kGeluK1 = 0.044715f;
 template <Activation A>
 __device__ __forceinline__ float act_fwd(float x) {
   if constexpr (A == Activation::kSilu) {
-    return x / (1.0f + expf(-x));
+    return silu_f(x);
   } else if constexpr (A == Activation::kRelu) {
     return x > 0.0f ? x : 0.0f;
   } else {
@@ -50,8 +51,7 @@ __device__ __forceinline__ float act_fwd(float x) {
 template <Activation A>
 __device__ __forceinline__ float act_grad(float x) {
   if constexpr (A == Activation::kSilu) {
-    const float s = 1.0f / (1.0f + expf(-x));
-    return s * (1.0f + x * (1.0f - s));
+    return silu_grad_f(x);
   } else if constexpr (A == Activation::kRelu) {
     return x > 0.0f ? 1.0f : 0.0f;
   } else {

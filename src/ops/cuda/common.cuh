@@ -203,6 +203,21 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
+// ---- SiLU ------------------------------------------------------------------------------------
+
+// SiLU and its derivative for the element-wise kernels (activation.cu, uvqk_act.cu), with the
+// hardware exponential (ex2.approx: relative error ~2^-21 at |x| <= 20) and an IEEE-rounded
+// reciprocal instead of expf and a division (~20 instructions an element, which left the
+// ML-1M step's SiLU kernels issue-bound: ncu, session 15): relative error ~1e-6, far inside
+// one bf16 rounding; exact limits (x / inf = -0 for very negative x, x for large x, NaN kept).
+__device__ __forceinline__ float silu_f(float x) {
+  return x * __frcp_rn(1.0f + __expf(-x));
+}
+__device__ __forceinline__ float silu_grad_f(float x) {
+  const float s = __frcp_rn(1.0f + __expf(-x));
+  return s * (1.0f + x * (1.0f - s));
+}
+
 // ---- launch context -------------------------------------------------------------------------
 
 inline cudaStream_t stream_of(const Ctx& ctx) {

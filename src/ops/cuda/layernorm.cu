@@ -136,7 +136,7 @@ __global__ void __launch_bounds__(kWarpsFwd * 32) ln_fwd_kernel(LnFwdArgs a) {
   const float shift = to_f32(x[0]);
   float s = 0.0f, ss = 0.0f;
   float xs[kR][V], ws[kR][V], bs[kR][V], us[kR][V];
-  const auto add_stats = [&](const float (&v)[V]) {
+  const auto add_stats = [&](const float(&v)[V]) {
 #pragma unroll
     for (int j = 0; j < V; ++j) {
       const float d = v[j] - shift;
@@ -180,8 +180,8 @@ __global__ void __launch_bounds__(kWarpsFwd * 32) ln_fwd_kernel(LnFwdArgs a) {
   if constexpr (kRowKeep)
     if (a.drop.p > 0.0f) row_keep<kR>(a.drop, row, n, lane, keep);
   // y at c..c+V from the chunk's x, w, b (and u); chunk i of a short row (-1: the loop).
-  const auto write = [&](int64_t c, int i, float (&v)[V], const float (&w)[V],
-                         const float (&b)[V], const float (&uu)[V]) {
+  const auto write = [&](int64_t c, int i, float(&v)[V], const float(&w)[V], const float(&b)[V],
+                         const float(&uu)[V]) {
 #pragma unroll
     for (int j = 0; j < V; ++j) v[j] = (v[j] - mean) * rstd * w[j] + b[j];
     if constexpr (kMul) {
@@ -309,16 +309,16 @@ __global__ void __launch_bounds__(256) ln_bwd_kernel(LnBwdArgs a) {
       if (a.drop.p > 0.0f) row_keep<kR>(a.drop, row, n, lane, keep);
     // xhat, w and the output gradient g of the chunk at c, chunk i of a short row (-1: the
     // loop; du written in the first pass).
-    const auto chunk = [&](int64_t c, int i, bool first, float (&xh)[V], float (&w)[V],
-                           float (&g)[V]) {
+    const auto chunk = [&](int64_t c, int i, bool first, float(&xh)[V], float(&w)[V],
+                           float(&g)[V]) {
       load_vec<V>(x + c, xh);
 #pragma unroll
       for (int j = 0; j < V; ++j) xh[j] = (xh[j] - mean) * rstd;
       load_param<V, TX>(a.w, a.param_f32, c, w, 1.0f);
       ln_out_grad<V, TX, TG, kMul>(a, row, c, xh, w, first, kRowKeep ? &keep[i] : nullptr, g);
     };
-    const auto add_sums = [&](int64_t c, const float (&xh)[V], const float (&w)[V],
-                              const float (&g)[V]) {
+    const auto add_sums = [&](int64_t c, const float(&xh)[V], const float(&w)[V],
+                              const float(&g)[V]) {
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         const float dxh = g[j] * w[j];
@@ -354,8 +354,7 @@ __global__ void __launch_bounds__(256) ln_bwd_kernel(LnBwdArgs a) {
     s1 = warp_sum(s1) / static_cast<float>(n);
     s2 = warp_sum(s2) / static_cast<float>(n);
     TG* dx = static_cast<TG*>(a.dx) + row * a.lddx;
-    const auto write = [&](int64_t c, const float (&xh)[V], const float (&w)[V],
-                           const float (&g)[V]) {
+    const auto write = [&](int64_t c, const float(&xh)[V], const float(&w)[V], const float(&g)[V]) {
       float d[V];
 #pragma unroll
       for (int j = 0; j < V; ++j) d[j] = rstd * (g[j] * w[j] - s1 - xh[j] * s2);

@@ -36,14 +36,6 @@ namespace {
 
 constexpr int kThreads = 512;
 
-__device__ __forceinline__ float silu_f(float x) {
-  return x / (1.0f + expf(-x));
-}
-__device__ __forceinline__ float silu_grad_f(float x) {
-  const float s = 1.0f / (1.0f + expf(-x));
-  return s * (1.0f + x * (1.0f - s));
-}
-
 // The layout's column map on the device (UvqkLayout::column).
 struct ColumnMap {
   int hd = 0, d = 1, v0 = 0, stride = 0;
