@@ -32,6 +32,10 @@
 // so the row reads are not what bounds it, and the variant was not kept. Not yet measured: the
 // per-candidate `touched` byte stores (1.87M stores into 3.7 KB of flags), more blocks per SM;
 // the stall reasons are the next thing to profile.
+// NOTE (session 15, H200): a dense form for small catalogues (logits q e^T for all [T, V] by a
+// cuBLASLt GEMM, a coefficient matrix over it, dq and the table gradient as two more GEMMs;
+// branch ssdense) was correct but slower: ML-1M step 2.89-2.99 vs 2.70-2.73 ms, its coefficient
+// kernel 342 us and its three K = 56 / N = 56 GEMMs 360 us a step (docs/BENCHMARKS.md).
 #include <cmath>
 
 #include "ops/cuda/common.cuh"
