@@ -605,6 +605,9 @@ std::vector<Case> sm90_cases() {
     x.window = 130;
   });
   add("long_causal_d256_fp16", kH, 256, [](Case& x) { x.lengths = {1000, 513, 2, 64}; });
+  // The fused d 256 form's 32-query tiles and its dQ convert in 32-row blocks: lengths of 1, 33
+  // and 97 rows (a tile cut at the end, a block with one row), beside a long one.
+  add("odd_lengths_causal_d256_bf16", kB, 256, [](Case& x) { x.lengths = {97, 1, 33, 700}; });
   // Non-causal with contexts (targets need causal): 16, 3 and 2 visible blocks per CTA, even and
   // odd counts for the two F buffers of attention_bwd_sm90_wide.cuh.
   add("long_noncausal_contexts_d256_bf16", kB, 256, [](Case& x) {
@@ -700,14 +703,14 @@ class GpuAttentionSm90Bwd : public ::testing::TestWithParam<Case> {};
 
 // The backward with HSTU_ATTN_SM90=1: the sm_90a kernels where sm90_bwd_supported() takes the
 // call (buckets 64 / 128 / 256, rab up to 128; sm90_bwd_expected), the sm80 kernels otherwise
-// (rab at d 256: that case then checks sm80 once more; d 256 and rab have no fused form and run
-// the split one again). With rab, d_rab_pos and d_rab_time are checked too.
+// (rab at d 256: that case then checks sm80 once more; rab has no fused form and runs the split
+// one again). With rab, d_rab_pos and d_rab_time are checked too.
 // Runs: the split form (HSTU_ATTN_SM90_SPLIT=1) in deterministic mode and with atomic dQ asked
-// for, the fused form (HSTU_ATTN_SM90_FUSED=1; at 64 / 128 without rab) twice in deterministic
-// mode and once with atomic dQ asked for (its unordered adds: checked against the reference
-// only), and sm80 (HSTU_ATTN_SM80=1, its error printed beside). The split form is deterministic in
-// both modes and the fused one in deterministic mode: those runs are compared bit for bit with
-// the form's first run.
+// for, the fused form (HSTU_ATTN_SM90_FUSED=1; at 64 / 128 / 256 without rab) twice in
+// deterministic mode and once with atomic dQ asked for (its unordered adds: checked against the
+// reference only), and sm80 (HSTU_ATTN_SM80=1, its error printed beside). The split form is
+// deterministic in both modes and the fused one in deterministic mode: those runs are compared bit
+// for bit with the form's first run.
 TEST_P(GpuAttentionSm90Bwd, MatchesCpuReference) {
   HSTU_REQUIRE_GPU();
   gpu::DeviceScope scope;

@@ -6,10 +6,10 @@
 // (sm90/attention_fwd_sm90.cuh) where it measured faster (sm90_fwd_supported; HSTU_ATTN_SM80=1 /
 // HSTU_ATTN_SM90=1 force either); the backward of the 64/128/256 buckets likewise runs the
 // sm_90a kernels (sm90/attention_bwd_sm90.cuh, with rab at 64/128: attention_bwd_sm90_rab.cuh;
-// 256 without rab: attention_bwd_sm90_wide.cuh; sm90_bwd_supported; at 64/128 without rab the
-// fused-dQ form where faster (sm90_fused_faster), deterministic or, asked for no determinism,
-// with unordered dQ adds; otherwise the split form, deterministic in both modes), other calls the
-// sm80 kernels.
+// 256 without rab: attention_bwd_sm90_wide.cuh; sm90_bwd_supported; without rab the fused-dQ
+// form where faster (sm90_fused_faster: 64/128 by default, 256 when forced), deterministic or,
+// asked for no determinism, with unordered dQ adds; otherwise the split form, deterministic in
+// both modes), other calls the sm80 kernels.
 //
 // The shaping decision: head widths are padded internally to the next of 32/64/128/256 (zero
 // columns in shared memory), so one kernel per bucket serves every width — the paper's 25 and 50
@@ -257,15 +257,15 @@ void bwd_bucket_sm90(int hdp, const HstuAttnParams& p, int* sem, cudaStream_t s,
   HSTU_THROW("hstu_attention: no sm_90a backward kernel for head width bucket ", hdp);
 }
 
-// Whether the sm_90a backward at head widths 64 / 128 without rab takes the fused form
-// (attention_bwd_sm90.cuh): HSTU_ATTN_SM90_FUSED=1 / HSTU_ATTN_SM90_SPLIT=1 force either (tests
-// and A/B benchmarks).
+// Whether the sm_90a backward without rab takes the fused form (attention_bwd_sm90.cuh at head
+// widths 64 / 128, attention_bwd_sm90_wide.cuh at 256): HSTU_ATTN_SM90_FUSED=1 /
+// HSTU_ATTN_SM90_SPLIT=1 force either (tests and A/B benchmarks). Default: fused at 64 / 128
+// (measured faster, H200); split at 256 until the fused d 256 form has been measured.
 bool sm90_fused_faster(const HstuAttnParams& p, int hdp) {
   if (env_flag("HSTU_ATTN_SM90_FUSED")) return true;
   if (env_flag("HSTU_ATTN_SM90_SPLIT")) return false;
   (void)p;
-  (void)hdp;
-  return true;
+  return hdp <= 128;
 }
 
 // The deterministic backward's second stream: the dQ kernel runs beside the dK/dV kernel. One
@@ -410,21 +410,20 @@ void hstu_attention_bwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& d
     scratch_holder.emplace(ctx, "hstu_attention_bwd");
     compute_rab_buckets(*scratch_holder, p, stream);
   }
-  // Hopper, head widths 64 / 128 without rab: the fused form where it is the faster
+  // Hopper without rab (head widths 64 / 128 / 256): the fused form where it is the faster
   // (sm90_fused_faster; one kernel: dK, dV and each key block's partial dQ added to an fp32
   // accumulator by bulk reduce-adds, then a convert kernel), given the scratch: the accumulator
   // (4 T H Dpad bytes) and, deterministic, two int32 semaphores per (sequence, head, 64-query
   // block) that order the adds (the accumulator then needs no zeroing). Otherwise the split form
   // (the dK/dV kernel and a query-major dQ kernel on the side stream, no scratch), which is
-  // deterministic whatever ctx asks; so is d 256 (attention_bwd_sm90_wide.cuh).
+  // deterministic whatever ctx asks. d 256 (attention_bwd_sm90_wide.cuh) has both forms too.
   const bool sm90 = attn::sm90_bwd_supported(p, hdp);
   const int64_t sem_n = 2 * int64_t(p.batch) * p.num_heads *
                         ((p.max_seqlen + attn::kSm90BwdQueryBlock - 1) / attn::kSm90BwdQueryBlock);
   const size_t fused_bytes = 4 * size_t(p.total_tokens * p.num_heads * hdp) + 4 * size_t(sem_n) +
                              1024;  // + alignment of the two allocations
-  const bool sm90_fused = sm90 && hdp <= 128 && !p.rab_pos && sm90_fused_faster(p, hdp) &&
-                          ctx.scratch && ctx.scratch->device() == Device::kCUDA &&
-                          !ctx.scratch->is_measuring() &&
+  const bool sm90_fused = sm90 && !p.rab_pos && sm90_fused_faster(p, hdp) && ctx.scratch &&
+                          ctx.scratch->device() == Device::kCUDA && !ctx.scratch->is_measuring() &&
                           ctx.scratch->capacity() - ctx.scratch->used() >= fused_bytes;
   const bool sm90_ordered = sm90_fused && ctx.deterministic;
   const bool det = ctx.deterministic || sm90;

@@ -36,7 +36,8 @@ namespace hstu::cuda::attn::sm90 {
 // group index is XOR-ed with r % 8 (d 128: rows are queries and the consumer writes float2
 // pairs of 8 rows x 4 pairs per warp access) or the column with ((r / 2) % 4) * 8 (d 64: the
 // accumulator is transposed, rows are queries and the consumer writes single floats of 8 columns
-// x 4 row pairs per warp access). Either keeps runs of 4 aligned columns contiguous.
+// x 4 row pairs per warp access; also d 256, whose fused dQ is transposed too:
+// attention_bwd_sm90_wide.cuh). Either keeps runs of 4 aligned columns contiguous.
 template <int kHD>
 __host__ __device__ __forceinline__ int dq_col_pos(int r, int c) {
   if constexpr (kHD == 128) {
@@ -65,6 +66,16 @@ __host__ __device__ __forceinline__ uint32_t ds_byte_offset(int q, int k, int bu
     const uint32_t lin = 2u * q + 128u * k + 16384u * buf;
     return lin ^ ((k & 7u) << 4);
   }
+}
+
+// Byte offset of dS (query q, key k, buffer buf) in the fused d 256 kernel's dS buffer
+// (WideBwdTraits::SmemLayoutdS: [kBN = 32 queries, kBM = 64 keys, 2 buffers] of K-major 128-byte
+// swizzled GMMA atoms, 8 queries x 64 keys each, 1024-byte aligned): linear 128 q + 2 k + 4096
+// buf, then the 16-byte chunk (bits 4..6) XOR-ed with q % 8 (tools/check_sm90_ds_offset.cu checks
+// it against cute).
+__host__ __device__ __forceinline__ uint32_t ds_byte_offset_wide(int q, int k, int buf) {
+  const uint32_t lin = 128u * q + 2u * k + 4096u * buf;
+  return lin ^ ((q & 7u) << 4);
 }
 
 __device__ __forceinline__ int ld_acquire(const int* p) {
@@ -111,21 +122,21 @@ __device__ __forceinline__ void fence_proxy_async_global() {
   asm volatile("fence.proxy.async.global;" ::: "memory");
 }
 
-// dq [T, H, d_qk] from the accumulator: one CTA per (query block of 64 rows, head, sequence),
-// scaled by alpha * scale. A block that no key block sees (every tile skipped) was never
-// written and gets zeros.
-template <typename T, int kHD, int kKeyBlock>
+// dq [T, H, d_qk] from the accumulator: one CTA per (query block of kQBlock rows, head,
+// sequence), scaled by alpha * scale. A block that no key block sees (every tile skipped) was
+// never written and gets zeros. kQBlock: the fused kernel's query tile (64; d 256: 32).
+template <typename T, int kHD, int kKeyBlock, int kQBlock = 64>
 __global__ void __launch_bounds__(256)
     hstu_attn_dq_convert_sm90_kernel(const __grid_constant__ HstuAttnParams p) {
   const int m = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const SeqInfo si = seq_info(p, b);
-  const int i0 = m * 64;
+  const int i0 = m * kQBlock;
   if (i0 >= si.L) return;
   bool seen = false;
   for (int k = 0; k * kKeyBlock < si.L && !seen; ++k)
-    seen = tile_kind(si, p, i0, 64, k * kKeyBlock, kKeyBlock) != kTileSkip;
+    seen = tile_kind(si, p, i0, kQBlock, k * kKeyBlock, kKeyBlock) != kTileSkip;
   const float mul = p.alpha * p.scale;
-  const int rows = min(64, si.L - i0);
+  const int rows = min(kQBlock, si.L - i0);
   constexpr int kHalves = kHD / 64;
   for (int idx = threadIdx.x; idx < rows * (kHD / 4); idx += blockDim.x) {
     const int r = idx / (kHD / 4), c = (idx % (kHD / 4)) * 4;  // query row, first of 4 columns

@@ -12,10 +12,16 @@ template <typename T, int kHeadDim>
 void run_bwd_sm90(const HstuAttnParams& p, int* dq_sem, cudaStream_t stream,
                   cudaStream_t dq_stream) {
   if constexpr (kHeadDim == 256) {
-    // d 256 has the split form only: p.dq_accum / dq_sem (the fused form's request) are ignored
-    // and dq is written directly.
-    sm90::launch_bwd_wide_pass<T, true>(p, stream);
-    sm90::launch_bwd_wide_pass<T, false>(p, dq_sem ? stream : dq_stream);
+    if (p.dq_accum) {  // fused: dK, dV and the dQ accumulation in 32-query tiles, then dQ
+      using Tr = sm90::WideBwdTraits<T, true, true>;
+      sm90::launch_bwd_wide_pass<T, true, true>(p, dq_sem, stream);
+      const dim3 grid((p.max_seqlen + Tr::kBN - 1) / Tr::kBN, p.num_heads, p.batch);
+      launch<sm90::hstu_attn_dq_convert_sm90_kernel<T, 256, Tr::kBM, Tr::kBN>>(grid, 256, 0, stream,
+                                                                               p);
+    } else {  // split: the roles dK/dV kernel beside the roles dQ kernel
+      sm90::launch_bwd_wide_pass<T, true>(p, nullptr, stream);
+      sm90::launch_bwd_wide_pass<T, false>(p, nullptr, dq_stream);
+    }
   } else if (p.dq_accum) {  // fused: dK, dV and the dQ accumulation (ordered with dq_sem),
                             // then dQ converted
     using Tr = sm90::BwdTraits<T, kHeadDim, true, true>;
