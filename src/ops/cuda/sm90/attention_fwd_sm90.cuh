@@ -247,10 +247,14 @@ struct Sm90Tile {
   SeqInfo si;
   int h, blk;
 };
-template <int kBM, bool kDesc>
+// kOrder: 1 the list, 0 the grid, -1 whichever p holds (p.tile_order set or null). The forward
+// is compiled for each (its grid form then matches the kernel before the list: the two forms in
+// one kernel cost the fp16 d 128 forward 12 bytes more spill stores, ptxas); the backward kernels
+// take -1.
+template <int kBM, bool kDesc, int kOrder = -1>
 __device__ __forceinline__ Sm90Tile sm90_tile(const HstuAttnParams& p) {
   Sm90Tile t;
-  if (p.tile_order) {
+  if (kOrder == 1 || (kOrder < 0 && p.tile_order)) {
     const int x = blockIdx.x;
     const int4 e = __ldg(reinterpret_cast<const int4*>(p.tile_order) + x / p.num_heads);
     t.h = x % p.num_heads;
@@ -315,7 +319,8 @@ dim3 sm90_grid(const HstuAttnParams& p) {
   return dim3((p.max_seqlen + kBM - 1) / kBM, p.num_heads, p.batch);
 }
 
-template <typename T, typename Tr, bool kHasRab>
+// kOrder: 1 the CTAs take p.tile_order's entries, 0 the grid order (sm90_tile).
+template <typename T, typename Tr, bool kHasRab, int kOrder>
 __global__ void __launch_bounds__(Tr::kThreads, 1)
     hstu_attn_fwd_sm90_kernel(const __grid_constant__ FwdParams<Tr> P) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -331,7 +336,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   // NOTE: heavy (late, causal) query blocks first, so the tail of the grid is short blocks: in
   // the grid order per (sequence, head); with p.tile_order (attn_tile_order.h) also across
   // sequences, longest first, and without the CTAs past a sequence's end.
-  const Sm90Tile tl = sm90_tile<kBM, true>(p);
+  const Sm90Tile tl = sm90_tile<kBM, true, kOrder>(p);
   const int m_block = tl.blk, h = tl.h;
   const SeqInfo& si = tl.si;
   const int m0 = m_block * kBM;
@@ -554,12 +559,11 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   }
   named_bar_sync(128, 1 + w);
   const int rows = min(64, si.L - m0 - 64 * w);
-  // The sequence's start and the head read again (sm90_tile_start_head): with the tile order
-  // they come from a load, which the compiler would otherwise keep in registers across the loop
-  // (fp16 at d 128 / 64 spilled 12 / 24 bytes more so).
-  int64_t o_start;
-  int o_h;
-  sm90_tile_start_head(p, o_start, o_h);
+  // With the tile order the sequence's start and the head are read again here
+  // (sm90_tile_start_head), not kept in registers across the loop; the grid form as before.
+  int64_t o_start = si.start;
+  int o_h = h;
+  if constexpr (kOrder == 1) sm90_tile_start_head(p, o_start, o_h);
   if (rows > 0)
     store_tile<64, kHD, 128>(p.o.head<T>(o_start + m0 + 64 * w, o_h), p.o.row_stride,
                              sO + 64 * w * kHD, rows, p.d_v, p.o.vec, tid & 127);
@@ -604,9 +608,18 @@ void launch_fwd(const HstuAttnParams& p, cudaStream_t stream) {
   if (p.rab_pos) {
     HSTU_CHECK(p.rab_bkt != nullptr,
                "sm90 attention: rab needs the precomputed time buckets (rab_buckets.cuh)");
-    go(hstu_attn_fwd_sm90_kernel<T, Tr, true>, Tr::kSmemBytes + Tr::rab_smem_bytes(p.max_seqlen));
+    const int smem = Tr::kSmemBytes + Tr::rab_smem_bytes(p.max_seqlen);
+    if (p.tile_order) {
+      go(hstu_attn_fwd_sm90_kernel<T, Tr, true, 1>, smem);
+    } else {
+      go(hstu_attn_fwd_sm90_kernel<T, Tr, true, 0>, smem);
+    }
   } else {
-    go(hstu_attn_fwd_sm90_kernel<T, Tr, false>, Tr::kSmemBytes);
+    if (p.tile_order) {
+      go(hstu_attn_fwd_sm90_kernel<T, Tr, false, 1>, Tr::kSmemBytes);
+    } else {
+      go(hstu_attn_fwd_sm90_kernel<T, Tr, false, 0>, Tr::kSmemBytes);
+    }
   }
 }
 
