@@ -356,9 +356,12 @@ bool take_step_rab_buckets(const HstuAttentionArgs& args, HstuAttnParams& p) {
 // rows: built on `stream` into scratch (16 bytes an entry, ~ (T / bm + B) entries; emplaced in
 // `scratch` if not yet), p pointed at it. Keeps the grid order (p.tile_order null) under
 // HSTU_ATTN_SM90_ORDER=grid, for sequences too long for the builder, or without room in a real
-// CUDA scratch arena. Called before the backward's side stream forks (its dQ kernel reads it).
+// CUDA scratch arena, and for batches of full-length sequences (T = B max_seqlen: every key
+// equal, the list would be the grid order with heads fastest, for one more launch). Called before
+// the backward's side stream forks (its dQ kernel reads it).
 void order_sm90_tiles(Ctx& ctx, std::optional<Scratch>& scratch, HstuAttnParams& p, int bm,
                       cudaStream_t stream) {
+  if (p.total_tokens >= int64_t(p.batch) * p.max_seqlen) return;
   if (!attn::sm90_tile_order_on(p.max_seqlen, bm)) return;
   const int64_t n = attn::tile_order_entries(p.batch, p.max_seqlen, p.total_tokens, bm);
   const Arena* a = ctx.scratch;

@@ -34,8 +34,8 @@
 // launch (one CTA, ~3-5 us with the launch). Expected: 0.36-0.38 ms, 480-505 TFLOPS (0.89-0.94 of
 // full length); the remaining ~10 % would need a persistent kernel that overlaps one tile's
 // prologue with the previous tile's epilogue, or smaller last tiles. Full lengths: every
-// sequence has the same key, so the list is the grid order itself (sequence, then blocks heavy
-// first, heads fastest instead of blocks fastest): no change expected but the builder's launch.
+// sequence has the same key, so the list would be the grid order itself (heads fastest instead
+// of blocks): the dispatcher skips it (T = B max_seqlen) and full-length calls run main's kernels.
 // Backward: the same list (128-key blocks; 64 at d 256); the fused-dQ form (d 64 / 128) keeps
 // its descending key-block order within each (sequence, head), so a CTA still waits only on CTAs
 // launched before it, and the dQ adds keep their fixed ticket order (bit-identical output).
