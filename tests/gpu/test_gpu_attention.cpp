@@ -19,9 +19,10 @@
 // tile multiples and non-multiples, every mask feature and rab; the suite above also runs on
 // sm_90a. GpuAttentionSm90Bwd runs the cases of that list the sm_90a backward takes (d 64 / 128
 // / 256; rab with its gradients at 64 / 128; split and fused forms), and one it sends to sm80,
-// on both backends. Both sm_90a suites run the default longest-first launch order
-// (ops/detail/attn_tile_order.h; skewed_* cases: one long sequence among many short ones) and
-// the grid order (HSTU_ATTN_SM90_ORDER=grid), which must give the same bits;
+// on both backends. Both sm_90a suites run the default launch order (longest-first,
+// ops/detail/attn_tile_order.h, except the fp16 forward's; skewed_* cases: one long sequence
+// among many short ones) and the forced ones (HSTU_ATTN_SM90_ORDER=grid / seq), which must give
+// the same bits;
 // GpuAttentionTileOrder compares the order's device builder with its host reference.
 // GpuAttentionRab runs rab cases (every head count 1..4, widths 25..256, all
 // masks) with the precomputed time buckets and with the in-kernel ones: bit-identical, both near
@@ -706,15 +707,18 @@ TEST_P(GpuAttentionSm90, ForwardMatchesCpuReference) {
   hstu_attention_fwd(cctx, a, run.o);
   gpu::sync();
   EXPECT_TRUE(bit_equal(out[0], gpu::to_host(run.o))) << "sm90 o differs between runs";
-  // The grid launch order (HSTU_ATTN_SM90_ORDER=grid; the default is longest-first,
-  // attn_tile_order.h): each CTA computes the same tile either way, so the same bits.
-  setenv("HSTU_ATTN_SM90_ORDER", "grid", 1);
-  gpu::poison(run.o);
-  hstu_attention_fwd(cctx, a, run.o);
-  gpu::sync();
-  unsetenv("HSTU_ATTN_SM90_ORDER");
+  // Both launch orders forced (HSTU_ATTN_SM90_ORDER; the default is longest-first for bf16 and
+  // the grid order for fp16, attn_tile_order.h): each CTA computes the same tile either way, so
+  // the same bits.
+  for (const char* order : {"grid", "seq"}) {
+    setenv("HSTU_ATTN_SM90_ORDER", order, 1);
+    gpu::poison(run.o);
+    hstu_attention_fwd(cctx, a, run.o);
+    gpu::sync();
+    unsetenv("HSTU_ATTN_SM90_ORDER");
+    EXPECT_TRUE(bit_equal(out[0], gpu::to_host(run.o))) << "sm90 o differs in order " << order;
+  }
   unsetenv("HSTU_ATTN_SM90");
-  EXPECT_TRUE(bit_equal(out[0], gpu::to_host(run.o))) << "sm90 o differs in the grid order";
 }
 
 // The cases of sm90_cases() the sm_90a backward takes, and one it sends to sm80 (rab at d 256).

@@ -354,15 +354,16 @@ bool take_step_rab_buckets(const HstuAttentionArgs& args, HstuAttnParams& p) {
 
 // The sm_90a kernels' longest-first launch order (attn_tile_order.h) for resident blocks of bm
 // rows: built on `stream` into scratch (16 bytes an entry, ~ (T / bm + B) entries; emplaced in
-// `scratch` if not yet), p pointed at it. Keeps the grid order (p.tile_order null) under
-// HSTU_ATTN_SM90_ORDER=grid, for sequences too long for the builder, or without room in a real
+// `scratch` if not yet), p pointed at it. Keeps the grid order (p.tile_order null) where
+// sm90_tile_order_on says (by_default: false for the fp16 forward; HSTU_ATTN_SM90_ORDER=grid /
+// seq), for sequences too long for the builder, or without room in a real
 // CUDA scratch arena, and for batches of full-length sequences (T = B max_seqlen: every key
 // equal, the list would be the grid order with heads fastest, for one more launch). Called before
 // the backward's side stream forks (its dQ kernel reads it).
 void order_sm90_tiles(Ctx& ctx, std::optional<Scratch>& scratch, HstuAttnParams& p, int bm,
-                      cudaStream_t stream) {
+                      bool by_default, cudaStream_t stream) {
   if (p.total_tokens >= int64_t(p.batch) * p.max_seqlen) return;
-  if (!attn::sm90_tile_order_on(p.max_seqlen, bm)) return;
+  if (!attn::sm90_tile_order_on(p.max_seqlen, bm, by_default)) return;
   const int64_t n = attn::tile_order_entries(p.batch, p.max_seqlen, p.total_tokens, bm);
   const Arena* a = ctx.scratch;
   if (n <= 0 || !a || a->device() != Device::kCUDA || a->is_measuring()) return;
@@ -399,7 +400,9 @@ void hstu_attention_fwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& o
     compute_rab_buckets(*scratch, p, stream_of(ctx));
   }
   if (attn::sm90_fwd_supported(p, hdp)) {  // Hopper: wgmma / TMA (HSTU_ATTN_SM80=1: never)
-    order_sm90_tiles(ctx, scratch, p, attn::sm90_fwd_block_rows(hdp), stream_of(ctx));
+    // fp16: the grid order unless HSTU_ATTN_SM90_ORDER=seq (sm90_tile_order_on).
+    order_sm90_tiles(ctx, scratch, p, attn::sm90_fwd_block_rows(hdp), args.q.dtype == DType::kBF16,
+                     stream_of(ctx));
     if (args.q.dtype == DType::kBF16) {
       fwd_bucket_sm90<bf16>(hdp, p, stream_of(ctx));
     } else {
@@ -482,7 +485,8 @@ void hstu_attention_bwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& d
   };
   // The sm_90a kernels' launch order after the scratch the forms need (it is small and optional).
   auto order = [&] {
-    if (sm90) order_sm90_tiles(ctx, scratch_holder, p, attn::sm90_bwd_block_rows(hdp), stream);
+    if (sm90)
+      order_sm90_tiles(ctx, scratch_holder, p, attn::sm90_bwd_block_rows(hdp), true, stream);
   };
   if (!rab_grad && det && !sm90_fused) {  // no more scratch needed
     order();

@@ -170,9 +170,10 @@ __global__ void __launch_bounds__(1024)
 
 }  // namespace
 
-bool sm90_tile_order_on(int max_seqlen, int bm) {
+bool sm90_tile_order_on(int max_seqlen, int bm, bool by_default) {
   const char* v = std::getenv("HSTU_ATTN_SM90_ORDER");
   if (v && std::strcmp(v, "grid") == 0) return false;
+  if (!by_default && !(v && std::strcmp(v, "seq") == 0)) return false;
   return tile_order_smem_bytes(tile_order_keys(max_seqlen, bm)) + 4 <= kTileOrderMaxSmem;
 }
 

@@ -44,10 +44,13 @@ constexpr int sm90_bwd_block_rows(int padded_head_dim) {
   return padded_head_dim >= 256 ? 64 : 128;
 }
 
-// The longest-first launch order (attn_tile_order.h). Whether calls take it: not under
-// HSTU_ATTN_SM90_ORDER=grid (the grid order, blockIdx = (block, head, sequence): A/B runs), and
-// the builder's shared memory fits (max_seqlen up to ~22,000 tokens at bm 64).
-bool sm90_tile_order_on(int max_seqlen, int bm);
+// The longest-first launch order (attn_tile_order.h). Whether calls take it: by default where
+// `by_default` says (the dispatcher: not the fp16 forward, whose list form ptxas compiles with
+// 8-12 bytes more spill stores than main's at d 128 / 256), always under
+// HSTU_ATTN_SM90_ORDER=seq, never under HSTU_ATTN_SM90_ORDER=grid (the grid order, blockIdx =
+// (block, head, sequence): A/B runs); and only where the builder's shared memory fits
+// (max_seqlen up to ~22,000 tokens at bm 64).
+bool sm90_tile_order_on(int max_seqlen, int bm, bool by_default);
 // Writes the list of p's batch for resident blocks of bm rows into out (entries =
 // tile_order_entries(p.batch, p.max_seqlen, p.total_tokens, bm)) on `stream`: one CTA, no host
 // synchronisation (capturable in a CUDA graph), the same list every run.
