@@ -19,7 +19,12 @@
 // tile multiples and non-multiples, every mask feature and rab; the suite above also runs on
 // sm_90a. GpuAttentionSm90Bwd runs the cases of that list the sm_90a backward takes (d 64 / 128
 // / 256; rab with its gradients at 64 / 128; split and fused forms), and one it sends to sm80,
-// on both backends. GpuAttentionRab runs rab cases (every head count 1..4, widths 25..256, all
+// on both backends. Both sm_90a suites run the default launch order (longest-first,
+// ops/detail/attn_tile_order.h, except the fp16 forward's; skewed_* cases: one long sequence
+// among many short ones) and the forced ones (HSTU_ATTN_SM90_ORDER=grid / seq), which must give
+// the same bits;
+// GpuAttentionTileOrder compares the order's device builder with its host reference.
+// GpuAttentionRab runs rab cases (every head count 1..4, widths 25..256, all
 // masks) with the precomputed time buckets and with the in-kernel ones: bit-identical, both near
 // the reference; then forward and backward on sm_90a where it runs.
 //
@@ -47,6 +52,7 @@ namespace hstu::test {
 namespace {
 
 using gpu::round_to;
+using HstuAttnParamsForTest = cuda::attn::HstuAttnParams;
 
 struct Case {
   std::string name;
@@ -627,6 +633,22 @@ std::vector<Case> sm90_cases() {
     x.group = 2;
     x.window = 200;
   });
+  // The longest-first launch order (attn_tile_order.h) on very skewed batches: one long
+  // sequence among many of 1..16 tokens, every resident block size (192 / 128
+  // forward rows, 128 / 64 backward rows).
+  auto skewed = [](int long_len, int n_short) {
+    std::vector<int> len = {3};
+    for (int k = 0; k < n_short; ++k) len.push_back(1 + (7 * k + 3) % 16);
+    len.insert(len.begin() + 1 + n_short / 2, long_len);
+    return len;
+  };
+  add("skewed_causal_d128_bf16", kB, 128, [&](Case& x) { x.lengths = skewed(2048, 45); });
+  add("skewed_causal_d64_fp16", kH, 64, [&](Case& x) { x.lengths = skewed(1600, 60); });
+  add("skewed_targets_d256_bf16", kB, 256, [&](Case& x) {
+    x.lengths = skewed(1100, 30);
+    x.targets = true;
+    x.group = 2;
+  });
   // rab in the sm_90a backward (attention_bwd_sm90_rab.cuh): causal jagged batches, several
   // 128-key blocks per sequence, the last bucket saturated, non-causal.
   add("rab_causal_jagged_d64_bf16", kB, 64, [](Case& x) {
@@ -687,8 +709,19 @@ TEST_P(GpuAttentionSm90, ForwardMatchesCpuReference) {
   gpu::poison(run.o);  // the sm90 forward is deterministic too
   hstu_attention_fwd(cctx, a, run.o);
   gpu::sync();
-  unsetenv("HSTU_ATTN_SM90");
   EXPECT_TRUE(bit_equal(out[0], gpu::to_host(run.o))) << "sm90 o differs between runs";
+  // Both launch orders forced (HSTU_ATTN_SM90_ORDER; the default is longest-first for bf16 and
+  // the grid order for fp16, attn_tile_order.h): each CTA computes the same tile either way, so
+  // the same bits.
+  for (const char* order : {"grid", "seq"}) {
+    setenv("HSTU_ATTN_SM90_ORDER", order, 1);
+    gpu::poison(run.o);
+    hstu_attention_fwd(cctx, a, run.o);
+    gpu::sync();
+    unsetenv("HSTU_ATTN_SM90_ORDER");
+    EXPECT_TRUE(bit_equal(out[0], gpu::to_host(run.o))) << "sm90 o differs in order " << order;
+  }
+  unsetenv("HSTU_ATTN_SM90");
 }
 
 // The cases of sm90_cases() the sm_90a backward takes, and one it sends to sm80 (rab at d 256).
@@ -726,11 +759,14 @@ TEST_P(GpuAttentionSm90Bwd, MatchesCpuReference) {
     const char* env;     // forces the form
     bool det;            // ctx.deterministic
     bool same_as_first;  // bit-identical to the form's first run
+    bool grid = false;   // HSTU_ATTN_SM90_ORDER=grid (else the longest-first order)
   };
-  const Form forms[6] = {{"sm90 split", "HSTU_ATTN_SM90_SPLIT", true, false},
+  const Form forms[8] = {{"sm90 split", "HSTU_ATTN_SM90_SPLIT", true, false},
                          {"sm90 split, atomic asked", "HSTU_ATTN_SM90_SPLIT", false, true},
+                         {"sm90 split, grid order", "HSTU_ATTN_SM90_SPLIT", true, true, true},
                          {"sm90 fused", "HSTU_ATTN_SM90_FUSED", true, false},
                          {"sm90 fused again", "HSTU_ATTN_SM90_FUSED", true, true},
+                         {"sm90 fused, grid order", "HSTU_ATTN_SM90_FUSED", true, true, true},
                          {"sm90 fused, atomic asked", "HSTU_ATTN_SM90_FUSED", false, false},
                          {"sm80", "HSTU_ATTN_SM80", true, false}};
   setenv("HSTU_ATTN_SM90", "1", 1);
@@ -739,7 +775,9 @@ TEST_P(GpuAttentionSm90Bwd, MatchesCpuReference) {
     const bool sm80 = std::strcmp(f.name, "sm80") == 0;
     const bool fused = std::strncmp(f.name, "sm90 fused", 10) == 0;
     setenv(f.env, "1", 1);
+    if (f.grid) setenv("HSTU_ATTN_SM90_ORDER", "grid", 1);
     const Outputs out = run.run(f.det);
+    unsetenv("HSTU_ATTN_SM90_ORDER");
     unsetenv(f.env);
     SCOPED_TRACE(f.name);
     auto check = [&](const char* what, const Tensor& o, const Tensor& r, const Tensor& nv) {
@@ -765,6 +803,51 @@ TEST_P(GpuAttentionSm90Bwd, MatchesCpuReference) {
     }
   }
   unsetenv("HSTU_ATTN_SM90");
+}
+
+// The device builder of the sm_90a launch order (attention_sm90.cu) against its host reference
+// (attn_tile_order.h), for batches of one to several thousand sequences (several 1024-sequence
+// chunks), every resident block size, and twice for the same bits. Runs wherever CUDA does.
+TEST(GpuAttentionTileOrder, BuilderMatchesReference) {
+  HSTU_REQUIRE_GPU();
+  gpu::DeviceScope scope;
+  std::mt19937 g(5);
+  for (int batch : {1, 7, 32, 1000, 2500}) {
+    for (int bm : {64, 128, 192}) {
+      std::vector<int32_t> cu(batch + 1, 0);
+      int mx = 1;
+      for (int b = 0; b < batch; ++b) {
+        const int len = (g() % 3 == 0) ? static_cast<int>(g() % 17)
+                                       : static_cast<int>(g() % (batch > 100 ? 600 : 4097));
+        cu[b + 1] = cu[b] + len;
+        mx = std::max(mx, len);
+      }
+      const std::vector<cuda::attn::SeqTile> ref =
+          cuda::attn::tile_order_reference(cu, mx, cu.back(), bm);
+      const int64_t n = cuda::attn::tile_order_entries(batch, mx, cu.back(), bm);
+      ASSERT_EQ(static_cast<int64_t>(ref.size()), n);
+      gpu::DevVec<int32_t> dcu(cu), dout(4 * n);
+      HstuAttnParamsForTest p;
+      p.cu_seqlens = dcu.p;
+      p.batch = batch;
+      p.max_seqlen = mx;
+      p.total_tokens = cu.back();
+      for (int rep = 0; rep < 2; ++rep) {
+        HSTU_CUDA_CHECK(cudaMemset(dout.p, 0x5a, 16 * size_t(n)));
+        cuda::attn::sm90_build_tile_order(p, bm, reinterpret_cast<cuda::attn::SeqTile*>(dout.p), n,
+                                          nullptr);
+        gpu::sync();
+        const std::vector<int32_t> got = dout.host();
+        for (int64_t e = 0; e < n; ++e) {
+          const cuda::attn::SeqTile& r = ref[e];
+          ASSERT_TRUE(got[4 * e] == r.b && got[4 * e + 1] == r.j && got[4 * e + 2] == r.start &&
+                      got[4 * e + 3] == r.len)
+              << "batch " << batch << " bm " << bm << " entry " << e << ": (" << got[4 * e] << ", "
+              << got[4 * e + 1] << ") vs (" << r.b << ", " << r.j << ")";
+        }
+      }
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, GpuAttentionSm90, ::testing::ValuesIn(sm90_cases()),

@@ -35,7 +35,8 @@
 // 8 * (|rab_pos| + |rab_time|) bytes with rab gradients, plus
 // 4 * T * H * Dpad bytes for the dQ accumulator when not deterministic (sm80) or with the fused
 // sm_90a backward (+ 8 * B * H * ceil(max_seqlen / 64) semaphore bytes; without that room the
-// split form runs).
+// split form runs), and with the sm_90a kernels their launch order (attn_tile_order.h:
+// 16 * (T / bm + B) bytes, bm = 64..192; without room the grid order).
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -351,6 +352,32 @@ bool take_step_rab_buckets(const HstuAttentionArgs& args, HstuAttnParams& p) {
   return true;
 }
 
+// The sm_90a kernels' longest-first launch order (attn_tile_order.h) for resident blocks of bm
+// rows: built on `stream` into scratch (16 bytes an entry, ~ (T / bm + B) entries; emplaced in
+// `scratch` if not yet), p pointed at it. Keeps the grid order (p.tile_order null) where
+// sm90_tile_order_on says (by_default: false for the fp16 forward; HSTU_ATTN_SM90_ORDER=grid /
+// seq), for sequences too long for the builder, or without room in a real
+// CUDA scratch arena, and for batches of full-length sequences (T = B max_seqlen: every key
+// equal, the list would be the grid order with heads fastest, for one more launch). Called before
+// the backward's side stream forks (its dQ kernel reads it).
+void order_sm90_tiles(Ctx& ctx, std::optional<Scratch>& scratch, HstuAttnParams& p, int bm,
+                      bool by_default, cudaStream_t stream) {
+  if (p.total_tokens >= int64_t(p.batch) * p.max_seqlen) return;
+  if (!attn::sm90_tile_order_on(p.max_seqlen, bm, by_default)) return;
+  const int64_t n = attn::tile_order_entries(p.batch, p.max_seqlen, p.total_tokens, bm);
+  const Arena* a = ctx.scratch;
+  if (n <= 0 || !a || a->device() != Device::kCUDA || a->is_measuring()) return;
+  const size_t bytes = sizeof(attn::SeqTile) * size_t(n);
+  if (a->capacity() - a->used() < arena_bytes(bytes)) return;
+  if (!scratch) scratch.emplace(ctx, "hstu_attention");
+  const Tensor t = scratch->alloc(DType::kU8, {int64_t(bytes)});
+  auto* list = static_cast<attn::SeqTile*>(t.data);
+  attn::sm90_build_tile_order(p, bm, list, n, stream);
+  p.tile_order = list;
+  p.tile_order_n = n;
+  p.tile_order_bm = bm;
+}
+
 }  // namespace
 
 bool hstu_rab_buckets(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& out) {
@@ -373,6 +400,9 @@ void hstu_attention_fwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& o
     compute_rab_buckets(*scratch, p, stream_of(ctx));
   }
   if (attn::sm90_fwd_supported(p, hdp)) {  // Hopper: wgmma / TMA (HSTU_ATTN_SM80=1: never)
+    // fp16: the grid order unless HSTU_ATTN_SM90_ORDER=seq (sm90_tile_order_on).
+    order_sm90_tiles(ctx, scratch, p, attn::sm90_fwd_block_rows(hdp), args.q.dtype == DType::kBF16,
+                     stream_of(ctx));
     if (args.q.dtype == DType::kBF16) {
       fwd_bucket_sm90<bf16>(hdp, p, stream_of(ctx));
     } else {
@@ -452,7 +482,13 @@ void hstu_attention_bwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& d
       HSTU_CUDA_CHECK(cudaStreamWaitEvent(stream, side->join, 0));
     }
   };
+  // The sm_90a kernels' launch order after the scratch the forms need (it is small and optional).
+  auto order = [&] {
+    if (sm90)
+      order_sm90_tiles(ctx, scratch_holder, p, attn::sm90_bwd_block_rows(hdp), true, stream);
+  };
   if (!rab_grad && det && !sm90_fused) {  // no more scratch needed
+    order();
     run();
     return;
   }
@@ -479,6 +515,7 @@ void hstu_attention_bwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& d
     p.dq_accum = static_cast<float*>(acc.data);
     p.dq_accum_head_stride = hdp;
   }
+  order();
   run();
   if (rab_grad) {
     const int n = p.rab_pos_len + p.rab_time_len;

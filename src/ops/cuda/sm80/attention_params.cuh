@@ -9,6 +9,8 @@
 
 #include <cstdint>
 
+#include "ops/detail/attn_tile_order.h"
+
 namespace hstu::cuda::attn {
 
 // Time-bucket thresholds carried in the params (tables with more buckets use the exact
@@ -72,6 +74,14 @@ struct HstuAttnParams {
   // u8, so only for tables of <= kMaxBktTable entries.
   const uint8_t* rab_bkt = nullptr;
   int64_t rab_bkt_stride = 0;  // multiple of kBktAlign, >= max_seqlen
+
+  // ---- sm_90a launch order (attn_tile_order.h; the sm80 kernels ignore it): null = the grid
+  // order (blockIdx = (block, head, sequence)); else a 1-D grid of tile_order_n x num_heads CTAs,
+  // CTA x taking entry x / num_heads, head x % num_heads, built for resident blocks of
+  // tile_order_bm rows (checked by each launcher against its kernel's).
+  const SeqTile* tile_order = nullptr;
+  int64_t tile_order_n = 0;
+  int tile_order_bm = 0;
 
   // ---- backward
   float* dq_accum = nullptr;                 // fp32 [T, H, kHeadDim] (atomic-dQ mode only)

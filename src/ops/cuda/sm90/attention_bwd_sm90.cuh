@@ -95,6 +95,7 @@ struct BwdTraits {
   static constexpr int kConsumerWGs = 2;
   static constexpr int kBM = 64 * kConsumerWGs;  // resident rows (keys for dK/dV, else queries)
   static constexpr int kBN = 64;                 // streamed rows per block
+  static_assert(kBM == sm90_bwd_block_rows(kHeadDim), "attention_sm90.h's block rows");
   static constexpr int kStages = 2;
   static constexpr int kThreads = 128 * (kConsumerWGs + 1);
   // Fused dQ: the producer warpgroup's writer threads walk the tiles too: 56 / 224 registers
@@ -267,17 +268,7 @@ __device__ __forceinline__ int opaque_tid() {
   return t;
 }
 
-// blockIdx.y / .z, read as opaque_tid reads the thread index.
-__device__ __forceinline__ int opaque_ctaid_y() {
-  int t;
-  asm volatile("mov.u32 %0, %%ctaid.y;" : "=r"(t));
-  return t;
-}
-__device__ __forceinline__ int opaque_ctaid_z() {
-  int t;
-  asm volatile("mov.u32 %0, %%ctaid.z;" : "=r"(t));
-  return t;
-}
+// opaque_ctaid_x / y / z: attention_fwd_sm90.cuh.
 
 // Converts one thread's [64, kBN] accumulators to the A fragments of an rs wgmma in place order
 // (pairs of 8-column atoms make one 16-wide k block: see the forward's to_p).
@@ -362,12 +353,15 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   // the fused kernel: there a key block adds its partial dQ after every later key block of the
   // same query block (the order in which they reach it), so those must launch first (a CTA
   // only ever waits for CTAs launched before it: no deadlock).
-  const int blk = kDkdv && !Tr::kFused ? int(blockIdx.x) : int(gridDim.x - 1 - blockIdx.x);
-  int h = blockIdx.y;  // the fused consumers' epilogue reads it again
-  const int b = blockIdx.z;
-  const SeqInfo si = seq_info(p, b);
+  // With p.tile_order (attn_tile_order.h) the same order within each (sequence, head), and
+  // sequences longest first: a fused CTA still waits only for CTAs launched before it.
+  const Sm90Tile tl = sm90_tile<kBM, !(kDkdv && !Tr::kFused)>(p);
+  const int blk = tl.blk;
+  int h = tl.h;  // the fused consumers' epilogue reads it again
+  const int b = tl.si.b;
+  const SeqInfo& si = tl.si;
   const int r0 = blk * kBM;
-  if (r0 >= si.L) return;  // the whole CTA, before any barrier
+  if (r0 >= si.L) return;  // the whole CTA, before any barrier (and past the list's end)
   const int tid = threadIdx.x, wg = tid / 128;
   const int n_blocks = (si.L + kBN - 1) / kBN;
   // Kind of the tile (resident block, streamed block n); tile_kind takes the query range first.
@@ -722,9 +716,10 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   const int rows = min(64, si.L - r0 - 64 * w);
   if (rows <= 0) return;
   // Fused: the sequence's start and the head read again here rather than kept live across the
-  // loop (same values: cu_seqlens[b], blockIdx.y).
-  const int64_t start = Tr::kFused ? int64_t(p.cu_seqlens[opaque_ctaid_z()]) : si.start;
-  if constexpr (Tr::kFused) h = opaque_ctaid_y();
+  // loop (same values: cu_seqlens[b], blockIdx.y; with the tile order its entry's start and
+  // blockIdx.x % H).
+  int64_t start = si.start;
+  if constexpr (Tr::kFused) sm90_tile_start_head(p, start, h);
   const int64_t row = start + r0 + 64 * w;
   if constexpr (kDkdv) {
     store_tile<64, kHD, 128>(p.dk.head<T>(row, h), p.dk.row_stride, sB + 64 * w * kHD, rows, p.d_qk,
@@ -761,7 +756,7 @@ void launch_bwd_pass(const HstuAttnParams& p, int* dq_sem, cudaStream_t stream) 
                            take<0, 2>(typename Tr::SmemLayoutS{}), tile_s, _1{});
   P.tma_s2 = make_tma_copy(SM90_TMA_LOAD{}, gmem_view<Tr>(s2, p.total_tokens, p.d_v, p.num_heads),
                            take<0, 2>(typename Tr::SmemLayoutS{}), tile_s, _1{});
-  const dim3 grid((p.max_seqlen + Tr::kBM - 1) / Tr::kBM, p.num_heads, p.batch);
+  const dim3 grid = sm90_grid<Tr::kBM>(p);
   if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;
   auto go = [&](auto kernel, int smem) {
     // Every call (a host-side attribute, legal inside stream capture): the rab variant's size

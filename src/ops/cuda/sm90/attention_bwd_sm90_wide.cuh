@@ -101,7 +101,8 @@ struct WideBwdTraits {
   static constexpr bool kFused = kDkdv && kFusedDq;
   static constexpr int kHD = 256;
   static constexpr int kConsumerWGs = 2;
-  static constexpr int kBM = 64;                // resident rows (keys for dK/dV, else queries)
+  static constexpr int kBM = 64;  // resident rows (keys for dK/dV, else queries)
+  static_assert(kBM == sm90_bwd_block_rows(kHD), "attention_sm90.h's block rows");
   static constexpr int kBN = kFused ? 32 : 64;  // streamed rows per block
   static constexpr int kStages = 2;
   static constexpr int kFBufs = 2;  // F buffers: warpgroup 0 runs up to one block ahead
@@ -423,14 +424,15 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   SS& ss = *reinterpret_cast<SS*>(smem_raw);
   const HstuAttnParams& p = P.p;
 
-  // Heavy blocks first under causal masks: early key blocks (dK/dV), late query blocks (dQ).
-  // Fused: late key blocks first, as in the fused d 64 / 128 kernel (a key block adds its dQ
-  // after every later key block: a CTA only ever waits for CTAs launched before it).
-  const int blk = kDkdv && !Tr::kFused ? int(blockIdx.x) : int(gridDim.x - 1 - blockIdx.x);
-  const int h = blockIdx.y, b = blockIdx.z;
-  const SeqInfo si = seq_info(p, b);
+  // Heavy blocks first under causal masks: early key blocks (dK/dV), late query blocks (dQ); with
+  // p.tile_order (attn_tile_order.h) also sequences longest first. Fused: late key blocks first,
+  // as in the fused d 64 / 128 kernel (a key block adds its dQ after every later key block: a CTA
+  // only ever waits for CTAs launched before it).
+  const Sm90Tile tl = sm90_tile<kBM, !kDkdv || Tr::kFused>(p);
+  const int blk = tl.blk, h = tl.h;
+  const SeqInfo& si = tl.si;
   const int r0 = blk * kBM;
-  if (r0 >= si.L) return;  // the whole CTA, before any barrier
+  if (r0 >= si.L) return;  // the whole CTA, before any barrier (and past the list's end)
   const int tid = threadIdx.x, wg = tid / 128;
   const int n_blocks = (si.L + kBN - 1) / kBN;
   auto kind_of = [&](int n) {
@@ -465,7 +467,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     if (tid == 0) bwd_produce(P, ss, pipe, si, blk, h, n_blocks, next_visible);
     if constexpr (Tr::kFused) {
       if (tid == 32 || tid == 64)
-        wide_dq_writer<Tr>(P, ss, si, blk, h, b, n_blocks, tid / 32 - 1, next_visible);
+        wide_dq_writer<Tr>(P, ss, si, blk, h, si.b, n_blocks, tid / 32 - 1, next_visible);
     }
     return;
   }
@@ -608,7 +610,7 @@ void launch_bwd_wide_pass(const HstuAttnParams& p, int* dq_sem, cudaStream_t str
                            take<0, 2>(typename Tr::SmemLayoutS{}), tile_s, _1{});
   P.tma_s2 = make_tma_copy(SM90_TMA_LOAD{}, gmem_view<Tr>(s2, p.total_tokens, p.d_v, p.num_heads),
                            take<0, 2>(typename Tr::SmemLayoutS{}), tile_s, _1{});
-  const dim3 grid((p.max_seqlen + Tr::kBM - 1) / Tr::kBM, p.num_heads, p.batch);
+  const dim3 grid = sm90_grid<Tr::kBM>(p);
   if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;
   if constexpr (kFused) {
     static_assert(2 * Tr::kBN == 64, "the tickets of attention_sm90.h's dq_sem");

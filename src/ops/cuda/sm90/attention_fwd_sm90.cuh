@@ -78,6 +78,7 @@ struct FwdTraits {
   static constexpr int kConsumerWGs = kHeadDim <= 64 ? 3 : 2;
   static constexpr int kBM = 64 * kConsumerWGs;           // 64 query rows per consumer warpgroup
   static constexpr int kBN = kHeadDim <= 128 ? 128 : 64;  // d 256: the O accumulator takes 128 regs
+  static_assert(kBM == sm90_fwd_block_rows(kHeadDim), "attention_sm90.h's block rows");
   static constexpr int kStages = 2;
   // Warp-scheduler barriers between the consumer warpgroups (FA3 §3.3). NOTE: no measurable gain
   // yet: 544.8 / 367.3 / 631.6 TFLOPS (d 128 / 64 / 256, B32 L4096 H4) with them on an H100,
@@ -236,7 +237,90 @@ __device__ __forceinline__ void wg_gemm(Mma& mma, const TA& tA, const TB& tB, TC
   warpgroup_fence_operand(tC);
 }
 
-template <typename T, typename Tr, bool kHasRab>
+// The CTA's (sequence, head, resident block). Grid order (p.tile_order null): blockIdx =
+// (block, head, sequence), kDesc: block gridDim.x - 1 - blockIdx.x (heavy first under causal
+// masks for query-major kernels), else blockIdx.x. Tile order: entry blockIdx.x / H of the list
+// (one 16-byte load that carries the sequence's rows, so seq_info reads only the contexts and
+// targets), head blockIdx.x % H, block n - 1 - j (kDesc) or j of the sequence's n blocks; past
+// the list's end si.L = 0, so the caller's `blk * kBM >= si.L` test returns.
+struct Sm90Tile {
+  SeqInfo si;
+  int h, blk;
+};
+// kOrder: 1 the list, 0 the grid, -1 whichever p holds (p.tile_order set or null). The forward
+// is compiled for each (its grid form then matches the kernel before the list: the two forms in
+// one kernel cost the fp16 d 128 forward 12 bytes more spill stores, ptxas); the backward kernels
+// take -1.
+template <int kBM, bool kDesc, int kOrder = -1>
+__device__ __forceinline__ Sm90Tile sm90_tile(const HstuAttnParams& p) {
+  Sm90Tile t;
+  if (kOrder == 1 || (kOrder < 0 && p.tile_order)) {
+    const int x = blockIdx.x;
+    const int4 e = __ldg(reinterpret_cast<const int4*>(p.tile_order) + x / p.num_heads);
+    t.h = x % p.num_heads;
+    t.si.b = max(e.x, 0);  // past the end: b = -1, len = 0 (returns)
+    t.si.start = e.z;
+    t.si.L = e.w;
+    t.si.c = p.num_contexts ? p.num_contexts[t.si.b] : 0;
+    t.si.t = p.num_targets ? p.num_targets[t.si.b] : 0;
+    // The builder's count (a sequence past max_seqlen keeps the grid order's blocks); 0 past
+    // the end.
+    const int n = min(seq_blocks(t.si.L, kBM), seq_blocks(p.max_seqlen, kBM));
+    t.blk = kDesc ? max(n - 1 - e.y, 0) : e.y;
+  } else {
+    t.h = blockIdx.y;
+    t.si = seq_info(p, blockIdx.z);
+    t.blk = kDesc ? int(gridDim.x - 1 - blockIdx.x) : int(blockIdx.x);
+  }
+  return t;
+}
+
+// blockIdx.x / .y / .z, read so that the compiler cannot hoist what is derived from them out of
+// a loop (asm volatile): values re-derived where needed instead of kept live.
+__device__ __forceinline__ int opaque_ctaid_x() {
+  int t;
+  asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(t));
+  return t;
+}
+__device__ __forceinline__ int opaque_ctaid_y() {
+  int t;
+  asm volatile("mov.u32 %0, %%ctaid.y;" : "=r"(t));
+  return t;
+}
+__device__ __forceinline__ int opaque_ctaid_z() {
+  int t;
+  asm volatile("mov.u32 %0, %%ctaid.z;" : "=r"(t));
+  return t;
+}
+
+// The CTA's sequence start and head again (the values sm90_tile gave), for an epilogue: read
+// anew rather than kept live across the main loop.
+__device__ __forceinline__ void sm90_tile_start_head(const HstuAttnParams& p, int64_t& start,
+                                                     int& h) {
+  if (p.tile_order) {
+    const int x = opaque_ctaid_x();
+    start = p.tile_order[x / p.num_heads].start;
+    h = x % p.num_heads;
+  } else {
+    start = p.cu_seqlens[opaque_ctaid_z()];
+    h = opaque_ctaid_y();
+  }
+}
+
+// The launch grid: the tile order's 1-D grid (launchers check p.tile_order_bm == kBM), else
+// (ceil(max_seqlen / kBM), H, B).
+template <int kBM>
+dim3 sm90_grid(const HstuAttnParams& p) {
+  if (p.tile_order) {
+    HSTU_CHECK(p.tile_order_bm == kBM, "sm90 attention: tile order built for ", p.tile_order_bm,
+               "-row blocks, kernel has ", kBM);
+    return dim3(static_cast<unsigned>(p.tile_order_n * p.num_heads), 1, 1);
+  }
+  return dim3((p.max_seqlen + kBM - 1) / kBM, p.num_heads, p.batch);
+}
+
+// kOrder: 1 the CTAs take p.tile_order's entries, 0 the grid order (sm90_tile).
+template <typename T, typename Tr, bool kHasRab, int kOrder>
 __global__ void __launch_bounds__(Tr::kThreads, 1)
     hstu_attn_fwd_sm90_kernel(const __grid_constant__ FwdParams<Tr> P) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -249,11 +333,14 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   SS& ss = *reinterpret_cast<SS*>(smem_raw);
   const HstuAttnParams& p = P.p;
 
-  // NOTE: heavy (late, causal) query blocks first, so the tail of the grid is short blocks.
-  const int m_block = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-  const SeqInfo si = seq_info(p, b);
+  // NOTE: heavy (late, causal) query blocks first, so the tail of the grid is short blocks: in
+  // the grid order per (sequence, head); with p.tile_order (attn_tile_order.h) also across
+  // sequences, longest first, and without the CTAs past a sequence's end.
+  const Sm90Tile tl = sm90_tile<kBM, true, kOrder>(p);
+  const int m_block = tl.blk, h = tl.h;
+  const SeqInfo& si = tl.si;
   const int m0 = m_block * kBM;
-  if (m0 >= si.L) return;  // the whole CTA, before any barrier
+  if (m0 >= si.L) return;  // the whole CTA, before any barrier (and past the list's end)
   const int tid = threadIdx.x, wg = tid / 128;
   const int n_blocks = (si.L + kBN - 1) / kBN;
 
@@ -472,8 +559,13 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   }
   named_bar_sync(128, 1 + w);
   const int rows = min(64, si.L - m0 - 64 * w);
+  // With the tile order the sequence's start and the head are read again here
+  // (sm90_tile_start_head), not kept in registers across the loop; the grid form as before.
+  int64_t o_start = si.start;
+  int o_h = h;
+  if constexpr (kOrder == 1) sm90_tile_start_head(p, o_start, o_h);
   if (rows > 0)
-    store_tile<64, kHD, 128>(p.o.head<T>(si.start + m0 + 64 * w, h), p.o.row_stride,
+    store_tile<64, kHD, 128>(p.o.head<T>(o_start + m0 + 64 * w, o_h), p.o.row_stride,
                              sO + 64 * w * kHD, rows, p.d_v, p.o.vec, tid & 127);
 #endif
 }
@@ -503,7 +595,7 @@ void launch_fwd(const HstuAttnParams& p, cudaStream_t stream) {
   P.tma_v = make_tma_copy(SM90_TMA_LOAD{}, gmem_view<Tr>(p.v, p.total_tokens, p.d_v, p.num_heads),
                           take<0, 2>(typename Tr::SmemLayoutK{}),
                           Shape<Int<Tr::kBN>, Int<kHeadDim>>{}, _1{});
-  const dim3 grid((p.max_seqlen + Tr::kBM - 1) / Tr::kBM, p.num_heads, p.batch);
+  const dim3 grid = sm90_grid<Tr::kBM>(p);
   if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;
   auto go = [&](auto kernel, int smem) {
     // Every call (a host-side attribute, legal inside stream capture): both rab variants share
@@ -516,9 +608,18 @@ void launch_fwd(const HstuAttnParams& p, cudaStream_t stream) {
   if (p.rab_pos) {
     HSTU_CHECK(p.rab_bkt != nullptr,
                "sm90 attention: rab needs the precomputed time buckets (rab_buckets.cuh)");
-    go(hstu_attn_fwd_sm90_kernel<T, Tr, true>, Tr::kSmemBytes + Tr::rab_smem_bytes(p.max_seqlen));
+    const int smem = Tr::kSmemBytes + Tr::rab_smem_bytes(p.max_seqlen);
+    if (p.tile_order) {
+      go(hstu_attn_fwd_sm90_kernel<T, Tr, true, 1>, smem);
+    } else {
+      go(hstu_attn_fwd_sm90_kernel<T, Tr, true, 0>, smem);
+    }
   } else {
-    go(hstu_attn_fwd_sm90_kernel<T, Tr, false>, Tr::kSmemBytes);
+    if (p.tile_order) {
+      go(hstu_attn_fwd_sm90_kernel<T, Tr, false, 1>, Tr::kSmemBytes);
+    } else {
+      go(hstu_attn_fwd_sm90_kernel<T, Tr, false, 0>, Tr::kSmemBytes);
+    }
   }
 }
 

@@ -1,12 +1,15 @@
 // attention_sm90.cu — which HSTU attention calls the sm_90a kernels take (attention_sm90.h):
 // the device's compute capability (cached per device), the HSTU_ATTN_SM80=1 override and the
-// operands' TMA constraints. Compiles without CUTLASS; the kernels themselves are in
+// operands' TMA constraints; and the builder of their longest-first launch order
+// (attn_tile_order.h). Compiles without CUTLASS; the kernels themselves are in
 // attention_fwd_sm90.cuh and attention_bwd_sm90.cuh.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 
 #include "core/cuda_check.h"
+#include "core/error.h"
 #include "ops/cuda/sm90/attention_sm90.h"
 
 namespace hstu::cuda::attn {
@@ -97,6 +100,95 @@ bool tma_operands_ok(const HstuAttnParams& p) {
 }
 
 }  // namespace
+
+namespace {
+
+// The list of attn_tile_order.h (tile_order_reference is its host twin): one CTA. Counts the
+// sequences per key (resident blocks, clamped to keys - 1), the first entry of each key's
+// sequences (keys descending), then, in chunks of blockDim.x sequences in batch order, each
+// sequence's rank among the earlier ones of its key (__match_any_sync within a warp, per-warp
+// counts in shared memory across warps): its entries are base[k] + k rank .. + k - 1. Every
+// position is fixed by the lengths alone, so the list is the same every run.
+__global__ void __launch_bounds__(1024)
+    tile_order_kernel(const int32_t* __restrict__ cu, int batch, int bm, int keys,
+                      SeqTile* __restrict__ out, int64_t entries) {
+  extern __shared__ int smem[];
+  int* cnt = smem;              // [keys] sequences of key k
+  int* base = cnt + keys;       // [keys] first entry of key k's sequences
+  int* seen = base + keys;      // [keys] sequences of key k in earlier chunks
+  int* wc = seen + keys;        // [32][keys] sequences of key k in warp w of this chunk
+  int* total = wc + 32 * keys;  // [1] entries in use
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nthreads = blockDim.x;
+  const int nwarps = nthreads / 32;
+  auto key_of = [&](int len) { return min(seq_blocks(len, bm), keys - 1); };
+  for (int k = tid; k < keys; k += nthreads) cnt[k] = seen[k] = 0;
+  __syncthreads();
+  for (int b = tid; b < batch; b += nthreads) atomicAdd(&cnt[key_of(cu[b + 1] - cu[b])], 1);
+  __syncthreads();
+  if (tid == 0) {
+    long long acc = 0;
+    for (int k = keys - 1; k >= 0; --k) {
+      base[k] = static_cast<int>(acc);
+      acc += static_cast<long long>(k) * cnt[k];
+    }
+    *total = static_cast<int>(acc < entries ? acc : entries);
+  }
+  __syncthreads();
+#pragma unroll 1
+  for (int c0 = 0; c0 < batch; c0 += nthreads) {  // uniform trip count: every lane matches
+    for (int i = tid; i < 32 * keys; i += nthreads) wc[i] = 0;
+    __syncthreads();
+    const int b = c0 + tid;
+    const bool valid = b < batch;
+    int start = 0, len = 0, k = keys;  // keys: no sequence's key
+    if (valid) {
+      start = cu[b];
+      len = cu[b + 1] - start;
+      k = key_of(len);
+    }
+    const unsigned same = __match_any_sync(0xffffffffu, k);
+    const int rank = __popc(same & ((1u << lane) - 1u));
+    if (valid && rank == 0) wc[warp * keys + k] = __popc(same);
+    __syncthreads();
+    if (valid && k > 0) {
+      int r = seen[k] + rank;
+      for (int w = 0; w < warp; ++w) r += wc[w * keys + k];
+      const long long off = base[k] + static_cast<long long>(k) * r;
+      for (int j = 0; j < k; ++j)
+        if (off + j < entries) out[off + j] = SeqTile{b, j, start, len};
+    }
+    __syncthreads();
+    for (int kk = tid; kk < keys; kk += nthreads) {
+      int sum = 0;
+      for (int w = 0; w < nwarps; ++w) sum += wc[w * keys + kk];
+      seen[kk] += sum;
+    }
+    __syncthreads();
+  }
+  for (long long t = *total + tid; t < entries; t += nthreads) out[t] = SeqTile{-1, 0, 0, 0};
+}
+
+}  // namespace
+
+bool sm90_tile_order_on(int max_seqlen, int bm, bool by_default) {
+  const char* v = std::getenv("HSTU_ATTN_SM90_ORDER");
+  if (v && std::strcmp(v, "grid") == 0) return false;
+  if (!by_default && !(v && std::strcmp(v, "seq") == 0)) return false;
+  return tile_order_smem_bytes(tile_order_keys(max_seqlen, bm)) + 4 <= kTileOrderMaxSmem;
+}
+
+void sm90_build_tile_order(const HstuAttnParams& p, int bm, SeqTile* out, int64_t entries,
+                           cudaStream_t stream) {
+  if (entries <= 0) return;
+  const int keys = tile_order_keys(p.max_seqlen, bm);
+  const int64_t smem = tile_order_smem_bytes(keys) + 4;
+  HSTU_CHECK(smem <= kTileOrderMaxSmem, "sm90 tile order: max_seqlen ", p.max_seqlen, " needs ",
+             smem, " bytes of shared memory (sm90_tile_order_on says no)");
+  const int threads = std::min(1024, std::max(128, (p.batch + 31) / 32 * 32));
+  tile_order_kernel<<<1, threads, static_cast<int>(smem), stream>>>(p.cu_seqlens, p.batch, bm, keys,
+                                                                    out, entries);
+  HSTU_CUDA_CHECK(cudaGetLastError());
+}
 
 bool sm90_attention_available() {
   if (!sm90_kernels_built()) return false;

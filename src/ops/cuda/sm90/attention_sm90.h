@@ -33,6 +33,29 @@ void run_bwd_sm90(const HstuAttnParams& p, int* dq_sem, cudaStream_t stream,
 // Query rows per block of the sm_90a backward's streamed operands (the dQ semaphores' unit).
 constexpr int kSm90BwdQueryBlock = 64;
 
+// Rows of one CTA's resident block: the forward's query block (192 at d 64: 3 consumer
+// warpgroups, else 128) and the backward's key / query block (128; 64 at d 256,
+// attention_bwd_sm90_wide.cuh). The kernels' traits assert they agree.
+constexpr int sm90_fwd_block_rows(int padded_head_dim) {
+  return padded_head_dim <= 64 ? 192 : 128;
+}
+constexpr int sm90_bwd_block_rows(int padded_head_dim) {
+  return padded_head_dim >= 256 ? 64 : 128;
+}
+
+// The longest-first launch order (attn_tile_order.h). Whether calls take it: by default where
+// `by_default` says (the dispatcher: not the fp16 forward, whose list form ptxas compiles with
+// 8-12 bytes more spill stores than main's at d 128 / 256), always under
+// HSTU_ATTN_SM90_ORDER=seq, never under HSTU_ATTN_SM90_ORDER=grid (the grid order, blockIdx =
+// (block, head, sequence): A/B runs); and only where the builder's shared memory fits
+// (max_seqlen up to ~22,000 tokens at bm 64).
+bool sm90_tile_order_on(int max_seqlen, int bm, bool by_default);
+// Writes the list of p's batch for resident blocks of bm rows into out (entries =
+// tile_order_entries(p.batch, p.max_seqlen, p.total_tokens, bm)) on `stream`: one CTA, no host
+// synchronisation (capturable in a CUDA graph), the same list every run.
+void sm90_build_tile_order(const HstuAttnParams& p, int bm, SeqTile* out, int64_t entries,
+                           cudaStream_t stream);
+
 // Whether this build carries the sm_90a kernels (CMake: HSTU_SM90_KERNELS, set when
 // HSTU_CUDA_ARCHS names 90a and CUTLASS headers were found).
 constexpr bool sm90_kernels_built() {
