@@ -428,7 +428,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   // p.tile_order (attn_tile_order.h) also sequences longest first. Fused: late key blocks first,
   // as in the fused d 64 / 128 kernel (a key block adds its dQ after every later key block: a CTA
   // only ever waits for CTAs launched before it).
-  const Sm90Tile tl = sm90_tile<kBM, !kDkdv || Tr::kFused>(p);
+  constexpr bool kDesc = !kDkdv || Tr::kFused;
+  const Sm90Tile tl = sm90_tile<kBM, kDesc>(p);
   const int blk = tl.blk, h = tl.h;
   const SeqInfo& si = tl.si;
   const int r0 = blk * kBM;
