@@ -163,9 +163,8 @@ struct SsArgs {
   float tau = 1.0f, eps = 0.0f, loss_scale = 1.0f;
 };
 
-// kMinBlocks: the launch bound's blocks per SM (4: <= 64 registers a thread; the A/B below).
-template <int V, typename TQ, int kMinBlocks>
-__global__ void __launch_bounds__(256, kMinBlocks) sampled_softmax_kernel(SsArgs a) {
+template <int V, typename TQ>
+__global__ void __launch_bounds__(256) sampled_softmax_kernel(SsArgs a) {
   constexpr int G = kGroup<V>;
   constexpr int kSpan = 32 / G;  // lanes holding one candidate's sums after warp_sum_many
   extern __shared__ __align__(16) float smem[];
@@ -397,16 +396,6 @@ decltype(auto) dispatch_width(int width, F&& f) {
   return f(std::integral_constant<int, 1>{});
 }
 
-// A/B (session 15): HSTU_SS_MIN_BLOCKS=3 or 4 takes the 2-wide kernel compiled for that many
-// blocks an SM (the default's 96 registers allow 2: 25% occupancy for a latency-bound kernel).
-int min_blocks() {
-  static const int n = [] {
-    const char* v = std::getenv("HSTU_SS_MIN_BLOCKS");
-    return v == nullptr ? 1 : std::atoi(v);
-  }();
-  return n;
-}
-
 }  // namespace
 
 size_t sampled_softmax_scratch_bytes(int64_t tokens, int64_t negatives, int64_t cols, bool det) {
@@ -528,11 +517,7 @@ void sampled_softmax(Ctx& ctx, const SampledSoftmaxSpec& spec, const Tensor& q,
     constexpr int V = decltype(vtag)::value;
     dispatch_io(q.dtype, "sampled_softmax q", [&](auto tq) {
       using TQ = typename decltype(tq)::type;
-      auto kernel = sampled_softmax_kernel<V, TQ, 1>;
-      if constexpr (V == 2) {
-        if (min_blocks() == 3) kernel = sampled_softmax_kernel<V, TQ, 3>;
-        if (min_blocks() == 4) kernel = sampled_softmax_kernel<V, TQ, 4>;
-      }
+      auto kernel = sampled_softmax_kernel<V, TQ>;
       if (smem > (48 << 10))
         HSTU_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              static_cast<int>(smem)));
