@@ -36,6 +36,9 @@
 // cuBLASLt GEMM, a coefficient matrix over it, dq and the table gradient as two more GEMMs;
 // branch ssdense) was correct but slower: ML-1M step 2.89-2.99 vs 2.70-2.73 ms, its coefficient
 // kernel 342 us and its three K = 56 / N = 56 GEMMs 360 us a step (docs/BENCHMARKS.md).
+// NOTE (session 15, H200): the 2-wide kernel uses 96 registers (2 blocks of 256 an SM); compiled
+// for 3 (80 registers) or 4 blocks (64, 52 bytes of spills) the ML-1M step measured the same
+// (2.60-2.63 ms, all three), so occupancy alone does not bound it.
 #include <cmath>
 
 #include "ops/cuda/common.cuh"

@@ -77,7 +77,10 @@ bool sm90_bwd_rab_fits(const HstuAttnParams& p, int padded_head_dim) {
 // 197.8 / 157.0 (1.26x; atomic 185.3: 1.07x). Shorter sequences at d 128 (H100, gpu_check.sh,
 // full / jagged): 1.94x / 1.80x at 32 x 2048 x 4, 1.68x / 1.53x at 32 x 1024 x 4, 1.52x / 1.36x
 // at 128 x 512 x 4. d 64 was measured at 4096 tokens only. So sm90 from 512 tokens at d 128 and
-// from 4096 at d 64; HSTU_ATTN_SM90=1 forces it.
+// from 2048 at d 64; HSTU_ATTN_SM90=1 forces it. With the fused-dQ form (session 15, H200) d 64
+// runs 206 TFLOPS against the sm80 kernels' ~157 at 32 x 4096, and a jagged batch of uniform
+// lengths 1..4096 (its longest below 4096, so the old threshold of 4096 sent it to sm80) 199
+// against 144: the threshold is now 2048, below which d 64 has not been measured.
 // d 256 (attention_bwd_sm90_wide.cuh; 64-row tiles; measured when the warpgroups split the output
 // columns): 32 x 4096 x 4 x 256 281.6 / 114.5 on an H200 (2.46x; atomic-dQ sm80 131.4: 2.14x),
 // 290.0 / 117.2 on an H100 (2.47x); the warpgroups now split by operand, 1.6 % faster at 4096
@@ -91,7 +94,7 @@ bool sm90_bwd_rab_fits(const HstuAttnParams& p, int padded_head_dim) {
 bool sm90_bwd_faster(const HstuAttnParams& p, int padded_head_dim) {
   if (env_is_1("HSTU_ATTN_SM90")) return true;
   if (p.rab_pos && padded_head_dim <= 64) return false;
-  return p.max_seqlen >= (padded_head_dim <= 64 ? 4096 : 512);
+  return p.max_seqlen >= (padded_head_dim <= 64 ? 2048 : 512);
 }
 
 // TMA: 16-byte aligned base and strides (vec), coordinates in int32.
