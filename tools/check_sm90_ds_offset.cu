@@ -15,9 +15,10 @@
 
 using namespace hstu::cuda::attn::sm90;
 
-template <typename T, int kHD>
-int check(const char* name) {
-  using Tr = BwdTraits<T, kHD, true, true>;
+// Tr's dS buffer (Tr::SmemLayoutdS through a 1024-byte aligned swizzled pointer) against
+// offset(q, k, buf), the kernel's hand-written byte address.
+template <typename Tr, typename Offset>
+int check(const char* name, Offset offset) {
   using Element = typename Tr::Element;
   constexpr int kBytes = int(cute::cosize_v<typename Tr::SmemLayoutdS>) * int(sizeof(Element));
   static_assert(kBytes == Tr::kBN * Tr::kBM * 2 * 2, "dS buffer size");
@@ -30,9 +31,9 @@ int check(const char* name) {
       for (int q = 0; q < Tr::kBN; ++q) {
         const long cute_off =
             reinterpret_cast<const char*>(&t(q, k, b)) - reinterpret_cast<const char*>(buf);
-        const long mine = ds_byte_offset<Tr::kDqT>(q, k, b);
+        const long mine = offset(q, k, b);
         if (cute_off != mine && bad++ < 5)
-          std::printf("%s: (q %d, k %d, buf %d): cute %ld, ds_byte_offset %ld\n", name, q, k, b,
+          std::printf("%s: (q %d, k %d, buf %d): cute %ld, hand-written %ld\n", name, q, k, b,
                       cute_off, mine);
         if (mine >= 0 && mine < kBytes && mine % 2 == 0) ++seen[mine / 2];
       }
@@ -42,40 +43,27 @@ int check(const char* name) {
   return bad != 0;
 }
 
+// The fused d 64 / 128 kernels' dS stores (attention_bwd_sm90_dq.cuh, ds_byte_offset).
+template <typename T, int kHD>
+int check_fused(const char* name) {
+  using Tr = BwdTraits<T, kHD, true, true>;
+  return check<Tr>(name,
+                   [](int q, int k, int b) { return long(ds_byte_offset<Tr::kDqT>(q, k, b)); });
+}
+
 // The fused d 256 kernel's dS buffer (attention_bwd_sm90_wide.cuh, ds_byte_offset_wide).
 template <typename T>
 int check_wide(const char* name) {
-  using Tr = WideBwdTraits<T, true, true>;
-  using Element = typename Tr::Element;
-  constexpr int kBytes = int(cute::cosize_v<typename Tr::SmemLayoutdS>) * int(sizeof(Element));
-  static_assert(kBytes == Tr::kBN * Tr::kBM * 2 * 2, "dS buffer size");
-  alignas(1024) static Element buf[kBytes / sizeof(Element)];
-  cute::Tensor t = cute::make_tensor(cute::make_smem_ptr(buf), typename Tr::SmemLayoutdS{});
-  std::vector<int> seen(kBytes / 2, 0);
-  int bad = 0;
-  for (int b = 0; b < 2; ++b)
-    for (int k = 0; k < Tr::kBM; ++k)
-      for (int q = 0; q < Tr::kBN; ++q) {
-        const long cute_off =
-            reinterpret_cast<const char*>(&t(q, k, b)) - reinterpret_cast<const char*>(buf);
-        const long mine = ds_byte_offset_wide(q, k, b);
-        if (cute_off != mine && bad++ < 5)
-          std::printf("%s: (q %d, k %d, buf %d): cute %ld, ds_byte_offset_wide %ld\n", name, q, k,
-                      b, cute_off, mine);
-        if (mine >= 0 && mine < kBytes && mine % 2 == 0) ++seen[mine / 2];
-      }
-  for (int i = 0; i < kBytes / 2; ++i)
-    if (seen[i] != 1 && bad++ < 10) std::printf("%s: element %d hit %d times\n", name, i, seen[i]);
-  std::printf("%s: %s (%d elements)\n", name, bad ? "MISMATCH" : "ok", kBytes / 2);
-  return bad != 0;
+  return check<WideBwdTraits<T, true, true>>(
+      name, [](int q, int k, int b) { return long(ds_byte_offset_wide(q, k, b)); });
 }
 
 int main() {
   int fail = 0;
-  fail |= check<__nv_bfloat16, 128>("bf16 d128");
-  fail |= check<__half, 128>("fp16 d128");
-  fail |= check<__nv_bfloat16, 64>("bf16 d64");
-  fail |= check<__half, 64>("fp16 d64");
+  fail |= check_fused<__nv_bfloat16, 128>("bf16 d128");
+  fail |= check_fused<__half, 128>("fp16 d128");
+  fail |= check_fused<__nv_bfloat16, 64>("bf16 d64");
+  fail |= check_fused<__half, 64>("fp16 d64");
   fail |= check_wide<__nv_bfloat16>("bf16 d256 (wide)");
   fail |= check_wide<__half>("fp16 d256 (wide)");
   return fail;
