@@ -273,6 +273,17 @@ __device__ __forceinline__ void wide_dq_writer(const BwdParams<Tr>& P, SS& ss, c
   bulk_wait_all();
 }
 
+// Warpgroup w's shared-memory operands: its resident rows R, its streamed rows S, and the B
+// operand of its second GEMM: dO (dV += P^T dO) or Q / K (dK / dQ += dS ..).
+template <typename Tr, typename SS>
+__device__ __forceinline__ auto wide_operands(SS& ss, int w) {
+  return cute::make_tuple(
+      make_tensor(make_smem_ptr(w == 0 ? ss.r1.data() : ss.r2.data()), typename Tr::SmemLayoutR{}),
+      make_tensor(make_smem_ptr(w == 0 ? ss.s1.data() : ss.s2.data()), typename Tr::SmemLayoutS{}),
+      make_tensor(make_smem_ptr(w == 0 ? ss.s2.data() : ss.s1.data()),
+                  typename Tr::SmemLayoutSt{}));
+}
+
 // Fused: the consumer loop (warpgroup w; acc = dV for w = 0, dK for w = 1). Warpgroup 0 as in
 // the split kernel (X, pointwise, F, dV); warpgroup 1: Y, dS = Y F, dS^T -> shared memory, dK
 // += dS^T Q, then dQ^T = K^T dS^T in quarters of 64 head columns (two wgmmas in flight at a
@@ -287,12 +298,7 @@ __device__ __forceinline__ void wide_fused_consumer(const BwdParams<Tr>& P, SS& 
   using Element = typename Tr::Element;
   const HstuAttnParams& p = P.p;
   const int t = threadIdx.x & 127;
-  Tensor sR =
-      make_tensor(make_smem_ptr(w == 0 ? ss.r1.data() : ss.r2.data()), typename Tr::SmemLayoutR{});
-  Tensor sS =
-      make_tensor(make_smem_ptr(w == 0 ? ss.s1.data() : ss.s2.data()), typename Tr::SmemLayoutS{});
-  Tensor sSt =
-      make_tensor(make_smem_ptr(w == 0 ? ss.s2.data() : ss.s1.data()), typename Tr::SmemLayoutSt{});
+  auto [sR, sS, sSt] = wide_operands<Tr>(ss, w);
   Tensor sdS = make_tensor(make_smem_ptr(ss.ds.data()), typename Tr::SmemLayoutdS{});
   Tensor sK = make_tensor(make_smem_ptr(ss.r1.data()), typename Tr::SmemLayoutKOp{});
   typename Tr::TiledMmaS mmaS;
@@ -476,13 +482,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   // ---- consumers: warpgroup w = wg - 1 (0: X, pointwise, dV; 1: Y, dS, dK / dQ)
   cutlass::arch::warpgroup_reg_alloc<Tr::kConsumerRegs>();
   const int ctid = tid - 128, t = tid & 127, w = wg - 1;
-  Tensor sR =
-      make_tensor(make_smem_ptr(w == 0 ? ss.r1.data() : ss.r2.data()), typename Tr::SmemLayoutR{});
-  Tensor sS =
-      make_tensor(make_smem_ptr(w == 0 ? ss.s1.data() : ss.s2.data()), typename Tr::SmemLayoutS{});
-  // The B operand of the warpgroup's second GEMM: dO (dV += P^T dO) or Q / K (dK / dQ += dS ..).
-  Tensor sSt =
-      make_tensor(make_smem_ptr(w == 0 ? ss.s2.data() : ss.s1.data()), typename Tr::SmemLayoutSt{});
+  auto [sR, sS, sSt] = wide_operands<Tr>(ss, w);
   typename Tr::TiledMmaS mmaS;
   typename Tr::TiledMmaO mmaO;
   auto thrS = mmaS.get_thread_slice(t);
