@@ -533,7 +533,8 @@ void sampled_softmax(Ctx& ctx, const SampledSoftmaxSpec& spec, const Tensor& q,
             ctx, s,
             PairRows<TQ>{static_cast<const TQ*>(q.data), q.row_stride, static_cast<int32_t>(nj),
                          a.pair_a, a.pair_b, table.as<float>(), table.row_stride},
-            d_table.as<float>(), d_table.row_stride, d, can_vec8(d, {&q, &table, &d_table}));
+            d_table.as<float>(), d_table.row_stride, d,
+            sorted_scatter::row_width(d, {&q, &table, &d_table}));
       }
     });
   });
