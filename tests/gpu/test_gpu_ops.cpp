@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -1177,6 +1178,113 @@ TEST(GpuScratch, BudgetCoversOps) {
   const size_t bytes = cuda::ops_scratch_bytes(needs);
   EXPECT_GT(bytes, size_t(0));
   EXPECT_LT(bytes, size_t(1) << 30) << "implausibly large scratch plan";
+}
+
+// The deterministic sorted scatter (ops/cuda/sorted_scatter.cuh) in its three launch forms, bit
+// for bit: the default (rows of at most 32 x width columns: one piece a warp, 4 warps a block),
+// HSTU_SCATTER_PIECES_PER_BLOCK=8 (8 warps a block) and =1 (one piece a block, the older form).
+// Same per-column sums in the same order, so the same bytes. Narrow rows (d = 24, 31, 50: the
+// warp form's 1- and 2-wide reads; 128 and 200: 8 wide; 33 odd: the block form in all three),
+// keys repeated so that one key's run spans many pieces (V = 3 or 97 keys) or a piece holds many
+// runs (V = 400 or 5000), pieces of 16 items (a few thousand tokens) and of 256 (the softmax's
+// 268,928 pairs, a last piece of 128), strided rows.
+TEST(GpuSortedScatter, WarpFormMatchesBlockFormBitForBit) {
+  HSTU_REQUIRE_GPU();
+  gpu::DeviceScope scope;
+  Ctx g = gpu::cuda_ctx(true);
+  const char* env = "HSTU_SCATTER_PIECES_PER_BLOCK";
+  const char* forms[] = {nullptr, "8", "1"};  // the default, 8 warps a block, one piece a block
+  const auto set_form = [&](const char* value) {
+    if (value)
+      setenv(env, value, 1);
+    else
+      unsetenv(env);
+  };
+
+  // embedding_bwd: d_table and d_pos (two row_sum calls), dout rows of c.d columns.
+  struct EmbCase {
+    int64_t t, d, v;
+    DType dtype;
+    int64_t pad;
+  };
+  for (const EmbCase& c :
+       {EmbCase{5000, 50, 3, DType::kBF16, 0}, EmbCase{5000, 50, 400, DType::kF32, 0},
+        EmbCase{3001, 24, 7, DType::kF32, 0}, EmbCase{3001, 31, 50, DType::kBF16, 3},
+        EmbCase{3001, 33, 50, DType::kBF16, 5}, EmbCase{2000, 128, 40, DType::kBF16, 0},
+        EmbCase{2000, 200, 40, DType::kF32, 0}}) {
+    const std::string name = "embedding t " + std::to_string(c.t) + " d " + std::to_string(c.d) +
+                             " V " + std::to_string(c.v) + " " + dtype_name(c.dtype);
+    const int64_t npos = 17;
+    Tensor ids = alloc(DType::kI32, {c.t}), positions = alloc(DType::kI32, {c.t});
+    fill_int(ids, 0, c.v);
+    fill_int(positions, 0, npos);
+    const Tensor idd = dev(ids, DType::kI32), pd = dev(positions, DType::kI32);
+    const Tensor doutd = dev(rnd({c.t, c.d}, c.dtype), c.dtype, c.pad);
+    const Tensor dt0 = rnd({c.v, c.d}, DType::kF32), dp0 = rnd({npos, c.d}, DType::kF32);
+    std::vector<unsigned char> table_bytes[3], pos_bytes[3];
+    for (int f = 0; f < 3; ++f) {
+      const Tensor dtd = dev(dt0, DType::kF32), dpd = dev(dp0, DType::kF32);
+      Tensor zeros = alloc(DType::kU8, {c.v});
+      fill_value(zeros, 0);
+      const Tensor td = dev(zeros, DType::kU8);
+      set_form(forms[f]);
+      cuda::embedding_bwd(g, doutd, idd, std::sqrt(static_cast<float>(c.d)), dtd, td, pd, dpd);
+      gpu::sync();
+      unsetenv(env);
+      table_bytes[f] = bytes_of(dtd);
+      pos_bytes[f] = bytes_of(dpd);
+    }
+    for (int f = 1; f < 3; ++f) {
+      EXPECT_TRUE(table_bytes[f] == table_bytes[0])
+          << name << ": d_table differs between the default and " << env << "=" << forms[f];
+      EXPECT_TRUE(pos_bytes[f] == pos_bytes[0])
+          << name << ": d_pos differs between the default and " << env << "=" << forms[f];
+    }
+  }
+
+  // sampled_softmax's d_table (the pair rows with the key term), t x (r + 1) pairs.
+  struct SoftmaxCase {
+    int64_t t, d, r, v;
+    DType dtype;
+    int64_t pad;
+  };
+  for (const SoftmaxCase& c : {SoftmaxCase{2101, 50, 127, 97, DType::kBF16, 0},
+                               SoftmaxCase{2101, 50, 127, 5000, DType::kF32, 0},
+                               SoftmaxCase{300, 50, 128, 97, DType::kF32, 2},
+                               SoftmaxCase{900, 128, 31, 300, DType::kBF16, 0}}) {
+    const std::string name = "sampled_softmax t " + std::to_string(c.t) + " d " +
+                             std::to_string(c.d) + " R " + std::to_string(c.r) + " V " +
+                             std::to_string(c.v) + " " + dtype_name(c.dtype);
+    SampledSoftmaxSpec spec;
+    spec.temperature = 0.05f;
+    spec.eps = 0.5f;
+    spec.loss_scale = 1.0 / static_cast<double>(c.t);
+    Tensor targets = alloc(DType::kI32, {c.t}), neg = alloc(DType::kI32, {c.t, c.r});
+    fill_int(targets, 1, c.v);
+    fill_int(neg, 1, c.v);
+    for (int64_t i = 0; i < c.t; i += 5) set(targets, i, 0);  // unsupervised tokens
+    const Tensor qd = dev(rnd({c.t, c.d}, c.dtype), c.dtype, c.pad);
+    const Tensor tgd = dev(targets, DType::kI32), negd = dev(neg, DType::kI32);
+    const Tensor tabd = dev(rnd({c.v, c.d}, DType::kF32, -0.25, 0.25), DType::kF32);
+    const Tensor dt0 = rnd({c.v, c.d}, DType::kF32);
+    std::vector<unsigned char> table_bytes[3];
+    for (int f = 0; f < 3; ++f) {
+      const Tensor lossd = out_dev(DType::kF64, {1});
+      const Tensor dqd = out_dev(c.dtype, {c.t, c.d}, c.pad);
+      const Tensor dtd = dev(dt0, DType::kF32);
+      Tensor zeros = alloc(DType::kU8, {c.v});
+      fill_value(zeros, 0);
+      const Tensor td = dev(zeros, DType::kU8);
+      set_form(forms[f]);
+      cuda::sampled_softmax(g, spec, qd, tgd, negd, tabd, lossd, dqd, dtd, td);
+      gpu::sync();
+      unsetenv(env);
+      table_bytes[f] = bytes_of(dtd);
+    }
+    for (int f = 1; f < 3; ++f)
+      EXPECT_TRUE(table_bytes[f] == table_bytes[0])
+          << name << ": d_table differs between the default and " << env << "=" << forms[f];
+  }
 }
 
 }  // namespace

@@ -278,7 +278,7 @@ void embedding_bwd(Ctx& ctx, const Tensor& dout, const Tensor& ids, float scale,
           sorted_scatter::sort_keys(ctx, scratch, keys.as<int32_t>(), t, dst.dim(0));
       sorted_scatter::row_sum(
           ctx, s, TokenRows<TG>{static_cast<const TG*>(dout.data), dout.row_stride, coef},
-          dst.as<float>(), dst.row_stride, d, can_vec8(d, {&dout, &dst}));
+          dst.as<float>(), dst.row_stride, d, sorted_scatter::row_width(d, {&dout, &dst}));
     };
     scatter(ids, d_table, scale);
     if (with_pos) scatter(positions, d_pos, 1.0f);

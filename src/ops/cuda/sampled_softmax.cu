@@ -534,9 +534,7 @@ void sampled_softmax(Ctx& ctx, const SampledSoftmaxSpec& spec, const Tensor& q,
             PairRows<TQ>{static_cast<const TQ*>(q.data), q.row_stride, static_cast<int32_t>(nj),
                          a.pair_a, a.pair_b, table.as<float>(), table.row_stride},
             d_table.as<float>(), d_table.row_stride, d,
-            can_vec8(d, {&q, &table, &d_table})   ? 8
-            : can_vec2(d, {&q, &table, &d_table}) ? 2
-                                                  : 1);
+            sorted_scatter::row_width(d, {&q, &table, &d_table}));
       }
     });
   });
