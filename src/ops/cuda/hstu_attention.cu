@@ -42,6 +42,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <optional>
 
@@ -61,6 +62,18 @@ using attn::HstuAttnParams;
 bool env_flag(const char* name) {
   const char* v = std::getenv(name);
   return v && v[0] == '1' && v[1] == 0;
+}
+
+// The sm_80 kernels' launch order (attention_launch.cuh: sm80_grid): block-major for batches of
+// sequences up to 512 tokens, where the grid is a few waves of CTAs of unequal causal work; the
+// (block, head, sequence) order beyond, where it keeps each (sequence, head)'s K / V in L2
+// together. Measured at the MovieLens shape only (docs/BENCHMARKS.md). HSTU_ATTN_SM80_ORDER=grid /
+// =block forces either (A/B runs; read per call, the tests switch it).
+bool sm80_block_major(int max_seqlen) {
+  const char* v = std::getenv("HSTU_ATTN_SM80_ORDER");
+  if (v && std::strcmp(v, "grid") == 0) return false;
+  if (v && std::strcmp(v, "block") == 0) return max_seqlen <= (1 << 20);  // gridDim.z <= 65535
+  return max_seqlen <= 512;
 }
 
 int head_dim_bucket(int d) {
@@ -171,6 +184,7 @@ HstuAttnParams make_params(const HstuAttentionArgs& a) {
   p.causal = a.causal;
   p.alpha = a.alpha;
   p.scale = a.scale;
+  p.block_major = sm80_block_major(a.max_seqlen);
   if (a.has_rab()) {
     check_1d(a.rab_pos, DType::kF32, -1, "rab_pos");
     check_1d(a.rab_time, DType::kF32, -1, "rab_time");

@@ -269,8 +269,9 @@ __global__ void __launch_bounds__(DkdvKernel<T, kHeadDim, kHasRab, kAtomicDq>::k
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int slab = warp % K::kSlabs, dh = warp / K::kSlabs;
-  const int n_block = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-  const SeqInfo si = seq_info(p, b);
+  const CtaCoords cta = cta_coords(p);  // key blocks: the first one is the heaviest
+  const int n_block = cta.j, h = cta.h;
+  const SeqInfo si = seq_info(p, cta.b);
   const int n0 = n_block * kBN;
   if (n0 >= si.L) return;
 
@@ -460,8 +461,9 @@ __global__ void __launch_bounds__(DqKernel<T, kHeadDim, kHasRab>::kThreads,
   const bool bias_tile = kHasRab && !p.rab_bkt;
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int m_block = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-  const SeqInfo si = seq_info(p, b);
+  const CtaCoords cta = cta_coords(p);  // heavy (late, causal) query blocks first
+  const int m_block = cta.blocks - 1 - cta.j, h = cta.h;
+  const SeqInfo si = seq_info(p, cta.b);
   const int m0 = m_block * kBM;
   if (m0 >= si.L) return;
 
@@ -580,18 +582,15 @@ void run_bwd(const HstuAttnParams& p, bool deterministic, cudaStream_t stream,
     constexpr bool kRab = decltype(has_rab)::value, kVec = decltype(vec_in)::value;
     if (deterministic) {
       using KV = DkdvKernel<T, kHeadDim, kRab, false>;
-      const dim3 grid_kv((p.max_seqlen + KV::kBN - 1) / KV::kBN, p.num_heads, p.batch);
-      launch<hstu_attn_dkdv_kernel<T, kHeadDim, kRab, false, kVec>>(grid_kv, KV::kThreads,
-                                                                    KV::kSmemBytes, stream, p);
+      launch<hstu_attn_dkdv_kernel<T, kHeadDim, kRab, false, kVec>>(
+          sm80_grid(p, KV::kBN), KV::kThreads, KV::kSmemBytes, stream, p);
       using Q = DqKernel<T, kHeadDim, kRab>;
-      const dim3 grid_q((p.max_seqlen + Q::kBM - 1) / Q::kBM, p.num_heads, p.batch);
-      launch<hstu_attn_dq_kernel<T, kHeadDim, kRab, kVec>>(grid_q, Q::kThreads, Q::kSmemBytes,
-                                                           dq_stream, p);
+      launch<hstu_attn_dq_kernel<T, kHeadDim, kRab, kVec>>(sm80_grid(p, Q::kBM), Q::kThreads,
+                                                           Q::kSmemBytes, dq_stream, p);
     } else {
       using KV = DkdvKernel<T, kHeadDim, kRab, true>;
-      const dim3 grid_kv((p.max_seqlen + KV::kBN - 1) / KV::kBN, p.num_heads, p.batch);
-      launch<hstu_attn_dkdv_kernel<T, kHeadDim, kRab, true, kVec>>(grid_kv, KV::kThreads,
-                                                                   KV::kSmemBytes, stream, p);
+      launch<hstu_attn_dkdv_kernel<T, kHeadDim, kRab, true, kVec>>(
+          sm80_grid(p, KV::kBN), KV::kThreads, KV::kSmemBytes, stream, p);
       const int64_t n = p.total_tokens * p.num_heads * p.d_qk;
       const int blocks = static_cast<int>(std::min<int64_t>((n + 255) / 256, 4096));
       launch<hstu_attn_dq_convert_kernel<T>>(dim3(blocks), 256, 0, stream, p);

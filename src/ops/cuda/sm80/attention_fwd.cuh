@@ -111,8 +111,9 @@ __global__ void __launch_bounds__(FwdKernel<T, kHeadDim, kHasRab>::kThreads,
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   // NOTE: heavy (late, causal) query blocks first, so the tail of the grid is short blocks.
-  const int m_block = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-  const SeqInfo si = seq_info(p, b);
+  const CtaCoords cta = cta_coords(p);
+  const int m_block = cta.blocks - 1 - cta.j, h = cta.h;
+  const SeqInfo si = seq_info(p, cta.b);
   const int m0 = m_block * kBM;
   if (m0 >= si.L) return;
 
@@ -209,9 +210,8 @@ void run_fwd(const HstuAttnParams& p, cudaStream_t stream) {
   auto go = [&](auto has_rab, auto vec_in) {
     constexpr bool kRab = decltype(has_rab)::value, kVec = decltype(vec_in)::value;
     using K = FwdKernel<T, kHeadDim, kRab>;
-    const dim3 grid((p.max_seqlen + K::kBM - 1) / K::kBM, p.num_heads, p.batch);
-    launch<hstu_attn_fwd_kernel<T, kHeadDim, kRab, kVec>>(grid, K::kThreads, K::kSmemBytes, stream,
-                                                          p);
+    launch<hstu_attn_fwd_kernel<T, kHeadDim, kRab, kVec>>(sm80_grid(p, K::kBM), K::kThreads,
+                                                          K::kSmemBytes, stream, p);
   };
   with_vec_in(p.q.vec && p.k.vec && p.v.vec, [&](auto vec_in) {
     if (p.rab_pos) {

@@ -40,6 +40,28 @@ void with_vec_in(bool v, F&& f) {
   }
 }
 
+// The sm_80 kernels' grid for resident blocks of `rows` rows (ceil(max_seqlen / rows) blocks,
+// ordered by each kernel heaviest first) and the CTA's coordinates in it: j = the block's rank in
+// that order (0 = the heaviest: the dK/dV kernel's first key block, the forward's and dQ kernel's
+// last query block), h the head, b the sequence. p.block_major puts j slowest.
+// NOTE (ML-1M HSTU-large on an H200, ncu): at 200 tokens the grid is ~2 waves of CTAs whose causal
+// work differs up to 7x (7 query tiles for key block 0, 1 for key block 3); in the (block, head,
+// sequence) order the dK/dV kernel's SMs were active 64% of its 56 us and the dQ kernel's 53% of
+// its 32 us: the tail. Block-major is the longest-processing-time-first order when the lengths are
+// alike.
+inline dim3 sm80_grid(const HstuAttnParams& p, int rows) {
+  const unsigned nb = static_cast<unsigned>((p.max_seqlen + rows - 1) / rows);
+  const unsigned h = static_cast<unsigned>(p.num_heads), b = static_cast<unsigned>(p.batch);
+  return p.block_major ? dim3(h, b, nb) : dim3(nb, h, b);
+}
+struct CtaCoords {
+  int j, h, b, blocks;  // blocks: ceil(max_seqlen / rows), the j's
+};
+__device__ __forceinline__ CtaCoords cta_coords(const HstuAttnParams& p) {
+  if (p.block_major) return {int(blockIdx.z), int(blockIdx.x), int(blockIdx.y), int(gridDim.z)};
+  return {int(blockIdx.x), int(blockIdx.y), int(blockIdx.z), int(gridDim.x)};
+}
+
 // Launches kKernel with `smem` bytes of dynamic shared memory, raising its limit once per device.
 template <auto kKernel>
 void launch(dim3 grid, int threads, size_t smem, cudaStream_t stream, const HstuAttnParams& p) {

@@ -83,6 +83,11 @@ struct HstuAttnParams {
   int64_t tile_order_n = 0;
   int tile_order_bm = 0;
 
+  // ---- sm_80 launch order: false = blockIdx (block, head, sequence); true = (head, sequence,
+  // block), so the heaviest block of every (sequence, head) launches before any second-heaviest
+  // one (attention_launch.cuh: sm80_grid, cta_coords; the dispatcher's sm80_block_major).
+  bool block_major = false;
+
   // ---- backward
   float* dq_accum = nullptr;                 // fp32 [T, H, kHeadDim] (atomic-dQ mode only)
   int64_t dq_accum_head_stride = 0;          // = kHeadDim
