@@ -431,11 +431,12 @@ __global__ void __launch_bounds__(256) sampled_softmax_narrow_kernel(SsArgs a) {
   const int slot = lane / kNarrowLanes, col = 2 * (lane % kNarrowLanes);
   const int nj = a.r + 1, d = static_cast<int>(a.d);
   const int tp = static_cast<int>(pad4(nj));
-  // The warp kernel's layout (q's slot unused): logit (later A_j), dot (later B_j), norm, id.
+  // The warp kernel's layout (q's slot unused): logit (later A_j), dot (later B_j), 1 / n_j (the
+  // warp kernel keeps n_j there), id.
   float* lg = smem + warp * warp_smem_floats(a.d, nj, false) + pad4(a.d);
   float* dots = lg + tp;
-  float* nrm = dots + tp;
-  int32_t* ids = reinterpret_cast<int32_t*>(nrm + tp);
+  float* rnrm = dots + tp;
+  int32_t* ids = reinterpret_cast<int32_t*>(rnrm + tp);
   const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + warp;
   if (t >= a.t) return;
   const int32_t tgt = a.targets[t];
@@ -469,7 +470,7 @@ __global__ void __launch_bounds__(256) sampled_softmax_narrow_kernel(SsArgs a) {
   const int ldt = a.ldt32;
   __syncwarp();
 
-  // One pass over the rows: logits into lg / dots / nrm (store), the running max of the live
+  // One pass over the rows: logits into lg / dots / rnrm (store), the running max of the live
   // logits, and this lane's dq partial s against ref (also without dq: no branch in the loop).
   // NOTE: 1 / n_j and n_j from one rsqrt, the weights from ex2 (MUFU, ~2 ulp; the exponent's
   // rounding adds ~6e-8 |l - ref| relative): far inside the tests' tolerances, and no slow-path
@@ -502,9 +503,9 @@ __global__ void __launch_bounds__(256) sampled_softmax_narrow_kernel(SsArgs a) {
       nn += __shfl_xor_sync(kFull, nn, 1);
       dot += __shfl_xor_sync(kFull, dot, 2);
       nn += __shfl_xor_sync(kFull, nn, 2);
-      // nn clamped to a normal number: rs finite, so nv = max(nn rs, eps) and 1 / n agree.
-      const float rs = rsqrt_ftz(fmaxf(nn, 1e-36f));
-      const float nv = fmaxf(nn * rs, a.eps), inv_n = fminf(rs, inv_eps);
+      // 1 / n_j = 1 / max(||x_j||, eps) (nn clamped to a normal number: rs finite). The same
+      // value scales the dq weights here and A_j, B_j in the coefficient step.
+      const float inv_n = fminf(rsqrt_ftz(fmaxf(nn, 1e-36f)), inv_eps);
       const bool in = j < nj;
       const bool live = in && (j == 0 || id[u] != tgt);
       const float l = live ? dot * inv_n * inv_tau : kMaskedLogit;
@@ -513,7 +514,7 @@ __global__ void __launch_bounds__(256) sampled_softmax_narrow_kernel(SsArgs a) {
         float* p = my_lg + jb + u * kNarrowSlots;
         p[0] = l;
         p[tp] = dot;
-        p[2 * tp] = nv;
+        p[2 * tp] = inv_n;
       }
       const float w = live && j > 0 ? exp_ftz(l - ref) * inv_n : 0.0f;  // j = 0: at the end
 #pragma unroll
@@ -550,16 +551,16 @@ __global__ void __launch_bounds__(256) sampled_softmax_narrow_kernel(SsArgs a) {
   if (lane == 0) a.token_loss[t] = lse - lg[0];
   if (!grad) return;
 
-  // Gradient coefficients, one candidate per lane (as the warp kernel, one division).
+  // Gradient coefficients, one candidate per lane (as the warp kernel, without its divisions).
   for (int j = lane; j < nj; j += 32) {
     const int32_t id = ids[j];
     const bool live = j == 0 || id != tgt;
     float ca = 0.0f, cb = 0.0f;
     if (live) {
       const float cj = a.loss_scale * (expf(lg[j] - lse) - (j == 0 ? 1.0f : 0.0f));
-      const float inv_n = 1.0f / nrm[j];
+      const float inv_n = rnrm[j];  // from the pass: the dq weights' 1 / n_j
       ca = cj * inv_n * inv_tau;
-      cb = nrm[j] > a.eps ? ca * dots[j] * inv_n * inv_n : 0.0f;
+      cb = inv_n < inv_eps ? ca * dots[j] * inv_n * inv_n : 0.0f;  // 1 / eps: clamped, B_j = 0
       a.touched[id] = 1;
     }
     if (a.pair_key) {
