@@ -658,7 +658,7 @@ bool can_vec2(int64_t cols, std::initializer_list<const Tensor*> ts) {
 }
 
 // HSTU_SS_KERNEL=warp: the warp-per-token kernel everywhere (the A/B switch; read at every call,
-// host only). Otherwise the narrow kernel where it applies (narrow_applies).
+// host only). Otherwise the narrow kernel where it applies (`narrow` in sampled_softmax).
 bool ss_kernel_warp() {
   const char* v = std::getenv("HSTU_SS_KERNEL");
   return v && std::strcmp(v, "warp") == 0;
