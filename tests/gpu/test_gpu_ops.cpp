@@ -25,6 +25,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/gpu_harness.h"
@@ -546,7 +547,7 @@ void run_l2norm(const Case& c) {
 void run_sampled_softmax(const Case& c) {
   const int64_t t = c.m, d = c.n, r = c.k, v = 97;
   SampledSoftmaxSpec spec;
-  spec.temperature = 0.05f;
+  spec.temperature = c.p > 0 ? c.p : 0.05f;  // p > 0: a sharper softmax (see the cases)
   spec.eps = 0.5f;  // large, so the clamped row 5 (norm ~0.1) has gradients of the usual scale
   spec.loss_scale = 1.0 / static_cast<double>(t);
   spec.candidate_tile = c.variant;  // > 0: the CUDA kernel's tiled path at a small R
@@ -1027,6 +1028,37 @@ std::vector<Case> cases() {
   add({.name = "sampled_softmax_d50_r128_f32_det", .op = Op::kSampledSoftmax, .m = 300, .n = 50,
        .k = 128, .dtype = f32, .f32_rtol = 2e-5, .why = "fp32 vs the f64 reference"});
 
+  // The narrow kernel (the default for 2-wide rows of 2..64 columns in one tile: lanes = 8
+  // candidates x 4 column quarters, NC = ceil(d / 8) chunks a lane): d = 50 (NC = 7, a partial
+  // last chunk) at the ML-1M shape in bf16, d = 32 / 48 / 64 / 8 / 2 (NC = 4, 6, 8, 1, 1),
+  // strided q and dq (pad 2 keeps 2-wide access), f16 and the atomic d_table path, R small and
+  // large. The d = 50 odd-strided case above runs the warp kernel (1 wide); so does
+  // HSTU_SS_KERNEL=warp (GpuSampledSoftmax.NarrowMatchesWarpKernel below compares the two).
+  add({.name = "sampled_softmax_narrow_d50_r128_bf16_det", .op = Op::kSampledSoftmax, .m = 300,
+       .n = 50, .k = 128, .dtype = bf, .f32_rtol = 2e-5,
+       .why = lowp + "; fp32 loss/d_table vs f64"});
+  add({.name = "sampled_softmax_narrow_d50_r128_f16_atomic", .op = Op::kSampledSoftmax, .m = 200,
+       .n = 50, .k = 128, .dtype = f16, .det = false, .f32_rtol = 2e-5,
+       .why = lowp + "; atomics order"});
+  add({.name = "sampled_softmax_narrow_d32_r5_f32_det", .op = Op::kSampledSoftmax, .m = 61,
+       .n = 32, .k = 5, .dtype = f32, .f32_rtol = 2e-5, .why = "fp32 vs the f64 reference"});
+  add({.name = "sampled_softmax_narrow_d48_strided_f32_det", .op = Op::kSampledSoftmax, .m = 53,
+       .n = 48, .k = 40, .dtype = f32, .pad = 2, .f32_rtol = 2e-5,
+       .why = "fp32 vs the f64 reference"});
+  add({.name = "sampled_softmax_narrow_d64_strided_bf16_det", .op = Op::kSampledSoftmax, .m = 47,
+       .n = 64, .k = 33, .dtype = bf, .pad = 2, .f32_rtol = 2e-5,
+       .why = lowp + "; fp32 loss/d_table vs f64"});
+  add({.name = "sampled_softmax_narrow_d8_f32_atomic", .op = Op::kSampledSoftmax, .m = 40, .n = 8,
+       .k = 24, .dtype = f32, .det = false, .f32_rtol = 2e-5,
+       .why = "fp32 vs the f64 reference; atomics order"});
+  add({.name = "sampled_softmax_narrow_d2_f32_det", .op = Op::kSampledSoftmax, .m = 33, .n = 2,
+       .k = 9, .dtype = f32, .f32_rtol = 2e-5, .why = "fp32 vs the f64 reference"});
+  // tau = 0.005: the largest logit (~90) lies > 60 below the narrow kernel's reference ||q|| / tau
+  // = 200, so its dq pass runs again against the true max (the fallback).
+  add({.name = "sampled_softmax_narrow_d50_sharp_f32_det", .op = Op::kSampledSoftmax, .m = 60,
+       .n = 50, .k = 64, .dtype = f32, .p = 0.005f, .f32_rtol = 2e-4,
+       .why = "fp32 logits of ~200 (rounding ~2e-5 each) through a sharp softmax vs f64"});
+
   // Candidates in shared-memory tiles (variant = the tile; a partial last tile, and tiles that
   // are not a multiple of the row groups), and R past what one tile fits (in-batch negatives of
   // a large batch: R + 1 = 16001 at d = 64 needs 250 KiB per warp untiled), on both scatters.
@@ -1284,6 +1316,104 @@ TEST(GpuSortedScatter, WarpFormMatchesBlockFormBitForBit) {
     for (int f = 1; f < 3; ++f)
       EXPECT_TRUE(table_bytes[f] == table_bytes[0])
           << name << ": d_table differs between the default and " << env << "=" << forms[f];
+  }
+}
+
+// The narrow sampled-softmax kernel (the default for 2-wide rows of 2..64 columns) against the
+// warp-per-token kernel (HSTU_SS_KERNEL=warp) on the same inputs: loss, dq and d_table within
+// fp32 summation-order tolerance of each other (16-bit dq: one rounding step of the output,
+// since the two fp32 values may round to neighbours), the touched flags equal, and each kernel
+// bit-for-bit repeatable in deterministic mode. The records themselves are scratch: their keys
+// (one per (token, candidate), the candidate's id or 0) are the same by construction, and the
+// deterministic d_table they are summed into is compared here.
+TEST(GpuSampledSoftmax, NarrowMatchesWarpKernel) {
+  HSTU_REQUIRE_GPU();
+  gpu::DeviceScope scope;
+  const char* env = "HSTU_SS_KERNEL";
+  struct AbCase {
+    int64_t t, d, r, v;
+    DType dtype;
+    int64_t pad;
+    bool det;
+  };
+  for (const AbCase& c : {AbCase{1500, 50, 128, 3706, DType::kBF16, 0, true},
+                          AbCase{700, 50, 128, 97, DType::kF32, 0, true},
+                          AbCase{300, 50, 128, 97, DType::kF32, 2, false},
+                          AbCase{257, 32, 20, 500, DType::kF16, 0, true},
+                          AbCase{129, 64, 7, 300, DType::kBF16, 2, true},
+                          AbCase{100, 24, 200, 1000, DType::kF32, 0, false}}) {
+    const std::string name = "sampled_softmax A/B t " + std::to_string(c.t) + " d " +
+                             std::to_string(c.d) + " R " + std::to_string(c.r) + " " +
+                             dtype_name(c.dtype) + (c.det ? " det" : " atomic");
+    Ctx g = gpu::cuda_ctx(c.det);
+    SampledSoftmaxSpec spec;
+    spec.temperature = 0.05f;
+    spec.eps = 0.5f;
+    spec.loss_scale = 1.0 / static_cast<double>(c.t);
+    Tensor targets = alloc(DType::kI32, {c.t}), neg = alloc(DType::kI32, {c.t, c.r});
+    fill_int(targets, 1, c.v);
+    fill_int(neg, 1, c.v);
+    for (int64_t i = 0; i < c.t; i += 5) set(targets, i, 0);  // unsupervised tokens
+    for (int64_t i = 1; i < c.t; i += 3)                      // masked negatives
+      set(neg, i * c.r + (i % c.r), get(targets, i));
+    Tensor q = rnd({c.t, c.d}, DType::kF32);
+    for (int64_t i = 0; i < c.t; ++i) {  // unit rows
+      double n2 = 0;
+      for (int64_t j = 0; j < c.d; ++j) n2 += get(q, i * c.d + j) * get(q, i * c.d + j);
+      for (int64_t j = 0; j < c.d; ++j) set(q, i * c.d + j, get(q, i * c.d + j) / std::sqrt(n2));
+    }
+    // Row norms ~1, clear of eps = 0.5 (a norm within rounding of eps may clamp in one kernel
+    // and not the other); row 5 is clamped in both.
+    const double amp = std::sqrt(3.0 / static_cast<double>(c.d));
+    Tensor table = rnd({c.v, c.d}, DType::kF32, -amp, amp);
+    for (int64_t j = 0; j < c.d; ++j) set(table, 5 * c.d + j, 0.1 * get(table, 5 * c.d + j));
+    const Tensor qd = dev(q, c.dtype, c.pad), tgd = dev(targets, DType::kI32);
+    const Tensor negd = dev(neg, DType::kI32), tabd = dev(table, DType::kF32);
+    Tensor dt0 = alloc(DType::kF32, {c.v, c.d});  // zero: d_table compared at the gradient's scale
+    fill_value(dt0, 0);
+    struct Out {
+      Tensor loss, dq, dt, touched;
+    };
+    const auto run = [&](const char* kernel) {
+      Out o;
+      o.loss = out_dev(DType::kF64, {1});
+      o.dq = out_dev(c.dtype, {c.t, c.d}, c.pad);
+      o.dt = dev(dt0, DType::kF32);
+      Tensor zeros = alloc(DType::kU8, {c.v});
+      fill_value(zeros, 0);
+      o.touched = dev(zeros, DType::kU8);
+      if (kernel)
+        setenv(env, kernel, 1);
+      else
+        unsetenv(env);
+      cuda::sampled_softmax(g, spec, qd, tgd, negd, tabd, o.loss, o.dq, o.dt, o.touched);
+      gpu::sync();
+      unsetenv(env);
+      return o;
+    };
+    const Out nw = run(nullptr), nw2 = run(nullptr), wp = run("warp"), wp2 = run("warp");
+    const auto close = [&](const Tensor& a, const Tensor& b, double rtol, const char* what) {
+      const Tensor ha = gpu::to_host(a), hb = gpu::to_host(b);
+      const double err = max_abs_diff(ha, hb), scale = std::max(max_abs(hb), 1e-30);
+      EXPECT_LE(err, rtol * scale) << name << " " << what << ": max|narrow - warp| = " << err
+                                   << ", max|warp| = " << scale << ", seed " << test_seed();
+    };
+    // 16-bit dq: the two fp32 sums may round to neighbouring values (one ulp of the largest).
+    const double dq_tol = c.dtype == DType::kBF16  ? 1.0 / 128
+                          : c.dtype == DType::kF16 ? 1.0 / 1024
+                                                   : 2e-5;
+    close(nw.loss, wp.loss, 1e-5, "loss");
+    close(nw.dq, wp.dq, dq_tol, "dq");
+    close(nw.dt, wp.dt, 2e-5, "d_table");
+    EXPECT_TRUE(bytes_of(nw.touched) == bytes_of(wp.touched)) << name << ": touched differs";
+    if (c.det) {
+      for (const auto& [a, b, what] :
+           {std::tuple{&nw, &nw2, "narrow"}, std::tuple{&wp, &wp2, "warp"}}) {
+        EXPECT_TRUE(bytes_of(a->loss) == bytes_of(b->loss)) << name << " " << what << ": loss";
+        EXPECT_TRUE(bytes_of(a->dq) == bytes_of(b->dq)) << name << " " << what << ": dq";
+        EXPECT_TRUE(bytes_of(a->dt) == bytes_of(b->dt)) << name << " " << what << ": d_table";
+      }
+    }
   }
 }
 

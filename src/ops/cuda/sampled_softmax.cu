@@ -1,6 +1,7 @@
 // sampled_softmax.cu — CUDA fused sampled-softmax retrieval loss: logits of the positive and R
 // negatives from the fp32 table (normalised on the fly), logsumexp, loss, dq and the table
-// gradient, in one kernel with one warp per token.
+// gradient, in one kernel with one warp per token (two kernels: narrow rows have their own, see
+// the NOTE of session 16).
 //
 // The one decision: the [T, R, D] gather is never materialised; each warp streams its token's
 // candidate rows twice (logits, then gradients) and keeps q, the candidate ids and the
@@ -39,7 +40,26 @@
 // NOTE (session 15, H200): the 2-wide kernel uses 96 registers (2 blocks of 256 an SM); compiled
 // for 3 (80 registers) or 4 blocks (64, 52 bytes of spills) the ML-1M step measured the same
 // (2.60-2.63 ms, all three), so occupancy alone does not bound it.
+// NOTE (session 16): narrow rows (2-wide, 2 <= D <= 64, one tile) take
+// sampled_softmax_narrow_kernel instead (described above it; HSTU_SS_KERNEL=warp keeps this kernel
+// everywhere, the A/B switch). ncu had this kernel issue-bound at the ML-1M shape: 367 us of a 2.52
+// ms step, 104.5 warp-instructions per (token, candidate), 0.54 issued per cycle per scheduler, 25
+// of 32 lanes busy at D = 50, L2 910 MB at 25% of peak memory throughput. The narrow kernel puts 8
+// candidates x 4 column quarters on a warp, keeps q in registers, reads each row once (dq
+// accumulated during the logits pass against a fixed bound: no second pass) and uses MUFU rsqrt /
+// ex2 in the loop. SASS (sm_90a, bf16, D = 50): its row loop is 298 instructions per 24 candidates
+// (126 FFMA, 21 LDG.64, 12 SHFL), ~12.4 per candidate; this kernel's logits group loop is 416 per
+// group of 8, and nvcc left warp_sum_many's butterfly in it as a runtime loop of dynamically
+// indexed selects (139 instructions a trip), plus ~145 per group in the gradient loop: ~100 per
+// candidate in all, as ncu counted. With the coefficient step and the per-token work the narrow
+// kernel comes to ~18 per candidate. Estimate, NOT measured: 1.87M candidates x 18 = 33M
+// warp-instructions; at 0.54-0.8 issued per cycle on 132 SMs x 4 schedulers at 1.98 GHz that is
+// 40-60 us, and one pass of rows is ~450 MB of L2 sectors, ~45 us at the ~9.9 TB/s peak implied
+// above: ~50-65 us instead of 367. 111 registers at D = 50 (2 blocks of 256 an SM, as this kernel's
+// 96), no spills.
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/sampled_softmax.h"
@@ -156,6 +176,7 @@ struct SsArgs {
   int64_t lddq = 0;
   float* d_table = nullptr;  // atomics path
   int64_t lddt = 0;
+  int32_t ldt32 = 0, lddt32 = 0;  // the narrow kernel's 32-bit row pitches (the host checks)
   uint8_t* touched = nullptr;
   // Deterministic path: per (token, candidate) records [T * (R+1)] instead of atomics.
   int32_t* pair_key = nullptr;
@@ -349,6 +370,251 @@ __global__ void __launch_bounds__(256) sampled_softmax_kernel(SsArgs a) {
   }
 }
 
+// ---- the narrow-row kernel (the default for 2 <= D <= 64, 2-wide rows, one tile) -------------
+// Lanes = (candidate slot, column quarter): lane = 4 * slot + k, 8 candidates per warp step, and
+// lane k of every slot holds the float2 chunks at columns 8 i + 2 k, i < NC = ceil(D / 8)
+// (D = 50: 7 chunks, the last one only in lane k = 0). q's chunks stay in registers for the whole
+// token; a candidate's <q, x> and ||x||^2 are reduced over its 4 lanes with 2 xor-shuffle levels
+// (every lane of the slot gets both sums, bit-identical). kNarrowSteps steps (24 candidates) load
+// their rows before any is used: 21 8-byte loads in flight per lane at D = 50.
+// One pass over the rows: the logits go to shared memory as in the warp kernel, and dq is
+// accumulated at the same time against a fixed reference ref >= every logit:
+//   S = sum over live j > 0 of exp(l_j - ref) x_j / n_j,
+//   dq = (loss_scale / tau) e^(ref - lse) S + A_0 x_0
+// (A_0 = loss_scale (p_0 - 1) / (n_0 tau) as in the warp kernel, so p_0 x_0 / n_0 never cancels
+// against x_0 / n_0 inside the vector). ref = ||q|| / tau bounds every logit (Cauchy-Schwarz,
+// n_j >= ||x_j||), so nothing overflows; should the largest logit lie more than kRefMargin below
+// it, the pass is repeated with ref = that max (a second read of the rows, rare: tau <~ ||q|| /
+// 40 with typical rows), so no weight that matters underflows. Each lane sums its own slot's
+// candidates (slot, slot + 8, ...) in order; the 8 slots are summed at the end by xor shuffles
+// (4, 8, 16) in a fixed order: deterministic, though not the warp kernel's summation order (dq
+// differs from it in the last bits, within the tests' tolerance of the CPU reference). The
+// coefficient step (records, touched) is the warp kernel's, one candidate per lane; the atomic
+// d_table path reads the rows a second time.
+constexpr int kNarrowLanes = 4;                  // lanes per candidate
+constexpr int kNarrowSlots = 32 / kNarrowLanes;  // candidates per warp step
+constexpr int kNarrowSteps = 3;                  // steps whose rows are loaded together
+constexpr int kNarrowSpan = kNarrowSlots * kNarrowSteps;
+constexpr float kRefMargin = 60.0f;  // e^-60: weights further below the max do not matter
+
+// MUFU approximations without the denormal fix-ups of rsqrtf / __expf (inputs and results
+// flushed to zero): ~2 ulp relative.
+__device__ __forceinline__ float rsqrt_ftz(float x) {
+  float r;
+  asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+__device__ __forceinline__ float exp_ftz(float x) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x * 1.4426950408889634f));
+  return r;
+}
+
+// The candidate's 2-wide chunks at columns 8 i + col (col = 2 k); the last chunk only where
+// last_ok (columns past D read nothing and are zero).
+template <int NC, typename T>
+__device__ __forceinline__ void load_chunks(const T* row, bool last_ok, float (&x)[NC][2]) {
+#pragma unroll
+  for (int i = 0; i < NC; ++i) {
+    if (i < NC - 1 || last_ok) {
+      load_vec<2>(row + 8 * i, x[i]);
+    } else {
+      x[i][0] = 0.0f, x[i][1] = 0.0f;
+    }
+  }
+}
+
+template <int NC, typename TQ>
+__global__ void __launch_bounds__(256) sampled_softmax_narrow_kernel(SsArgs a) {
+  extern __shared__ __align__(16) float smem[];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int slot = lane / kNarrowLanes, col = 2 * (lane % kNarrowLanes);
+  const int nj = a.r + 1, d = static_cast<int>(a.d);
+  const int tp = static_cast<int>(pad4(nj));
+  // The warp kernel's layout (q's slot unused): logit (later A_j), dot (later B_j), 1 / n_j (the
+  // warp kernel keeps n_j there), id.
+  float* lg = smem + warp * warp_smem_floats(a.d, nj, false) + pad4(a.d);
+  float* dots = lg + tp;
+  float* rnrm = dots + tp;
+  int32_t* ids = reinterpret_cast<int32_t*>(rnrm + tp);
+  const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + warp;
+  if (t >= a.t) return;
+  const int32_t tgt = a.targets[t];
+  TQ* dq = a.dq ? static_cast<TQ*>(a.dq) + t * a.lddq : nullptr;
+  if (tgt == 0) {  // unsupervised token: no loss, zero dq, inert records
+    if (lane == 0) a.token_loss[t] = 0.0f;
+    if (dq) {
+      const float zero[2] = {};
+      for (int c = 2 * lane; c < d; c += 64) store_vec<2>(dq + c, zero);
+    }
+    if (a.pair_key)
+      for (int j = lane; j < nj; j += 32) {
+        a.pair_key[t * nj + j] = 0;
+        a.pair_a[t * nj + j] = 0.0f;
+        a.pair_b[t * nj + j] = 0.0f;
+      }
+    return;
+  }
+  const int32_t* neg = a.neg + t * a.ldn;
+  for (int j = lane; j < nj; j += 32) ids[j] = j == 0 ? tgt : neg[j - 1];
+  const bool last_ok = 8 * (NC - 1) + col < d;
+  float qv[NC][2];
+  load_chunks<NC>(static_cast<const TQ*>(a.q) + t * a.ldq + col, last_ok, qv);
+  float qq = 0.0f;
+#pragma unroll
+  for (int i = 0; i < NC; ++i) qq += qv[i][0] * qv[i][0] + qv[i][1] * qv[i][1];
+  qq += __shfl_xor_sync(kFull, qq, 1);
+  qq += __shfl_xor_sync(kFull, qq, 2);  // the same bits in every slot
+  const float inv_tau = 1.0f / a.tau, inv_eps = 1.0f / a.eps;
+  const bool grad = dq != nullptr;
+  const int ldt = a.ldt32;
+  __syncwarp();
+
+  // One pass over the rows: logits into lg / dots / rnrm (store), the running max of the live
+  // logits, and this lane's dq partial s against ref (also without dq: no branch in the loop).
+  // NOTE: 1 / n_j and n_j from one rsqrt, the weights from ex2 (MUFU, ~2 ulp; the exponent's
+  // rounding adds ~6e-8 |l - ref| relative): far inside the tests' tolerances, and no slow-path
+  // branches in the loop.
+  float s[NC][2];
+  float* my_lg = lg + slot;
+  // Candidates jb + 8 u + slot, u < U: rows loaded first (U * NC loads in flight per lane).
+  const auto steps = [&](auto ucount, int jb, float ref, bool store, float& mx) {
+    constexpr int U = decltype(ucount)::value;
+    int32_t id[U];
+    float x[U][NC][2];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int j = jb + u * kNarrowSlots + slot;
+      id[u] = j < nj ? ids[j] : tgt;  // past the end: the positive's row, dropped
+      load_chunks<NC>(a.table + (id[u] * ldt + col), last_ok, x[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int j = jb + u * kNarrowSlots + slot;
+      float dot = 0.0f, nn = 0.0f;
+#pragma unroll
+      for (int i = 0; i < NC; ++i)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          dot += qv[i][e] * x[u][i][e];
+          nn += x[u][i][e] * x[u][i][e];
+        }
+      dot += __shfl_xor_sync(kFull, dot, 1);
+      nn += __shfl_xor_sync(kFull, nn, 1);
+      dot += __shfl_xor_sync(kFull, dot, 2);
+      nn += __shfl_xor_sync(kFull, nn, 2);
+      // 1 / n_j = 1 / max(||x_j||, eps) (nn clamped to a normal number: rs finite). The same
+      // value scales the dq weights here and A_j, B_j in the coefficient step.
+      const float inv_n = fminf(rsqrt_ftz(fmaxf(nn, 1e-36f)), inv_eps);
+      const bool in = j < nj;
+      const bool live = in && (j == 0 || id[u] != tgt);
+      const float l = live ? dot * inv_n * inv_tau : kMaskedLogit;
+      if (live) mx = fmaxf(mx, l);
+      if (store && in && col == 0) {
+        float* p = my_lg + jb + u * kNarrowSlots;
+        p[0] = l;
+        p[tp] = dot;
+        p[2 * tp] = inv_n;
+      }
+      const float w = live && j > 0 ? exp_ftz(l - ref) * inv_n : 0.0f;  // j = 0: at the end
+#pragma unroll
+      for (int i = 0; i < NC; ++i) {
+        s[i][0] += w * x[u][i][0];
+        s[i][1] += w * x[u][i][1];
+      }
+    }
+  };
+  const auto pass = [&](float ref, bool store) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < NC; ++i) s[i][0] = 0.0f, s[i][1] = 0.0f;
+    int jb = 0;
+    for (; jb + (kNarrowSteps - 1) * kNarrowSlots < nj; jb += kNarrowSpan)
+      steps(std::integral_constant<int, kNarrowSteps>{}, jb, ref, store, mx);
+    if (jb + kNarrowSlots < nj) {  // 9 to 16 left
+      steps(std::integral_constant<int, 2>{}, jb, ref, store, mx);
+    } else if (jb < nj) {  // 8 or fewer
+      steps(std::integral_constant<int, 1>{}, jb, ref, store, mx);
+    }
+    return warp_max(mx);
+  };
+  float ref = sqrtf(qq) * inv_tau;  // >= every logit (Cauchy-Schwarz; n_j >= ||x_j||)
+  const float mx = pass(ref, true);
+  if (grad && mx < ref - kRefMargin) {  // far below the bound: weights relative to the max
+    ref = mx;
+    pass(ref, false);
+  }
+  __syncwarp();
+  float se = 0.0f;
+  for (int j = lane; j < nj; j += 32) se += expf(lg[j] - mx);
+  const float lse = mx + logf(warp_sum(se));
+  if (lane == 0) a.token_loss[t] = lse - lg[0];
+  if (!grad) return;
+
+  // Gradient coefficients, one candidate per lane (as the warp kernel, without its divisions).
+  for (int j = lane; j < nj; j += 32) {
+    const int32_t id = ids[j];
+    const bool live = j == 0 || id != tgt;
+    float ca = 0.0f, cb = 0.0f;
+    if (live) {
+      const float cj = a.loss_scale * (expf(lg[j] - lse) - (j == 0 ? 1.0f : 0.0f));
+      const float inv_n = rnrm[j];  // from the pass: the dq weights' 1 / n_j
+      ca = cj * inv_n * inv_tau;
+      cb = inv_n < inv_eps ? ca * dots[j] * inv_n * inv_n : 0.0f;  // 1 / eps: clamped, B_j = 0
+      a.touched[id] = 1;
+    }
+    if (a.pair_key) {
+      a.pair_key[t * nj + j] = id;
+      a.pair_a[t * nj + j] = ca;
+      a.pair_b[t * nj + j] = cb;
+    }
+    lg[j] = ca;
+    dots[j] = cb;
+  }
+
+  // dq: the 8 slots' partials summed (xor 4, 8, 16: a fixed order), plus the positive's term
+  // A_0 x_0 (kept out of s: no cancellation of p_0 x_0 / n_0 against x_0 / n_0 in the vector).
+#pragma unroll
+  for (int i = 0; i < NC; ++i)
+#pragma unroll
+    for (int e = 0; e < 2; ++e)
+#pragma unroll
+      for (int o = kNarrowLanes; o < 32; o *= 2) s[i][e] += __shfl_xor_sync(kFull, s[i][e], o);
+  __syncwarp();
+  if (slot == 0) {
+    const float c1 = a.loss_scale * inv_tau * expf(ref - lse);
+    const float c0 = lg[0];  // A_0 = loss_scale (p_0 - 1) / (n_0 tau), as the warp kernel
+    float x0[NC][2];
+    load_chunks<NC>(a.table + (tgt * ldt + col), last_ok, x0);
+#pragma unroll
+    for (int i = 0; i < NC; ++i) {
+      if (i < NC - 1 || last_ok) {
+        const float g[2] = {c1 * s[i][0] + c0 * x0[i][0], c1 * s[i][1] + c0 * x0[i][1]};
+        store_vec<2>(dq + 8 * i + col, g);
+      }
+    }
+  }
+  if (!a.d_table) return;
+
+  // Atomics path: d_table[x_j] += A_j q - B_j x_j, the rows read again (live candidates only).
+  const int lddt = a.lddt32;
+  for (int j = slot; j < nj; j += kNarrowSlots) {
+    const int32_t id = ids[j];
+    if (j > 0 && id == tgt) continue;  // masked
+    const float ca = lg[j], cb = dots[j];
+    float x[NC][2];
+    load_chunks<NC>(a.table + (id * ldt + col), last_ok, x);
+    float* dst = a.d_table + (id * lddt + col);
+#pragma unroll
+    for (int i = 0; i < NC; ++i) {
+      if (i < NC - 1 || last_ok) {
+        const float dx[2] = {ca * qv[i][0] - cb * x[i][0], ca * qv[i][1] - cb * x[i][1]};
+        atomic_add_v<2>(dst + 8 * i, dx);
+      }
+    }
+  }
+}
+
 // loss[0] = scale * sum of token_loss, summed in a fixed order by one block.
 __global__ void __launch_bounds__(1024)
     loss_sum_kernel(const float* token_loss, int64_t t, double scale, double* loss) {
@@ -389,6 +655,36 @@ bool can_vec2(int64_t cols, std::initializer_list<const Tensor*> ts) {
   for (const Tensor* t : ts)
     if (!t->empty() && vec_alignment(*t) < static_cast<int>(2 * dtype_size(t->dtype))) return false;
   return true;
+}
+
+// HSTU_SS_KERNEL=warp: the warp-per-token kernel everywhere (the A/B switch; read at every call,
+// host only). Otherwise the narrow kernel where it applies (`narrow` in sampled_softmax).
+bool ss_kernel_warp() {
+  const char* v = std::getenv("HSTU_SS_KERNEL");
+  return v && std::strcmp(v, "warp") == 0;
+}
+
+// Calls f(std::integral_constant<int, NC>{}) with NC = ceil(d / 8) in 1..8.
+template <typename F>
+decltype(auto) dispatch_chunks(int64_t d, F&& f) {
+  switch ((d + 7) / 8) {
+    case 1:
+      return f(std::integral_constant<int, 1>{});
+    case 2:
+      return f(std::integral_constant<int, 2>{});
+    case 3:
+      return f(std::integral_constant<int, 3>{});
+    case 4:
+      return f(std::integral_constant<int, 4>{});
+    case 5:
+      return f(std::integral_constant<int, 5>{});
+    case 6:
+      return f(std::integral_constant<int, 6>{});
+    case 7:
+      return f(std::integral_constant<int, 7>{});
+    default:
+      return f(std::integral_constant<int, 8>{});
+  }
 }
 
 // Calls f(std::integral_constant<int, V>{}) with V = 8, 2 or 1.
@@ -516,16 +812,35 @@ void sampled_softmax(Ctx& ctx, const SampledSoftmaxSpec& spec, const Tensor& q,
   const bool vec2 = can_vec2(d, {&q, &table, &dq, &d_table});
   const bool vec8 = can_vec8(d, {&q, &table, &dq, &d_table});
   const int width = vec2 && d <= 64 ? 2 : vec8 ? 8 : vec2 ? 2 : 1;
+  // The narrow kernel: 2-wide rows of 2..64 columns, one tile, row offsets in 32 bits.
+  const auto fits32 = [](const Tensor& m) {
+    return m.empty() || m.dim(0) * m.row_stride < (int64_t(1) << 31) - 64;
+  };
+  const bool narrow = !ss_kernel_warp() && width == 2 && d >= 2 && d <= 64 && !tiled &&
+                      fits32(table) && (det || !grad || fits32(d_table));
+  a.ldt32 = narrow ? static_cast<int32_t>(a.ldt) : 0;
+  a.lddt32 = narrow ? static_cast<int32_t>(a.lddt) : 0;
+  const auto launch = [&](auto kernel) {
+    if (smem > (48 << 10))
+      HSTU_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(smem)));
+    kernel<<<grid, warps * 32, smem, stream_of(ctx)>>>(a);
+    HSTU_CUDA_CHECK_LAUNCH();
+  };
   dispatch_width(width, [&](auto vtag) {
     constexpr int V = decltype(vtag)::value;
     dispatch_io(q.dtype, "sampled_softmax q", [&](auto tq) {
       using TQ = typename decltype(tq)::type;
-      auto kernel = sampled_softmax_kernel<V, TQ>;
-      if (smem > (48 << 10))
-        HSTU_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             static_cast<int>(smem)));
-      kernel<<<grid, warps * 32, smem, stream_of(ctx)>>>(a);
-      HSTU_CUDA_CHECK_LAUNCH();
+      if constexpr (V == 2) {
+        if (narrow) {
+          dispatch_chunks(
+              d, [&](auto nc) { launch(sampled_softmax_narrow_kernel<decltype(nc)::value, TQ>); });
+        } else {
+          launch(sampled_softmax_kernel<V, TQ>);
+        }
+      } else {
+        launch(sampled_softmax_kernel<V, TQ>);
+      }
       if (det) {
         const sorted_scatter::Sorted s =
             sorted_scatter::sort_keys(ctx, scratch, a.pair_key, t * nj, v);
