@@ -178,6 +178,7 @@ struct SsArgs {
   int64_t lddt = 0;
   int32_t ldt32 = 0, lddt32 = 0;  // the narrow kernel's 32-bit row pitches (the host checks)
   uint8_t* touched = nullptr;
+  bool touched_read = true;  // set a flag only where a read finds it clear (mark_touched)
   // Deterministic path: per (token, candidate) records [T * (R+1)] instead of atomics.
   int32_t* pair_key = nullptr;
   float* pair_a = nullptr;
@@ -186,6 +187,14 @@ struct SsArgs {
   int64_t t = 0, d = 0;
   float tau = 1.0f, eps = 0.0f, loss_scale = 1.0f;
 };
+
+// touched[id] = 1. The flags are few (one per table row) and every token sets ~R + 1 of them, so
+// after the first tokens nearly every store would rewrite a 1 into the same few L2 lines from all
+// SMs; with a.touched_read a load (L1 / L2 hit) skips those (HSTU_SS_TOUCHED=store: always store,
+// the A/B switch). Other SMs' stale copies only cause a redundant store of the same value.
+__device__ __forceinline__ void mark_touched(const SsArgs& a, int32_t id) {
+  if (!a.touched_read || a.touched[id] == 0) a.touched[id] = 1;
+}
 
 template <int V, typename TQ>
 __global__ void __launch_bounds__(256) sampled_softmax_kernel(SsArgs a) {
@@ -317,7 +326,7 @@ __global__ void __launch_bounds__(256) sampled_softmax_kernel(SsArgs a) {
         const float cj = a.loss_scale * (expf(lg[j] - lse) - (jg == 0 ? 1.0f : 0.0f));
         ca = cj / (nrm[j] * a.tau);
         cb = nrm[j] > a.eps ? ca * dots[j] / (nrm[j] * nrm[j]) : 0.0f;
-        a.touched[id] = 1;
+        mark_touched(a, id);
       }
       if (a.pair_key) {
         a.pair_key[t * nj + jg] = id;
@@ -561,7 +570,7 @@ __global__ void __launch_bounds__(256) sampled_softmax_narrow_kernel(SsArgs a) {
       const float inv_n = rnrm[j];  // from the pass: the dq weights' 1 / n_j
       ca = cj * inv_n * inv_tau;
       cb = inv_n < inv_eps ? ca * dots[j] * inv_n * inv_n : 0.0f;  // 1 / eps: clamped, B_j = 0
-      a.touched[id] = 1;
+      mark_touched(a, id);
     }
     if (a.pair_key) {
       a.pair_key[t * nj + j] = id;
@@ -772,6 +781,8 @@ void sampled_softmax(Ctx& ctx, const SampledSoftmaxSpec& spec, const Tensor& q,
   if (grad) {
     a.dq = dq.data, a.lddq = dq.row_stride;
     a.touched = touched.as<uint8_t>();
+    const char* tv = std::getenv("HSTU_SS_TOUCHED");
+    a.touched_read = !(tv && std::strcmp(tv, "store") == 0);
     if (det) {
       pair_key = scratch.alloc(DType::kI32, {t * nj});
       pair_a = scratch.alloc(DType::kF32, {t * nj});
