@@ -82,6 +82,9 @@ struct HstuAttnParams {
   const SeqTile* tile_order = nullptr;
   int64_t tile_order_n = 0;
   int tile_order_bm = 0;
+  // The persistent sm_90a forward's tile counter (one int of scratch; attention_fwd_sm90.cuh
+  // zeroes it before each launch), or null: that kernel then runs one CTA per tile.
+  int* fwd_tile_counter = nullptr;
 
   // ---- backward
   float* dq_accum = nullptr;                 // fp32 [T, H, kHeadDim] (atomic-dQ mode only)
