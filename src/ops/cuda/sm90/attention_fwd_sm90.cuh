@@ -357,6 +357,13 @@ __device__ __forceinline__ int opaque_ctaid_z() {
   return t;
 }
 
+// threadIdx.x, read so that the compiler cannot keep what is derived from it across a loop.
+__device__ __forceinline__ int opaque_tid_x() {
+  int t;
+  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
+  return t;
+}
+
 // The CTA's sequence start and head again (the values sm90_tile gave), for an epilogue: read
 // anew rather than kept live across the main loop.
 __device__ __forceinline__ void sm90_tile_start_head(const HstuAttnParams& p, int64_t& start,
@@ -396,6 +403,12 @@ dim3 sm90_grid(const HstuAttnParams& p) {
     return dim3(static_cast<unsigned>(p.tile_order_n * p.num_heads), 1, 1);
   }
   return dim3((p.max_seqlen + kBM - 1) / kBM, p.num_heads, p.batch);
+}
+
+// Orders the compiler's shared-memory accesses around CUTLASS's mbarrier calls, whose asm
+// declares no memory clobber (the tile slots are plain shared memory that the barriers publish).
+__device__ __forceinline__ void compiler_fence() {
+  asm volatile("" ::: "memory");
 }
 
 // The persistent form's next tile after `tile` for this CTA (FwdParams::counter).
@@ -491,7 +504,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
         // Buffer qb's last tile (it - 2) has left it: its O is stored.
         if (it >= 2) Barrier::wait(&ss.q_empty[qb], ((it >> 1) - 1) & 1);
         const bool done = tile >= P.num_tiles;
+        compiler_fence();
         ss.tile[qb] = done ? -1 : tile;  // published by the arrive (release)
+        compiler_fence();
         if (done) {
           Barrier::arrive(&ss.q_full[qb]);
           break;
@@ -543,55 +558,70 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
 
   // ---- consumers: warpgroup wg >= 1 owns query rows [64 (wg - 1), 64 wg) of the tile
   cutlass::arch::warpgroup_reg_alloc<Tr::kConsumerRegs>();
-  const int ctid = tid - 128;
-  typename Tr::TiledMma0 mma0;
-  typename Tr::TiledMma1 mma1;
-  auto thr0 = mma0.get_thread_slice(ctid);
-  auto thr1 = mma1.get_thread_slice(ctid);
-  Tensor tSrK = thr0.partition_fragment_B(sK);   // (.., stage)
-  Tensor tOrV = thr1.partition_fragment_B(sVt);  // (.., stage)
-  Tensor tOrO = partition_fragment_C(mma1, Shape<Int<kBM>, Int<kHD>>{});
-  Tensor tScS = thr0.partition_C(make_identity_tensor(Shape<Int<kBM>, Int<kBN>>{}));
-
-  Tensor tSrS = partition_fragment_C(mma0, Shape<Int<kBM>, Int<kBN>>{});
-  // The accumulator's register order equals the A fragments' of m64nXk16 (pairs of 8-column
-  // atoms make one 16-wide k block), so P is the accumulators converted pairwise in order.
-  Tensor tOrP = make_tensor<Element>(Layout<Shape<Shape<_2, _2, _2>, _1, Int<kBN / 16>>>{});
-  static_assert(size(decltype(tOrP){}) == size(decltype(tSrS){}), "P fragment size");
-  auto to_p = [&] {
-    uint32_t* pw = reinterpret_cast<uint32_t*>(raw_pointer_cast(tOrP.data()));
-#pragma unroll
-    for (int e = 0; e < size(tSrS) / 2; ++e) pw[e] = Mma<T>::pack(tSrS(2 * e), tSrS(2 * e + 1));
-  };
-
-  // FA3's warp-scheduler barriers (ping-pong, kPingPong): the consumer warpgroups take turns to
-  // issue their GEMMs (named barrier kSchedBar + w, armed by the previous warpgroup in the cycle),
-  // so one warpgroup's pointwise epilogue runs while the next one's GEMMs use the tensor cores.
-  // Every warpgroup has the same number of turns (same key blocks); the last warpgroup's first
-  // arrive arms warpgroup 0's first turn and it skips its own final one, so the counts balance.
-  // Persistent: turns run on across tiles (every warpgroup takes the same turns in every tile);
-  // the last warpgroup skips no arrive, its last one (after its last tile's last turn) is taken
-  // by warpgroup 0's one extra wait after the loop. Each arrive on a barrier follows the
-  // completion of the wait it answers (the cycle orders them), so none is ever two ahead.
-  const int w = wg - 1;
   constexpr int kWGs = Tr::kConsumerWGs, kSchedBar = 4;  // ids 0..3: the epilogue
-  auto turn_wait = [&] {
-    if constexpr (Tr::kPingPong) named_bar_sync(256, kSchedBar + w);
-  };
-  auto turn_pass = [&](bool last) {
-    if constexpr (Tr::kPingPong)
-      if (kPersist || !(last && w == kWGs - 1)) named_bar_arrive(256, kSchedBar + (w + 1) % kWGs);
-  };
-  if constexpr (Tr::kPingPong)
-    if (w == kWGs - 1) named_bar_arrive(256, kSchedBar);
-
+  // Persistent at d 64: the thread's index read anew per tile (opaque_tid_x), so that its
+  // fragment coordinates and barrier ids are recomputed (a few integer ops) rather than held
+  // across the epilogue and the next tile's set-up: computed once before the loop, ptxas spilled
+  // them (20 bytes, reloaded in the main loop; the consumers have 160 registers there). Not at
+  // d 128 (240 registers), where the re-read cost ptxas more spill bytes, not fewer.
+  constexpr bool kRereadTid = kPersist && kWGs == 3;
+  // The ping-pong schedule (below): the last warpgroup arms warpgroup 0's first turn (persistent:
+  // here; else where it always was, after the set-up).
+  if constexpr (kPersist && Tr::kPingPong)
+    if (wg - 1 == kWGs - 1) named_bar_arrive(256, kSchedBar);
   cutlass::PipelineState<Tr::kStages> rd_k, rd_v;  // continue across tiles
 #pragma unroll 1
   for (int it = 0;; ++it) {
     const int qb = kPersist ? it & 1 : 0;  // Q buffer of the it-th tile
     Sm90Tile tl = tl1;
-    Barrier::wait(&ss.q_full[qb], kPersist ? (it >> 1) & 1 : 0);
+    // NOTE: the order of the set-up below (Q's wait first when persistent, last otherwise; the
+    // arm) is the one ptxas compiled with the fewest spill bytes of those tried (persistent d 64
+    // bf16: 0 instead of 8; the one-CTA-per-tile kernels: as main's or fewer, the notes).
+    if constexpr (kPersist) Barrier::wait(&ss.q_full[qb], (it >> 1) & 1);
+    const int ttid = kRereadTid ? opaque_tid_x() : tid;
+    const int ctid = ttid - 128;
+    typename Tr::TiledMma0 mma0;
+    typename Tr::TiledMma1 mma1;
+    auto thr0 = mma0.get_thread_slice(ctid);
+    auto thr1 = mma1.get_thread_slice(ctid);
+    Tensor tSrK = thr0.partition_fragment_B(sK);   // (.., stage)
+    Tensor tOrV = thr1.partition_fragment_B(sVt);  // (.., stage)
+    Tensor tOrO = partition_fragment_C(mma1, Shape<Int<kBM>, Int<kHD>>{});
+    Tensor tScS = thr0.partition_C(make_identity_tensor(Shape<Int<kBM>, Int<kBN>>{}));
+
+    Tensor tSrS = partition_fragment_C(mma0, Shape<Int<kBM>, Int<kBN>>{});
+    // The accumulator's register order equals the A fragments' of m64nXk16 (pairs of 8-column
+    // atoms make one 16-wide k block), so P is the accumulators converted pairwise in order.
+    Tensor tOrP = make_tensor<Element>(Layout<Shape<Shape<_2, _2, _2>, _1, Int<kBN / 16>>>{});
+    static_assert(size(decltype(tOrP){}) == size(decltype(tSrS){}), "P fragment size");
+    auto to_p = [&] {
+      uint32_t* pw = reinterpret_cast<uint32_t*>(raw_pointer_cast(tOrP.data()));
+#pragma unroll
+      for (int e = 0; e < size(tSrS) / 2; ++e) pw[e] = Mma<T>::pack(tSrS(2 * e), tSrS(2 * e + 1));
+    };
+
+    // FA3's warp-scheduler barriers (ping-pong, kPingPong): the consumer warpgroups take turns to
+    // issue their GEMMs (named barrier kSchedBar + w, armed by the previous warpgroup in the
+    // cycle), so one warpgroup's pointwise epilogue runs while the next one's GEMMs use the tensor
+    // cores. Every warpgroup has the same number of turns (same key blocks); the last warpgroup's
+    // first arrive arms warpgroup 0's first turn and it skips its own final one, so the counts
+    // balance. Persistent: turns run on across tiles (every warpgroup takes the same turns in every
+    // tile); the last warpgroup skips no arrive, its last one (after its last tile's last turn) is
+    // taken by warpgroup 0's one extra wait after the loop. Each arrive on a barrier follows the
+    // completion of the wait it answers (the cycle orders them), so none is ever two ahead.
+    const int w = ttid / 128 - 1;
+    auto turn_wait = [&] {
+      if constexpr (Tr::kPingPong) named_bar_sync(256, kSchedBar + w);
+    };
+    auto turn_pass = [&](bool last) {
+      if constexpr (Tr::kPingPong)
+        if (kPersist || !(last && w == kWGs - 1)) named_bar_arrive(256, kSchedBar + (w + 1) % kWGs);
+    };
+    if constexpr (!kPersist && Tr::kPingPong)
+      if (w == kWGs - 1) named_bar_arrive(256, kSchedBar);
+
     if constexpr (kPersist) {
+      compiler_fence();  // the slot read after the full barrier's wait (acquire)
       const int tile = ss.tile[qb];
       if (tile < 0) break;
       tl = sm90_tile_linear<kBM, kOrder>(p, tile, P.tiles_x);
@@ -619,7 +649,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
         constexpr int kCPR = kBN / 16;  // 16-byte chunks per row
         const int64_t S = p.rab_bkt_stride;
 #pragma unroll
-        for (int c = tid & 127; c < 64 * kCPR; c += 128) {
+        for (int c = ttid & 127; c < 64 * kCPR; c += 128) {
           const int r = c / kCPR, cc = (c % kCPR) * 16;
           const int i = m0 + 64 * w + r, j = nb * kBN + cc;
           const bool in = i < si.L && j < si.L;  // then j + 16 <= S: rows are 16-byte padded
@@ -638,6 +668,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     auto rab_view = [&](int nb, int buf) {  // indexed by tile row / column (RabView)
       return RabView{my_bkt + (buf - w) * 64 * Tr::kBktPitch, s_ttab, s_pw + nb * kBN + kBM - 1};
     };
+    if constexpr (!kPersist) Barrier::wait(&ss.q_full[0], 0);
 
     // FlashAttention-3's intra-warpgroup overlap: S of the next key block is issued before P V of
     // this one, and its pointwise epilogue runs while P V is on the tensor cores.
@@ -723,10 +754,11 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     }
     if (rows > 0)
       store_tile<64, kHD, 128>(p.o.head<T>(o_start + m0 + 64 * w, o_h), p.o.row_stride,
-                               sO + 64 * w * kHD, rows, p.d_v, p.o.vec, tid & 127);
+                               sO + 64 * w * kHD, rows, p.d_v, p.o.vec, ttid & 127);
     if constexpr (kPersist) {
       // The buffer is free for the producer's TMA (async proxy) once this thread's generic reads
-      // and writes of it are ordered before the arrive.
+      // and writes of it (and its slot read) are ordered before the arrive.
+      compiler_fence();
       cutlass::arch::fence_view_async_shared();
       Barrier::arrive(&ss.q_empty[qb]);
     } else {
@@ -734,7 +766,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     }
   }
   if constexpr (kPersist && Tr::kPingPong)
-    if (w == 0) named_bar_sync(256, kSchedBar);  // the last warpgroup's last arrive
+    if (wg == 1) named_bar_sync(256, kSchedBar);  // the last warpgroup's last arrive
 #endif
 }
 
