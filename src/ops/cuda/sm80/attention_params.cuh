@@ -82,9 +82,6 @@ struct HstuAttnParams {
   const SeqTile* tile_order = nullptr;
   int64_t tile_order_n = 0;
   int tile_order_bm = 0;
-  // The persistent sm_90a forward's tile counter (one int of scratch; attention_fwd_sm90.cuh
-  // zeroes it before each launch), or null: that kernel then runs one CTA per tile.
-  int* fwd_tile_counter = nullptr;
 
   // ---- backward
   float* dq_accum = nullptr;                 // fp32 [T, H, kHeadDim] (atomic-dQ mode only)
@@ -92,6 +89,11 @@ struct HstuAttnParams {
   unsigned long long* drab_accum = nullptr;  // fixed point [rab_pos_len + rab_time_len] or null
   float* d_rab_pos = nullptr;
   float* d_rab_time = nullptr;
+
+  // ---- the persistent sm_90a forward's tile counter (one int of scratch;
+  // attention_fwd_sm90.cuh zeroes it before each launch), or null: that kernel then runs one CTA
+  // per tile. Last, so that the other kernels' parameters keep their offsets.
+  int* fwd_tile_counter = nullptr;
 };
 
 // Tile configuration of one kernel. kBlockM query rows x kBlockN key rows per tile, kNWarps warps;

@@ -302,13 +302,27 @@ struct Sm90Tile {
 // is compiled for each (its grid form then matches the kernel before the list: the two forms in
 // one kernel cost the fp16 d 128 forward 12 bytes more spill stores, ptxas); the backward kernels
 // take -1.
-// sm90_tile_at: the same for the CTA (x, y, z) of a grid gx CTAs wide (the persistent forward's
-// tiles; sm90_tile passes blockIdx and gridDim.x).
-template <int kBM, bool kDesc, int kOrder = -1>
-__device__ __forceinline__ Sm90Tile sm90_tile_at(const HstuAttnParams& p, int x, int y, int z,
-                                                 int gx) {
+// sm90_tile_at: the same for coordinates c (x(), y(), z() and rev_x() = gx - 1 - x() of a grid
+// gx wide): Sm90CtaCoords (blockIdx / gridDim: sm90_tile, read where the code always read them)
+// or Sm90LinearCoords (the persistent forward's tiles).
+struct Sm90CtaCoords {
+  __device__ int x() const { return blockIdx.x; }
+  __device__ int y() const { return blockIdx.y; }
+  __device__ int z() const { return blockIdx.z; }
+  __device__ int rev_x() const { return int(gridDim.x - 1 - blockIdx.x); }
+};
+struct Sm90LinearCoords {
+  int cx, cy, cz, gx;
+  __device__ int x() const { return cx; }
+  __device__ int y() const { return cy; }
+  __device__ int z() const { return cz; }
+  __device__ int rev_x() const { return gx - 1 - cx; }
+};
+template <int kBM, bool kDesc, int kOrder, typename C>
+__device__ __forceinline__ Sm90Tile sm90_tile_at(const HstuAttnParams& p, const C& c) {
   Sm90Tile t;
   if (kOrder == 1 || (kOrder < 0 && p.tile_order)) {
+    const int x = c.x();
     const int4 e = __ldg(reinterpret_cast<const int4*>(p.tile_order) + x / p.num_heads);
     t.h = x % p.num_heads;
     t.si.b = max(e.x, 0);  // past the end: b = -1, len = 0 (returns)
@@ -321,22 +335,23 @@ __device__ __forceinline__ Sm90Tile sm90_tile_at(const HstuAttnParams& p, int x,
     const int n = min(seq_blocks(t.si.L, kBM), seq_blocks(p.max_seqlen, kBM));
     t.blk = kDesc ? max(n - 1 - e.y, 0) : e.y;
   } else {
-    t.h = y;
-    t.si = seq_info(p, z);
-    t.blk = kDesc ? gx - 1 - x : x;
+    t.h = c.y();
+    t.si = seq_info(p, c.z());
+    t.blk = kDesc ? c.rev_x() : c.x();
   }
   return t;
 }
 template <int kBM, bool kDesc, int kOrder = -1>
 __device__ __forceinline__ Sm90Tile sm90_tile(const HstuAttnParams& p) {
-  return sm90_tile_at<kBM, kDesc, kOrder>(p, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x);
+  return sm90_tile_at<kBM, kDesc, kOrder>(p, Sm90CtaCoords{});
 }
 // The persistent forward's tile `tile` (FwdParams::num_tiles' numbering, gx = tiles_x).
 template <int kBM, int kOrder>
 __device__ __forceinline__ Sm90Tile sm90_tile_linear(const HstuAttnParams& p, int tile, int gx) {
-  if constexpr (kOrder == 1) return sm90_tile_at<kBM, true, 1>(p, tile, 0, 0, 0);
+  if constexpr (kOrder == 1) return sm90_tile_at<kBM, true, 1>(p, Sm90LinearCoords{tile, 0, 0, 0});
   const int r = tile / gx;
-  return sm90_tile_at<kBM, true, 0>(p, tile - r * gx, r % p.num_heads, r / p.num_heads, gx);
+  return sm90_tile_at<kBM, true, 0>(
+      p, Sm90LinearCoords{tile - r * gx, r % p.num_heads, r / p.num_heads, gx});
 }
 
 // blockIdx.x / .y / .z, read so that the compiler cannot hoist what is derived from them out of
