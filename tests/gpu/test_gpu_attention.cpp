@@ -684,6 +684,12 @@ bool sm90_bwd_expected(const Case& c) {
   return (!c.rab || d <= 128) && d > 32 && c.dv % 8 == 0 && c.pad == 0 && c.padded_heads;
 }
 
+// Whether the sm_90a forward of a case of sm90_cases() runs persistent by default (no rab, padded
+// head width 64 / 128; attention_fwd_sm90.cuh).
+bool sm90_persist_expected(const Case& c) {
+  return !c.rab && std::max(c.dqk, c.dv) <= 128;
+}
+
 TEST_P(GpuAttentionSm90, ForwardMatchesCpuReference) {
   HSTU_REQUIRE_GPU();
   gpu::DeviceScope scope;
@@ -713,19 +719,127 @@ TEST_P(GpuAttentionSm90, ForwardMatchesCpuReference) {
     gpu::expect_lowp_close(out[sm80], ref.o, naive.o, 2.0, 1e-6 + 1e-4 * max_abs(ref.o), "o");
   }
   gpu::poison(run.o);  // the sm90 forward is deterministic too
+  const int64_t launches = cuda::attn::sm90_fwd_persist_launches();
   hstu_attention_fwd(cctx, a, run.o);
   gpu::sync();
   EXPECT_TRUE(bit_equal(out[0], gpu::to_host(run.o))) << "sm90 o differs between runs";
+  // The default is the persistent form where it applies (sm90_persist_expected): counted.
+  EXPECT_EQ(cuda::attn::sm90_fwd_persist_launches() - launches,
+            sm90_persist_expected(pb.cs) ? 1 : 0);
   // Both launch orders forced (HSTU_ATTN_SM90_ORDER; the default is longest-first for bf16 and
-  // the grid order for fp16, attn_tile_order.h): each CTA computes the same tile either way, so
-  // the same bits.
+  // the grid order for fp16, attn_tile_order.h), each with the persistent form's three modes
+  // (HSTU_ATTN_SM90_PERSIST: the default, 0 = one CTA per tile, static): every tile is computed
+  // the same way whichever CTA takes it, so the same bits.
   for (const char* order : {"grid", "seq"}) {
-    setenv("HSTU_ATTN_SM90_ORDER", order, 1);
-    gpu::poison(run.o);
-    hstu_attention_fwd(cctx, a, run.o);
-    gpu::sync();
-    unsetenv("HSTU_ATTN_SM90_ORDER");
-    EXPECT_TRUE(bit_equal(out[0], gpu::to_host(run.o))) << "sm90 o differs in order " << order;
+    for (const char* persist : {"", "0", "static"}) {
+      setenv("HSTU_ATTN_SM90_ORDER", order, 1);
+      if (*persist) setenv("HSTU_ATTN_SM90_PERSIST", persist, 1);
+      gpu::poison(run.o);
+      hstu_attention_fwd(cctx, a, run.o);
+      gpu::sync();
+      unsetenv("HSTU_ATTN_SM90_PERSIST");
+      unsetenv("HSTU_ATTN_SM90_ORDER");
+      EXPECT_TRUE(bit_equal(out[0], gpu::to_host(run.o)))
+          << "sm90 o differs in order " << order << ", HSTU_ATTN_SM90_PERSIST=" << persist;
+    }
+  }
+  unsetenv("HSTU_ATTN_SM90");
+}
+
+// The persistent sm_90a forward (attention_fwd_sm90.cuh; no rab, padded head widths 64 / 128)
+// against the one-CTA-per-tile kernel (HSTU_ATTN_SM90_PERSIST=0) on problems too large for the
+// CPU reference: many more tiles than SMs (a CTA runs many tiles, its Q buffers and barrier
+// phases cycle many times, the K / V pipeline runs on across tiles) and fewer; full-length and
+// jagged batches (uniform lengths, one long sequence among many short ones: tiles of very
+// different lengths, tiles past a sequence's end skipped in the grid order), every mask, both
+// launch orders, both dtypes, widths 64, 48 and 100 (padded to 64 / 128) and 128. Both outputs
+// must be finite everywhere (they are NaN-poisoned before each run) and bit-identical; the
+// persistent runs must have launched the persistent kernel (its launch count).
+TEST(GpuAttentionSm90Persist, SameBitsAsOneCtaPerTile) {
+  HSTU_REQUIRE_GPU();
+  gpu::DeviceScope scope;
+  if (!cuda::attn::sm90_attention_available())
+    GTEST_SKIP() << "no sm_90a attention here (not a 9.0 GPU, no kernels built, or HSTU_ATTN_SM80)";
+  struct Shape {
+    const char* name;
+    int heads, d;
+    std::vector<int> lengths;
+    bool causal = true, contexts = false, targets = false;
+    int group = 1, window = 0;
+  };
+  std::mt19937 g(11);
+  auto uniform = [&](int n, int hi) {
+    std::vector<int> v(n);
+    for (int& x : v) x = 1 + static_cast<int>(g() % hi);
+    return v;
+  };
+  auto skewed = [](int long_len, int n_short) {
+    std::vector<int> v;
+    for (int k = 0; k < n_short; ++k) v.push_back(1 + (5 * k + 2) % 40);
+    v.insert(v.begin() + n_short / 3, long_len);
+    return v;
+  };
+  const std::vector<Shape> shapes = {
+      {"full_4x2048_h4_d128", 4, 128, std::vector<int>(4, 2048)},
+      {"full_4x2048_h8_d64", 8, 64, std::vector<int>(4, 2048)},
+      {"full_1x300_h1_d128 (3 tiles)", 1, 128, {300}},
+      {"full_2x200_h1_d64 (2 tiles)", 1, 64, {200, 200}},
+      {"uniform_24x1..2048_h4_d128", 4, 128, uniform(24, 2048)},
+      {"uniform_24x1..2048_h4_d64", 4, 64, uniform(24, 2048)},
+      {"skewed_3000+200_h2_d128", 2, 128, skewed(3000, 200)},
+      {"skewed_3000+200_h2_d64", 2, 64, skewed(3000, 200)},
+      {"uniform_d100_ctx_tgt_window", 3, 100, uniform(16, 1500), true, true, true, 2, 300},
+      {"uniform_d48_ctx_tgt_window", 3, 48, uniform(16, 1500), true, true, true, 3, 200},
+      {"uniform_d128_noncausal_ctx", 2, 128, uniform(12, 1200), false, true},
+      {"uniform_d64_targets_window", 2, 64, uniform(20, 1800), true, false, true, 1, 700},
+  };
+  setenv("HSTU_ATTN_SM90", "1", 1);  // short sequences too
+  for (const Shape& sh : shapes) {
+    for (DType dt : {DType::kBF16, DType::kF16}) {
+      Case c;
+      c.name = std::string(sh.name) + (dt == DType::kBF16 ? "_bf16" : "_fp16");
+      c.dtype = dt;
+      c.heads = sh.heads;
+      c.dqk = c.dv = sh.d;
+      c.lengths = sh.lengths;
+      c.causal = sh.causal;
+      c.contexts = sh.contexts;
+      c.targets = sh.targets;
+      c.group = sh.group;
+      c.window = sh.window;
+      c.padded_heads = true;  // TMA: 16-byte head strides for widths such as 100
+      SCOPED_TRACE(c.name);
+      const Problem pb(c);
+      GpuRun run(pb);
+      Ctx cctx = gpu::cuda_ctx(true);
+      const HstuAttentionArgs a = run.args();
+      for (const char* order : {"grid", "seq"}) {
+        SCOPED_TRACE(order);
+        setenv("HSTU_ATTN_SM90_ORDER", order, 1);
+        Tensor one;
+        for (const char* persist : {"0", "", "static"}) {
+          if (*persist) setenv("HSTU_ATTN_SM90_PERSIST", persist, 1);
+          const int64_t launches = cuda::attn::sm90_fwd_persist_launches();
+          gpu::poison(run.o);
+          hstu_attention_fwd(cctx, a, run.o);
+          gpu::sync();
+          const int64_t ran = cuda::attn::sm90_fwd_persist_launches() - launches;
+          unsetenv("HSTU_ATTN_SM90_PERSIST");
+          const Tensor o = gpu::to_host(run.o);
+          int64_t bad = 0;
+          for (int64_t i = 0; i < o.numel(); ++i) bad += std::isfinite(get(o, i)) ? 0 : 1;
+          EXPECT_EQ(bad, 0) << "non-finite outputs, HSTU_ATTN_SM90_PERSIST=" << persist;
+          EXPECT_EQ(ran, *persist == '0' ? 0 : 1) << "HSTU_ATTN_SM90_PERSIST=" << persist;
+          if (*persist == '0') {
+            one = o;
+          } else {
+            EXPECT_TRUE(bit_equal(one, o))
+                << "persistent o differs from one CTA per tile, HSTU_ATTN_SM90_PERSIST=" << persist;
+          }
+        }
+        unsetenv("HSTU_ATTN_SM90_ORDER");
+      }
+    }
   }
   unsetenv("HSTU_ATTN_SM90");
 }

@@ -36,7 +36,8 @@
 // 4 * T * H * Dpad bytes for the dQ accumulator when not deterministic (sm80) or with the fused
 // sm_90a backward (+ 8 * B * H * ceil(max_seqlen / 64) semaphore bytes; without that room the
 // split form runs), and with the sm_90a kernels their launch order (attn_tile_order.h:
-// 16 * (T / bm + B) bytes, bm = 64..192; without room the grid order).
+// 16 * (T / bm + B) bytes, bm = 64..192; without room the grid order) and the persistent
+// forward's tile counter (one int; without room one CTA per tile).
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -392,6 +393,19 @@ void order_sm90_tiles(Ctx& ctx, std::optional<Scratch>& scratch, HstuAttnParams&
   p.tile_order_bm = bm;
 }
 
+// The persistent sm_90a forward's tile counter (attention_fwd_sm90.cuh; no rab, padded head
+// widths 64 / 128, HSTU_ATTN_SM90_PERSIST not 0 / static): one int in scratch (emplaced in
+// `scratch` if not yet), zeroed by the launcher. Without room in a real CUDA scratch arena none,
+// and the call runs one CTA per tile.
+void sm90_fwd_counter(Ctx& ctx, std::optional<Scratch>& scratch, HstuAttnParams& p, int hdp) {
+  if (p.rab_pos || hdp > 128 || attn::sm90_fwd_persist_mode() != 1) return;
+  const Arena* a = ctx.scratch;
+  if (!a || a->device() != Device::kCUDA || a->is_measuring()) return;
+  if (a->capacity() - a->used() < arena_bytes(sizeof(int))) return;
+  if (!scratch) scratch.emplace(ctx, "hstu_attention");
+  p.fwd_tile_counter = static_cast<int*>(scratch->alloc(DType::kI32, {1}).data);
+}
+
 }  // namespace
 
 bool hstu_rab_buckets(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& out) {
@@ -417,6 +431,7 @@ void hstu_attention_fwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& o
     // fp16: the grid order unless HSTU_ATTN_SM90_ORDER=seq (sm90_tile_order_on).
     order_sm90_tiles(ctx, scratch, p, attn::sm90_fwd_block_rows(hdp), args.q.dtype == DType::kBF16,
                      stream_of(ctx));
+    sm90_fwd_counter(ctx, scratch, p, hdp);
     if (args.q.dtype == DType::kBF16) {
       fwd_bucket_sm90<bf16>(hdp, p, stream_of(ctx));
     } else {

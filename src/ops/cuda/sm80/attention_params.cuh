@@ -94,6 +94,11 @@ struct HstuAttnParams {
   unsigned long long* drab_accum = nullptr;  // fixed point [rab_pos_len + rab_time_len] or null
   float* d_rab_pos = nullptr;
   float* d_rab_time = nullptr;
+
+  // ---- the persistent sm_90a forward's tile counter (one int of scratch;
+  // attention_fwd_sm90.cuh zeroes it before each launch), or null: that kernel then runs one CTA
+  // per tile. Last, so that the other kernels' parameters keep their offsets.
+  int* fwd_tile_counter = nullptr;
 };
 
 // Tile configuration of one kernel. kBlockM query rows x kBlockN key rows per tile, kNWarps warps;

@@ -16,6 +16,37 @@
 // end; O goes registers -> shared memory (Q's buffer) -> predicated 16-byte global stores (jagged
 // rows end inside a tile).
 //
+// Persistent form (kPersist; calls without rab at d 64 / 128, the default; HSTU_ATTN_SM90_PERSIST
+// in attention_sm90.h): a grid of min(tiles, SMs x CTAs per SM) CTAs, each running tiles until
+// none are left, so one tile's prologue (Q's load, the K / V pipeline fill) and epilogue (O
+// through shared memory to global) overlap its neighbours' GEMMs. The tiles are numbered as the
+// one-CTA-per-tile grid's blockIdx would be (the list: x; the grid: x fastest, then head, then
+// sequence, heavy blocks first); CTA c starts with tile c, then claims gridDim.x +
+// atomicAdd(counter, 1) (the dispatcher's counter, zeroed before the launch: a dynamic schedule
+// balances tiles of 1 .. 32 key blocks where a static stride c, c + G, ... does not:
+// 4096-token causal batches put the same block column on the same CTA whenever G is a multiple
+// of the blocks per sequence, a host simulation gave 1.8x the greedy makespan at d 64;
+// HSTU_ATTN_SM90_PERSIST=static keeps it for measurement). Per tile the code is the
+// one-CTA-per-tile kernel's (the same loops, run once there), so the outputs are the same bits.
+// Protocol, beyond the K / V pipelines (their states simply run on across tiles):
+//   - the producer skips tiles without rows (m0 >= L, list entries past the end) itself: no
+//     barrier traffic, the consumers never see them;
+//   - Q is double-buffered: the it-th tile the CTA runs uses buffer it & 1 with its full
+//     mbarrier (Q's transaction bytes, parity (it >> 1) & 1) and its empty mbarrier (all 128 x
+//     consumer-warpgroups consumer threads arrive, parity ((it >> 1) - 1) & 1 for the producer's
+//     wait before the load of tile it + 2 into the buffer). The producer writes the tile's index
+//     into the buffer's slot (ss.tile) before arriving on the full barrier (release; the
+//     consumers' wait acquires), and -1 with a plain arrive when no tile is left: the consumers
+//     exit on it. The consumers read the index there at the tile's start and again in the
+//     epilogue (sequence start and head re-derived, not held across the main loop);
+//   - O of a tile is staged in the tile's own Q buffer (free once every consumer warpgroup has
+//     passed its last S = Q K^T: the named barrier before the staging), stored, then each consumer
+//     thread fences the generic-proxy accesses against the TMA's async proxy
+//     (fence.proxy.async) and arrives on the buffer's empty barrier. So tile t + 1's Q and its
+//     first K / V blocks load while tile t computes its last key blocks and its epilogue;
+//   - the ping-pong turns (below) run on across tiles: no arrive is skipped at a tile's end;
+//     warpgroup 0 takes the last warpgroup's final arrive with one extra wait after the loop.
+//
 // Masks and rab follow the sm80 kernel (attention_mask.cuh): tiles are classified at run time
 // (hstu_tile_kind); skipped key blocks are neither loaded nor computed; full tiles test nothing
 // (except the last key block, whose rows past the sequence's end belong to the next sequence —
@@ -42,6 +73,8 @@
 #include <cutlass/arch/reg_reconfig.h>
 #include <cutlass/numeric_types.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cutlass/pipeline/sm90_pipeline.hpp>
 #include <type_traits>
 
@@ -120,14 +153,26 @@ struct FwdTraits {
                                        Shape<Int<kBN>, Int<kHD>>{}, _1{}));
 
   using Pipe = cutlass::PipelineTmaAsync<kStages>;
-  struct SharedStorage {
-    alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutQ>, 1024> q;  // then O
+  // kQBufs Q buffers (each then O of its tile), each with its full barrier (Q's TMA bytes).
+  template <int kQBufs>
+  struct Storage {
+    alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutQ> * kQBufs, 1024> q;
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutK>, 1024> k;
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutK>, 1024> v;
     typename Pipe::SharedStorage pipe_k, pipe_v;
-    alignas(8) uint64_t barrier_q;
+    alignas(8) uint64_t q_full[kQBufs];
+  };
+  using SharedStorage = Storage<1>;
+  // The persistent form: two Q buffers, each with an empty barrier (every consumer thread arrives
+  // once its tile's O left the buffer) and the linear index of the tile it holds (-1: no more
+  // tiles), written by the producer before it arrives on the buffer's full barrier.
+  struct SharedStoragePersist : Storage<2> {
+    uint64_t q_empty[2];
+    int tile[2];
   };
   static constexpr int kSmemBytes = int(sizeof(SharedStorage));
+  static constexpr int kSmemBytesPersist = int(sizeof(SharedStoragePersist));
+  static_assert(kHeadDim > 128 || kSmemBytesPersist <= 227 * 1024, "two Q buffers fit at d <= 128");
   // rab: dynamic shared memory after SharedStorage (RabSmem): per consumer warpgroup two buffers
   // of its 64 rows x kBN keys of u8 buckets (pitch kBN + 16: the 8 rows one warp's accumulators
   // span fall in distinct banks), the time table (kMaxBktTable floats), the position window.
@@ -150,6 +195,12 @@ struct FwdParams {
   HstuAttnParams p;
   typename Tr::TmaQ tma_q;
   typename Tr::TmaKV tma_k, tma_v;
+  // The persistent form: the tiles of the one-CTA-per-tile grid, numbered as its blockIdx would be
+  // (the list: x; the grid: x fastest, then head, then sequence), tiles_x = its gridDim.x; counter
+  // (zeroed before the launch): each CTA's next tile is gridDim.x + atomicAdd(counter, 1), or
+  // without it (HSTU_ATTN_SM90_PERSIST=static) the CTA's index plus multiples of gridDim.x.
+  int num_tiles = 0, tiles_x = 0;
+  int* counter = nullptr;
 };
 
 // Per-element variants of the score epilogue.
@@ -251,11 +302,27 @@ struct Sm90Tile {
 // is compiled for each (its grid form then matches the kernel before the list: the two forms in
 // one kernel cost the fp16 d 128 forward 12 bytes more spill stores, ptxas); the backward kernels
 // take -1.
-template <int kBM, bool kDesc, int kOrder = -1>
-__device__ __forceinline__ Sm90Tile sm90_tile(const HstuAttnParams& p) {
+// sm90_tile_at: the same for coordinates c (x(), y(), z() and rev_x() = gx - 1 - x() of a grid
+// gx wide): Sm90CtaCoords (blockIdx / gridDim: sm90_tile, read where the code always read them)
+// or Sm90LinearCoords (the persistent forward's tiles).
+struct Sm90CtaCoords {
+  __device__ int x() const { return blockIdx.x; }
+  __device__ int y() const { return blockIdx.y; }
+  __device__ int z() const { return blockIdx.z; }
+  __device__ int rev_x() const { return int(gridDim.x - 1 - blockIdx.x); }
+};
+struct Sm90LinearCoords {
+  int cx, cy, cz, gx;
+  __device__ int x() const { return cx; }
+  __device__ int y() const { return cy; }
+  __device__ int z() const { return cz; }
+  __device__ int rev_x() const { return gx - 1 - cx; }
+};
+template <int kBM, bool kDesc, int kOrder, typename C>
+__device__ __forceinline__ Sm90Tile sm90_tile_at(const HstuAttnParams& p, const C& c) {
   Sm90Tile t;
   if (kOrder == 1 || (kOrder < 0 && p.tile_order)) {
-    const int x = blockIdx.x;
+    const int x = c.x();
     const int4 e = __ldg(reinterpret_cast<const int4*>(p.tile_order) + x / p.num_heads);
     t.h = x % p.num_heads;
     t.si.b = max(e.x, 0);  // past the end: b = -1, len = 0 (returns)
@@ -268,11 +335,23 @@ __device__ __forceinline__ Sm90Tile sm90_tile(const HstuAttnParams& p) {
     const int n = min(seq_blocks(t.si.L, kBM), seq_blocks(p.max_seqlen, kBM));
     t.blk = kDesc ? max(n - 1 - e.y, 0) : e.y;
   } else {
-    t.h = blockIdx.y;
-    t.si = seq_info(p, blockIdx.z);
-    t.blk = kDesc ? int(gridDim.x - 1 - blockIdx.x) : int(blockIdx.x);
+    t.h = c.y();
+    t.si = seq_info(p, c.z());
+    t.blk = kDesc ? c.rev_x() : c.x();
   }
   return t;
+}
+template <int kBM, bool kDesc, int kOrder = -1>
+__device__ __forceinline__ Sm90Tile sm90_tile(const HstuAttnParams& p) {
+  return sm90_tile_at<kBM, kDesc, kOrder>(p, Sm90CtaCoords{});
+}
+// The persistent forward's tile `tile` (FwdParams::num_tiles' numbering, gx = tiles_x).
+template <int kBM, int kOrder>
+__device__ __forceinline__ Sm90Tile sm90_tile_linear(const HstuAttnParams& p, int tile, int gx) {
+  if constexpr (kOrder == 1) return sm90_tile_at<kBM, true, 1>(p, Sm90LinearCoords{tile, 0, 0, 0});
+  const int r = tile / gx;
+  return sm90_tile_at<kBM, true, 0>(
+      p, Sm90LinearCoords{tile - r * gx, r % p.num_heads, r / p.num_heads, gx});
 }
 
 // blockIdx.x / .y / .z, read so that the compiler cannot hoist what is derived from them out of
@@ -293,6 +372,13 @@ __device__ __forceinline__ int opaque_ctaid_z() {
   return t;
 }
 
+// threadIdx.x, read so that the compiler cannot keep what is derived from it across a loop.
+__device__ __forceinline__ int opaque_tid_x() {
+  int t;
+  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
+  return t;
+}
+
 // The CTA's sequence start and head again (the values sm90_tile gave), for an epilogue: read
 // anew rather than kept live across the main loop.
 __device__ __forceinline__ void sm90_tile_start_head(const HstuAttnParams& p, int64_t& start,
@@ -304,6 +390,21 @@ __device__ __forceinline__ void sm90_tile_start_head(const HstuAttnParams& p, in
   } else {
     start = p.cu_seqlens[opaque_ctaid_z()];
     h = opaque_ctaid_y();
+  }
+}
+
+// sm90_tile_start_head for the persistent forward's tile `tile` (read anew from shared memory by
+// the caller).
+template <int kOrder>
+__device__ __forceinline__ void sm90_tile_start_head_linear(const HstuAttnParams& p, int tile,
+                                                            int gx, int64_t& start, int& h) {
+  if constexpr (kOrder == 1) {
+    start = p.tile_order[tile / p.num_heads].start;
+    h = tile % p.num_heads;
+  } else {
+    const int r = tile / gx;
+    start = p.cu_seqlens[r / p.num_heads];
+    h = r % p.num_heads;
   }
 }
 
@@ -319,15 +420,32 @@ dim3 sm90_grid(const HstuAttnParams& p) {
   return dim3((p.max_seqlen + kBM - 1) / kBM, p.num_heads, p.batch);
 }
 
-// kOrder: 1 the CTAs take p.tile_order's entries, 0 the grid order (sm90_tile).
-template <typename T, typename Tr, bool kHasRab, int kOrder>
+// Orders the compiler's shared-memory accesses around CUTLASS's mbarrier calls, whose asm
+// declares no memory clobber (the tile slots are plain shared memory that the barriers publish).
+__device__ __forceinline__ void compiler_fence() {
+  asm volatile("" ::: "memory");
+}
+
+// The persistent form's next tile after `tile` for this CTA (FwdParams::counter).
+template <typename Tr>
+__device__ __forceinline__ int fwd_next_tile(const FwdParams<Tr>& P, int tile) {
+  return P.counter ? int(gridDim.x) + atomicAdd(P.counter, 1) : tile + int(gridDim.x);
+}
+
+// kOrder: 1 the CTAs take p.tile_order's entries, 0 the grid order (sm90_tile). kPersist: the
+// persistent form (no rab, d 64 / 128; the header): one tile per turn of the loops below, the
+// producer's and the consumers' (without it each loop runs once, for the CTA's own tile).
+template <typename T, typename Tr, bool kHasRab, int kOrder, bool kPersist>
 __global__ void __launch_bounds__(Tr::kThreads, 1)
     hstu_attn_fwd_sm90_kernel(const __grid_constant__ FwdParams<Tr> P) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  static_assert(!(kPersist && kHasRab), "rab: one tile per CTA (its position window)");
   using Element = typename Tr::Element;
   using Pipe = typename Tr::Pipe;
-  using SS = typename Tr::SharedStorage;
+  using SS =
+      std::conditional_t<kPersist, typename Tr::SharedStoragePersist, typename Tr::SharedStorage>;
   constexpr int kBM = Tr::kBM, kBN = Tr::kBN, kHD = Tr::kHD;
+  constexpr int kQSize = cosize_v<typename Tr::SmemLayoutQ>;  // elements of one Q buffer
   constexpr bool kFast = kFastSigmoidBf16 && std::is_same_v<T, __nv_bfloat16>;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   SS& ss = *reinterpret_cast<SS*>(smem_raw);
@@ -336,16 +454,24 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   // NOTE: heavy (late, causal) query blocks first, so the tail of the grid is short blocks: in
   // the grid order per (sequence, head); with p.tile_order (attn_tile_order.h) also across
   // sequences, longest first, and without the CTAs past a sequence's end.
-  const Sm90Tile tl = sm90_tile<kBM, true, kOrder>(p);
-  const int m_block = tl.blk, h = tl.h;
-  const SeqInfo& si = tl.si;
-  const int m0 = m_block * kBM;
-  if (m0 >= si.L) return;  // the whole CTA, before any barrier (and past the list's end)
+  // One tile per CTA: the CTA's (the loops below take it); persistent: unused.
+  Sm90Tile tl1{};
+  if constexpr (!kPersist) {
+    tl1 = sm90_tile<kBM, true, kOrder>(p);
+    // the whole CTA, before any barrier (and past the list's end)
+    if (tl1.blk * kBM >= tl1.si.L) return;
+  }
   const int tid = threadIdx.x, wg = tid / 128;
-  const int n_blocks = (si.L + kBN - 1) / kBN;
 
   using Barrier = cutlass::arch::ClusterTransactionBarrier;
-  if (tid == 0) Barrier::init(&ss.barrier_q, 1);
+  if (tid == 0) {
+    Barrier::init(&ss.q_full[0], 1);
+    if constexpr (kPersist) {
+      Barrier::init(&ss.q_full[1], 1);
+      Barrier::init(&ss.q_empty[0], 128 * Tr::kConsumerWGs);
+      Barrier::init(&ss.q_empty[1], 128 * Tr::kConsumerWGs);
+    }
+  }
   typename Pipe::Params pp;
   pp.transaction_bytes = Tr::kKVBytes;
   pp.role = wg == 0 ? Pipe::ThreadCategory::Producer : Pipe::ThreadCategory::Consumer;
@@ -358,6 +484,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   float* s_ttab = reinterpret_cast<float*>(s_bkt + Tr::kBktBytes);
   float* s_pw = s_ttab + kMaxBktTable;
   if constexpr (kHasRab) {
+    const int m0 = tl1.blk * kBM;
     for (int k = tid; k < kMaxBktTable; k += Tr::kThreads)
       s_ttab[k] = k < p.rab_time_len ? p.rab_time[k] : 0.f;
     // s_pw[k] = rab_pos entry of the diagonal j - i = k - (m0 + kBM - 1).
@@ -370,7 +497,6 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   }
   __syncthreads();  // barriers initialised (fence_barrier_init ran), rab tables loaded
 
-  Tensor sQ = make_tensor(make_smem_ptr(ss.q.data()), typename Tr::SmemLayoutQ{});
   Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename Tr::SmemLayoutK{});
   Tensor sV = make_tensor(make_smem_ptr(ss.v.data()), typename Tr::SmemLayoutK{});
   Tensor sVt = make_tensor(make_smem_ptr(ss.v.data()), typename Tr::SmemLayoutVt{});
@@ -378,195 +504,284 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   if (wg == 0) {  // ---- producer
     cutlass::arch::warpgroup_reg_dealloc<Tr::kProducerRegs>();
     if (tid != 0) return;
-    const int tokens = static_cast<int>(p.total_tokens), start = static_cast<int>(si.start);
-    Tensor mQ = P.tma_q.get_tma_tensor(make_shape(tokens, p.d_qk, p.num_heads))(_, _, h);
-    Tensor mK = P.tma_k.get_tma_tensor(make_shape(tokens, p.d_qk, p.num_heads))(_, _, h);
-    Tensor mV = P.tma_v.get_tma_tensor(make_shape(tokens, p.d_v, p.num_heads))(_, _, h);
-    Tensor gQ = local_tile(domain_offset(make_coord(start, _0{}), mQ), Shape<Int<kBM>, Int<kHD>>{},
-                           make_coord(m_block, _0{}));
-    Tensor gK = local_tile(domain_offset(make_coord(start, _0{}), mK), Shape<Int<kBN>, Int<kHD>>{},
-                           make_coord(_, _0{}));  // (kBN, kHD, n)
-    Tensor gV = local_tile(domain_offset(make_coord(start, _0{}), mV), Shape<Int<kBN>, Int<kHD>>{},
-                           make_coord(_, _0{}));
-    auto [tQg, tQs] = tma_partition(P.tma_q, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sQ),
-                                    group_modes<0, 2>(gQ));
-    auto [tKg, tKs] = tma_partition(P.tma_k, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sK),
-                                    group_modes<0, 2>(gK));
-    auto [tVg, tVs] = tma_partition(P.tma_v, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sV),
-                                    group_modes<0, 2>(gV));
-    reinterpret_cast<Barrier*>(&ss.barrier_q)->arrive_and_expect_tx(Tr::kQBytes);
-    copy(P.tma_q.with(ss.barrier_q, 0), tQg, tQs);
-    auto wr = cutlass::make_producer_start_state<Pipe>();
+    auto wr = cutlass::make_producer_start_state<Pipe>();  // continues across tiles
+    int tile = kPersist ? int(blockIdx.x) : 0;
 #pragma unroll 1
-    for (int n = 0; n < n_blocks; ++n) {
-      if (tile_kind(si, p, m0, kBM, n * kBN, kBN) == kTileSkip) continue;
-      pipe_k.producer_acquire(wr);
-      copy(P.tma_k.with(*pipe_k.producer_get_barrier(wr), 0), tKg(_, n), tKs(_, wr.index()));
-      pipe_v.producer_acquire(wr);
-      copy(P.tma_v.with(*pipe_v.producer_get_barrier(wr), 0), tVg(_, n), tVs(_, wr.index()));
-      ++wr;
+    for (int it = 0;; ++it) {
+      const int qb = kPersist ? it & 1 : 0;  // Q buffer of the it-th tile
+      Sm90Tile tl = tl1;
+      if constexpr (kPersist) {
+        // The CTA's next tile with rows (skipped ones: neither loaded nor seen by the consumers).
+        for (; tile < P.num_tiles; tile = fwd_next_tile(P, tile)) {
+          tl = sm90_tile_linear<kBM, kOrder>(p, tile, P.tiles_x);
+          if (tl.blk * kBM < tl.si.L) break;
+        }
+        // Buffer qb's last tile (it - 2) has left it: its O is stored.
+        if (it >= 2) Barrier::wait(&ss.q_empty[qb], ((it >> 1) - 1) & 1);
+        const bool done = tile >= P.num_tiles;
+        compiler_fence();
+        ss.tile[qb] = done ? -1 : tile;  // published by the arrive (release)
+        compiler_fence();
+        if (done) {
+          Barrier::arrive(&ss.q_full[qb]);
+          break;
+        }
+      }
+      const int m_block = tl.blk, h = tl.h;
+      const SeqInfo& si = tl.si;
+      const int m0 = m_block * kBM;
+      const int n_blocks = (si.L + kBN - 1) / kBN;
+      const int tokens = static_cast<int>(p.total_tokens), start = static_cast<int>(si.start);
+      Tensor sQ = make_tensor(make_smem_ptr(ss.q.data() + qb * kQSize), typename Tr::SmemLayoutQ{});
+      Tensor mQ = P.tma_q.get_tma_tensor(make_shape(tokens, p.d_qk, p.num_heads))(_, _, h);
+      Tensor mK = P.tma_k.get_tma_tensor(make_shape(tokens, p.d_qk, p.num_heads))(_, _, h);
+      Tensor mV = P.tma_v.get_tma_tensor(make_shape(tokens, p.d_v, p.num_heads))(_, _, h);
+      Tensor gQ = local_tile(domain_offset(make_coord(start, _0{}), mQ),
+                             Shape<Int<kBM>, Int<kHD>>{}, make_coord(m_block, _0{}));
+      Tensor gK = local_tile(domain_offset(make_coord(start, _0{}), mK),
+                             Shape<Int<kBN>, Int<kHD>>{}, make_coord(_, _0{}));  // (kBN, kHD, n)
+      Tensor gV = local_tile(domain_offset(make_coord(start, _0{}), mV),
+                             Shape<Int<kBN>, Int<kHD>>{}, make_coord(_, _0{}));
+      auto [tQg, tQs] = tma_partition(P.tma_q, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sQ),
+                                      group_modes<0, 2>(gQ));
+      auto [tKg, tKs] = tma_partition(P.tma_k, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sK),
+                                      group_modes<0, 2>(gK));
+      auto [tVg, tVs] = tma_partition(P.tma_v, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sV),
+                                      group_modes<0, 2>(gV));
+      Barrier::arrive_and_expect_tx(&ss.q_full[qb], Tr::kQBytes);
+      copy(P.tma_q.with(ss.q_full[qb], 0), tQg, tQs);
+#pragma unroll 1
+      for (int n = 0; n < n_blocks; ++n) {
+        if (tile_kind(si, p, m0, kBM, n * kBN, kBN) == kTileSkip) continue;
+        pipe_k.producer_acquire(wr);
+        copy(P.tma_k.with(*pipe_k.producer_get_barrier(wr), 0), tKg(_, n), tKs(_, wr.index()));
+        pipe_v.producer_acquire(wr);
+        copy(P.tma_v.with(*pipe_v.producer_get_barrier(wr), 0), tVg(_, n), tVs(_, wr.index()));
+        ++wr;
+      }
+      if constexpr (kPersist) {
+        // Claimed once this tile's loads are issued (not before: a tile claimed early waits
+        // behind this one while another CTA may go idle). The tile's index is read back from its
+        // slot (fewer registers live across the loads above: the producer has kProducerRegs).
+        tile = fwd_next_tile(P, *reinterpret_cast<volatile int*>(&ss.tile[qb]));
+      } else {
+        break;
+      }
     }
     return;
   }
 
   // ---- consumers: warpgroup wg >= 1 owns query rows [64 (wg - 1), 64 wg) of the tile
   cutlass::arch::warpgroup_reg_alloc<Tr::kConsumerRegs>();
-  const int ctid = tid - 128;
-  typename Tr::TiledMma0 mma0;
-  typename Tr::TiledMma1 mma1;
-  auto thr0 = mma0.get_thread_slice(ctid);
-  auto thr1 = mma1.get_thread_slice(ctid);
-  Tensor tSrQ = thr0.partition_fragment_A(sQ);   // descriptors
-  Tensor tSrK = thr0.partition_fragment_B(sK);   // (.., stage)
-  Tensor tOrV = thr1.partition_fragment_B(sVt);  // (.., stage)
-  Tensor tOrO = partition_fragment_C(mma1, Shape<Int<kBM>, Int<kHD>>{});
-  clear(tOrO);
-  Tensor tScS = thr0.partition_C(make_identity_tensor(Shape<Int<kBM>, Int<kBN>>{}));
-
-  Tensor tSrS = partition_fragment_C(mma0, Shape<Int<kBM>, Int<kBN>>{});
-  // The accumulator's register order equals the A fragments' of m64nXk16 (pairs of 8-column
-  // atoms make one 16-wide k block), so P is the accumulators converted pairwise in order.
-  Tensor tOrP = make_tensor<Element>(Layout<Shape<Shape<_2, _2, _2>, _1, Int<kBN / 16>>>{});
-  static_assert(size(decltype(tOrP){}) == size(decltype(tSrS){}), "P fragment size");
-  auto to_p = [&] {
-    uint32_t* pw = reinterpret_cast<uint32_t*>(raw_pointer_cast(tOrP.data()));
-#pragma unroll
-    for (int e = 0; e < size(tSrS) / 2; ++e) pw[e] = Mma<T>::pack(tSrS(2 * e), tSrS(2 * e + 1));
-  };
-  auto next_visible = [&](int n) {
-    while (n < n_blocks && tile_kind(si, p, m0, kBM, n * kBN, kBN) == kTileSkip) ++n;
-    return n;
-  };
-
-  // FA3's warp-scheduler barriers (ping-pong, kPingPong): the consumer warpgroups take turns to
-  // issue their GEMMs (named barrier kSchedBar + w, armed by the previous warpgroup in the cycle),
-  // so one warpgroup's pointwise epilogue runs while the next one's GEMMs use the tensor cores.
-  // Every warpgroup has the same number of turns (same key blocks); the last warpgroup's first
-  // arrive arms warpgroup 0's first turn and it skips its own final one, so the counts balance.
-  const int w = wg - 1;
   constexpr int kWGs = Tr::kConsumerWGs, kSchedBar = 4;  // ids 0..3: the epilogue
-  auto turn_wait = [&] {
-    if constexpr (Tr::kPingPong) named_bar_sync(256, kSchedBar + w);
-  };
-  auto turn_pass = [&](bool last) {
-    if constexpr (Tr::kPingPong)
-      if (!(last && w == kWGs - 1)) named_bar_arrive(256, kSchedBar + (w + 1) % kWGs);
-  };
-  if constexpr (Tr::kPingPong)
-    if (w == kWGs - 1) named_bar_arrive(256, kSchedBar);
-
-  // rab: the buckets of this warpgroup's 64 rows of a key block, copied with cp.async into one of
-  // its two buffers (the k-th visited key block into buffer k & 1): the copy of the next block is
-  // issued once every thread of the warpgroup has passed the barrier that follows its reads of
-  // the block before (bkt_ready), and lands while this block's GEMMs run.
-  const uint8_t* seq_bkt = kHasRab ? seq_buckets(p, si) : nullptr;
-  uint8_t* my_bkt = s_bkt + w * 2 * 64 * Tr::kBktPitch;
-  auto bkt_load = [&](int nb, int buf) {
-    if constexpr (kHasRab) {
-      constexpr int kCPR = kBN / 16;  // 16-byte chunks per row
-      const int64_t S = p.rab_bkt_stride;
-#pragma unroll
-      for (int c = tid & 127; c < 64 * kCPR; c += 128) {
-        const int r = c / kCPR, cc = (c % kCPR) * 16;
-        const int i = m0 + 64 * w + r, j = nb * kBN + cc;
-        const bool in = i < si.L && j < si.L;  // then j + 16 <= S: rows are 16-byte padded
-        cp_async_16(my_bkt + (buf * 64 + r) * Tr::kBktPitch + cc,
-                    in ? seq_bkt + i * S + j : seq_bkt, in ? 16 : 0);
-      }
-      cp_async_commit();
-    }
-  };
-  auto bkt_ready = [&] {  // the warpgroup's copies of the current block landed, all visible
-    if constexpr (kHasRab) {
-      cp_async_wait<0>();
-      named_bar_sync(128, 8 + w);  // ids 8..10: free (0..6 are taken)
-    }
-  };
-  auto rab_view = [&](int nb, int buf) {  // indexed by tile row / column (RabView)
-    return RabView{my_bkt + (buf - w) * 64 * Tr::kBktPitch, s_ttab, s_pw + nb * kBN + kBM - 1};
-  };
-
-  reinterpret_cast<Barrier*>(&ss.barrier_q)->wait(0);
-  cutlass::PipelineState<Tr::kStages> rd_k, rd_v;
-  // FlashAttention-3's intra-warpgroup overlap: S of the next key block is issued before P V of
-  // this one, and its pointwise epilogue runs while P V is on the tensor cores.
-  int n = next_visible(0);  // a row block always sees its diagonal block: n < n_blocks
-  bkt_load(n, 0);
-  pipe_k.consumer_wait(rd_k);
-  turn_wait();
-  wg_gemm<true>(mma0, tSrQ, tSrK(_, _, _, rd_k.index()), tSrS);
-  turn_pass(false);
-  warpgroup_wait<0>();
-  warpgroup_fence_operand(tSrS);
-  pipe_k.consumer_release(rd_k);
-  ++rd_k;
-  bkt_ready();
-  int nn = next_visible(n + 1), buf = 0;
-  if (nn < n_blocks) bkt_load(nn, 1);
-  apply_scores<kHasRab, kFast, kBN, Tr::kBktPitch>(tSrS, tScS, p, si, rab_view(n, 0), m0, n * kBN,
-                                                   tile_kind(si, p, m0, kBM, n * kBN, kBN));
-  to_p();
+  // Persistent at d 64: the thread's index read anew per tile (opaque_tid_x), so that its
+  // fragment coordinates and barrier ids are recomputed (a few integer ops) rather than held
+  // across the epilogue and the next tile's set-up: computed once before the loop, ptxas spilled
+  // them (20 bytes, reloaded in the main loop; the consumers have 160 registers there). Not at
+  // d 128 (240 registers), where the re-read cost ptxas more spill bytes, not fewer.
+  constexpr bool kRereadTid = kPersist && kWGs == 3;
+  // The ping-pong schedule (below): the last warpgroup arms warpgroup 0's first turn (persistent:
+  // here; else where it always was, after the set-up).
+  if constexpr (kPersist && Tr::kPingPong)
+    if (wg - 1 == kWGs - 1) named_bar_arrive(256, kSchedBar);
+  cutlass::PipelineState<Tr::kStages> rd_k, rd_v;  // continue across tiles
 #pragma unroll 1
-  while (nn < n_blocks) {
-    buf ^= 1;
+  for (int it = 0;; ++it) {
+    const int qb = kPersist ? it & 1 : 0;  // Q buffer of the it-th tile
+    Sm90Tile tl = tl1;
+    // NOTE: the order of the set-up below (Q's wait first when persistent, last otherwise; the
+    // arm) is the one ptxas compiled with the fewest spill bytes of those tried (persistent d 64
+    // bf16: 0 instead of 8; the one-CTA-per-tile kernels: as main's or fewer, the notes).
+    if constexpr (kPersist) Barrier::wait(&ss.q_full[qb], (it >> 1) & 1);
+    const int ttid = kRereadTid ? opaque_tid_x() : tid;
+    const int ctid = ttid - 128;
+    typename Tr::TiledMma0 mma0;
+    typename Tr::TiledMma1 mma1;
+    auto thr0 = mma0.get_thread_slice(ctid);
+    auto thr1 = mma1.get_thread_slice(ctid);
+    Tensor tSrK = thr0.partition_fragment_B(sK);   // (.., stage)
+    Tensor tOrV = thr1.partition_fragment_B(sVt);  // (.., stage)
+    Tensor tOrO = partition_fragment_C(mma1, Shape<Int<kBM>, Int<kHD>>{});
+    Tensor tScS = thr0.partition_C(make_identity_tensor(Shape<Int<kBM>, Int<kBN>>{}));
+
+    Tensor tSrS = partition_fragment_C(mma0, Shape<Int<kBM>, Int<kBN>>{});
+    // The accumulator's register order equals the A fragments' of m64nXk16 (pairs of 8-column
+    // atoms make one 16-wide k block), so P is the accumulators converted pairwise in order.
+    Tensor tOrP = make_tensor<Element>(Layout<Shape<Shape<_2, _2, _2>, _1, Int<kBN / 16>>>{});
+    static_assert(size(decltype(tOrP){}) == size(decltype(tSrS){}), "P fragment size");
+    auto to_p = [&] {
+      uint32_t* pw = reinterpret_cast<uint32_t*>(raw_pointer_cast(tOrP.data()));
+#pragma unroll
+      for (int e = 0; e < size(tSrS) / 2; ++e) pw[e] = Mma<T>::pack(tSrS(2 * e), tSrS(2 * e + 1));
+    };
+
+    // FA3's warp-scheduler barriers (ping-pong, kPingPong): the consumer warpgroups take turns to
+    // issue their GEMMs (named barrier kSchedBar + w, armed by the previous warpgroup in the
+    // cycle), so one warpgroup's pointwise epilogue runs while the next one's GEMMs use the tensor
+    // cores. Every warpgroup has the same number of turns (same key blocks); the last warpgroup's
+    // first arrive arms warpgroup 0's first turn and it skips its own final one, so the counts
+    // balance. Persistent: turns run on across tiles (every warpgroup takes the same turns in every
+    // tile); the last warpgroup skips no arrive, its last one (after its last tile's last turn) is
+    // taken by warpgroup 0's one extra wait after the loop. Each arrive on a barrier follows the
+    // completion of the wait it answers (the cycle orders them), so none is ever two ahead.
+    const int w = ttid / 128 - 1;
+    auto turn_wait = [&] {
+      if constexpr (Tr::kPingPong) named_bar_sync(256, kSchedBar + w);
+    };
+    auto turn_pass = [&](bool last) {
+      if constexpr (Tr::kPingPong)
+        if (kPersist || !(last && w == kWGs - 1)) named_bar_arrive(256, kSchedBar + (w + 1) % kWGs);
+    };
+    if constexpr (!kPersist && Tr::kPingPong)
+      if (w == kWGs - 1) named_bar_arrive(256, kSchedBar);
+
+    if constexpr (kPersist) {
+      compiler_fence();  // the slot read after the full barrier's wait (acquire)
+      const int tile = ss.tile[qb];
+      if (tile < 0) break;
+      tl = sm90_tile_linear<kBM, kOrder>(p, tile, P.tiles_x);
+    }
+    const int m_block = tl.blk, h = tl.h;
+    const SeqInfo& si = tl.si;
+    const int m0 = m_block * kBM;
+    const int n_blocks = (si.L + kBN - 1) / kBN;
+    Tensor sQ = make_tensor(make_smem_ptr(ss.q.data() + qb * kQSize), typename Tr::SmemLayoutQ{});
+    Tensor tSrQ = thr0.partition_fragment_A(sQ);  // descriptors
+    clear(tOrO);
+    auto next_visible = [&](int n) {
+      while (n < n_blocks && tile_kind(si, p, m0, kBM, n * kBN, kBN) == kTileSkip) ++n;
+      return n;
+    };
+
+    // rab: the buckets of this warpgroup's 64 rows of a key block, copied with cp.async into one
+    // of its two buffers (the k-th visited key block into buffer k & 1): the copy of the next block
+    // is issued once every thread of the warpgroup has passed the barrier that follows its reads
+    // of the block before (bkt_ready), and lands while this block's GEMMs run.
+    const uint8_t* seq_bkt = kHasRab ? seq_buckets(p, si) : nullptr;
+    uint8_t* my_bkt = s_bkt + w * 2 * 64 * Tr::kBktPitch;
+    auto bkt_load = [&](int nb, int buf) {
+      if constexpr (kHasRab) {
+        constexpr int kCPR = kBN / 16;  // 16-byte chunks per row
+        const int64_t S = p.rab_bkt_stride;
+#pragma unroll
+        for (int c = ttid & 127; c < 64 * kCPR; c += 128) {
+          const int r = c / kCPR, cc = (c % kCPR) * 16;
+          const int i = m0 + 64 * w + r, j = nb * kBN + cc;
+          const bool in = i < si.L && j < si.L;  // then j + 16 <= S: rows are 16-byte padded
+          cp_async_16(my_bkt + (buf * 64 + r) * Tr::kBktPitch + cc,
+                      in ? seq_bkt + i * S + j : seq_bkt, in ? 16 : 0);
+        }
+        cp_async_commit();
+      }
+    };
+    auto bkt_ready = [&] {  // the warpgroup's copies of the current block landed, all visible
+      if constexpr (kHasRab) {
+        cp_async_wait<0>();
+        named_bar_sync(128, 8 + w);  // ids 8..10: free (0..6 are taken)
+      }
+    };
+    auto rab_view = [&](int nb, int buf) {  // indexed by tile row / column (RabView)
+      return RabView{my_bkt + (buf - w) * 64 * Tr::kBktPitch, s_ttab, s_pw + nb * kBN + kBM - 1};
+    };
+    if constexpr (!kPersist) Barrier::wait(&ss.q_full[0], 0);
+
+    // FlashAttention-3's intra-warpgroup overlap: S of the next key block is issued before P V of
+    // this one, and its pointwise epilogue runs while P V is on the tensor cores.
+    int n = next_visible(0);  // a row block always sees its diagonal block: n < n_blocks
+    bkt_load(n, 0);
     pipe_k.consumer_wait(rd_k);
-    pipe_v.consumer_wait(rd_v);
     turn_wait();
     wg_gemm<true>(mma0, tSrQ, tSrK(_, _, _, rd_k.index()), tSrS);
-    warpgroup_fence_operand(tOrP);
-    wg_gemm<false>(mma1, tOrP, tOrV(_, _, _, rd_v.index()), tOrO);
     turn_pass(false);
-    warpgroup_wait<1>();  // S of block nn is in registers; P V of block n still runs
-    // The fences pin the accumulator reads after the waits.
+    warpgroup_wait<0>();
     warpgroup_fence_operand(tSrS);
     pipe_k.consumer_release(rd_k);
     ++rd_k;
     bkt_ready();
-    const int nn2 = next_visible(nn + 1);
-    if (nn2 < n_blocks) bkt_load(nn2, buf ^ 1);
-    apply_scores<kHasRab, kFast, kBN, Tr::kBktPitch>(tSrS, tScS, p, si, rab_view(nn, buf), m0,
-                                                     nn * kBN,
-                                                     tile_kind(si, p, m0, kBM, nn * kBN, kBN));
+    int nn = next_visible(n + 1), buf = 0;
+    if (nn < n_blocks) bkt_load(nn, 1);
+    apply_scores<kHasRab, kFast, kBN, Tr::kBktPitch>(tSrS, tScS, p, si, rab_view(n, 0), m0, n * kBN,
+                                                     tile_kind(si, p, m0, kBM, n * kBN, kBN));
+    to_p();
+#pragma unroll 1
+    while (nn < n_blocks) {
+      buf ^= 1;
+      pipe_k.consumer_wait(rd_k);
+      pipe_v.consumer_wait(rd_v);
+      turn_wait();
+      wg_gemm<true>(mma0, tSrQ, tSrK(_, _, _, rd_k.index()), tSrS);
+      warpgroup_fence_operand(tOrP);
+      wg_gemm<false>(mma1, tOrP, tOrV(_, _, _, rd_v.index()), tOrO);
+      turn_pass(false);
+      warpgroup_wait<1>();  // S of block nn is in registers; P V of block n still runs
+      // The fences pin the accumulator reads after the waits.
+      warpgroup_fence_operand(tSrS);
+      pipe_k.consumer_release(rd_k);
+      ++rd_k;
+      bkt_ready();
+      const int nn2 = next_visible(nn + 1);
+      if (nn2 < n_blocks) bkt_load(nn2, buf ^ 1);
+      apply_scores<kHasRab, kFast, kBN, Tr::kBktPitch>(tSrS, tScS, p, si, rab_view(nn, buf), m0,
+                                                       nn * kBN,
+                                                       tile_kind(si, p, m0, kBM, nn * kBN, kBN));
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(tOrO);
+      warpgroup_fence_operand(tOrP);
+      pipe_v.consumer_release(rd_v);
+      ++rd_v;
+      to_p();
+      n = nn;
+      nn = nn2;
+    }
+    pipe_v.consumer_wait(rd_v);
+    turn_wait();
+    warpgroup_fence_operand(tOrP);
+    wg_gemm<false>(mma1, tOrP, tOrV(_, _, _, rd_v.index()), tOrO);
+    turn_pass(true);
     warpgroup_wait<0>();
     warpgroup_fence_operand(tOrO);
     warpgroup_fence_operand(tOrP);
     pipe_v.consumer_release(rd_v);
     ++rd_v;
-    to_p();
-    n = nn;
-    nn = nn2;
-  }
-  pipe_v.consumer_wait(rd_v);
-  turn_wait();
-  warpgroup_fence_operand(tOrP);
-  wg_gemm<false>(mma1, tOrP, tOrV(_, _, _, rd_v.index()), tOrO);
-  turn_pass(true);
-  warpgroup_wait<0>();
-  warpgroup_fence_operand(tOrO);
-  warpgroup_fence_operand(tOrP);
-  pipe_v.consumer_release(rd_v);
 
-  // ---- epilogue: all consumer warpgroups are past their last Q read, so Q's buffer holds O (the
-  // sm80 swizzled row-major layout, swz<kHD>), then each warpgroup stores its own 64 rows.
-  named_bar_sync(128 * Tr::kConsumerWGs, 0);
-  T* sO = reinterpret_cast<T*>(ss.q.data());
-  Tensor tOcO = thr1.partition_C(make_identity_tensor(Shape<Int<kBM>, Int<kHD>>{}));
+    // ---- epilogue: all consumer warpgroups are past their last Q read, so Q's buffer holds O
+    // (the sm80 swizzled row-major layout, swz<kHD>), then each warpgroup stores its own 64 rows.
+    named_bar_sync(128 * Tr::kConsumerWGs, 0);
+    T* sO = reinterpret_cast<T*>(ss.q.data() + qb * kQSize);
+    Tensor tOcO = thr1.partition_C(make_identity_tensor(Shape<Int<kBM>, Int<kHD>>{}));
 #pragma unroll
-  for (int e = 0; e < size(tOrO); e += 2) {
-    const int r = get<0>(tOcO(e)), c = get<1>(tOcO(e));
-    *reinterpret_cast<uint32_t*>(sO + swz<kHD>(r, c)) =
-        Mma<T>::pack(tOrO(e) * p.scale, tOrO(e + 1) * p.scale);
+    for (int e = 0; e < size(tOrO); e += 2) {
+      const int r = get<0>(tOcO(e)), c = get<1>(tOcO(e));
+      *reinterpret_cast<uint32_t*>(sO + swz<kHD>(r, c)) =
+          Mma<T>::pack(tOrO(e) * p.scale, tOrO(e + 1) * p.scale);
+    }
+    named_bar_sync(128, 1 + w);
+    const int rows = min(64, si.L - m0 - 64 * w);
+    // With the tile order the sequence's start and the head are read again here
+    // (sm90_tile_start_head), not kept in registers across the loop; the grid form as before.
+    // Persistent: from the tile's index in shared memory (reloaded: the barriers clobber memory).
+    int64_t o_start = si.start;
+    int o_h = h;
+    if constexpr (kPersist) {
+      sm90_tile_start_head_linear<kOrder>(p, ss.tile[qb], P.tiles_x, o_start, o_h);
+    } else if constexpr (kOrder == 1) {
+      sm90_tile_start_head(p, o_start, o_h);
+    }
+    if (rows > 0)
+      store_tile<64, kHD, 128>(p.o.head<T>(o_start + m0 + 64 * w, o_h), p.o.row_stride,
+                               sO + 64 * w * kHD, rows, p.d_v, p.o.vec, ttid & 127);
+    if constexpr (kPersist) {
+      // The buffer is free for the producer's TMA (async proxy) once this thread's generic reads
+      // and writes of it (and its slot read) are ordered before the arrive.
+      compiler_fence();
+      cutlass::arch::fence_view_async_shared();
+      Barrier::arrive(&ss.q_empty[qb]);
+    } else {
+      break;
+    }
   }
-  named_bar_sync(128, 1 + w);
-  const int rows = min(64, si.L - m0 - 64 * w);
-  // With the tile order the sequence's start and the head are read again here
-  // (sm90_tile_start_head), not kept in registers across the loop; the grid form as before.
-  int64_t o_start = si.start;
-  int o_h = h;
-  if constexpr (kOrder == 1) sm90_tile_start_head(p, o_start, o_h);
-  if (rows > 0)
-    store_tile<64, kHD, 128>(p.o.head<T>(o_start + m0 + 64 * w, o_h), p.o.row_stride,
-                             sO + 64 * w * kHD, rows, p.d_v, p.o.vec, tid & 127);
+  if constexpr (kPersist && Tr::kPingPong)
+    if (wg == 1) named_bar_sync(256, kSchedBar);  // the last warpgroup's last arrive
 #endif
 }
 
@@ -597,6 +812,47 @@ void launch_fwd(const HstuAttnParams& p, cudaStream_t stream) {
                           Shape<Int<Tr::kBN>, Int<kHeadDim>>{}, _1{});
   const dim3 grid = sm90_grid<Tr::kBM>(p);
   if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;
+  // The persistent form (sm90_fwd_persist_mode): calls without rab at d 64 / 128, with the
+  // dispatcher's tile counter (HSTU_ATTN_SM90_PERSIST=static: none needed). Not rab: its
+  // position window in shared memory is per tile (filled before the barriers, for the tile's
+  // diagonals); not d 256: its Q buffer is 64 KB, two do not fit beside the 128 KB of K / V.
+  const int persist_mode = sm90_fwd_persist_mode();
+  if (kHeadDim <= 128 && !p.rab_pos &&
+      (persist_mode == 2 || (persist_mode == 1 && p.fwd_tile_counter))) {
+    const int64_t tiles = int64_t(grid.x) * grid.y * grid.z;
+    HSTU_CHECK(tiles < (int64_t(1) << 31), "sm90 attention: ", tiles, " tiles");
+    P.num_tiles = static_cast<int>(tiles);
+    P.tiles_x = static_cast<int>(grid.x);
+    P.counter = persist_mode == 1 ? p.fwd_tile_counter : nullptr;
+    constexpr int smem = Tr::kSmemBytesPersist;
+    auto go_persist = [&](auto kernel, int order) {
+      HSTU_CUDA_CHECK(
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+      // CTAs per SM (1: the shared memory), asked once per device and order.
+      static std::atomic<int> per_sm_cache[2][64];
+      int dev = 0;
+      HSTU_CUDA_CHECK(cudaGetDevice(&dev));
+      int per_sm = dev >= 0 && dev < 64 ? per_sm_cache[order][dev].load() : 0;
+      if (per_sm == 0) {
+        HSTU_CUDA_CHECK(
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, Tr::kThreads, smem));
+        HSTU_CHECK(per_sm > 0, "sm90 attention: the persistent forward fits no SM");
+        if (dev >= 0 && dev < 64) per_sm_cache[order][dev].store(per_sm);
+      }
+      const int ctas =
+          static_cast<int>(std::min<int64_t>(tiles, int64_t(sm90_sm_count()) * per_sm));
+      if (P.counter) HSTU_CUDA_CHECK(cudaMemsetAsync(P.counter, 0, sizeof(int), stream));
+      kernel<<<ctas, Tr::kThreads, smem, stream>>>(P);
+      HSTU_CUDA_CHECK(cudaGetLastError());
+      sm90_count_fwd_persist_launch();
+    };
+    if (p.tile_order) {
+      go_persist(hstu_attn_fwd_sm90_kernel<T, Tr, false, 1, true>, 1);
+    } else {
+      go_persist(hstu_attn_fwd_sm90_kernel<T, Tr, false, 0, true>, 0);
+    }
+    return;
+  }
   auto go = [&](auto kernel, int smem) {
     // Every call (a host-side attribute, legal inside stream capture): both rab variants share
     // this lambda's type, and the rab variant's size varies with max_seqlen.
@@ -610,15 +866,15 @@ void launch_fwd(const HstuAttnParams& p, cudaStream_t stream) {
                "sm90 attention: rab needs the precomputed time buckets (rab_buckets.cuh)");
     const int smem = Tr::kSmemBytes + Tr::rab_smem_bytes(p.max_seqlen);
     if (p.tile_order) {
-      go(hstu_attn_fwd_sm90_kernel<T, Tr, true, 1>, smem);
+      go(hstu_attn_fwd_sm90_kernel<T, Tr, true, 1, false>, smem);
     } else {
-      go(hstu_attn_fwd_sm90_kernel<T, Tr, true, 0>, smem);
+      go(hstu_attn_fwd_sm90_kernel<T, Tr, true, 0, false>, smem);
     }
   } else {
     if (p.tile_order) {
-      go(hstu_attn_fwd_sm90_kernel<T, Tr, false, 1>, Tr::kSmemBytes);
+      go(hstu_attn_fwd_sm90_kernel<T, Tr, false, 1, false>, Tr::kSmemBytes);
     } else {
-      go(hstu_attn_fwd_sm90_kernel<T, Tr, false, 0>, Tr::kSmemBytes);
+      go(hstu_attn_fwd_sm90_kernel<T, Tr, false, 0, false>, Tr::kSmemBytes);
     }
   }
 }

@@ -4,6 +4,7 @@
 // (attn_tile_order.h). Compiles without CUTLASS; the kernels themselves are in
 // attention_fwd_sm90.cuh and attention_bwd_sm90.cuh.
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -191,6 +192,45 @@ void sm90_build_tile_order(const HstuAttnParams& p, int bm, SeqTile* out, int64_
   tile_order_kernel<<<1, threads, static_cast<int>(smem), stream>>>(p.cu_seqlens, p.batch, bm, keys,
                                                                     out, entries);
   HSTU_CUDA_CHECK(cudaGetLastError());
+}
+
+int sm90_fwd_persist_mode() {
+  const char* v = std::getenv("HSTU_ATTN_SM90_PERSIST");
+  if (v && std::strcmp(v, "0") == 0) return 0;
+  if (v && std::strcmp(v, "static") == 0) return 2;
+  return 1;
+}
+
+int sm90_sm_count() {
+  static std::mutex mu;
+  static int sms[64] = {};  // 0 = not asked yet
+  int dev = 0;
+  HSTU_CUDA_CHECK(cudaGetDevice(&dev));
+  int n = 0;
+  if (dev >= 0 && dev < 64) {
+    std::lock_guard<std::mutex> lock(mu);
+    n = sms[dev];
+  }
+  if (n == 0) {
+    HSTU_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+    if (dev >= 0 && dev < 64) {
+      std::lock_guard<std::mutex> lock(mu);
+      sms[dev] = n;
+    }
+  }
+  return n;
+}
+
+namespace {
+std::atomic<int64_t> g_fwd_persist_launches{0};
+}  // namespace
+
+int64_t sm90_fwd_persist_launches() {
+  return g_fwd_persist_launches.load();
+}
+
+void sm90_count_fwd_persist_launch() {
+  g_fwd_persist_launches.fetch_add(1);
 }
 
 bool sm90_attention_available() {

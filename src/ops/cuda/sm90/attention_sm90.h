@@ -9,6 +9,8 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
 #include "ops/cuda/sm80/attention_params.cuh"
 
 namespace hstu::cuda::attn {
@@ -82,6 +84,19 @@ bool sm90_fwd_supported(const HstuAttnParams& p, int padded_head_dim);
 // d 256, without buckets or beyond those lengths, head widths <= 32, operands TMA cannot address,
 // shorter sequences.
 bool sm90_bwd_supported(const HstuAttnParams& p, int padded_head_dim);
+
+// The sm_90a forward's persistent form (attention_fwd_sm90.cuh; calls without rab at padded
+// head widths 64 / 128), read per call from HSTU_ATTN_SM90_PERSIST: 0 = off (one CTA per tile,
+// the A/B), 2 = "static" (CTA c takes tiles c, c + G, c + 2G, ...: measured against the default,
+// not meant to be used), 1 = otherwise (the default: each CTA claims its next tile from a counter
+// the dispatcher puts in p.fwd_tile_counter; without one the call runs one CTA per tile).
+int sm90_fwd_persist_mode();
+// The device's multiprocessors (cached per device).
+int sm90_sm_count();
+// Launches of the persistent forward in this process (the GPU tests' check that a call ran it),
+// and its counting (the launcher's).
+int64_t sm90_fwd_persist_launches();
+void sm90_count_fwd_persist_launch();
 
 // Whether the sm_90a forward runs at all here (kernels built, a 9.0 device, no HSTU_ATTN_SM80=1):
 // the GPU tests' question, which they cannot ask sm90_kernels_built() (a define of hstu_ops).
