@@ -684,8 +684,8 @@ bool sm90_bwd_expected(const Case& c) {
   return (!c.rab || d <= 128) && d > 32 && c.dv % 8 == 0 && c.pad == 0 && c.padded_heads;
 }
 
-// Whether the sm_90a forward of a case of sm90_cases() runs persistent by default (no rab, padded
-// head width 64 / 128; attention_fwd_sm90.cuh).
+// Whether the sm_90a forward of a case of sm90_cases() runs persistent under
+// HSTU_ATTN_SM90_PERSIST=1 (no rab, padded head width 64 / 128; attention_fwd_sm90.cuh).
 bool sm90_persist_expected(const Case& c) {
   return !c.rab && std::max(c.dqk, c.dv) <= 128;
 }
@@ -719,19 +719,26 @@ TEST_P(GpuAttentionSm90, ForwardMatchesCpuReference) {
     gpu::expect_lowp_close(out[sm80], ref.o, naive.o, 2.0, 1e-6 + 1e-4 * max_abs(ref.o), "o");
   }
   gpu::poison(run.o);  // the sm90 forward is deterministic too
-  const int64_t launches = cuda::attn::sm90_fwd_persist_launches();
   hstu_attention_fwd(cctx, a, run.o);
   gpu::sync();
   EXPECT_TRUE(bit_equal(out[0], gpu::to_host(run.o))) << "sm90 o differs between runs";
-  // The default is the persistent form where it applies (sm90_persist_expected): counted.
+  // The persistent form forced (HSTU_ATTN_SM90_PERSIST=1; the default takes it for calls with
+  // the launch list only) runs where it applies (sm90_persist_expected): counted.
+  const int64_t launches = cuda::attn::sm90_fwd_persist_launches();
+  setenv("HSTU_ATTN_SM90_PERSIST", "1", 1);
+  gpu::poison(run.o);
+  hstu_attention_fwd(cctx, a, run.o);
+  gpu::sync();
+  unsetenv("HSTU_ATTN_SM90_PERSIST");
   EXPECT_EQ(cuda::attn::sm90_fwd_persist_launches() - launches,
             sm90_persist_expected(pb.cs) ? 1 : 0);
+  EXPECT_TRUE(bit_equal(out[0], gpu::to_host(run.o))) << "sm90 o differs when persistent";
   // Both launch orders forced (HSTU_ATTN_SM90_ORDER; the default is longest-first for bf16 and
   // the grid order for fp16, attn_tile_order.h), each with the persistent form's three modes
-  // (HSTU_ATTN_SM90_PERSIST: the default, 0 = one CTA per tile, static): every tile is computed
-  // the same way whichever CTA takes it, so the same bits.
+  // (HSTU_ATTN_SM90_PERSIST: the default, 0 = one CTA per tile, 1 = always, static): every tile
+  // is computed the same way whichever CTA takes it, so the same bits.
   for (const char* order : {"grid", "seq"}) {
-    for (const char* persist : {"", "0", "static"}) {
+    for (const char* persist : {"", "0", "1", "static"}) {
       setenv("HSTU_ATTN_SM90_ORDER", order, 1);
       if (*persist) setenv("HSTU_ATTN_SM90_PERSIST", persist, 1);
       gpu::poison(run.o);
@@ -809,6 +816,7 @@ TEST(GpuAttentionSm90Persist, SameBitsAsOneCtaPerTile) {
       c.window = sh.window;
       c.padded_heads = true;  // TMA: 16-byte head strides for widths such as 100
       SCOPED_TRACE(c.name);
+      ArenaScope host_tensors;  // 24 problems in one test: the 1 GiB host arena rewinds per shape
       const Problem pb(c);
       GpuRun run(pb);
       Ctx cctx = gpu::cuda_ctx(true);
@@ -817,7 +825,7 @@ TEST(GpuAttentionSm90Persist, SameBitsAsOneCtaPerTile) {
         SCOPED_TRACE(order);
         setenv("HSTU_ATTN_SM90_ORDER", order, 1);
         Tensor one;
-        for (const char* persist : {"0", "", "static"}) {
+        for (const char* persist : {"0", "1", "static"}) {
           if (*persist) setenv("HSTU_ATTN_SM90_PERSIST", persist, 1);
           const int64_t launches = cuda::attn::sm90_fwd_persist_launches();
           gpu::poison(run.o);

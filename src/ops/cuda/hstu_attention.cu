@@ -398,7 +398,8 @@ void order_sm90_tiles(Ctx& ctx, std::optional<Scratch>& scratch, HstuAttnParams&
 // `scratch` if not yet), zeroed by the launcher. Without room in a real CUDA scratch arena none,
 // and the call runs one CTA per tile.
 void sm90_fwd_counter(Ctx& ctx, std::optional<Scratch>& scratch, HstuAttnParams& p, int hdp) {
-  if (p.rab_pos || hdp > 128 || attn::sm90_fwd_persist_mode() != 1) return;
+  const int mode = attn::sm90_fwd_persist_mode();  // after order_sm90_tiles: p.tile_order set
+  if (p.rab_pos || hdp > 128 || !(mode == 3 || (mode == 1 && p.tile_order))) return;
   const Arena* a = ctx.scratch;
   if (!a || a->device() != Device::kCUDA || a->is_measuring()) return;
   if (a->capacity() - a->used() < arena_bytes(sizeof(int))) return;

@@ -16,7 +16,8 @@
 // end; O goes registers -> shared memory (Q's buffer) -> predicated 16-byte global stores (jagged
 // rows end inside a tile).
 //
-// Persistent form (kPersist; calls without rab at d 64 / 128, the default; HSTU_ATTN_SM90_PERSIST
+// Persistent form (kPersist; calls without rab at d 64 / 128; by default those with the
+// longest-first launch list, i.e. jagged batches, where it measured faster: HSTU_ATTN_SM90_PERSIST
 // in attention_sm90.h): a grid of min(tiles, SMs x CTAs per SM) CTAs, each running tiles until
 // none are left, so one tile's prologue (Q's load, the K / V pipeline fill) and epilogue (O
 // through shared memory to global) overlap its neighbours' GEMMs. The tiles are numbered as the
@@ -818,7 +819,8 @@ void launch_fwd(const HstuAttnParams& p, cudaStream_t stream) {
   // diagonals); not d 256: its Q buffer is 64 KB, two do not fit beside the 128 KB of K / V.
   const int persist_mode = sm90_fwd_persist_mode();
   if (kHeadDim <= 128 && !p.rab_pos &&
-      (persist_mode == 2 || (persist_mode == 1 && p.fwd_tile_counter))) {
+      (persist_mode == 2 ||
+       ((persist_mode == 3 || (persist_mode == 1 && p.tile_order)) && p.fwd_tile_counter))) {
     const int64_t tiles = int64_t(grid.x) * grid.y * grid.z;
     HSTU_CHECK(tiles < (int64_t(1) << 31), "sm90 attention: ", tiles, " tiles");
     P.num_tiles = static_cast<int>(tiles);
