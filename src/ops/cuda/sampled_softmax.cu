@@ -30,9 +30,9 @@
 // NOTE (ML-1M HSTU-large step, 14.5k tokens x 129 candidates x 50, H200, ncu, session 14): this
 // kernel took 364 us (910 MB of L2 traffic); a one-pass variant of the deterministic gradient
 // (dq accumulated with a running max during the logits pass, each row read once) took 356 us,
-// so the row reads are not what bounds it, and the variant was not kept. Not yet measured: the
-// per-candidate `touched` byte stores (1.87M stores into 3.7 KB of flags), more blocks per SM;
-// the stall reasons are the next thing to profile.
+// so the row reads are not what bounds it, and the variant was not kept. (Session 16: the
+// per-candidate `touched` byte stores, 1.87M a step into 3.7 KB of flags, were what bounded the
+// narrow kernel below; mark_touched.)
 // NOTE (session 15, H200): a dense form for small catalogues (logits q e^T for all [T, V] by a
 // cuBLASLt GEMM, a coefficient matrix over it, dq and the table gradient as two more GEMMs;
 // branch ssdense) was correct but slower: ML-1M step 2.89-2.99 vs 2.70-2.73 ms, its coefficient
@@ -52,11 +52,12 @@
 // group of 8, and nvcc left warp_sum_many's butterfly in it as a runtime loop of dynamically
 // indexed selects (139 instructions a trip), plus ~145 per group in the gradient loop: ~100 per
 // candidate in all, as ncu counted. With the coefficient step and the per-token work the narrow
-// kernel comes to ~18 per candidate. Estimate, NOT measured: 1.87M candidates x 18 = 33M
-// warp-instructions; at 0.54-0.8 issued per cycle on 132 SMs x 4 schedulers at 1.98 GHz that is
-// 40-60 us, and one pass of rows is ~450 MB of L2 sectors, ~45 us at the ~9.9 TB/s peak implied
-// above: ~50-65 us instead of 367. 111 registers at D = 50 (2 blocks of 256 an SM, as this kernel's
-// 96), no spills.
+// kernel comes to ~18 per candidate (estimate 33M warp-instructions, ~50-65 us). Measured (H200,
+// ncu, real clocks): 40M warp-instructions, 276-284 us while every candidate stored its touched
+// flag, 126 us with mark_touched's read first (ML-1M step 2.40 -> 2.32 -> 2.17 ms, both A/Bs in
+// one call each); it now waits on its row gathers (long scoreboard 7.6 cycles an instruction, L1
+// hit rate 52%). 113 registers at D = 50 (2 blocks of 256 an SM, as this kernel's 96), no
+// spills.
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
