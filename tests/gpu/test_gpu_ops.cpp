@@ -1212,6 +1212,26 @@ TEST(GpuScratch, BudgetCoversOps) {
   EXPECT_LT(bytes, size_t(1) << 30) << "implausibly large scratch plan";
 }
 
+// A sampled-softmax problem of t tokens with r negatives from ids [1, v): the spec (temperature
+// 0.05, eps 0.5, the mean over the tokens), the targets (every 5th token unsupervised: 0) and
+// the negatives, both drawn uniformly.
+struct SoftmaxInputs {
+  SampledSoftmaxSpec spec;
+  Tensor targets, neg;
+};
+SoftmaxInputs softmax_inputs(int64_t t, int64_t r, int64_t v) {
+  SoftmaxInputs in;
+  in.spec.temperature = 0.05f;
+  in.spec.eps = 0.5f;
+  in.spec.loss_scale = 1.0 / static_cast<double>(t);
+  in.targets = alloc(DType::kI32, {t});
+  in.neg = alloc(DType::kI32, {t, r});
+  fill_int(in.targets, 1, v);
+  fill_int(in.neg, 1, v);
+  for (int64_t i = 0; i < t; i += 5) set(in.targets, i, 0);  // unsupervised tokens
+  return in;
+}
+
 // The deterministic sorted scatter (ops/cuda/sorted_scatter.cuh) in its three launch forms, bit
 // for bit: the default (rows of at most 32 x width columns: one piece a warp, 4 warps a block),
 // HSTU_SCATTER_PIECES_PER_BLOCK=8 (8 warps a block) and =1 (one piece a block, the older form).
@@ -1287,14 +1307,7 @@ TEST(GpuSortedScatter, WarpFormMatchesBlockFormBitForBit) {
     const std::string name = "sampled_softmax t " + std::to_string(c.t) + " d " +
                              std::to_string(c.d) + " R " + std::to_string(c.r) + " V " +
                              std::to_string(c.v) + " " + dtype_name(c.dtype);
-    SampledSoftmaxSpec spec;
-    spec.temperature = 0.05f;
-    spec.eps = 0.5f;
-    spec.loss_scale = 1.0 / static_cast<double>(c.t);
-    Tensor targets = alloc(DType::kI32, {c.t}), neg = alloc(DType::kI32, {c.t, c.r});
-    fill_int(targets, 1, c.v);
-    fill_int(neg, 1, c.v);
-    for (int64_t i = 0; i < c.t; i += 5) set(targets, i, 0);  // unsupervised tokens
+    auto [spec, targets, neg] = softmax_inputs(c.t, c.r, c.v);
     const Tensor qd = dev(rnd({c.t, c.d}, c.dtype), c.dtype, c.pad);
     const Tensor tgd = dev(targets, DType::kI32), negd = dev(neg, DType::kI32);
     const Tensor tabd = dev(rnd({c.v, c.d}, DType::kF32, -0.25, 0.25), DType::kF32);
@@ -1346,15 +1359,8 @@ TEST(GpuSampledSoftmax, NarrowMatchesWarpKernel) {
                              std::to_string(c.d) + " R " + std::to_string(c.r) + " " +
                              dtype_name(c.dtype) + (c.det ? " det" : " atomic");
     Ctx g = gpu::cuda_ctx(c.det);
-    SampledSoftmaxSpec spec;
-    spec.temperature = 0.05f;
-    spec.eps = 0.5f;
-    spec.loss_scale = 1.0 / static_cast<double>(c.t);
-    Tensor targets = alloc(DType::kI32, {c.t}), neg = alloc(DType::kI32, {c.t, c.r});
-    fill_int(targets, 1, c.v);
-    fill_int(neg, 1, c.v);
-    for (int64_t i = 0; i < c.t; i += 5) set(targets, i, 0);  // unsupervised tokens
-    for (int64_t i = 1; i < c.t; i += 3)                      // masked negatives
+    auto [spec, targets, neg] = softmax_inputs(c.t, c.r, c.v);
+    for (int64_t i = 1; i < c.t; i += 3)  // masked negatives
       set(neg, i * c.r + (i % c.r), get(targets, i));
     Tensor q = rnd({c.t, c.d}, DType::kF32);
     for (int64_t i = 0; i < c.t; ++i) {  // unit rows

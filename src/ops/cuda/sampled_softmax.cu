@@ -197,6 +197,19 @@ __device__ __forceinline__ void mark_touched(const SsArgs& a, int32_t id) {
   if (!a.touched_read || a.touched[id] == 0) a.touched[id] = 1;
 }
 
+// Records pair p's id and coefficients (the deterministic path's pair_key / pair_a / pair_b)
+// and keeps A_j, B_j in the warp's shared arrays (lg_j, dot_j) for the passes that follow.
+__device__ __forceinline__ void put_coefs(const SsArgs& a, int64_t p, int32_t id, float ca,
+                                          float cb, float& lg_j, float& dot_j) {
+  if (a.pair_key) {
+    a.pair_key[p] = id;
+    a.pair_a[p] = ca;
+    a.pair_b[p] = cb;
+  }
+  lg_j = ca;
+  dot_j = cb;
+}
+
 template <int V, typename TQ>
 __global__ void __launch_bounds__(256) sampled_softmax_kernel(SsArgs a) {
   constexpr int G = kGroup<V>;
@@ -329,13 +342,7 @@ __global__ void __launch_bounds__(256) sampled_softmax_kernel(SsArgs a) {
         cb = nrm[j] > a.eps ? ca * dots[j] / (nrm[j] * nrm[j]) : 0.0f;
         mark_touched(a, id);
       }
-      if (a.pair_key) {
-        a.pair_key[t * nj + jg] = id;
-        a.pair_a[t * nj + jg] = ca;
-        a.pair_b[t * nj + jg] = cb;
-      }
-      lg[j] = ca;
-      dots[j] = cb;
+      put_coefs(a, t * nj + jg, id, ca, cb, lg[j], dots[j]);
     }
     __syncwarp();
 
@@ -573,13 +580,7 @@ __global__ void __launch_bounds__(256) sampled_softmax_narrow_kernel(SsArgs a) {
       cb = inv_n < inv_eps ? ca * dots[j] * inv_n * inv_n : 0.0f;  // 1 / eps: clamped, B_j = 0
       mark_touched(a, id);
     }
-    if (a.pair_key) {
-      a.pair_key[t * nj + j] = id;
-      a.pair_a[t * nj + j] = ca;
-      a.pair_b[t * nj + j] = cb;
-    }
-    lg[j] = ca;
-    dots[j] = cb;
+    put_coefs(a, t * nj + j, id, ca, cb, lg[j], dots[j]);
   }
 
   // dq: the 8 slots' partials summed (xor 4, 8, 16: a fixed order), plus the positive's term
