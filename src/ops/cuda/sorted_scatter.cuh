@@ -128,6 +128,18 @@ concept HasKeyTerm = requires(const Src& src, int32_t i) {
   src.key_row(i);
 };
 
+// The key term at the end of a run of key `key`: acc += key_acc * key_row(key)[c, c + V), and
+// key_acc restarts (both piece-sum forms; Src with HasKeyTerm).
+template <int V, typename Src, typename C>
+__device__ __forceinline__ void add_key_term(const Src& src, int32_t key, C c, float (&acc)[V],
+                                             float& key_acc) {
+  float x[V];
+  load_vec<V>(src.key_row(key) + c, x);
+#pragma unroll
+  for (int j = 0; j < V; ++j) acc[j] += key_acc * x[j];
+  key_acc = 0.0f;
+}
+
 // One block per piece of `piece` sorted items; threads cover the row's columns V at a time.
 // Src provides `row(p)` (a pointer to item p's source row, f32/bf16/f16) and `coef(p)`, and
 // optionally the key term (HasKeyTerm). Row pointers and coefficients are staged in shared
@@ -177,13 +189,7 @@ __global__ void piece_sum_kernel(Sorted s, Src src, float* __restrict__ dst, int
         if (i + 1 < e && keys[i + 1] == keys[i]) continue;
         // End of this piece's part of a segment: own it, or leave a partial for the combine.
         const int32_t key = keys[i];
-        if constexpr (kKey) {
-          float x[V];
-          load_vec<V>(src.key_row(key) + c, x);
-#pragma unroll
-          for (int j = 0; j < V; ++j) acc[j] += key_acc * x[j];
-          key_acc = 0.0f;
-        }
+        if constexpr (kKey) add_key_term<V>(src, key, c, acc, key_acc);
         float* out;
         if (seg_start == 0 && key == prev_key) {
           out = head_row + c;
@@ -301,13 +307,7 @@ __global__ void __launch_bounds__(256)
         if (!(block_ends & (1u << u))) continue;
         // End of this piece's part of a run: own it, or leave a partial for the combine.
         const int32_t run_key = __shfl_sync(kAll, run_keys, u0 + u);
-        if constexpr (kKey) {
-          float x[V];
-          load_vec<V>(src.key_row(run_key) + c, x);
-#pragma unroll
-          for (int j = 0; j < V; ++j) acc[j] += key_acc * x[j];
-          key_acc = 0.0f;
-        }
+        if constexpr (kKey) add_key_term<V>(src, run_key, c, acc, key_acc);
         int qq = q;  // computed here, not kept in registers through the loop
         asm volatile("" : "+r"(qq));
         float* out;
