@@ -735,10 +735,10 @@ TEST_P(GpuAttentionSm90, ForwardMatchesCpuReference) {
   EXPECT_TRUE(bit_equal(out[0], gpu::to_host(run.o))) << "sm90 o differs when persistent";
   // Both launch orders forced (HSTU_ATTN_SM90_ORDER; the default is longest-first for bf16 and
   // the grid order for fp16, attn_tile_order.h), each with the persistent form's three modes
-  // (HSTU_ATTN_SM90_PERSIST: the default, 0 = one CTA per tile, 1 = always, static): every tile
+  // (HSTU_ATTN_SM90_PERSIST: the default, 0 = one CTA per tile, 1 = always): every tile
   // is computed the same way whichever CTA takes it, so the same bits.
   for (const char* order : {"grid", "seq"}) {
-    for (const char* persist : {"", "0", "1", "static"}) {
+    for (const char* persist : {"", "0", "1"}) {
       setenv("HSTU_ATTN_SM90_ORDER", order, 1);
       if (*persist) setenv("HSTU_ATTN_SM90_PERSIST", persist, 1);
       gpu::poison(run.o);
@@ -825,7 +825,7 @@ TEST(GpuAttentionSm90Persist, SameBitsAsOneCtaPerTile) {
         SCOPED_TRACE(order);
         setenv("HSTU_ATTN_SM90_ORDER", order, 1);
         Tensor one;
-        for (const char* persist : {"0", "1", "static"}) {
+        for (const char* persist : {"0", "1"}) {
           if (*persist) setenv("HSTU_ATTN_SM90_PERSIST", persist, 1);
           const int64_t launches = cuda::attn::sm90_fwd_persist_launches();
           gpu::poison(run.o);

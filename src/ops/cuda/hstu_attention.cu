@@ -394,12 +394,12 @@ void order_sm90_tiles(Ctx& ctx, std::optional<Scratch>& scratch, HstuAttnParams&
 }
 
 // The persistent sm_90a forward's tile counter (attention_fwd_sm90.cuh; no rab, padded head
-// widths 64 / 128, HSTU_ATTN_SM90_PERSIST not 0 / static): one int in scratch (emplaced in
-// `scratch` if not yet), zeroed by the launcher. Without room in a real CUDA scratch arena none,
+// widths 64 / 128, where sm90_fwd_persist_mode's rule takes the call): one int in scratch (emplaced
+// in `scratch` if not yet), zeroed by the launcher. Without room in a real CUDA scratch arena none,
 // and the call runs one CTA per tile.
 void sm90_fwd_counter(Ctx& ctx, std::optional<Scratch>& scratch, HstuAttnParams& p, int hdp) {
   const int mode = attn::sm90_fwd_persist_mode();  // after order_sm90_tiles: p.tile_order set
-  if (p.rab_pos || hdp > 128 || !(mode == 3 || (mode == 1 && p.tile_order))) return;
+  if (p.rab_pos || hdp > 128 || !(mode == 2 || (mode == 1 && p.tile_order))) return;
   const Arena* a = ctx.scratch;
   if (!a || a->device() != Device::kCUDA || a->is_measuring()) return;
   if (a->capacity() - a->used() < arena_bytes(sizeof(int))) return;

@@ -26,10 +26,10 @@
 // atomicAdd(counter, 1) (the dispatcher's counter, zeroed before the launch: a dynamic schedule
 // balances tiles of 1 .. 32 key blocks where a static stride c, c + G, ... does not:
 // 4096-token causal batches put the same block column on the same CTA whenever G is a multiple
-// of the blocks per sequence, a host simulation gave 1.8x the greedy makespan at d 64;
-// HSTU_ATTN_SM90_PERSIST=static keeps it for measurement). Per tile the code is the
-// one-CTA-per-tile kernel's (the same loops, run once there), so the outputs are the same bits.
-// Protocol, beyond the K / V pipelines (their states simply run on across tiles):
+// of the blocks per sequence, a host simulation gave 1.8x the greedy makespan at d 64, and on an
+// H200 the static stride ran at 491 / 231 TFLOPS against 528 / 365 at d 128 / 64). Per tile the
+// code is the one-CTA-per-tile kernel's (the same loops, run once there), so the outputs are the
+// same bits. Protocol, beyond the K / V pipelines (their states simply run on across tiles):
 //   - the producer skips tiles without rows (m0 >= L, list entries past the end) itself: no
 //     barrier traffic, the consumers never see them;
 //   - Q is double-buffered: the it-th tile the CTA runs uses buffer it & 1 with its full
@@ -198,8 +198,7 @@ struct FwdParams {
   typename Tr::TmaKV tma_k, tma_v;
   // The persistent form: the tiles of the one-CTA-per-tile grid, numbered as its blockIdx would be
   // (the list: x; the grid: x fastest, then head, then sequence), tiles_x = its gridDim.x; counter
-  // (zeroed before the launch): each CTA's next tile is gridDim.x + atomicAdd(counter, 1), or
-  // without it (HSTU_ATTN_SM90_PERSIST=static) the CTA's index plus multiples of gridDim.x.
+  // (zeroed before the launch): each CTA's next tile is gridDim.x + atomicAdd(counter, 1).
   int num_tiles = 0, tiles_x = 0;
   int* counter = nullptr;
 };
@@ -430,7 +429,7 @@ __device__ __forceinline__ void compiler_fence() {
 // The persistent form's next tile after `tile` for this CTA (FwdParams::counter).
 template <typename Tr>
 __device__ __forceinline__ int fwd_next_tile(const FwdParams<Tr>& P, int tile) {
-  return P.counter ? int(gridDim.x) + atomicAdd(P.counter, 1) : tile + int(gridDim.x);
+  return int(gridDim.x) + atomicAdd(P.counter, 1);
 }
 
 // kOrder: 1 the CTAs take p.tile_order's entries, 0 the grid order (sm90_tile). kPersist: the
@@ -813,19 +812,16 @@ void launch_fwd(const HstuAttnParams& p, cudaStream_t stream) {
                           Shape<Int<Tr::kBN>, Int<kHeadDim>>{}, _1{});
   const dim3 grid = sm90_grid<Tr::kBM>(p);
   if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;
-  // The persistent form (sm90_fwd_persist_mode): calls without rab at d 64 / 128, with the
-  // dispatcher's tile counter (HSTU_ATTN_SM90_PERSIST=static: none needed). Not rab: its
-  // position window in shared memory is per tile (filled before the barriers, for the tile's
-  // diagonals); not d 256: its Q buffer is 64 KB, two do not fit beside the 128 KB of K / V.
-  const int persist_mode = sm90_fwd_persist_mode();
-  if (kHeadDim <= 128 && !p.rab_pos &&
-      (persist_mode == 2 ||
-       ((persist_mode == 3 || (persist_mode == 1 && p.tile_order)) && p.fwd_tile_counter))) {
+  // The persistent form: the calls the dispatcher gave a tile counter (sm90_fwd_persist_mode's
+  // rule), only without rab at d 64 / 128. Not rab: its position window in shared memory is per
+  // tile (filled before the barriers, for the tile's diagonals); not d 256: its Q buffer is 64 KB,
+  // two do not fit beside the 128 KB of K / V.
+  if (kHeadDim <= 128 && !p.rab_pos && p.fwd_tile_counter) {
     const int64_t tiles = int64_t(grid.x) * grid.y * grid.z;
     HSTU_CHECK(tiles < (int64_t(1) << 31), "sm90 attention: ", tiles, " tiles");
     P.num_tiles = static_cast<int>(tiles);
     P.tiles_x = static_cast<int>(grid.x);
-    P.counter = persist_mode == 1 ? p.fwd_tile_counter : nullptr;
+    P.counter = p.fwd_tile_counter;
     constexpr int smem = Tr::kSmemBytesPersist;
     auto go_persist = [&](auto kernel, int order) {
       HSTU_CUDA_CHECK(
@@ -843,7 +839,7 @@ void launch_fwd(const HstuAttnParams& p, cudaStream_t stream) {
       }
       const int ctas =
           static_cast<int>(std::min<int64_t>(tiles, int64_t(sm90_sm_count()) * per_sm));
-      if (P.counter) HSTU_CUDA_CHECK(cudaMemsetAsync(P.counter, 0, sizeof(int), stream));
+      HSTU_CUDA_CHECK(cudaMemsetAsync(P.counter, 0, sizeof(int), stream));
       kernel<<<ctas, Tr::kThreads, smem, stream>>>(P);
       HSTU_CUDA_CHECK(cudaGetLastError());
       sm90_count_fwd_persist_launch();

@@ -197,8 +197,7 @@ void sm90_build_tile_order(const HstuAttnParams& p, int bm, SeqTile* out, int64_
 int sm90_fwd_persist_mode() {
   const char* v = std::getenv("HSTU_ATTN_SM90_PERSIST");
   if (v && std::strcmp(v, "0") == 0) return 0;
-  if (v && std::strcmp(v, "static") == 0) return 2;
-  if (v && std::strcmp(v, "1") == 0) return 3;
+  if (v && std::strcmp(v, "1") == 0) return 2;
   return 1;
 }
 

@@ -87,15 +87,14 @@ bool sm90_bwd_supported(const HstuAttnParams& p, int padded_head_dim);
 
 // The sm_90a forward's persistent form (attention_fwd_sm90.cuh; calls without rab at padded
 // head widths 64 / 128), read per call from HSTU_ATTN_SM90_PERSIST: 0 = off (one CTA per tile),
-// 2 = "static" (CTA c takes tiles c, c + G, c + 2G, ...: measured slower, kept for A/B runs),
-// 3 = "1" (always, where it applies), 1 = unset or anything else (the default: calls with the
-// longest-first launch list, i.e. jagged batches; full-length ones run one CTA per tile). Modes
-// 1 and 3: each CTA claims its next tile from a counter the dispatcher puts in
-// p.fwd_tile_counter; without one the call runs one CTA per tile.
+// 2 = "1" (always, where it applies), 1 = unset or anything else (the default: calls with the
+// longest-first launch list, i.e. jagged batches; full-length ones run one CTA per tile). The
+// dispatcher applies it by giving the call a tile counter (p.fwd_tile_counter), from which each
+// CTA claims its next tile; the launcher runs the persistent form exactly when it has one.
 // NOTE (session 16, H200, B32 L4096 H4 causal bf16, forward TFLOPS, persistent vs one CTA per
 // tile in one call): jagged uniform 1..4096 d 128 469-473 vs 464-466, d 64 330-331 vs 327-328;
-// full length d 128 527-529 vs 538 (slower: not the default there), d 64 365 vs 366; static
-// stride 491 / 231 at full length (d 128 / 64).
+// full length d 128 527-529 vs 538 (slower: not the default there), d 64 365 vs 366; a static
+// stride (CTA c takes tiles c, c + G, ...) 491 / 231 at full length (d 128 / 64): removed.
 int sm90_fwd_persist_mode();
 // The device's multiprocessors (cached per device).
 int sm90_sm_count();
