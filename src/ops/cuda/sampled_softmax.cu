@@ -674,26 +674,15 @@ bool ss_kernel_warp() {
   return v && std::strcmp(v, "warp") == 0;
 }
 
-// Calls f(std::integral_constant<int, NC>{}) with NC = ceil(d / 8) in 1..8.
-template <typename F>
-decltype(auto) dispatch_chunks(int64_t d, F&& f) {
-  switch ((d + 7) / 8) {
-    case 1:
-      return f(std::integral_constant<int, 1>{});
-    case 2:
-      return f(std::integral_constant<int, 2>{});
-    case 3:
-      return f(std::integral_constant<int, 3>{});
-    case 4:
-      return f(std::integral_constant<int, 4>{});
-    case 5:
-      return f(std::integral_constant<int, 5>{});
-    case 6:
-      return f(std::integral_constant<int, 6>{});
-    case 7:
-      return f(std::integral_constant<int, 7>{});
-    default:
-      return f(std::integral_constant<int, 8>{});
+// Calls f(std::integral_constant<int, NC>{}) with NC = ceil(d / 8) in 1..8 (8 beyond).
+template <int NC = 1, typename F>
+void dispatch_chunks(int64_t d, F&& f) {
+  if constexpr (NC == 8) {
+    f(std::integral_constant<int, 8>{});
+  } else if ((d + 7) / 8 == NC) {
+    f(std::integral_constant<int, NC>{});
+  } else {
+    dispatch_chunks<NC + 1>(d, f);
   }
 }
 
