@@ -816,7 +816,8 @@ TEST(GpuAttentionSm90Persist, SameBitsAsOneCtaPerTile) {
       c.window = sh.window;
       c.padded_heads = true;  // TMA: 16-byte head strides for widths such as 100
       SCOPED_TRACE(c.name);
-      ArenaScope host_tensors;  // 24 problems in one test: the 1 GiB host arena rewinds per shape
+      // 24 problems in one test: the 1 GiB host and device test arenas rewind per shape.
+      gpu::DeviceScope per_shape;
       const Problem pb(c);
       GpuRun run(pb);
       Ctx cctx = gpu::cuda_ctx(true);

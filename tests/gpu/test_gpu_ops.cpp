@@ -1027,6 +1027,14 @@ std::vector<Case> cases() {
        .why = lowp + "; atomics order"});
   add({.name = "sampled_softmax_d50_r128_f32_det", .op = Op::kSampledSoftmax, .m = 300, .n = 50,
        .k = 128, .dtype = f32, .f32_rtol = 2e-5, .why = "fp32 vs the f64 reference"});
+  // The warp kernel's one-pass dq (one tile): bench-large's width (d = 1024, 4 column passes a
+  // lane), and tau = 0.005 at d = 128, where the largest logit lies > 60 below the reference
+  // ||q|| / tau, so dq's pass over the rows runs again against the true max (the fallback).
+  add({.name = "sampled_softmax_d1024_bf16_det", .op = Op::kSampledSoftmax, .m = 33, .n = 1024,
+       .k = 40, .dtype = bf, .f32_rtol = 2e-5, .why = lowp + "; fp32 loss/d_table vs f64"});
+  add({.name = "sampled_softmax_d128_sharp_f32_det", .op = Op::kSampledSoftmax, .m = 40,
+       .n = 128, .k = 64, .dtype = f32, .p = 0.005f, .f32_rtol = 2e-4,
+       .why = "fp32 logits of ~200 (rounding ~2e-5 each) through a sharp softmax vs f64"});
 
   // The narrow kernel (the default for 2-wide rows of 2..64 columns in one tile: lanes = 8
   // candidates x 4 column quarters, NC = ceil(d / 8) chunks a lane): d = 50 (NC = 7, a partial

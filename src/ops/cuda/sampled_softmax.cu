@@ -4,9 +4,10 @@
 // the NOTE of session 16).
 //
 // The one decision: the [T, R, D] gather is never materialised; each warp streams its token's
-// candidate rows twice (logits, then gradients) and keeps q, the candidate ids and the
-// per-candidate logit, <q, x> and norm in shared memory. The table gradient through the
-// normalisation,
+// candidate rows once (logits, and dq against a fixed reference, each group of rows re-read from
+// L1 / L2 right after its logits; twice when the candidates come in tiles) and keeps q, the
+// candidate ids and the per-candidate logit, <q, x> and norm in shared memory. The table gradient
+// through the normalisation,
 //   d_table[x_j] += A_j q - B_j x_j,  A_j = c_j / (n_j tau),  B_j = A_j <q, x_j> / n_j^2
 // (B_j = 0 where the norm is clamped; c_j = loss_scale * (softmax_j - [j == 0])), is added with
 // fp32 atomics — or, with ctx.deterministic, recorded per (token, candidate) and summed by the
@@ -79,15 +80,19 @@ constexpr int kGroup = V >= 8 ? 4 : 8;
 // Candidates per tile when R + 1 do not fit in shared memory (16 KiB of per-candidate arrays
 // per warp: several warps per block and per SM).
 constexpr int64_t kTile = 1024;
+// The one-pass dq of both kernels (the narrow kernel's comment): weights e^(l - ref) against a
+// reference more than this above the largest logit would lose what matters, so the pass is then
+// repeated with ref = that logit.
+constexpr float kRefMargin = 60.0f;  // e^-60: weights further below the max do not matter
 
-// Per-warp shared memory, in floats: q[dp], (tiled only: the dq accumulator [dp]), then logit
-// (later A_j), dot (later B_j), norm and candidate id, [pad4(tile)] each; every array starts
-// 16-byte aligned for vector access.
+// Per-warp shared memory, in floats: q[dp], (acc: the dq accumulator [dp]; the warp kernel has it
+// whenever it computes dq), then logit (later A_j), dot (later B_j), norm and candidate id,
+// [pad4(tile)] each; every array starts 16-byte aligned for vector access.
 __host__ __device__ constexpr int64_t pad4(int64_t n) {
   return (n + 3) / 4 * 4;
 }
-__host__ __device__ constexpr int64_t warp_smem_floats(int64_t d, int64_t tile, bool tiled) {
-  return pad4(d) * (tiled ? 2 : 1) + 4 * pad4(tile);
+__host__ __device__ constexpr int64_t warp_smem_floats(int64_t d, int64_t tile, bool acc) {
+  return pad4(d) * (acc ? 2 : 1) + 4 * pad4(tile);
 }
 
 // ---- V-wide access (V = 8, 2 or 1); p is aligned to V elements (16 bytes at most) ----------
@@ -125,6 +130,11 @@ __device__ __forceinline__ void sts_vec(float* p, const float (&in)[V]) {
 }
 
 // dst[0:V] += v with fp32 atomics (one 8-byte vector atomic for V = 2 on sm_90).
+template <int V>
+__device__ __forceinline__ void sts_zero(float* p) {
+  const float z[V] = {};
+  sts_vec<V>(p, z);
+}
 template <int V>
 __device__ __forceinline__ void atomic_add_v(float* dst, const float (&v)[V]) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -171,6 +181,7 @@ struct SsArgs {
   int64_t ldn = 0;
   int32_t r = 0;
   int32_t tile = 0;              // candidates per shared-memory tile (R + 1: one tile)
+  bool one_pass = true;          // one tile with dq: dq during the logits pass (the warp kernel)
   const float* table = nullptr;  // [V, D]
   int64_t ldt = 0;
   void* dq = nullptr;  // [T, D], dtype TQ; null: loss only
@@ -217,11 +228,14 @@ __global__ void __launch_bounds__(256) sampled_softmax_kernel(SsArgs a) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int nj = a.r + 1, tile = a.tile;
   const bool tiled = tile < nj;
+  // One tile with dq: dq accumulated during the logits pass (one read of the rows; below).
+  const bool one_pass = !tiled && a.dq != nullptr && a.one_pass;
+  const bool acc = tiled || one_pass;
   const int64_t d = a.d, tp = pad4(tile);
-  float* qs = smem + warp * warp_smem_floats(d, tile, tiled);
-  float* gs = qs + pad4(d);                // tiled: dq of the tiles so far (fp32)
-  float* lg = gs + (tiled ? pad4(d) : 0);  // logit; A_j once the softmax is known
-  float* dots = lg + tp;                   // <q, x_j>; then B_j
+  float* qs = smem + warp * warp_smem_floats(d, tile, acc);
+  float* gs = qs + pad4(d);              // tiled: dq of the tiles so far; one pass: S (fp32)
+  float* lg = gs + (acc ? pad4(d) : 0);  // logit; A_j once the softmax is known
+  float* dots = lg + tp;                 // <q, x_j>; then B_j
   float* nrm = dots + tp;
   int32_t* ids = reinterpret_cast<int32_t*>(nrm + tp);
   const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + warp;
@@ -244,12 +258,36 @@ __global__ void __launch_bounds__(256) sampled_softmax_kernel(SsArgs a) {
     return;
   }
   const TQ* q = static_cast<const TQ*>(a.q) + t * a.ldq;
+  float qq = 0.0f;  // ||q||^2 (the one-pass reference)
   for (int64_t c = static_cast<int64_t>(lane) * V; c < d; c += 32 * V) {
     float v[V];
     load_vec<V>(q + c, v);
     sts_vec<V>(qs + c, v);
+#pragma unroll
+    for (int k = 0; k < V; ++k) qq += v[k] * v[k];
+    if (one_pass) sts_zero<V>(gs + c);
   }
   const int32_t* neg = a.neg + t * a.ldn;
+
+  // One pass (a single tile with dq; the narrow kernel's scheme, see its comment): S = sum over
+  // live j > 0 of e^(l_j - ref) x_j / n_j in gs, each group's rows read again right after its
+  // logits (from L1 / L2: the group's 4 rows were just loaded), so the table is streamed from
+  // memory once, not twice; dq = (loss_scale / tau) e^(ref - lse) S + A_0 x_0 at the end.
+  // S += w_u x_u over this lane's columns for the G rows (w_u the same in every lane).
+  const auto add_rows = [&](const float* const(&rows)[G], const float(&w)[G]) {
+    for (int64_t c = static_cast<int64_t>(lane) * V; c < d; c += 32 * V) {
+      float sv[V], x[G][V];
+      lds_vec<V>(gs + c, sv);
+#pragma unroll
+      for (int u = 0; u < G; ++u) load_vec<V>(rows[u] + c, x[u]);
+#pragma unroll
+      for (int u = 0; u < G; ++u)
+#pragma unroll
+        for (int k = 0; k < V; ++k) sv[k] += w[u] * x[u][k];
+      sts_vec<V>(gs + c, sv);
+    }
+  };
+  float ref = sqrtf(warp_sum(qq)) / a.tau;  // >= every logit (Cauchy-Schwarz; n_j >= ||x_j||)
 
   // Logits of candidates base .. base + n - 1 into lg / dots / nrm / ids [0, n), G at a time.
   // Rows past the last candidate repeat the positive's (valid addresses, results dropped); a
@@ -280,12 +318,21 @@ __global__ void __launch_bounds__(256) sampled_softmax_kernel(SsArgs a) {
       const float sum = warp_sum_many<2 * G>(part, lane);
       const float other = __shfl_xor_sync(kFull, sum, kSpan / 2);
       const int j = j0 + lane / kSpan;
+      float wl = 0.0f;  // one pass: candidate j's weight e^(l_j - ref) / n_j (0: not in S)
       if (lane % kSpan == 0 && j < n) {
         const float nv = fmaxf(sqrtf(other), a.eps);
         const bool live = base + j == 0 || ids[j] != tgt;
-        lg[j] = live ? sum / (nv * a.tau) : kMaskedLogit;
+        const float l = live ? sum / (nv * a.tau) : kMaskedLogit;
+        lg[j] = l;
         dots[j] = sum;
         nrm[j] = nv;
+        if (live && base + j > 0) wl = expf(l - ref) / nv;
+      }
+      if (one_pass) {
+        float w[G];
+#pragma unroll
+        for (int u = 0; u < G; ++u) w[u] = __shfl_sync(kFull, wl, u * kSpan);
+        add_rows(rows, w);
       }
     }
     __syncwarp();
@@ -297,6 +344,22 @@ __global__ void __launch_bounds__(256) sampled_softmax_kernel(SsArgs a) {
     float mx = -INFINITY;
     for (int j = lane; j < nj; j += 32) mx = fmaxf(mx, lg[j]);
     mx = warp_max(mx);
+    if (one_pass && mx < ref - kRefMargin) {  // far below the bound: S again against the max
+      ref = mx;
+      for (int64_t c = static_cast<int64_t>(lane) * V; c < d; c += 32 * V) sts_zero<V>(gs + c);
+      for (int j0 = 0; j0 < nj; j0 += G) {
+        const float* rows[G];
+        float w[G];
+#pragma unroll
+        for (int u = 0; u < G; ++u) {
+          const int j = j0 + u;
+          const bool in = j > 0 && j < nj && ids[j] != tgt;  // live negatives
+          rows[u] = a.table + (in ? ids[j] : tgt) * a.ldt;
+          w[u] = in ? expf(lg[j] - ref) / nrm[j] : 0.0f;
+        }
+        add_rows(rows, w);
+      }
+    }
     float se = 0.0f;
     for (int j = lane; j < nj; j += 32) se += expf(lg[j] - mx);
     lse = mx + logf(warp_sum(se));
@@ -345,9 +408,22 @@ __global__ void __launch_bounds__(256) sampled_softmax_kernel(SsArgs a) {
     }
     __syncwarp();
 
-    // dq = sum_j A_j x_j in candidate order (each lane owns its columns: no shared accumulator;
-    // across tiles the running sum waits in gs), and with atomics d_table[x_j] += A_j q - B_j x_j,
-    // G candidates' rows in flight.
+    if (one_pass) {  // dq = (loss_scale / tau) e^(ref - lse) S + A_0 x_0
+      const float c1 = a.loss_scale / a.tau * expf(ref - lse), c0 = lg[0];
+      const float* x0 = a.table + tgt * a.ldt;
+      for (int64_t c = static_cast<int64_t>(lane) * V; c < d; c += 32 * V) {
+        float sv[V], x[V];
+        lds_vec<V>(gs + c, sv);
+        load_vec<V>(x0 + c, x);
+#pragma unroll
+        for (int k = 0; k < V; ++k) sv[k] = c1 * sv[k] + c0 * x[k];
+        store_vec<V>(dq + c, sv);
+      }
+      if (!a.d_table) return;
+    }
+    // Tiled: dq = sum_j A_j x_j in candidate order (each lane owns its columns: no shared
+    // accumulator; across tiles the running sum waits in gs). With atomics d_table[x_j] +=
+    // A_j q - B_j x_j. G candidates' rows in flight.
     const bool last = base + n == nj;
     for (int64_t c = static_cast<int64_t>(lane) * V; c < d; c += 32 * V) {
       float qv[V], g[V] = {};
@@ -358,12 +434,13 @@ __global__ void __launch_bounds__(256) sampled_softmax_kernel(SsArgs a) {
 #pragma unroll
         for (int u = 0; u < G; ++u)
           load_vec<V>(a.table + (j0 + u < n ? ids[j0 + u] : tgt) * a.ldt + c, x[u]);
+        if (!one_pass)
 #pragma unroll
-        for (int u = 0; u < G; ++u) {
-          const float ca = j0 + u < n ? lg[j0 + u] : 0.0f;  // masked: 0
+          for (int u = 0; u < G; ++u) {
+            const float ca = j0 + u < n ? lg[j0 + u] : 0.0f;  // masked: 0
 #pragma unroll
-          for (int k = 0; k < V; ++k) g[k] += ca * x[u][k];
-        }
+            for (int k = 0; k < V; ++k) g[k] += ca * x[u][k];
+          }
         if (!a.d_table) continue;
 #pragma unroll
         for (int u = 0; u < G; ++u) {
@@ -376,6 +453,7 @@ __global__ void __launch_bounds__(256) sampled_softmax_kernel(SsArgs a) {
           atomic_add_v<V>(a.d_table + ids[j] * a.lddt + c, dx);
         }
       }
+      if (one_pass) continue;  // dq stored above
       if (last) {
         store_vec<V>(dq + c, g);
       } else {
@@ -411,7 +489,6 @@ constexpr int kNarrowLanes = 4;                  // lanes per candidate
 constexpr int kNarrowSlots = 32 / kNarrowLanes;  // candidates per warp step
 constexpr int kNarrowSteps = 3;                  // steps whose rows are loaded together
 constexpr int kNarrowSpan = kNarrowSlots * kNarrowSteps;
-constexpr float kRefMargin = 60.0f;  // e^-60: weights further below the max do not matter
 
 // MUFU approximations without the denormal fix-ups of rsqrtf / __expf (inputs and results
 // flushed to zero): ~2 ulp relative.
@@ -673,6 +750,12 @@ bool ss_kernel_warp() {
   const char* v = std::getenv("HSTU_SS_KERNEL");
   return v && std::strcmp(v, "warp") == 0;
 }
+// HSTU_SS_ONEPASS=0: the warp kernel reads a single tile's rows twice (logits, then dq), as before
+// session 17 (the A/B switch; read at every call, host only).
+bool ss_one_pass() {
+  const char* v = std::getenv("HSTU_SS_ONEPASS");
+  return !(v && std::strcmp(v, "0") == 0);
+}
 
 // Calls f(std::integral_constant<int, NC>{}) with NC = ceil(d / 8) in 1..8 (8 beyond).
 template <int NC = 1, typename F>
@@ -793,19 +876,12 @@ void sampled_softmax(Ctx& ctx, const SampledSoftmaxSpec& spec, const Tensor& q,
   int64_t tile = nj;
   if (spec.candidate_tile > 0) {
     tile = std::min(nj, spec.candidate_tile);
-  } else if (sizeof(float) * static_cast<size_t>(warp_smem_floats(d, nj, false)) >
+  } else if (sizeof(float) * static_cast<size_t>(warp_smem_floats(d, nj, grad)) >
              static_cast<size_t>(smem_optin)) {
     tile = kTile;
   }
   const bool tiled = tile < nj;
   a.tile = static_cast<int32_t>(tile);
-  const size_t warp_bytes = sizeof(float) * static_cast<size_t>(warp_smem_floats(d, tile, tiled));
-  HSTU_CHECK(warp_bytes <= static_cast<size_t>(smem_optin), "sampled_softmax: rows of ", d,
-             " columns with tiles of ", tile, " candidates need ", warp_bytes >> 10,
-             " KiB of shared memory per warp, more than the device's ", smem_optin >> 10, " KiB");
-  const int warps = static_cast<int>(std::clamp<size_t>((48 << 10) / warp_bytes, 1, 8));
-  const size_t smem = warp_bytes * warps;
-  const unsigned grid = static_cast<unsigned>((t + warps - 1) / warps);
   // NOTE: 2 wide up to D = 64 (a row in one pass of at most 32 lanes, groups of 8 candidates),
   // 8 wide beyond (fewer passes over the columns); 1 wide for odd or misaligned rows.
   const bool vec2 = can_vec2(d, {&q, &table, &dq, &d_table});
@@ -817,6 +893,16 @@ void sampled_softmax(Ctx& ctx, const SampledSoftmaxSpec& spec, const Tensor& q,
   };
   const bool narrow = !ss_kernel_warp() && width == 2 && d >= 2 && d <= 64 && !tiled &&
                       fits32(table) && (det || !grad || fits32(d_table));
+  // The warp kernel's dq accumulator: tiled, or one tile with dq (its one-pass form).
+  a.one_pass = ss_one_pass();
+  const bool acc = tiled || (grad && !narrow && a.one_pass);
+  const size_t warp_bytes = sizeof(float) * static_cast<size_t>(warp_smem_floats(d, tile, acc));
+  HSTU_CHECK(warp_bytes <= static_cast<size_t>(smem_optin), "sampled_softmax: rows of ", d,
+             " columns with tiles of ", tile, " candidates need ", warp_bytes >> 10,
+             " KiB of shared memory per warp, more than the device's ", smem_optin >> 10, " KiB");
+  const int warps = static_cast<int>(std::clamp<size_t>((48 << 10) / warp_bytes, 1, 8));
+  const size_t smem = warp_bytes * warps;
+  const unsigned grid = static_cast<unsigned>((t + warps - 1) / warps);
   a.ldt32 = narrow ? static_cast<int32_t>(a.ldt) : 0;
   a.lddt32 = narrow ? static_cast<int32_t>(a.lddt) : 0;
   const auto launch = [&](auto kernel) {
