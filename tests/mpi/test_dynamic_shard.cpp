@@ -320,7 +320,11 @@ TEST(DynamicShard, RetrievalEqualsOneRankWithTheWholeBatch) {
       const double diff = max_rel_diff(save_at(a.trainer.run_dir), save_at(b.trainer.run_dir));
       std::printf("[ measured ] %d ranks vs one rank (%s): weights and rows within %.3g\n",
                   c.size(), owner.c_str(), diff);
-      EXPECT_LT(diff, 2e-4) << c.size() << " ranks vs one rank with the whole batch (" << owner
+      // NOTE: the ranks sum the gradients in another order, and 20 Adam steps amplify the last
+      // bits where g ~ 0 (g / (|g| + eps)). Measured: <= 4.4e-5 up to session 16's box; 3.5e-4
+      // (modulo, 4 ranks) on session 17's (the same code as then: 07ecb34); bound 1e-3, below
+      // the GPU runs' 1.4e-3 (docs/BENCHMARKS.md).
+      EXPECT_LT(diff, 1e-3) << c.size() << " ranks vs one rank with the whole batch (" << owner
                             << ")";
       EXPECT_EQ(d.steps, 20);
       EXPECT_NEAR(d.last_loss, r.last_loss, 1e-4 * (1 + std::abs(r.last_loss)));
