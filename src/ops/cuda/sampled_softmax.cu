@@ -135,6 +135,13 @@ __device__ __forceinline__ void sts_vec(float* p, const float (&in)[V]) {
 }
 
 // dst[0:V] += v with fp32 atomics (one 8-byte vector atomic for V = 2 on sm_90).
+// The V-wide chunks at column c of G rows, all loads issued before any is used.
+template <int V, int G>
+__device__ __forceinline__ void load_group(const float* const (&rows)[G], int64_t c,
+                                           float (&x)[G][V]) {
+#pragma unroll
+  for (int u = 0; u < G; ++u) load_vec<V>(rows[u] + c, x[u]);
+}
 template <int V>
 __device__ __forceinline__ void sts_zero(float* p) {
   const float z[V] = {};
@@ -283,8 +290,7 @@ __global__ void __launch_bounds__(256) sampled_softmax_kernel(SsArgs a) {
     for (int64_t c = static_cast<int64_t>(lane) * V; c < d; c += 32 * V) {
       float sv[V], x[G][V];
       lds_vec<V>(gs + c, sv);
-#pragma unroll
-      for (int u = 0; u < G; ++u) load_vec<V>(rows[u] + c, x[u]);
+      load_group<V>(rows, c, x);
 #pragma unroll
       for (int u = 0; u < G; ++u)
 #pragma unroll
@@ -308,8 +314,7 @@ __global__ void __launch_bounds__(256) sampled_softmax_kernel(SsArgs a) {
       for (int64_t c = static_cast<int64_t>(lane) * V; c < d; c += 32 * V) {
         float qv[V], x[G][V];
         lds_vec<V>(qs + c, qv);
-#pragma unroll
-        for (int u = 0; u < G; ++u) load_vec<V>(rows[u] + c, x[u]);
+        load_group<V>(rows, c, x);
 #pragma unroll
         for (int u = 0; u < G; ++u)
 #pragma unroll
