@@ -617,9 +617,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       if (rab_grad) {
         bwd_rab_grad<Rab::kBktPitch, Rab::kStagePitch, Rab::kDiagPitch>(
             tXrY, tXcX, rv, rs.stage + (tid / 32 - 4) * Rab::kStageFloats,
-            rs.diag + w * 8 * Rab::kDiagPitch, rs.hist + w * Rab::kHistWords, grad_mul);
+            rs.diag + w * 4 * Rab::kDiagPitch, rs.hist + w * Rab::kHistWords, grad_mul);
         named_bar_sync(128, 10 + w);  // ids 10, 11: free
-        bwd_rab_flush_tile<Rab::kDiagPitch>(p, rv, rs.diag + w * 8 * Rab::kDiagPitch,
+        bwd_rab_flush_tile<Rab::kDiagPitch>(p, rv, rs.diag + w * 4 * Rab::kDiagPitch,
                                             rs.hist + w * Rab::kHistWords, tid & 127, 64 * w,
                                             grad_mul);
       }

@@ -15,29 +15,33 @@
 // drab_finish_kernel of hstu_attention.cu). Integer adds are associative, so d_rab is
 // bit-identical run to run whatever their order; every fp32 sum before a conversion runs in a
 // fixed order. Per tile and warpgroup, while the dV / dK GEMMs run:
-//   - diagonals (bwd_rab_grad): each warp writes its 16 x 64 part of fp32 dS, 8 rows at a time,
-//     skewed into a private stage (element (r, c) at column c - r + 8), so each stage column is
-//     one diagonal of the 8 rows; a lane sums a column and stores it in the warpgroup's table of
-//     round sums (8 rounds of 8 rows).
+//   - diagonals (bwd_rab_grad): each warp folds its 16 x 64 part of fp32 dS onto 8 rows (row
+//     r + 8 and column c lie on the diagonal of row r and column c - 8: one add per pair) and
+//     writes them skewed into a private stage (folded column c' at stage column c' - r + 16), so
+//     each stage column is one diagonal of the warp's 16 rows; a lane sums a column and stores
+//     it in the warpgroup's table of diagonal sums (one row per warp).
 //   - time buckets (bwd_rab_grad): each thread sums runs of equal bucket along its two key rows
-//     in registers and adds each finished run to the warpgroup's bucket sums as three 32-bit
-//     integer slices of the fixed-point value (bits 0-19, 20-39, 40-63: native shared atomics;
-//     at most 4096 adds per tile keep the low slices' sums below 2^32, and the top slice's only
-//     matters modulo 2^24).
-//   - then (bwd_rab_flush_tile, after a warpgroup barrier) thread t sums diagonal t over the 8
-//     rounds in order and adds it to the CTA's diagonal accumulators (u64, shared; added to
+//     in registers (the two rows side by side, the next column group's buckets read ahead) and
+//     adds each finished run to the warpgroup's bucket sums as three 32-bit integer slices of
+//     the fixed-point value (bits 0-19, 20-39, 40-63: native shared atomics; at most 4096 adds
+//     per tile keep the low slices' sums below 2^32, and the top slice's only matters modulo
+//     2^24).
+//   - then (bwd_rab_flush_tile, after a warpgroup barrier) thread t sums diagonal t over the 4
+//     warps in order and adds it to the CTA's diagonal accumulators (u64, shared; added to
 //     p.drab_accum once per CTA), and turns two buckets' slices back into one 64-bit add to
 //     p.drab_accum, zeroing them.
-// NOTE: no two lanes of one instruction add to the same 64-bit shared address. Measured at
-// 32 x 1024 x 4 x 128 against the rab-free backward (0.37 ms): per-element 64-bit shared atomics
-// on hot buckets 1.910 ms (H200); warp-collective flushes of every run 1.183 ms (H100; 0.510 ms
-// with the bias and no gradient). The likely cause (not checked in SASS) is that 64-bit shared
-// atomics are compare-and-swap loops whose colliding lanes retry. THIS form (32-bit slices, one
-// flush per tile) was compiled but NOT yet run on a GPU (branch rab90-grad3).
+// Cost (H200, ncu, 32 x 1024 x 4 x 128, the dK/dV kernel; session 18): 507 us with the
+// gradient, 266 us with the bias alone. Of the 241 us, the time-bucket runs take ~180, the
+// diagonals ~50 (~70 before the fold), the per-tile flush ~30. The runs are latency-bound, not
+// bank-bound: their atomics on hot buckets count 24 M bank conflicts, yet summing each run over
+// the warp first (match, then integer __reduce_add_sync of the slices; 0.3 M conflicts) ran
+// slower (699 us), as did deferring only each row's first and last run to such sums (550 us):
+// both add more instructions than the conflicts cost. Reading all of a thread's buckets before
+// the runs cost registers (a spill; 530 us); reading one column group ahead gains 2.5%.
 //
 // Shared memory after the kernel's SharedStorage (bytes() for a call's max_seqlen):
 //   [dK/dV only] diagonal sums u64 [pos_window], per warp a stage f32 [8][kStagePitch], per
-//                warpgroup round sums f32 [8][kDiagPitch] and bucket slices u32 [3][256],
+//                warpgroup diagonal sums f32 [4][kDiagPitch] and bucket slices u32 [3][256],
 //   bucket tiles u8 [warpgroups][2][64 queries][kBktPitch], time table f32 [kMaxBktTable],
 //   position window f32 [pos_window] (pos_window = round_up(max_seqlen, kBN) + kBM).
 #pragma once
@@ -78,14 +82,16 @@ struct BwdRabSmem {
   __host__ __device__ static int pos_window(int max_seqlen) {
     return (max_seqlen + kBN - 1) / kBN * kBN + kBM;
   }
-  // The diagonal stage of one warp (bwd_rab_grad): 8 rows of 64 columns, skewed over 72; the odd
-  // pitch spreads one STS.64 of a half warp (4 rows x 4 column pairs) over all 32 banks.
-  static constexpr int kStagePitch = 73;
+  // The diagonal stage of one warp (bwd_rab_grad): its 16 rows folded onto 8 (row r + 8 and
+  // column c lie on the diagonal of row r and column c - 8), so 8 rows of 72 columns -8 .. 63,
+  // skewed over 80. Pitch 81: a half warp's STS.64 (4 rows x 4 column pairs, write pitch 80)
+  // meets 2-way bank conflicts at worst, for no more bytes than the unfolded stage had.
+  static constexpr int kStagePitch = 81;
   static constexpr int kStageFloats = 8 * kStagePitch;
   static constexpr int kStageBytes = 4 * kStageFloats * 4 * kWGs;  // 4 warps a warpgroup
-  // A warpgroup's round sums: round (8-row group) g, stage column j (1..71) at g * kDiagPitch + j.
-  static constexpr int kDiagPitch = 72;
-  static constexpr int kDiagBytes = 4 * 8 * kDiagPitch * kWGs;
+  // A warpgroup's diagonal sums: warp q's stage column j (1..79) at q * kDiagPitch + j.
+  static constexpr int kDiagPitch = 80;
+  static constexpr int kDiagBytes = 4 * 4 * kDiagPitch * kWGs;
   // A warpgroup's bucket sums: three u32 slices of kMaxBktTable.
   static constexpr int kHistWords = 3 * kMaxBktTable;
   static constexpr int kHistBytes = 4 * kHistWords * kWGs;
@@ -184,7 +190,7 @@ __device__ __forceinline__ void add_slices(uint32_t* hist, uint32_t b, float x) 
 
 // The rab gradient of one key-major tile (dK/dV kernel) from one thread's accumulators tY
 // (dS / (alpha scale), 0 where masked; tile coordinates tc: (key, query)) into its
-// warpgroup's round sums `diag` and bucket slices `hist` (see the file comment); stage: this
+// warpgroup's diagonal sums `diag` and bucket slices `hist` (see the file comment); stage: this
 // warp's kStageFloats. Every thread of the warpgroup calls it; bwd_rab_flush_tile follows.
 // The accumulators of an m64nNk16 wgmma: element e = 4 k + 2 h + b sits at tile row row0 + 8 h
 // and column col0 + 8 k + b (row0 - row0 % 8 is the warp's first row, + 8 h its h-th group of 8
@@ -197,75 +203,92 @@ __device__ __forceinline__ void bwd_rab_grad(const TY& tY, const TC& tc, const B
   using LY = std::decay_t<decltype(tY.layout())>;
   constexpr int kN = int(size(LY{}));
   constexpr int kK = kN / 4, kCols = 8 * kK;  // columns of the tile
-  static_assert(kN % 4 == 0 && kCols + 8 <= kStagePitch && kCols + 8 <= kDiagPitch,
+  static_assert(kN % 4 == 0 && kCols + 16 <= kStagePitch && kCols + 16 <= kDiagPitch,
                 "m64nNk16 accumulators, N <= 64");
   const int lane = threadIdx.x & 31;
+  // Diagonals: the thread's element (row + 8, c) (h = 1) is on the diagonal of (row, c - 8)
+  // (h = 0); their sum goes to stage[r * kStagePitch + j] at column j = c' - r + 16 of the
+  // folded column c' = c - 8 .. 63, so each stage column is one diagonal of the warp's 16 rows.
+  const int row = get<0>(tc(0)) & 63, q = row >> 4, r = row & 7;
+  const int c0 = get<1>(tc(0));  // even; element 4 k + 2 h + b at column c0 + 8 k + b
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    // Round g: rows 8 g .. 8 g + 7 of the warpgroup's 64; element (8 g + r, c) at
-    // stage[r * kStagePitch + c - r + 8].
-    const int row = get<0>(tc(2 * h)) & 63, g = row >> 3, r = row & 7;
-#pragma unroll
-    for (int k = 0; k < kK; ++k) {
-      const int e = 4 * k + 2 * h, c = get<1>(tc(e));  // even
-      *reinterpret_cast<float2*>(stage + r * (kStagePitch - 1) + c + 8) =
-          make_float2(tY(e), tY(e + 1));
+  for (int k = -1; k < kK; ++k) {
+    float2 v = make_float2(0.f, 0.f);
+    if (k >= 0) v = make_float2(tY(4 * k), tY(4 * k + 1));
+    if (k + 1 < kK) {
+      v.x += tY(4 * (k + 1) + 2);
+      v.y += tY(4 * (k + 1) + 3);
     }
-    __syncwarp();
-    // Column j = c - r + 8 (1 .. kCols + 7); row r holds it when 0 <= j - 8 + r < kCols.
-#pragma unroll
-    for (int t = 0; t < (kCols + 7 + 31) / 32; ++t) {
-      const int j = 1 + lane + 32 * t;
-      float sum = 0.f;
-#pragma unroll
-      for (int rr = 0; rr < 8; ++rr) {
-        const int c = j - 8 + rr;
-        if (c >= 0 && c < kCols) sum += stage[rr * kStagePitch + j];
-      }
-      if (j <= kCols + 7) diag[g * kDiagPitch + j] = sum;
-    }
-    __syncwarp();
+    *reinterpret_cast<float2*>(stage + r * (kStagePitch - 1) + c0 + 8 * k + 16) = v;
   }
+  __syncwarp();
+  // Column j (1 .. kCols + 15) holds key - query = 16 q + 16 - j; row rr holds it when its
+  // folded column j - 16 + rr lies in -8 .. kCols - 1.
+#pragma unroll
+  for (int t = 0; t < (kCols + 15 + 31) / 32; ++t) {
+    const int j = 1 + lane + 32 * t;
+    float sum = 0.f;
+#pragma unroll
+    for (int rr = 0; rr < 8; ++rr) {
+      const int c = j - 16 + rr;
+      if (c >= -8 && c < kCols) sum += stage[rr * kStagePitch + j];
+    }
+    if (j <= kCols + 15) diag[q * kDiagPitch + j] = sum;
+  }
+  __syncwarp();
   // Time buckets: runs of equal bucket along each of the thread's two key rows (masked
-  // elements, 0, continue a run).
+  // elements, 0, continue a run), each finished run added to the slices (add_slices). The two
+  // rows' runs advance side by side, and the buckets of column group k + 1 are read before the
+  // atomics of group k: the compiler keeps a shared load behind an earlier shared atomic, so
+  // reading each bucket where it is used left every load's latency exposed.
+  auto load4 = [&](int k, uint32_t(&bk)[4]) {
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int key = get<0>(tc(2 * h));
-    uint32_t run_b = rv.bkt[get<1>(tc(2 * h)) * kBktPitch + key];
-    float run = 0.f;
+    for (int i = 0; i < 4; ++i)
+      bk[i] = rv.bkt[get<1>(tc(4 * k + i)) * kBktPitch + get<0>(tc(4 * k + i))];
+  };
+  uint32_t cur[4], nxt[4];
+  load4(0, cur);
+  uint32_t run_b[2] = {cur[0], cur[2]};
+  float run[2] = {0.f, 0.f};
 #pragma unroll
-    for (int k = 0; k < kK; ++k)
+  for (int k = 0; k < kK; ++k) {
+    if (k + 1 < kK) load4(k + 1, nxt);
 #pragma unroll
-      for (int b = 0; b < 2; ++b) {
-        const int e = 4 * k + 2 * h + b;
-        const float v = tY(e);
-        const uint32_t bk = rv.bkt[get<1>(tc(e)) * kBktPitch + key];
-        if (v != 0.f && bk != run_b) {
-          if (run != 0.f) add_slices(hist, run_b, run * grad_mul);
-          run_b = bk;
-          run = 0.f;
+    for (int b = 0; b < 2; ++b)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float v = tY(4 * k + 2 * h + b);
+        const uint32_t bk = cur[2 * h + b];
+        if (v != 0.f && bk != run_b[h]) {
+          if (run[h] != 0.f) add_slices(hist, run_b[h], run[h] * grad_mul);
+          run_b[h] = bk;
+          run[h] = 0.f;
         }
-        run += v;
+        run[h] += v;
       }
-    if (run != 0.f) add_slices(hist, run_b, run * grad_mul);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) cur[i] = nxt[i];
   }
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+    if (run[h] != 0.f) add_slices(hist, run_b[h], run[h] * grad_mul);
 }
 
 // After bwd_rab_grad of every warp of the warpgroup and a warpgroup barrier: thread t (of 128)
 // adds diagonal t (key - query = t - 63 within the warpgroup's 64 x 64 part, whose first key is
-// tile row row0) summed over the 8 rounds to rv.pacc, and buckets t, t + 128 of the slices to
+// tile row row0) summed over the 4 warps to rv.pacc, and buckets t, t + 128 of the slices to
 // p.drab_accum, zeroing them. The next tile's bwd_rab_grad must follow a warpgroup barrier.
 template <int kDiagPitch>
 __device__ __forceinline__ void bwd_rab_flush_tile(const HstuAttnParams& p, const BwdRabView& rv,
                                                    const float* diag, uint32_t* hist, int t,
                                                    int row0, float grad_mul) {
   if (t < 127) {
-    // Round g holds key - query = 8 g + 8 - j at column j.
+    // Warp q's column j holds key - query = 16 q + 16 - j (bwd_rab_grad).
     float sum = 0.f;
 #pragma unroll
-    for (int g = 0; g < 8; ++g) {
-      const int j = 8 * g + 71 - t;
-      if (j >= 1 && j <= 71) sum += diag[g * kDiagPitch + j];
+    for (int q = 0; q < 4; ++q) {
+      const int j = 16 * q + 79 - t;
+      if (j >= 1 && j <= 79) sum += diag[q * kDiagPitch + j];
     }
     if (sum != 0.f) atomicAdd(rv.pacc + (row0 + t - 63), to_fixed(sum * grad_mul));
   }
