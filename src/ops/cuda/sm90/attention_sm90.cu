@@ -90,11 +90,13 @@ bool sm90_bwd_rab_fits(const HstuAttnParams& p, int padded_head_dim) {
 // 2.5x here (sm90 at 128 x 512 x 4 x 256: 202 TFLOPS, H200).
 // With rab (attention_bwd_sm90_rab.cuh; bf16, causal, deterministic, positions + 128 time
 // buckets with gradients, sm90 / sm80 ms): H100, 32 x 1024 x 4 x 128 1.183 / 1.453 (1.23x),
-// 32 x 1024 x 4 x 64 1.071 / 0.965 (0.90x). So rab keeps the lengths above at d 128 and stays
-// on sm80 at d 64 (not measured at 4096 tokens).
+// 32 x 1024 x 4 x 64 1.071 / 0.965 (0.90x). Session 18 (H200, the 32-bit bucket slices, the
+// folded diagonal stage): d 64 sm90 / sm80 ms 0.591 / 0.940 at 32 x 1024 x 4, 1.986 / 3.413 at
+// 32 x 2048, 7.210 / 13.019 at 32 x 4096, 0.152 / 0.172 at 128 x 200 x 2. So rab keeps the
+// lengths above at d 128 and takes sm90 at every length at d 64.
 bool sm90_bwd_faster(const HstuAttnParams& p, int padded_head_dim) {
   if (env_is_1("HSTU_ATTN_SM90")) return true;
-  if (p.rab_pos && padded_head_dim <= 64) return false;
+  if (p.rab_pos && padded_head_dim <= 64) return true;
   return p.max_seqlen >= (padded_head_dim <= 64 ? 2048 : 512);
 }
 
