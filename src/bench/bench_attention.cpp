@@ -165,14 +165,9 @@ struct DeviceProblem {
     const int hdp = s.d <= 32 ? 32 : (s.d <= 64 ? 64 : (s.d <= 128 ? 128 : 256));
     const size_t bytes = size_t(T) * (2 * W + 2 * hd) * 2 + 4 * (len.size() + 1) + 64 * 1024;
     mem = Arena(Device::kCUDA, bytes + 8 * Arena::kAlign, "bench-attention");
-    // dQ accumulator (atomic mode) + the rab's precomputed time buckets (u8 [B, S, S], S the
-    // longest length rounded up to 16: cuda/sm80/rab_buckets.cuh) + the rest.
-    int max_len = 0;
-    for (int l : len) max_len = std::max(max_len, l);
-    const size_t stride = (size_t(max_len) + 15) / 16 * 16;
-    scratch =
-        Arena(Device::kCUDA, size_t(T) * s.H * hdp * 4 + len.size() * stride * stride + (1 << 20),
-              "bench-scratch");
+    // dQ accumulator (atomic mode) + the rest (the sm90 tile-order lists). The rab's time
+    // buckets are the step's, in scratch_rab (add_rab), as a model step passes them.
+    scratch = Arena(Device::kCUDA, size_t(T) * s.H * hdp * 4 + (1 << 20), "bench-scratch");
     uvqk = mem.alloc(dt, {T, W});
     duvqk = mem.alloc(dt, {T, W});
     o = mem.alloc(dt, {T, hd});
