@@ -251,15 +251,23 @@ std::map<int64_t, std::vector<float>> table_rows(const std::string& dir) {
   return out;
 }
 
-// Largest |a - b| / (1 + |b|) over the dense weights and every dynamic row of two saves (the
-// key sets must be equal).
-double max_rel_diff(const std::string& a_dir, const std::string& b_dir) {
-  double worst = 0;
-  auto cmp = [&](const std::vector<float>& a, const std::vector<float>& b, const std::string& n) {
+// Largest |a - b| / (1 + |b|) between two saves (the key sets must be equal), apart over the
+// weights (the dense ones and each key's embedding) and over the dynamic rows' Adam state (m, v).
+struct SaveDiff {
+  double weights = 0, state = 0;
+  double max() const { return std::max(weights, state); }
+};
+
+SaveDiff save_diff(const std::string& a_dir, const std::string& b_dir) {
+  SaveDiff worst;
+  auto cmp = [&](const std::vector<float>& a, const std::vector<float>& b, const std::string& n,
+                 size_t weights) {  // elements [0, weights) are weights, the rest state
     EXPECT_EQ(a.size(), b.size()) << n;
-    for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
-      worst =
-          std::max(worst, std::abs(double(a[i]) - double(b[i])) / (1.0 + std::abs(double(b[i]))));
+    for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+      const double d = std::abs(double(a[i]) - double(b[i])) / (1.0 + std::abs(double(b[i])));
+      double& w = i < weights ? worst.weights : worst.state;
+      w = std::max(w, d);
+    }
   };
   const SafetensorsFile fa(a_dir + "/model.safetensors"), fb(b_dir + "/model.safetensors");
   EXPECT_EQ(fa.names(), fb.names());
@@ -269,16 +277,20 @@ double max_rel_diff(const std::string& a_dir, const std::string& b_dir) {
     std::vector<float> a(static_cast<size_t>(ea.numel())), b(static_cast<size_t>(eb.numel()));
     std::memcpy(a.data(), ea.bytes.data(), a.size() * 4);
     std::memcpy(b.data(), eb.bytes.data(), b.size() * 4);
-    cmp(a, b, n);
+    cmp(a, b, n, b.size());
   }
   const auto ta = table_rows(a_dir), tb = table_rows(b_dir);
   EXPECT_EQ(ta.size(), tb.size()) << "keys in the dynamic table";
   for (const auto& [key, row] : tb) {
     const auto it = ta.find(key);
     EXPECT_NE(it, ta.end()) << "key " << key << " missing";
-    if (it != ta.end()) cmp(it->second, row, "key " + std::to_string(key));
+    if (it != ta.end()) cmp(it->second, row, "key " + std::to_string(key), row.size() / 3);
   }
   return worst;
+}
+
+double max_rel_diff(const std::string& a_dir, const std::string& b_dir) {
+  return save_diff(a_dir, b_dir).max();
 }
 
 // The last "item_table" record of a run's metrics.jsonl.
@@ -317,15 +329,21 @@ TEST(DynamicShard, RetrievalEqualsOneRankWithTheWholeBatch) {
     if (c.is_root()) {
       EXPECT_TRUE(std::filesystem::exists(save_at(a.trainer.run_dir) + "/" +
                                           dynamic_shard_index_name("item_embedding")));
-      const double diff = max_rel_diff(save_at(a.trainer.run_dir), save_at(b.trainer.run_dir));
-      std::printf("[ measured ] %d ranks vs one rank (%s): weights and rows within %.3g\n",
-                  c.size(), owner.c_str(), diff);
-      // NOTE: the ranks sum the gradients in another order, and 20 Adam steps amplify the last
-      // bits where g ~ 0 (g / (|g| + eps)). Measured: <= 4.4e-5 up to session 16's box; 3.5e-4
-      // (modulo, 4 ranks) on session 17's (the same code as then: 07ecb34); bound 1e-3, below
-      // the GPU runs' 1.4e-3 (docs/BENCHMARKS.md).
-      EXPECT_LT(diff, 1e-3) << c.size() << " ranks vs one rank with the whole batch (" << owner
-                            << ")";
+      const SaveDiff diff = save_diff(save_at(a.trainer.run_dir), save_at(b.trainer.run_dir));
+      std::printf(
+          "[ measured ] %d ranks vs one rank (%s): weights within %.3g, Adam state within %.3g\n",
+          c.size(), owner.c_str(), diff.weights, diff.state);
+      // NOTE: the ranks sum the gradients in another order. The weights stay close; the Adam
+      // first moments of a few keys differ more (likely: keys whose per-sample gradients largely
+      // cancel, so the order's rounding is large against their sum m, which no normalisation
+      // scales down as the step's m / sqrt(v) is). Measured (session 18): weights 1.5e-6 /
+      // 3.0e-7, state 3.5e-4 / 5.9e-5 at 4 ranks (modulo / hash; the worst, key 40's m[1]:
+      // 0.33563 vs 0.33610), weights 1.2e-7 / 7.3e-8, state 1.1e-5 / 1.2e-5 at 2; earlier boxes
+      // measured at most 4.4e-5 for both together.
+      EXPECT_LT(diff.weights, 5e-5)
+          << c.size() << " ranks vs one rank with the whole batch (" << owner << ")";
+      EXPECT_LT(diff.state, 1e-3) << c.size() << " ranks vs one rank with the whole batch ("
+                                  << owner << "): Adam state";
       EXPECT_EQ(d.steps, 20);
       EXPECT_NEAR(d.last_loss, r.last_loss, 1e-4 * (1 + std::abs(r.last_loss)));
       EXPECT_EQ(d.final_test.size(), r.final_test.size());
