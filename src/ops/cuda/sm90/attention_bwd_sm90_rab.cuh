@@ -30,14 +30,16 @@
 //     warps in order and adds it to the CTA's diagonal accumulators (u64, shared; added to
 //     p.drab_accum once per CTA), and turns two buckets' slices back into one 64-bit add to
 //     p.drab_accum, zeroing them.
-// Cost (H200, ncu, 32 x 1024 x 4 x 128, the dK/dV kernel; session 18): 507 us with the
-// gradient, 266 us with the bias alone. Of the 241 us, the time-bucket runs take ~180, the
-// diagonals ~50 (~70 before the fold), the per-tile flush ~30. The runs are latency-bound, not
+// Cost (H200, ncu, 32 x 1024 x 4 x 128, the dK/dV kernel; session 18): 495-507 us with the
+// gradient, 266-273 us with the bias alone. Of the difference, switching one part off at a time
+// (the parts overlap, so the shares are rough): the time-bucket runs ~170-190 us, the diagonals
+// ~50 (~70 before the fold), the per-tile flush ~30. The runs are latency-bound, not
 // bank-bound: their atomics on hot buckets count 24 M bank conflicts, yet summing each run over
-// the warp first (match, then integer __reduce_add_sync of the slices; 0.3 M conflicts) ran
-// slower (699 us), as did deferring only each row's first and last run to such sums (550 us):
-// both add more instructions than the conflicts cost. Reading all of a thread's buckets before
-// the runs cost registers (a spill; 530 us); reading one column group ahead gains 2.5%.
+// the warp first (ballot, the bucket shuffled, integer __reduce_add_sync of the slices; 0.3 M
+// conflicts) ran slower (699 us), as did deferring only each row's first and last run to such
+// sums (550 us): both add more instructions than the conflicts cost. Reading all of a thread's
+// buckets before the runs cost registers (a spill; 530 us); reading one column group ahead
+// gains 2.5%.
 //
 // Shared memory after the kernel's SharedStorage (bytes() for a call's max_seqlen):
 //   [dK/dV only] diagonal sums u64 [pos_window], per warp a stage f32 [8][kStagePitch], per
