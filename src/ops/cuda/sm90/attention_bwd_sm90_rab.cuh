@@ -268,8 +268,10 @@ __device__ __forceinline__ void bwd_rab_grad(const TY& tY, const TC& tc, const B
         }
         run[h] += v;
       }
+    if (k + 1 < kK) {  // nxt holds the next group's buckets only then
 #pragma unroll
-    for (int i = 0; i < 4; ++i) cur[i] = nxt[i];
+      for (int i = 0; i < 4; ++i) cur[i] = nxt[i];
+    }
   }
 #pragma unroll
   for (int h = 0; h < 2; ++h)
