@@ -278,7 +278,10 @@ struct Outputs {
   Tensor o, dq, dk, dv, drab_pos, drab_time;
 };
 
-// The naive low-precision implementation (see the file comment). Dense per (sequence, head).
+// The naive low-precision implementation (see the file comment). Dense per (sequence, head),
+// the pairs one after another, each phase parallel over rows (a 4096-token sequence of one head
+// is one pair: parallel over pairs it took minutes). The rab gradients are summed in (pair, row,
+// column) order, so the result does not depend on the thread count.
 Outputs naive_lowp(const Problem& pb) {
   const Case& c = pb.cs;
   const DType dt = c.dtype;
@@ -296,98 +299,99 @@ Outputs naive_lowp(const Problem& pb) {
   const int npos = c.rab ? static_cast<int>(pb.rab_pos.numel()) : 0;
   const int64_t* tq = c.rab ? static_cast<const int64_t*>(pb.tsq.data) : nullptr;
   const int64_t* tk = c.rab ? static_cast<const int64_t*>(pb.tsk.data) : nullptr;
-  auto at = [](const Tensor& t, int64_t r_, int64_t c_) { return get(t, r_ * t.row_elems() + c_); };
-  // Each (sequence, head) writes its own rows of o / dq / dk / dv, so they run in parallel (the
-  // long cases took ~40 s each serially); the rab gradients are summed per pair, then added in
-  // pair order, so the result does not depend on the thread count.
-  const int pairs = pb.B * pb.H;
-  std::vector<std::vector<double>> dpos_of(c.rab ? pairs : 0), dtime_of(c.rab ? pairs : 0);
-#pragma omp parallel for schedule(dynamic, 1)
-  for (int bh = 0; bh < pairs; ++bh) {
+  // Rows s0.. of head h of t (head stride hs, width w) as f32 [L, w].
+  auto gather = [](const Tensor& t, int s0, int L, int64_t col0, int w) {
+    std::vector<float> g(size_t(L) * w);
+    for (int i = 0; i < L; ++i)
+      for (int e = 0; e < w; ++e)
+        g[size_t(i) * w + e] = get(t, (s0 + i) * t.row_elems() + col0 + e);
+    return g;
+  };
+  for (int bh = 0; bh < pb.B * pb.H; ++bh) {
     const int b = bh / pb.H, h = bh % pb.H;
     const int L = pb.len[b], s0 = pb.cu[b];
-    std::vector<double> dpos_bh(dpos.size(), 0.0), dtime_bh(dtime.size(), 0.0);
-    {
-      std::vector<double> x(size_t(L) * L), P(size_t(L) * L), dS(size_t(L) * L);
-      std::vector<char> m(size_t(L) * L);
-      for (int i = 0; i < L; ++i)
-        for (int j = 0; j < L; ++j) {
-          const size_t ij = size_t(i) * L + j;
-          m[ij] = hstu_attend(i, j, L, pb.ctx[b], pb.tgt[b], c.group, c.window, c.causal);
-          if (!m[ij]) continue;
-          float acc = 0;  // fp32 accumulation of exact bf16/fp16 products
-          for (int e = 0; e < c.dqk; ++e)
-            acc += static_cast<float>(at(pb.q, s0 + i, h * pb.sqk + e) *
-                                      at(pb.k, s0 + j, h * pb.sqk + e));
-          double s = rnd(acc);
-          if (c.rab) {
-            const int bk = rab_time_bucket(tq[s0 + i] - tk[s0 + j], c.time_buckets);
-            s += get(pb.rab_pos, rab_pos_index(i, j, npos)) + get(pb.rab_time, bk);
-          }
-          x[ij] = rnd(pb.alpha * s);
-          const double sig = 1.0 / (1.0 + std::exp(-x[ij]));
-          P[ij] = rnd(x[ij] * sig * pb.scale);
-        }
-      for (int i = 0; i < L; ++i)
-        for (int e = 0; e < c.dv; ++e) {
-          float acc = 0;
-          for (int j = 0; j < L; ++j)
-            if (m[size_t(i) * L + j])
-              acc += static_cast<float>(P[size_t(i) * L + j] * at(pb.v, s0 + j, h * pb.sv + e));
-          set(r.o, int64_t(s0 + i) * pb.H * c.dv + h * c.dv + e, rnd(acc));
-        }
-      // Backward.
-      for (int i = 0; i < L; ++i)
-        for (int j = 0; j < L; ++j) {
-          const size_t ij = size_t(i) * L + j;
-          if (!m[ij]) {
-            dS[ij] = 0;
-            continue;
-          }
-          float acc = 0;
-          for (int e = 0; e < c.dv; ++e)
-            acc += static_cast<float>(at(pb.d_o, s0 + i, h * c.dv + e) *
-                                      at(pb.v, s0 + j, h * pb.sv + e));
-          const double dp = rnd(acc);
-          const double sig = 1.0 / (1.0 + std::exp(-x[ij]));
-          dS[ij] = rnd(pb.alpha * pb.scale * dp * sig * (1.0 + x[ij] * (1.0 - sig)));
-          if (c.rab) {
-            dpos_bh[rab_pos_index(i, j, npos)] += dS[ij];
-            dtime_bh[rab_time_bucket(tq[s0 + i] - tk[s0 + j], c.time_buckets)] += dS[ij];
-          }
-        }
+    const std::vector<float> q = gather(pb.q, s0, L, int64_t(h) * pb.sqk, c.dqk);
+    const std::vector<float> k = gather(pb.k, s0, L, int64_t(h) * pb.sqk, c.dqk);
+    const std::vector<float> v = gather(pb.v, s0, L, int64_t(h) * pb.sv, c.dv);
+    const std::vector<float> go = gather(pb.d_o, s0, L, int64_t(h) * c.dv, c.dv);
+    std::vector<double> x(size_t(L) * L), P(size_t(L) * L), dS(size_t(L) * L);
+    std::vector<char> m(size_t(L) * L);
+    auto dot = [](const float* a, const float* b_, int n) {
+      float acc = 0;  // fp32 accumulation of exact bf16/fp16 products
+      for (int e = 0; e < n; ++e) acc += a[e] * b_[e];
+      return acc;
+    };
+#pragma omp parallel for schedule(dynamic, 8)
+    for (int i = 0; i < L; ++i)
       for (int j = 0; j < L; ++j) {
-        for (int e = 0; e < c.dv; ++e) {
-          float acc = 0;
-          for (int i = 0; i < L; ++i)
-            acc += static_cast<float>(P[size_t(i) * L + j] * at(pb.d_o, s0 + i, h * c.dv + e));
-          set(r.dv, int64_t(s0 + j) * pb.H * c.dv + h * c.dv + e, rnd(acc));
+        const size_t ij = size_t(i) * L + j;
+        m[ij] = hstu_attend(i, j, L, pb.ctx[b], pb.tgt[b], c.group, c.window, c.causal);
+        if (!m[ij]) continue;
+        double s = rnd(dot(&q[size_t(i) * c.dqk], &k[size_t(j) * c.dqk], c.dqk));
+        if (c.rab) {
+          const int bk = rab_time_bucket(tq[s0 + i] - tk[s0 + j], c.time_buckets);
+          s += get(pb.rab_pos, rab_pos_index(i, j, npos)) + get(pb.rab_time, bk);
         }
-        for (int e = 0; e < c.dqk; ++e) {
-          float acc = 0;
-          for (int i = 0; i < L; ++i)
-            acc += static_cast<float>(dS[size_t(i) * L + j] * at(pb.q, s0 + i, h * pb.sqk + e));
-          set(r.dk, int64_t(s0 + j) * pb.H * c.dqk + h * c.dqk + e, rnd(acc));
-        }
+        x[ij] = rnd(pb.alpha * s);
+        const double sig = 1.0 / (1.0 + std::exp(-x[ij]));
+        P[ij] = rnd(x[ij] * sig * pb.scale);
       }
+#pragma omp parallel for schedule(dynamic, 8)
+    for (int i = 0; i < L; ++i)
+      for (int e = 0; e < c.dv; ++e) {
+        float acc = 0;
+        for (int j = 0; j < L; ++j)
+          if (m[size_t(i) * L + j])
+            acc += static_cast<float>(P[size_t(i) * L + j] * v[size_t(j) * c.dv + e]);
+        set(r.o, int64_t(s0 + i) * pb.H * c.dv + h * c.dv + e, rnd(acc));
+      }
+      // Backward.
+#pragma omp parallel for schedule(dynamic, 8)
+    for (int i = 0; i < L; ++i)
+      for (int j = 0; j < L; ++j) {
+        const size_t ij = size_t(i) * L + j;
+        if (!m[ij]) {
+          dS[ij] = 0;
+          continue;
+        }
+        const double dp = rnd(dot(&go[size_t(i) * c.dv], &v[size_t(j) * c.dv], c.dv));
+        const double sig = 1.0 / (1.0 + std::exp(-x[ij]));
+        dS[ij] = rnd(pb.alpha * pb.scale * dp * sig * (1.0 + x[ij] * (1.0 - sig)));
+      }
+    if (c.rab) {
       for (int i = 0; i < L; ++i)
-        for (int e = 0; e < c.dqk; ++e) {
-          float acc = 0;
-          for (int j = 0; j < L; ++j)
-            acc += static_cast<float>(dS[size_t(i) * L + j] * at(pb.k, s0 + j, h * pb.sqk + e));
-          set(r.dq, int64_t(s0 + i) * pb.H * c.dqk + h * c.dqk + e, rnd(acc));
+        for (int j = 0; j < L; ++j) {
+          const size_t ij = size_t(i) * L + j;
+          if (!m[ij]) continue;
+          dpos[rab_pos_index(i, j, npos)] += dS[ij];
+          dtime[rab_time_bucket(tq[s0 + i] - tk[s0 + j], c.time_buckets)] += dS[ij];
         }
     }
-    if (c.rab) {
-      dpos_of[bh] = std::move(dpos_bh);
-      dtime_of[bh] = std::move(dtime_bh);
+#pragma omp parallel for schedule(dynamic, 8)
+    for (int j = 0; j < L; ++j) {
+      for (int e = 0; e < c.dv; ++e) {
+        float acc = 0;
+        for (int i = 0; i < L; ++i)
+          acc += static_cast<float>(P[size_t(i) * L + j] * go[size_t(i) * c.dv + e]);
+        set(r.dv, int64_t(s0 + j) * pb.H * c.dv + h * c.dv + e, rnd(acc));
+      }
+      for (int e = 0; e < c.dqk; ++e) {
+        float acc = 0;
+        for (int i = 0; i < L; ++i)
+          acc += static_cast<float>(dS[size_t(i) * L + j] * q[size_t(i) * c.dqk + e]);
+        set(r.dk, int64_t(s0 + j) * pb.H * c.dqk + h * c.dqk + e, rnd(acc));
+      }
     }
+#pragma omp parallel for schedule(dynamic, 8)
+    for (int i = 0; i < L; ++i)
+      for (int e = 0; e < c.dqk; ++e) {
+        float acc = 0;
+        for (int j = 0; j < L; ++j)
+          acc += static_cast<float>(dS[size_t(i) * L + j] * k[size_t(j) * c.dqk + e]);
+        set(r.dq, int64_t(s0 + i) * pb.H * c.dqk + h * c.dqk + e, rnd(acc));
+      }
   }
   if (c.rab) {
-    for (int bh = 0; bh < pairs; ++bh) {
-      for (size_t i = 0; i < dpos.size(); ++i) dpos[i] += dpos_of[bh][i];
-      for (size_t i = 0; i < dtime.size(); ++i) dtime[i] += dtime_of[bh][i];
-    }
     r.drab_pos = clone(pb.drab_pos0);
     r.drab_time = clone(pb.drab_time0);
     for (int64_t i = 0; i < r.drab_pos.numel(); ++i)
@@ -670,6 +674,18 @@ std::vector<Case> sm90_cases() {
   add("rab_noncausal_contexts_d128_bf16", kB, 128, [](Case& x) {
     x.causal = false;
     x.contexts = x.rab = true;
+  });
+  // rab at 4096 tokens, the longest the sm_90a backward takes: its position window and, at
+  // d 128, a dK/dV kernel within 256 bytes of a CTA's shared memory (attention_sm90.cu).
+  add("rab_causal_4096_d128_bf16", kB, 128, [](Case& x) {
+    x.heads = 1;
+    x.lengths = {4096, 130, 1};
+    x.rab = true;
+  });
+  add("rab_causal_4096_d64_fp16", kH, 64, [](Case& x) {
+    x.heads = 1;
+    x.lengths = {1, 4096};
+    x.rab = true;
   });
   return c;
 }

@@ -71,8 +71,8 @@
 //
 // Not here: head widths above 128 (the dK + dV accumulators of 64 x 256 per warpgroup need 256
 // registers a thread: attention_bwd_sm90_wide.cuh splits the columns between the warpgroups);
-// and, sent to the sm80 kernels by sm90_bwd_supported, rab at d 256 or beyond 3840 / 4096 tokens
-// (d 128 / 64: shared memory), and operands TMA cannot address. The entry point is
+// and, sent to the sm80 kernels by sm90_bwd_supported, rab at d 256 or beyond 4096 tokens
+// (shared memory), and operands TMA cannot address. The entry point is
 // attention_bwd_sm90_run.cuh.
 //
 // Shapes: q/k/v/d_o are strided column views [T, H * stride]; each becomes a rank-3 TMA tensor
@@ -615,11 +615,11 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     wg_gemm<false>(mmaO, tOrD, tOrS1t(_, _, _, st), accB);  // dK += dS^T Q  |  dQ += dS K
     if constexpr (kHasRab && kDkdv) {  // while the GEMMs run: dS (fp32) is still in tXrY
       if (rab_grad) {
-        bwd_rab_grad<Rab::kBktPitch, Rab::kStagePitch, Rab::kDiagPitch>(
+        bwd_rab_grad<Rab::kBktPitch, Rab::kStagePitch>(
             tXrY, tXcX, rv, rs.stage + (tid / 32 - 4) * Rab::kStageFloats,
-            rs.diag + w * 4 * Rab::kDiagPitch, rs.hist + w * Rab::kHistWords, grad_mul);
+            rs.hist + w * Rab::kHistWords, grad_mul);
         named_bar_sync(128, 10 + w);  // ids 10, 11: free
-        bwd_rab_flush_tile<Rab::kDiagPitch>(p, rv, rs.diag + w * 4 * Rab::kDiagPitch,
+        bwd_rab_flush_tile<Rab::kDiagPitch>(p, rv, rs.stage + w * 4 * Rab::kStageFloats,
                                             rs.hist + w * Rab::kHistWords, tid & 127, 64 * w,
                                             grad_mul);
       }

@@ -18,8 +18,9 @@
 //   - diagonals (bwd_rab_grad): each warp folds its 16 x 64 part of fp32 dS onto 8 rows (row
 //     r + 8 and column c lie on the diagonal of row r and column c - 8: one add per pair) and
 //     writes them skewed into a private stage (folded column c' at stage column c' - r + 16), so
-//     each stage column is one diagonal of the warp's 16 rows; a lane sums a column and stores
-//     it in the warpgroup's table of diagonal sums (one row per warp).
+//     each stage column is one diagonal of the warp's 16 rows; a lane sums a column and, once
+//     the warp has read its whole stage, stores the sum in the stage's first row (the warp's
+//     row of the warpgroup's diagonal sums: no table of their own, so d 128 fits 4096 tokens).
 //   - time buckets (bwd_rab_grad): each thread sums runs of equal bucket along its two key rows
 //     in registers (the two rows side by side, the next column group's buckets read ahead) and
 //     adds each finished run to the warpgroup's bucket sums as three 32-bit integer slices of
@@ -43,7 +44,7 @@
 //
 // Shared memory after the kernel's SharedStorage (bytes() for a call's max_seqlen):
 //   [dK/dV only] diagonal sums u64 [pos_window], per warp a stage f32 [8][kStagePitch], per
-//                warpgroup diagonal sums f32 [4][kDiagPitch] and bucket slices u32 [3][256],
+//                warpgroup bucket slices u32 [3][256],
 //   bucket tiles u8 [warpgroups][2][64 queries][kBktPitch], time table f32 [kMaxBktTable],
 //   position window f32 [pos_window] (pos_window = round_up(max_seqlen, kBN) + kBM).
 #pragma once
@@ -91,14 +92,14 @@ struct BwdRabSmem {
   static constexpr int kStagePitch = 81;
   static constexpr int kStageFloats = 8 * kStagePitch;
   static constexpr int kStageBytes = 4 * kStageFloats * 4 * kWGs;  // 4 warps a warpgroup
-  // A warpgroup's diagonal sums: warp q's stage column j (1..79) at q * kDiagPitch + j.
-  static constexpr int kDiagPitch = 80;
-  static constexpr int kDiagBytes = 4 * 4 * kDiagPitch * kWGs;
+  // A warpgroup's diagonal sums: warp q's stage column j (1..79) at q * kDiagPitch + j, the
+  // first row of warp q's stage (written after the warp's last read of it; read by the flush).
+  static constexpr int kDiagPitch = kStageFloats;
   // A warpgroup's bucket sums: three u32 slices of kMaxBktTable.
   static constexpr int kHistWords = 3 * kMaxBktTable;
   static constexpr int kHistBytes = 4 * kHistWords * kWGs;
   static constexpr int acc_bytes(int window) {
-    return kDkdv ? 8 * window + kStageBytes + kDiagBytes + kHistBytes : 0;
+    return kDkdv ? 8 * window + kStageBytes + kHistBytes : 0;
   }
   static int bytes(int max_seqlen) {
     const int w = pos_window(max_seqlen);
@@ -106,8 +107,7 @@ struct BwdRabSmem {
   }
   struct Ptrs {  // dK/dV only: pacc .. hist
     unsigned long long* pacc;
-    float* stage;    // per warp kStageFloats
-    float* diag;     // per warpgroup 8 * kDiagPitch
+    float* stage;    // per warp kStageFloats; its first row the warp's diagonal sums
     uint32_t* hist;  // per warpgroup kHistWords
     uint8_t* bkt;    // 16-byte aligned (cp.async)
     float* ttab;
@@ -119,8 +119,7 @@ struct BwdRabSmem {
     Ptrs r;
     r.pacc = reinterpret_cast<unsigned long long*>(base);
     r.stage = reinterpret_cast<float*>(r.pacc + w);
-    r.diag = r.stage + kStageBytes / 4;
-    r.hist = reinterpret_cast<uint32_t*>(r.diag + kDiagBytes / 4);
+    r.hist = reinterpret_cast<uint32_t*>(r.stage + kStageBytes / 4);
     r.bkt = base + acc_bytes(w);  // a multiple of 16: so are w (of 64) and the three parts
     r.ttab = reinterpret_cast<float*>(r.bkt + kBktBytes);
     r.pw = r.ttab + kMaxBktTable;
@@ -192,26 +191,26 @@ __device__ __forceinline__ void add_slices(uint32_t* hist, uint32_t b, float x) 
 
 // The rab gradient of one key-major tile (dK/dV kernel) from one thread's accumulators tY
 // (dS / (alpha scale), 0 where masked; tile coordinates tc: (key, query)) into its
-// warpgroup's diagonal sums `diag` and bucket slices `hist` (see the file comment); stage: this
-// warp's kStageFloats. Every thread of the warpgroup calls it; bwd_rab_flush_tile follows.
+// warpgroup's diagonal sums and bucket slices `hist` (see the file comment); stage: this
+// warp's kStageFloats, whose first row (pitch kStagePitch) ends up holding the warp's diagonal
+// sums. Every thread of the warpgroup calls it, after a warpgroup barrier that follows the
+// previous tile's flush; bwd_rab_flush_tile follows.
 // The accumulators of an m64nNk16 wgmma: element e = 4 k + 2 h + b sits at tile row row0 + 8 h
 // and column col0 + 8 k + b (row0 - row0 % 8 is the warp's first row, + 8 h its h-th group of 8
 // rows), so elements k = 0..7, b = 0..1 of one h are the thread's key row0 + 8 h in ascending
 // query order, and elements 2k, 2k + 1 two neighbouring queries.
-template <int kBktPitch, int kStagePitch, int kDiagPitch, typename TY, typename TC>
+template <int kBktPitch, int kStagePitch, typename TY, typename TC>
 __device__ __forceinline__ void bwd_rab_grad(const TY& tY, const TC& tc, const BwdRabView& rv,
-                                             float* stage, float* diag, uint32_t* hist,
-                                             float grad_mul) {
+                                             float* stage, uint32_t* hist, float grad_mul) {
   using LY = std::decay_t<decltype(tY.layout())>;
   constexpr int kN = int(size(LY{}));
   constexpr int kK = kN / 4, kCols = 8 * kK;  // columns of the tile
-  static_assert(kN % 4 == 0 && kCols + 16 <= kStagePitch && kCols + 16 <= kDiagPitch,
-                "m64nNk16 accumulators, N <= 64");
+  static_assert(kN % 4 == 0 && kCols + 16 <= kStagePitch, "m64nNk16 accumulators, N <= 64");
   const int lane = threadIdx.x & 31;
   // Diagonals: the thread's element (row + 8, c) (h = 1) is on the diagonal of (row, c - 8)
   // (h = 0); their sum goes to stage[r * kStagePitch + j] at column j = c' - r + 16 of the
   // folded column c' = c - 8 .. 63, so each stage column is one diagonal of the warp's 16 rows.
-  const int row = get<0>(tc(0)) & 63, q = row >> 4, r = row & 7;
+  const int row = get<0>(tc(0)) & 63, r = row & 7;
   const int c0 = get<1>(tc(0));  // even; element 4 k + 2 h + b at column c0 + 8 k + b
 #pragma unroll
   for (int k = -1; k < kK; ++k) {
@@ -224,18 +223,26 @@ __device__ __forceinline__ void bwd_rab_grad(const TY& tY, const TC& tc, const B
     *reinterpret_cast<float2*>(stage + r * (kStagePitch - 1) + c0 + 8 * k + 16) = v;
   }
   __syncwarp();
-  // Column j (1 .. kCols + 15) holds key - query = 16 q + 16 - j; row rr holds it when its
-  // folded column j - 16 + rr lies in -8 .. kCols - 1.
+  // Column j (1 .. kCols + 15) holds key - query = 16 q + 16 - j (q: the warp in its
+  // warpgroup); row rr holds it when its folded column j - 16 + rr lies in -8 .. kCols - 1.
+  // The sums replace the first row once every lane has read the stage.
+  constexpr int kT = (kCols + 15 + 31) / 32;
+  float sums[kT];
 #pragma unroll
-  for (int t = 0; t < (kCols + 15 + 31) / 32; ++t) {
+  for (int t = 0; t < kT; ++t) {
     const int j = 1 + lane + 32 * t;
-    float sum = 0.f;
+    sums[t] = 0.f;
 #pragma unroll
     for (int rr = 0; rr < 8; ++rr) {
       const int c = j - 16 + rr;
-      if (c >= -8 && c < kCols) sum += stage[rr * kStagePitch + j];
+      if (c >= -8 && c < kCols) sums[t] += stage[rr * kStagePitch + j];
     }
-    if (j <= kCols + 15) diag[q * kDiagPitch + j] = sum;
+  }
+  __syncwarp();
+#pragma unroll
+  for (int t = 0; t < kT; ++t) {
+    const int j = 1 + lane + 32 * t;
+    if (j <= kCols + 15) stage[j] = sums[t];
   }
   __syncwarp();
   // Time buckets: runs of equal bucket along each of the thread's two key rows (masked
@@ -280,8 +287,9 @@ __device__ __forceinline__ void bwd_rab_grad(const TY& tY, const TC& tc, const B
 
 // After bwd_rab_grad of every warp of the warpgroup and a warpgroup barrier: thread t (of 128)
 // adds diagonal t (key - query = t - 63 within the warpgroup's 64 x 64 part, whose first key is
-// tile row row0) summed over the 4 warps to rv.pacc, and buckets t, t + 128 of the slices to
-// p.drab_accum, zeroing them. The next tile's bwd_rab_grad must follow a warpgroup barrier.
+// tile row row0) summed over the 4 warps (diag: the warpgroup's first warp's stage; warp q's
+// sums at q * kDiagPitch) to rv.pacc, and buckets t, t + 128 of the slices to p.drab_accum,
+// zeroing them. The next tile's bwd_rab_grad must follow a warpgroup barrier.
 template <int kDiagPitch>
 __device__ __forceinline__ void bwd_rab_flush_tile(const HstuAttnParams& p, const BwdRabView& rv,
                                                    const float* diag, uint32_t* hist, int t,

@@ -64,13 +64,13 @@ bool sm90_rab_fits(const HstuAttnParams& p, int padded_head_dim) {
 
 // rab in the backward (attention_bwd_sm90_rab.cuh): head widths 64 / 128 (not the d 256 kernel),
 // the precomputed buckets, and the position window with its gradient accumulators in shared
-// memory beside the tiles: 12 bytes per token of max_seqlen (the dK/dV kernel at d 128 reaches
-// the 227 KB of a CTA at 3968 tokens by a count by hand, 0.25 KB to spare: 3840 keeps a margin;
-// the launch checks the exact size).
+// memory beside the tiles: 12 bytes per token of max_seqlen. The dK/dV kernel at d 128 and 4096
+// tokens takes 232192 of a CTA's 232448 bytes (BwdTraits::kSmemBytes + BwdRabSmem::bytes, counted
+// with the traits; the warps' diagonal sums share their stages to get there); the launch checks
+// the exact size.
 bool sm90_bwd_rab_fits(const HstuAttnParams& p, int padded_head_dim) {
   if (!p.rab_pos) return true;
-  return padded_head_dim <= 128 && p.rab_bkt != nullptr &&
-         p.max_seqlen <= (padded_head_dim == 128 ? 3840 : 4096);
+  return padded_head_dim <= 128 && p.rab_bkt != nullptr && p.max_seqlen <= 4096;
 }
 
 // The backward (split form; H200, bf16, causal, deterministic, TFLOPS sm90 / sm80): 32 x 4096 x

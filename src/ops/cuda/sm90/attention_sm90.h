@@ -78,7 +78,7 @@ bool sm90_fwd_supported(const HstuAttnParams& p, int padded_head_dim);
 
 // Whether the sm_90a backward takes this call: the forward's device / override / TMA conditions
 // (d_o included), a padded head width of 64, 128 or 256, relative attention bias only at 64 / 128
-// with the precomputed buckets and max_seqlen <= 4096 (3840 at 128), and a call where it
+// with the precomputed buckets and max_seqlen <= 4096, and a call where it
 // measured faster than the sm80 backward (from 512 tokens at d 128 / 256, 2048 at d 64 without
 // rab, every length at d 64 with rab; attention_sm90.cu) or HSTU_ATTN_SM90=1. Falls back to sm80:
 // rab at d 256, without buckets or beyond those lengths, head widths <= 32, operands TMA cannot
