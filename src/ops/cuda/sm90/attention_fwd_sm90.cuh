@@ -218,37 +218,45 @@ struct RabView {
 // P = SiLU(alpha (S + rab)) on one thread's accumulators tSrS (coordinates tScS within the tile
 // whose first query is i0 and first key j0), masked elements set to 0.
 // Elements 2k and 2k + 1 of the accumulators are neighbouring columns of one row (the wgmma
-// accumulator layout), so their two buckets are one 2-byte read. Elements outside the sequence
-// get a finite bias (zero-filled buckets, clamped positions) and are masked or never stored.
+// accumulator layout: 2k at an even column), so they are taken as a pair: their two buckets are
+// one 2-byte read (written per element, nvcc read the odd one's byte again, with its own address
+// arithmetic). Elements outside the sequence get a finite bias (zero-filled buckets, clamped
+// positions) and are masked or never stored.
 template <int kKind, bool kHasRab, bool kFast, int kBktPitch, typename TS, typename TC>
 __device__ __forceinline__ void fwd_scores(TS& tSrS, const TC& tScS, const HstuAttnParams& p,
                                            const SeqInfo& si, const RabView& rv, int i0, int j0) {
   const float half_alpha = 0.5f * p.alpha;
+  static_assert(size(TS{}) % 2 == 0, "accumulator pairs");
 #pragma unroll
-  for (int e = 0; e < size(tSrS); ++e) {
-    const int row = get<0>(tScS(e)), col = get<1>(tScS(e));
-    const int i = i0 + row, j = j0 + col;
-    float x = tSrS(e);
-    bool ok = true;
-    if constexpr (kKind == kSFullEdge) ok = j < si.L;
-    if constexpr (kKind == kSCausal) ok = j <= i;
-    if constexpr (kKind == kSPartial)
-      ok = i < si.L && j < si.L &&
-           hstu_attend(i, j, si.L, si.c, si.t, p.target_group_size, p.window, p.causal);
+  for (int e0 = 0; e0 < size(tSrS); e0 += 2) {
+    const int row = get<0>(tScS(e0)), col0 = get<1>(tScS(e0));  // col0 even
+    float bias[2] = {0.f, 0.f};
     if constexpr (kHasRab) {
-      const uint32_t pair =
-          *reinterpret_cast<const uint16_t*>(rv.bkt + row * kBktPitch + (col & ~1));
-      const uint32_t bk = (col & 1) ? (pair >> 8) : (pair & 0xffu);
-      x += rv.pw[col - row] + rv.ttab[bk];
+      const uint32_t pair = *reinterpret_cast<const uint16_t*>(rv.bkt + row * kBktPitch + col0);
+      bias[0] = rv.pw[col0 - row] + rv.ttab[pair & 0xffu];
+      bias[1] = rv.pw[col0 + 1 - row] + rv.ttab[pair >> 8];
     }
-    float y;
-    if constexpr (kFast) {
-      y = silu_fast_half(x * half_alpha);
-    } else {
-      x *= p.alpha;
-      y = x * sigmoid_accurate(x);
+#pragma unroll
+    for (int b = 0; b < 2; ++b) {
+      const int e = e0 + b, col = col0 + b;
+      const int i = i0 + row, j = j0 + col;
+      float x = tSrS(e);
+      bool ok = true;
+      if constexpr (kKind == kSFullEdge) ok = j < si.L;
+      if constexpr (kKind == kSCausal) ok = j <= i;
+      if constexpr (kKind == kSPartial)
+        ok = i < si.L && j < si.L &&
+             hstu_attend(i, j, si.L, si.c, si.t, p.target_group_size, p.window, p.causal);
+      if constexpr (kHasRab) x += bias[b];
+      float y;
+      if constexpr (kFast) {
+        y = silu_fast_half(x * half_alpha);
+      } else {
+        x *= p.alpha;
+        y = x * sigmoid_accurate(x);
+      }
+      tSrS(e) = ok ? y : 0.f;
     }
-    tSrS(e) = ok ? y : 0.f;
   }
 }
 
