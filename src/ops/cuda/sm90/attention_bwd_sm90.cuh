@@ -199,32 +199,39 @@ struct BwdParams {
 // In place on one thread's accumulators: x = Q.K -> P / scale = SiLU(alpha (x + rab)),
 // y = dO.V -> dS / (alpha scale) = y SiLU'(alpha (x + rab)); masked elements 0. Tile element
 // (r, c) of coordinates tc is (query, key) = (c0 + c, r0 + r) when kKeyMajor, else
-// (r0 + r, c0 + c). Elements [kE0, kE1) only (kE1 < 0: to the end). kHasRab: the bias from rv
-// (attention_bwd_sm90_rab.cuh; its bucket and position indices are the tile's own coordinates).
+// (r0 + r, c0 + c). Elements [kE0, kE1) only (kE1 < 0: to the end), taken as pairs (elements
+// 2k, 2k + 1 are columns c, c + 1 of one row, c even). kHasRab: alpha times the bias from rv
+// (bwd_rab_bias_pair; its bucket and position indices are the tile's own coordinates), added in
+// the multiply's FMA.
 template <int kKind, bool kKeyMajor, bool kHasRab, int kBktPitch, int kE0 = 0, int kE1 = -1,
           typename TX, typename TC>
 __device__ __forceinline__ void bwd_pointwise(TX& tX, TX& tY, const TC& tc, const HstuAttnParams& p,
                                               const SeqInfo& si, const BwdRabView& rv, int r0,
                                               int c0) {
+  constexpr int kEnd = kE1 < 0 ? int(size(TX{})) : kE1;
+  static_assert(kE0 % 2 == 0 && kEnd % 2 == 0, "accumulator pairs");
 #pragma unroll
-  for (int e = kE0; e < (kE1 < 0 ? int(size(tX)) : kE1); ++e) {
-    const int tr = get<0>(tc(e)), tcol = get<1>(tc(e));
-    const int rr = r0 + tr, cc = c0 + tcol;
-    const int i = kKeyMajor ? cc : rr, j = kKeyMajor ? rr : cc;
-    bool ok = true;
-    if constexpr (kKind == kSFullEdge) ok = i < si.L && j < si.L;
-    if constexpr (kKind == kSCausal) ok = i < si.L && j <= i;
-    if constexpr (kKind == kSPartial)
-      ok = i < si.L && j < si.L &&
-           hstu_attend(i, j, si.L, si.c, si.t, p.target_group_size, p.window, p.causal);
-    float x = tX(e);
-    if constexpr (kHasRab)
-      x += bwd_rab_bias<kBktPitch>(rv, kKeyMajor ? tcol : tr, kKeyMajor ? tr : tcol);
-    x *= p.alpha;
-    const float sig = sigmoid_accurate(x);
-    const float ds = tY(e) * sig * fmaf(x, 1.f - sig, 1.f);
-    tX(e) = ok ? x * sig : 0.f;
-    tY(e) = ok ? ds : 0.f;
+  for (int e0 = kE0; e0 < kEnd; e0 += 2) {
+    const int tr = get<0>(tc(e0)), tcol0 = get<1>(tc(e0));
+    float bias[2] = {0.f, 0.f};
+    if constexpr (kHasRab) bwd_rab_bias_pair<kKeyMajor, kBktPitch>(rv, tr, tcol0, bias);
+#pragma unroll
+    for (int b = 0; b < 2; ++b) {
+      const int e = e0 + b;
+      const int rr = r0 + tr, cc = c0 + tcol0 + b;
+      const int i = kKeyMajor ? cc : rr, j = kKeyMajor ? rr : cc;
+      bool ok = true;
+      if constexpr (kKind == kSFullEdge) ok = i < si.L && j < si.L;
+      if constexpr (kKind == kSCausal) ok = i < si.L && j <= i;
+      if constexpr (kKind == kSPartial)
+        ok = i < si.L && j < si.L &&
+             hstu_attend(i, j, si.L, si.c, si.t, p.target_group_size, p.window, p.causal);
+      const float x = kHasRab ? fmaf(tX(e), p.alpha, bias[b]) : tX(e) * p.alpha;
+      const float sig = sigmoid_accurate(x);
+      const float ds = tY(e) * sig * fmaf(x, 1.f - sig, 1.f);
+      tX(e) = ok ? x * sig : 0.f;
+      tY(e) = ok ? ds : 0.f;
+    }
   }
 }
 

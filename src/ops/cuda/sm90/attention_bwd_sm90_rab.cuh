@@ -125,17 +125,17 @@ struct BwdRabSmem {
     r.pw = r.ttab + kMaxBktTable;
     return r;
   }
-  // The tables and zeroed accumulators; every thread of the CTA, before its first barrier.
-  // dmin: the diagonal j - i of window entry 0.
+  // The tables (times alpha: bwd_rab_bias_pair) and zeroed accumulators; every thread of the
+  // CTA, before its first barrier. dmin: the diagonal j - i of window entry 0.
   __device__ static void fill(const Ptrs& s, const HstuAttnParams& p, int max_seqlen, int dmin,
                               int tid, int nthreads) {
     const int w = pos_window(max_seqlen), half = (p.rab_pos_len + 1) / 2;
     for (int k = tid; k < kMaxBktTable; k += nthreads)
-      s.ttab[k] = k < p.rab_time_len ? p.rab_time[k] : 0.f;
+      s.ttab[k] = k < p.rab_time_len ? p.rab_time[k] * p.alpha : 0.f;
     for (int k = tid; k < w; k += nthreads) {
       int idx = half - 1 + dmin + k;
       idx = idx < 0 ? 0 : (idx >= p.rab_pos_len ? p.rab_pos_len - 1 : idx);
-      s.pw[k] = __ldg(p.rab_pos + idx);
+      s.pw[k] = __ldg(p.rab_pos + idx) * p.alpha;
     }
     if constexpr (kDkdv) {
       for (int k = tid; k < w; k += nthreads) s.pacc[k] = 0;
@@ -175,10 +175,20 @@ struct BwdRabSmem {
   }
 };
 
-// The bias of tile element (qi, kj) (see BwdRabView).
-template <int kBktPitch>
-__device__ __forceinline__ float bwd_rab_bias(const BwdRabView& rv, int qi, int kj) {
-  return rv.pw[kj - qi] + rv.ttab[rv.bkt[qi * kBktPitch + kj]];
+// alpha times the bias (the tables are scaled by fill) of tile elements (r, c) and (r, c + 1),
+// c even (see BwdRabView): key r and queries c, c + 1 when kKeyMajor (two rows of the
+// query-major bucket block), else query r and keys c, c + 1 (neighbouring bytes: one read).
+template <bool kKeyMajor, int kBktPitch>
+__device__ __forceinline__ void bwd_rab_bias_pair(const BwdRabView& rv, int r, int c,
+                                                  float (&bias)[2]) {
+  if constexpr (kKeyMajor) {
+    bias[0] = rv.pw[r - c] + rv.ttab[rv.bkt[c * kBktPitch + r]];
+    bias[1] = rv.pw[r - c - 1] + rv.ttab[rv.bkt[(c + 1) * kBktPitch + r]];
+  } else {
+    const uint32_t pair = *reinterpret_cast<const uint16_t*>(rv.bkt + r * kBktPitch + c);
+    bias[0] = rv.pw[c - r] + rv.ttab[pair & 0xffu];
+    bias[1] = rv.pw[c + 1 - r] + rv.ttab[pair >> 8];
+  }
 }
 
 // Adds x, in fixed point, to bucket b of a warpgroup's slices (see the file comment).

@@ -207,8 +207,9 @@ struct FwdParams {
 enum ScoreKind : int { kSFull = 0, kSFullEdge = 1, kSCausal = 2, kSPartial = 3 };
 
 // The consumer's view of the rab shared memory for one key block (RabSmem): bias of tile element
-// (row, col) = pw[col - row] + ttab[bkt[row * kBktPitch + col]] (bkt and pw pre-offset by the
-// caller: rows of the warpgroup's buffer, the block's first key).
+// (row, col) times the scores' multiplier = pw[col - row] + ttab[bkt[row * kBktPitch + col]]
+// (both tables scaled by the kernel's fill; bkt and pw pre-offset by the caller: rows of the
+// warpgroup's buffer, the block's first key).
 struct RabView {
   const uint8_t* bkt;
   const float* ttab;
@@ -220,8 +221,10 @@ struct RabView {
 // Elements 2k and 2k + 1 of the accumulators are neighbouring columns of one row (the wgmma
 // accumulator layout: 2k at an even column), so they are taken as a pair: their two buckets are
 // one 2-byte read (written per element, nvcc read the odd one's byte again, with its own address
-// arithmetic). Elements outside the sequence get a finite bias (zero-filled buckets, clamped
-// positions) and are masked or never stored.
+// arithmetic). The tables in rv hold the bias times the scores' multiplier (alpha, or alpha / 2
+// for the tanh form: the kernel's fill), so the bias goes into the multiply's FMA. Elements
+// outside the sequence get a finite bias (zero-filled buckets, clamped positions) and are masked
+// or never stored.
 template <int kKind, bool kHasRab, bool kFast, int kBktPitch, typename TS, typename TC>
 __device__ __forceinline__ void fwd_scores(TS& tSrS, const TC& tScS, const HstuAttnParams& p,
                                            const SeqInfo& si, const RabView& rv, int i0, int j0) {
@@ -247,12 +250,11 @@ __device__ __forceinline__ void fwd_scores(TS& tSrS, const TC& tScS, const HstuA
       if constexpr (kKind == kSPartial)
         ok = i < si.L && j < si.L &&
              hstu_attend(i, j, si.L, si.c, si.t, p.target_group_size, p.window, p.causal);
-      if constexpr (kHasRab) x += bias[b];
       float y;
       if constexpr (kFast) {
-        y = silu_fast_half(x * half_alpha);
+        y = silu_fast_half(kHasRab ? fmaf(x, half_alpha, bias[b]) : x * half_alpha);
       } else {
-        x *= p.alpha;
+        x = kHasRab ? fmaf(x, p.alpha, bias[b]) : x * p.alpha;
         y = x * sigmoid_accurate(x);
       }
       tSrS(e) = ok ? y : 0.f;
@@ -492,15 +494,18 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   float* s_ttab = reinterpret_cast<float*>(s_bkt + Tr::kBktBytes);
   float* s_pw = s_ttab + kMaxBktTable;
   if constexpr (kHasRab) {
+    // Both tables times the scores' multiplier (fwd_scores: alpha, or alpha / 2 for the tanh
+    // form), so a score takes its bias in the multiply's FMA.
+    const float mul = kFast ? 0.5f * p.alpha : p.alpha;
     const int m0 = tl1.blk * kBM;
     for (int k = tid; k < kMaxBktTable; k += Tr::kThreads)
-      s_ttab[k] = k < p.rab_time_len ? p.rab_time[k] : 0.f;
+      s_ttab[k] = k < p.rab_time_len ? p.rab_time[k] * mul : 0.f;
     // s_pw[k] = rab_pos entry of the diagonal j - i = k - (m0 + kBM - 1).
     const int n_pw = Tr::pos_window(p.max_seqlen), half = (p.rab_pos_len + 1) / 2;
     for (int k = tid; k < n_pw; k += Tr::kThreads) {
       int idx = half - 1 + k - (m0 + kBM - 1);
       idx = idx < 0 ? 0 : (idx >= p.rab_pos_len ? p.rab_pos_len - 1 : idx);
-      s_pw[k] = __ldg(p.rab_pos + idx);
+      s_pw[k] = __ldg(p.rab_pos + idx) * mul;
     }
   }
   __syncthreads();  // barriers initialised (fence_barrier_init ran), rab tables loaded
