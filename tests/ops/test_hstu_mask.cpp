@@ -162,6 +162,23 @@ TEST(HstuMask, TileKindAgreesWithAttendOnEveryTile) {
   EXPECT_GT(cheap, tiles / 4);  // most visible tiles must not need the per-element test
 }
 
+// hstu_tile_kind's plain-causal path (no contexts, targets or window) gives the general form's
+// kind on every tile of every geometry up to 70 tokens, tiles overhanging the end included.
+TEST(HstuMask, PlainCausalTileKindEqualsGeneralForm) {
+  int64_t tiles = 0;
+  for (int L = 1; L <= 70; ++L)
+    for (int tm : {1, 3, 8, 16, 64})
+      for (int tn : {1, 4, 16, 64})
+        for (int r0 = 0; r0 < L + tm; r0 += tm)
+          for (int c0 = 0; c0 < L + tn; c0 += tn) {
+            ASSERT_EQ(hstu_tile_kind(r0, tm, c0, tn, L, 0, 0, 1, 0, true),
+                      hstu_tile_kind_general(r0, tm, c0, tn, L, 0, 0, 1, 0, true))
+                << "L=" << L << " tile r0=" << r0 << " x" << tm << " c0=" << c0 << " x" << tn;
+            ++tiles;
+          }
+  EXPECT_GT(tiles, 20000);
+}
+
 // The diagonal tiles of plain causal attention are kTileCausal, also where they overhang L.
 TEST(HstuMask, PlainCausalDiagonalTilesAreCausal) {
   EXPECT_EQ(hstu_tile_kind(192, 64, 192, 32, 200, 0, 0, 1, 0, true), kTileCausal);
