@@ -370,7 +370,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   const int r0 = blk * kBM;
   if (r0 >= si.L) return;  // the whole CTA, before any barrier (and past the list's end)
   const int tid = threadIdx.x, wg = tid / 128;
-  const int n_blocks = (si.L + kBN - 1) / kBN;
+  // Streamed blocks: the query kernel stops after the last key block its rows can see.
+  const int n_blocks = kDkdv ? (si.L + kBN - 1) / kBN : key_block_end(si, p, r0, kBM, kBN);
   // Kind of the tile (resident block, streamed block n); tile_kind takes the query range first.
   auto kind_of = [&](int n) {
     return kDkdv ? tile_kind(si, p, n * kBN, kBN, r0, kBM)

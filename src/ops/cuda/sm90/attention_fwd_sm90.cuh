@@ -543,7 +543,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       const int m_block = tl.blk, h = tl.h;
       const SeqInfo& si = tl.si;
       const int m0 = m_block * kBM;
-      const int n_blocks = (si.L + kBN - 1) / kBN;
+      const int n_blocks = key_block_end(si, p, m0, kBM, kBN);  // producer and consumers alike
       const int tokens = static_cast<int>(p.total_tokens), start = static_cast<int>(si.start);
       Tensor sQ = make_tensor(make_smem_ptr(ss.q.data() + qb * kQSize), typename Tr::SmemLayoutQ{});
       Tensor mQ = P.tma_q.get_tma_tensor(make_shape(tokens, p.d_qk, p.num_heads))(_, _, h);
@@ -657,7 +657,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     const int m_block = tl.blk, h = tl.h;
     const SeqInfo& si = tl.si;
     const int m0 = m_block * kBM;
-    const int n_blocks = (si.L + kBN - 1) / kBN;
+    const int n_blocks = key_block_end(si, p, m0, kBM, kBN);  // producer and consumers alike
     Tensor sQ = make_tensor(make_smem_ptr(ss.q.data() + qb * kQSize), typename Tr::SmemLayoutQ{});
     Tensor tSrQ = thr0.partition_fragment_A(sQ);  // descriptors
     clear(tOrO);
