@@ -40,7 +40,13 @@
 // conflicts) ran slower (699 us), as did deferring only each row's first and last run to such
 // sums (550 us): both add more instructions than the conflicts cost. Reading all of a thread's
 // buckets before the runs cost registers (a spill; 530 us); reading one column group ahead
-// gains 2.5%.
+// gains 2.5%. Session 19 (ncu source counters): the gradient and its flush hold ~46% of the
+// kernel's stall samples and ~36% of its instructions; the consumer warps issue one instruction
+// per ~6 cycles, so time follows the instruction count, not the atomics' conflicts. Measured and
+// dropped: each row's last three runs in a register shift register, added once at the end
+// (the warp votes only when a fourth run pushes one out): 502 us, the same; and those final adds
+// grouped per bucket over the warp (__match_any_sync, __reduce_add_sync of the slices: bank
+// conflicts 26 M -> 4 M): 573 us.
 //
 // Shared memory after the kernel's SharedStorage (bytes() for a call's max_seqlen):
 //   [dK/dV only] diagonal sums u64 [pos_window], per warp a stage f32 [8][kStagePitch], per
