@@ -299,7 +299,7 @@ Outputs naive_lowp(const Problem& pb) {
   const int npos = c.rab ? static_cast<int>(pb.rab_pos.numel()) : 0;
   const int64_t* tq = c.rab ? static_cast<const int64_t*>(pb.tsq.data) : nullptr;
   const int64_t* tk = c.rab ? static_cast<const int64_t*>(pb.tsk.data) : nullptr;
-  // Rows s0.. of head h of t (head stride hs, width w) as f32 [L, w].
+  // Rows s0 .. s0 + L - 1, columns col0 .. col0 + w - 1 of t (one head) as f32 [L, w].
   auto gather = [](const Tensor& t, int s0, int L, int64_t col0, int w) {
     std::vector<float> g(size_t(L) * w);
     for (int i = 0; i < L; ++i)
