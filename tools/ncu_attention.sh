@@ -6,7 +6,10 @@
 # Usage (on the GPU machine, after tools/gpu_check.sh built build-gpu/hstu):
 #   tools/ncu_attention.sh B,L,H,d [kernel regex] [extra bench args...]
 # e.g. tools/ncu_attention.sh 32,4096,4,128 'hstu_attn_fwd_kernel' --fwd-only
-# The full report goes to $OUT/ncu_<regex>.txt (or /tmp) for reading later.
+# The full report goes to $OUT/ncu_<regex>.txt (or /tmp) for reading later. SASS=1 adds the
+# per-instruction view of one launch (skipping SASS_SKIP launches, default 1: the warm-up):
+# stall samples and executed instructions per SASS region (tools/ncu_sass_profile.py; the CSV
+# kept as $OUT/ncu_sass_<regex>.csv.gz) — where the instructions of a latency-bound kernel go.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 shape="$1"
@@ -23,3 +26,14 @@ report="${OUT:-/tmp}/ncu_${regex//[^A-Za-z0-9_]/_}.txt"
 echo "== ncu $regex at $shape ($report)"
 grep -E '^  [a-z_]+.*\(|Duration|Throughput|Registers Per|Occupancy|Issue Slots Busy|No Eligible|Warp Cycles Per Issued|Executed Ipc Active|issue_stalled_|pipe_tensor|wavefronts_mem_shared|utilized pipeline|highest-utilized' \
   "$report" | awk '!/issue_stalled_/ || $NF + 0 >= 0.05' | sed -E 's/  +/ /g' | head -"${LINES_MAX:-80}"
+if [[ "${SASS:-0}" == 1 ]]; then
+  rep="/tmp/ncu_sass_$$"
+  csv="${OUT:-/tmp}/ncu_sass_${regex//[^A-Za-z0-9_]/_}.csv.gz"
+  "$NCU" -f --kernel-name "regex:$regex" --launch-skip "${SASS_SKIP:-1}" --launch-count 1 \
+    --section SourceCounters --section WarpStateStats -o "$rep" \
+    build-gpu/hstu bench attention --no-validate --full --warmup 1 --reps 1 --shape "$shape" "$@" \
+    > "$rep.log" 2>&1
+  "$NCU" -i "$rep.ncu-rep" --page source --csv --print-source sass 2>/dev/null | gzip > "$csv"
+  echo "== SASS regions of $regex at $shape ($csv)"
+  python3 tools/ncu_sass_profile.py "$csv" --top "${SASS_TOP:-15}" || tail -3 "$rep.log"
+fi
