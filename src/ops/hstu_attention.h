@@ -107,6 +107,17 @@ HSTU_HD int hstu_tile_kind(int r0, int nr, int c0, int nc, int L, int c, int t, 
   return hstu_tile_kind_general(r0, nr, c0, nc, L, c, t, group_size, window, causal);
 }
 
+// One past the last block of nc keys that query rows [r0, r0 + nr) can see. Under a causal mask
+// a query at or past the contextual prefix sees no key after itself (history and target keys
+// both need j <= i in hstu_attend), so the blocks past its last row's need no classification;
+// otherwise (contextual rows see every key; non-causal) all ceil(L / nc) blocks.
+HSTU_HD int hstu_key_block_end(int r0, int nr, int nc, int L, int c, bool causal) {
+  const int n = (L + nc - 1) / nc;
+  if (!causal || r0 < c) return n;
+  const int last = (r0 + nr < L ? r0 + nr : L) - 1;
+  return last / nc + 1 < n ? last / nc + 1 : n;
+}
+
 // ---- the op ---------------------------------------------------------------------------------
 
 // Every [T, ...] operand (q, k, v, o and the gradients) holds H heads at a fixed column stride,

@@ -179,6 +179,41 @@ TEST(HstuMask, PlainCausalTileKindEqualsGeneralForm) {
   EXPECT_GT(tiles, 20000);
 }
 
+// hstu_key_block_end against hstu_attend: no query row of a block sees a key at or past the
+// bound, for every mask geometry of TileKindAgreesWithAttendOnEveryTile; and under plain causal
+// the bound is the block holding the rows' last key they see (nothing visible is cut off, nothing
+// beyond the diagonal kept).
+TEST(HstuMask, KeyBlockEndCutsOffNoVisibleKey) {
+  int64_t blocks = 0, cut = 0;
+  for (int c : {0, 2, 5})
+    for (int t : {0, 1, 4})
+      for (int g : {1, 3})
+        for (int w : {0, 3, 17})
+          for (bool causal : {true, false}) {
+            if (!causal && t > 0) continue;
+            for (int L : {1, 7, 16, 23, 40})
+              for (int nr : {4, 8})
+                for (int nc : {4, 16})
+                  for (int r0 = 0; r0 < L; r0 += nr) {
+                    const int end = hstu_key_block_end(r0, nr, nc, L, c, causal);
+                    ASSERT_LE(end, (L + nc - 1) / nc);
+                    for (int i = r0; i < std::min(r0 + nr, L); ++i)
+                      for (int j = end * nc; j < L; ++j)
+                        ASSERT_FALSE(hstu_attend(i, j, L, c, t, g, w, causal))
+                            << "L=" << L << " c=" << c << " t=" << t << " g=" << g << " w=" << w
+                            << " causal=" << causal << " rows " << r0 << " x" << nr << " keys of "
+                            << nc << ": (" << i << ", " << j << ") visible past block " << end;
+                    if (causal && c == 0 && t == 0 && w == 0) {
+                      EXPECT_EQ(end, (std::min(r0 + nr, L) - 1) / nc + 1);
+                    }
+                    cut += end < (L + nc - 1) / nc;
+                    ++blocks;
+                  }
+          }
+  EXPECT_GT(blocks, 1000);
+  EXPECT_GT(cut, blocks / 4);  // the bound must actually leave blocks out
+}
+
 // The diagonal tiles of plain causal attention are kTileCausal, also where they overhang L.
 TEST(HstuMask, PlainCausalDiagonalTilesAreCausal) {
   EXPECT_EQ(hstu_tile_kind(192, 64, 192, 32, 200, 0, 0, 1, 0, true), kTileCausal);

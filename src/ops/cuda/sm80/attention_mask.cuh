@@ -43,17 +43,11 @@ __host__ __device__ __forceinline__ int tile_kind(const SeqInfo& s, const HstuAt
   return hstu_tile_kind(r0, nr, c0, nc, s.L, s.c, s.t, p.target_group_size, p.window, p.causal);
 }
 
-// One past the last key block (of nc keys) that query rows [r0, r0 + nr) of sequence s can see.
-// Under a causal mask a query at or past the contextual prefix sees no key after itself
-// (hstu_attend: history and target keys need j <= i), so the blocks past its last row's are
-// left out without being classified; otherwise (contextual rows see every key; non-causal) all
-// of the sequence's blocks.
+// One past the last key block (of nc keys) that query rows [r0, r0 + nr) of sequence s can see
+// (hstu_key_block_end).
 __host__ __device__ __forceinline__ int key_block_end(const SeqInfo& s, const HstuAttnParams& p,
                                                       int r0, int nr, int nc) {
-  const int n = (s.L + nc - 1) / nc;
-  if (!p.causal || r0 < s.c) return n;
-  const int last = (r0 + nr < s.L ? r0 + nr : s.L) - 1;
-  return last / nc + 1 < n ? last / nc + 1 : n;
+  return hstu_key_block_end(r0, nr, nc, s.L, s.c, p.causal);
 }
 
 // Words of a partial tile's visibility mask per row: one bit per column.
