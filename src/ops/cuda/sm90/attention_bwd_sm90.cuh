@@ -634,22 +634,18 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     }
     if constexpr (Tr::kFused) {
       // dS^T (this warpgroup's 64 keys x kBN queries, the converted pairs of tOrD: adjacent
-      // queries) -> dS(query, key, buf) (SmemLayoutdS) while the GEMMs run: one 32-bit store per
-      // pair where dS is query-contiguous (d 128), two 16-bit ones where key-contiguous (d 64). The
-      // addresses from ds_byte_offset (attention_bwd_sm90_dq.cuh).
+      // queries) -> dS(query, key, buf) (SmemLayoutdS) while the GEMMs run: stmatrix, four 8 x 8
+      // blocks a store (transposed where dS is key-contiguous, d 64), one address a lane from
+      // ds_stsm_offset (attention_bwd_sm90_dq.cuh). Per-pair stores with an address each took
+      // ~100 (d 128) to ~300 (d 64) of the ~1260 instructions per tile and warp (ncu, session 19).
       const uint32_t* dw = reinterpret_cast<const uint32_t*>(raw_pointer_cast(tOrD.data()));
-      const Element* dh = reinterpret_cast<const Element*>(raw_pointer_cast(tOrD.data()));
-      char* ds_base = reinterpret_cast<char*>(ss.ds.data());
+      const uint32_t ds_base = smem_u32(ss.ds.data());
+      const int lane = opaque_tid() & 31, kr0 = get<0>(tXcXu(0)) & ~15;
+      static_assert(int(size(std::decay_t<decltype(tXrY)>{})) % 8 == 0, "whole stmatrix.x4 stores");
 #pragma unroll
-      for (int e = 0; e < size(tXrY); e += 2) {
-        const int r = get<0>(tXcXu(e)), c = get<1>(tXcXu(e));
-        if constexpr (Tr::kDqT) {
-          *reinterpret_cast<Element*>(ds_base + ds_byte_offset<true>(c, r, buf)) = dh[e];
-          *reinterpret_cast<Element*>(ds_base + ds_byte_offset<true>(c + 1, r, buf)) = dh[e + 1];
-        } else {
-          *reinterpret_cast<uint32_t*>(ds_base + ds_byte_offset<false>(c, r, buf)) = dw[e / 2];
-        }
-      }
+      for (int j = 0; j < int(size(tXrY)) / 8; ++j)
+        stsm_x4<Tr::kDqT>(ds_base + ds_stsm_offset<Tr::kDqT>(lane, kr0, j, buf), dw[4 * j],
+                          dw[4 * j + 1], dw[4 * j + 2], dw[4 * j + 3]);
       cutlass::arch::fence_view_async_shared();  // generic-proxy writes -> wgmma reads
       // Both warpgroups' dS feed each warpgroup's dQ (user barrier 3: free).
       named_bar_sync(128 * Tr::kConsumerWGs, 3);

@@ -68,6 +68,40 @@ __host__ __device__ __forceinline__ uint32_t ds_byte_offset(int q, int k, int bu
   }
 }
 
+// The address (a byte offset, as ds_byte_offset) lane `lane` gives the j-th stmatrix.x4 of its
+// warp's dS^T fragment: the warp holds keys kr0 .. kr0 + 15 (tile rows, kr0 a multiple of 16) x
+// the kBN queries, packed in 16-bit pairs (word 2 k + h: key kr0 + 8 h + lane / 4, queries
+// 8 k + 2 (lane % 4) + {0, 1}, the wgmma accumulator order). Store j takes words 4 j .. 4 j + 3,
+// the 8 x 8 blocks m = 0..3 of keys kr0 + 8 (m & 1) .., queries 8 (2 j + (m >> 1)) ..; lane
+// 8 m + r gives row r of block m in memory: the key's 8 queries (kKeyContig false: rows are
+// keys) or, stored transposed (.trans), the query's 8 keys (kKeyContig true).
+template <bool kKeyContig>
+__host__ __device__ __forceinline__ uint32_t ds_stsm_offset(int lane, int kr0, int j, int buf) {
+  const int m = lane >> 3, r = lane & 7;
+  const int h = m & 1, k = 2 * j + (m >> 1);
+  if constexpr (kKeyContig) {
+    return ds_byte_offset<true>(8 * k + r, kr0 + 8 * h, buf);
+  } else {
+    return ds_byte_offset<false>(8 * k, kr0 + 8 * h + r, buf);
+  }
+}
+
+// stmatrix.x4 of four 16-bit-pair registers at the shared address a (.trans when kTrans).
+template <bool kTrans>
+__device__ __forceinline__ void stsm_x4(uint32_t a, uint32_t r0, uint32_t r1, uint32_t r2,
+                                        uint32_t r3) {
+  if constexpr (kTrans) {
+    asm volatile(
+        "stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(a),
+        "r"(r0), "r"(r1), "r"(r2), "r"(r3)
+        : "memory");
+  } else {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(a),
+                 "r"(r0), "r"(r1), "r"(r2), "r"(r3)
+                 : "memory");
+  }
+}
+
 // Byte offset of dS (query q, key k, buffer buf) in the fused d 256 kernel's dS buffer
 // (WideBwdTraits::SmemLayoutdS: [kBN = 32 queries, kBM = 64 keys, 2 buffers] of K-major 128-byte
 // swizzled GMMA atoms, 8 queries x 64 keys each, 1024-byte aligned): linear 128 q + 2 k + 4096
