@@ -5,7 +5,11 @@
 // ds_byte_offset_wide against WideBwdTraits<.., true, true>::SmemLayoutdS, d 256), and
 // that the offsets cover the buffer once; and that the stmatrix addresses of ds_stsm_offset put
 // every element of the fused d 64 / 128 kernels' dS fragments where ds_byte_offset says, under
-// stmatrix's documented fragment layout. Build and run (about a minute):
+// stmatrix's documented fragment layout; and that the transposed dQ stage (d 64 / 256,
+// stage_dq_transposed in attention_bwd_sm90_dq.cuh) writes every accumulator element of the real
+// wgmma layout (cute's partition of TiledMmaDq) to its dq_col_pos once, that dq_pos_col inverts
+// dq_col_pos, and that each warp's 64-bit stores are bank-conflict free. Build and run (about a
+// minute):
 //   nvcc -std=c++20 -O1 -arch=sm_90a --expt-relaxed-constexpr -DHSTU_WITH_CUDA \
 //     -DHSTU_SM90_KERNELS=1 -I src -I <cutlass>/include tools/check_sm90_ds_offset.cu \
 //     -o /tmp/check_ds && /tmp/check_ds
@@ -95,6 +99,74 @@ int check_stsm(const char* name) {
   return bad != 0;
 }
 
+// dq_pos_col inverts dq_col_pos on every row (as the convert kernel reads the accumulator).
+template <int kHD>
+int check_dq_pos(const char* name) {
+  int bad = 0;
+  for (int r = 0; r < 64; ++r)
+    for (int c = 0; c < 64; ++c) {
+      const int pos = dq_col_pos<kHD>(r, c);
+      if ((pos < 0 || pos >= 64 || dq_pos_col<kHD>(r, pos) != c) && bad++ < 5)
+        std::printf("%s: row %d column %d: position %d, back to %d\n", name, r, c, pos,
+                    dq_pos_col<kHD>(r, pos));
+    }
+  std::printf("%s: %s\n", name, bad ? "MISMATCH" : "ok");
+  return bad != 0;
+}
+
+// stage_dq_transposed for Tr's dQ wgmma (accumulator [64 head columns, kN queries] per
+// warpgroup): for each thread (cute's partition), its elements e, e + 1, e + 2, e + 3 must be
+// (r, c), (r, c + 1), (r + 8, c), (r + 8, c + 1) with r % 16 < 8 (the float2 pairs), every element
+// must land at stage[c * 64 + dq_col_pos(c, r)] exactly once, and each 64-bit store instruction
+// of a warp must touch every bank at most twice (256 bytes: two wavefronts, the minimum).
+template <typename Tr, int kHD, int kN>
+int check_dq_stage(const char* name) {
+  typename Tr::TiledMmaDq mma;
+  std::vector<int> seen(kN * 64, 0);
+  int bad = 0;
+  constexpr int kStores = 64 * kN / 128 / 2;  // float2 stores per thread
+  std::vector<int> at(128 * kStores);
+  for (int t = 0; t < 128; ++t) {
+    auto tc = mma.get_thread_slice(t).partition_C(
+        cute::make_identity_tensor(cute::Shape<cute::_64, cute::Int<kN>>{}));
+    static_assert(int(cute::size(decltype(tc){})) == 4 * kStores / 2, "elements per thread");
+    for (int e = 0; e < int(cute::size(tc)); e += 4) {
+      const int r = cute::get<0>(tc(e)), c = cute::get<1>(tc(e));
+      for (int i = 0; i < 4; ++i) {
+        const int ri = cute::get<0>(tc(e + i)), ci = cute::get<1>(tc(e + i));
+        if ((ri != r + 8 * (i >> 1) || ci != c + (i & 1) || r % 16 >= 8) && bad++ < 5)
+          std::printf("%s: thread %d element %d is (%d, %d), not (r %d + %d, c %d + %d)\n", name, t,
+                      e + i, ri, ci, r, 8 * (i >> 1), c, i & 1);
+      }
+      for (int h = 0; h < 2; ++h) {  // the two float2 stores: queries c, c + 1
+        const int q = c + h, a = q * 64 + dq_col_pos<kHD>(q, r);
+        if (a % 2 != 0 && bad++ < 5) std::printf("%s: unaligned float2 at %d\n", name, a);
+        for (int v = 0; v < 2; ++v) {  // its two floats: head columns r, r + 8
+          const int want = q * 64 + dq_col_pos<kHD>(q, r + 8 * v);
+          if (a + v != want && bad++ < 5)
+            std::printf("%s: (%d, %d) at %d, want %d\n", name, r + 8 * v, q, a + v, want);
+          if (want >= 0 && want < kN * 64) ++seen[want];
+        }
+        at[t * kStores + e / 2 + h] = a;
+      }
+    }
+  }
+  for (int i = 0; i < kN * 64; ++i)
+    if (seen[i] != 1 && bad++ < 10) std::printf("%s: float %d hit %d times\n", name, i, seen[i]);
+  int worst = 0;
+  for (int warp = 0; warp < 4; ++warp)
+    for (int k = 0; k < kStores; ++k) {
+      int bank[32] = {};
+      for (int lane = 0; lane < 32; ++lane)
+        for (int v = 0; v < 2; ++v) ++bank[(at[(32 * warp + lane) * kStores + k] + v) % 32];
+      for (int b : bank) worst = b > worst ? b : worst;
+    }
+  if (worst > 2 && bad++ < 10) std::printf("%s: a store hits a bank %d times\n", name, worst);
+  std::printf("%s: %s (%d floats, at most %d words a bank per store)\n", name,
+              bad ? "MISMATCH" : "ok", kN * 64, worst);
+  return bad != 0;
+}
+
 int main() {
   int fail = 0;
   fail |= check_stsm<false>("stmatrix d128");
@@ -105,5 +177,10 @@ int main() {
   fail |= check_fused<__half, 64>("fp16 d64");
   fail |= check_wide<__nv_bfloat16>("bf16 d256 (wide)");
   fail |= check_wide<__half>("fp16 d256 (wide)");
+  fail |= check_dq_pos<64>("dq_pos_col d64");
+  fail |= check_dq_pos<128>("dq_pos_col d128");
+  fail |= check_dq_pos<256>("dq_pos_col d256");
+  fail |= check_dq_stage<BwdTraits<__nv_bfloat16, 64, true, true>, 64, 32>("dQ stage d64");
+  fail |= check_dq_stage<WideBwdTraits<__nv_bfloat16, true, true>, 256, 32>("dQ stage d256");
   return fail;
 }

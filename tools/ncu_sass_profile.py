@@ -5,7 +5,7 @@ Reads the per-instruction source page of an Nsight Compute report, i.e. the outp
     ncu --section SourceCounters --section WarpStateStats -k regex:KERNEL -o rep <command>
     ncu -i rep.ncu-rep --page source --csv --print-source sass > rep.csv
 (plain or gzip-compressed), and prints
-  - the share of warp-stall samples per opcode,
+  - the share of warp-stall samples per opcode, and the executed instructions per opcode,
   - per block of --step consecutive instructions: its share of the samples and of the executed
     instructions, its main opcodes and main stall reasons (the blocks follow the code's layout:
     GEMM issue, the pointwise step, the epilogue ... show up as separate blocks),
@@ -66,6 +66,13 @@ def main():
         by_op[opcode(r[src])] += number(r[samples])
     print("samples by opcode: " + ", ".join(
         f"{k} {v / total_s * 100:.1f}%" for k, v in by_op.most_common(15)))
+
+    ex_op = collections.Counter()
+    for r in data:
+        ex_op[opcode(r[src])] += number(r[executed])
+    div = args.unit or total_e / 100
+    print(("executed per unit" if args.unit else "executed %") + " by opcode: " + ", ".join(
+        f"{k} {v / div:.1f}" for k, v in ex_op.most_common(20)))
 
     print(f"\nblocks of {args.step} instructions (shown if >= 1% of samples or executed):")
     for a in range(0, len(data), args.step):

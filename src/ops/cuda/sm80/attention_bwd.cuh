@@ -79,9 +79,10 @@ __device__ __forceinline__ void bwd_scores(float (&s)[1][kNT][4], float (&dp)[1]
       float x = s[0][nt][e];
       if constexpr (kHasRab) x += (e & 1) ? rab[e >> 1].y : rab[e >> 1].x;
       x *= p.alpha;
-      const float sig = sigmoid_accurate(x);
-      const float ds = dp[0][nt][e] * sig * fmaf(x, 1.f - sig, 1.f);
-      s[0][nt][e] = ok ? x * sig : 0.f;
+      float silu, dsilu;
+      silu_and_grad(x, silu, dsilu);
+      const float ds = dp[0][nt][e] * dsilu;
+      s[0][nt][e] = ok ? silu : 0.f;
       dp[0][nt][e] = ok ? ds : 0.f;
       rv[e] = ok ? ds * grad_mul : 0.f;
     }

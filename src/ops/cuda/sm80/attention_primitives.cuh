@@ -108,6 +108,14 @@ __device__ __forceinline__ float sigmoid_accurate(float x) {
   asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(1.0f + e));
   return r;
 }
+// SiLU(x) = x sig and its derivative SiLU'(x) = sig (1 + x (1 - sig)) = sig + SiLU - SiLU sig
+// (one add and one FMA from SiLU: an instruction fewer per score than the first form; finite where
+// e overflows, as sig = 0 and SiLU = -0 there).
+__device__ __forceinline__ void silu_and_grad(float x, float& silu, float& dsilu) {
+  const float sig = sigmoid_accurate(x);
+  silu = x * sig;
+  dsilu = fmaf(-silu, sig, sig + silu);
+}
 // NOTE: the bf16 forward uses the tanh form: +10% at d = 128 (H200) and an output error still
 // below the naive bf16 error (measured ratio 0.64-0.78, bound 2). fp16 keeps the accurate form:
 // its rounding (2^-11) is as fine as tanh.approx's error, so the bound would be at risk.

@@ -227,10 +227,10 @@ __device__ __forceinline__ void bwd_pointwise(TX& tX, TX& tY, const TC& tc, cons
         ok = i < si.L && j < si.L &&
              hstu_attend(i, j, si.L, si.c, si.t, p.target_group_size, p.window, p.causal);
       const float x = kHasRab ? fmaf(tX(e), p.alpha, bias[b]) : tX(e) * p.alpha;
-      const float sig = sigmoid_accurate(x);
-      const float ds = tY(e) * sig * fmaf(x, 1.f - sig, 1.f);
-      tX(e) = ok ? x * sig : 0.f;
-      tY(e) = ok ? ds : 0.f;
+      float silu, dsilu;
+      silu_and_grad(x, silu, dsilu);
+      tX(e) = ok ? silu : 0.f;
+      tY(e) = ok ? tY(e) * dsilu : 0.f;
     }
   }
 }
@@ -272,6 +272,16 @@ __device__ __forceinline__ auto& pick(A& a, B& b) {
 __device__ __forceinline__ int opaque_tid() {
   int t;
   asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
+  return t;
+}
+
+// opaque_tid() - 128 for a thread of the consumer warpgroups (tids 128 .. 128 + kThreads), its
+// range stated: the coordinate arithmetic on it compiles unsigned (shifts and masks; the signed
+// division's sign fix-ups took ~25 instructions a tile and warp).
+template <int kThreads>
+__device__ __forceinline__ int opaque_consumer_tid() {
+  const int t = opaque_tid() - 128;
+  __builtin_assume(t >= 0 && t < kThreads);
   return t;
 }
 
@@ -487,12 +497,17 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   typename Tr::TiledMmaO mmaO;
   auto thrS = mmaS.get_thread_slice(ctid);
   auto thrO = mmaO.get_thread_slice(ctid);
-  Tensor tXrR1 = thrS.partition_fragment_A(sR1);  // descriptors
-  Tensor tXrR2 = thrS.partition_fragment_A(sR2);
-  Tensor tXrS1 = thrS.partition_fragment_B(sS1);  // (.., stage)
-  Tensor tXrS2 = thrS.partition_fragment_B(sS2);
-  Tensor tOrS1t = thrO.partition_fragment_B(sS1t);  // (.., stage)
-  Tensor tOrS2t = thrO.partition_fragment_B(sS2t);
+  // The shared-memory operands' descriptors depend on the warpgroup only: sliced by its first
+  // thread, from the uniform index (warp_uniform).
+  const int wu = uniform_warpgroup() - 1;
+  auto thrSd = mmaS.get_thread_slice(128 * wu);
+  auto thrOd = mmaO.get_thread_slice(128 * wu);
+  Tensor tXrR1 = thrSd.partition_fragment_A(sR1);  // descriptors
+  Tensor tXrR2 = thrSd.partition_fragment_A(sR2);
+  Tensor tXrS1 = thrSd.partition_fragment_B(sS1);  // (.., stage)
+  Tensor tXrS2 = thrSd.partition_fragment_B(sS2);
+  Tensor tOrS1t = thrOd.partition_fragment_B(sS1t);  // (.., stage)
+  Tensor tOrS2t = thrOd.partition_fragment_B(sS2t);
   // accB: dK (dK/dV kernel) or dQ; accA: dV (dK/dV kernel only).
   Tensor accA = partition_fragment_C(mmaO, Shape<Int<kBM>, Int<kHD>>{});
   Tensor accB = partition_fragment_C(mmaO, Shape<Int<kBM>, Int<kHD>>{});
@@ -512,8 +527,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   // A / B operands (d 64: B / A), the accumulator coordinates (row, column) of its chunk.
   typename Tr::TiledMmaDq mmaDq;
   auto thrDq = mmaDq.get_thread_slice(tid & 127);
-  Tensor sdSw = make_tensor(make_smem_ptr(ss.ds.data()), typename Tr::SmemLayoutdSOp{})(_, _, w, _);
-  Tensor sKw = make_tensor(make_smem_ptr(ss.r1.data()), typename Tr::SmemLayoutKOp{})(_, _, w);
+  Tensor sdSw =
+      make_tensor(make_smem_ptr(ss.ds.data()), typename Tr::SmemLayoutdSOp{})(_, _, wu, _);
+  Tensor sKw = make_tensor(make_smem_ptr(ss.r1.data()), typename Tr::SmemLayoutKOp{})(_, _, wu);
   Tensor tDrdS = [&] {
     if constexpr (Tr::kDqT) {
       return thrDq.partition_fragment_B(sdSw);
@@ -572,8 +588,11 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     if constexpr (Tr::kFused) {
       // Fused: the stage and the dS buffer from the tile count dq_k, the one counter carried
       // across the loop (the values ++rd and buf ^= 1 would give: dq_k tiles visited).
-      rd = cutlass::PipelineState<Tr::kStages>(dq_k % Tr::kStages, (dq_k / Tr::kStages) & 1, dq_k);
-      buf = dq_k & 1;
+      // Warp-uniform (warp_uniform): the stage's and buffer's descriptors stay in uniform
+      // registers.
+      const int k_u = warp_uniform(dq_k);
+      rd = cutlass::PipelineState<Tr::kStages>(k_u % Tr::kStages, (k_u / Tr::kStages) & 1, k_u);
+      buf = k_u & 1;
     }
     // Fused: S^T / dP^T of this tile only (their last reads are the conversions to P / dS): 64
     // registers a thread that the dK / dV / dQ wgmmas below do not have to keep allocated.
@@ -583,11 +602,12 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     auto& tXrY = pick<Tr::kFused>(tXrYt, tXrYl);
     // Fused: the thread's (row, column) coordinates of S^T re-derived in each tile (opaque_tid),
     // not kept live across the loop; the split kernels use tXcX, as before.
-    Tensor tXcXt = mmaS.get_thread_slice(opaque_tid() - 128)
+    Tensor tXcXt = mmaS.get_thread_slice(opaque_consumer_tid<128 * Tr::kConsumerWGs>())
                        .partition_C(make_identity_tensor(Shape<Int<kBM>, Int<kBN>>{}));
     const auto& tXcXu = pick<Tr::kFused>(tXcXt, tXcX);
     pipe.consumer_wait(rd);
-    const int st = rd.index();
+    // The stage, warp-uniform (warp_uniform; the fused kernel's already is).
+    const int st = Tr::kFused ? rd.index() : warp_uniform(rd.index());
     wg_gemm<true>(mmaS, tXrR1, tXrS1(_, _, _, st), tXrX);
     wg_gemm<true>(mmaS, tXrR2, tXrS2(_, _, _, st), tXrY);
     warpgroup_wait<0>();
@@ -670,13 +690,12 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       // The accumulator coordinates of the chunk, per tile (opaque_tid, as tXcXu).
       Tensor tDcQ = mmaDq.get_thread_slice(opaque_tid() & 127)
                         .partition_C(make_identity_tensor(Shape<_64, Int<Tr::kDqN>>{}));
+      if constexpr (Tr::kDqT) {  // (r, c) = (hd, query): rows are queries
+        stage_dq_transposed<kHD>(stage, accQ, tDcQ);
+      } else {
 #pragma unroll
-      for (int e = 0; e < size(accQ); e += 2) {
-        const int r = get<0>(tDcQ(e)), c = get<1>(tDcQ(e));
-        if constexpr (Tr::kDqT) {  // (r, c) = (hd, query): rows are queries
-          stage[c * 64 + dq_col_pos<kHD>(c, r)] = accQ(e);
-          stage[(c + 1) * 64 + dq_col_pos<kHD>(c + 1, r)] = accQ(e + 1);
-        } else {
+        for (int e = 0; e < size(accQ); e += 2) {
+          const int r = get<0>(tDcQ(e)), c = get<1>(tDcQ(e));
           *reinterpret_cast<float2*>(stage + r * 64 + dq_col_pos<kHD>(r, c)) =
               make_float2(accQ(e), accQ(e + 1));
         }

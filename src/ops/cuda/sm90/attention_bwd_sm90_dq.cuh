@@ -32,18 +32,51 @@
 
 namespace hstu::cuda::attn::sm90 {
 
-// Position of column c (0..63) of row r within a 64-float staged / accumulator row: the 8-float
-// group index is XOR-ed with r % 8 (d 128: rows are queries and the consumer writes float2
-// pairs of 8 rows x 4 pairs per warp access) or the column with ((r / 2) % 4) * 8 (d 64: the
-// accumulator is transposed, rows are queries and the consumer writes single floats of 8 columns
-// x 4 row pairs per warp access; also d 256, whose fused dQ is transposed too:
-// attention_bwd_sm90_wide.cuh). Either keeps runs of 4 aligned columns contiguous.
+// Position of column c (0..63) of row r within a 64-float staged / accumulator row, so that the
+// consumers' shared-memory writes of their accumulator fragments are 64-bit and free of bank
+// conflicts:
+//   d 128 (rows are queries; the thread holds column pairs c, c + 1 of rows r, r + 8): the
+//   8-float group index XOR-ed with r % 8; runs of 4 aligned columns stay contiguous;
+//   d 64 and d 256 (their fused dQ is transposed, dQ^T = K^T dS^T: rows are queries, and the
+//   thread holds head columns c and c + 8 of queries r, r + 1, r + 8, ..): within each 16-column
+//   block, c and c + 8 side by side (2 (c % 8) + (c / 8) % 2), the 16-column block index XOR-ed
+//   with (r / 2) % 2. A warp's 64-bit write then covers all 32 banks per 16 lanes, and the
+//   thread's 8 writes of a tile differ by constants (one address).
 template <int kHD>
 __host__ __device__ __forceinline__ int dq_col_pos(int r, int c) {
   if constexpr (kHD == 128) {
     return (((c >> 3) ^ (r & 7)) << 3) | (c & 7);
   } else {
-    return c ^ (((r >> 1) & 3) << 3);
+    return ((c & ~15) | ((c & 7) << 1) | ((c >> 3) & 1)) ^ (((r >> 1) & 1) << 4);
+  }
+}
+
+// The column at position pos of row r (dq_col_pos's inverse).
+template <int kHD>
+__host__ __device__ __forceinline__ int dq_pos_col(int r, int pos) {
+  if constexpr (kHD == 128) {
+    return (((pos >> 3) ^ (r & 7)) << 3) | (pos & 7);
+  } else {
+    const int u = pos ^ (((r >> 1) & 1) << 4);
+    return (u & ~15) | ((u & 15) >> 1) | ((u & 1) << 3);
+  }
+}
+
+// A thread's share of a transposed dQ chunk (d 64 / 256: accQ = dQ^T [64 head columns, kN
+// queries], the wgmma accumulator) -> the stage [kN queries][64 floats] (dq_col_pos). tc: the
+// accumulator's coordinates (head column, query); elements e, e + 1 are queries c, c + 1 and
+// e + 2, e + 3 the same queries at head column r + 8 (the m64nN accumulator layout): one float2
+// (r, r + 8) per query.
+template <int kHD, typename TAcc, typename TC>
+__device__ __forceinline__ void stage_dq_transposed(float* stage, const TAcc& acc, const TC& tc) {
+  static_assert(int(size(TAcc{})) % 4 == 0, "(column pair, row pair) quads");
+#pragma unroll
+  for (int e = 0; e < int(size(acc)); e += 4) {
+    const int r = get<0>(tc(e)), c = get<1>(tc(e));  // (head column, query), r % 16 < 8
+    *reinterpret_cast<float2*>(stage + c * 64 + dq_col_pos<kHD>(c, r)) =
+        make_float2(acc(e), acc(e + 2));
+    *reinterpret_cast<float2*>(stage + (c + 1) * 64 + dq_col_pos<kHD>(c + 1, r)) =
+        make_float2(acc(e + 1), acc(e + 3));
   }
 }
 
@@ -172,25 +205,26 @@ __global__ void __launch_bounds__(256)
   const float mul = p.alpha * p.scale;
   const int rows = min(kQBlock, si.L - i0);
   constexpr int kHalves = kHD / 64;
+  // Four consecutive positions of a row (one float4) hold the columns dq_pos_col names.
   for (int idx = threadIdx.x; idx < rows * (kHD / 4); idx += blockDim.x) {
-    const int r = idx / (kHD / 4), c = (idx % (kHD / 4)) * 4;  // query row, first of 4 columns
-    const int half = c / 64, cc = c % 64;
+    const int r = idx / (kHD / 4), g = (idx % (kHD / 4)) * 4;  // query row, first position
+    const int half = g / 64, pos = g % 64;
     const int64_t tok = si.start + i0 + r;
     float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
     if (seen) {
       const float* row = p.dq_accum + ((int64_t(h) * kHalves + half) * p.total_tokens + tok) * 64;
-      v = *reinterpret_cast<const float4*>(row + dq_col_pos<kHD>(r, cc));
+      v = *reinterpret_cast<const float4*>(row + pos);
     }
-    if (c >= p.d_qk) continue;
-    T* dst = p.dq.head<T>(tok, h) + c;
+    T* dst = p.dq.head<T>(tok, h) + half * 64;
     const float f[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      if (c + j < p.d_qk) {
+      const int c = dq_pos_col<kHD>(r, pos + j);
+      if (half * 64 + c < p.d_qk) {
         if constexpr (std::is_same_v<T, __half>) {
-          dst[j] = __float2half_rn(f[j] * mul);
+          dst[c] = __float2half_rn(f[j] * mul);
         } else {
-          dst[j] = __float2bfloat16_rn(f[j] * mul);
+          dst[c] = __float2bfloat16_rn(f[j] * mul);
         }
       }
     }

@@ -58,7 +58,7 @@
 //     16-bit stores), then dQ^T [256, kBN] = K^T dS^T as four m64 n32 k64 wgmmas (A: the
 //     resident K read MN-major; B: dS^T, K-major), 16 accumulator registers each, two in flight
 //     while the other two are staged ([quarter][query][64 floats], dq_col_pos: conflict-free
-//     single-float stores). Warpgroup 1 thus issues 3 of the 5 GEMMs and warpgroup 0 the
+//     64-bit stores). Warpgroup 1 thus issues 3 of the 5 GEMMs and warpgroup 0 the
 //     pointwise step (the split kernel's balance: warpgroup 0 was the long pole).
 //   - writers: threads 32 and 64 of the producer warpgroup (setmaxnreg 56 / 224, as the fused
 //     d 64 / 128 kernel), one per slot: wait for the staged tile, the ticket, four bulk adds (one
@@ -398,13 +398,7 @@ __device__ __forceinline__ void wide_fused_consumer(const BwdParams<Tr>& P, SS& 
       auto put = [&](const auto& accQ, int j) {
         Tensor tDcQ = mmaDq.get_thread_slice(opaque_tid() & 127)
                           .partition_C(make_identity_tensor(Shape<_64, Int<kBN>>{}));
-        float* sq = stage + j * kBN * 64;
-#pragma unroll
-        for (int e = 0; e < size(accQ); e += 2) {
-          const int r = get<0>(tDcQ(e)), c = get<1>(tDcQ(e));  // (head column, query)
-          sq[c * 64 + dq_col_pos<256>(c, r)] = accQ(e);
-          sq[(c + 1) * 64 + dq_col_pos<256>(c + 1, r)] = accQ(e + 1);
-        }
+        stage_dq_transposed<256>(stage + j * kBN * 64, accQ, tDcQ);  // (head column, query)
       };
       put(accQ0, 0);
       put(accQ1, 1);

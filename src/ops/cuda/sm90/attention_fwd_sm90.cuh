@@ -364,6 +364,23 @@ __device__ __forceinline__ Sm90Tile sm90_tile_linear(const HstuAttnParams& p, in
       p, Sm90LinearCoords{tile - r * gx, r % p.num_heads, r / p.num_heads, gx});
 }
 
+// v (the same in every lane of the warp) as a value ptxas knows to be warp-uniform: broadcast from
+// lane 0, as cutlass::canonical_warp_group_idx does. NOTE: wgmma takes its shared-memory
+// descriptors from uniform registers; computed from values ptxas cannot prove uniform (the
+// warpgroup from threadIdx.x, a pipeline stage carried across a loop), every descriptor was built
+// in regular registers and moved over (R2UR, ~4 instructions per HGMMA). The backward kernels use
+// it (15% fewer instructions per tile, the same time: they wait on their GEMMs and barriers,
+// session 20); the forward does not: the same change there left d 64 / 128 within 1% and made
+// ptxas spill more in the d 256 kernel (28 -> 80 bytes), 3% slower (711 -> 690 TFLOPS, H200).
+__device__ __forceinline__ int warp_uniform(int v) {
+  return __shfl_sync(0xffffffffu, v, 0);
+}
+
+// The thread's warpgroup index, warp-uniform (warp_uniform).
+__device__ __forceinline__ int uniform_warpgroup() {
+  return warp_uniform(static_cast<int>(threadIdx.x) / 128);
+}
+
 // blockIdx.x / .y / .z, read so that the compiler cannot hoist what is derived from them out of
 // a loop (asm volatile): values re-derived where needed instead of kept live.
 __device__ __forceinline__ int opaque_ctaid_x() {
