@@ -98,7 +98,8 @@ __device__ __forceinline__ float silu_fast_half(float h) {
   return fmaf(h, t, h);
 }
 // exp + fast reciprocal (two MUFU ops, ~2 ulp). The backward multiplies by
-// SiLU'(x) = sig (1 + x (1 - sig)), where an error in sig is amplified by |x|, and always uses it.
+// SiLU'(x) = sig (1 + x (1 - sig)), where an error in sig is amplified by |x|: the sm80 backward,
+// every fp16 one and every one with rab use this form.
 // ex2.approx.ftz directly: __expf's form adds a compare and two predicated multiplies per call
 // to keep results below 2^-126 exact, which 1 + e rounds away anyway (the same bits, three
 // instructions fewer per score: the backward's pointwise step is instruction-bound).
@@ -116,9 +117,22 @@ __device__ __forceinline__ void silu_and_grad(float x, float& silu, float& dsilu
   silu = x * sig;
   dsilu = fmaf(-silu, sig, sig + silu);
 }
+// The same from h = x / 2 in the tanh form (one MUFU op instead of two, see silu_fast_half):
+// sig = (1 + t) / 2 and SiLU = h (1 + t), t = tanh h; exact at t = +-1 (SiLU' 1 and 0).
+__device__ __forceinline__ void silu_and_grad_fast_half(float h, float& silu, float& dsilu) {
+  float t;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(h));
+  const float sig = fmaf(0.5f, t, 0.5f);
+  silu = fmaf(h, t, h);
+  dsilu = fmaf(-silu, sig, sig + silu);
+}
 // NOTE: the bf16 forward uses the tanh form: +10% at d = 128 (H200) and an output error still
 // below the naive bf16 error (measured ratio 0.64-0.78, bound 2). fp16 keeps the accurate form:
-// its rounding (2^-11) is as fine as tanh.approx's error, so the bound would be at risk.
+// its rounding (2^-11) is as fine as tanh.approx's error, so the bound would be at risk. The sm_90a
+// bf16 backward without rab too (silu_and_grad_fast_half; session 20, H200): its pointwise step
+// was bound by the MUFU pipe (two ops a score); B32 L4096 H4 TFLOPS d 64 264 -> 291-294, d 128
+// ~411 -> 435-441, d 256 342 -> 359-361; the largest dq / dk / dv error ratio of the GPU suite's
+// bf16 cases 1.22 (bound 5; 1.31 before).
 constexpr bool kFastSigmoidBf16 = true;
 
 // ---- shared-memory tile layout --------------------------------------------------------------

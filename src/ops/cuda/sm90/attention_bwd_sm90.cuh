@@ -202,14 +202,18 @@ struct BwdParams {
 // (r0 + r, c0 + c). Elements [kE0, kE1) only (kE1 < 0: to the end), taken as pairs (elements
 // 2k, 2k + 1 are columns c, c + 1 of one row, c even). kHasRab: alpha times the bias from rv
 // (bwd_rab_bias_pair; its bucket and position indices are the tile's own coordinates), added in
-// the multiply's FMA.
+// the multiply's FMA. kFast (bf16, no rab): SiLU and SiLU' in the tanh form
+// (silu_and_grad_fast_half: one MUFU op a score instead of two; the d 64 backward's pointwise step
+// was bound by the MUFU pipe, 16 ops a clock per SM).
 template <int kKind, bool kKeyMajor, bool kHasRab, int kBktPitch, int kE0 = 0, int kE1 = -1,
-          typename TX, typename TC>
+          bool kFast = false, typename TX, typename TC>
 __device__ __forceinline__ void bwd_pointwise(TX& tX, TX& tY, const TC& tc, const HstuAttnParams& p,
                                               const SeqInfo& si, const BwdRabView& rv, int r0,
                                               int c0) {
   constexpr int kEnd = kE1 < 0 ? int(size(TX{})) : kE1;
   static_assert(kE0 % 2 == 0 && kEnd % 2 == 0, "accumulator pairs");
+  static_assert(!(kFast && kHasRab), "the tanh form takes no bias");
+  const float half_alpha = 0.5f * p.alpha;
 #pragma unroll
   for (int e0 = kE0; e0 < kEnd; e0 += 2) {
     const int tr = get<0>(tc(e0)), tcol0 = get<1>(tc(e0));
@@ -226,34 +230,44 @@ __device__ __forceinline__ void bwd_pointwise(TX& tX, TX& tY, const TC& tc, cons
       if constexpr (kKind == kSPartial)
         ok = i < si.L && j < si.L &&
              hstu_attend(i, j, si.L, si.c, si.t, p.target_group_size, p.window, p.causal);
-      const float x = kHasRab ? fmaf(tX(e), p.alpha, bias[b]) : tX(e) * p.alpha;
       float silu, dsilu;
-      silu_and_grad(x, silu, dsilu);
+      if constexpr (kFast) {
+        silu_and_grad_fast_half(tX(e) * half_alpha, silu, dsilu);
+      } else {
+        silu_and_grad(kHasRab ? fmaf(tX(e), p.alpha, bias[b]) : tX(e) * p.alpha, silu, dsilu);
+      }
       tX(e) = ok ? silu : 0.f;
       tY(e) = ok ? tY(e) * dsilu : 0.f;
     }
   }
 }
 
+// Whether the backward's pointwise step takes the tanh form (bwd_pointwise's kFast): bf16, as the
+// forward (kFastSigmoidBf16); fp16's rounding is as fine as tanh.approx's error.
+template <typename T>
+constexpr bool kFastBwd = kFastSigmoidBf16&& std::is_same_v<T, __nv_bfloat16>;
+
 // The pointwise step of one tile of kind `kind` (resident rows from r0, streamed from c0).
 // NOTE: a function, not a lambda (see apply_scores of the forward).
 template <bool kKeyMajor, int kBM, int kBN, int kE0 = 0, int kE1 = -1, bool kHasRab = false,
-          int kBktPitch = 0, typename TX, typename TC>
+          int kBktPitch = 0, bool kFast = false, typename TX, typename TC>
 __device__ __forceinline__ void bwd_apply(TX& tX, TX& tY, const TC& tc, const HstuAttnParams& p,
                                           const SeqInfo& si, int r0, int c0, int kind,
                                           const BwdRabView& rv = BwdRabView{}) {
   if (kind == kTileFull) {
     if (r0 + kBM <= si.L && c0 + kBN <= si.L) {
-      bwd_pointwise<kSFull, kKeyMajor, kHasRab, kBktPitch, kE0, kE1>(tX, tY, tc, p, si, rv, r0, c0);
+      bwd_pointwise<kSFull, kKeyMajor, kHasRab, kBktPitch, kE0, kE1, kFast>(tX, tY, tc, p, si, rv,
+                                                                            r0, c0);
     } else {
-      bwd_pointwise<kSFullEdge, kKeyMajor, kHasRab, kBktPitch, kE0, kE1>(tX, tY, tc, p, si, rv, r0,
-                                                                         c0);
+      bwd_pointwise<kSFullEdge, kKeyMajor, kHasRab, kBktPitch, kE0, kE1, kFast>(tX, tY, tc, p, si,
+                                                                                rv, r0, c0);
     }
   } else if (kind == kTileCausal) {
-    bwd_pointwise<kSCausal, kKeyMajor, kHasRab, kBktPitch, kE0, kE1>(tX, tY, tc, p, si, rv, r0, c0);
+    bwd_pointwise<kSCausal, kKeyMajor, kHasRab, kBktPitch, kE0, kE1, kFast>(tX, tY, tc, p, si, rv,
+                                                                            r0, c0);
   } else {
-    bwd_pointwise<kSPartial, kKeyMajor, kHasRab, kBktPitch, kE0, kE1>(tX, tY, tc, p, si, rv, r0,
-                                                                      c0);
+    bwd_pointwise<kSPartial, kKeyMajor, kHasRab, kBktPitch, kE0, kE1, kFast>(tX, tY, tc, p, si, rv,
+                                                                             r0, c0);
   }
 }
 
@@ -623,15 +637,17 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       // first half are dead while the second is computed.
       constexpr int kHalf = int(size(decltype(tXrXt){})) / 2;
       const int kind = kind_of(n);
-      bwd_apply<true, kBM, kBN, 0, kHalf>(tXrX, tXrY, tXcXu, p, si, r0, n * kBN, kind);
+      bwd_apply<true, kBM, kBN, 0, kHalf, false, 0, kFastBwd<T>>(tXrX, tXrY, tXcXu, p, si, r0,
+                                                                 n * kBN, kind);
       acc_to_frag<T, 0, kHalf / 2>(tXrY, tOrD);
       acc_to_frag<T, 0, kHalf / 2>(tXrX, tOrP);
-      bwd_apply<true, kBM, kBN, kHalf, -1>(tXrX, tXrY, tXcXu, p, si, r0, n * kBN, kind);
+      bwd_apply<true, kBM, kBN, kHalf, -1, false, 0, kFastBwd<T>>(tXrX, tXrY, tXcXu, p, si, r0,
+                                                                  n * kBN, kind);
       acc_to_frag<T, kHalf / 2>(tXrY, tOrD);
       acc_to_frag<T, kHalf / 2>(tXrX, tOrP);
     } else {
-      bwd_apply<kDkdv, kBM, kBN, 0, -1, kHasRab, Rab::kBktPitch>(tXrX, tXrY, tXcXu, p, si, r0,
-                                                                 n * kBN, kind_of(n), rv);
+      bwd_apply<kDkdv, kBM, kBN, 0, -1, kHasRab, Rab::kBktPitch, kFastBwd<T> && !kHasRab>(
+          tXrX, tXrY, tXcXu, p, si, r0, n * kBN, kind_of(n), rv);
       acc_to_frag<T>(tXrY, tOrD);
     }
     warpgroup_fence_operand(tOrD);
