@@ -22,7 +22,7 @@ template <typename T, int kHeadDim, bool kHasRab>
 struct FwdKernel {
   using Tiles = AttnTiles<kHeadDim>;
   using Cfg = std::conditional_t<kHasRab, typename Tiles::FwdRab, typename Tiles::Fwd>;
-  static constexpr bool kFastSigmoid = kFastSigmoidBf16 && std::is_same_v<T, __nv_bfloat16>;
+  static constexpr bool kFastSigmoid = kTanhSilu<T>;
   static constexpr int kBM = Cfg::kBlockM, kBN = Cfg::kBlockN, kHD = kHeadDim, kMT = Cfg::kMT;
   static constexpr int kThreads = Cfg::kNThreads;
   static constexpr int kNT = kBN / 8;  // accumulator atoms of a score row block

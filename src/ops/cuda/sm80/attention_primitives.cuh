@@ -134,6 +134,9 @@ __device__ __forceinline__ void silu_and_grad_fast_half(float h, float& silu, fl
 // ~411 -> 435-441, d 256 342 -> 359-361; the largest dq / dk / dv error ratio of the GPU suite's
 // bf16 cases 1.22 (bound 5; 1.31 before).
 constexpr bool kFastSigmoidBf16 = true;
+// Whether the kernels of element type T take the tanh form (bf16 under kFastSigmoidBf16).
+template <typename T>
+constexpr bool kTanhSilu = (kFastSigmoidBf16 && std::is_same_v<T, __nv_bfloat16>);
 
 // ---- shared-memory tile layout --------------------------------------------------------------
 

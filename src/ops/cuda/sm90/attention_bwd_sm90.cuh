@@ -242,11 +242,6 @@ __device__ __forceinline__ void bwd_pointwise(TX& tX, TX& tY, const TC& tc, cons
   }
 }
 
-// Whether the backward's pointwise step takes the tanh form (bwd_pointwise's kFast): bf16, as the
-// forward (kFastSigmoidBf16); fp16's rounding is as fine as tanh.approx's error.
-template <typename T>
-constexpr bool kFastBwd = kFastSigmoidBf16&& std::is_same_v<T, __nv_bfloat16>;
-
 // The pointwise step of one tile of kind `kind` (resident rows from r0, streamed from c0).
 // NOTE: a function, not a lambda (see apply_scores of the forward).
 template <bool kKeyMajor, int kBM, int kBN, int kE0 = 0, int kE1 = -1, bool kHasRab = false,
@@ -637,16 +632,16 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       // first half are dead while the second is computed.
       constexpr int kHalf = int(size(decltype(tXrXt){})) / 2;
       const int kind = kind_of(n);
-      bwd_apply<true, kBM, kBN, 0, kHalf, false, 0, kFastBwd<T>>(tXrX, tXrY, tXcXu, p, si, r0,
-                                                                 n * kBN, kind);
+      bwd_apply<true, kBM, kBN, 0, kHalf, false, 0, kTanhSilu<T>>(tXrX, tXrY, tXcXu, p, si, r0,
+                                                                  n * kBN, kind);
       acc_to_frag<T, 0, kHalf / 2>(tXrY, tOrD);
       acc_to_frag<T, 0, kHalf / 2>(tXrX, tOrP);
-      bwd_apply<true, kBM, kBN, kHalf, -1, false, 0, kFastBwd<T>>(tXrX, tXrY, tXcXu, p, si, r0,
-                                                                  n * kBN, kind);
+      bwd_apply<true, kBM, kBN, kHalf, -1, false, 0, kTanhSilu<T>>(tXrX, tXrY, tXcXu, p, si, r0,
+                                                                   n * kBN, kind);
       acc_to_frag<T, kHalf / 2>(tXrY, tOrD);
       acc_to_frag<T, kHalf / 2>(tXrX, tOrP);
     } else {
-      bwd_apply<kDkdv, kBM, kBN, 0, -1, kHasRab, Rab::kBktPitch, kFastBwd<T> && !kHasRab>(
+      bwd_apply<kDkdv, kBM, kBN, 0, -1, kHasRab, Rab::kBktPitch, kTanhSilu<T> && !kHasRab>(
           tXrX, tXrY, tXcXu, p, si, r0, n * kBN, kind_of(n), rv);
       acc_to_frag<T>(tXrY, tOrD);
     }

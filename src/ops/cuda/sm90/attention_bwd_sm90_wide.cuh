@@ -341,8 +341,8 @@ __device__ __forceinline__ void wide_fused_consumer(const BwdParams<Tr>& P, SS& 
     if (w == 0) {
       Tensor tXrF = make_fragment_like(tXrX);
       fill(tXrF, 1.f);
-      bwd_apply<true, kBM, kBN, 0, -1, false, 0, kFastBwd<T>>(tXrX, tXrF, tXcX, p, si, r0, n * kBN,
-                                                              kind);
+      bwd_apply<true, kBM, kBN, 0, -1, false, 0, kTanhSilu<T>>(tXrX, tXrF, tXcX, p, si, r0, n * kBN,
+                                                               kind);
       if (k >= Tr::kFBufs) named_bar_sync(256, kWideFFree + buf);
 #pragma unroll
       for (int e = 0; e < kN; e += 4)
@@ -519,8 +519,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
         // P = SiLU(S) in place, F = SiLU'(S) (bwd_apply's dS for dP = 1), both masked.
         Tensor tXrF = make_fragment_like(tXrX);
         fill(tXrF, 1.f);
-        bwd_apply<kDkdv, kBM, kBN, 0, -1, false, 0, kFastBwd<T>>(tXrX, tXrF, tXcX, p, si, r0,
-                                                                 n * kBN, kind_of(n));
+        bwd_apply<kDkdv, kBM, kBN, 0, -1, false, 0, kTanhSilu<T>>(tXrX, tXrF, tXcX, p, si, r0,
+                                                                  n * kBN, kind_of(n));
         if (k >= Tr::kFBufs) named_bar_sync(256, kWideFFree + (k & 1));
 #pragma unroll
         for (int e = 0; e < kN; e += 4)

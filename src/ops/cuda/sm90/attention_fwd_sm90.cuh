@@ -473,7 +473,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       std::conditional_t<kPersist, typename Tr::SharedStoragePersist, typename Tr::SharedStorage>;
   constexpr int kBM = Tr::kBM, kBN = Tr::kBN, kHD = Tr::kHD;
   constexpr int kQSize = cosize_v<typename Tr::SmemLayoutQ>;  // elements of one Q buffer
-  constexpr bool kFast = kFastSigmoidBf16 && std::is_same_v<T, __nv_bfloat16>;
+  constexpr bool kFast = kTanhSilu<T>;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   SS& ss = *reinterpret_cast<SS*>(smem_raw);
   const HstuAttnParams& p = P.p;
