@@ -183,7 +183,7 @@ struct BwdRabSmem {
 
 // alpha times the bias (the tables are scaled by fill) of tile elements (r, c) and (r, c + 1),
 // c even (see BwdRabView): key r and queries c, c + 1 when kKeyMajor (two rows of the
-// query-major bucket block), else query r and keys c, c + 1 (neighbouring bytes: one read).
+// query-major bucket block), else query r and keys c, c + 1 (rab_bias_pair: one read).
 template <bool kKeyMajor, int kBktPitch>
 __device__ __forceinline__ void bwd_rab_bias_pair(const BwdRabView& rv, int r, int c,
                                                   float (&bias)[2]) {
@@ -191,9 +191,7 @@ __device__ __forceinline__ void bwd_rab_bias_pair(const BwdRabView& rv, int r, i
     bias[0] = rv.pw[r - c] + rv.ttab[rv.bkt[c * kBktPitch + r]];
     bias[1] = rv.pw[r - c - 1] + rv.ttab[rv.bkt[(c + 1) * kBktPitch + r]];
   } else {
-    const uint32_t pair = *reinterpret_cast<const uint16_t*>(rv.bkt + r * kBktPitch + c);
-    bias[0] = rv.pw[c - r] + rv.ttab[pair & 0xffu];
-    bias[1] = rv.pw[c + 1 - r] + rv.ttab[pair >> 8];
+    rab_bias_pair<kBktPitch>(rv.bkt, rv.ttab, rv.pw, r, c, bias);
   }
 }
 

@@ -216,6 +216,19 @@ struct RabView {
   const float* pw;
 };
 
+// The biases (times the scores' multiplier: the tables are scaled by the kernel's fill) of
+// elements (r, c) and (r, c + 1), c even, of a query-major bucket block (rows r are queries,
+// columns keys; pitch kBktPitch bytes): pw[col - row] + ttab[bucket], the two neighbouring
+// buckets one 2-byte read. Shared by the forward (RabView) and the query-major backward
+// (bwd_rab_bias_pair).
+template <int kBktPitch>
+__device__ __forceinline__ void rab_bias_pair(const uint8_t* bkt, const float* ttab,
+                                              const float* pw, int r, int c, float (&bias)[2]) {
+  const uint32_t pair = *reinterpret_cast<const uint16_t*>(bkt + r * kBktPitch + c);
+  bias[0] = pw[c - r] + ttab[pair & 0xffu];
+  bias[1] = pw[c + 1 - r] + ttab[pair >> 8];
+}
+
 // P = SiLU(alpha (S + rab)) on one thread's accumulators tSrS (coordinates tScS within the tile
 // whose first query is i0 and first key j0), masked elements set to 0.
 // Elements 2k and 2k + 1 of the accumulators are neighbouring columns of one row (the wgmma
@@ -234,11 +247,7 @@ __device__ __forceinline__ void fwd_scores(TS& tSrS, const TC& tScS, const HstuA
   for (int e0 = 0; e0 < size(tSrS); e0 += 2) {
     const int row = get<0>(tScS(e0)), col0 = get<1>(tScS(e0));  // col0 even
     float bias[2] = {0.f, 0.f};
-    if constexpr (kHasRab) {
-      const uint32_t pair = *reinterpret_cast<const uint16_t*>(rv.bkt + row * kBktPitch + col0);
-      bias[0] = rv.pw[col0 - row] + rv.ttab[pair & 0xffu];
-      bias[1] = rv.pw[col0 + 1 - row] + rv.ttab[pair >> 8];
-    }
+    if constexpr (kHasRab) rab_bias_pair<kBktPitch>(rv.bkt, rv.ttab, rv.pw, row, col0, bias);
 #pragma unroll
     for (int b = 0; b < 2; ++b) {
       const int e = e0 + b, col = col0 + b;
