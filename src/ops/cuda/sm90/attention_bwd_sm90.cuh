@@ -202,9 +202,9 @@ struct BwdParams {
 // (r0 + r, c0 + c). Elements [kE0, kE1) only (kE1 < 0: to the end), taken as pairs (elements
 // 2k, 2k + 1 are columns c, c + 1 of one row, c even). kHasRab: alpha times the bias from rv
 // (bwd_rab_bias_pair; its bucket and position indices are the tile's own coordinates), added in
-// the multiply's FMA. kFast (bf16, no rab): SiLU and SiLU' in the tanh form
-// (silu_and_grad_fast_half: one MUFU op a score instead of two; the d 64 backward's pointwise step
-// was bound by the MUFU pipe, 16 ops a clock per SM).
+// the multiply's FMA. kFast (bf16; rab: tables scaled by alpha / 2): SiLU and SiLU' in the tanh
+// form (silu_and_grad_fast_half: one MUFU op a score instead of two; the d 64 backward's pointwise
+// step was bound by the MUFU pipe, 16 ops a clock per SM).
 template <int kKind, bool kKeyMajor, bool kHasRab, int kBktPitch, int kE0 = 0, int kE1 = -1,
           bool kFast = false, typename TX, typename TC>
 __device__ __forceinline__ void bwd_pointwise(TX& tX, TX& tY, const TC& tc, const HstuAttnParams& p,
@@ -212,7 +212,6 @@ __device__ __forceinline__ void bwd_pointwise(TX& tX, TX& tY, const TC& tc, cons
                                               int c0) {
   constexpr int kEnd = kE1 < 0 ? int(size(TX{})) : kE1;
   static_assert(kE0 % 2 == 0 && kEnd % 2 == 0, "accumulator pairs");
-  static_assert(!(kFast && kHasRab), "the tanh form takes no bias");
   const float half_alpha = 0.5f * p.alpha;
 #pragma unroll
   for (int e0 = kE0; e0 < kEnd; e0 += 2) {
@@ -232,7 +231,9 @@ __device__ __forceinline__ void bwd_pointwise(TX& tX, TX& tY, const TC& tc, cons
              hstu_attend(i, j, si.L, si.c, si.t, p.target_group_size, p.window, p.causal);
       float silu, dsilu;
       if constexpr (kFast) {
-        silu_and_grad_fast_half(tX(e) * half_alpha, silu, dsilu);
+        // rab: the tables are scaled by alpha / 2 (Rab::fill).
+        silu_and_grad_fast_half(kHasRab ? fmaf(tX(e), half_alpha, bias[b]) : tX(e) * half_alpha,
+                                silu, dsilu);
       } else {
         silu_and_grad(kHasRab ? fmaf(tX(e), p.alpha, bias[b]) : tX(e) * p.alpha, silu, dsilu);
       }
@@ -424,7 +425,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   typename Rab::Ptrs rs{};
   if constexpr (kHasRab) {
     rs = Rab::carve(smem_raw + sizeof(SS), p.max_seqlen);
-    Rab::fill(rs, p, p.max_seqlen, dmin, tid, Tr::kThreads);
+    Rab::fill(rs, p, p.max_seqlen, dmin, tid, Tr::kThreads,
+              kTanhSilu<T> ? 0.5f * p.alpha : p.alpha);
   }
   __syncthreads();  // barriers initialised, rab tables loaded
 
@@ -641,7 +643,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       acc_to_frag<T, kHalf / 2>(tXrY, tOrD);
       acc_to_frag<T, kHalf / 2>(tXrX, tOrP);
     } else {
-      bwd_apply<kDkdv, kBM, kBN, 0, -1, kHasRab, Rab::kBktPitch, kTanhSilu<T> && !kHasRab>(
+      bwd_apply<kDkdv, kBM, kBN, 0, -1, kHasRab, Rab::kBktPitch, kTanhSilu<T>>(
           tXrX, tXrY, tXcXu, p, si, r0, n * kBN, kind_of(n), rv);
       acc_to_frag<T>(tXrY, tOrD);
     }
