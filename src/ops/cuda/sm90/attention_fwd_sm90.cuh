@@ -293,28 +293,6 @@ __host__ __device__ __forceinline__ int q_elem_offset(int r, int c) {
   return (c >> 6) * (kBM * 64) + r * 64 + ((((c & 63) >> 3) ^ (r & 7)) << 3) + (c & 7);
 }
 
-// store_tile (attention_primitives.cuh) for rows r0 .. r0 + 63 of a Q-layout tile (q_elem_offset):
-// rows < rows, columns < cols to global memory (row 0 at g), 16-byte chunks where vec allows.
-template <int kBM, int kCols, int kThreads, typename T>
-__device__ __forceinline__ void store_q_rows(T* g, int64_t stride, const T* s, int r0, int rows,
-                                             int cols, bool vec, int tid) {
-  constexpr int kCpr = kCols / 8;
-  for (int idx = tid; idx < 64 * kCpr; idx += kThreads) {
-    const int r = idx / kCpr, c = (idx % kCpr) * 8;
-    if (r >= rows || c >= cols) continue;
-    const uint4 v = *reinterpret_cast<const uint4*>(s + q_elem_offset<kBM>(r0 + r, c));
-    if (vec && c + 8 <= cols) {
-      *reinterpret_cast<uint4*>(g + r * stride + c) = v;
-    } else {
-      const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-      uint16_t* gr = reinterpret_cast<uint16_t*>(g) + r * stride + c;
-#pragma unroll
-      for (int k = 0; k < 8; ++k)
-        if (c + k < cols) gr[k] = static_cast<uint16_t>(w[k / 2] >> (16 * (k % 2)));
-    }
-  }
-}
-
 // C = A B over all k blocks of the operands (wgmma; zero_init overwrites C), committed as one
 // group; the caller waits.
 template <bool kZeroInit, typename Mma, typename TA, typename TB, typename TC>
@@ -838,8 +816,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     if (rows > 0) {
       T* o = p.o.head<T>(o_start + m0 + 64 * w, o_h);
       if constexpr (kOwnRows) {
-        store_q_rows<kBM, kHD, 128>(o, p.o.row_stride, sO, 64 * w, rows, p.d_v, p.o.vec,
-                                    ttid & 127);
+        store_tile<64, kHD, 128>(o, p.o.row_stride, sO, rows, p.d_v, p.o.vec, ttid & 127,
+                                 [w](int r, int c) { return q_elem_offset<kBM>(64 * w + r, c); });
       } else {
         store_tile<64, kHD, 128>(o, p.o.row_stride, sO + 64 * w * kHD, rows, p.d_v, p.o.vec,
                                  ttid & 127);
