@@ -606,6 +606,14 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     return v;
   };
 
+  // Every GEMM in flight done; the fences pin the accumulators' and operands' uses after it.
+  auto wait_gemms = [&] {
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(accA);
+    warpgroup_fence_operand(accB);
+    warpgroup_fence_operand(tOrP);
+    warpgroup_fence_operand(tOrD);
+  };
   // Fused: the dQ of visited tile kq (its dS complete in buffer kq & 1): this warpgroup's part
   // (dQ_w = dS K_w; d 64: dQ_w^T = K^T dS_w^T), then — every GEMM in flight done —
   // after_wait() (the caller's stage release), then the chunk staged for the writer warp
@@ -619,11 +627,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       } else {
         wg_gemm<true>(mmaDq, tDrdS(_, _, _, b), tDrK, accQ);
       }
-      warpgroup_wait<0>();
-      warpgroup_fence_operand(accA);
-      warpgroup_fence_operand(accB);
-      warpgroup_fence_operand(tOrP);
-      warpgroup_fence_operand(tOrD);
+      wait_gemms();
       warpgroup_fence_operand(accQ);
       cutlass::arch::ClusterBarrier::arrive(&ss.ds_free[b]);
       after_wait();
@@ -753,21 +757,13 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       if (dq_k >= 1) {
         dq_step(dq_k - 1, [&] { pipe.consumer_release(rd); });
       } else {
-        warpgroup_wait<0>();
-        warpgroup_fence_operand(accA);
-        warpgroup_fence_operand(accB);
-        warpgroup_fence_operand(tOrP);
-        warpgroup_fence_operand(tOrD);
+        wait_gemms();
         pipe.consumer_release(rd);
       }
       ++rd;
       ++dq_k;
     } else {
-      warpgroup_wait<0>();
-      warpgroup_fence_operand(accA);
-      warpgroup_fence_operand(accB);
-      warpgroup_fence_operand(tOrP);
-      warpgroup_fence_operand(tOrD);
+      wait_gemms();
       pipe.consumer_release(rd);
       ++rd;
     }
