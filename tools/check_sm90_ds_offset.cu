@@ -8,8 +8,8 @@
 // stmatrix's documented fragment layout; and that the transposed dQ stage (d 64 / 256,
 // stage_dq_transposed in attention_bwd_sm90_dq.cuh) writes every accumulator element of the real
 // wgmma layout (cute's partition of TiledMmaDq) to its dq_col_pos once, that dq_pos_col inverts
-// dq_col_pos, and that each warp's 64-bit stores are bank-conflict free. Build and run (about a
-// minute):
+// dq_col_pos, and that each warp's 64-bit stores are bank-conflict free; and q_elem_offset (the
+// forward's O staging in its Q buffer) against cute's Q layout. Build and run (about a minute):
 //   nvcc -std=c++20 -O1 -arch=sm_90a --expt-relaxed-constexpr -DHSTU_WITH_CUDA \
 //     -DHSTU_SM90_KERNELS=1 -I src -I <cutlass>/include tools/check_sm90_ds_offset.cu \
 //     -o /tmp/check_ds && /tmp/check_ds
@@ -167,6 +167,28 @@ int check_dq_stage(const char* name) {
   return bad != 0;
 }
 
+// q_elem_offset (attention_fwd_sm90.cuh: where the forward's epilogue stages O) against cute's
+// indexing of FwdTraits::SmemLayoutQ through a 1024-byte aligned swizzled pointer, for every
+// (row, column): each warpgroup's O rows then land exactly on its own Q rows.
+template <typename T, int kHD>
+int check_q_layout(const char* name) {
+  using Tr = FwdTraits<T, kHD>;
+  using Element = typename Tr::Element;
+  constexpr int kElems = int(cute::cosize_v<typename Tr::SmemLayoutQ>);
+  static_assert(kElems == Tr::kBM * kHD, "Q buffer size");
+  alignas(1024) static Element buf[kElems];
+  cute::Tensor t = cute::make_tensor(cute::make_smem_ptr(buf), typename Tr::SmemLayoutQ{});
+  int bad = 0;
+  for (int r = 0; r < Tr::kBM; ++r)
+    for (int c = 0; c < kHD; ++c) {
+      const long cute_off = long(&t(r, c) - buf), mine = q_elem_offset<Tr::kBM>(r, c);
+      if (cute_off != mine && bad++ < 5)
+        std::printf("%s: (r %d, c %d): cute %ld, hand-written %ld\n", name, r, c, cute_off, mine);
+    }
+  std::printf("%s: %s (%d elements)\n", name, bad ? "MISMATCH" : "ok", kElems);
+  return bad != 0;
+}
+
 int main() {
   int fail = 0;
   fail |= check_stsm<false>("stmatrix d128");
@@ -182,5 +204,8 @@ int main() {
   fail |= check_dq_pos<256>("dq_pos_col d256");
   fail |= check_dq_stage<BwdTraits<__nv_bfloat16, 64, true, true>, 64, 32>("dQ stage d64");
   fail |= check_dq_stage<WideBwdTraits<__nv_bfloat16, true, true>, 256, 32>("dQ stage d256");
+  fail |= check_q_layout<__nv_bfloat16, 64>("forward Q / O layout d64");
+  fail |= check_q_layout<__half, 128>("forward Q / O layout d128");
+  fail |= check_q_layout<__nv_bfloat16, 256>("forward Q / O layout d256");
   return fail;
 }

@@ -38,6 +38,7 @@ namespace hstu::cuda::attn {
 // Element-wise step of the backward on one score tile held as accumulators.
 //   in:  s = Q.K (without rab), dp = dO.V
 //   out: s = SiLU(S) (= P / scale), dp = dP * SiLU'(S) (= dS / (alpha scale)); masked -> 0.
+
 // kKeyMajor: accumulator rows are keys (dkdv kernel) instead of queries (dq kernel); the warp's
 // rows are tile rows wrow.. and sequence positions r0.., its columns c0... bias: the warp's rows
 // of the tile's rab (pitch kPitch, same orientation), read only with kHasRab, or with kDirect
@@ -45,16 +46,18 @@ namespace hstu::cuda::attn {
 // time table ttab); mask: the tile's
 // mask_tile bits (same orientation), read only for partial tiles. With slab_ds (key-major only),
 // alpha scale dS (0 where masked) also goes to slab_ds[row][col] (pitch kSlabPitch) for
-// rab_slab_runs and rab_tile_diagonals.
+// rab_slab_runs and rab_tile_diagonals. kFast (bf16): SiLU and SiLU' in the tanh form
+// (silu_and_grad_fast_half, one MUFU op a score instead of two; the bias enters before the
+// scale, so rab takes it too).
 template <bool kKeyMajor, bool kHasRab, int kKind, int kNT, int kPitch, int kSlabPitch = kPitch,
-          bool kDirect = false, int kBkPitch = 0>
+          bool kDirect = false, int kBkPitch = 0, bool kFast = false>
 __device__ __forceinline__ void bwd_scores(float (&s)[1][kNT][4], float (&dp)[1][kNT][4],
                                            const HstuAttnParams& p, const float* bias,
                                            const uint32_t* mask, int wrow, int r0, int c0, int lane,
                                            float* slab_ds = nullptr, const uint8_t* bk = nullptr,
                                            const float* ttab = nullptr) {
   static_assert(!(kDirect && kKeyMajor), "staged buckets are query-major");
-  const float grad_mul = p.alpha * p.scale;
+  const float grad_mul = p.alpha * p.scale, half_alpha = 0.5f * p.alpha;
 #pragma unroll
   for (int nt = 0; nt < kNT; ++nt) {
     const int rr = lane >> 2, cc = nt * 8 + (lane & 3) * 2;  // fragment rows rr, rr + 8
@@ -78,9 +81,12 @@ __device__ __forceinline__ void bwd_scores(float (&s)[1][kNT][4], float (&dp)[1]
       const bool ok = tile_visible<kKind, mask_words<kNT * 8>()>(mask, wrow + r, c, i, j);
       float x = s[0][nt][e];
       if constexpr (kHasRab) x += (e & 1) ? rab[e >> 1].y : rab[e >> 1].x;
-      x *= p.alpha;
       float silu, dsilu;
-      silu_and_grad(x, silu, dsilu);
+      if constexpr (kFast) {
+        silu_and_grad_fast_half(x * half_alpha, silu, dsilu);
+      } else {
+        silu_and_grad(x * p.alpha, silu, dsilu);
+      }
       const float ds = dp[0][nt][e] * dsilu;
       s[0][nt][e] = ok ? silu : 0.f;
       dp[0][nt][e] = ok ? ds : 0.f;
@@ -348,8 +354,8 @@ __global__ void __launch_bounds__(DkdvKernel<T, kHeadDim, kHasRab, kAtomicDq>::k
     if (kHasRab || kind == kTilePartial) __syncthreads();
     const float* bias = s_bias + krow * K::kRabPitch;
     with_tile_kind(kind, [&](auto kd) {
-      bwd_scores<true, kHasRab, decltype(kd)::value, kMT, K::kRabPitch, K::kSlabPitch>(
-          s, dp, p, bias, s_mask, krow, n0 + krow, m0, lane, warp_slab_ds);
+      bwd_scores<true, kHasRab, decltype(kd)::value, kMT, K::kRabPitch, K::kSlabPitch, false, 0,
+                 kTanhSilu<T>>(s, dp, p, bias, s_mask, krow, n0 + krow, m0, lane, warp_slab_ds);
     });
     if constexpr (kHasRab) {
       if (warp_slab_ds)
@@ -532,13 +538,14 @@ __global__ void __launch_bounds__(DqKernel<T, kHeadDim, kHasRab>::kThreads,
       constexpr int kKind = decltype(kd)::value;
       if constexpr (kHasRab) {
         if (!bias_tile) {
-          bwd_scores<false, true, kKind, kNT, K::kRabPitch, K::kRabPitch, true, kBkPitch>(
-              s, dp, p, bias, s_mask, wrow, m0 + wrow, n * kBN, lane, nullptr, wbk, ttab);
+          bwd_scores<false, true, kKind, kNT, K::kRabPitch, K::kRabPitch, true, kBkPitch,
+                     kTanhSilu<T>>(s, dp, p, bias, s_mask, wrow, m0 + wrow, n * kBN, lane, nullptr,
+                                   wbk, ttab);
           return;
         }
       }
-      bwd_scores<false, kHasRab, kKind, kNT, K::kRabPitch>(s, dp, p, bias, s_mask, wrow, m0 + wrow,
-                                                           n * kBN, lane);
+      bwd_scores<false, kHasRab, kKind, kNT, K::kRabPitch, K::kRabPitch, false, 0, kTanhSilu<T>>(
+          s, dp, p, bias, s_mask, wrow, m0 + wrow, n * kBN, lane);
     });
     uint32_t da[1][kNT / 2][4];
     acc_to_a<T>(dp, da);

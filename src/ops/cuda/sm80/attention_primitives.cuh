@@ -195,18 +195,19 @@ __device__ __forceinline__ void load_tile(T* s, const T* g, int64_t stride, int 
   }
 }
 
-// Copies rows < rows, columns < cols of a swizzled shared tile to global memory: whole 16-byte
-// chunks when vec (g and the stride 16-byte aligned) and the chunk lies inside `cols`, element by
-// element otherwise.
-template <int kRows, int kCols, int kThreads, typename T>
+// Copies rows < rows, columns < cols of a shared tile to global memory: whole 16-byte chunks when
+// vec (g and the stride 16-byte aligned) and the chunk lies inside `cols`, element by element
+// otherwise. off(r, c): the element offset of (r, c) in s (c a multiple of 8; its 8 elements
+// contiguous); swz<kCols> (the swizzled row-major tile) unless given.
+template <int kRows, int kCols, int kThreads, typename T, typename Off>
 __device__ __forceinline__ void store_tile(T* g, int64_t stride, const T* s, int rows, int cols,
-                                           bool vec, int tid) {
+                                           bool vec, int tid, Off off) {
   constexpr int kCpr = kCols / 8;
   constexpr int kChunks = kRows * kCpr;
   for (int idx = tid; idx < kChunks; idx += kThreads) {
     const int r = idx / kCpr, c = (idx % kCpr) * 8;
     if (r >= rows || c >= cols) continue;
-    const uint4 v = *reinterpret_cast<const uint4*>(s + swz<kCols>(r, c));
+    const uint4 v = *reinterpret_cast<const uint4*>(s + off(r, c));
     if (vec && c + 8 <= cols) {
       *reinterpret_cast<uint4*>(g + r * stride + c) = v;
     } else {
@@ -217,6 +218,12 @@ __device__ __forceinline__ void store_tile(T* g, int64_t stride, const T* s, int
         if (c + k < cols) gr[k] = static_cast<uint16_t>(w[k / 2] >> (16 * (k % 2)));
     }
   }
+}
+template <int kRows, int kCols, int kThreads, typename T>
+__device__ __forceinline__ void store_tile(T* g, int64_t stride, const T* s, int rows, int cols,
+                                           bool vec, int tid) {
+  store_tile<kRows, kCols, kThreads>(g, stride, s, rows, cols, vec, tid,
+                                     [](int r, int c) { return swz<kCols>(r, c); });
 }
 
 // ---- warp GEMMs -----------------------------------------------------------------------------

@@ -22,8 +22,10 @@
 // Fused form (kFusedDq; attention_bwd_sm90_dq.cuh has the accumulator and the ordering): the
 // dK/dV kernel alone, 5 GEMMs per tile pair. Both warpgroups write dS^T to shared memory and each
 // computes its part of the tile's dQ = dS K over all 128 keys with a fifth wgmma (d 128: 64 of
-// the columns; d 64, transposed, 32 of the queries), stages it in shared memory (double-buffered
-// per warpgroup, full / empty mbarriers) and goes on with the next tile; writer threads of the
+// the columns; d 64, transposed, 32 of the queries) ONE TILE LATER (after the next tile's pointwise
+// step: the dS buffers, two, have full / free mbarriers, so neither warpgroup waits for the
+// other's current tile and the two are not held in step), stages it in shared memory
+// (double-buffered per warpgroup, full / empty mbarriers) and goes on; writer threads of the
 // producer warpgroup (two per consumer warpgroup, one per buffer) add each staged chunk to the
 // fp32 accumulator with ONE bulk reduce-add (cp.reduce.async.bulk), in descending key-block
 // order per (sequence, head, query block) behind a ticket semaphore, waiting for completion
@@ -185,6 +187,9 @@ struct BwdTraits {
     typename Pipe::SharedStorage pipe;
     alignas(8) uint64_t barrier_r;
     uint64_t dq_full[kFused ? 4 : 1], dq_empty[kFused ? 4 : 1];
+    // Fused: dS buffer b holds both warpgroups' dS of a tile (ds_full: all 256 consumer threads
+    // wrote theirs) / was read by both warpgroups' dQ GEMMs (ds_free).
+    uint64_t ds_full[kFused ? 2 : 1], ds_free[kFused ? 2 : 1];
   };
   static constexpr int kSmemBytes = int(sizeof(SharedStorage));
   static constexpr uint32_t kRBytes = kBM * kHD * sizeof(Element);
@@ -211,9 +216,9 @@ struct BwdParams {
 // (r0 + r, c0 + c). Elements [kE0, kE1) only (kE1 < 0: to the end), taken as pairs (elements
 // 2k, 2k + 1 are columns c, c + 1 of one row, c even). kHasRab: alpha times the bias from rv
 // (bwd_rab_bias_pair; its bucket and position indices are the tile's own coordinates), added in
-// the multiply's FMA. kFast (bf16, no rab): SiLU and SiLU' in the tanh form
-// (silu_and_grad_fast_half: one MUFU op a score instead of two; the d 64 backward's pointwise step
-// was bound by the MUFU pipe, 16 ops a clock per SM).
+// the multiply's FMA. kFast (bf16; rab: tables scaled by alpha / 2): SiLU and SiLU' in the tanh
+// form (silu_and_grad_fast_half: one MUFU op a score instead of two; the d 64 backward's pointwise
+// step was bound by the MUFU pipe, 16 ops a clock per SM).
 template <int kKind, bool kKeyMajor, bool kHasRab, int kBktPitch, int kE0 = 0, int kE1 = -1,
           bool kFast = false, typename TX, typename TC>
 __device__ __forceinline__ void bwd_pointwise(TX& tX, TX& tY, const TC& tc, const HstuAttnParams& p,
@@ -221,7 +226,6 @@ __device__ __forceinline__ void bwd_pointwise(TX& tX, TX& tY, const TC& tc, cons
                                               int c0) {
   constexpr int kEnd = kE1 < 0 ? int(size(TX{})) : kE1;
   static_assert(kE0 % 2 == 0 && kEnd % 2 == 0, "accumulator pairs");
-  static_assert(!(kFast && kHasRab), "the tanh form takes no bias");
   const float half_alpha = 0.5f * p.alpha;
 #pragma unroll
   for (int e0 = kE0; e0 < kEnd; e0 += 2) {
@@ -241,7 +245,9 @@ __device__ __forceinline__ void bwd_pointwise(TX& tX, TX& tY, const TC& tc, cons
              hstu_attend(i, j, si.L, si.c, si.t, p.target_group_size, p.window, p.causal);
       float silu, dsilu;
       if constexpr (kFast) {
-        silu_and_grad_fast_half(tX(e) * half_alpha, silu, dsilu);
+        // rab: the tables are scaled by alpha / 2 (Rab::fill).
+        silu_and_grad_fast_half(kHasRab ? fmaf(tX(e), half_alpha, bias[b]) : tX(e) * half_alpha,
+                                silu, dsilu);
       } else {
         silu_and_grad(kHasRab ? fmaf(tX(e), p.alpha, bias[b]) : tX(e) * p.alpha, silu, dsilu);
       }
@@ -418,6 +424,10 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
         cutlass::arch::ClusterBarrier::init(&ss.dq_full[i], 128);  // a warpgroup's threads
         cutlass::arch::ClusterBarrier::init(&ss.dq_empty[i], 1);   // its writer
       }
+      for (int i = 0; i < 2; ++i) {
+        cutlass::arch::ClusterBarrier::init(&ss.ds_full[i], 128 * Tr::kConsumerWGs);
+        cutlass::arch::ClusterBarrier::init(&ss.ds_free[i], 128 * Tr::kConsumerWGs);
+      }
     }
   }
   typename Pipe::Params pp;
@@ -433,7 +443,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   typename Rab::Ptrs rs{};
   if constexpr (kHasRab) {
     rs = Rab::carve(smem_raw + sizeof(SS), p.max_seqlen);
-    Rab::fill(rs, p, p.max_seqlen, dmin, tid, Tr::kThreads);
+    Rab::fill(rs, p, p.max_seqlen, dmin, tid, Tr::kThreads,
+              kTanhSilu<T> ? 0.5f * p.alpha : p.alpha);
   }
   __syncthreads();  // barriers initialised, rab tables loaded
 
@@ -597,6 +608,51 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     return v;
   };
 
+  // Every GEMM in flight done; the fences pin the accumulators' and operands' uses after it.
+  auto wait_gemms = [&] {
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(accA);
+    warpgroup_fence_operand(accB);
+    warpgroup_fence_operand(tOrP);
+    warpgroup_fence_operand(tOrD);
+  };
+  // Fused: the dQ of visited tile kq (its dS complete in buffer kq & 1): this warpgroup's part
+  // (dQ_w = dS K_w; d 64: dQ_w^T = K^T dS_w^T), then — every GEMM in flight done —
+  // after_wait() (the caller's stage release), then the chunk staged for the writer warp
+  // (attention_bwd_sm90_dq.cuh): rows of 64 floats, columns permuted by dq_col_pos, slot kq & 1.
+  auto dq_step = [&](int kq, auto&& after_wait) {
+    if constexpr (Tr::kFused) {
+      const int b = kq & 1;
+      Tensor accQ = partition_fragment_C(mmaDq, Shape<_64, Int<Tr::kDqN>>{});
+      if constexpr (Tr::kDqT) {
+        wg_gemm<true>(mmaDq, tDrK, tDrdS(_, _, _, b), accQ);
+      } else {
+        wg_gemm<true>(mmaDq, tDrdS(_, _, _, b), tDrK, accQ);
+      }
+      wait_gemms();
+      warpgroup_fence_operand(accQ);
+      cutlass::arch::ClusterBarrier::arrive(&ss.ds_free[b]);
+      after_wait();
+      cutlass::arch::ClusterBarrier::wait(&ss.dq_empty[2 * b + w], ((kq >> 1) & 1) ^ 1);
+      float* stage = ss.dq_stage.data() + (2 * b + w) * Tr::kStageFloats;
+      // The accumulator coordinates of the chunk (opaque_tid, as tXcXu).
+      Tensor tDcQ = mmaDq.get_thread_slice(opaque_tid() & 127)
+                        .partition_C(make_identity_tensor(Shape<_64, Int<Tr::kDqN>>{}));
+      if constexpr (Tr::kDqT) {  // (r, c) = (hd, query): rows are queries
+        stage_dq_transposed<kHD>(stage, accQ, tDcQ);
+      } else {
+#pragma unroll
+        for (int e = 0; e < size(accQ); e += 2) {
+          const int r = get<0>(tDcQ(e)), c = get<1>(tDcQ(e));
+          *reinterpret_cast<float2*>(stage + r * 64 + dq_col_pos<kHD>(r, c)) =
+              make_float2(accQ(e), accQ(e + 1));
+        }
+      }
+      cutlass::arch::fence_view_async_shared();  // generic-proxy writes -> the bulk copy's reads
+      cutlass::arch::ClusterBarrier::arrive(&ss.dq_full[2 * b + w]);
+    }
+  };
+
   reinterpret_cast<Barrier*>(&ss.barrier_r)->wait(0);
   cutlass::PipelineState<Tr::kStages> rd;
   int n = next_visible(0), buf = 0, dq_k = 0;
@@ -650,11 +706,20 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       acc_to_frag<T, kHalf / 2>(tXrY, tOrD);
       acc_to_frag<T, kHalf / 2>(tXrX, tOrP);
     } else {
-      bwd_apply<kDkdv, kBM, kBN, 0, -1, kHasRab, Rab::kBktPitch, kTanhSilu<T> && !kHasRab>(
+      bwd_apply<kDkdv, kBM, kBN, 0, -1, kHasRab, Rab::kBktPitch, kTanhSilu<T>>(
           tXrX, tXrY, tXcXu, p, si, r0, n * kBN, kind_of(n), rv);
       acc_to_frag<T>(tXrY, tOrD);
     }
     warpgroup_fence_operand(tOrD);
+    if constexpr (Tr::kFused) {
+      // Before any GEMM of this tile is in flight (a spin on an mbarrier under in-flight wgmmas
+      // makes ptxas serialise them all, C7518): dS buffer dq_k & 1 free (both warpgroups' dQ of
+      // tile dq_k - 2 read it) and tile dq_k - 1's dS complete (both halves), for its dQ below.
+      if (dq_k >= 2)
+        cutlass::arch::ClusterBarrier::wait(&ss.ds_free[dq_k & 1], ((dq_k >> 1) & 1) ^ 1);
+      if (dq_k >= 1)
+        cutlass::arch::ClusterBarrier::wait(&ss.ds_full[(dq_k - 1) & 1], ((dq_k - 1) >> 1) & 1);
+    }
     if constexpr (kDkdv) {
       if constexpr (!Tr::kFused) acc_to_frag<T>(tXrX, tOrP);
       warpgroup_fence_operand(tOrP);
@@ -687,53 +752,33 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
         stsm_x4<Tr::kDqT>(ds_base + ds_stsm_offset<Tr::kDqT>(lane, kr0, j, buf), dw[4 * j],
                           dw[4 * j + 1], dw[4 * j + 2], dw[4 * j + 3]);
       cutlass::arch::fence_view_async_shared();  // generic-proxy writes -> wgmma reads
-      // Both warpgroups' dS feed each warpgroup's dQ (user barrier 3: free).
-      named_bar_sync(128 * Tr::kConsumerWGs, 3);
-      Tensor accQ = partition_fragment_C(mmaDq, Shape<_64, Int<Tr::kDqN>>{});
-      if constexpr (Tr::kDqT) {
-        wg_gemm<true>(mmaDq, tDrK, tDrdS(_, _, _, buf), accQ);  // dQ_w^T = K^T dS_w^T
+      cutlass::arch::ClusterBarrier::arrive(&ss.ds_full[buf]);
+      // dQ of the PREVIOUS tile (its dS, both halves, complete since before this tile's dV / dK
+      // GEMMs were issued): a warpgroup never waits here for the other one's current tile, so the
+      // two are not held in step (each one's pointwise step can run beside the other's GEMMs).
+      if (dq_k >= 1) {
+        dq_step(dq_k - 1, [&] { pipe.consumer_release(rd); });
       } else {
-        wg_gemm<true>(mmaDq, tDrdS(_, _, _, buf), tDrK, accQ);  // dQ_w = dS K_w
+        wait_gemms();
+        pipe.consumer_release(rd);
       }
-      warpgroup_wait<0>();
-      warpgroup_fence_operand(accA);
-      warpgroup_fence_operand(accB);
-      warpgroup_fence_operand(tOrP);
-      warpgroup_fence_operand(tOrD);
-      warpgroup_fence_operand(accQ);
-      pipe.consumer_release(rd);
       ++rd;
-      // Stage the chunk for the writer warp (attention_bwd_sm90_dq.cuh): rows of 64 floats,
-      // columns permuted by dq_col_pos; slot k & 1 of the k-th visited block.
-      cutlass::arch::ClusterBarrier::wait(&ss.dq_empty[2 * (dq_k & 1) + w], ((dq_k >> 1) & 1) ^ 1);
-      float* stage = ss.dq_stage.data() + (2 * (dq_k & 1) + w) * Tr::kStageFloats;
-      // The accumulator coordinates of the chunk, per tile (opaque_tid, as tXcXu).
-      Tensor tDcQ = mmaDq.get_thread_slice(opaque_tid() & 127)
-                        .partition_C(make_identity_tensor(Shape<_64, Int<Tr::kDqN>>{}));
-      if constexpr (Tr::kDqT) {  // (r, c) = (hd, query): rows are queries
-        stage_dq_transposed<kHD>(stage, accQ, tDcQ);
-      } else {
-#pragma unroll
-        for (int e = 0; e < size(accQ); e += 2) {
-          const int r = get<0>(tDcQ(e)), c = get<1>(tDcQ(e));
-          *reinterpret_cast<float2*>(stage + r * 64 + dq_col_pos<kHD>(r, c)) =
-              make_float2(accQ(e), accQ(e + 1));
-        }
-      }
-      cutlass::arch::fence_view_async_shared();  // generic-proxy writes -> the bulk copy's reads
-      cutlass::arch::ClusterBarrier::arrive(&ss.dq_full[2 * (dq_k & 1) + w]);
       ++dq_k;
     } else {
-      warpgroup_wait<0>();
-      warpgroup_fence_operand(accA);
-      warpgroup_fence_operand(accB);
-      warpgroup_fence_operand(tOrP);
-      warpgroup_fence_operand(tOrD);
+      wait_gemms();
       pipe.consumer_release(rd);
       ++rd;
     }
     n = nn;
     buf ^= 1;
+  }
+
+  // Fused: the last visited tile's dQ (its dS complete once both warpgroups wrote theirs).
+  if constexpr (Tr::kFused) {
+    if (dq_k >= 1) {
+      cutlass::arch::ClusterBarrier::wait(&ss.ds_full[(dq_k - 1) & 1], ((dq_k - 1) >> 1) & 1);
+      dq_step(dq_k - 1, [] {});
+    }
   }
 
   // ---- epilogue: both warpgroups are past their last resident read; r1 holds dK / dQ and r2 dV

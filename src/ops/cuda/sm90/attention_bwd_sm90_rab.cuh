@@ -131,17 +131,18 @@ struct BwdRabSmem {
     r.pw = r.ttab + kMaxBktTable;
     return r;
   }
-  // The tables (times alpha: bwd_rab_bias_pair) and zeroed accumulators; every thread of the
-  // CTA, before its first barrier. dmin: the diagonal j - i of window entry 0.
+  // The tables (times mul: alpha, or alpha / 2 for the tanh form; bwd_rab_bias_pair) and zeroed
+  // accumulators; every thread of the CTA, before its first barrier. dmin: the diagonal j - i of
+  // window entry 0.
   __device__ static void fill(const Ptrs& s, const HstuAttnParams& p, int max_seqlen, int dmin,
-                              int tid, int nthreads) {
+                              int tid, int nthreads, float mul) {
     const int w = pos_window(max_seqlen), half = (p.rab_pos_len + 1) / 2;
     for (int k = tid; k < kMaxBktTable; k += nthreads)
-      s.ttab[k] = k < p.rab_time_len ? p.rab_time[k] * p.alpha : 0.f;
+      s.ttab[k] = k < p.rab_time_len ? p.rab_time[k] * mul : 0.f;
     for (int k = tid; k < w; k += nthreads) {
       int idx = half - 1 + dmin + k;
       idx = idx < 0 ? 0 : (idx >= p.rab_pos_len ? p.rab_pos_len - 1 : idx);
-      s.pw[k] = __ldg(p.rab_pos + idx) * p.alpha;
+      s.pw[k] = __ldg(p.rab_pos + idx) * mul;
     }
     if constexpr (kDkdv) {
       for (int k = tid; k < w; k += nthreads) s.pacc[k] = 0;
@@ -181,7 +182,7 @@ struct BwdRabSmem {
   }
 };
 
-// alpha times the bias (the tables are scaled by fill) of tile elements (r, c) and (r, c + 1),
+// mul times the bias (the tables are scaled by fill) of tile elements (r, c) and (r, c + 1),
 // c even (see BwdRabView): key r and queries c, c + 1 when kKeyMajor (two rows of the
 // query-major bucket block), else query r and keys c, c + 1 (rab_bias_pair: one read).
 template <bool kKeyMajor, int kBktPitch>

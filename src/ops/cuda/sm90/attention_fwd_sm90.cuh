@@ -40,9 +40,10 @@
 //     consumers' wait acquires), and -1 with a plain arrive when no tile is left: the consumers
 //     exit on it. The consumers read the index there at the tile's start and again in the
 //     epilogue (sequence start and head re-derived, not held across the main loop);
-//   - O of a tile is staged in the tile's own Q buffer (free once every consumer warpgroup has
-//     passed its last S = Q K^T: the named barrier before the staging), stored, then each consumer
-//     thread fences the generic-proxy accesses against the TMA's async proxy
+//   - O of a tile is staged in the tile's own Q buffer (d 64 / 128: each warpgroup's rows where
+//     its own Q rows were, q_elem_offset, free once that warpgroup has passed its last S = Q K^T;
+//     d 256: once every consumer warpgroup has, the named barrier before the staging), stored,
+//     then each consumer thread fences the generic-proxy accesses against the TMA's async proxy
 //     (fence.proxy.async) and arrives on the buffer's empty barrier. So tile t + 1's Q and its
 //     first K / V blocks load while tile t computes its last key blocks and its epilogue;
 //   - the ping-pong turns (below) run on across tiles: no arrive is skipped at a tile's end;
@@ -289,6 +290,16 @@ __device__ __forceinline__ void apply_scores(TS& tSrS, const TC& tScS, const Hst
   } else {
     fwd_scores<kSPartial, kHasRab, kFast, kBktPitch>(tSrS, tScS, p, si, rv, m0, j0);
   }
+}
+
+// Element offset of (r, c) in a Q buffer (FwdTraits::SmemLayoutQ: K-major 128-byte swizzled GMMA
+// atoms of 8 rows x 64 columns, stacked along the rows first): the 64-column block, the 128-byte
+// row, the 16-byte chunk XOR-ed with r % 8. The epilogue writes each warpgroup's O rows where its
+// own Q rows were, so no warpgroup waits for another's last GEMM (tools/check_sm90_ds_offset.cu
+// checks this against cute).
+template <int kBM>
+__host__ __device__ __forceinline__ int q_elem_offset(int r, int c) {
+  return (c >> 6) * (kBM * 64) + r * 64 + ((((c & 63) >> 3) ^ (r & 7)) << 3) + (c & 7);
 }
 
 // C = A B over all k blocks of the operands (wgmma; zero_init overwrites C), committed as one
@@ -783,15 +794,20 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     pipe_v.consumer_release(rd_v);
     ++rd_v;
 
-    // ---- epilogue: all consumer warpgroups are past their last Q read, so Q's buffer holds O
-    // (the sm80 swizzled row-major layout, swz<kHD>), then each warpgroup stores its own 64 rows.
-    named_bar_sync(128 * Tr::kConsumerWGs, 0);
+    // ---- epilogue: O is staged in the tile's Q buffer. d 64 / 128 (kOwnRows): each warpgroup's
+    // rows where its own Q rows were (q_elem_offset, the Q layout; its S GEMMs read no others),
+    // once its own warps are past their last GEMM — without waiting for the other warpgroups'.
+    // d 256: the sm80 row-major layout (swz<kHD>) once every warpgroup is past its last Q read.
+    // NOTE: the Q layout at d 256 made ptxas spill 176 bytes in the persistent kernel (28 with the
+    // row-major form), with or without the CTA-wide barrier.
+    constexpr bool kOwnRows = kHD <= 128;
+    named_bar_sync(kOwnRows ? 128 : 128 * Tr::kConsumerWGs, kOwnRows ? 1 + w : 0);
     T* sO = reinterpret_cast<T*>(ss.q.data() + qb * kQSize);
     Tensor tOcO = thr1.partition_C(make_identity_tensor(Shape<Int<kBM>, Int<kHD>>{}));
 #pragma unroll
     for (int e = 0; e < size(tOrO); e += 2) {
       const int r = get<0>(tOcO(e)), c = get<1>(tOcO(e));
-      *reinterpret_cast<uint32_t*>(sO + swz<kHD>(r, c)) =
+      *reinterpret_cast<uint32_t*>(sO + (kOwnRows ? q_elem_offset<kBM>(r, c) : swz<kHD>(r, c))) =
           Mma<T>::pack(tOrO(e) * p.scale, tOrO(e + 1) * p.scale);
     }
     named_bar_sync(128, 1 + w);
@@ -806,9 +822,16 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     } else if constexpr (kOrder == 1) {
       sm90_tile_start_head(p, o_start, o_h);
     }
-    if (rows > 0)
-      store_tile<64, kHD, 128>(p.o.head<T>(o_start + m0 + 64 * w, o_h), p.o.row_stride,
-                               sO + 64 * w * kHD, rows, p.d_v, p.o.vec, ttid & 127);
+    if (rows > 0) {
+      T* o = p.o.head<T>(o_start + m0 + 64 * w, o_h);
+      if constexpr (kOwnRows) {
+        store_tile<64, kHD, 128>(o, p.o.row_stride, sO, rows, p.d_v, p.o.vec, ttid & 127,
+                                 [w](int r, int c) { return q_elem_offset<kBM>(64 * w + r, c); });
+      } else {
+        store_tile<64, kHD, 128>(o, p.o.row_stride, sO + 64 * w * kHD, rows, p.d_v, p.o.vec,
+                                 ttid & 127);
+      }
+    }
     if constexpr (kPersist) {
       // The buffer is free for the producer's TMA (async proxy) once this thread's generic reads
       // and writes of it (and its slot read) are ordered before the arrive.
