@@ -22,10 +22,12 @@
 // Fused form (kFusedDq; attention_bwd_sm90_dq.cuh has the accumulator and the ordering): the
 // dK/dV kernel alone, 5 GEMMs per tile pair. Both warpgroups write dS^T to shared memory and each
 // computes its part of the tile's dQ = dS K over all 128 keys with a fifth wgmma (d 128: 64 of
-// the columns; d 64, transposed, 32 of the queries) ONE TILE LATER (after the next tile's pointwise
-// step: the dS buffers, two, have full / free mbarriers, so neither warpgroup waits for the
-// other's current tile and the two are not held in step), stages it in shared memory
-// (double-buffered per warpgroup, full / empty mbarriers) and goes on; writer threads of the
+// the columns; d 64, transposed, 32 of the queries), stages it in shared memory (double-buffered
+// per warpgroup, full / empty mbarriers) and goes on. At d 128 (kDqLate) a tile's dQ comes ONE
+// TILE LATER, after the next tile's pointwise step: the dS buffers, two, have full / free
+// mbarriers, so neither warpgroup waits for the other's current tile and the two are not held in
+// step (H200: 421-432 -> 445-462 TFLOPS); at d 64 the same form measured 281 against 291, and the
+// warpgroups exchange dS at a barrier every tile. Writer threads of the
 // producer warpgroup (two per consumer warpgroup, one per buffer) add each staged chunk to the
 // fp32 accumulator with ONE bulk reduce-add (cp.reduce.async.bulk), in descending key-block
 // order per (sequence, head, query block) behind a ticket semaphore, waiting for completion
@@ -155,6 +157,7 @@ struct BwdTraits {
   //          K-major B operand): a 64-wide head has no 32-column half in a 128-byte swizzle atom.
   static constexpr bool kFused = kDkdv && kFusedDq;
   static constexpr bool kDqT = kHD == 64;
+  static constexpr bool kDqLate = kFused && !kDqT;  // dQ one tile later (file comment)
   static constexpr int kDqN = kDqT ? 32 : 64;        // N of the dQ wgmma per warpgroup
   static constexpr int kDqRows = kDqT ? 32 : kBN;    // query rows of a warpgroup's chunk
   static constexpr int kDqHalves = kHD / 64;         // 64-column halves of the accumulator
@@ -187,9 +190,9 @@ struct BwdTraits {
     typename Pipe::SharedStorage pipe;
     alignas(8) uint64_t barrier_r;
     uint64_t dq_full[kFused ? 4 : 1], dq_empty[kFused ? 4 : 1];
-    // Fused: dS buffer b holds both warpgroups' dS of a tile (ds_full: all 256 consumer threads
-    // wrote theirs) / was read by both warpgroups' dQ GEMMs (ds_free).
-    uint64_t ds_full[kFused ? 2 : 1], ds_free[kFused ? 2 : 1];
+    // kDqLate: dS buffer b holds both warpgroups' dS of a tile (ds_full: all 256 consumer
+    // threads wrote theirs) / was read by both warpgroups' dQ GEMMs (ds_free).
+    uint64_t ds_full[kDqLate ? 2 : 1], ds_free[kDqLate ? 2 : 1];
   };
   static constexpr int kSmemBytes = int(sizeof(SharedStorage));
   static constexpr uint32_t kRBytes = kBM * kHD * sizeof(Element);
@@ -424,9 +427,11 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
         cutlass::arch::ClusterBarrier::init(&ss.dq_full[i], 128);  // a warpgroup's threads
         cutlass::arch::ClusterBarrier::init(&ss.dq_empty[i], 1);   // its writer
       }
-      for (int i = 0; i < 2; ++i) {
-        cutlass::arch::ClusterBarrier::init(&ss.ds_full[i], 128 * Tr::kConsumerWGs);
-        cutlass::arch::ClusterBarrier::init(&ss.ds_free[i], 128 * Tr::kConsumerWGs);
+      if constexpr (Tr::kDqLate) {
+        for (int i = 0; i < 2; ++i) {
+          cutlass::arch::ClusterBarrier::init(&ss.ds_full[i], 128 * Tr::kConsumerWGs);
+          cutlass::arch::ClusterBarrier::init(&ss.ds_free[i], 128 * Tr::kConsumerWGs);
+        }
       }
     }
   }
@@ -631,7 +636,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       }
       wait_gemms();
       warpgroup_fence_operand(accQ);
-      cutlass::arch::ClusterBarrier::arrive(&ss.ds_free[b]);
+      if constexpr (Tr::kDqLate) cutlass::arch::ClusterBarrier::arrive(&ss.ds_free[b]);
       after_wait();
       cutlass::arch::ClusterBarrier::wait(&ss.dq_empty[2 * b + w], ((kq >> 1) & 1) ^ 1);
       float* stage = ss.dq_stage.data() + (2 * b + w) * Tr::kStageFloats;
@@ -711,7 +716,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       acc_to_frag<T>(tXrY, tOrD);
     }
     warpgroup_fence_operand(tOrD);
-    if constexpr (Tr::kFused) {
+    if constexpr (Tr::kDqLate) {
       // Before any GEMM of this tile is in flight (a spin on an mbarrier under in-flight wgmmas
       // makes ptxas serialise them all, C7518): dS buffer dq_k & 1 free (both warpgroups' dQ of
       // tile dq_k - 2 read it) and tile dq_k - 1's dS complete (both halves), for its dQ below.
@@ -752,15 +757,20 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
         stsm_x4<Tr::kDqT>(ds_base + ds_stsm_offset<Tr::kDqT>(lane, kr0, j, buf), dw[4 * j],
                           dw[4 * j + 1], dw[4 * j + 2], dw[4 * j + 3]);
       cutlass::arch::fence_view_async_shared();  // generic-proxy writes -> wgmma reads
-      cutlass::arch::ClusterBarrier::arrive(&ss.ds_full[buf]);
-      // dQ of the PREVIOUS tile (its dS, both halves, complete since before this tile's dV / dK
-      // GEMMs were issued): a warpgroup never waits here for the other one's current tile, so the
-      // two are not held in step (each one's pointwise step can run beside the other's GEMMs).
-      if (dq_k >= 1) {
-        dq_step(dq_k - 1, [&] { pipe.consumer_release(rd); });
+      if constexpr (Tr::kDqLate) {
+        cutlass::arch::ClusterBarrier::arrive(&ss.ds_full[buf]);
+        // dQ of the PREVIOUS tile (its dS, both halves, complete since before this tile's dV /
+        // dK GEMMs were issued): a warpgroup never waits here for the other one's current tile,
+        // so the two are not held in step (one's pointwise step can run beside the other's GEMMs).
+        if (dq_k >= 1) {
+          dq_step(dq_k - 1, [&] { pipe.consumer_release(rd); });
+        } else {
+          wait_gemms();
+          pipe.consumer_release(rd);
+        }
       } else {
-        wait_gemms();
-        pipe.consumer_release(rd);
+        named_bar_sync(128 * Tr::kConsumerWGs, 3);  // both warpgroups' dS written (id 3: free)
+        dq_step(dq_k, [&] { pipe.consumer_release(rd); });
       }
       ++rd;
       ++dq_k;
@@ -773,8 +783,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     buf ^= 1;
   }
 
-  // Fused: the last visited tile's dQ (its dS complete once both warpgroups wrote theirs).
-  if constexpr (Tr::kFused) {
+  // kDqLate: the last visited tile's dQ (its dS complete once both warpgroups wrote theirs).
+  if constexpr (Tr::kDqLate) {
     if (dq_k >= 1) {
       cutlass::arch::ClusterBarrier::wait(&ss.ds_full[(dq_k - 1) & 1], ((dq_k - 1) >> 1) & 1);
       dq_step(dq_k - 1, [] {});
