@@ -23,9 +23,8 @@
 // own elements).
 //
 // Bytes at B32 L4096 D1024 4x256 (T = 131072, 4Hd = 4096, bf16): the backward reads z and d_uvqk
-// and writes d_z, 3 GiB, and the separate bias_grad pass (1 GiB more) is gone; it moves ~2 TB/s
-// on an H100 (3.35 peak), where the generic SiLU' kernel moves ~3 TB/s: the next step is more
-// loads in flight (software pipelining of the row loop) and an unrolled reduction.
+// and writes d_z, 3 GiB, and the separate bias_grad pass (1 GiB more) is gone. Its 16-bit form
+// holds a thread's rows in flight as 16-byte words (Loaded, batch_of: 8 rows of each operand).
 #include "ops/cuda/activation.h"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/gemm.h"
@@ -60,6 +59,32 @@ struct UvqkArgs {
   ColumnMap map;
 };
 
+// V elements of T as loaded: one 16-byte word while in flight when that is the vector (V = 8,
+// 16-bit T), converted to fp32 where used; else fp32 (load_vec). The batch's words are what a
+// thread holds while its loads are in flight: 4 registers a vector instead of 8.
+template <int V, typename T>
+struct Loaded {
+  static constexpr bool kWord = V * sizeof(T) == 16;
+  std::conditional_t<kWord, uint4, float[V]> v;
+  template <bool kReadOnly>
+  __device__ __forceinline__ void load(const T* p) {
+    if constexpr (kWord) {
+      v = kReadOnly ? __ldg(reinterpret_cast<const uint4*>(p)) : *reinterpret_cast<const uint4*>(p);
+    } else if constexpr (kReadOnly) {
+      load_vec<V>(p, v);
+    } else {
+      load_vec_rw<V>(p, v);
+    }
+  }
+  __device__ __forceinline__ float operator[](int j) const {
+    if constexpr (kWord) {
+      return to_f32(reinterpret_cast<const T*>(&v)[j]);
+    } else {
+      return v[j];
+    }
+  }
+};
+
 // Rows [blockIdx.x * rows_per_block, + rows_per_block) of the call; see the file comment.
 template <int V, int kBatch, bool kBwd, typename T>
 __global__ void __launch_bounds__(kThreads) uvqk_silu_kernel(UvqkArgs<T> a) {
@@ -74,13 +99,13 @@ __global__ void __launch_bounds__(kThreads) uvqk_silu_kernel(UvqkArgs<T> a) {
     float acc[V] = {};
     if (active) {
       for (int64_t rb = r0 + ty; rb < r1; rb += static_cast<int64_t>(nty) * kBatch) {
-        float zv[kBatch][V], gv[kBwd ? kBatch : 1][V];
+        Loaded<V, T> zv[kBatch], gv[kBwd ? kBatch : 1];
 #pragma unroll
         for (int b = 0; b < kBatch; ++b) {
           const int64_t r = rb + static_cast<int64_t>(b) * nty;
           if (r < r1) {
-            load_vec<V>(a.z + r * a.ldz + c, zv[b]);
-            if constexpr (kBwd) load_vec_rw<V>(a.pin + r * a.ldp + pc, gv[b]);
+            zv[b].template load<true>(a.z + r * a.ldz + c);
+            if constexpr (kBwd) gv[b].template load<false>(a.pin + r * a.ldp + pc);
           }
         }
 #pragma unroll
@@ -151,9 +176,13 @@ int64_t plain_rows_per_block(const Geometry& g, int batch) {
   return static_cast<int64_t>(g.block.y) * batch;
 }
 
-template <int V>
+// Rows a thread loads before it computes any (the loads in flight). The 8-wide 16-bit backward
+// holds them as 16-byte words (Loaded): 8 rows of z and d_uvqk in 64 registers, 124 in all, so
+// blocks of 256 still run 2 an SM. With 4 rows as fp32 (128 registers) it moved 2.36 TB/s
+// (H200, bench-large step, ncu: 1.94 GB in 0.82 ms).
+template <int V, bool kBwd, typename T>
 constexpr int batch_of() {
-  return V == 8 ? 4 : 16;
+  return V == 8 ? (kBwd && Loaded<V, T>::kWord ? 8 : 4) : 16;
 }
 
 // The backward's row parts (one partial row of column sums each): at least kPartRows rows, at
@@ -191,7 +220,7 @@ void launch(Ctx& ctx, const Geometry& g, const UvqkArgs<T>& a, int64_t blocks) {
   dispatch_vec(g.vec8, [&](auto vtag) {
     constexpr int V = decltype(vtag)::value;
     const size_t smem = a.partial ? sizeof(float) * V * g.block.x * g.block.y : 0;
-    uvqk_silu_kernel<V, batch_of<V>(), kBwd, T>
+    uvqk_silu_kernel<V, batch_of<V, kBwd, T>(), kBwd, T>
         <<<static_cast<unsigned>(blocks), g.block, smem, stream_of(ctx)>>>(a);
     HSTU_CUDA_CHECK_LAUNCH();
   });
@@ -219,7 +248,8 @@ void uvqk_silu_fwd(Ctx& ctx, const UvqkLayout& layout, const Tensor& z, const Te
     a.z = static_cast<const T*>(z.data), a.ldz = z.row_stride;
     a.pout = static_cast<T*>(uvqk.data), a.ldp = uvqk.row_stride;
     a.rows = rows, a.n = n, a.map = column_map(layout);
-    a.rows_per_block = plain_rows_per_block(g, g.vec8 ? batch_of<8>() : batch_of<1>());
+    a.rows_per_block =
+        plain_rows_per_block(g, g.vec8 ? batch_of<8, false, T>() : batch_of<1, false, T>());
     launch<false>(ctx, g, a, (rows + a.rows_per_block - 1) / a.rows_per_block);
   });
 }
@@ -259,7 +289,8 @@ void uvqk_silu_bwd(Ctx& ctx, const UvqkLayout& layout, const Tensor& z, const Te
     a.dz = static_cast<T*>(d_z.data), a.lddz = d_z.row_stride;
     a.rows = rows, a.n = n, a.map = column_map(layout);
     if (db.empty()) {
-      a.rows_per_block = plain_rows_per_block(g, g.vec8 ? batch_of<8>() : batch_of<1>());
+      a.rows_per_block =
+          plain_rows_per_block(g, g.vec8 ? batch_of<8, true, T>() : batch_of<1, true, T>());
       return launch<true>(ctx, g, a, (rows + a.rows_per_block - 1) / a.rows_per_block);
     }
     // uvqk_silu_bwd_scratch_bytes (in the ops' scratch budget) covers this [parts, n] buffer.
