@@ -157,7 +157,7 @@ struct BwdTraits {
   //          K-major B operand): a 64-wide head has no 32-column half in a 128-byte swizzle atom.
   static constexpr bool kFused = kDkdv && kFusedDq;
   static constexpr bool kDqT = kHD == 64;
-  static constexpr bool kDqLate = kFused && !kDqT;  // dQ one tile later (file comment)
+  static constexpr bool kDqLate = kFused && !kDqT;   // dQ one tile later (file comment)
   static constexpr int kDqN = kDqT ? 32 : 64;        // N of the dQ wgmma per warpgroup
   static constexpr int kDqRows = kDqT ? 32 : kBN;    // query rows of a warpgroup's chunk
   static constexpr int kDqHalves = kHD / 64;         // 64-column halves of the accumulator
