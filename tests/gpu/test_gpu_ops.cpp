@@ -942,9 +942,11 @@ std::vector<Case> cases() {
        .dtype = bf, .pad = 14, .a = true, .p = 0.2f, .f32_rtol = 2e-5, .why = lowp});
   add({.name = "ln_mul_dropout_c8_p03_f32", .op = Op::kLnMulDropout, .m = 601, .n = 250,
        .dtype = f32, .a = true, .p = 0.3f, .f32_rtol = 2e-5, .why = "fp32 vs the f64 reference"});
-  // 8-wide rows of 1024: the fused backward's register path with 4 chunks a lane.
+  // 8-wide rows of 1024 and 384: the fused backward's register path with 4 and 2 chunks a lane.
   add({.name = "ln_mul_dropout_c4_p02_bf16", .op = Op::kLnMulDropout, .m = 300, .n = 1024,
        .dtype = bf, .a = true, .p = 0.2f, .f32_rtol = 2e-5, .why = lowp});
+  add({.name = "ln_mul_dropout_c2_p01_fp16", .op = Op::kLnMulDropout, .m = 97, .n = 384,
+       .dtype = f16, .a = true, .p = 0.1f, .f32_rtol = 2e-5, .why = lowp});
   add({.name = "ln_mul_dropout_p01_fp16", .op = Op::kLnMulDropout, .m = 20, .n = 72, .dtype = f16,
        .a = true, .p = 0.1f, .f32_rtol = 2e-5, .why = lowp});
 
