@@ -53,8 +53,8 @@ int check(const char* name, Offset offset) {
 template <typename T, int kHD>
 int check_fused(const char* name) {
   using Tr = BwdTraits<T, kHD, true, true>;
-  return check<Tr>(name,
-                   [](int q, int k, int b) { return long(ds_byte_offset<Tr::kDqT>(q, k, b)); });
+  return check<Tr>(
+      name, [](int q, int k, int b) { return long(ds_byte_offset<Tr::kDqT, Tr::kBN>(q, k, b)); });
 }
 
 // The fused d 256 kernel's dS buffer (attention_bwd_sm90_wide.cuh, ds_byte_offset_wide).
@@ -70,9 +70,9 @@ int check_wide(const char* name) {
 // at the row address lane 8 m + row gives plus 2 column bytes, or transposed (.trans), at the
 // address of lane 8 m + column plus 2 row bytes — must be that element's ds_byte_offset, and the
 // stores must cover the buffer once.
-template <bool kKeyContig>
+template <bool kKeyContig, int kBN>
 int check_stsm(const char* name) {
-  constexpr int kBN = 64, kBM = 128;  // queries x keys of a tile (BwdTraits at d 64 / 128)
+  constexpr int kBM = 128;  // queries x keys of a tile (BwdTraits at d 64 / 128)
   std::vector<int> seen(kBN * kBM * 2, 0);
   int bad = 0;
   for (int buf = 0; buf < 2; ++buf)
@@ -83,10 +83,13 @@ int check_stsm(const char* name) {
             for (int b = 0; b < 2; ++b) {
               const int fr = lane / 4, fc = 2 * (lane % 4) + b;  // element (fr, fc) of block m
               const int key = 16 * warp + 8 * (m & 1) + fr, q = 8 * (2 * j + (m >> 1)) + fc;
-              const uint32_t at =
-                  kKeyContig ? ds_stsm_offset<true>(8 * m + fc, 16 * warp, j, buf) + 2 * fr
-                             : ds_stsm_offset<false>(8 * m + fr, 16 * warp, j, buf) + 2 * fc;
-              const uint32_t want = ds_byte_offset<kKeyContig>(q, key, buf);
+              uint32_t at;
+              if constexpr (kKeyContig) {
+                at = ds_stsm_offset<true, kBN>(8 * m + fc, 16 * warp, j, buf) + 2 * fr;
+              } else {
+                at = ds_stsm_offset<false, kBN>(8 * m + fr, 16 * warp, j, buf) + 2 * fc;
+              }
+              const uint32_t want = ds_byte_offset<kKeyContig, kBN>(q, key, buf);
               if (at != want && bad++ < 5)
                 std::printf(
                     "%s: warp %d lane %d store %d block %d: (q %d, key %d) at %u, want %u\n", name,
@@ -191,8 +194,8 @@ int check_q_layout(const char* name) {
 
 int main() {
   int fail = 0;
-  fail |= check_stsm<false>("stmatrix d128");
-  fail |= check_stsm<true>("stmatrix.trans d64");
+  fail |= check_stsm<false, 64>("stmatrix d128");
+  fail |= check_stsm<true, BwdTraits<__nv_bfloat16, 64, true, true>::kBN>("stmatrix.trans d64");
   fail |= check_fused<__nv_bfloat16, 128>("bf16 d128");
   fail |= check_fused<__half, 128>("fp16 d128");
   fail |= check_fused<__nv_bfloat16, 64>("bf16 d64");
@@ -202,7 +205,11 @@ int main() {
   fail |= check_dq_pos<64>("dq_pos_col d64");
   fail |= check_dq_pos<128>("dq_pos_col d128");
   fail |= check_dq_pos<256>("dq_pos_col d256");
-  fail |= check_dq_stage<BwdTraits<__nv_bfloat16, 64, true, true>, 64, 32>("dQ stage d64");
+  using Fused64 = BwdTraits<__nv_bfloat16, 64, true, true>;
+  fail |= check_dq_stage<Fused64, 64, Fused64::kDqN>("dQ stage d64");
+  std::printf("fused d 64: %d queries a tile, shared memory %d bytes (at most %d)\n", Fused64::kBN,
+              Fused64::kSmemBytes, kSm90MaxSmem);
+  fail |= Fused64::kSmemBytes > kSm90MaxSmem;
   fail |= check_dq_stage<WideBwdTraits<__nv_bfloat16, true, true>, 256, 32>("dQ stage d256");
   fail |= check_q_layout<__nv_bfloat16, 64>("forward Q / O layout d64");
   fail |= check_q_layout<__half, 128>("forward Q / O layout d128");

@@ -918,6 +918,14 @@ std::vector<Case> cases() {
   add({.name = "layernorm_short_c8_bf16", .op = Op::kLayerNorm, .m = 3000, .n = 250, .dtype = bf,
        .out = bf, .a = true, .acc = true, .f32_rtol = 2e-5,
        .why = lowp + "; f32 stats/dw/db: one-pass fp32 vs two-pass f64"});
+  // 8-wide rows of 512 and 1000 (a partial last chunk) columns: the plain backward's loop form
+  // (ln_mul_dropout_c4_p02_bf16 below: the fused one's register path, kShortRowMulBwd).
+  add({.name = "layernorm_c4_partial_bf16", .op = Op::kLayerNorm, .m = 300, .n = 1000,
+       .dtype = bf, .out = bf, .a = true, .acc = true, .f32_rtol = 2e-5,
+       .why = lowp + "; f32 stats/dw/db: one-pass fp32 vs two-pass f64"});
+  add({.name = "layernorm_c2_fp16", .op = Op::kLayerNorm, .m = 129, .n = 512, .dtype = f16,
+       .out = f16, .a = true, .f32_rtol = 2e-5,
+       .why = lowp + "; f32 stats/dw/db: one-pass fp32 vs two-pass f64"});
   add({.name = "layernorm_wide_fp16", .op = Op::kLayerNorm, .m = 9, .n = 7000, .dtype = f16,
        .out = f16, .a = true, .f32_rtol = 5e-5,
        .why = lowp + "; 7000-wide rows (opt-in shared memory for dw/db)"});
@@ -934,6 +942,11 @@ std::vector<Case> cases() {
        .dtype = bf, .pad = 14, .a = true, .p = 0.2f, .f32_rtol = 2e-5, .why = lowp});
   add({.name = "ln_mul_dropout_c8_p03_f32", .op = Op::kLnMulDropout, .m = 601, .n = 250,
        .dtype = f32, .a = true, .p = 0.3f, .f32_rtol = 2e-5, .why = "fp32 vs the f64 reference"});
+  // 8-wide rows of 1024 and 384: the fused backward's register path with 4 and 2 chunks a lane.
+  add({.name = "ln_mul_dropout_c4_p02_bf16", .op = Op::kLnMulDropout, .m = 300, .n = 1024,
+       .dtype = bf, .a = true, .p = 0.2f, .f32_rtol = 2e-5, .why = lowp});
+  add({.name = "ln_mul_dropout_c2_p01_fp16", .op = Op::kLnMulDropout, .m = 97, .n = 384,
+       .dtype = f16, .a = true, .p = 0.1f, .f32_rtol = 2e-5, .why = lowp});
   add({.name = "ln_mul_dropout_p01_fp16", .op = Op::kLnMulDropout, .m = 20, .n = 72, .dtype = f16,
        .a = true, .p = 0.1f, .f32_rtol = 2e-5, .why = lowp});
 

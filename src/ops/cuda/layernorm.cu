@@ -15,18 +15,29 @@ namespace {
 
 constexpr int kWarpsFwd = 8;
 constexpr int64_t kShortRow = 256;  // rows up to this width take the kernels' register path
+// The fused LN * u * dropout backward's register path for 8-wide vectors reaches rows of 1024
+// (kC = 4). H200, bench-large step (D = 1024, 82k rows, bf16), ncu: the fused kernel 0.49 ms in
+// the loop form (kC = 0: one chunk's loads in flight a warp, 4 blocks an SM) -> 0.39 ms (156
+// registers, 2 blocks); the plain LayerNorm backward 0.33 -> 0.37 ms the same way (128
+// registers), so it keeps the loop form.
+template <int V>
+constexpr int64_t kShortRowMulBwd = V == 8 ? 1024 : kShortRow;
 
-// Calls f(std::integral_constant<int, C>{}) with C = the chunks of 32 v elements a row of `cols`
-// columns needs, rounded up to 1, 2, 4 or 8, for rows of at most kShortRow columns (the kernels'
-// kC: the row in registers), else C = 0 (the loop over any width). v = 8 takes C = 0 or 1.
-template <int V, typename F>
+// Calls f(std::integral_constant<int, C>{}) with C = the chunks of 32 V elements a row of `cols`
+// columns needs, rounded up to 1, 2, 4 or 8, for rows of at most kMaxCols columns (the kernels'
+// kC: the row in registers), else C = 0 (the loop over any width). At kShortRow, V = 8 takes
+// C = 0 or 1.
+template <int V, int64_t kMaxCols = kShortRow, typename F>
 decltype(auto) dispatch_chunks(int64_t cols, F&& f) {
-  const int64_t k = cols <= kShortRow ? (cols + 32 * V - 1) / (32 * V) : 0;
-  if constexpr (V == 1) {
+  constexpr int64_t kMaxK = (kMaxCols + 32 * V - 1) / (32 * V);
+  static_assert(kMaxK <= 8, "at most 8 chunks in registers");
+  const int64_t k = cols <= kMaxCols ? (cols + 32 * V - 1) / (32 * V) : 0;
+  if constexpr (kMaxK > 4)
     if (k > 4) return f(std::integral_constant<int, 8>{});
+  if constexpr (kMaxK > 2)
     if (k > 2) return f(std::integral_constant<int, 4>{});
+  if constexpr (kMaxK > 1)
     if (k > 1) return f(std::integral_constant<int, 2>{});
-  }
   if (k == 1) return f(std::integral_constant<int, 1>{});
   return f(std::integral_constant<int, 0>{});
 }
@@ -534,26 +545,32 @@ void ln_bwd(Ctx& ctx, const Tensor& x, const Tensor& u, const Tensor& w, const T
     a.partial = partial.as<float>();
   }
   const bool vec8 = can_vec8(cols, {&x, &u, &dy, &dx, &du, &w, &b});
+  auto launch = [&](auto kernel) {
+    if (smem > (48 << 10))
+      HSTU_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(smem)));
+    kernel<<<static_cast<unsigned>(nblocks), warps * 32, smem, stream_of(ctx)>>>(a);
+  };
   dispatch_vec(vec8, [&](auto vtag) {
     constexpr int V = decltype(vtag)::value;
+    if (!u.empty()) {
+      dispatch_chunks<V, kShortRowMulBwd<V>>(cols, [&](auto ctag) {
+        constexpr int C = decltype(ctag)::value;
+        dispatch_io(x.dtype, op, [&](auto tx) {
+          using TX = typename decltype(tx)::type;
+          launch(ln_bwd_kernel<V, C, TX, TX, true>);
+        });
+      });
+      return;
+    }
     dispatch_chunks<V>(cols, [&](auto ctag) {
       constexpr int C = decltype(ctag)::value;
       dispatch_io(x.dtype, op, [&](auto tx) {
         using TX = typename decltype(tx)::type;
-        auto launch = [&](auto kernel) {
-          if (smem > (48 << 10))
-            HSTU_CUDA_CHECK(cudaFuncSetAttribute(
-                kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-          kernel<<<static_cast<unsigned>(nblocks), warps * 32, smem, stream_of(ctx)>>>(a);
-        };
-        if (!u.empty()) {
-          launch(ln_bwd_kernel<V, C, TX, TX, true>);
-        } else {
-          dispatch_io(dy.dtype, op, [&](auto tg) {
-            using TG = typename decltype(tg)::type;
-            launch(ln_bwd_kernel<V, C, TX, TG, false>);
-          });
-        }
+        dispatch_io(dy.dtype, op, [&](auto tg) {
+          using TG = typename decltype(tg)::type;
+          launch(ln_bwd_kernel<V, C, TX, TG, false>);
+        });
       });
     });
   });

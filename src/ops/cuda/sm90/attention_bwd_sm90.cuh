@@ -22,9 +22,16 @@
 // Fused form (kFusedDq; attention_bwd_sm90_dq.cuh has the accumulator and the ordering): the
 // dK/dV kernel alone, 5 GEMMs per tile pair. Both warpgroups write dS^T to shared memory and each
 // computes its part of the tile's dQ = dS K over all 128 keys with a fifth wgmma (d 128: 64 of
-// the columns; d 64, transposed, 32 of the queries), stages it in shared memory (double-buffered
-// per warpgroup, full / empty mbarriers) and goes on. At d 128 (kDqLate) a tile's dQ comes ONE
-// TILE LATER, after the next tile's pointwise step: the dS buffers, two, have full / free
+// the columns; d 64, transposed, 64 of the queries), stages it in shared memory (double-buffered
+// per warpgroup, full / empty mbarriers) and goes on. The fused d 64 kernel streams 128 queries a
+// tile (kQ128; 64 elsewhere): its S / dP / dV / dK accumulators then have the d 128 kernel's
+// shape (192 registers a thread), a tile's fixed costs (the GEMM waits, the dS barrier, the dQ
+// hand-off) are spread over twice the work, and its dQ wgmma has N = 64 instead of 32.
+// EXPERIMENTAL (branch d64-q128): compiled, ptxas 0 spills and no C75xx (bf16, fp16), its dS /
+// stmatrix / dQ stage addresses checked against cute by tools/check_sm90_ds_offset.cu, shared
+// memory 230400 of 232448 bytes; NOT run on a GPU (session 21's device time was spent). The
+// 64-query form measured 289-292 TFLOPS at 32x4096x4x64 (H200). At d 128 (kDqLate) a tile's dQ
+// comes ONE TILE LATER, after the next tile's pointwise step: the dS buffers, two, have full / free
 // mbarriers, so neither warpgroup waits for the other's current tile and the two are not held in
 // step (H200: 421-432 -> 445-462 TFLOPS); at d 64 the same form measured 281 against 291, and the
 // warpgroups exchange dS at a barrier every tile. Writer threads of the
@@ -107,7 +114,10 @@ struct BwdTraits {
   static constexpr int kHD = kHeadDim;
   static constexpr int kConsumerWGs = 2;
   static constexpr int kBM = 64 * kConsumerWGs;  // resident rows (keys for dK/dV, else queries)
-  static constexpr int kBN = 64;                 // streamed rows per block
+  // Streamed rows per block: 64, or 128 queries in the fused d 64 kernel (kQ128: see the file
+  // comment; its registers then have the d 128 kernel's shape).
+  static constexpr bool kQ128 = kDkdv && kFusedDq && kHeadDim == 64;
+  static constexpr int kBN = kQ128 ? 128 : 64;
   static_assert(kBM == sm90_bwd_block_rows(kHeadDim), "attention_sm90.h's block rows");
   static constexpr int kStages = 2;
   static constexpr int kThreads = 128 * (kConsumerWGs + 1);
@@ -152,16 +162,18 @@ struct BwdTraits {
   // computes its part of the tile's dQ [kBN, kHD] = dS K over all kBM keys with a fifth wgmma:
   //   d 128: columns [64 w, 64 w + 64): dQ_w [64 queries, 64] = dS [64, kBM] K_w [kBM, 64]; dS
   //          query-contiguous (the MN-major A operand), K_w^T the resident K read MN-major.
-  //   d 64:  queries [32 w, 32 w + 32), transposed: dQ_w^T [64 (hd), 32] = K^T [64, kBM]
-  //          dS_w^T [kBM, 32]; K^T the resident K read MN-major (A), dS key-contiguous (the
-  //          K-major B operand): a 64-wide head has no 32-column half in a 128-byte swizzle atom.
+  //   d 64:  queries [64 w, 64 w + 64) of the 128-query tile (kQ128), transposed: dQ_w^T
+  //          [64 (hd), 64] = K^T [64, kBM] dS_w^T [kBM, 64]; K^T the resident K read MN-major
+  //          (A), dS key-contiguous (the K-major B operand): a 64-wide head has no 32-column half
+  //          in a 128-byte swizzle atom. Each warpgroup's chunk is one whole 64-query block of
+  //          the accumulator (kSm90BwdQueryBlock), added only by the key blocks that see it.
   static constexpr bool kFused = kDkdv && kFusedDq;
   static constexpr bool kDqT = kHD == 64;
-  static constexpr bool kDqLate = kFused && !kDqT;   // dQ one tile later (file comment)
-  static constexpr int kDqN = kDqT ? 32 : 64;        // N of the dQ wgmma per warpgroup
-  static constexpr int kDqRows = kDqT ? 32 : kBN;    // query rows of a warpgroup's chunk
-  static constexpr int kDqHalves = kHD / 64;         // 64-column halves of the accumulator
-  static constexpr int kStageFloats = kDqRows * 64;  // one warpgroup's staged chunk
+  static constexpr bool kDqLate = kFused && !kDqT;      // dQ one tile later (file comment)
+  static constexpr int kDqN = kDqT ? kBN / 2 : 64;      // N of the dQ wgmma per warpgroup
+  static constexpr int kDqRows = kDqT ? kBN / 2 : kBN;  // query rows of a warpgroup's chunk
+  static constexpr int kDqHalves = kHD / 64;            // 64-column halves of the accumulator
+  static constexpr int kStageFloats = kDqRows * 64;     // one warpgroup's staged chunk
   using TiledMmaDq = decltype(make_tiled_mma(
       GMMA::ss_op_selector < Element, Element, float, Shape<_64, Int<kDqN>, Int<kBM>>,
       GMMA::Major::MN, kDqT ? GMMA::Major::K : GMMA::Major::MN > (), Layout<Shape<_1, _1, _1>>{}));
@@ -171,8 +183,8 @@ struct BwdTraits {
                              Shape<Int<kBN>, Int<kBM>, _2>{}));
   // dS as warpgroup w's operand: (queries of the operand, key, w, buffer).
   using SmemLayoutdSOp = decltype(composition(
-      SmemLayoutdS{}, Layout<Shape<Int<kDqT ? 32 : kBN>, Int<kBM>, _2, _2>,
-                             Stride<_1, Int<kBN>, Int<kDqT ? 32 : 0>, Int<kBN * kBM>>>{}));
+      SmemLayoutdS{}, Layout<Shape<Int<kDqRows>, Int<kBM>, _2, _2>,
+                             Stride<_1, Int<kBN>, Int<kDqT ? kDqRows : 0>, Int<kBN * kBM>>>{}));
   // The resident K (key, hd) as warpgroup w's operand: (hd column, key, w).
   using SmemLayoutKOp = decltype(composition(
       SmemLayoutR{},
@@ -388,7 +400,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   using Element = typename Tr::Element;
   constexpr int kBM = Tr::kBM, kBN = Tr::kBN, kHD = Tr::kHD;
   static_assert(!(kHasRab && Tr::kFused), "rab runs the split form");
-  using Rab = BwdRabSmem<kBM, kBN, Tr::kConsumerWGs, kDkdv>;
+  // (The fused kernel takes no rab; it names the split kernels' shape.)
+  using Rab = BwdRabSmem<kBM, Tr::kFused ? 64 : kBN, Tr::kConsumerWGs, kDkdv>;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   SS& ss = *reinterpret_cast<SS*>(smem_raw);
   const HstuAttnParams& p = P.p;
@@ -476,10 +489,19 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
 #pragma unroll 1
         while (n < n_blocks) {
           cutlass::arch::ClusterBarrier::wait(&ss.dq_full[2 * sl + w], (k >> 1) & 1);
-          // Query rows of this chunk (d 64: warpgroup w has queries 32 w..; d 128 all 64).
-          const int q0 = n * kBN + (Tr::kDqT ? 32 * w : 0);
+          // Query rows of this chunk (d 64: warpgroup w has queries kDqRows w..; d 128 all 64),
+          // within the 64-query block m0 (kSm90BwdQueryBlock), whose semaphore part is the
+          // chunk's 32-query half (d 64, 64-query tiles), its column half (d 128), or the whole
+          // block (d 64, 128-query tiles). A key block adds to a 64-query block only where it
+          // sees it: with 128-query tiles one of a tile's two blocks may be all masked (a zero
+          // chunk, not added: the ticket chain counts the key blocks that see the block).
+          const int q0 = n * kBN + (Tr::kDqT ? Tr::kDqRows * w : 0);
+          const int m0 = q0 & ~(kSm90BwdQueryBlock - 1);
+          const int part = Tr::kDqT ? (q0 - m0) / 32 : w;
           const int rows = min(Tr::kDqRows, si.L - q0);
-          if (rows > 0) {
+          const bool sees =
+              !Tr::kQ128 || tile_kind(si, p, m0, kSm90BwdQueryBlock, blk * kBM, kBM) != kTileSkip;
+          if (rows > 0 && sees) {
             float* dst =
                 p.dq_accum + ((int64_t(h) * Tr::kDqHalves + (Tr::kDqT ? 0 : w)) * p.total_tokens +
                               si.start + q0) *
@@ -491,10 +513,10 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
               // descending, because under a causal mask key block k reaches query block n after
               // (n - 2 k) steps: later key blocks get there first (ascending order, measured with
               // the per-element-atomic form: 84.5 vs 133 TFLOPS, H200, 32 x 4096 x 4 x 128).
-              int* sem = P.dq_sem + (sem0 + n) * 2 + w;
+              int* sem = P.dq_sem + (sem0 + m0 / kSm90BwdQueryBlock) * 2 + part;
               int above = blk + 1;
               while (above < key_blocks &&
-                     tile_kind(si, p, n * kBN, kBN, above * kBM, kBM) == kTileSkip)
+                     tile_kind(si, p, m0, kSm90BwdQueryBlock, above * kBM, kBM) == kTileSkip)
                 ++above;
               const int turn = above < key_blocks ? key_blocks - above : 0;
               while (ld_acquire(sem) != turn) {
@@ -754,7 +776,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       static_assert(int(size(std::decay_t<decltype(tXrY)>{})) % 8 == 0, "whole stmatrix.x4 stores");
 #pragma unroll
       for (int j = 0; j < int(size(tXrY)) / 8; ++j)
-        stsm_x4<Tr::kDqT>(ds_base + ds_stsm_offset<Tr::kDqT>(lane, kr0, j, buf), dw[4 * j],
+        stsm_x4<Tr::kDqT>(ds_base + ds_stsm_offset<Tr::kDqT, kBN>(lane, kr0, j, buf), dw[4 * j],
                           dw[4 * j + 1], dw[4 * j + 2], dw[4 * j + 3]);
       cutlass::arch::fence_view_async_shared();  // generic-proxy writes -> wgmma reads
       if constexpr (Tr::kDqLate) {
@@ -843,7 +865,7 @@ void launch_bwd_pass(const HstuAttnParams& p, int* dq_sem, cudaStream_t stream) 
   BwdParams<Tr> P;
   P.p = p;
   P.dq_sem = dq_sem;
-  P.sem_blocks = (p.max_seqlen + Tr::kBN - 1) / Tr::kBN;
+  P.sem_blocks = (p.max_seqlen + kSm90BwdQueryBlock - 1) / kSm90BwdQueryBlock;
   const auto tile_r = Shape<Int<Tr::kBM>, Int<kHeadDim>>{};
   const auto tile_s = Shape<Int<Tr::kBN>, Int<kHeadDim>>{};
   P.tma_r1 = make_tma_copy(SM90_TMA_LOAD{}, gmem_view<Tr>(r1, p.total_tokens, p.d_qk, p.num_heads),

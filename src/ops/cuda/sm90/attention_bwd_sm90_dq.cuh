@@ -81,19 +81,22 @@ __device__ __forceinline__ void stage_dq_transposed(float* stage, const TAcc& ac
 }
 
 // Byte offset of dS (query q, key k, buffer buf) in the fused kernel's dS buffer (BwdTraits::
-// SmemLayoutdS: 128-byte swizzled GMMA atoms, 16-bit elements, [kBN = 64 queries, kBM = 128 keys,
+// SmemLayoutdS: 128-byte swizzled GMMA atoms, 16-bit elements, [kBN queries, kBM = 128 keys,
 // 2 buffers], 1024-byte aligned), the arithmetic that cute's swizzled-pointer indexing performs:
-//   kKeyContig false (d 128, MN-major atoms, queries contiguous): linear 2 q + 128 k + 16384 buf;
+//   kKeyContig false (d 128, kBN = 64, MN-major atoms, queries contiguous): linear 2 q + 128 k +
+//   16384 buf;
 //   kKeyContig true (d 64, K-major atoms of 8 queries x 64 keys, the 8-query groups then the
-//   64-key halves): linear 128 q + 2 (k % 64) + 8192 (k / 64) + 16384 buf;
+//   64-key halves): linear 128 q + 2 (k % 64) + 128 kBN (k / 64) + 256 kBN buf;
 // then the 16-byte chunk (bits 4..6) XOR-ed with the 128-byte row (bits 7..9, = k % 8, resp.
 // q % 8). Written out because cute's form (64-bit pointer arithmetic per element, its
 // loop-invariant parts hoisted by the compiler) kept 8 or more offsets live across the loop and
 // made ptxas spill (tools/check_sm90_ds_offset.cu checks this against cute for every element).
-template <bool kKeyContig>
+template <bool kKeyContig, int kBN = 64>
 __host__ __device__ __forceinline__ uint32_t ds_byte_offset(int q, int k, int buf) {
+  static_assert(kKeyContig || kBN == 64, "the MN-major dS buffer has 64 queries");
   if constexpr (kKeyContig) {
-    const uint32_t lin = 128u * q + 2u * (k & 63) + 8192u * (k >> 6) + 16384u * buf;
+    const uint32_t lin =
+        128u * q + 2u * (k & 63) + 128u * kBN * (k >> 6) + 256u * kBN * uint32_t(buf);
     return lin ^ ((q & 7u) << 4);
   } else {
     const uint32_t lin = 2u * q + 128u * k + 16384u * buf;
@@ -108,14 +111,14 @@ __host__ __device__ __forceinline__ uint32_t ds_byte_offset(int q, int k, int bu
 // the 8 x 8 blocks m = 0..3 of keys kr0 + 8 (m & 1) .., queries 8 (2 j + (m >> 1)) ..; lane
 // 8 m + r gives row r of block m in memory: the key's 8 queries (kKeyContig false: rows are
 // keys) or, stored transposed (.trans), the query's 8 keys (kKeyContig true).
-template <bool kKeyContig>
+template <bool kKeyContig, int kBN = 64>
 __host__ __device__ __forceinline__ uint32_t ds_stsm_offset(int lane, int kr0, int j, int buf) {
   const int m = lane >> 3, r = lane & 7;
   const int h = m & 1, k = 2 * j + (m >> 1);
   if constexpr (kKeyContig) {
-    return ds_byte_offset<true>(8 * k + r, kr0 + 8 * h, buf);
+    return ds_byte_offset<true, kBN>(8 * k + r, kr0 + 8 * h, buf);
   } else {
-    return ds_byte_offset<false>(8 * k, kr0 + 8 * h + r, buf);
+    return ds_byte_offset<false, kBN>(8 * k, kr0 + 8 * h + r, buf);
   }
 }
 

@@ -25,12 +25,13 @@ void run_bwd_sm90(const HstuAttnParams& p, int* dq_sem, cudaStream_t stream,
   } else if (p.dq_accum) {  // fused: dK, dV and the dQ accumulation (ordered with dq_sem),
                             // then dQ converted
     using Tr = sm90::BwdTraits<T, kHeadDim, true, true>;
-    static_assert(Tr::kBN == kSm90BwdQueryBlock);
+    static_assert(Tr::kBN % kSm90BwdQueryBlock == 0, "whole 64-query blocks a tile");
     HSTU_CHECK(p.dq_accum && p.dq_accum_head_stride == kHeadDim,
                "sm90 attention backward: the fused dQ needs an fp32 accumulator of head stride ",
                kHeadDim);
     sm90::launch_bwd_pass<T, kHeadDim, true, true>(p, dq_sem, stream);
-    const dim3 grid((p.max_seqlen + Tr::kBN - 1) / Tr::kBN, p.num_heads, p.batch);
+    const dim3 grid((p.max_seqlen + kSm90BwdQueryBlock - 1) / kSm90BwdQueryBlock, p.num_heads,
+                    p.batch);
     launch<sm90::hstu_attn_dq_convert_sm90_kernel<T, kHeadDim, Tr::kBM>>(grid, 256, 0, stream, p);
   } else {  // split: dK, dV beside a query-major dQ kernel
     sm90::launch_bwd_pass<T, kHeadDim, true, false>(p, nullptr, stream);
