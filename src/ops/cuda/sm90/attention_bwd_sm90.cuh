@@ -19,58 +19,38 @@
 // The dQ kernel recomputes S and dP (7 GEMMs per tile pair instead of 5): the price of a dQ
 // written once, in a fixed order, without atomics.
 //
-// Fused form (kFusedDq; attention_bwd_sm90_dq.cuh has the accumulator and the ordering): the
-// dK/dV kernel alone, 5 GEMMs per tile pair. Both warpgroups write dS^T to shared memory and each
-// computes its part of the tile's dQ = dS K over all 128 keys with a fifth wgmma (d 128: 64 of
-// the columns; d 64, transposed, 64 of the queries), stages it in shared memory (double-buffered
-// per warpgroup, full / empty mbarriers) and goes on. The fused d 64 kernel streams 128 queries a
-// tile (kQ128; 64 elsewhere): its S / dP / dV / dK accumulators then have the d 128 kernel's
-// shape (192 registers a thread), a tile's fixed costs (the GEMM waits, the dS barrier, the dQ
-// hand-off) are spread over twice the work, and its dQ wgmma has N = 64 instead of 32.
-// EXPERIMENTAL (branch d64-q128): compiled, ptxas 0 spills and no C75xx (bf16, fp16), its dS /
-// stmatrix / dQ stage addresses checked against cute by tools/check_sm90_ds_offset.cu, shared
-// memory 230400 of 232448 bytes; NOT run on a GPU (session 21's device time was spent). The
-// 64-query form measured 289-292 TFLOPS at 32x4096x4x64 (H200). At d 128 (kDqLate) a tile's dQ
-// comes ONE TILE LATER, after the next tile's pointwise step: the dS buffers, two, have full / free
-// mbarriers, so neither warpgroup waits for the other's current tile and the two are not held in
-// step (H200: 421-432 -> 445-462 TFLOPS); at d 64 the same form measured 281 against 291, and the
-// warpgroups exchange dS at a barrier every tile. Writer threads of the
-// producer warpgroup (two per consumer warpgroup, one per buffer) add each staged chunk to the
-// fp32 accumulator with ONE bulk reduce-add (cp.reduce.async.bulk), in descending key-block
-// order per (sequence, head, query block) behind a ticket semaphore, waiting for completion
-// before passing the ticket on: bit-identical run to run. Asked for no determinism, the writers
-// skip the tickets (unordered adds into a zeroed accumulator). A convert kernel writes dq.
-// EXPERIMENTAL (branch dqfuse-v2): never completed a GPU run (its one run used setmaxnreg
-// 48 / 232, which hangs: 2 (232 - 168) > 168 - 48). The branch dqfuse version of this form
-// (one writer per warpgroup counting the visible key blocks above, always ordered) measured
-// 223.7 / 116.5 TFLOPS at 32 x 4096 x 4 x 128 / 64 against the split form's 313.2 / 191.1 (H200).
-// NOTE (found after that run, by compiling here): at d 128 ptxas reported "(C7512) wgmma.mma_async
-// instructions are serialized due to insufficient register resources" for the fused dK/dV kernel
-// (every HGMMA its own arrive and wait: 32 / 32 / 32 in the SASS) and spilled 24 bytes, in both
-// this version and branch dqfuse's; main's kernels report no C75xx.
-// Branch dqregs (compiled, ptxas clean; NOT run on a GPU): the fused kernel only, same 56 / 224
-// setmaxnreg split, same tiles, GEMMs, order of the fp32 adds and ticket logic:
-//   - S^T / dP^T declared per tile, not before the loop: the wgmma accumulator operand is
-//     read-write, so the loop-carried form kept those 64 registers live across the dK / dV / dQ
-//     wgmmas (the C7512 cause). The split kernels keep theirs (tXrXl / tXrYl, as before);
-//   - the dS stores address dS through ds_byte_offset (attention_bwd_sm90_dq.cuh; checked against
-//     cute's indexing by tools/check_sm90_ds_offset.cu), not cute's swizzled pointer, whose
-//     hoisted per-element offsets stayed live across the loop;
-//   - the pointwise step in two halves, each packed into P / dS right after; the thread's
-//     coordinates re-derived per tile (opaque_tid); the stage / buffer from the tile count dq_k;
-//     the epilogue reads cu_seqlens[b] and blockIdx.y again (fewer values live across the loop).
-// ptxas (CUDA 13.0, -Xptxas -v) for the fused kernel, bf16 and fp16 alike: d 128 before C7512,
-// 24 bytes spill stores / loads; after no C75xx, 0 spills, 2 wgmma waits per tile. d 64: no note,
-// no spills before or after. The split kernels' SASS is byte-identical before and after.
+// Fused form (kFusedDq, the default at d 64 / 128; attention_bwd_sm90_dq.cuh has the accumulator
+// and the ordering): the dK/dV kernel alone, 5 GEMMs per tile pair. Both warpgroups write dS^T to
+// shared memory and each computes its part of the tile's dQ = dS K over all 128 keys with a fifth
+// wgmma (d 128: 64 of the columns; d 64, transposed, 64 of the queries), stages it in shared
+// memory (double-buffered per warpgroup, full / empty mbarriers) and goes on. Writer threads of
+// the producer warpgroup (two per consumer warpgroup, one per buffer) add each staged chunk to the
+// fp32 accumulator with ONE bulk reduce-add (cp.reduce.async.bulk), in descending key-block order
+// per (sequence, head, 64-query block) behind a ticket semaphore, waiting for completion before
+// passing the ticket on: bit-identical run to run. Asked for no determinism, the writers skip the
+// tickets (unordered adds into a zeroed accumulator). A convert kernel writes dq.
+//   - d 64 streams 128 queries a tile (kQ128): the S / dP / dV / dK accumulators have the d 128
+//     kernel's shape (192 registers a thread), a tile's fixed costs (the GEMM waits, the dS
+//     barrier, the dQ hand-off) are spread over twice the work, and the dQ wgmma has N = 64
+//     instead of 32. H200, B32 L4096 H4 causal bf16: 289-292 TFLOPS with 64-query tiles, 360-363
+//     with 128 (jagged uniform lengths 270 -> 322). Its warpgroups exchange dS at a barrier
+//     every tile.
+//   - d 128 (kDqLate) computes a tile's dQ ONE TILE LATER, after the next tile's pointwise step:
+//     the two dS buffers have full / free mbarriers, so neither warpgroup waits for the other's
+//     current tile and the two are not held in step (421-432 -> 445-462 TFLOPS; the same form
+//     measured 281 against 291 at d 64 with 64-query tiles).
+// What keeps ptxas from serialising the wgmmas (C7512) or spilling: S^T / dP^T declared per tile
+// (a loop-carried accumulator stays live across the dK / dV / dQ wgmmas), dS addressed through
+// ds_byte_offset (checked against cute's indexing by tools/check_sm90_ds_offset.cu) rather than
+// cute's hoisted swizzled pointers, the pointwise step in two halves, the thread's coordinates
+// re-derived per tile (opaque_tid), and every mbarrier wait placed where no wgmma is in flight.
 //
-// Where a fused tile's time goes (session 20, H200, B32 L4096 H4 bf16, d 64): ~4000 cycles a tile
-// (128 keys x 64 queries) per SM, against ~1230 of GEMM at the tensor cores' rate and, before the
-// tanh form (kTanhSilu), ~1024 of MUFU (two ops a score, 16 a clock): the two consumer warpgroups
-// exchange dS every tile, so they run their pointwise steps in step and the tensor cores idle
-// through them; the rest is waiting on GEMMs, the dS / dQ fences and the barrier. Measured and
-// dropped: issuing the next tile's S / dP GEMMs before this tile's dQ is staged (d 64:
-// 257 TFLOPS against 263 without); 15% fewer instructions a tile (warp_uniform) left the time as it
-// was.
+// Where a fused tile's time goes (session 20, H200, d 64, 64-query tiles): ~4000 cycles a tile
+// per SM, against ~1230 of GEMM at the tensor cores' rate and, before the tanh form (kTanhSilu),
+// ~1024 of MUFU: the consumer warpgroups run their pointwise steps in step and the tensor cores
+// idle through them; the rest is waiting on GEMMs, the dS / dQ fences and the barrier. Measured
+// and dropped: issuing the next tile's S / dP GEMMs before this tile's dQ is staged (257 TFLOPS
+// against 263 without); 15% fewer instructions a tile (warp_uniform) left the time as it was.
 //
 // Each consumer warpgroup owns 64 rows of the resident block; the producer warp issues the
 // resident loads once and the streamed block pair (one mbarrier per stage, both operands'
