@@ -169,6 +169,7 @@ struct RetrievalArgs {
   double l2_norm_eps = 1e-6;
   std::string negative_sampler = "uniform";  // uniform (over the catalogue) | in_batch
   int64_t eval_rank_cap = 2500;              // ranks beyond this count as cap+1
+  std::string loss_rows_dtype = "auto";      // auto | float32: the rows the GPU loss reads
 
   bool operator==(const RetrievalArgs&) const = default;
 };

@@ -371,6 +371,12 @@ std::vector<FieldSpec> retrieval_fields() {
           "uniform over the catalogue (Meta) or deduplicated in-batch (recsys-examples)"),
       num(HSTU_FIELD(RetrievalArgs, retrieval, eval_rank_cap), between(1, 2147483645, false),
           "ranks beyond this count as cap + 1 (a non-finite target score ranks cap + 2, last)"),
+      str(HSTU_FIELD(RetrievalArgs, retrieval, loss_rows_dtype), {"auto", "float32"},
+          "item rows the sampled softmax reads on a GPU: auto = a copy of the fp32 table in the "
+          "activation dtype (NetworkArgs.dtype_str), refreshed every step, wherever a batch can "
+          "read at least 3 times the table's rows (max tokens x (R + 1) >= 3 x rows): half the "
+          "bytes, as the peers' autocast similarity; float32 = always the fp32 table. The "
+          "gradient and the table stay fp32; the CPU computes in fp32"),
   };
 }
 

@@ -179,6 +179,7 @@ int64_t retrieval_activation_bytes(const Config& cfg, const ModelShape& shape, D
   a.alloc(act, {t, d});  // d_x
   a.alloc(act, {t, d});  // d_out
   a.alloc(DType::kF64, {1});
+  if (lowp_loss_rows(cfg, shape, act)) a.alloc(act, {step_table_rows(shape), d});  // loss rows
   if (owns_item_table) {  // the evaluation's normalised item table and norms
     const DType pd = act == DType::kF64 ? DType::kF64 : DType::kF32;
     a.alloc(pd, {shape.num_items, d});

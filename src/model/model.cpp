@@ -7,6 +7,7 @@
 
 #include "core/phase_timer.h"
 #include "core/philox.h"
+#include "ops/cast.h"
 #include "ops/embedding.h"
 #include "ops/l2norm.h"
 #include "ops/layernorm.h"
@@ -91,7 +92,18 @@ void HstuModel::plan(uint64_t seed) {
     copy_tensor(own_items_.weight, h);
   }
 
+  lowp_rows_ = lowp_loss_rows(cfg_, shape_, act_);
   arena_ = Arena::planned(device_, "activations", [this](Arena& a) { allocate(a); });
+}
+
+int64_t step_table_rows(const ModelShape& shape) {
+  return shape.window_rows > 0 ? shape.window_rows : shape.num_items;
+}
+
+bool lowp_loss_rows(const Config& cfg, const ModelShape& shape, DType act) {
+  const int64_t rows = step_table_rows(shape);
+  return (act == DType::kBF16 || act == DType::kF16) && cfg.retrieval.loss_rows_dtype == "auto" &&
+         rows > 0 && shape.max_tokens * (shape.num_negatives + 1) >= 3 * rows;
 }
 
 void HstuModel::allocate(Arena& a) {
@@ -113,6 +125,7 @@ void HstuModel::allocate(Arena& a) {
   buf_.d_x = a.alloc(act_, {t, d});
   buf_.d_out = a.alloc(act_, {t, d});
   buf_.loss = a.alloc(DType::kF64, {1});
+  if (lowp_rows_) buf_.items_lowp = a.alloc(act_, {step_table_rows(shape_), d});
   // A sharded table is evaluated shard by shard: no full-catalogue buffers.
   if (shape_.window_rows > 0 && !shape_.full_eval_buffers) return;
   const DType pd = act_ == DType::kF64 ? DType::kF64 : DType::kF32;
@@ -213,10 +226,17 @@ void HstuModel::forward_backward(Ctx& ctx, const BatchTensors& b, uint64_t seed,
   spec.eps = eps;
   spec.loss_scale = loss_scale;
   const Tensor d_out = first_rows(buf_.d_out, t), d_x = first_rows(buf_.d_x, t);
+  const int64_t v = step_table_rows(shape_);
+  Tensor rows = items_->weight.rows(0, v);
+  if (lowp_rows_) {
+    phase(ctx, "loss.rows_cast");
+    cast(ctx, rows, buf_.items_lowp);
+    rows = buf_.items_lowp;
+  }
   phase(ctx, "loss.sampled_softmax");
   sampled_softmax(ctx, spec, first_rows(buf_.out_norm, t), b.target_ids.rows(0, t),
-                  negatives_view(b), items_->weight, buf_.loss, d_out, items_->grad,
-                  items_->touched);
+                  negatives_view(b), rows, buf_.loss, d_out, items_->grad.rows(0, v),
+                  items_->touched.rows(0, v));
   // Back through the output normalisation(s).
   phase(ctx, "bwd.output_norm");
   if (cfg_.network.final_layernorm) {

@@ -46,6 +46,13 @@ struct ModelShape {
 // Builds the layer configuration of SPEC §2 from the network arguments.
 HstuLayerConfig layer_config(const Config& cfg);
 
+// Rows of the item table a training batch's ids address: the catalogue, or the window.
+int64_t step_table_rows(const ModelShape& shape);
+// Whether the sampled softmax reads a copy of the item table in the activation dtype, cast every
+// step (RetrievalArgs.loss_rows_dtype = auto; 16-bit activations, i.e. CUDA): worth it (6 bytes a
+// value to cast) where a batch can gather at least 3 times the table's rows (2 saved each).
+bool lowp_loss_rows(const Config& cfg, const ModelShape& shape, DType act);
+
 class HstuModel {
  public:
   HstuModel(const Config& cfg, const ModelShape& shape, Device device, DType act_dtype);
@@ -94,6 +101,7 @@ class HstuModel {
     Tensor d_x, d_out;                // [T, D] gradients
     Tensor loss;                      // f64 [1]
     Tensor items_norm, item_norms;    // [V, D], [V] for evaluation
+    Tensor items_lowp;                // [rows, D] act dtype: the loss's copy (lowp_rows_)
   };
   void allocate(Arena& arena);
   void embed(Ctx& ctx, const BatchTensors& b, bool training, uint64_t seed);
@@ -109,6 +117,7 @@ class HstuModel {
   EmbeddingTable own_items_;
   EmbeddingTable* items_ = &own_items_;
   int pos_table_ = -1, final_ln_w_ = -1, final_ln_b_ = -1;
+  bool lowp_rows_ = false;  // lowp_loss_rows: the loss reads buf_.items_lowp
   std::unique_ptr<Arena> arena_;
   Buffers buf_;
   BatchTensors batch_;

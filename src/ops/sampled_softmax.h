@@ -26,7 +26,9 @@ struct SampledSoftmaxSpec {
   int64_t candidate_tile = 0;
 };
 
-// q[T,D] (L2-normalised queries), targets[T] i32, neg_ids[T,R] i32, table[V,D] f32.
+// q[T,D] (L2-normalised queries), targets[T] i32, neg_ids[T,R] i32, table[V,D] f32 — or, on
+// CUDA, in q's dtype: a low-precision copy of the f32 table that the logits and the gradient's
+// x_j terms read instead (half the bytes; the peers' autocast similarity), d_table still f32.
 // loss[1] (f64, host-readable after the call) = scaled loss sum. If dq is non-empty: dq[T,D]
 // overwritten (zero rows for unsupervised tokens), d_table[V,D] += and touched[V] marked.
 void sampled_softmax(Ctx& ctx, const SampledSoftmaxSpec& spec, const Tensor& q,

@@ -560,6 +560,10 @@ void run_sampled_softmax(const Case& c) {
   gpu::round_host(q, c.dtype);
   Tensor table = rnd({v, d}, DType::kF32, -0.25, 0.25);  // row norms ~1 for d ~ 48
   for (int64_t j = 0; j < d; ++j) set(table, 5 * d + j, 0.1 * get(table, 5 * d + j));
+  // c.b: the kernels read the table's copy in q's dtype (RetrievalArgs.loss_rows_dtype = auto),
+  // against the CPU on the same rounded values.
+  const DType table_dtype = c.b ? c.dtype : DType::kF32;
+  gpu::round_host(table, table_dtype);
   Tensor targets = alloc(DType::kI32, {t}), neg = alloc(DType::kI32, {t, r});
   fill_int(targets, 1, v);
   fill_int(neg, 1, v);
@@ -575,7 +579,7 @@ void run_sampled_softmax(const Case& c) {
 
   Ctx g = gpu::cuda_ctx(c.det);
   const Tensor qd = dev(q, c.dtype, c.pad), tgd = dev(targets, DType::kI32);
-  const Tensor negd = dev(neg, DType::kI32), tabd = dev(table, DType::kF32);
+  const Tensor negd = dev(neg, DType::kI32), tabd = dev(table, table_dtype);
   const auto gpu_run = [&](Tensor& lossd, Tensor& dqd, Tensor& dtd, Tensor& td) {
     lossd = out_dev(DType::kF64, {1});
     dqd = out_dev(c.dtype, {t, d}, c.pad);
@@ -1089,6 +1093,24 @@ std::vector<Case> cases() {
   add({.name = "sampled_softmax_tiled_d50_bf16_atomic", .op = Op::kSampledSoftmax, .m = 40,
        .n = 50, .k = 130, .dtype = bf, .variant = 50, .det = false, .f32_rtol = 2e-5,
        .why = lowp + "; atomics order; online logsumexp over tiles"});
+  // The table's copy in q's dtype (b = true; what the model's loss reads on a GPU by default):
+  // the warp kernel 8 wide at bench-large's width and 1 wide (odd strides), the narrow kernel,
+  // the tiled path, both scatters, bf16 and f16.
+  add({.name = "sampled_softmax_d1024_bf16_rows_det", .op = Op::kSampledSoftmax, .m = 33,
+       .n = 1024, .k = 40, .dtype = bf, .b = true, .f32_rtol = 2e-5,
+       .why = lowp + " (q and rows); fp32 loss/d_table vs f64"});
+  add({.name = "sampled_softmax_d128_f16_rows_atomic", .op = Op::kSampledSoftmax, .m = 40,
+       .n = 128, .k = 16, .dtype = f16, .b = true, .det = false, .f32_rtol = 2e-5,
+       .why = lowp + " (q and rows); atomics order"});
+  add({.name = "sampled_softmax_odd_strided_bf16_rows_det", .op = Op::kSampledSoftmax, .m = 37,
+       .n = 50, .k = 7, .dtype = bf, .pad = 3, .b = true, .f32_rtol = 2e-5,
+       .why = lowp + " (q and rows); fp32 loss/d_table vs f64"});
+  add({.name = "sampled_softmax_narrow_d50_r128_bf16_rows_det", .op = Op::kSampledSoftmax,
+       .m = 300, .n = 50, .k = 128, .dtype = bf, .b = true, .f32_rtol = 2e-5,
+       .why = lowp + " (q and rows); fp32 loss/d_table vs f64"});
+  add({.name = "sampled_softmax_tiled_d64_bf16_rows_atomic", .op = Op::kSampledSoftmax, .m = 37,
+       .n = 64, .k = 300, .dtype = bf, .b = true, .variant = 64, .det = false, .f32_rtol = 2e-5,
+       .why = lowp + " (q and rows); atomics order; online logsumexp over tiles"});
   add({.name = "sampled_softmax_r16000_f32_det", .op = Op::kSampledSoftmax, .m = 24, .n = 64,
        .k = 16000, .dtype = f32, .f32_rtol = 1e-4,
        .why = "fp32 sums over 16001 candidates vs the f64 reference"});

@@ -7,8 +7,11 @@
 // clipping whose norm is read on the device. With the deterministic kernels the two runs must
 // agree bit for bit: every loss, every dense parameter and Adam moment, the item table. The graph
 // run must also have run all steps after the first as graphs, with no capture failure.
+// The same retrieval run also checks the loss's bf16 copy of the item table against the fp32
+// table (RetrievalArgs.loss_rows_dtype).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -46,10 +49,11 @@ double lr_at(int64_t step) {
   return 1e-3 * static_cast<double>(step + 1) / kSteps;  // changes every step
 }
 
-Config config_with_graph(const char* gin, bool graph) {
-  return load_config_text(gin, "<step-graph>",
-                          {std::string("TrainerArgs.cuda_graph=") + (graph ? "True" : "False")},
-                          nullptr);
+Config config_with_graph(const char* gin, bool graph, const std::string& extra = "") {
+  std::vector<std::string> sets = {std::string("TrainerArgs.cuda_graph=") +
+                                   (graph ? "True" : "False")};
+  if (!extra.empty()) sets.push_back(extra);
+  return load_config_text(gin, "<step-graph>", sets, nullptr);
 }
 
 // kSteps steps of `stepper` on `model`, losses and graph statistics into r.
@@ -84,8 +88,8 @@ OptimizerArgs.grad_clip_norm = 0.05
 RetrievalArgs.num_negatives = 32
 )";
 
-StepRun run_retrieval(bool graph) {
-  const Config cfg = config_with_graph(kRetrievalGin, graph);
+StepRun run_retrieval(bool graph, const std::string& extra = "") {
+  const Config cfg = config_with_graph(kRetrievalGin, graph, extra);
   const SequenceDataset ds = open_dataset(cfg);
   const DataSplits splits = make_splits(ds, cfg.dataset.split, cfg.dataset.max_history_seqlen);
   Batcher batcher(ds, splits.train, cfg.trainer.train_batch_size, true, 7);
@@ -94,6 +98,8 @@ StepRun run_retrieval(bool graph) {
   shape.max_batch = cfg.trainer.train_batch_size;
   shape.max_tokens = shape.max_batch * cfg.dataset.max_history_seqlen;
   shape.num_negatives = cfg.retrieval.num_negatives;
+  // 2048 tokens x 33 candidates >= 3 x 500 rows: the loss reads a bf16 copy unless told not to.
+  EXPECT_EQ(lowp_loss_rows(cfg, shape, DType::kBF16), cfg.retrieval.loss_rows_dtype == "auto");
   HstuModel model(cfg, shape, Device::kCUDA, DType::kBF16);
   model.plan(11);
   Runtime runtime(Device::kCUDA, cfg, shape);
@@ -173,6 +179,20 @@ TEST(GpuStepGraph, RetrievalGraphStepsMatchDirectStepsBitwise) {
   const StepRun direct = run_retrieval(false);
   const StepRun graph = run_retrieval(true);
   expect_same(graph, direct);
+}
+
+// RetrievalArgs.loss_rows_dtype: the bf16 copy of the table (auto, the runs above) is what the
+// loss reads — every loss differs from the fp32 table's in its bits — and it stays within bf16
+// rounding of it (the rows' relative rounding 2^-9 moves each logit by ~1e-3 at most here).
+TEST(GpuStepGraph, RetrievalLossOnBf16RowsTracksTheFp32Table) {
+  HSTU_REQUIRE_GPU();
+  const StepRun lowp = run_retrieval(false);
+  const StepRun fp32 = run_retrieval(false, "RetrievalArgs.loss_rows_dtype=\"float32\"");
+  ASSERT_EQ(lowp.losses.size(), fp32.losses.size());
+  for (size_t i = 0; i < lowp.losses.size(); ++i) {
+    EXPECT_NE(lowp.losses[i], fp32.losses[i]) << "step " << i << ": the copy was not read";
+    EXPECT_NEAR(lowp.losses[i], fp32.losses[i], 5e-3 * std::abs(fp32.losses[i])) << "step " << i;
+  }
 }
 
 TEST(GpuStepGraph, RankingGraphStepsMatchDirectStepsBitwise) {

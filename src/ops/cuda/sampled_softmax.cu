@@ -1,7 +1,7 @@
 // sampled_softmax.cu — CUDA fused sampled-softmax retrieval loss: logits of the positive and R
-// negatives from the fp32 table (normalised on the fly), logsumexp, loss, dq and the table
-// gradient, in one kernel with one warp per token (two kernels: narrow rows have their own, see
-// the NOTE of session 16).
+// negatives from the table (fp32, or a copy in q's dtype: TR; normalised on the fly), logsumexp,
+// loss, dq and the table gradient, in one kernel with one warp per token (two kernels: narrow
+// rows have their own, see the NOTE of session 16).
 //
 // The one decision: the [T, R, D] gather is never materialised; each warp streams its token's
 // candidate rows once (logits, and dq against a fixed reference, each group of rows re-read from
@@ -136,8 +136,8 @@ __device__ __forceinline__ void sts_vec(float* p, const float (&in)[V]) {
 
 // dst[0:V] += v with fp32 atomics (one 8-byte vector atomic for V = 2 on sm_90).
 // The V-wide chunks at column c of G rows, all loads issued before any is used.
-template <int V, int G>
-__device__ __forceinline__ void load_group(const float* const (&rows)[G], int64_t c,
+template <int V, int G, typename TR>
+__device__ __forceinline__ void load_group(const TR* const (&rows)[G], int64_t c,
                                            float (&x)[G][V]) {
 #pragma unroll
   for (int u = 0; u < G; ++u) load_vec<V>(rows[u] + c, x[u]);
@@ -192,9 +192,9 @@ struct SsArgs {
   const int32_t* neg = nullptr;      // [T, R]
   int64_t ldn = 0;
   int32_t r = 0;
-  int32_t tile = 0;              // candidates per shared-memory tile (R + 1: one tile)
-  bool one_pass = true;          // one tile with dq: dq during the logits pass (the warp kernel)
-  const float* table = nullptr;  // [V, D]
+  int32_t tile = 0;             // candidates per shared-memory tile (R + 1: one tile)
+  bool one_pass = true;         // one tile with dq: dq during the logits pass (the warp kernel)
+  const void* table = nullptr;  // [V, D], dtype TR: f32, or q's dtype (a low-precision copy)
   int64_t ldt = 0;
   void* dq = nullptr;  // [T, D], dtype TQ; null: loss only
   int64_t lddq = 0;
@@ -232,8 +232,9 @@ __device__ __forceinline__ void put_coefs(const SsArgs& a, int64_t p, int32_t id
   dot_j = cb;
 }
 
-template <int V, typename TQ>
+template <int V, typename TQ, typename TR>
 __global__ void __launch_bounds__(256) sampled_softmax_kernel(SsArgs a) {
+  const TR* const table = static_cast<const TR*>(a.table);
   constexpr int G = kGroup<V>;
   constexpr int kSpan = 32 / G;  // lanes holding one candidate's sums after warp_sum_many
   extern __shared__ __align__(16) float smem[];
@@ -286,7 +287,7 @@ __global__ void __launch_bounds__(256) sampled_softmax_kernel(SsArgs a) {
   // logits (from L1 / L2: the group's 4 rows were just loaded), so the table is streamed from
   // memory once, not twice; dq = (loss_scale / tau) e^(ref - lse) S + A_0 x_0 at the end.
   // S += w_u x_u over this lane's columns for the G rows (w_u the same in every lane).
-  const auto add_rows = [&](const float* const(&rows)[G], const float(&w)[G]) {
+  const auto add_rows = [&](const TR* const(&rows)[G], const float(&w)[G]) {
     for (int64_t c = static_cast<int64_t>(lane) * V; c < d; c += 32 * V) {
       float sv[V], x[G][V];
       lds_vec<V>(gs + c, sv);
@@ -307,9 +308,9 @@ __global__ void __launch_bounds__(256) sampled_softmax_kernel(SsArgs a) {
     for (int j = lane; j < n; j += 32) ids[j] = base + j == 0 ? tgt : neg[base + j - 1];
     __syncwarp();
     for (int j0 = 0; j0 < n; j0 += G) {
-      const float* rows[G];
+      const TR* rows[G];
 #pragma unroll
-      for (int u = 0; u < G; ++u) rows[u] = a.table + (j0 + u < n ? ids[j0 + u] : tgt) * a.ldt;
+      for (int u = 0; u < G; ++u) rows[u] = table + (j0 + u < n ? ids[j0 + u] : tgt) * a.ldt;
       float part[2 * G] = {};  // <q, x_u> at 2u, ||x_u||^2 at 2u + 1, over this lane's columns
       for (int64_t c = static_cast<int64_t>(lane) * V; c < d; c += 32 * V) {
         float qv[V], x[G][V];
@@ -358,13 +359,13 @@ __global__ void __launch_bounds__(256) sampled_softmax_kernel(SsArgs a) {
       ref = mx;
       for (int64_t c = static_cast<int64_t>(lane) * V; c < d; c += 32 * V) sts_zero<V>(gs + c);
       for (int j0 = 0; j0 < nj; j0 += G) {
-        const float* rows[G];
+        const TR* rows[G];
         float w[G];
 #pragma unroll
         for (int u = 0; u < G; ++u) {
           const int j = j0 + u;
           const bool in = j > 0 && j < nj && ids[j] != tgt;  // live negatives
-          rows[u] = a.table + (in ? ids[j] : tgt) * a.ldt;
+          rows[u] = table + (in ? ids[j] : tgt) * a.ldt;
           w[u] = in ? expf(lg[j] - ref) / nrm[j] : 0.0f;
         }
         add_rows(rows, w);
@@ -420,7 +421,7 @@ __global__ void __launch_bounds__(256) sampled_softmax_kernel(SsArgs a) {
 
     if (one_pass) {  // dq = (loss_scale / tau) e^(ref - lse) S + A_0 x_0
       const float c1 = a.loss_scale / a.tau * expf(ref - lse), c0 = lg[0];
-      const float* x0 = a.table + tgt * a.ldt;
+      const TR* x0 = table + tgt * a.ldt;
       for (int64_t c = static_cast<int64_t>(lane) * V; c < d; c += 32 * V) {
         float sv[V], x[V];
         lds_vec<V>(gs + c, sv);
@@ -443,7 +444,7 @@ __global__ void __launch_bounds__(256) sampled_softmax_kernel(SsArgs a) {
         float x[G][V];
 #pragma unroll
         for (int u = 0; u < G; ++u)
-          load_vec<V>(a.table + (j0 + u < n ? ids[j0 + u] : tgt) * a.ldt + c, x[u]);
+          load_vec<V>(table + (j0 + u < n ? ids[j0 + u] : tgt) * a.ldt + c, x[u]);
         if (!one_pass)
 #pragma unroll
           for (int u = 0; u < G; ++u) {
@@ -527,8 +528,9 @@ __device__ __forceinline__ void load_chunks(const T* row, bool last_ok, float (&
   }
 }
 
-template <int NC, typename TQ>
+template <int NC, typename TQ, typename TR>
 __global__ void __launch_bounds__(256) sampled_softmax_narrow_kernel(SsArgs a) {
+  const TR* const table = static_cast<const TR*>(a.table);
   extern __shared__ __align__(16) float smem[];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int slot = lane / kNarrowLanes, col = 2 * (lane % kNarrowLanes);
@@ -589,7 +591,7 @@ __global__ void __launch_bounds__(256) sampled_softmax_narrow_kernel(SsArgs a) {
     for (int u = 0; u < U; ++u) {
       const int j = jb + u * kNarrowSlots + slot;
       id[u] = j < nj ? ids[j] : tgt;  // past the end: the positive's row, dropped
-      load_chunks<NC>(a.table + (id[u] * ldt + col), last_ok, x[u]);
+      load_chunks<NC>(table + (id[u] * ldt + col), last_ok, x[u]);
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -682,7 +684,7 @@ __global__ void __launch_bounds__(256) sampled_softmax_narrow_kernel(SsArgs a) {
     const float c1 = a.loss_scale * inv_tau * expf(ref - lse);
     const float c0 = lg[0];  // A_0 = loss_scale (p_0 - 1) / (n_0 tau), as the warp kernel
     float x0[NC][2];
-    load_chunks<NC>(a.table + (tgt * ldt + col), last_ok, x0);
+    load_chunks<NC>(table + (tgt * ldt + col), last_ok, x0);
 #pragma unroll
     for (int i = 0; i < NC; ++i) {
       if (i < NC - 1 || last_ok) {
@@ -700,7 +702,7 @@ __global__ void __launch_bounds__(256) sampled_softmax_narrow_kernel(SsArgs a) {
     if (j > 0 && id == tgt) continue;  // masked
     const float ca = lg[j], cb = dots[j];
     float x[NC][2];
-    load_chunks<NC>(a.table + (id * ldt + col), last_ok, x);
+    load_chunks<NC>(table + (id * ldt + col), last_ok, x);
     float* dst = a.d_table + (id * lddt + col);
 #pragma unroll
     for (int i = 0; i < NC; ++i) {
@@ -729,21 +731,21 @@ __global__ void __launch_bounds__(1024)
 
 // Deterministic scatter source: A_p * q[token of p] per pair, plus the key term
 // (sum over the key's pairs of -B_p) * table[key] (one pass for both halves of the gradient).
-template <typename TQ>
+template <typename TQ, typename TR>
 struct PairRows {
   const TQ* q;
   int64_t ldq;
   int32_t nj;
   const float* coef_a;
   const float* coef_b;
-  const float* table;
+  const TR* table;
   int64_t ldt;
   __device__ const TQ* row(int32_t p) const { return q + (p / nj) * ldq; }
   __device__ float coef(int32_t p) const { return coef_a[p]; }
   __device__ float key_coef(int32_t p) const { return -coef_b[p]; }
-  __device__ const float* key_row(int32_t key) const { return table + key * ldt; }
+  __device__ const TR* key_row(int32_t key) const { return table + key * ldt; }
 };
-static_assert(sorted_scatter::HasKeyTerm<PairRows<float>>);
+static_assert(sorted_scatter::HasKeyTerm<PairRows<float, float>>);
 
 // True when 2-wide access works on every listed tensor of `cols` columns (rows and base aligned
 // to two elements).
@@ -809,8 +811,9 @@ void sampled_softmax(Ctx& ctx, const SampledSoftmaxSpec& spec, const Tensor& q,
   const int64_t t = q.dim(0), d = q.dim(1);
   check_cuda_tensor(table, op);
   check_shape(table, {-1, d}, "sampled_softmax table");
-  HSTU_CHECK(table.dtype == DType::kF32, "sampled_softmax: the table must be f32, got ",
-             table.str());
+  HSTU_CHECK(table.dtype == DType::kF32 || table.dtype == q.dtype,
+             "sampled_softmax: the table must be f32 or q's dtype (", dtype_name(q.dtype),
+             "), got ", table.str());
   const int64_t v = table.dim(0);
   check_cuda_tensor(targets, op);
   check_shape(targets, {t}, "sampled_softmax targets");
@@ -847,7 +850,7 @@ void sampled_softmax(Ctx& ctx, const SampledSoftmaxSpec& spec, const Tensor& q,
   a.q = q.data, a.ldq = q.row_stride;
   a.targets = targets.as<int32_t>();
   a.neg = neg_ids.as<int32_t>(), a.ldn = neg_ids.row_stride, a.r = static_cast<int32_t>(r);
-  a.table = table.as<float>(), a.ldt = table.row_stride;
+  a.table = table.data, a.ldt = table.row_stride;
   a.t = t, a.d = d;
   a.tau = spec.temperature, a.eps = spec.eps;
   a.loss_scale = static_cast<float>(spec.loss_scale);
@@ -926,25 +929,36 @@ void sampled_softmax(Ctx& ctx, const SampledSoftmaxSpec& spec, const Tensor& q,
     constexpr int V = decltype(vtag)::value;
     dispatch_io(q.dtype, "sampled_softmax q", [&](auto tq) {
       using TQ = typename decltype(tq)::type;
-      if constexpr (V == 2) {
-        if (narrow) {
-          dispatch_chunks(
-              d, [&](auto nc) { launch(sampled_softmax_narrow_kernel<decltype(nc)::value, TQ>); });
+      // The rows: the f32 table, or its copy in q's dtype (the caller's choice; model.cpp).
+      const auto run = [&](auto tr) {
+        using TR = typename decltype(tr)::type;
+        if constexpr (V == 2) {
+          if (narrow) {
+            dispatch_chunks(d, [&](auto nc) {
+              launch(sampled_softmax_narrow_kernel<decltype(nc)::value, TQ, TR>);
+            });
+          } else {
+            launch(sampled_softmax_kernel<V, TQ, TR>);
+          }
         } else {
-          launch(sampled_softmax_kernel<V, TQ>);
+          launch(sampled_softmax_kernel<V, TQ, TR>);
         }
-      } else {
-        launch(sampled_softmax_kernel<V, TQ>);
-      }
-      if (det) {
-        const sorted_scatter::Sorted s =
-            sorted_scatter::sort_keys(ctx, scratch, a.pair_key, t * nj, v);
-        sorted_scatter::row_sum(
-            ctx, s,
-            PairRows<TQ>{static_cast<const TQ*>(q.data), q.row_stride, static_cast<int32_t>(nj),
-                         a.pair_a, a.pair_b, table.as<float>(), table.row_stride},
-            d_table.as<float>(), d_table.row_stride, d,
-            sorted_scatter::row_width(d, {&q, &table, &d_table}));
+        if (det) {
+          const sorted_scatter::Sorted s =
+              sorted_scatter::sort_keys(ctx, scratch, a.pair_key, t * nj, v);
+          sorted_scatter::row_sum(
+              ctx, s,
+              PairRows<TQ, TR>{static_cast<const TQ*>(q.data), q.row_stride,
+                               static_cast<int32_t>(nj), a.pair_a, a.pair_b,
+                               static_cast<const TR*>(table.data), table.row_stride},
+              d_table.as<float>(), d_table.row_stride, d,
+              sorted_scatter::row_width(d, {&q, &table, &d_table}));
+        }
+      };
+      if (table.dtype == DType::kF32) {
+        run(TypeTag<float>{});
+      } else if constexpr (!std::is_same_v<TQ, float>) {
+        run(TypeTag<TQ>{});
       }
     });
   });
