@@ -949,6 +949,13 @@ std::vector<Case> cases() {
   // 8-wide rows of 1024 and 384: the fused backward's register path with 4 and 2 chunks a lane.
   add({.name = "ln_mul_dropout_c4_p02_bf16", .op = Op::kLnMulDropout, .m = 300, .n = 1024,
        .dtype = bf, .a = true, .p = 0.2f, .f32_rtol = 2e-5, .why = lowp});
+  // Rows enough for more blocks than fit the device at once (>= 132 SMs x 4 blocks x 6 warps):
+  // the backward's grid rounded down to whole waves, each block more rows (plan_ln_bwd).
+  add({.name = "layernorm_waves_bf16", .op = Op::kLayerNorm, .m = 9000, .n = 1024, .dtype = bf,
+       .out = bf, .a = true, .acc = true, .f32_rtol = 2e-5,
+       .why = lowp + "; f32 stats/dw/db: one-pass fp32 vs two-pass f64"});
+  add({.name = "ln_mul_dropout_waves_p02_bf16", .op = Op::kLnMulDropout, .m = 9000, .n = 1024,
+       .dtype = bf, .a = true, .p = 0.2f, .f32_rtol = 2e-5, .why = lowp});
   add({.name = "ln_mul_dropout_c2_p01_fp16", .op = Op::kLnMulDropout, .m = 97, .n = 384,
        .dtype = f16, .a = true, .p = 0.1f, .f32_rtol = 2e-5, .why = lowp});
   add({.name = "ln_mul_dropout_p01_fp16", .op = Op::kLnMulDropout, .m = 20, .n = 72, .dtype = f16,

@@ -22,11 +22,6 @@ constexpr int64_t kShortRow = 256;  // rows up to this width take the kernels' r
 // registers), so it keeps the loop form.
 template <int V>
 constexpr int64_t kShortRowMulBwd = V == 8 ? 1024 : kShortRow;
-// The fused forward's register path reaches rows of 1024 for 8-wide vectors too (o and u of a
-// row, 64 registers, loaded before the warp's reductions; w and b then read in the second pass,
-// kLateParams).
-template <int V>
-constexpr int64_t kShortRowMulFwd = V == 8 ? 1024 : kShortRow;
 
 // Calls f(std::integral_constant<int, C>{}) with C = the chunks of 32 V elements a row of `cols`
 // columns needs, rounded up to 1, 2, 4 or 8, for rows of at most kMaxCols columns (the kernels'
@@ -151,10 +146,7 @@ __global__ void __launch_bounds__(kWarpsFwd * 32) ln_fwd_kernel(LnFwdArgs a) {
   const int64_t n = a.cols;
   const float shift = to_f32(x[0]);
   float s = 0.0f, ss = 0.0f;
-  // Rows of 4 or more chunks read w and b in the second pass (the same values for every row: L1
-  // hits) instead of holding them: 64 registers fewer at kC = 4.
-  constexpr bool kLateParams = kC >= 4;
-  float xs[kR][V], ws[kLateParams ? 1 : kR][V], bs[kLateParams ? 1 : kR][V], us[kR][V];
+  float xs[kR][V], ws[kR][V], bs[kR][V], us[kR][V];
   const auto add_stats = [&](const float(&v)[V]) {
 #pragma unroll
     for (int j = 0; j < V; ++j) {
@@ -169,10 +161,8 @@ __global__ void __launch_bounds__(kWarpsFwd * 32) ln_fwd_kernel(LnFwdArgs a) {
       const int64_t c = (lane + 32 * static_cast<int64_t>(i)) * V;
       if (c >= n) continue;
       load_vec<V>(x + c, xs[i]);
-      if constexpr (!kLateParams) {
-        load_param<V, TX>(a.w, a.param_f32, c, ws[i], 1.0f);
-        load_param<V, TX>(a.b, a.param_f32, c, bs[i], 0.0f);
-      }
+      load_param<V, TX>(a.w, a.param_f32, c, ws[i], 1.0f);
+      load_param<V, TX>(a.b, a.param_f32, c, bs[i], 0.0f);
       if constexpr (kMul) load_vec<V>(u + c, us[i]);
     }
 #pragma unroll
@@ -220,14 +210,7 @@ __global__ void __launch_bounds__(kWarpsFwd * 32) ln_fwd_kernel(LnFwdArgs a) {
 #pragma unroll
     for (int i = 0; i < kC; ++i) {
       const int64_t c = (lane + 32 * static_cast<int64_t>(i)) * V;
-      if (c >= n) continue;
-      if constexpr (kLateParams) {
-        load_param<V, TX>(a.w, a.param_f32, c, ws[0], 1.0f);
-        load_param<V, TX>(a.b, a.param_f32, c, bs[0], 0.0f);
-        write(c, i, xs[i], ws[0], bs[0], us[i]);
-      } else {
-        write(c, i, xs[i], ws[i], bs[i], us[i]);
-      }
+      if (c < n) write(c, i, xs[i], ws[i], bs[i], us[i]);
     }
   } else {
     for (int64_t c = static_cast<int64_t>(lane) * V; c < n; c += 32 * V) {
@@ -431,11 +414,13 @@ struct LnBwdPlan {
 // (kShortRow columns or fewer) are latency-bound, not bandwidth-bound: their cap leaves each warp
 // at most 2 rows (the partials then ~5% of the traffic: 8 floats a row against ~10 bytes an
 // element).
-// NOTE: `resident` (> 0: the kernel's blocks that fit the device at once) rounds the grid down
-// to whole waves of equal blocks: a partial last wave leaves most SMs idle while its blocks run as
-// long as a full wave's. (H200, bench-large, D = 1024: 660 blocks of 6 warps, 528 resident, were
-// 1.25 waves in the time of 2; the plain backward moved 1.7-1.9 TB/s.) 0 gives the upper bound
-// the scratch is sized by.
+// NOTE: for wider rows `resident` (> 0: the kernel's blocks that fit the device at once) rounds
+// the grid down to whole waves of equal blocks: a partial last wave leaves most SMs idle while its
+// blocks run as long as a full wave's. H200, bench-large (D = 1024, 82k rows): 660 blocks of 6
+// warps with 528 resident took the time of 2 waves for 1.25 waves of work; in 528 blocks the
+// plain backward 3.00 -> 2.17 ms a step, the fused one 3.95 -> 3.48. Short rows keep their
+// blocks (latency-bound: rounding down made the ML-1M step 2.18 -> 2.23 ms). 0 gives the upper
+// bound the scratch is sized by.
 LnBwdPlan plan_ln_bwd(int64_t rows, int64_t cols, bool want_partials, int64_t resident = 0) {
   LnBwdPlan p;
   const size_t slice_bytes = want_partials ? 2 * sizeof(float) * slice_cols(cols) : 0;
@@ -445,7 +430,8 @@ LnBwdPlan plan_ln_bwd(int64_t rows, int64_t cols, bool want_partials, int64_t re
   if (cols <= kShortRow) cap = std::max(cap, (rows + 2 * p.warps - 1) / (2 * p.warps));
   const int64_t want = (rows + p.warps - 1) / p.warps;
   int64_t blocks0 = std::max<int64_t>(1, std::min(cap, want));
-  if (resident > 0 && blocks0 > resident) blocks0 = blocks0 / resident * resident;
+  if (cols > kShortRow && resident > 0 && blocks0 > resident)
+    blocks0 = blocks0 / resident * resident;
   p.rows_per_block = (rows + blocks0 - 1) / blocks0;
   p.blocks = (rows + p.rows_per_block - 1) / p.rows_per_block;
   return p;
@@ -498,24 +484,18 @@ void ln_fwd(Ctx& ctx, const Tensor& x, const Tensor& u, const Tensor& w, const T
   const bool vec8 = can_vec8(cols, {&x, &y, &u, &w, &b});
   dispatch_vec(vec8, [&](auto vtag) {
     constexpr int V = decltype(vtag)::value;
-    if (!u.empty()) {
-      dispatch_chunks<V, kShortRowMulFwd<V>>(cols, [&](auto ctag) {
-        constexpr int C = decltype(ctag)::value;
-        dispatch_io(x.dtype, op, [&](auto tx) {
-          using TX = typename decltype(tx)::type;
-          ln_fwd_kernel<V, C, TX, TX, true><<<grid, kWarpsFwd * 32, 0, stream_of(ctx)>>>(a);
-        });
-      });
-      return;
-    }
     dispatch_chunks<V>(cols, [&](auto ctag) {
       constexpr int C = decltype(ctag)::value;
       dispatch_io(x.dtype, op, [&](auto tx) {
         using TX = typename decltype(tx)::type;
-        dispatch_io(y.dtype, op, [&](auto ty) {
-          using TY = typename decltype(ty)::type;
-          ln_fwd_kernel<V, C, TX, TY, false><<<grid, kWarpsFwd * 32, 0, stream_of(ctx)>>>(a);
-        });
+        if (!u.empty()) {
+          ln_fwd_kernel<V, C, TX, TX, true><<<grid, kWarpsFwd * 32, 0, stream_of(ctx)>>>(a);
+        } else {
+          dispatch_io(y.dtype, op, [&](auto ty) {
+            using TY = typename decltype(ty)::type;
+            ln_fwd_kernel<V, C, TX, TY, false><<<grid, kWarpsFwd * 32, 0, stream_of(ctx)>>>(a);
+          });
+        }
       });
     });
   });
