@@ -64,6 +64,10 @@
 // rows were evicted before its second pass), 16.06 ms; the one-pass form (re-reading each group
 // of 4 rows right after its logits) 11.40 ms at a 40% L2 hit rate; the step 116.3 -> 111.3 ms
 // (HSTU_SS_ONEPASS=0 / default, alternating in one call).
+// NOTE (session 22, H200, bench-large): rows from the table's bf16 copy (TR = bf16; the model
+// casts the table each step, RetrievalArgs.loss_rows_dtype) took the loss phase (this kernel, the
+// sort and the piece sum) 17.3 -> 11.8 ms a step. A group of 8 rows for 16-bit copies (the same
+// bytes in flight as 4 fp32 rows) spilled 104 bytes at 128 registers; not tried on a GPU.
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
