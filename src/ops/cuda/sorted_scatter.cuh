@@ -18,8 +18,8 @@
 // (row_sum's width), and small item counts are cut into pieces of down to 16 items: 97 us for the
 // softmax's piece sum, and the step's bwd.embed phase 0.088 instead of 0.160 ms.
 //
-// NOTE (warp form, piece_sum_warp_kernel; compiled, NOT yet timed on a GPU): a later ncu of main
-// (H200, real clocks) again showed the 123 us form: 7607 blocks of 64 threads, theoretical
+// NOTE (warp form, piece_sum_warp_kernel; the default for rows of at most 32 V columns): an ncu of
+// main (H200, real clocks) again showed the 123 us form: 7607 blocks of 64 threads, theoretical
 // occupancy 62.5% (the 1-wide kernel's 48 registers: 10 warps a scheduler, 40 warps = 20 pieces
 // an SM), achieved 56.7%, L2 throughput 45%, an instruction every ~13 cycles per warp. The
 // softmax's call had lost its 2-wide width (it passed can_vec8 again), so d = 50 ran 1 wide in
@@ -35,8 +35,9 @@
 // that is 40-60 us, so L2 becomes the bound: 1.87M rows of 100 B (bf16 q; 200 B f32) touching
 // 4-5 (7) 32-byte sectors, ~280 (~420) MB, plus 16 B of index and coefficient loads an item
 // (~30 MB), at ~5.5 TB/s from L2 about 55 (80) us. Expected 55-70 us, against 123 (1-wide
-// block form) and 97 (2-wide block form). A/B: HSTU_SCATTER_PIECES_PER_BLOCK=1 runs the block
-// form (warp_form_warps).
+// block form) and 97 (2-wide block form); measured (session 16, H200, ncu) 75.7 us, the ML-1M
+// step 2.53 against 2.54-2.57 ms. A/B: HSTU_SCATTER_PIECES_PER_BLOCK=1 runs the block form
+// (warp_form_warps).
 #pragma once
 
 #include <cstdlib>

@@ -43,8 +43,8 @@
 // the long pole (warpgroup 1 waits on F: barrier stalls), DRAM 7 % busy. Next: balance the
 // pointwise step between the warpgroups without a two-way wait, or a fused dQ (5 GEMMs).
 //
-// Fused form (WideBwdTraits<T, true, true>; HSTU_ATTN_SM90_FUSED=1, not the default: NOT
-// measured yet): the dK/dV kernel alone, 5 GEMMs per tile pair instead of 7, dQ added to the fp32
+// Fused form (WideBwdTraits<T, true, true>; HSTU_ATTN_SM90_FUSED=1, not the default: measured
+// slower, below): the dK/dV kernel alone, 5 GEMMs per tile pair instead of 7, dQ added to the fp32
 // accumulator of attention_bwd_sm90_dq.cuh ([H, 4, T, 64], tickets in descending key order,
 // bulk reduce-adds: bit-identical run to run; unordered when no determinism is asked), then the
 // convert kernel in 32-row blocks. Changes against the split dK/dV kernel:
@@ -80,8 +80,9 @@
 // shared-memory bound, 43 % of its tensor bound. Break-even needs the fused kernel at >= 56 % of
 // its shared-memory bound; 400 TFLOPS needs ~78 %. Also: the dQ adds move 64 KB of fp32 per pair
 // through L2 (2.2 TB/s over 132 SMs at 7 K cycles per pair), twice the d 128 fused form's ratio.
-// The honest expectation is somewhere between 0.9x and 1.3x the split form; hence split stays the
-// default (sm90_fused_faster) until an H200 A/B says otherwise.
+// The expectation was 0.9x to 1.3x the split form. Measured (H200, B32 L4096 H4 causal bf16,
+// session 22): 320 TFLOPS against the split form's 351 (jagged uniform lengths 310 against 373),
+// so split is the default (sm90_fused_faster).
 // Masks, tile classification, the producer and the epilogue's stores are those of
 // attention_bwd_sm90.cuh (bwd_apply, bwd_produce, store_tile). No rab (sm90_bwd_supported keeps
 // rab on sm80). Shapes: q/k/v/d_o strided column views [T, H * stride], TMA views (token, column,
