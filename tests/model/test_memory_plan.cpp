@@ -5,6 +5,8 @@
 //     loss at the end of the step buffers, the normalised item table after it), over layer
 //     options that change the buffers (final LayerNorm, recomputed LayerNorm / SiLU, rab, head
 //     widths that pad the uvqk layout, no layers at all);
+//   - the loss's copy of the item table with 16-bit activations (RetrievalArgs.loss_rows_dtype),
+//     counted where lowp_loss_rows takes it, as the model's arena holds it;
 //   - the dense parameter layout (tensors, floats) of HstuModel and RankingModel;
 //   - ranking, the activations line of RankingModel::describe_plan (0.1 MiB) on shapes whose
 //     buffers are each larger than that, with and without actions and contextual features.
@@ -92,6 +94,49 @@ INSTANTIATE_TEST_SUITE_P(
                       RetrievalCase{"padded_heads_rab", 2, 50, 2, 25, true, false, false, true},
                       RetrievalCase{"no_layers", 0, 16, 2, 8, true, false, false, false}),
     [](const auto& info) { return std::string(info.param.name); });
+
+// RetrievalArgs.loss_rows_dtype: with 16-bit activations (a GPU run) the plan holds the loss's copy
+// of the item table, [rows, D] in the activation dtype, exactly where lowp_loss_rows says so
+// (a batch gathers at least 3x the rows), as the model's own arena does; none with "float32" or
+// with fp32 activations (the CPU).
+TEST(RetrievalPlanLossRows, CountsTheTablesCopyWhereTheRuleTakesIt) {
+  Config cfg;
+  cfg.network.num_layers = 1;
+  cfg.network.hidden_size = 16;
+  cfg.network.num_attention_heads = 2;
+  cfg.network.kv_channels = 8;
+  cfg.network.num_position_buckets = 40;
+  cfg.dataset.max_history_seqlen = 30;
+  cfg.trainer.train_batch_size = 5;
+  cfg.trainer.eval_batch_size = 7;
+  cfg.retrieval.num_negatives = 6;
+  const int64_t items = 123;  // 7 x 30 tokens x 7 candidates >= 3 x 123 rows
+  const ModelShape shape = retrieval_model_shape(cfg, items);
+  ASSERT_TRUE(lowp_loss_rows(cfg, shape, DType::kBF16));
+  EXPECT_FALSE(lowp_loss_rows(cfg, shape, DType::kF32));
+  Config fp32 = cfg;
+  fp32.retrieval.loss_rows_dtype = "float32";
+  EXPECT_FALSE(lowp_loss_rows(fp32, shape, DType::kBF16));
+  const int64_t copy = aligned(items * 16 * 2);
+  EXPECT_EQ(retrieval_activation_bytes(cfg, shape, DType::kBF16, true),
+            retrieval_activation_bytes(fp32, shape, DType::kBF16, true) + copy);
+  EXPECT_EQ(retrieval_activation_bytes(cfg, shape, DType::kBF16, false),
+            retrieval_activation_bytes(fp32, shape, DType::kBF16, false) + copy);
+  ModelShape big = shape;
+  big.num_items = 1000;  // 1470 gathers < 3000 rows: no copy
+  EXPECT_FALSE(lowp_loss_rows(cfg, big, DType::kBF16));
+  EXPECT_EQ(retrieval_activation_bytes(cfg, big, DType::kBF16, true),
+            retrieval_activation_bytes(fp32, big, DType::kBF16, true));
+
+  // The model's arena: the normalised item table follows the copy.
+  HstuModel model(cfg, shape, Device::kCPU, DType::kBF16);
+  model.plan(3);
+  const char* base = static_cast<const char*>(model.batch_tensors().offsets.data);
+  Ctx ctx;
+  const char* norm = static_cast<const char*>(model.normalized_items(ctx).data);
+  EXPECT_EQ(retrieval_activation_bytes(cfg, shape, DType::kBF16, true),
+            (norm - base) + aligned(items * 16 * 4) + aligned(items * 4));
+}
 
 TEST(RetrievalPlanWindow, CountsInputsTargetsAndNegativesOfOneTrainingStep) {
   Config cfg;
