@@ -42,8 +42,8 @@ void PrintTo(const RetrievalCase& c, std::ostream* os) {
 
 class RetrievalPlan : public ::testing::TestWithParam<RetrievalCase> {};
 
-TEST_P(RetrievalPlan, EqualsTheModelsArena) {
-  const RetrievalCase c = GetParam();
+// The retrieval config of case c: batches of 5 (train) / 7 (eval) x 30 tokens, 6 negatives.
+Config plan_config(const RetrievalCase& c) {
   Config cfg;
   cfg.network.num_layers = c.layers;
   cfg.network.hidden_size = c.hidden;
@@ -58,6 +58,12 @@ TEST_P(RetrievalPlan, EqualsTheModelsArena) {
   cfg.trainer.train_batch_size = 5;
   cfg.trainer.eval_batch_size = 7;
   cfg.retrieval.num_negatives = 6;
+  return cfg;
+}
+
+TEST_P(RetrievalPlan, EqualsTheModelsArena) {
+  const RetrievalCase c = GetParam();
+  const Config cfg = plan_config(c);
   const int64_t items = 123;
   const ModelShape shape = retrieval_model_shape(cfg, items);
   EXPECT_EQ(shape.max_batch, 7);
@@ -100,16 +106,7 @@ INSTANTIATE_TEST_SUITE_P(
 // (a batch gathers at least 3x the rows), as the model's own arena does; none with "float32" or
 // with fp32 activations (the CPU).
 TEST(RetrievalPlanLossRows, CountsTheTablesCopyWhereTheRuleTakesIt) {
-  Config cfg;
-  cfg.network.num_layers = 1;
-  cfg.network.hidden_size = 16;
-  cfg.network.num_attention_heads = 2;
-  cfg.network.kv_channels = 8;
-  cfg.network.num_position_buckets = 40;
-  cfg.dataset.max_history_seqlen = 30;
-  cfg.trainer.train_batch_size = 5;
-  cfg.trainer.eval_batch_size = 7;
-  cfg.retrieval.num_negatives = 6;
+  const Config cfg = plan_config({"plain", 1, 16, 2, 8, true, false, false, false});
   const int64_t items = 123;  // 7 x 30 tokens x 7 candidates >= 3 x 123 rows
   const ModelShape shape = retrieval_model_shape(cfg, items);
   ASSERT_TRUE(lowp_loss_rows(cfg, shape, DType::kBF16));
