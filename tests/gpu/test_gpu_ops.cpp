@@ -922,8 +922,8 @@ std::vector<Case> cases() {
   add({.name = "layernorm_short_c8_bf16", .op = Op::kLayerNorm, .m = 3000, .n = 250, .dtype = bf,
        .out = bf, .a = true, .acc = true, .f32_rtol = 2e-5,
        .why = lowp + "; f32 stats/dw/db: one-pass fp32 vs two-pass f64"});
-  // 8-wide rows of 512 and 1000 (a partial last chunk) columns: the plain backward's loop form
-  // (ln_mul_dropout_c4_p02_bf16 below: the fused one's register path, kShortRowMulBwd).
+  // 8-wide rows of 512 and 1000 (a partial last chunk) columns: the backward's register path
+  // with 2 and 4 chunks a lane (kShortRowBwd; layernorm_wide_fp16: its loop form).
   add({.name = "layernorm_c4_partial_bf16", .op = Op::kLayerNorm, .m = 300, .n = 1000,
        .dtype = bf, .out = bf, .a = true, .acc = true, .f32_rtol = 2e-5,
        .why = lowp + "; f32 stats/dw/db: one-pass fp32 vs two-pass f64"});
@@ -960,6 +960,9 @@ std::vector<Case> cases() {
        .dtype = f16, .a = true, .p = 0.1f, .f32_rtol = 2e-5, .why = lowp});
   add({.name = "ln_mul_dropout_p01_fp16", .op = Op::kLnMulDropout, .m = 20, .n = 72, .dtype = f16,
        .a = true, .p = 0.1f, .f32_rtol = 2e-5, .why = lowp});
+  // 8-wide rows of 2312 columns (9.03 chunks a lane): both fused kernels' loop form.
+  add({.name = "ln_mul_dropout_wide_p02_bf16", .op = Op::kLnMulDropout, .m = 301, .n = 2312,
+       .dtype = bf, .pad = 8, .a = true, .p = 0.2f, .f32_rtol = 2e-5, .why = lowp});
 
   add({.name = "dropout_bf16", .op = Op::kDropout, .m = 100, .n = 64, .dtype = bf, .p = 0.3f,
        .why = "mask exact; kept values x / (1 - p) rounded once"});

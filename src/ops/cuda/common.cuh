@@ -163,6 +163,33 @@ __device__ __forceinline__ void store_vec(T* p, const float (&in)[V]) {
   }
 }
 
+// V elements of T as loaded: one 16-byte word while in flight when that is the vector (V = 8,
+// 16-bit T), converted to fp32 where used; else fp32 (load_vec / load_vec_rw). For kernels that
+// issue several vectors' loads before using any (a batch of rows, a row's chunks): the words are
+// what a thread holds while its loads are in flight, 4 registers a vector instead of 8.
+template <int V, typename T>
+struct Loaded {
+  static constexpr bool kWord = V * sizeof(T) == 16;
+  std::conditional_t<kWord, uint4, float[V]> v;
+  template <bool kReadOnly>
+  __device__ __forceinline__ void load(const T* p) {
+    if constexpr (kWord) {
+      v = kReadOnly ? __ldg(reinterpret_cast<const uint4*>(p)) : *reinterpret_cast<const uint4*>(p);
+    } else if constexpr (kReadOnly) {
+      load_vec<V>(p, v);
+    } else {
+      load_vec_rw<V>(p, v);
+    }
+  }
+  __device__ __forceinline__ float operator[](int j) const {
+    if constexpr (kWord) {
+      return to_f32(reinterpret_cast<const T*>(&v)[j]);
+    } else {
+      return v[j];
+    }
+  }
+};
+
 // dst[0:V] += v[0:V] with fp32 atomics.
 template <int V>
 __device__ __forceinline__ void atomic_add_vec(float* dst, const float (&v)[V]) {

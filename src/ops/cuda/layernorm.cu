@@ -2,7 +2,8 @@
 //
 // The one decision: one warp per row, fp32 math, the row re-read from L1/L2 instead of held in
 // registers (any width works with one kernel per dtype pair; rows of up to kShortRow columns,
-// latency-bound, are held in registers with every load issued up front), and dw/db reduced
+// latency-bound, and the backward's 8-wide rows up to 1024 (kShortRowBwd) are held in registers
+// with every load issued up front), and dw/db reduced
 // deterministically: each block owns a fixed chunk of rows, each warp accumulates its columns in
 // its own shared-memory slice, the block sums the slices in warp order into a per-block partial
 // in ctx.scratch, and reduce_partials sums the blocks in order. Dropout masks come from
@@ -15,13 +16,15 @@ namespace {
 
 constexpr int kWarpsFwd = 8;
 constexpr int64_t kShortRow = 256;  // rows up to this width take the kernels' register path
-// The fused LN * u * dropout backward's register path for 8-wide vectors reaches rows of 1024
-// (kC = 4). H200, bench-large step (D = 1024, 82k rows, bf16), ncu: the fused kernel 0.49 ms in
-// the loop form (kC = 0: one chunk's loads in flight a warp, 4 blocks an SM) -> 0.39 ms (156
-// registers, 2 blocks); the plain LayerNorm backward 0.33 -> 0.37 ms the same way (128
-// registers), so it keeps the loop form.
+// The LayerNorm backwards' register path for 8-wide vectors reaches rows of 1024 (kC = 4; the
+// file comment's kernels otherwise). H200, bench-large step (D = 1024, 82k rows, bf16), per step
+// of 8 layers: the fused LN * u * dropout backward 3.49 ms in session 22's register path (each
+// chunk's loads behind the previous chunk's du store) -> 3.09-3.15 ms with the row's loads issued
+// first and at most 168 registers (2 blocks an SM; uncapped, 178 registers and 1 block: 4.42 ms);
+// the plain backward 2.17 ms in the loop form -> 2.00 with the shared-memory sums' reads ahead of
+// their writes -> 1.90 in the register path (124 registers, 2 blocks an SM).
 template <int V>
-constexpr int64_t kShortRowMulBwd = V == 8 ? 1024 : kShortRow;
+constexpr int64_t kShortRowBwd = V == 8 ? 1024 : kShortRow;
 
 // Calls f(std::integral_constant<int, C>{}) with C = the chunks of 32 V elements a row of `cols`
 // columns needs, rounded up to 1, 2, 4 or 8, for rows of at most kMaxCols columns (the kernels'
@@ -262,13 +265,15 @@ __device__ __forceinline__ int64_t slice_index(int64_t c) {
     return c;
 }
 
-// Gradient g reaching LN's output at (row, c..c+V) and, for the fused op, du (written here).
-// keep: the V elements' dropout decisions when drawn already (row_keep), else null.
+// The gradient reaching LN's output at (row, c..c+V), in place of g (on entry the gradient
+// reaching y, loaded by the caller), and for the fused op du, written here; u: the fused op's u
+// at those columns (unused otherwise). keep: the V elements' dropout decisions when drawn already
+// (row_keep), else null.
 template <int V, typename TX, typename TG, bool kMul>
 __device__ __forceinline__ void ln_out_grad(const LnBwdArgs& a, int64_t row, int64_t c,
                                             const float (&xhat)[V], const float (&w)[V],
-                                            bool write_du, const bool* keep, float (&g)[V]) {
-  load_vec<V>(static_cast<const TG*>(a.dy) + row * a.lddy + c, g);
+                                            const float (&u)[V], bool write_du, const bool* keep,
+                                            float (&g)[V]) {
   if constexpr (kMul) {
     if (keep == nullptr) {
       apply_dropout<V>(a.drop, static_cast<uint64_t>(row * a.cols + c), g);
@@ -276,8 +281,6 @@ __device__ __forceinline__ void ln_out_grad(const LnBwdArgs& a, int64_t row, int
 #pragma unroll
       for (int j = 0; j < V; ++j) g[j] = keep[j] ? g[j] * a.drop.scale : 0.0f;
     }
-    float u[V];
-    load_vec<V>(static_cast<const TX*>(a.u) + row * a.ldu + c, u);
     if (write_du) {
       float b[V], du[V];
       load_param<V, TX>(a.b, a.param_f32, c, b, 0.0f);
@@ -292,11 +295,20 @@ __device__ __forceinline__ void ln_out_grad(const LnBwdArgs& a, int64_t row, int
 
 // A block of W warps owns rows [blockIdx.x * rows_per_block, +rows_per_block); warp w takes every
 // W-th row. dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = g * w.
-// kC > 0: rows of at most kC chunks of 32 V elements; the first pass keeps xhat, w and g in
-// registers for the second (which then reads only dx, when accumulating), the same arithmetic
-// in the same order as kC = 0 (the loop over any width).
+// kC > 0: rows of at most kC chunks of 32 V elements. The row's loads (x, dy, u; dx when
+// accumulating) are all issued before any is used (chunk by chunk, each chunk's du store held the
+// next chunk's loads back: the compiler cannot move a load above a store that may alias it), and
+// the first pass keeps x as loaded and g in registers for the second (xhat recomputed, w read
+// again), the same arithmetic in the same order as kC = 0 (the loop over any width).
+// Registers of the 16-bit register path at kC = 4: 168 for the fused op, 128 for the plain one,
+// as measured (kShortRowBwd): 2 blocks of 6 warps an SM each.
+template <int kC, typename TX, typename TG, bool kMul>
+constexpr int kBwdMaxRegs = kC == 4 && sizeof(TX) == 2 && sizeof(TG) == 2 ? (kMul ? 168 : 128)
+                                                                          : 255;
+
 template <int V, int kC, typename TX, typename TG, bool kMul>
-__global__ void __launch_bounds__(256) ln_bwd_kernel(LnBwdArgs a) {
+__global__ void __launch_bounds__(256) __maxnreg__((kBwdMaxRegs<kC, TX, TG, kMul>))
+    ln_bwd_kernel(LnBwdArgs a) {
   extern __shared__ float slices[];  // [W][2][a.slice] when a.partial
   constexpr int kR = kC > 0 ? kC : 1;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
@@ -310,23 +322,30 @@ __global__ void __launch_bounds__(256) ln_bwd_kernel(LnBwdArgs a) {
   const int64_t r1 = min(a.rows, r0 + a.rows_per_block);
   for (int64_t row = r0 + warp; row < r1; row += nwarps) {
     const TX* x = static_cast<const TX*>(a.x) + row * a.ldx;
+    const TX* u = kMul ? static_cast<const TX*>(a.u) + row * a.ldu : nullptr;
+    const TG* dy = static_cast<const TG*>(a.dy) + row * a.lddy;
+    TG* dx = static_cast<TG*>(a.dx) + row * a.lddx;
     const float mean = a.mean[row], rstd = a.rstd[row];
     float s1 = 0.0f, s2 = 0.0f;
-    float xs[kR][V], ws[kR][V], gs[kR][V];
+    float gs[kR][V];
     // Short rows of 1-wide chunks draw their dropout decisions a row at a time (row_keep).
     constexpr bool kRowKeep = kMul && kC > 0 && V == 1;
     bool keep[kR];
     if constexpr (kRowKeep)
       if (a.drop.p > 0.0f) row_keep<kR>(a.drop, row, n, lane, keep);
-    // xhat, w and the output gradient g of the chunk at c, chunk i of a short row (-1: the
-    // loop; du written in the first pass).
-    const auto chunk = [&](int64_t c, int i, bool first, float(&xh)[V], float(&w)[V],
-                           float(&g)[V]) {
-      load_vec<V>(x + c, xh);
+    // xhat, w and the gradient g reaching LN's output at c, from the chunk's loaded x, dy and u;
+    // chunk i of a short row (-1: the loop), du written in the first pass.
+    const auto chunk = [&](int64_t c, int i, bool first, const auto& xl, const auto& gl,
+                           const auto& ul, float(&xh)[V], float(&w)[V], float(&g)[V]) {
+      float uu[V] = {};
 #pragma unroll
-      for (int j = 0; j < V; ++j) xh[j] = (xh[j] - mean) * rstd;
+      for (int j = 0; j < V; ++j) {
+        xh[j] = (xl[j] - mean) * rstd;
+        g[j] = gl[j];
+        if constexpr (kMul) uu[j] = ul[j];
+      }
       load_param<V, TX>(a.w, a.param_f32, c, w, 1.0f);
-      ln_out_grad<V, TX, TG, kMul>(a, row, c, xh, w, first, kRowKeep ? &keep[i] : nullptr, g);
+      ln_out_grad<V, TX, TG, kMul>(a, row, c, xh, w, uu, first, kRowKeep ? &keep[i] : nullptr, g);
     };
     const auto add_sums = [&](int64_t c, const float(&xh)[V], const float(&w)[V],
                               const float(&g)[V]) {
@@ -336,57 +355,88 @@ __global__ void __launch_bounds__(256) ln_bwd_kernel(LnBwdArgs a) {
         s1 += dxh;
         s2 += dxh * xh[j];
       }
-      if (dw_s) {
-        const int64_t s0 = slice_index<V>(c);  // element j at s0 + j * (V == 8 ? 32 : 1)
+      if (dw_s) {  // every slice element read before any is written: the reads overlap
+        constexpr int kStep = V == 8 ? 32 : 1;  // element j at slice_index(c) + j * kStep
+        const int64_t s0 = slice_index<V>(c);
+        float dw[V], db[V];
 #pragma unroll
         for (int j = 0; j < V; ++j) {
-          dw_s[s0 + j * (V == 8 ? 32 : 1)] += g[j] * xh[j];
-          db_s[s0 + j * (V == 8 ? 32 : 1)] += g[j];
+          dw[j] = dw_s[s0 + j * kStep];
+          db[j] = db_s[s0 + j * kStep];
+        }
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          dw_s[s0 + j * kStep] = dw[j] + g[j] * xh[j];
+          db_s[s0 + j * kStep] = db[j] + g[j];
         }
       }
     };
-    if constexpr (kC > 0) {
-#pragma unroll
-      for (int i = 0; i < kC; ++i) {
-        const int64_t c = (lane + 32 * static_cast<int64_t>(i)) * V;
-        if (c < n) chunk(c, i, true, xs[i], ws[i], gs[i]);
-      }
-#pragma unroll
-      for (int i = 0; i < kC; ++i) {
-        const int64_t c = (lane + 32 * static_cast<int64_t>(i)) * V;
-        if (c < n) add_sums(c, xs[i], ws[i], gs[i]);
-      }
-    } else {
-      for (int64_t c = static_cast<int64_t>(lane) * V; c < n; c += 32 * V) {
-        chunk(c, -1, true, xs[0], ws[0], gs[0]);
-        add_sums(c, xs[0], ws[0], gs[0]);
-      }
-    }
-    s1 = warp_sum(s1) / static_cast<float>(n);
-    s2 = warp_sum(s2) / static_cast<float>(n);
-    TG* dx = static_cast<TG*>(a.dx) + row * a.lddx;
-    const auto write = [&](int64_t c, const float(&xh)[V], const float(&w)[V], const float(&g)[V]) {
+    // dx at c from the chunk's xhat, w, g (and, accumulating, dx's former value `old`).
+    const auto write = [&](int64_t c, const float(&xh)[V], const float(&w)[V], const float(&g)[V],
+                           const auto& old) {
       float d[V];
 #pragma unroll
-      for (int j = 0; j < V; ++j) d[j] = rstd * (g[j] * w[j] - s1 - xh[j] * s2);
-      if (a.accumulate_dx) {
-        float old[V];
-        load_vec_rw<V>(dx + c, old);
-#pragma unroll
-        for (int j = 0; j < V; ++j) d[j] += old[j];
+      for (int j = 0; j < V; ++j) {
+        d[j] = rstd * (g[j] * w[j] - s1 - xh[j] * s2);
+        if (a.accumulate_dx) d[j] += old[j];
       }
       store_vec<V>(dx + c, d);
     };
     if constexpr (kC > 0) {
+      // Held for the second pass: x as loaded (xhat recomputed) and g; w is read again (L1).
+      Loaded<V, TX> xl[kC], ul[kMul ? kC : 1];
+      Loaded<V, TG> gl[kC], dl[kMul ? 1 : kC];  // dl: dx's former values (the fused op writes)
 #pragma unroll
       for (int i = 0; i < kC; ++i) {
         const int64_t c = (lane + 32 * static_cast<int64_t>(i)) * V;
-        if (c < n) write(c, xs[i], ws[i], gs[i]);
+        if (c >= n) continue;
+        xl[i].template load<true>(x + c);
+        gl[i].template load<true>(dy + c);
+        if constexpr (kMul)
+          ul[i].template load<true>(u + c);
+        else if (a.accumulate_dx)
+          dl[i].template load<false>(dx + c);
+      }
+#pragma unroll
+      for (int i = 0; i < kC; ++i) {
+        const int64_t c = (lane + 32 * static_cast<int64_t>(i)) * V;
+        if (c >= n) continue;
+        float xh[V], w[V];
+        chunk(c, i, true, xl[i], gl[i], ul[kMul ? i : 0], xh, w, gs[i]);
+        add_sums(c, xh, w, gs[i]);
+      }
+      s1 = warp_sum(s1) / static_cast<float>(n);
+      s2 = warp_sum(s2) / static_cast<float>(n);
+#pragma unroll
+      for (int i = 0; i < kC; ++i) {
+        const int64_t c = (lane + 32 * static_cast<int64_t>(i)) * V;
+        if (c >= n) continue;
+        float xh[V], w[V];
+#pragma unroll
+        for (int j = 0; j < V; ++j) xh[j] = (xl[i][j] - mean) * rstd;
+        load_param<V, TX>(a.w, a.param_f32, c, w, 1.0f);
+        write(c, xh, w, gs[i], dl[kMul ? 0 : i]);
       }
     } else {
+      float xv[V], gv[V], uv[V], old[V];
+      const auto load = [&](int64_t c) {
+        load_vec<V>(x + c, xv);
+        load_vec<V>(dy + c, gv);
+        if constexpr (kMul) load_vec<V>(u + c, uv);
+      };
+      float xh[V], w[V];
       for (int64_t c = static_cast<int64_t>(lane) * V; c < n; c += 32 * V) {
-        chunk(c, -1, false, xs[0], ws[0], gs[0]);
-        write(c, xs[0], ws[0], gs[0]);
+        load(c);
+        chunk(c, -1, true, xv, gv, uv, xh, w, gs[0]);
+        add_sums(c, xh, w, gs[0]);
+      }
+      s1 = warp_sum(s1) / static_cast<float>(n);
+      s2 = warp_sum(s2) / static_cast<float>(n);
+      for (int64_t c = static_cast<int64_t>(lane) * V; c < n; c += 32 * V) {
+        load(c);
+        if (a.accumulate_dx) load_vec_rw<V>(dx + c, old);
+        chunk(c, -1, false, xv, gv, uv, xh, w, gs[0]);
+        write(c, xh, w, gs[0], old);
       }
     }
   }
@@ -528,6 +578,7 @@ void ln_bwd(Ctx& ctx, const Tensor& x, const Tensor& u, const Tensor& w, const T
                t->str());
   }
   if (rows == 0 || cols == 0) return;
+  HSTU_CHECK(!accumulate_dx || u.empty(), op, ": the fused op overwrites do_");  // kernel's dl
   const bool want_partials = !dw.empty() || !db.empty();
 
   a.x = x.data, a.ldx = x.row_stride;
@@ -569,7 +620,7 @@ void ln_bwd(Ctx& ctx, const Tensor& x, const Tensor& u, const Tensor& w, const T
   dispatch_vec(vec8, [&](auto vtag) {
     constexpr int V = decltype(vtag)::value;
     if (!u.empty()) {
-      dispatch_chunks<V, kShortRowMulBwd<V>>(cols, [&](auto ctag) {
+      dispatch_chunks<V, kShortRowBwd<V>>(cols, [&](auto ctag) {
         constexpr int C = decltype(ctag)::value;
         dispatch_io(x.dtype, op, [&](auto tx) {
           using TX = typename decltype(tx)::type;
@@ -578,7 +629,7 @@ void ln_bwd(Ctx& ctx, const Tensor& x, const Tensor& u, const Tensor& w, const T
       });
       return;
     }
-    dispatch_chunks<V>(cols, [&](auto ctag) {
+    dispatch_chunks<V, kShortRowBwd<V>>(cols, [&](auto ctag) {
       constexpr int C = decltype(ctag)::value;
       dispatch_io(x.dtype, op, [&](auto tx) {
         using TX = typename decltype(tx)::type;

@@ -59,32 +59,6 @@ struct UvqkArgs {
   ColumnMap map;
 };
 
-// V elements of T as loaded: one 16-byte word while in flight when that is the vector (V = 8,
-// 16-bit T), converted to fp32 where used; else fp32 (load_vec). The batch's words are what a
-// thread holds while its loads are in flight: 4 registers a vector instead of 8.
-template <int V, typename T>
-struct Loaded {
-  static constexpr bool kWord = V * sizeof(T) == 16;
-  std::conditional_t<kWord, uint4, float[V]> v;
-  template <bool kReadOnly>
-  __device__ __forceinline__ void load(const T* p) {
-    if constexpr (kWord) {
-      v = kReadOnly ? __ldg(reinterpret_cast<const uint4*>(p)) : *reinterpret_cast<const uint4*>(p);
-    } else if constexpr (kReadOnly) {
-      load_vec<V>(p, v);
-    } else {
-      load_vec_rw<V>(p, v);
-    }
-  }
-  __device__ __forceinline__ float operator[](int j) const {
-    if constexpr (kWord) {
-      return to_f32(reinterpret_cast<const T*>(&v)[j]);
-    } else {
-      return v[j];
-    }
-  }
-};
-
 // Rows [blockIdx.x * rows_per_block, + rows_per_block) of the call; see the file comment.
 template <int V, int kBatch, bool kBwd, typename T>
 __global__ void __launch_bounds__(kThreads) uvqk_silu_kernel(UvqkArgs<T> a) {
