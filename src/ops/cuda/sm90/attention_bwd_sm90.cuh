@@ -38,7 +38,8 @@
 //   - d 128 (kDqLate) computes a tile's dQ ONE TILE LATER, after the next tile's pointwise step:
 //     the two dS buffers have full / free mbarriers, so neither warpgroup waits for the other's
 //     current tile and the two are not held in step (421-432 -> 445-462 TFLOPS; the same form
-//     measured 281 against 291 at d 64 with 64-query tiles).
+//     measured slower at d 64: 281 against 291 with 64-query tiles, 342-343 against 360-361
+//     with 128, jagged uniform lengths 303 against 320; H200, session 23).
 // What keeps ptxas from serialising the wgmmas (C7512) or spilling: S^T / dP^T declared per tile
 // (a loop-carried accumulator stays live across the dK / dV / dQ wgmmas), dS addressed through
 // ds_byte_offset (checked against cute's indexing by tools/check_sm90_ds_offset.cu) rather than
