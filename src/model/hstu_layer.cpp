@@ -66,6 +66,8 @@ HstuLayerActs HstuLayer::allocate_acts(Arena& a, int64_t t, DType act) const {
   s.ln2_mean = a.alloc(st, {t});
   s.ln2_rstd = a.alloc(st, {t});
   s.y = a.alloc(act, {t, hd});
+  // The output dropout's decisions, kept by the forward for the backward (ops/layernorm.h).
+  if (cfg_.dropout > 0.0f) s.drop_keep = a.alloc(DType::kI32, {t, dropout_keep_words(hd)});
   return s;
 }
 
@@ -198,7 +200,8 @@ void HstuLayer::forward(Ctx& ctx, const DenseParams& p, const BatchTensors& b, c
   const DropoutSpec drop{training ? cfg_.dropout : 0.0f, dropout_seed, b.dropout_offset(hd)};
   phase(ctx, "fwd.ln_mul_dropout");
   ln_mul_dropout_fwd(ctx, o, uvqk.cols(0, hd), param(p, ids_.ln_out_w), param(p, ids_.ln_out_b),
-                     cfg_.eps, drop, y, first_rows(acts.ln2_mean, t), first_rows(acts.ln2_rstd, t));
+                     cfg_.eps, drop, first_rows(acts.drop_keep, t), y, first_rows(acts.ln2_mean, t),
+                     first_rows(acts.ln2_rstd, t));
   phase(ctx, "fwd.gemm_out");
   if (cfg_.fused) {  // x_in is the GEMM's C input: no copy of it into x_out first
     gemm_residual(ctx, GemmDesc{}, y, matrix(p, ids_.w_o), x_in, x_out, bias(p, ids_.b_o));
@@ -240,8 +243,9 @@ void HstuLayer::backward(Ctx& ctx, const DenseParams& p, const BatchTensors& b, 
   const DropoutSpec drop{training ? cfg_.dropout : 0.0f, dropout_seed, b.dropout_offset(hd)};
   phase(ctx, "bwd.ln_mul_dropout");
   ln_mul_dropout_bwd(ctx, o, uvqk.cols(0, hd), param(p, ids_.ln_out_w), param(p, ids_.ln_out_b),
-                     first_rows(acts.ln2_mean, t), first_rows(acts.ln2_rstd, t), drop, d_y, d_o,
-                     d_uvqk.cols(0, hd), grad(p, ids_.ln_out_w), grad(p, ids_.ln_out_b));
+                     first_rows(acts.ln2_mean, t), first_rows(acts.ln2_rstd, t), drop,
+                     first_rows(acts.drop_keep, t), d_y, d_o, d_uvqk.cols(0, hd),
+                     grad(p, ids_.ln_out_w), grad(p, ids_.ln_out_b));
   // Attention: gradients of v, q, k land in their column blocks of d_uvqk.
   phase(ctx, "bwd.attn");
   hstu_attention_bwd(ctx, attention_args(cfg_, p, ids_, b, uvqk, scr.rab_step), d_o,

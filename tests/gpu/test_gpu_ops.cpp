@@ -234,6 +234,9 @@ void check_mask(const Tensor& dev_out, const DropoutSpec& d, const std::string& 
   EXPECT_EQ(bad, 0) << what << ": dropout mask differs from dropout_keep in " << bad << " places";
 }
 
+// The fused op on both backends; with dropout the forwards keep their decisions as bits (equal
+// word for word), and the GPU backward that reads them equals the one that draws them again,
+// bit for bit (both against the CPU's).
 void run_ln_mul_dropout(const Case& c) {
   const int64_t t = c.m, e = c.n;
   const float eps = 1e-6f;
@@ -243,36 +246,53 @@ void run_ln_mul_dropout(const Case& c) {
   const Tensor b = c.a ? rnd({e}, DType::kF32) : Tensor();
   Tensor y = alloc(DType::kF32, {t, e}), mean = alloc(DType::kF32, {t}),
          rstd = alloc(DType::kF32, {t});
+  const bool kept = c.p > 0;
+  const Tensor keep = kept ? alloc(DType::kI32, {t, dropout_keep_words(e)}) : Tensor();
   Ctx h = cpu();
-  cpu::ln_mul_dropout_fwd(h, o, u, w, b, eps, drop, y, mean, rstd);
+  cpu::ln_mul_dropout_fwd(h, o, u, w, b, eps, drop, keep, y, mean, rstd);
   Ctx g = gpu::cuda_ctx(c.det);
   const Tensor od = dev(o, c.dtype), ud = dev(u, c.dtype, c.pad);
   const Tensor wd = c.a ? dev(w, DType::kF32) : Tensor(), bd = c.a ? dev(b, DType::kF32) : Tensor();
   const Tensor yd = out_dev(c.dtype, {t, e});
   const Tensor md = out_dev(DType::kF32, {t}), rd = out_dev(DType::kF32, {t});
-  cuda::ln_mul_dropout_fwd(g, od, ud, wd, bd, eps, drop, yd, md, rd);
+  const Tensor keepd = kept ? out_dev(DType::kI32, {t, dropout_keep_words(e)}) : Tensor();
+  cuda::ln_mul_dropout_fwd(g, od, ud, wd, bd, eps, drop, keepd, yd, md, rd);
   check(yd, y, kFwd, c, "y");
   check(md, mean, kFwd, c, "mean");
   check(rd, rstd, kFwd, c, "rstd");
-  if (c.p > 0) check_mask(yd, drop, c.name + " y mask");
+  if (kept) {
+    check_mask(yd, drop, c.name + " y mask");
+    gpu::check_exact(keepd, keep, c.name + " keep bits");
+  }
 
   const Tensor dy = rnd({t, e}, c.dtype);
   Tensor do_ = alloc(DType::kF32, {t, e}), du = alloc(DType::kF32, {t, e});
   const Tensor dw0 = rnd({e}, DType::kF32), db0 = rnd({e}, DType::kF32);
   Tensor dw = c.a ? copy_host(dw0) : Tensor(), db = c.a ? copy_host(db0) : Tensor();
-  cpu::ln_mul_dropout_bwd(h, o, u, w, b, mean, rstd, drop, dy, do_, du, dw, db);
-  const Tensor dod = out_dev(c.dtype, {t, e}), dud = out_dev(c.dtype, {t, e}, c.pad);
-  const Tensor dwd = c.a ? dev(dw0, DType::kF32) : Tensor(),
-               dbd = c.a ? dev(db0, DType::kF32) : Tensor();
-  cuda::ln_mul_dropout_bwd(g, od, ud, wd, bd, dev(mean, DType::kF32), dev(rstd, DType::kF32), drop,
-                           dev(dy, c.dtype), dod, dud, dwd, dbd);
-  check(dod, do_, kBwd, c, "do");
-  check(dud, du, kBwd, c, "du");
-  if (c.p > 0) check_mask(dud, drop, c.name + " du mask");
-  if (c.a) {
-    check(dwd, dw, kBwd, c, "dw");
-    check(dbd, db, kBwd, c, "db");
+  cpu::ln_mul_dropout_bwd(h, o, u, w, b, mean, rstd, drop, keep, dy, do_, du, dw, db);
+  const Tensor dyd = dev(dy, c.dtype), meand = dev(mean, DType::kF32),
+               rstdd = dev(rstd, DType::kF32);
+  std::vector<std::vector<unsigned char>> runs[2];  // [read bits, draw again][do, du, dw, db]
+  for (int run = 0; run < (kept ? 2 : 1); ++run) {
+    const Tensor dod = out_dev(c.dtype, {t, e}), dud = out_dev(c.dtype, {t, e}, c.pad);
+    const Tensor dwd = c.a ? dev(dw0, DType::kF32) : Tensor(),
+                 dbd = c.a ? dev(db0, DType::kF32) : Tensor();
+    cuda::ln_mul_dropout_bwd(g, od, ud, wd, bd, meand, rstdd, drop, run == 0 ? keepd : Tensor(),
+                             dyd, dod, dud, dwd, dbd);
+    const std::string how = run == 0 ? "" : " (mask drawn again)";
+    check(dod, do_, kBwd, c, "do" + how);
+    check(dud, du, kBwd, c, "du" + how);
+    if (c.p > 0) check_mask(dud, drop, c.name + " du mask" + how);
+    if (c.a) {
+      check(dwd, dw, kBwd, c, "dw" + how);
+      check(dbd, db, kBwd, c, "db" + how);
+    }
+    for (const Tensor* r : {&dod, &dud, &dwd, &dbd}) runs[run].push_back(gpu::bytes_of(*r));
   }
+  if (!kept) return;
+  for (size_t k = 0; k < runs[0].size(); ++k)
+    EXPECT_TRUE(runs[0][k] == runs[1][k])
+        << c.name << ": backward output " << k << " differs between the kept and the drawn mask";
 }
 
 void run_dropout(const Case& c) {
@@ -960,6 +980,10 @@ std::vector<Case> cases() {
        .dtype = f16, .a = true, .p = 0.1f, .f32_rtol = 2e-5, .why = lowp});
   add({.name = "ln_mul_dropout_p01_fp16", .op = Op::kLnMulDropout, .m = 20, .n = 72, .dtype = f16,
        .a = true, .p = 0.1f, .f32_rtol = 2e-5, .why = lowp});
+  // 1-wide rows of 70: kC rounded up to 4 chunks, the last past the row (its keep word not
+  // written: the row has 3).
+  add({.name = "ln_mul_dropout_c4_past_p025_bf16", .op = Op::kLnMulDropout, .m = 333, .n = 70,
+       .dtype = bf, .a = true, .p = 0.25f, .f32_rtol = 2e-5, .why = lowp});
   // 8-wide rows of 2312 columns (9.03 chunks a lane): both fused kernels' loop form.
   add({.name = "ln_mul_dropout_wide_p02_bf16", .op = Op::kLnMulDropout, .m = 301, .n = 2312,
        .dtype = bf, .pad = 8, .a = true, .p = 0.2f, .f32_rtol = 2e-5, .why = lowp});

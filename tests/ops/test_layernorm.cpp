@@ -10,8 +10,11 @@
 //    and equals LayerNorm -> multiply -> dropout_fwd run as separate ops;
 //  - ln_mul_dropout_bwd matches finite differences for do and du (overwritten, poisoned before,
 //    strided du) and dw, db (accumulated), with the fixed-seed dropout mask;
+//  - the fused op's kept dropout decisions are dropout_keep's as bits, and its backward reading
+//    them equals the one drawing them again, bit for bit;
 //  - dx, dw, db are bit-identical with 1 and 2 threads; bad arguments raise hstu::Error.
 #include <cmath>
+#include <string>
 
 #include "common/harness.h"
 #include "core/philox.h"
@@ -156,7 +159,7 @@ TEST(LnMulDropoutCpu, ForwardMatchesNaive) {
         fill_uniform(u, -2, 2);
         const DropoutSpec drop{p, 1234567, 77};
         const Tensor y = alloc_strided(dt, t, e, 1), mean = alloc(dt, {t}), rstd = alloc(dt, {t});
-        ln_mul_dropout_fwd(ctx, o, u, w, b, 1e-6f, drop, y, mean, rstd);
+        ln_mul_dropout_fwd(ctx, o, u, w, b, 1e-6f, drop, Tensor(), y, mean, rstd);
         expect_close(y, naive_ln_mul_dropout(o, u, w, b, drop), tol, tol, "y");
         EXPECT_TRUE(padding_intact(y, 1));
         // The same as the unfused ops: LayerNorm, multiply by u, dropout_fwd.
@@ -185,7 +188,7 @@ TEST(LnMulDropoutCpu, BackwardMatchesFiniteDifferences) {
       const DropoutSpec drop{p, 99, 5};
       const Tensor y = alloc(f64, {t, e}), mean = alloc(f64, {t}), rstd = alloc(f64, {t});
       const auto loss = [&] {
-        ln_mul_dropout_fwd(ctx, o, u, w, b, 1e-6f, drop, y, mean, rstd);
+        ln_mul_dropout_fwd(ctx, o, u, w, b, 1e-6f, drop, Tensor(), y, mean, rstd);
         return dot(g, y);
       };
       loss();
@@ -200,7 +203,7 @@ TEST(LnMulDropoutCpu, BackwardMatchesFiniteDifferences) {
         dw0 = clone(dw);
         db0 = clone(db);
       }
-      ln_mul_dropout_bwd(ctx, o, u, w, b, mean, rstd, drop, g, do_, du, dw, db);
+      ln_mul_dropout_bwd(ctx, o, u, w, b, mean, rstd, drop, Tensor(), g, do_, du, dw, db);
       EXPECT_TRUE(padding_intact(du, 1));
       expect_grad_matches_fd(loss, o, do_, "do", 168);
       expect_grad_matches_fd(loss, u, du, "du", 168);
@@ -209,6 +212,68 @@ TEST(LnMulDropoutCpu, BackwardMatchesFiniteDifferences) {
         expect_grad_matches_fd(loss, b, minus(db, db0), "db");
       }
     }
+}
+
+// The forward's kept decisions (ops/layernorm.h): bit c % 32 of word c / 32 is dropout_keep of
+// element r * E + c (the words' spare bits 0), y unchanged by keeping them, the backward that reads
+// them bit-identical to the one that draws them again, and the bits are what it reads (one
+// flipped bit changes that element's gradients). With p = 0 nothing is written.
+TEST(LnMulDropoutCpu, KeptDecisionsAreDropoutKeepsAndGiveTheSameBackward) {
+  ArenaScope scope;
+  Ctx ctx = cpu_ctx();
+  const int64_t t = 37, e = 70, words = dropout_keep_words(e);  // 3 words, the last partial
+  ASSERT_EQ(words, 3);
+  const DType f32 = DType::kF32;
+  Tensor w, b;
+  make_params(f32, e, true, w, b);
+  const Tensor o = alloc(f32, {t, e}), u = alloc(f32, {t, e}), g = alloc(f32, {t, e});
+  fill_uniform(o, -2, 2);
+  fill_uniform(u, -2, 2);
+  fill_uniform(g, -1, 1);
+  const Tensor mean = alloc(f32, {t}), rstd = alloc(f32, {t});
+  const auto poisoned_keep = [&] {
+    const Tensor k = alloc(DType::kI32, {t, words});
+    for (int64_t i = 0; i < t * words; ++i) k.as<int32_t>()[i] = static_cast<int32_t>(0xA5A5A5A5u);
+    return k;
+  };
+  const DropoutSpec drop{0.3f, 4242, 17};
+  const Tensor y0 = alloc(f32, {t, e}), y1 = alloc(f32, {t, e}), keep = poisoned_keep();
+  ln_mul_dropout_fwd(ctx, o, u, w, b, 1e-5f, drop, Tensor(), y0, mean, rstd);
+  ln_mul_dropout_fwd(ctx, o, u, w, b, 1e-5f, drop, keep, y1, mean, rstd);
+  EXPECT_EQ(max_abs_diff(y0, y1), 0.0);
+  int64_t kept = 0;
+  for (int64_t r = 0; r < t; ++r)
+    for (int64_t c = 0; c < 32 * words; ++c) {
+      const uint32_t word = static_cast<uint32_t>(keep.as<int32_t>()[r * words + c / 32]);
+      const bool bit = (word >> (c % 32)) & 1u;
+      const bool want = c < e && dropout_keep(drop.seed, drop.offset, r * e + c, drop.p);
+      ASSERT_EQ(bit, want) << "row " << r << " column " << c;
+      kept += bit;
+    }
+  EXPECT_GT(kept, t * e / 2);  // p = 0.3: most elements kept, some dropped
+  EXPECT_LT(kept, t * e);
+  const auto backward = [&](const Tensor& k, Tensor(&r)[4]) {
+    r[0] = alloc(f32, {t, e});
+    r[1] = alloc(f32, {t, e});
+    r[2] = alloc(f32, {e});
+    r[3] = alloc(f32, {e});
+    fill_value(r[2], 0);
+    fill_value(r[3], 0);
+    ln_mul_dropout_bwd(ctx, o, u, w, b, mean, rstd, drop, k, g, r[0], r[1], r[2], r[3]);
+  };
+  Tensor drawn[4], read[4], flipped[4];
+  backward(Tensor(), drawn);
+  backward(keep, read);
+  for (int k = 0; k < 4; ++k) EXPECT_EQ(max_abs_diff(drawn[k], read[k]), 0.0) << "output " << k;
+  keep.as<int32_t>()[5 * words + 1] ^= 1 << 3;  // row 5, column 35
+  backward(keep, flipped);
+  EXPECT_NE(get(flipped[1], 5 * e + 35), get(read[1], 5 * e + 35));  // du of that element
+  EXPECT_EQ(get(flipped[1], 6 * e + 35), get(read[1], 6 * e + 35));  // another row's: the same
+  // p = 0: the forward writes no bits.
+  const Tensor untouched = poisoned_keep();
+  ln_mul_dropout_fwd(ctx, o, u, w, b, 1e-5f, DropoutSpec{0.0f, 1, 0}, untouched, y1, mean, rstd);
+  for (int64_t i = 0; i < t * words; ++i)
+    ASSERT_EQ(untouched.as<int32_t>()[i], static_cast<int32_t>(0xA5A5A5A5u));
 }
 
 TEST(LayerNormCpu, ParameterGradientsIndependentOfThreadCount) {
@@ -224,7 +289,7 @@ TEST(LayerNormCpu, ParameterGradientsIndependentOfThreadCount) {
   const Tensor y = alloc(f32, {t, d}), mean = alloc(f32, {t}), rstd = alloc(f32, {t});
   const DropoutSpec drop{0.2f, 7, 0};
   Ctx ctx = cpu_ctx();
-  ln_mul_dropout_fwd(ctx, o, u, w, b, 1e-5f, drop, y, mean, rstd);
+  ln_mul_dropout_fwd(ctx, o, u, w, b, 1e-5f, drop, Tensor(), y, mean, rstd);
   Tensor out[2][4];
   for (int nt = 1; nt <= 2; ++nt) {
     ctx.num_threads = nt;
@@ -235,7 +300,7 @@ TEST(LayerNormCpu, ParameterGradientsIndependentOfThreadCount) {
     r[3] = alloc(f32, {d});
     fill_value(r[2], 0);
     fill_value(r[3], 0);
-    ln_mul_dropout_bwd(ctx, o, u, w, b, mean, rstd, drop, g, r[0], r[1], r[2], r[3]);
+    ln_mul_dropout_bwd(ctx, o, u, w, b, mean, rstd, drop, Tensor(), g, r[0], r[1], r[2], r[3]);
   }
   for (int k = 0; k < 4; ++k) EXPECT_EQ(max_abs_diff(out[0][k], out[1][k]), 0.0) << "output " << k;
 }
@@ -252,7 +317,22 @@ TEST(LayerNormCpu, RejectsBadArguments) {
   EXPECT_THROW(layernorm_bwd(ctx, x, Tensor(), mean, rstd, y, y, false, alloc(f32, {8}), Tensor()),
                Error);  // dw for a LayerNorm without weight
   const DropoutSpec bad{1.0f, 0, 0};
-  EXPECT_THROW(ln_mul_dropout_fwd(ctx, x, x, Tensor(), Tensor(), 1e-5f, bad, y, mean, rstd), Error);
+  EXPECT_THROW(
+      ln_mul_dropout_fwd(ctx, x, x, Tensor(), Tensor(), 1e-5f, bad, Tensor(), y, mean, rstd),
+      Error);
+  const DropoutSpec drop{0.2f, 1, 0};
+  for (const Tensor& keep : {alloc(DType::kI32, {4, 2}), alloc(DType::kF32, {4, 1}),
+                             alloc(DType::kI32, {3, 1})}) {  // [4, 1] i32 is the shape
+    SCOPED_TRACE(keep.str());
+    try {
+      ln_mul_dropout_fwd(ctx, x, x, Tensor(), Tensor(), 1e-5f, drop, keep, y, mean, rstd);
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("ln_mul_dropout_fwd: keep must be i32 [4, 1]"),
+                std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 }  // namespace

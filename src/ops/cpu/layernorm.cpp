@@ -5,9 +5,11 @@
 // in the tensor's dtype. One row-parallel backward (ln_bwd_rows) serves both LayerNorms: dx per
 // row, and the weight/bias gradients as per-block partial sums added in block order, so they do
 // not depend on the thread count. Dropout masks come from dropout_scales (Philox, logical index
-// row * cols + col), never stored.
+// row * cols + col); the fused op keeps them as bits when given a keep tensor (store_keep), and
+// its backward then reads them (keep_scales).
 #include "ops/cpu/layernorm.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -215,13 +217,38 @@ void layernorm_bwd(Ctx& ctx, const Tensor& x, const Tensor& w, const Tensor& mea
   });
 }
 
+namespace {
+
+// Row r's dropout decisions as keep bits (ops/layernorm.h) from its multipliers (0: dropped).
+template <typename T>
+void store_keep(const T* scales, int64_t cols, int32_t* words) {
+  for (int64_t wi = 0; wi < dropout_keep_words(cols); ++wi) {
+    uint32_t bits = 0;
+    for (int64_t c = 32 * wi; c < std::min(cols, 32 * wi + 32); ++c)
+      if (scales[c] != T(0)) bits |= 1u << (c - 32 * wi);
+    words[wi] = static_cast<int32_t>(bits);
+  }
+}
+
+// The multipliers of a row from its keep bits: those of detail::dropout_scales.
+template <typename T>
+void keep_scales(const int32_t* words, float p, int64_t cols, T* out) {
+  const T scale = T(1) / (T(1) - T(p));
+  for (int64_t c = 0; c < cols; ++c)
+    out[c] = (static_cast<uint32_t>(words[c / 32]) >> (c % 32)) & 1u ? scale : T(0);
+}
+
+}  // namespace
+
 void ln_mul_dropout_fwd(Ctx& ctx, const Tensor& o, const Tensor& u, const Tensor& w,
-                        const Tensor& b, float eps, const DropoutSpec& drop, const Tensor& y,
-                        const Tensor& mean, const Tensor& rstd) {
+                        const Tensor& b, float eps, const DropoutSpec& drop, const Tensor& keep,
+                        const Tensor& y, const Tensor& mean, const Tensor& rstd) {
   check_ln_args(o, w, b, mean, rstd, "ln_mul_dropout_fwd o");
   check_like(u, o, "ln_mul_dropout_fwd u");
   check_like(y, o, "ln_mul_dropout_fwd y");
   check_dropout(drop, "ln_mul_dropout_fwd");
+  check_dropout_keep(keep, o.dim(0), o.dim(1), Device::kCPU, "ln_mul_dropout_fwd");
+  const bool store = drop.p > 0.0f && !keep.empty();
   detail::dispatch_float(o, "ln_mul_dropout_fwd", [&]<typename T>(T) {
     const int64_t e = o.dim(1);
     const Rows<const T> ur = rows_of<const T>(u);
@@ -230,6 +257,7 @@ void ln_mul_dropout_fwd(Ctx& ctx, const Tensor& o, const Tensor& u, const Tensor
       // NOTE: the mask is written into y first, then scaled in place (no second buffer).
       detail::dropout_scales(drop.seed, drop.offset, drop.p, static_cast<uint64_t>(r * e), e,
                              yr[r]);
+      if (store) store_keep(yr[r], e, keep.as<int32_t>() + r * keep.dim(1));
       for (int64_t c = 0; c < e; ++c) yr[r][c] = static_cast<T>(yr[r][c] * (ur[r][c] * ln[c]));
     });
   });
@@ -237,8 +265,8 @@ void ln_mul_dropout_fwd(Ctx& ctx, const Tensor& o, const Tensor& u, const Tensor
 
 void ln_mul_dropout_bwd(Ctx& ctx, const Tensor& o, const Tensor& u, const Tensor& w,
                         const Tensor& b, const Tensor& mean, const Tensor& rstd,
-                        const DropoutSpec& drop, const Tensor& dy, const Tensor& do_,
-                        const Tensor& du, const Tensor& dw, const Tensor& db) {
+                        const DropoutSpec& drop, const Tensor& keep, const Tensor& dy,
+                        const Tensor& do_, const Tensor& du, const Tensor& dw, const Tensor& db) {
   check_ln_args(o, w, b, mean, rstd, "ln_mul_dropout_bwd o");
   check_like(u, o, "ln_mul_dropout_bwd u");
   check_like(dy, o, "ln_mul_dropout_bwd dy");
@@ -246,6 +274,8 @@ void ln_mul_dropout_bwd(Ctx& ctx, const Tensor& o, const Tensor& u, const Tensor
   check_like(du, o, "ln_mul_dropout_bwd du");
   check_param_grads(w, o, dw, db);
   check_dropout(drop, "ln_mul_dropout_bwd");
+  check_dropout_keep(keep, o.dim(0), o.dim(1), Device::kCPU, "ln_mul_dropout_bwd");
+  const bool stored = drop.p > 0.0f && !keep.empty();
   detail::dispatch_float(o, "ln_mul_dropout_bwd", [&]<typename T>(T) {
     const int64_t e = o.dim(1);
     const Rows<const T> orr = rows_of<const T>(o), ur = rows_of<const T>(u),
@@ -256,7 +286,11 @@ void ln_mul_dropout_bwd(Ctx& ctx, const Tensor& o, const Tensor& u, const Tensor
     const T* mv = mean.as<T>();
     const T* rv = rstd.as<T>();
     ln_bwd_rows<T>(ctx, o, w, mean, rstd, do_, false, dw, db, [&](int64_t r, double* dln, T* mask) {
-      detail::dropout_scales(drop.seed, drop.offset, drop.p, static_cast<uint64_t>(r * e), e, mask);
+      if (stored)
+        keep_scales(keep.as<int32_t>() + r * keep.dim(1), drop.p, e, mask);
+      else
+        detail::dropout_scales(drop.seed, drop.offset, drop.p, static_cast<uint64_t>(r * e), e,
+                               mask);
       const double mu = mv[r], rs = rv[r];
       for (int64_t c = 0; c < e; ++c) {
         const double ln = (orr[r][c] - mu) * rs * (wv ? wv[c] : 1.0) + (bv ? bv[c] : 0.0);

@@ -11,10 +11,11 @@ void layernorm_fwd(Ctx&, const Tensor&, const Tensor&, const Tensor&, float, con
 void layernorm_bwd(Ctx&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                    const Tensor&, bool, const Tensor&, const Tensor&);
 void ln_mul_dropout_fwd(Ctx&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, float,
-                        const DropoutSpec&, const Tensor&, const Tensor&, const Tensor&);
+                        const DropoutSpec&, const Tensor&, const Tensor&, const Tensor&,
+                        const Tensor&);
 void ln_mul_dropout_bwd(Ctx&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                         const Tensor&, const Tensor&, const DropoutSpec&, const Tensor&,
-                        const Tensor&, const Tensor&, const Tensor&, const Tensor&);
+                        const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&);
 void dropout_fwd(Ctx&, const Tensor&, const DropoutSpec&, const Tensor&);
 void dropout_bwd(Ctx&, const Tensor&, const DropoutSpec&, const Tensor&);
 }  // namespace hstu::cpu

@@ -7,7 +7,10 @@
 // deterministically: each block owns a fixed chunk of rows, each warp accumulates its columns in
 // its own shared-memory slice, the block sums the slices in warp order into a per-block partial
 // in ctx.scratch, and reduce_partials sums the blocks in order. Dropout masks come from
-// dropout_keep(seed, offset, row * cols + col, p), the same function the CPU reference calls.
+// dropout_keep(seed, offset, row * cols + col, p), the same function the CPU reference calls;
+// given a keep tensor (ops/layernorm.h), the fused forward also stores them as bits, a word per
+// 32 columns assembled by the warp (store_keep_bits), and the fused backward reads those words
+// (kBits: no Philox draws) instead of drawing the mask again.
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/layernorm.h"
 
@@ -56,14 +59,53 @@ DropArgs drop_args(const DropoutSpec& d) {
   return {d.p, 1.0f / (1.0f - d.p), d.seed, d.offset};
 }
 
-// Applies the dropout mask of elements i0.. to v (v *= keep / (1 - p)).
+// Applies the dropout mask of elements i0.. to v (v *= keep / (1 - p)); returns the decisions as
+// bits (bit j: element i0 + j kept; all set when p = 0).
 template <int V>
-__device__ __forceinline__ void apply_dropout(const DropArgs& d, uint64_t i0, float (&v)[V]) {
-  if (d.p <= 0.0f) return;
+__device__ __forceinline__ uint32_t apply_dropout(const DropArgs& d, uint64_t i0, float (&v)[V]) {
+  static_assert(V <= 8, "a chunk's decisions fit a byte");
+  if (d.p <= 0.0f) return (1u << V) - 1u;
   bool keep[V];
   dropout_keep_vec<V>(d.seed, d.offset, i0, d.p, keep);
+  uint32_t bits = 0;
 #pragma unroll
-  for (int j = 0; j < V; ++j) v[j] = keep[j] ? v[j] * d.scale : 0.0f;
+  for (int j = 0; j < V; ++j) {
+    v[j] = keep[j] ? v[j] * d.scale : 0.0f;
+    bits |= keep[j] ? 1u << j : 0u;
+  }
+  return bits;
+}
+
+// v *= keep / (1 - p) with the decisions kept by the forward (bit j: element j).
+template <int V>
+__device__ __forceinline__ void apply_bits(const DropArgs& d, uint32_t bits, float (&v)[V]) {
+#pragma unroll
+  for (int j = 0; j < V; ++j) v[j] = (bits >> j) & 1u ? v[j] * d.scale : 0.0f;
+}
+
+// Stores a warp's decisions for 32 chunks of V elements (lane l's chunk starts at element
+// c0 + l V of the row; its bits: apply_dropout's) into the row's keep words (ops/layernorm.h:
+// bit c % 32 of word c / 32). Called by the whole warp; lanes past the row's end pass 0.
+template <int V>
+__device__ __forceinline__ void store_keep_bits(uint32_t* row_words, int64_t c0, uint32_t bits,
+                                                int lane, int64_t n) {
+  static_assert(V == 1 || V == 8, "the kernels' vector widths");
+  if constexpr (V == 1) {  // c0 % 32 == 0: the warp's 32 elements are one word
+    const uint32_t w = __ballot_sync(0xffffffffu, bits & 1u);
+    if (lane == 0 && c0 < n) row_words[c0 / 32] = w;  // kC rounds up: a chunk may lie past n
+  } else {                                            // c0 % 256 == 0: four lanes' bytes a word
+    uint32_t w = bits << (8 * (lane & 3));
+    w |= __shfl_xor_sync(0xffffffffu, w, 1);
+    w |= __shfl_xor_sync(0xffffffffu, w, 2);
+    const int64_t c = c0 + static_cast<int64_t>(lane) * V;
+    if ((lane & 3) == 0 && c < n) row_words[c / 32] = w;
+  }
+}
+
+// The V decisions of the chunk at column c from its keep word (word c / 32 of the row).
+template <int V>
+__device__ __forceinline__ uint32_t chunk_bits(uint32_t word, int64_t c) {
+  return (word >> (c % 32)) & ((1u << V) - 1u);
 }
 
 // The keep decisions of a short row's elements for the kernels' register path with V = 1: lane l
@@ -97,9 +139,10 @@ __device__ __forceinline__ void row_keep(const DropArgs& d, int64_t row, int64_t
   }
 }
 
-// v *= keep / (1 - p) with precomputed decisions.
-__device__ __forceinline__ void apply_keep(const DropArgs& d, bool keep, float (&v)[1]) {
+// v *= keep / (1 - p) with precomputed decisions; returns them as a bit.
+__device__ __forceinline__ uint32_t apply_keep(const DropArgs& d, bool keep, float (&v)[1]) {
   v[0] = keep ? v[0] * d.scale : 0.0f;
+  return keep ? 1u : 0u;
 }
 
 // LN affine parameters: f32, or the input's dtype (TX).
@@ -131,6 +174,8 @@ struct LnFwdArgs {
   int64_t rows = 0, cols = 0;
   float eps = 0.0f;
   DropArgs drop;
+  uint32_t* keep = nullptr;  // fused op with p > 0: the decisions' words (ops/layernorm.h), or null
+  int64_t keep_words = 0;    // words a row
 };
 
 // One warp per row. Statistics by the shifted-data method (sums of x - x[0]): one pass, and no
@@ -193,35 +238,45 @@ __global__ void __launch_bounds__(kWarpsFwd * 32) ln_fwd_kernel(LnFwdArgs a) {
   bool keep[kR];
   if constexpr (kRowKeep)
     if (a.drop.p > 0.0f) row_keep<kR>(a.drop, row, n, lane, keep);
-  // y at c..c+V from the chunk's x, w, b (and u); chunk i of a short row (-1: the loop).
+  // y at c..c+V from the chunk's x, w, b (and u); chunk i of a short row (-1: the loop). Returns
+  // the chunk's dropout decisions as bits (the fused op; else 0).
   const auto write = [&](int64_t c, int i, float(&v)[V], const float(&w)[V], const float(&b)[V],
                          const float(&uu)[V]) {
+    uint32_t bits = 0;
 #pragma unroll
     for (int j = 0; j < V; ++j) v[j] = (v[j] - mean) * rstd * w[j] + b[j];
     if constexpr (kMul) {
 #pragma unroll
       for (int j = 0; j < V; ++j) v[j] *= uu[j];
       if constexpr (kRowKeep) {
-        if (a.drop.p > 0.0f) apply_keep(a.drop, keep[i], v);
+        if (a.drop.p > 0.0f) bits = apply_keep(a.drop, keep[i], v);
       } else {
-        apply_dropout<V>(a.drop, static_cast<uint64_t>(row * n + c), v);
+        bits = apply_dropout<V>(a.drop, static_cast<uint64_t>(row * n + c), v);
       }
     }
     store_vec<V>(y + c, v);
+    return bits;
   };
+  uint32_t* keep_row = kMul && a.keep ? a.keep + row * a.keep_words : nullptr;
   if constexpr (kC > 0) {
 #pragma unroll
     for (int i = 0; i < kC; ++i) {
       const int64_t c = (lane + 32 * static_cast<int64_t>(i)) * V;
-      if (c < n) write(c, i, xs[i], ws[i], bs[i], us[i]);
+      const uint32_t bits = c < n ? write(c, i, xs[i], ws[i], bs[i], us[i]) : 0u;
+      if (keep_row) store_keep_bits<V>(keep_row, 32 * static_cast<int64_t>(i) * V, bits, lane, n);
     }
-  } else {
-    for (int64_t c = static_cast<int64_t>(lane) * V; c < n; c += 32 * V) {
-      load_vec<V>(x + c, xs[0]);
-      load_param<V, TX>(a.w, a.param_f32, c, ws[0], 1.0f);
-      load_param<V, TX>(a.b, a.param_f32, c, bs[0], 0.0f);
-      if constexpr (kMul) load_vec<V>(u + c, us[0]);
-      write(c, -1, xs[0], ws[0], bs[0], us[0]);
+  } else {  // a warp-uniform loop: the decisions' words are stored by the whole warp
+    for (int64_t c0 = 0; c0 < n; c0 += 32 * V) {
+      const int64_t c = c0 + static_cast<int64_t>(lane) * V;
+      uint32_t bits = 0;
+      if (c < n) {
+        load_vec<V>(x + c, xs[0]);
+        load_param<V, TX>(a.w, a.param_f32, c, ws[0], 1.0f);
+        load_param<V, TX>(a.b, a.param_f32, c, bs[0], 0.0f);
+        if constexpr (kMul) load_vec<V>(u + c, us[0]);
+        bits = write(c, -1, xs[0], ws[0], bs[0], us[0]);
+      }
+      if (keep_row) store_keep_bits<V>(keep_row, c0, bits, lane, n);
     }
   }
 }
@@ -247,6 +302,8 @@ struct LnBwdArgs {
   float* partial = nullptr;  // [gridDim.x, 2, cols] (dw then db sums) or null
   int64_t slice = 0;         // a warp's dw (then db) slice in shared memory: slice_cols(cols)
   DropArgs drop;
+  const uint32_t* keep = nullptr;  // fused op with p > 0: the forward's decisions, or null
+  int64_t keep_words = 0;          // words a row
 };
 
 // Shared-memory slices of the dw/db sums: with 8-wide vectors lane l's element j of the
@@ -267,15 +324,17 @@ __device__ __forceinline__ int64_t slice_index(int64_t c) {
 
 // The gradient reaching LN's output at (row, c..c+V), in place of g (on entry the gradient
 // reaching y, loaded by the caller), and for the fused op du, written here; u: the fused op's u
-// at those columns (unused otherwise). keep: the V elements' dropout decisions when drawn already
-// (row_keep), else null.
-template <int V, typename TX, typename TG, bool kMul>
+// at those columns (unused otherwise). The dropout decisions: the forward's bits (`bits`, when
+// kBits), else `keep` when drawn already (row_keep), else drawn here.
+template <int V, typename TX, typename TG, bool kMul, bool kBits>
 __device__ __forceinline__ void ln_out_grad(const LnBwdArgs& a, int64_t row, int64_t c,
                                             const float (&xhat)[V], const float (&w)[V],
-                                            const float (&u)[V], bool write_du, const bool* keep,
-                                            float (&g)[V]) {
+                                            const float (&u)[V], bool write_du, uint32_t bits,
+                                            const bool* keep, float (&g)[V]) {
   if constexpr (kMul) {
-    if (keep == nullptr) {
+    if constexpr (kBits) {
+      apply_bits<V>(a.drop, bits, g);
+    } else if (keep == nullptr) {
       apply_dropout<V>(a.drop, static_cast<uint64_t>(row * a.cols + c), g);
     } else if (a.drop.p > 0.0f) {
 #pragma unroll
@@ -306,7 +365,7 @@ template <int kC, typename TX, typename TG, bool kMul>
 constexpr int kBwdMaxRegs = kC == 4 && sizeof(TX) == 2 && sizeof(TG) == 2 ? (kMul ? 168 : 128)
                                                                           : 255;
 
-template <int V, int kC, typename TX, typename TG, bool kMul>
+template <int V, int kC, typename TX, typename TG, bool kMul, bool kBits>
 __global__ void __launch_bounds__(256) __maxnreg__((kBwdMaxRegs<kC, TX, TG, kMul>))
     ln_bwd_kernel(LnBwdArgs a) {
   extern __shared__ float slices[];  // [W][2][a.slice] when a.partial
@@ -332,11 +391,13 @@ __global__ void __launch_bounds__(256) __maxnreg__((kBwdMaxRegs<kC, TX, TG, kMul
     constexpr bool kRowKeep = kMul && kC > 0 && V == 1;
     bool keep[kR];
     if constexpr (kRowKeep)
-      if (a.drop.p > 0.0f) row_keep<kR>(a.drop, row, n, lane, keep);
-    // xhat, w and the gradient g reaching LN's output at c, from the chunk's loaded x, dy and u;
-    // chunk i of a short row (-1: the loop), du written in the first pass.
+      if (!kBits && a.drop.p > 0.0f) row_keep<kR>(a.drop, row, n, lane, keep);
+    const uint32_t* keep_row = kBits ? a.keep + row * a.keep_words : nullptr;
+    // xhat, w and the gradient g reaching LN's output at c, from the chunk's loaded x, dy and u
+    // (and its keep word kw, when the forward kept the decisions); chunk i of a short row (-1:
+    // the loop), du written in the first pass.
     const auto chunk = [&](int64_t c, int i, bool first, const auto& xl, const auto& gl,
-                           const auto& ul, float(&xh)[V], float(&w)[V], float(&g)[V]) {
+                           const auto& ul, uint32_t kw, float(&xh)[V], float(&w)[V], float(&g)[V]) {
       float uu[V] = {};
 #pragma unroll
       for (int j = 0; j < V; ++j) {
@@ -345,7 +406,8 @@ __global__ void __launch_bounds__(256) __maxnreg__((kBwdMaxRegs<kC, TX, TG, kMul
         if constexpr (kMul) uu[j] = ul[j];
       }
       load_param<V, TX>(a.w, a.param_f32, c, w, 1.0f);
-      ln_out_grad<V, TX, TG, kMul>(a, row, c, xh, w, uu, first, kRowKeep ? &keep[i] : nullptr, g);
+      ln_out_grad<V, TX, TG, kMul, kBits>(a, row, c, xh, w, uu, first, chunk_bits<V>(kw, c),
+                                          kRowKeep ? &keep[i] : nullptr, g);
     };
     const auto add_sums = [&](int64_t c, const float(&xh)[V], const float(&w)[V],
                               const float(&g)[V]) {
@@ -386,23 +448,26 @@ __global__ void __launch_bounds__(256) __maxnreg__((kBwdMaxRegs<kC, TX, TG, kMul
       // Held for the second pass: x as loaded (xhat recomputed) and g; w is read again (L1).
       Loaded<V, TX> xl[kC], ul[kMul ? kC : 1];
       Loaded<V, TG> gl[kC], dl[kMul ? 1 : kC];  // dl: dx's former values (the fused op writes)
+      uint32_t kw[kBits ? kC : 1] = {};
 #pragma unroll
       for (int i = 0; i < kC; ++i) {
         const int64_t c = (lane + 32 * static_cast<int64_t>(i)) * V;
         if (c >= n) continue;
         xl[i].template load<true>(x + c);
         gl[i].template load<true>(dy + c);
-        if constexpr (kMul)
+        if constexpr (kMul) {
           ul[i].template load<true>(u + c);
-        else if (a.accumulate_dx)
+          if constexpr (kBits) kw[i] = __ldg(keep_row + c / 32);
+        } else if (a.accumulate_dx) {
           dl[i].template load<false>(dx + c);
+        }
       }
 #pragma unroll
       for (int i = 0; i < kC; ++i) {
         const int64_t c = (lane + 32 * static_cast<int64_t>(i)) * V;
         if (c >= n) continue;
         float xh[V], w[V];
-        chunk(c, i, true, xl[i], gl[i], ul[kMul ? i : 0], xh, w, gs[i]);
+        chunk(c, i, true, xl[i], gl[i], ul[kMul ? i : 0], kw[kBits ? i : 0], xh, w, gs[i]);
         add_sums(c, xh, w, gs[i]);
       }
       s1 = warp_sum(s1) / static_cast<float>(n);
@@ -419,15 +484,17 @@ __global__ void __launch_bounds__(256) __maxnreg__((kBwdMaxRegs<kC, TX, TG, kMul
       }
     } else {
       float xv[V], gv[V], uv[V], old[V];
+      uint32_t kw = 0;
       const auto load = [&](int64_t c) {
         load_vec<V>(x + c, xv);
         load_vec<V>(dy + c, gv);
         if constexpr (kMul) load_vec<V>(u + c, uv);
+        if constexpr (kBits) kw = __ldg(keep_row + c / 32);
       };
       float xh[V], w[V];
       for (int64_t c = static_cast<int64_t>(lane) * V; c < n; c += 32 * V) {
         load(c);
-        chunk(c, -1, true, xv, gv, uv, xh, w, gs[0]);
+        chunk(c, -1, true, xv, gv, uv, kw, xh, w, gs[0]);
         add_sums(c, xh, w, gs[0]);
       }
       s1 = warp_sum(s1) / static_cast<float>(n);
@@ -435,7 +502,7 @@ __global__ void __launch_bounds__(256) __maxnreg__((kBwdMaxRegs<kC, TX, TG, kMul
       for (int64_t c = static_cast<int64_t>(lane) * V; c < n; c += 32 * V) {
         load(c);
         if (a.accumulate_dx) load_vec_rw<V>(dx + c, old);
-        chunk(c, -1, false, xv, gv, uv, xh, w, gs[0]);
+        chunk(c, -1, false, xv, gv, uv, kw, xh, w, gs[0]);
         write(c, xh, w, gs[0], old);
       }
     }
@@ -509,16 +576,27 @@ void check_stats(const Tensor& mean, const Tensor& rstd, int64_t rows, const cha
   }
 }
 
-// Launches ln_fwd_kernel for LayerNorm (u empty) or the fused op.
+// keep (ops/layernorm.h) for the fused op only (u given); its words as the kernels read them.
+void check_keep(const Tensor& keep, const Tensor& u, int64_t rows, int64_t cols, const char* op) {
+  check_dropout_keep(keep, rows, cols, Device::kCUDA, op);
+  HSTU_CHECK(keep.empty() || !u.empty(), op, ": keep bits are the fused op's");
+}
+uint32_t* keep_ptr(const Tensor& keep) {
+  return reinterpret_cast<uint32_t*>(keep.as<int32_t>());
+}
+
+// Launches ln_fwd_kernel for LayerNorm (u empty) or the fused op (keep: its decisions' words,
+// or empty).
 void ln_fwd(Ctx& ctx, const Tensor& x, const Tensor& u, const Tensor& w, const Tensor& b, float eps,
-            const DropArgs& drop, const Tensor& y, const Tensor& mean, const Tensor& rstd,
-            const char* op) {
+            const DropArgs& drop, const Tensor& keep, const Tensor& y, const Tensor& mean,
+            const Tensor& rstd, const char* op) {
   HSTU_CHECK(x.ndim == 2, op, ": input must be 2-D, got ", x.str());
   const int64_t rows = x.dim(0), cols = x.dim(1);
   check_cuda_tensor(x, op);
   check_cuda_tensor(y, op);
   check_shape(y, {rows, cols}, op);
   check_stats(mean, rstd, rows, op);
+  check_keep(keep, u, rows, cols, op);
   LnFwdArgs a;
   a.param_f32 = params_f32(x, w, b, cols, op);
   if (rows == 0) return;
@@ -530,6 +608,7 @@ void ln_fwd(Ctx& ctx, const Tensor& x, const Tensor& u, const Tensor& w, const T
   a.b = b.empty() ? nullptr : b.data;
   a.mean = mean.as<float>(), a.rstd = rstd.as<float>();
   a.rows = rows, a.cols = cols, a.eps = eps, a.drop = drop;
+  if (!keep.empty() && drop.p > 0.0f) a.keep = keep_ptr(keep), a.keep_words = keep.dim(1);
   const unsigned grid = static_cast<unsigned>((rows + kWarpsFwd - 1) / kWarpsFwd);
   const bool vec8 = can_vec8(cols, {&x, &y, &u, &w, &b});
   dispatch_vec(vec8, [&](auto vtag) {
@@ -555,9 +634,9 @@ void ln_fwd(Ctx& ctx, const Tensor& x, const Tensor& u, const Tensor& w, const T
 // Launches ln_bwd_kernel and the dw/db reduction. For the fused op `u`/`du` are given and
 // `dx` is do_ (overwritten).
 void ln_bwd(Ctx& ctx, const Tensor& x, const Tensor& u, const Tensor& w, const Tensor& b,
-            const Tensor& mean, const Tensor& rstd, const DropArgs& drop, const Tensor& dy,
-            const Tensor& dx, bool accumulate_dx, const Tensor& du, const Tensor& dw,
-            const Tensor& db, const char* op) {
+            const Tensor& mean, const Tensor& rstd, const DropArgs& drop, const Tensor& keep,
+            const Tensor& dy, const Tensor& dx, bool accumulate_dx, const Tensor& du,
+            const Tensor& dw, const Tensor& db, const char* op) {
   HSTU_CHECK(x.ndim == 2, op, ": input must be 2-D, got ", x.str());
   const int64_t rows = x.dim(0), cols = x.dim(1);
   for (const Tensor* t : {&x, &dy, &dx}) {
@@ -567,6 +646,7 @@ void ln_bwd(Ctx& ctx, const Tensor& x, const Tensor& u, const Tensor& w, const T
   HSTU_CHECK(dy.dtype == dx.dtype, op, ": dy and dx dtypes differ (", dy.str(), ", ", dx.str(),
              ")");
   check_stats(mean, rstd, rows, op);
+  check_keep(keep, u, rows, cols, op);
   LnBwdArgs a;
   a.param_f32 = params_f32(x, w, b, cols, op);
   HSTU_CHECK(dw.empty() || !w.empty(), op, ": dw given for a LayerNorm without weight");
@@ -591,6 +671,7 @@ void ln_bwd(Ctx& ctx, const Tensor& x, const Tensor& u, const Tensor& w, const T
   a.mean = mean.as<float>(), a.rstd = rstd.as<float>();
   a.rows = rows, a.cols = cols, a.accumulate_dx = accumulate_dx, a.drop = drop;
   a.slice = slice_cols(cols);
+  if (!keep.empty() && drop.p > 0.0f) a.keep = keep_ptr(keep), a.keep_words = keep.dim(1);
 
   const LnBwdPlan bound = plan_ln_bwd(rows, cols, want_partials);  // sizes the partials
   const int warps = bound.warps;
@@ -624,7 +705,10 @@ void ln_bwd(Ctx& ctx, const Tensor& x, const Tensor& u, const Tensor& w, const T
         constexpr int C = decltype(ctag)::value;
         dispatch_io(x.dtype, op, [&](auto tx) {
           using TX = typename decltype(tx)::type;
-          launch(ln_bwd_kernel<V, C, TX, TX, true>);
+          if (a.keep != nullptr)  // the forward's decisions read, not drawn again
+            launch(ln_bwd_kernel<V, C, TX, TX, true, true>);
+          else
+            launch(ln_bwd_kernel<V, C, TX, TX, true, false>);
         });
       });
       return;
@@ -635,7 +719,7 @@ void ln_bwd(Ctx& ctx, const Tensor& x, const Tensor& u, const Tensor& w, const T
         using TX = typename decltype(tx)::type;
         dispatch_io(dy.dtype, op, [&](auto tg) {
           using TG = typename decltype(tg)::type;
-          launch(ln_bwd_kernel<V, C, TX, TG, false>);
+          launch(ln_bwd_kernel<V, C, TX, TG, false, false>);
         });
       });
     });
@@ -709,35 +793,35 @@ size_t layernorm_bwd_scratch_bytes(int64_t rows, int64_t cols) {
 
 void layernorm_fwd(Ctx& ctx, const Tensor& x, const Tensor& w, const Tensor& b, float eps,
                    const Tensor& y, const Tensor& mean, const Tensor& rstd) {
-  ln_fwd(ctx, x, Tensor(), w, b, eps, DropArgs{}, y, mean, rstd, "layernorm_fwd");
+  ln_fwd(ctx, x, Tensor(), w, b, eps, DropArgs{}, Tensor(), y, mean, rstd, "layernorm_fwd");
 }
 
 void layernorm_bwd(Ctx& ctx, const Tensor& x, const Tensor& w, const Tensor& mean,
                    const Tensor& rstd, const Tensor& dy, const Tensor& dx, bool accumulate_dx,
                    const Tensor& dw, const Tensor& db) {
-  ln_bwd(ctx, x, Tensor(), w, Tensor(), mean, rstd, DropArgs{}, dy, dx, accumulate_dx, Tensor(), dw,
-         db, "layernorm_bwd");
+  ln_bwd(ctx, x, Tensor(), w, Tensor(), mean, rstd, DropArgs{}, Tensor(), dy, dx, accumulate_dx,
+         Tensor(), dw, db, "layernorm_bwd");
 }
 
 void ln_mul_dropout_fwd(Ctx& ctx, const Tensor& o, const Tensor& u, const Tensor& w,
-                        const Tensor& b, float eps, const DropoutSpec& drop, const Tensor& y,
-                        const Tensor& mean, const Tensor& rstd) {
+                        const Tensor& b, float eps, const DropoutSpec& drop, const Tensor& keep,
+                        const Tensor& y, const Tensor& mean, const Tensor& rstd) {
   check_fused(o, u, "ln_mul_dropout_fwd");
   HSTU_CHECK(y.dtype == o.dtype, "ln_mul_dropout_fwd: y must have o's dtype, got ", y.str());
-  ln_fwd(ctx, o, u, w, b, eps, drop_args(drop), y, mean, rstd, "ln_mul_dropout_fwd");
+  ln_fwd(ctx, o, u, w, b, eps, drop_args(drop), keep, y, mean, rstd, "ln_mul_dropout_fwd");
 }
 
 void ln_mul_dropout_bwd(Ctx& ctx, const Tensor& o, const Tensor& u, const Tensor& w,
                         const Tensor& b, const Tensor& mean, const Tensor& rstd,
-                        const DropoutSpec& drop, const Tensor& dy, const Tensor& do_,
-                        const Tensor& du, const Tensor& dw, const Tensor& db) {
+                        const DropoutSpec& drop, const Tensor& keep, const Tensor& dy,
+                        const Tensor& do_, const Tensor& du, const Tensor& dw, const Tensor& db) {
   const char* op = "ln_mul_dropout_bwd";
   check_fused(o, u, op);
   check_cuda_tensor(du, op);
   check_shape(du, {o.dim(0), o.dim(1)}, op);
   for (const Tensor* t : {&dy, &do_, &du})
     HSTU_CHECK(t->dtype == o.dtype, op, ": dy, do_ and du must have o's dtype, got ", t->str());
-  ln_bwd(ctx, o, u, w, b, mean, rstd, drop_args(drop), dy, do_, false, du, dw, db, op);
+  ln_bwd(ctx, o, u, w, b, mean, rstd, drop_args(drop), keep, dy, do_, false, du, dw, db, op);
 }
 
 void dropout_fwd(Ctx& ctx, const Tensor& x, const DropoutSpec& drop, const Tensor& y) {
