@@ -214,6 +214,30 @@ TEST(LnMulDropoutCpu, BackwardMatchesFiniteDifferences) {
     }
 }
 
+// f32 inputs of the fused op's tests: affine parameters, o, u and the output gradient g uniform
+// in [-range, range], the statistics' buffers.
+struct FusedInputs {
+  Tensor w, b, o, u, g, mean, rstd;
+  FusedInputs(int64_t t, int64_t e, double range) {
+    const DType f32 = DType::kF32;
+    make_params(f32, e, true, w, b);
+    o = alloc(f32, {t, e}), u = alloc(f32, {t, e}), g = alloc(f32, {t, e});
+    for (const Tensor* x : {&o, &u, &g}) fill_uniform(*x, -range, range);
+    mean = alloc(f32, {t}), rstd = alloc(f32, {t});
+  }
+  // ln_mul_dropout_bwd into r = {do, du, dw, db} (dw, db accumulated from 0).
+  void backward(Ctx& ctx, const DropoutSpec& drop, const Tensor& keep, Tensor (&r)[4]) const {
+    const int64_t t = o.dim(0), e = o.dim(1);
+    r[0] = alloc(DType::kF32, {t, e});
+    r[1] = alloc(DType::kF32, {t, e});
+    r[2] = alloc(DType::kF32, {e});
+    r[3] = alloc(DType::kF32, {e});
+    fill_value(r[2], 0);
+    fill_value(r[3], 0);
+    ln_mul_dropout_bwd(ctx, o, u, w, b, mean, rstd, drop, keep, g, r[0], r[1], r[2], r[3]);
+  }
+};
+
 // The forward's kept decisions (ops/layernorm.h): bit c % 32 of word c / 32 is dropout_keep of
 // element r * E + c (the words' spare bits 0), y unchanged by keeping them, the backward that reads
 // them bit-identical to the one that draws them again, and the bits are what it reads (one
@@ -223,23 +247,17 @@ TEST(LnMulDropoutCpu, KeptDecisionsAreDropoutKeepsAndGiveTheSameBackward) {
   Ctx ctx = cpu_ctx();
   const int64_t t = 37, e = 70, words = dropout_keep_words(e);  // 3 words, the last partial
   ASSERT_EQ(words, 3);
-  const DType f32 = DType::kF32;
-  Tensor w, b;
-  make_params(f32, e, true, w, b);
-  const Tensor o = alloc(f32, {t, e}), u = alloc(f32, {t, e}), g = alloc(f32, {t, e});
-  fill_uniform(o, -2, 2);
-  fill_uniform(u, -2, 2);
-  fill_uniform(g, -1, 1);
-  const Tensor mean = alloc(f32, {t}), rstd = alloc(f32, {t});
+  const FusedInputs in(t, e, 2.0);
   const auto poisoned_keep = [&] {
     const Tensor k = alloc(DType::kI32, {t, words});
     for (int64_t i = 0; i < t * words; ++i) k.as<int32_t>()[i] = static_cast<int32_t>(0xA5A5A5A5u);
     return k;
   };
   const DropoutSpec drop{0.3f, 4242, 17};
-  const Tensor y0 = alloc(f32, {t, e}), y1 = alloc(f32, {t, e}), keep = poisoned_keep();
-  ln_mul_dropout_fwd(ctx, o, u, w, b, 1e-5f, drop, Tensor(), y0, mean, rstd);
-  ln_mul_dropout_fwd(ctx, o, u, w, b, 1e-5f, drop, keep, y1, mean, rstd);
+  const Tensor y0 = alloc(DType::kF32, {t, e}), y1 = alloc(DType::kF32, {t, e});
+  const Tensor keep = poisoned_keep();
+  ln_mul_dropout_fwd(ctx, in.o, in.u, in.w, in.b, 1e-5f, drop, Tensor(), y0, in.mean, in.rstd);
+  ln_mul_dropout_fwd(ctx, in.o, in.u, in.w, in.b, 1e-5f, drop, keep, y1, in.mean, in.rstd);
   EXPECT_EQ(max_abs_diff(y0, y1), 0.0);
   int64_t kept = 0;
   for (int64_t r = 0; r < t; ++r)
@@ -252,26 +270,18 @@ TEST(LnMulDropoutCpu, KeptDecisionsAreDropoutKeepsAndGiveTheSameBackward) {
     }
   EXPECT_GT(kept, t * e / 2);  // p = 0.3: most elements kept, some dropped
   EXPECT_LT(kept, t * e);
-  const auto backward = [&](const Tensor& k, Tensor(&r)[4]) {
-    r[0] = alloc(f32, {t, e});
-    r[1] = alloc(f32, {t, e});
-    r[2] = alloc(f32, {e});
-    r[3] = alloc(f32, {e});
-    fill_value(r[2], 0);
-    fill_value(r[3], 0);
-    ln_mul_dropout_bwd(ctx, o, u, w, b, mean, rstd, drop, k, g, r[0], r[1], r[2], r[3]);
-  };
   Tensor drawn[4], read[4], flipped[4];
-  backward(Tensor(), drawn);
-  backward(keep, read);
+  in.backward(ctx, drop, Tensor(), drawn);
+  in.backward(ctx, drop, keep, read);
   for (int k = 0; k < 4; ++k) EXPECT_EQ(max_abs_diff(drawn[k], read[k]), 0.0) << "output " << k;
   keep.as<int32_t>()[5 * words + 1] ^= 1 << 3;  // row 5, column 35
-  backward(keep, flipped);
+  in.backward(ctx, drop, keep, flipped);
   EXPECT_NE(get(flipped[1], 5 * e + 35), get(read[1], 5 * e + 35));  // du of that element
   EXPECT_EQ(get(flipped[1], 6 * e + 35), get(read[1], 6 * e + 35));  // another row's: the same
   // p = 0: the forward writes no bits.
   const Tensor untouched = poisoned_keep();
-  ln_mul_dropout_fwd(ctx, o, u, w, b, 1e-5f, DropoutSpec{0.0f, 1, 0}, untouched, y1, mean, rstd);
+  ln_mul_dropout_fwd(ctx, in.o, in.u, in.w, in.b, 1e-5f, DropoutSpec{0.0f, 1, 0}, untouched, y1,
+                     in.mean, in.rstd);
   for (int64_t i = 0; i < t * words; ++i)
     ASSERT_EQ(untouched.as<int32_t>()[i], static_cast<int32_t>(0xA5A5A5A5u));
 }
@@ -279,28 +289,15 @@ TEST(LnMulDropoutCpu, KeptDecisionsAreDropoutKeepsAndGiveTheSameBackward) {
 TEST(LayerNormCpu, ParameterGradientsIndependentOfThreadCount) {
   ArenaScope scope;
   const int64_t t = 1000, d = 64;
-  const DType f32 = DType::kF32;
-  Tensor w, b;
-  make_params(f32, d, true, w, b);
-  const Tensor o = alloc(f32, {t, d}), u = alloc(f32, {t, d}), g = alloc(f32, {t, d});
-  fill_uniform(o, -1, 1);
-  fill_uniform(u, -1, 1);
-  fill_uniform(g, -1, 1);
-  const Tensor y = alloc(f32, {t, d}), mean = alloc(f32, {t}), rstd = alloc(f32, {t});
+  const FusedInputs in(t, d, 1.0);
+  const Tensor y = alloc(DType::kF32, {t, d});
   const DropoutSpec drop{0.2f, 7, 0};
   Ctx ctx = cpu_ctx();
-  ln_mul_dropout_fwd(ctx, o, u, w, b, 1e-5f, drop, Tensor(), y, mean, rstd);
+  ln_mul_dropout_fwd(ctx, in.o, in.u, in.w, in.b, 1e-5f, drop, Tensor(), y, in.mean, in.rstd);
   Tensor out[2][4];
   for (int nt = 1; nt <= 2; ++nt) {
     ctx.num_threads = nt;
-    Tensor* r = out[nt - 1];
-    r[0] = alloc(f32, {t, d});
-    r[1] = alloc(f32, {t, d});
-    r[2] = alloc(f32, {d});
-    r[3] = alloc(f32, {d});
-    fill_value(r[2], 0);
-    fill_value(r[3], 0);
-    ln_mul_dropout_bwd(ctx, o, u, w, b, mean, rstd, drop, Tensor(), g, r[0], r[1], r[2], r[3]);
+    in.backward(ctx, drop, Tensor(), out[nt - 1]);
   }
   for (int k = 0; k < 4; ++k) EXPECT_EQ(max_abs_diff(out[0][k], out[1][k]), 0.0) << "output " << k;
 }
