@@ -11,6 +11,13 @@
 //     1.46 vs 1.05 + 0.58 ms);
 //   backward, padded heads: the staged activation kernels + bias_grad (this kernel took 45 vs
 //     27 us a layer at the ML-1M shape: 2 row batches per thread, a latency-bound reduction).
+// NOTE (session 24, H200, bench-large, 8 layers of z [82 K, 4096] bf16): the forward folded
+// into the uvqk GEMM's epilogue (branch gemm-silu: one CUTLASS sm_90a GEMM storing z and SiLU of
+// the rounded z, LinCombPerColBiasEltActAux; correct, its u|v|q|k bit-identical to this pass
+// over its z) took the GEMM + SiLU phase 16.2 ms a step (cooperative 128 x 256 tiles, cluster
+// 2 x 1) and 20.2-21.3 ms (pingpong 64 x 256 or 128 x 128 tiles) against 11.3 ms for cuBLASLt's
+// GEMM and this pass: the 1.3 GB a layer it saves are worth less than cuBLASLt's mainloop. Not
+// kept.
 //
 // The kernel: a block is tx column lanes x ty row lanes; a thread owns V consecutive dense
 // columns (V = 8 when the layout is dense and every view is 16-byte aligned, 1 otherwise) and
