@@ -18,6 +18,12 @@
 // 2 x 1) and 20.2-21.3 ms (pingpong 64 x 256 or 128 x 128 tiles) against 11.3 ms for cuBLASLt's
 // GEMM and this pass: the 1.3 GB a layer it saves are worth less than cuBLASLt's mainloop. Not
 // kept.
+// NOTE (session 24, H200, bench-large): the backward folded into the passes that make d_uvqk
+// (branch silu-bwd: the attention's epilogue stores times SiLU'(z), the LN * u * dropout
+// backward reading z for u, then the bias sums alone; bit-identical values) replaced this pass's
+// 5.3 ms a step by 1.46 ms of sums but cost the attention backward 5.8 ms (its d 256 epilogues
+// wait for z, one CTA an SM) and the LN backward 1.15 ms (a 44-byte spill, MUFU work): 3 ms a
+// step slower. Not kept; z prefetched into the freed stage buffers would be the next form.
 //
 // The kernel: a block is tx column lanes x ty row lanes; a thread owns V consecutive dense
 // columns (V = 8 when the layout is dense and every view is 16-byte aligned, 1 otherwise) and
