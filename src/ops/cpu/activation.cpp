@@ -20,11 +20,8 @@ using detail::rows_of;
 
 template <typename T>
 struct Silu {
-  static T fwd(T x) { return x / (T(1) + std::exp(-x)); }
-  static T grad(T x) {  // d/dx x*s(x) = s(x) * (1 + x * (1 - s(x)))
-    const T s = T(1) / (T(1) + std::exp(-x));
-    return s * (T(1) + x * (T(1) - s));
-  }
+  static T fwd(T x) { return detail::silu(x); }
+  static T grad(T x) { return detail::silu_grad(x); }
 };
 template <typename T>
 struct Relu {

@@ -1,5 +1,5 @@
 // common.h — small helpers shared by the CPU op implementations (src/ops/cpu/*.cpp):
-// dtype dispatch to float/double templates, row addressing of row-strided views, argument
+// dtype dispatch to float/double templates, row addressing of row-strided views, SiLU, argument
 // checks, OpenMP work splitting, fixed-order vectorisable sums, and dropout masks.
 //
 // The one decision: every parallel reduction or scatter is split over *columns* (or fixed
@@ -10,6 +10,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <type_traits>
 
@@ -19,6 +20,18 @@
 #include "core/tensor.h"
 
 namespace hstu::cpu::detail {
+
+// SiLU and its derivative in the element type: the one CPU definition (activation and uvqk_act
+// agree to the bit).
+template <typename T>
+T silu(T x) {
+  return x / (T(1) + std::exp(-x));
+}
+template <typename T>
+T silu_grad(T x) {  // d/dx x*s(x) = s(x) * (1 + x * (1 - s(x)))
+  const T s = T(1) / (T(1) + std::exp(-x));
+  return s * (T(1) + x * (T(1) - s));
+}
 
 // Row r of a row-strided view: base + r * stride.
 template <typename T>

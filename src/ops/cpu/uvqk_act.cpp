@@ -6,7 +6,6 @@
 // (the reference the CUDA kernel's fixed-order partial sums are compared with).
 #include "ops/cpu/uvqk_act.h"
 
-#include <cmath>
 #include <vector>
 
 #include "ops/cpu/common.h"
@@ -17,15 +16,8 @@ namespace {
 using detail::Rows;
 using detail::rows_of;
 
-template <typename T>
-T silu(T x) {
-  return x / (T(1) + std::exp(-x));
-}
-template <typename T>
-T silu_grad(T x) {  // d/dx x*s(x) = s(x) * (1 + x * (1 - s(x)))
-  const T s = T(1) / (T(1) + std::exp(-x));
-  return s * (T(1) + x * (T(1) - s));
-}
+using detail::silu;
+using detail::silu_grad;
 
 std::vector<int64_t> column_map(const UvqkLayout& l) {
   std::vector<int64_t> m(static_cast<size_t>(4 * l.hd()));
