@@ -69,7 +69,7 @@ struct HstuLayerActs {
   Tensor o;                   // [T, Hd]  attention output
   Tensor ln2_mean, ln2_rstd;  // [T] stats of LN(O)
   Tensor y;                   // [T, Hd]  Dropout(u * LN(O)), the input of W_o
-  Tensor drop_keep;  // [T, ceil(Hd / 32)] i32 that dropout's decisions as bits (empty without it)
+  Tensor drop_keep;  // [T, ceil(Hd / 32)] i32: the output dropout's decisions as bits (or empty)
 };
 
 // Scratch shared by all layers (forward recomputation and backward gradients).

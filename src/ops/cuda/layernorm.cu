@@ -52,6 +52,10 @@ struct DropArgs {
   float p = 0.0f;
   float scale = 1.0f;  // 1 / (1 - p)
   uint64_t seed = 0, offset = 0;
+  // v after dropout, given its decision.
+  __device__ __forceinline__ float kept(bool keep, float v) const {
+    return keep ? v * scale : 0.0f;
+  }
 };
 
 DropArgs drop_args(const DropoutSpec& d) {
@@ -70,7 +74,7 @@ __device__ __forceinline__ uint32_t apply_dropout(const DropArgs& d, uint64_t i0
   uint32_t bits = 0;
 #pragma unroll
   for (int j = 0; j < V; ++j) {
-    v[j] = keep[j] ? v[j] * d.scale : 0.0f;
+    v[j] = d.kept(keep[j], v[j]);
     bits |= keep[j] ? 1u << j : 0u;
   }
   return bits;
@@ -80,7 +84,7 @@ __device__ __forceinline__ uint32_t apply_dropout(const DropArgs& d, uint64_t i0
 template <int V>
 __device__ __forceinline__ void apply_bits(const DropArgs& d, uint32_t bits, float (&v)[V]) {
 #pragma unroll
-  for (int j = 0; j < V; ++j) v[j] = (bits >> j) & 1u ? v[j] * d.scale : 0.0f;
+  for (int j = 0; j < V; ++j) v[j] = d.kept((bits >> j) & 1u, v[j]);
 }
 
 // Stores a warp's decisions for 32 chunks of V elements (lane l's chunk starts at element
@@ -141,7 +145,7 @@ __device__ __forceinline__ void row_keep(const DropArgs& d, int64_t row, int64_t
 
 // v *= keep / (1 - p) with precomputed decisions; returns them as a bit.
 __device__ __forceinline__ uint32_t apply_keep(const DropArgs& d, bool keep, float (&v)[1]) {
-  v[0] = keep ? v[0] * d.scale : 0.0f;
+  v[0] = d.kept(keep, v[0]);
   return keep ? 1u : 0u;
 }
 
@@ -338,7 +342,7 @@ __device__ __forceinline__ void ln_out_grad(const LnBwdArgs& a, int64_t row, int
       apply_dropout<V>(a.drop, static_cast<uint64_t>(row * a.cols + c), g);
     } else if (a.drop.p > 0.0f) {
 #pragma unroll
-      for (int j = 0; j < V; ++j) g[j] = keep[j] ? g[j] * a.drop.scale : 0.0f;
+      for (int j = 0; j < V; ++j) g[j] = a.drop.kept(keep[j], g[j]);
     }
     if (write_du) {
       float b[V], du[V];
