@@ -189,7 +189,23 @@ struct DeviceProblem {
     args.alpha = 1.0f / std::sqrt(static_cast<float>(s.d));
     args.scale = 1.0f / static_cast<float>(args.max_seqlen);
     args.causal = causal;
+    plan_mem = Arena(
+        Device::kCUDA,
+        size_t(hstu_attention_plan_bytes(int64_t(len.size()), args.max_seqlen, T)) + Arena::kAlign,
+        "bench-plan");
+    plan = plan_mem.alloc(DType::kU8,
+                          {hstu_attention_plan_bytes(int64_t(len.size()), args.max_seqlen, T)});
   }
+  // The step's launch plan into `plan`, as a model step builds it: once for all its layers and
+  // passes (hstu_attention_plan; the calls then take args.plan). False where the calls take none
+  // (full-length batches, the sm80 kernels).
+  bool compute_plan(Ctx& ctx) const {
+    HstuAttentionArgs a = args;
+    a.plan = Tensor();
+    return hstu_attention_plan(ctx, a, plan);
+  }
+  Arena plan_mem;
+  Tensor plan;
 
   // Relative attention bias as the paper's configs use it: a position table of 2 max_len - 1
   // entries, 128 log time buckets, timestamps in sessions (gaps of seconds, or days apart).
@@ -543,11 +559,17 @@ int run_attention_bench(const std::vector<std::string>& args) {
       t.atomic = bwd_flops / (t.atomic_ms * 1e9);
       return t;
     };
-    // The timed calls take the step's buckets (the model's way); their own kernel is timed apart.
-    double buckets_ms = NAN;
+    // The timed calls take the step's buckets and launch plan (the model's way); their own
+    // kernels are timed apart.
+    double buckets_ms = NAN, plan_ms = NAN;
     if (opt.rab && dp.compute_rab_buckets(det)) {
       buckets_ms = time_ms([&] { dp.compute_rab_buckets(det); }, opt.warmup, opt.reps);
       dp.args.rab_buckets = dp.rab_buckets;
+    }
+    dp.args.plan = Tensor();
+    if (dp.compute_plan(det)) {
+      plan_ms = time_ms([&] { dp.compute_plan(det); }, opt.warmup, opt.reps);
+      dp.args.plan = dp.plan;
     }
     const Tflops t = time_kernels();
     auto ratio = [](double x, double base) {
@@ -576,6 +598,11 @@ int run_attention_bench(const std::vector<std::string>& args) {
           "%-26s | rab time buckets %.3f ms: once per step for all layers and passes "
           "(hstu_rab_buckets), not in the times above\n",
           "", buckets_ms);
+    if (!std::isnan(plan_ms))
+      std::printf(
+          "%-26s | launch plan %.3f ms: once per step for all layers and passes "
+          "(hstu_attention_plan: the sm_90a launch orders), not in the times above\n",
+          "", plan_ms);
     if (opt.kernel == "both") {
       force_kernel("sm80");
       const Tflops t80 = time_kernels();

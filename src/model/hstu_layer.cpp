@@ -120,10 +120,11 @@ static void silu_bwd(Ctx& ctx, const UvqkLayout& l, const Tensor& z, const Tenso
 }
 
 // Attention arguments over the v, q, k blocks of a buffer in UvqkLayout.
-// rab_buckets: the step's precomputed time buckets (HstuLayerScratch::rab_step), or empty.
+// scr: the step's precomputed time buckets and launch plan (HstuLayerScratch::rab_step,
+// plan_step; empty ones are not passed).
 static HstuAttentionArgs attention_args(const HstuLayerConfig& c, const DenseParams& p,
                                         const HstuLayerParams& ids, const BatchTensors& b,
-                                        const Tensor& uvqk, const Tensor& rab_buckets) {
+                                        const Tensor& uvqk, const HstuLayerScratch& scr) {
   const UvqkLayout l = c.uvqk_layout();
   HstuAttentionArgs a;
   a.v = uvqk.cols(l.v0(), l.q0());
@@ -141,12 +142,13 @@ static HstuAttentionArgs attention_args(const HstuLayerConfig& c, const DensePar
   a.causal = c.causal;
   a.target_group_size = c.target_group_size;
   a.max_attn_len = c.max_attn_len;
+  a.plan = scr.plan_step;
   if (c.rab) {
     a.rab_pos = p.param(ids.rab_pos);
     a.rab_time = p.param(ids.rab_time);
     a.ts_query = b.ts_query.rows(0, b.num_tokens);
     a.ts_key = b.ts_key.rows(0, b.num_tokens);
-    a.rab_buckets = rab_buckets;
+    a.rab_buckets = scr.rab_step;
   }
   return a;
 }
@@ -156,27 +158,50 @@ bool HstuLayer::rab_buckets(Ctx& ctx, const DenseParams& p, const BatchTensors& 
                             const Tensor& out) const {
   if (!cfg_.rab || b.num_tokens == 0) return false;
   const Tensor uvqk = first_rows(cfg_.recompute_silu ? scr.uvqk : acts.uvqk, b.num_tokens);
-  return hstu_rab_buckets(ctx, attention_args(cfg_, p, ids_, b, uvqk, Tensor()), out);
+  return hstu_rab_buckets(ctx, attention_args(cfg_, p, ids_, b, uvqk, HstuLayerScratch{}), out);
 }
 
-StepRabBuckets::StepRabBuckets(Ctx& ctx, const std::vector<HstuLayer>& layers, const DenseParams& p,
-                               const BatchTensors& batch, const std::vector<HstuLayerActs>& acts,
-                               HstuLayerScratch& scratch)
+bool HstuLayer::attention_plan(Ctx& ctx, const DenseParams& p, const BatchTensors& b,
+                               const HstuLayerActs& acts, const HstuLayerScratch& scr,
+                               const Tensor& out) const {
+  if (b.num_tokens == 0) return false;
+  const Tensor uvqk = first_rows(cfg_.recompute_silu ? scr.uvqk : acts.uvqk, b.num_tokens);
+  return hstu_attention_plan(ctx, attention_args(cfg_, p, ids_, b, uvqk, HstuLayerScratch{}), out);
+}
+
+StepAttention::StepAttention(Ctx& ctx, const std::vector<HstuLayer>& layers, const DenseParams& p,
+                             const BatchTensors& batch, const std::vector<HstuLayerActs>& acts,
+                             HstuLayerScratch& scratch)
     : arena_(ctx.scratch), scr_(scratch) {
-  scr_.rab_step = Tensor();
-  if (layers.empty() || ctx.cpu() || !layers[0].config().rab || !arena_ || arena_->is_measuring())
-    return;
-  const int64_t need = hstu_rab_buckets_bytes(batch.batch_size, batch.max_seqlen);
-  if (need == 0 || arena_->capacity() - arena_->used() < static_cast<size_t>(need) + Arena::kAlign)
-    return;
+  scr_.rab_step = scr_.plan_step = Tensor();
+  if (layers.empty() || ctx.cpu() || !arena_ || arena_->is_measuring()) return;
   mark_ = arena_->mark();
   held_ = true;
-  const Tensor out = arena_->alloc(DType::kU8, {need});
-  if (layers[0].rab_buckets(ctx, p, batch, acts[0], scr_, out)) scr_.rab_step = out;
+  // Each where it applies and fits, in the arena's free space.
+  const auto take = [&](int64_t need, auto&& fill) {
+    if (need == 0 ||
+        arena_->capacity() - arena_->used() < static_cast<size_t>(need) + Arena::kAlign)
+      return Tensor();
+    const size_t before = arena_->mark();
+    const Tensor out = arena_->alloc(DType::kU8, {need});
+    if (fill(out)) return out;
+    arena_->reset(before);
+    return Tensor();
+  };
+  if (layers[0].config().rab)
+    scr_.rab_step =
+        take(hstu_rab_buckets_bytes(batch.batch_size, batch.max_seqlen), [&](const Tensor& out) {
+          return layers[0].rab_buckets(ctx, p, batch, acts[0], scr_, out);
+        });
+  scr_.plan_step =
+      take(hstu_attention_plan_bytes(batch.batch_size, batch.max_seqlen, batch.num_tokens),
+           [&](const Tensor& out) {
+             return layers[0].attention_plan(ctx, p, batch, acts[0], scr_, out);
+           });
 }
 
-StepRabBuckets::~StepRabBuckets() {
-  scr_.rab_step = Tensor();
+StepAttention::~StepAttention() {
+  scr_.rab_step = scr_.plan_step = Tensor();
   if (held_) arena_->reset(mark_);
 }
 
@@ -196,7 +221,7 @@ void HstuLayer::forward(Ctx& ctx, const DenseParams& p, const BatchTensors& b, c
   phase(ctx, "fwd.silu");
   silu_fwd(ctx, cfg_.fused, cfg_.uvqk_layout(), z, uvqk);
   phase(ctx, "fwd.attn");
-  hstu_attention_fwd(ctx, attention_args(cfg_, p, ids_, b, uvqk, scr.rab_step), o);
+  hstu_attention_fwd(ctx, attention_args(cfg_, p, ids_, b, uvqk, scr), o);
   const DropoutSpec drop{training ? cfg_.dropout : 0.0f, dropout_seed, b.dropout_offset(hd)};
   phase(ctx, "fwd.ln_mul_dropout");
   ln_mul_dropout_fwd(ctx, o, uvqk.cols(0, hd), param(p, ids_.ln_out_w), param(p, ids_.ln_out_b),
@@ -248,7 +273,7 @@ void HstuLayer::backward(Ctx& ctx, const DenseParams& p, const BatchTensors& b, 
                      grad(p, ids_.ln_out_w), grad(p, ids_.ln_out_b));
   // Attention: gradients of v, q, k land in their column blocks of d_uvqk.
   phase(ctx, "bwd.attn");
-  hstu_attention_bwd(ctx, attention_args(cfg_, p, ids_, b, uvqk, scr.rab_step), d_o,
+  hstu_attention_bwd(ctx, attention_args(cfg_, p, ids_, b, uvqk, scr), d_o,
                      d_uvqk.cols(lay.q0(), lay.k0()), d_uvqk.cols(lay.k0(), lay.width()),
                      d_uvqk.cols(lay.v0(), lay.q0()), grad(p, ids_.rab_pos),
                      grad(p, ids_.rab_time));

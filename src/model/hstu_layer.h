@@ -79,9 +79,10 @@ struct HstuLayerScratch {
   Tensor d_uvqk;    // [T, W]   gradient of SiLU(z), in UvqkLayout
   Tensor d_z;       // [T, 4Hd] gradient of z (empty with a dense layout: d_uvqk serves)
   Tensor d_xn;      // [T, D]
-  // This step's rab time buckets (u8; HstuLayer::rab_buckets), shared by every layer's forward
-  // and backward attention; empty: each attention call computes its own (ops/hstu_attention.h).
-  Tensor rab_step;
+  // This step's rab time buckets (u8; HstuLayer::rab_buckets) and launch plan (u8;
+  // HstuLayer::attention_plan), shared by every layer's forward and backward attention; empty:
+  // each attention call makes its own (ops/hstu_attention.h; StepAttention).
+  Tensor rab_step, plan_step;
 };
 
 class HstuLayer {
@@ -111,6 +112,12 @@ class HstuLayer {
   bool rab_buckets(Ctx& ctx, const DenseParams& p, const BatchTensors& batch,
                    const HstuLayerActs& acts, const HstuLayerScratch& scratch,
                    const Tensor& out) const;
+  // Fills `out` (u8, hstu_attention_plan_bytes(B, max_seqlen, T) bytes) with the attention's
+  // launch plan for `batch` (ops/hstu_attention.h: hstu_attention_plan) and returns true; false
+  // (out untouched) where the attention takes none. acts / scratch as for rab_buckets.
+  bool attention_plan(Ctx& ctx, const DenseParams& p, const BatchTensors& batch,
+                      const HstuLayerActs& acts, const HstuLayerScratch& scratch,
+                      const Tensor& out) const;
 
   const HstuLayerConfig& config() const { return cfg_; }
   const HstuLayerParams& param_ids() const { return ids_; }
@@ -128,21 +135,22 @@ class HstuLayer {
   HstuLayerParams ids_;
 };
 
-// The rab time buckets of one batch (HstuLayer::rab_buckets), computed once for every layer's
-// forward and backward attention of a pass instead of once per call, and published in
-// scratch.rab_step: held in ctx.scratch from construction to destruction, below the scratch
-// every op takes meanwhile (the runtime sizes ctx.scratch for them beside the attention's own
-// needs). Where they do not apply (no layers, the CPU, no rab, no room) rab_step stays empty and
-// the attention calls compute their own, as without this. acts: the layers' buffers (layer 0's
-// operand views give the buckets' shapes).
-class StepRabBuckets {
+// What the attention of one batch needs that does not depend on the layer, computed once for
+// every layer's forward and backward attention of a pass instead of once per call: the rab time
+// buckets (HstuLayer::rab_buckets -> scratch.rab_step) and the launch plan (HstuLayer::
+// attention_plan -> scratch.plan_step). Held in ctx.scratch from construction to destruction,
+// below the scratch every op takes meanwhile (the runtime sizes ctx.scratch for them beside the
+// attention's own needs). Where one does not apply (no layers, the CPU, no rab / not the sm_90a
+// kernels on a jagged batch, no room) it stays empty and the attention calls make their own, as
+// without this. acts: the layers' buffers (layer 0's operand views give the shapes).
+class StepAttention {
  public:
-  StepRabBuckets(Ctx& ctx, const std::vector<HstuLayer>& layers, const DenseParams& p,
-                 const BatchTensors& batch, const std::vector<HstuLayerActs>& acts,
-                 HstuLayerScratch& scratch);
-  ~StepRabBuckets();
-  StepRabBuckets(const StepRabBuckets&) = delete;
-  StepRabBuckets& operator=(const StepRabBuckets&) = delete;
+  StepAttention(Ctx& ctx, const std::vector<HstuLayer>& layers, const DenseParams& p,
+                const BatchTensors& batch, const std::vector<HstuLayerActs>& acts,
+                HstuLayerScratch& scratch);
+  ~StepAttention();
+  StepAttention(const StepAttention&) = delete;
+  StepAttention& operator=(const StepAttention&) = delete;
 
  private:
   Arena* arena_;

@@ -201,7 +201,7 @@ void HstuModel::run_layers(Ctx& ctx, const BatchTensors& b, bool training, uint6
 
 Tensor HstuModel::encode(Ctx& ctx, const BatchTensors& b) {
   embed(ctx, b, false, 0);
-  const StepRabBuckets rab(ctx, layers_, dense_, b, buf_.acts, buf_.scratch);
+  const StepAttention step_attn(ctx, layers_, dense_, b, buf_.acts, buf_.scratch);
   run_layers(ctx, b, false, 0);
   return first_rows(buf_.out_norm, b.num_tokens);
 }
@@ -218,7 +218,7 @@ void HstuModel::forward_backward(Ctx& ctx, const BatchTensors& b, uint64_t seed,
   const int64_t t = b.num_tokens;
   const float eps = static_cast<float>(cfg_.retrieval.l2_norm_eps);
   embed(ctx, b, true, seed);
-  const StepRabBuckets rab(ctx, layers_, dense_, b, buf_.acts, buf_.scratch);  // to the end
+  const StepAttention step_attn(ctx, layers_, dense_, b, buf_.acts, buf_.scratch);  // to the end
   run_layers(ctx, b, true, seed);
   // Retrieval head: sampled softmax on the L2-normalised outputs.
   SampledSoftmaxSpec spec;

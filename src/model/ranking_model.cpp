@@ -426,7 +426,7 @@ void RankingModel::forward(Ctx& ctx, bool training, uint64_t seed) {
 }
 
 Tensor RankingModel::predict(Ctx& ctx) {
-  const StepRabBuckets rab(ctx, layers_, dense_, batch_, buf_.acts, buf_.scratch);
+  const StepAttention step_attn(ctx, layers_, dense_, batch_, buf_.acts, buf_.scratch);
   forward(ctx, false, 0);
   const Tensor logits = buf_.head_h.back().rows(0, num_cand_);
   if (buf_.logits.empty()) return logits;
@@ -445,7 +445,8 @@ double RankingModel::train_step(Ctx& ctx, uint64_t seed, double loss_scale) {
 void RankingModel::forward_backward(Ctx& ctx, uint64_t seed, double loss_scale, GradHook* hook) {
   const int64_t t = batch_.num_tokens, e = num_events_, nc = num_cand_;
   const int64_t bc = int64_t{batch_.batch_size} * num_ctx_;
-  const StepRabBuckets rab(ctx, layers_, dense_, batch_, buf_.acts, buf_.scratch);  // to the end
+  const StepAttention step_attn(ctx, layers_, dense_, batch_, buf_.acts,
+                                buf_.scratch);  // to the end
   forward(ctx, true, seed);
   const size_t nh = head_w_.size();
   const Tensor logits = buf_.head_h.back().rows(0, nc);

@@ -4,6 +4,7 @@
 #include "ops/hstu_attention.h"
 
 #include "ops/cpu/hstu_attention.h"
+#include "ops/detail/attn_tile_order.h"
 #if defined(HSTU_WITH_CUDA)
 #include "ops/cuda/hstu_attention.h"
 #endif
@@ -25,6 +26,15 @@ void hstu_attention_bwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& d
 bool hstu_rab_buckets(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& out) {
   if (ctx.cpu()) return false;  // the CPU reference computes every pair's bucket
   HSTU_CUDA_DISPATCH(return cuda::hstu_rab_buckets(ctx, args, out));
+}
+
+int64_t hstu_attention_plan_bytes(int64_t batch, int64_t max_seqlen, int64_t total_tokens) {
+  return cuda::attn::attention_plan_bytes(batch, max_seqlen, total_tokens);
+}
+
+bool hstu_attention_plan(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& out) {
+  if (ctx.cpu()) return false;  // the CPU reference has no launch order
+  HSTU_CUDA_DISPATCH(return cuda::hstu_attention_plan(ctx, args, out));
 }
 
 }  // namespace hstu

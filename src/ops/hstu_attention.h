@@ -150,6 +150,11 @@ struct HstuAttentionArgs {
   // layer and pass of a step (u8, at least hstu_rab_buckets_bytes(B, max_seqlen)); empty: each
   // CUDA call computes its own into scratch. The CPU computes every pair's bucket and ignores it.
   Tensor rab_buckets;
+  // CUDA, optional: this batch's launch plan, filled by hstu_attention_plan once for every layer
+  // and pass of a step (u8, at least hstu_attention_plan_bytes(B, max_seqlen, T)); empty: each
+  // CUDA call that needs one builds its own. Calls sharing a plan run one at a time (one stream).
+  // The CPU ignores it.
+  Tensor plan;
 
   bool has_rab() const { return !rab_pos.empty(); }
   int32_t head_dim_qk() const {
@@ -205,5 +210,18 @@ inline int64_t hstu_rab_buckets_bytes(int64_t batch, int64_t max_seqlen) {
 // time table of at most 256 entries); else returns false and leaves `out` alone. q, k, v as
 // for the attention call (their shapes are checked, not read).
 bool hstu_rab_buckets(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& out);
+
+// The launch plan, like the rab buckets, depends only on the batch (lengths, head width, dtype),
+// not on the layer: the sm_90a kernels' longest-first launch orders of a jagged batch (one for
+// the forward, one for the backward) and the persistent forward's tile counter, which each call
+// would otherwise build or zero itself (a launch or two before its kernel). Bytes of the plan of
+// `batch` sequences of at most max_seqlen tokens, total_tokens in all (a bound that needs no
+// lengths).
+int64_t hstu_attention_plan_bytes(int64_t batch, int64_t max_seqlen, int64_t total_tokens);
+// Fills `out` (u8, at least hstu_attention_plan_bytes(B, args.max_seqlen, T), 16-byte aligned)
+// with the launch plan of args' batch and returns true where a CUDA call of these args takes one
+// (the sm_90a kernels on a jagged batch); else returns false and leaves `out` alone (the CPU,
+// other GPUs, full-length batches). q, k, v as for the attention call (shapes checked, not read).
+bool hstu_attention_plan(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& out);
 
 }  // namespace hstu

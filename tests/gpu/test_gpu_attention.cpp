@@ -777,7 +777,8 @@ TEST_P(GpuAttentionSm90, ForwardMatchesCpuReference) {
 // different lengths, tiles past a sequence's end skipped in the grid order), every mask, both
 // launch orders, both dtypes, widths 64, 48 and 100 (padded to 64 / 128) and 128. Both outputs
 // must be finite everywhere (they are NaN-poisoned before each run) and bit-identical; the
-// persistent runs must have launched the persistent kernel (its launch count).
+// persistent runs must have launched the persistent kernel (its launch count). Then the step's
+// launch plan: the forward twice and the backward on it, the same bits as without.
 TEST(GpuAttentionSm90Persist, SameBitsAsOneCtaPerTile) {
   HSTU_REQUIRE_GPU();
   gpu::DeviceScope scope;
@@ -863,6 +864,39 @@ TEST(GpuAttentionSm90Persist, SameBitsAsOneCtaPerTile) {
           }
         }
         unsetenv("HSTU_ATTN_SM90_ORDER");
+      }
+      // The step's launch plan (hstu_attention_plan, built once as a model step builds it): two
+      // forwards and a backward that take it give the bits of calls that build their own. The
+      // plan's counter is zeroed once and each persistent launch leaves it zero (fwd_next_tile),
+      // so the second forward skips no tile (its outputs are NaN-poisoned first).
+      const int64_t batch = static_cast<int64_t>(sh.lengths.size());
+      const Tensor plan =
+          gpu::device_alloc(DType::kU8, {hstu_attention_plan_bytes(batch, a.max_seqlen, pb.T)});
+      const bool jagged = pb.T < batch * a.max_seqlen;
+      EXPECT_EQ(hstu_attention_plan(cctx, a, plan), jagged) << "a plan for jagged batches only";
+      HstuAttentionArgs ap = a;
+      ap.plan = plan;
+      const Tensor o_own = gpu::to_host(run.o);  // the last run above (every form: the same bits)
+      gpu::poison(run.duvqk);  // also the columns between heads, which no backward writes
+      hstu_attention_bwd(cctx, a, run.d_o, run.dq, run.dk, run.dv, run.drab_pos, run.drab_time);
+      gpu::sync();
+      const Tensor d_own = gpu::to_host(run.duvqk);
+      for (int rep = 0; rep < 2 && jagged; ++rep) {
+        const int64_t launches = cuda::attn::sm90_fwd_persist_launches();
+        gpu::poison(run.o);
+        hstu_attention_fwd(cctx, ap, run.o);
+        gpu::sync();
+        EXPECT_EQ(cuda::attn::sm90_fwd_persist_launches() - launches, dt == DType::kBF16 ? 1 : 0)
+            << "the persistent forward runs on the plan's list and counter (bf16)";
+        EXPECT_TRUE(bit_equal(o_own, gpu::to_host(run.o)))
+            << "o differs with the plan, run " << rep;
+      }
+      if (jagged) {
+        gpu::poison(run.duvqk);
+        hstu_attention_bwd(cctx, ap, run.d_o, run.dq, run.dk, run.dv, run.drab_pos, run.drab_time);
+        gpu::sync();
+        EXPECT_TRUE(bit_equal(d_own, gpu::to_host(run.duvqk)))
+            << "dq | dk | dv differ with the plan";
       }
     }
   }

@@ -37,7 +37,9 @@
 // sm_90a backward (+ 8 * B * H * ceil(max_seqlen / 64) semaphore bytes; without that room the
 // split form runs), and with the sm_90a kernels their launch order (attn_tile_order.h:
 // 16 * (T / bm + B) bytes, bm = 64..192; without room the grid order) and the persistent
-// forward's tile counter (one int; without room one CTA per tile).
+// forward's tile counter (one int; without room one CTA per tile), unless the call has the
+// step's launch plan (args.plan, from hstu_attention_plan: both lists and the counter, built once
+// for every layer and pass of a step).
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -46,6 +48,7 @@
 #include <cstring>
 #include <mutex>
 #include <optional>
+#include <utility>
 
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/hstu_attention.h"
@@ -368,39 +371,97 @@ bool take_step_rab_buckets(const HstuAttentionArgs& args, HstuAttnParams& p) {
   return true;
 }
 
-// The sm_90a kernels' longest-first launch order (attn_tile_order.h) for resident blocks of bm
-// rows: built on `stream` into scratch (16 bytes an entry, ~ (T / bm + B) entries; emplaced in
-// `scratch` if not yet), p pointed at it. Keeps the grid order (p.tile_order null) where
-// sm90_tile_order_on says (by_default: false for the fp16 forward; HSTU_ATTN_SM90_ORDER=grid /
-// seq), for sequences too long for the builder, or without room in a real
-// CUDA scratch arena, and for batches of full-length sequences (T = B max_seqlen: every key
-// equal, the list would be the grid order with heads fastest, for one more launch). Called before
+// Whether a call on p takes the sm_90a kernels' longest-first launch order (attn_tile_order.h)
+// for resident blocks of bm rows: not for batches of full-length sequences (T = B max_seqlen:
+// every key equal, the list would be the grid order with heads fastest, for one more launch),
+// where sm90_tile_order_on says (by_default: false for the fp16 forward; HSTU_ATTN_SM90_ORDER=grid
+// / seq; sequences too long for the builder).
+bool wants_tile_order(const HstuAttnParams& p, int bm, bool by_default) {
+  if (p.total_tokens >= int64_t(p.batch) * p.max_seqlen) return false;
+  if (!attn::sm90_tile_order_on(p.max_seqlen, bm, by_default)) return false;
+  return attn::tile_order_entries(p.batch, p.max_seqlen, p.total_tokens, bm) > 0;
+}
+
+// The lists a launch plan holds (hstu_attention_plan): the forward's where the sm_90a forward
+// takes the call with a launch order, the backward's where the sm_90a backward may (its d_o
+// assumed laid out as q; a call whose d_o is not runs sm80 and reads no list). The calls ask the
+// same questions, so a call that wants a list finds it in the plan of its batch.
+struct PlanLists {
+  int fwd_bm = 0, bwd_bm = 0;  // 0: no list
+};
+PlanLists plan_lists(const HstuAttnParams& p, int hdp, DType dtype) {
+  PlanLists l;
+  if (attn::sm90_fwd_supported(p, hdp) &&
+      wants_tile_order(p, attn::sm90_fwd_block_rows(hdp), dtype == DType::kBF16))
+    l.fwd_bm = attn::sm90_fwd_block_rows(hdp);
+  HstuAttnParams pb = p;
+  pb.d_o = p.q;
+  if (attn::sm90_bwd_supported(pb, hdp) &&
+      wants_tile_order(p, attn::sm90_bwd_block_rows(hdp), true))
+    l.bwd_bm = attn::sm90_bwd_block_rows(hdp);
+  return l;
+}
+
+// args.plan as the kernels read it (attn_tile_order.h: attention_plan_bytes), or all null when
+// args has none.
+struct PlanView {
+  const attn::SeqTile* fwd = nullptr;
+  const attn::SeqTile* bwd = nullptr;
+  int* counter = nullptr;
+};
+PlanView plan_view(const Tensor& plan, const HstuAttnParams& p) {
+  if (plan.empty()) return {};
+  const int64_t cap = attn::attention_plan_capacity(p.batch, p.max_seqlen, p.total_tokens);
+  const int64_t bytes = attn::attention_plan_bytes(p.batch, p.max_seqlen, p.total_tokens);
+  HSTU_CHECK(
+      plan.device == Device::kCUDA && plan.dtype == DType::kU8 && plan.contiguous() &&
+          plan.numel() >= bytes && reinterpret_cast<uintptr_t>(plan.data) % 16 == 0,
+      "hstu_attention: plan must be a contiguous, 16-byte aligned CUDA u8 tensor of at least ",
+      bytes, " bytes (hstu_attention_plan_bytes), got ", plan.str());
+  auto* base = static_cast<attn::SeqTile*>(plan.data);
+  return {base, base + cap, reinterpret_cast<int*>(base + 2 * cap)};
+}
+
+// The sm_90a kernels' launch order for resident blocks of bm rows where the call wants one
+// (wants_tile_order): the plan's list when the call has a plan (`planned`), else built on
+// `stream` into scratch (16 bytes an entry, ~ (T / bm + B) entries; emplaced in `scratch` if not
+// yet; without room in a real CUDA scratch arena the grid order); p pointed at it. Called before
 // the backward's side stream forks (its dQ kernel reads it).
 void order_sm90_tiles(Ctx& ctx, std::optional<Scratch>& scratch, HstuAttnParams& p, int bm,
-                      bool by_default, cudaStream_t stream) {
-  if (p.total_tokens >= int64_t(p.batch) * p.max_seqlen) return;
-  if (!attn::sm90_tile_order_on(p.max_seqlen, bm, by_default)) return;
+                      bool by_default, const attn::SeqTile* planned, cudaStream_t stream) {
+  if (!wants_tile_order(p, bm, by_default)) return;
   const int64_t n = attn::tile_order_entries(p.batch, p.max_seqlen, p.total_tokens, bm);
-  const Arena* a = ctx.scratch;
-  if (n <= 0 || !a || a->device() != Device::kCUDA || a->is_measuring()) return;
-  const size_t bytes = sizeof(attn::SeqTile) * size_t(n);
-  if (a->capacity() - a->used() < arena_bytes(bytes)) return;
-  if (!scratch) scratch.emplace(ctx, "hstu_attention");
-  const Tensor t = scratch->alloc(DType::kU8, {int64_t(bytes)});
-  auto* list = static_cast<attn::SeqTile*>(t.data);
-  attn::sm90_build_tile_order(p, bm, list, n, stream);
-  p.tile_order = list;
+  if (planned) {
+    p.tile_order = planned;
+  } else {
+    const Arena* a = ctx.scratch;
+    if (!a || a->device() != Device::kCUDA || a->is_measuring()) return;
+    const size_t bytes = sizeof(attn::SeqTile) * size_t(n);
+    if (a->capacity() - a->used() < arena_bytes(bytes)) return;
+    if (!scratch) scratch.emplace(ctx, "hstu_attention");
+    const Tensor t = scratch->alloc(DType::kU8, {int64_t(bytes)});
+    auto* list = static_cast<attn::SeqTile*>(t.data);
+    attn::sm90_build_tile_order(p, bm, list, n, stream);
+    p.tile_order = list;
+  }
   p.tile_order_n = n;
   p.tile_order_bm = bm;
 }
 
 // The persistent sm_90a forward's tile counter (attention_fwd_sm90.cuh; no rab, padded head
-// widths 64 / 128, where sm90_fwd_persist_mode's rule takes the call): one int in scratch (emplaced
-// in `scratch` if not yet), zeroed by the launcher. Without room in a real CUDA scratch arena none,
-// and the call runs one CTA per tile.
-void sm90_fwd_counter(Ctx& ctx, std::optional<Scratch>& scratch, HstuAttnParams& p, int hdp) {
+// widths 64 / 128, where sm90_fwd_persist_mode's rule takes the call): the plan's (`planned`,
+// zero at every launch) or one int in scratch (emplaced in `scratch` if not yet), zeroed by the
+// launcher. Without either (no room in a real CUDA scratch arena) none, and the call runs one CTA
+// per tile.
+void sm90_fwd_counter(Ctx& ctx, std::optional<Scratch>& scratch, HstuAttnParams& p, int hdp,
+                      int* planned) {
   const int mode = attn::sm90_fwd_persist_mode();  // after order_sm90_tiles: p.tile_order set
   if (p.rab_pos || hdp > 128 || !(mode == 2 || (mode == 1 && p.tile_order))) return;
+  if (planned) {
+    p.fwd_tile_counter = planned;
+    p.fwd_tile_counter_zero = true;
+    return;
+  }
   const Arena* a = ctx.scratch;
   if (!a || a->device() != Device::kCUDA || a->is_measuring()) return;
   if (a->capacity() - a->used() < arena_bytes(sizeof(int))) return;
@@ -409,6 +470,24 @@ void sm90_fwd_counter(Ctx& ctx, std::optional<Scratch>& scratch, HstuAttnParams&
 }
 
 }  // namespace
+
+bool hstu_attention_plan(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& out) {
+  HstuAttnParams p = make_params(args);
+  if (p.batch == 0 || p.total_tokens == 0 || p.max_seqlen == 0) return false;
+  const int hdp = head_dim_bucket(std::max(p.d_qk, p.d_v));
+  const PlanLists l = plan_lists(p, hdp, args.q.dtype);
+  if (l.fwd_bm == 0 && l.bwd_bm == 0) return false;
+  const PlanView v = plan_view(out, p);
+  const cudaStream_t stream = stream_of(ctx);
+  for (const auto& [bm, list] : {std::pair{l.fwd_bm, v.fwd}, std::pair{l.bwd_bm, v.bwd}}) {
+    if (bm == 0) continue;
+    attn::sm90_build_tile_order(p, bm, const_cast<attn::SeqTile*>(list),
+                                attn::tile_order_entries(p.batch, p.max_seqlen, p.total_tokens, bm),
+                                stream);
+  }
+  HSTU_CUDA_CHECK(cudaMemsetAsync(v.counter, 0, sizeof(int), stream));
+  return true;
+}
 
 bool hstu_rab_buckets(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& out) {
   HstuAttnParams p = make_params(args);
@@ -431,9 +510,10 @@ void hstu_attention_fwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& o
   }
   if (attn::sm90_fwd_supported(p, hdp)) {  // Hopper: wgmma / TMA (HSTU_ATTN_SM80=1: never)
     // fp16: the grid order unless HSTU_ATTN_SM90_ORDER=seq (sm90_tile_order_on).
+    const PlanView plan = plan_view(args.plan, p);
     order_sm90_tiles(ctx, scratch, p, attn::sm90_fwd_block_rows(hdp), args.q.dtype == DType::kBF16,
-                     stream_of(ctx));
-    sm90_fwd_counter(ctx, scratch, p, hdp);
+                     plan.fwd, stream_of(ctx));
+    sm90_fwd_counter(ctx, scratch, p, hdp, plan.counter);
     if (args.q.dtype == DType::kBF16) {
       fwd_bucket_sm90<bf16>(hdp, p, stream_of(ctx));
     } else {
@@ -516,7 +596,8 @@ void hstu_attention_bwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& d
   // The sm_90a kernels' launch order after the scratch the forms need (it is small and optional).
   auto order = [&] {
     if (sm90)
-      order_sm90_tiles(ctx, scratch_holder, p, attn::sm90_bwd_block_rows(hdp), true, stream);
+      order_sm90_tiles(ctx, scratch_holder, p, attn::sm90_bwd_block_rows(hdp), true,
+                       plan_view(args.plan, p).bwd, stream);
   };
   if (!rab_grad && det && !sm90_fused) {  // no more scratch needed
     order();

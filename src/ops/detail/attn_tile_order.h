@@ -85,6 +85,18 @@ inline int64_t tile_order_smem_bytes(int keys) {
 }
 constexpr int64_t kTileOrderMaxSmem = 48 * 1024;
 
+// A batch's launch plan (ops/hstu_attention.h: hstu_attention_plan), built once for every
+// attention call of a step: the forward's list and the backward's, each with room for
+// attention_plan_capacity entries (the bound of the shortest block height, 64 rows, so of any),
+// then one 16-byte slot whose first int is the persistent forward's tile counter.
+inline int64_t attention_plan_capacity(int64_t batch, int64_t max_seqlen, int64_t total_tokens) {
+  return tile_order_entries(batch, max_seqlen, total_tokens, 64);
+}
+inline int64_t attention_plan_bytes(int64_t batch, int64_t max_seqlen, int64_t total_tokens) {
+  return int64_t(sizeof(SeqTile)) *
+         (2 * attention_plan_capacity(batch, max_seqlen, total_tokens) + 1);
+}
+
 // The list the device builder writes, on the host (tests): cu_seqlens [B + 1].
 inline std::vector<SeqTile> tile_order_reference(const std::vector<int32_t>& cu_seqlens,
                                                  int max_seqlen, int64_t total_tokens, int bm) {

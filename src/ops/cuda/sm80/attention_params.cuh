@@ -95,10 +95,12 @@ struct HstuAttnParams {
   float* d_rab_pos = nullptr;
   float* d_rab_time = nullptr;
 
-  // ---- the persistent sm_90a forward's tile counter (one int of scratch;
-  // attention_fwd_sm90.cuh zeroes it before each launch), or null: that kernel then runs one CTA
-  // per tile. Last, so that the other kernels' parameters keep their offsets.
+  // ---- the persistent sm_90a forward's tile counter (one int), or null: that kernel then runs
+  // one CTA per tile. The launcher zeroes it first unless fwd_tile_counter_zero says it is zero
+  // already (a launch plan's: zeroed when the plan is built, and every launch leaves it zero).
+  // Last, so that the other kernels' parameters keep their offsets.
   int* fwd_tile_counter = nullptr;
+  bool fwd_tile_counter_zero = false;
 };
 
 // Tile configuration of one kernel. kBlockM query rows x kBlockN key rows per tile, kNWarps warps;

@@ -26,6 +26,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "ops/cuda/sm80/attention_mask.cuh"
 #include "ops/cuda/sm80/attention_params.cuh"
@@ -192,9 +193,32 @@ __device__ __forceinline__ void fence_proxy_async_global() {
   asm volatile("fence.proxy.async.global;" ::: "memory");
 }
 
+// kCols output columns of dq as fp16 / bf16 pairs in uint32 words (round to nearest even).
+template <typename T, int kCols>
+__device__ __forceinline__ void pack_dq(const float (&f)[kCols], uint32_t (&w)[kCols / 2]) {
+#pragma unroll
+  for (int j = 0; j < kCols / 2; ++j) {
+    if constexpr (std::is_same_v<T, __half>) {
+      const __half2 h = __floats2half2_rn(f[2 * j], f[2 * j + 1]);
+      w[j] = *reinterpret_cast<const uint32_t*>(&h);
+    } else {
+      const __nv_bfloat162 h = __floats2bfloat162_rn(f[2 * j], f[2 * j + 1]);
+      w[j] = *reinterpret_cast<const uint32_t*>(&h);
+    }
+  }
+}
+
 // dq [T, H, d_qk] from the accumulator: one CTA per (query block of kQBlock rows, head,
 // sequence), scaled by alpha * scale. A block that no key block sees (every tile skipped) was
 // never written and gets zeros. kQBlock: the fused kernel's query tile (64; d 256: 32).
+// A thread takes one run of kCols output columns of a row whose positions are one contiguous run
+// of the accumulator row (dq_col_pos): 8 columns at d 128 (an 8-float group), 16 at d 64 / 256
+// (a 16-float block, column j at position 2 (j % 8) + j / 8). Its kCols floats are read as
+// float4s and written as 16-byte words where dq allows it (HeadsView::vec and the run inside
+// d_qk), else element by element.
+// NOTE (session 25): the first form moved a float4 and wrote its four columns with 2-byte stores
+// (ncu, H200 base clocks, 32 x 1024 x 4 x 128: 50 us for 100 MB, ~2 TB/s, beside 326 us of fused
+// backward).
 template <typename T, int kHD, int kKeyBlock, int kQBlock = 64>
 __global__ void __launch_bounds__(256)
     hstu_attn_dq_convert_sm90_kernel(const __grid_constant__ HstuAttnParams p) {
@@ -208,26 +232,45 @@ __global__ void __launch_bounds__(256)
   const float mul = p.alpha * p.scale;
   const int rows = min(kQBlock, si.L - i0);
   constexpr int kHalves = kHD / 64;
-  // Four consecutive positions of a row (one float4) hold the columns dq_pos_col names.
-  for (int idx = threadIdx.x; idx < rows * (kHD / 4); idx += blockDim.x) {
-    const int r = idx / (kHD / 4), g = (idx % (kHD / 4)) * 4;  // query row, first position
-    const int half = g / 64, pos = g % 64;
+  constexpr int kCols = kHD == 128 ? 8 : 16;  // columns (and accumulator positions) a thread
+  constexpr int kRuns = kHD / kCols;          // runs of a row
+  for (int idx = threadIdx.x; idx < rows * kRuns; idx += blockDim.x) {
+    const int r = idx / kRuns, col0 = (idx % kRuns) * kCols;  // query row, first column
+    if (col0 >= p.d_qk) continue;
+    const int half = col0 / 64, c0 = col0 % 64;
+    // The run's first position (dq_col_pos of column c0; the run stays contiguous).
+    const int pos0 = kHD == 128 ? (((c0 >> 3) ^ (r & 7)) << 3) : (c0 ^ (((r >> 1) & 1) << 4));
     const int64_t tok = si.start + i0 + r;
-    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+    float in[kCols] = {};
     if (seen) {
-      const float* row = p.dq_accum + ((int64_t(h) * kHalves + half) * p.total_tokens + tok) * 64;
-      v = *reinterpret_cast<const float4*>(row + pos);
-    }
-    T* dst = p.dq.head<T>(tok, h) + half * 64;
-    const float f[4] = {v.x, v.y, v.z, v.w};
+      const float4* row = reinterpret_cast<const float4*>(
+          p.dq_accum + ((int64_t(h) * kHalves + half) * p.total_tokens + tok) * 64 + pos0);
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int c = dq_pos_col<kHD>(r, pos + j);
-      if (half * 64 + c < p.d_qk) {
-        if constexpr (std::is_same_v<T, __half>) {
-          dst[c] = __float2half_rn(f[j] * mul);
-        } else {
-          dst[c] = __float2bfloat16_rn(f[j] * mul);
+      for (int i = 0; i < kCols / 4; ++i) {
+        const float4 v = row[i];
+        in[4 * i] = v.x, in[4 * i + 1] = v.y, in[4 * i + 2] = v.z, in[4 * i + 3] = v.w;
+      }
+    }
+    float out[kCols];
+#pragma unroll
+    for (int j = 0; j < kCols; ++j) out[j] = mul * in[kHD == 128 ? j : 2 * (j & 7) + (j >> 3)];
+    T* dst = p.dq.head<T>(tok, h) + col0;
+    if (p.dq.vec && col0 + kCols <= p.d_qk) {
+      uint32_t w[kCols / 2];
+      pack_dq<T, kCols>(out, w);
+#pragma unroll
+      for (int i = 0; i < kCols / 8; ++i)
+        reinterpret_cast<uint4*>(dst)[i] =
+            make_uint4(w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]);
+    } else {
+#pragma unroll
+      for (int j = 0; j < kCols; ++j) {
+        if (col0 + j < p.d_qk) {
+          if constexpr (std::is_same_v<T, __half>) {
+            dst[j] = __float2half_rn(out[j]);
+          } else {
+            dst[j] = __float2bfloat16_rn(out[j]);
+          }
         }
       }
     }

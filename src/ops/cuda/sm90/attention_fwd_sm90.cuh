@@ -23,7 +23,7 @@
 // through shared memory to global) overlap its neighbours' GEMMs. The tiles are numbered as the
 // one-CTA-per-tile grid's blockIdx would be (the list: x; the grid: x fastest, then head, then
 // sequence, heavy blocks first); CTA c starts with tile c, then claims gridDim.x +
-// atomicAdd(counter, 1) (the dispatcher's counter, zeroed before the launch: a dynamic schedule
+// atomicAdd(counter, 1) (the dispatcher's counter, zero at the launch: a dynamic schedule
 // balances tiles of 1 .. 32 key blocks where a static stride c, c + G, ... does not:
 // 4096-token causal batches put the same block column on the same CTA whenever G is a multiple
 // of the blocks per sequence, a host simulation gave 1.8x the greedy makespan at d 64, and on an
@@ -199,7 +199,8 @@ struct FwdParams {
   typename Tr::TmaKV tma_k, tma_v;
   // The persistent form: the tiles of the one-CTA-per-tile grid, numbered as its blockIdx would be
   // (the list: x; the grid: x fastest, then head, then sequence), tiles_x = its gridDim.x; counter
-  // (zeroed before the launch): each CTA's next tile is gridDim.x + atomicAdd(counter, 1).
+  // (zero at the launch, and again at its end): each CTA's next tile is gridDim.x +
+  // atomicAdd(counter, 1) (fwd_next_tile).
   int num_tiles = 0, tiles_x = 0;
   int* counter = nullptr;
 };
@@ -473,10 +474,16 @@ __device__ __forceinline__ void compiler_fence() {
   asm volatile("" ::: "memory");
 }
 
-// The persistent form's next tile after `tile` for this CTA (FwdParams::counter).
+// The persistent form's next tile after `tile` for this CTA (FwdParams::counter). Every CTA
+// claims until its claim fails once, so a launch makes num_tiles claims in all (num_tiles -
+// gridDim.x tiles, gridDim.x failures): the one that draws num_tiles - 1 is the launch's last
+// and sets the counter back to zero, ready for the next launch (a launch plan's counter is
+// zeroed once, when the plan is built).
 template <typename Tr>
 __device__ __forceinline__ int fwd_next_tile(const FwdParams<Tr>& P, int tile) {
-  return int(gridDim.x) + atomicAdd(P.counter, 1);
+  const int claim = atomicAdd(P.counter, 1);
+  if (claim == P.num_tiles - 1) atomicExch(P.counter, 0);
+  return int(gridDim.x) + claim;
 }
 
 // kOrder: 1 the CTAs take p.tile_order's entries, 0 the grid order (sm90_tile). kPersist: the
@@ -901,7 +908,8 @@ void launch_fwd(const HstuAttnParams& p, cudaStream_t stream) {
       }
       const int ctas =
           static_cast<int>(std::min<int64_t>(tiles, int64_t(sm90_sm_count()) * per_sm));
-      HSTU_CUDA_CHECK(cudaMemsetAsync(P.counter, 0, sizeof(int), stream));
+      if (!p.fwd_tile_counter_zero)
+        HSTU_CUDA_CHECK(cudaMemsetAsync(P.counter, 0, sizeof(int), stream));
       kernel<<<ctas, Tr::kThreads, smem, stream>>>(P);
       HSTU_CUDA_CHECK(cudaGetLastError());
       sm90_count_fwd_persist_launch();
