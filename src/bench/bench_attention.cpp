@@ -66,6 +66,7 @@ struct Options {
   DType dtype = DType::kBF16;
   bool causal = true, validate = true, fwd_only = false;
   bool rab = false;  // relative attention bias (positions + 128 time buckets) with its gradient
+  bool own_plan = false;  // each call builds its own launch plan (hstu_attention_plan not passed)
   Lengths lengths = Lengths::kHalf;
   int warmup = 3, reps = 20;
   // auto: the dispatch's choice; sm80 / sm90: those kernels forced; both: each forward and
@@ -193,19 +194,19 @@ struct DeviceProblem {
         Device::kCUDA,
         size_t(hstu_attention_plan_bytes(int64_t(len.size()), args.max_seqlen, T)) + Arena::kAlign,
         "bench-plan");
-    plan = plan_mem.alloc(DType::kU8,
-                          {hstu_attention_plan_bytes(int64_t(len.size()), args.max_seqlen, T)});
+    plan_mem_t = plan_mem.alloc(
+        DType::kU8, {hstu_attention_plan_bytes(int64_t(len.size()), args.max_seqlen, T)});
   }
-  // The step's launch plan into `plan`, as a model step builds it: once for all its layers and
-  // passes (hstu_attention_plan; the calls then take args.plan). False where the calls take none
+  // The step's launch plan in plan_mem, as a model step builds it: once for all its layers and
+  // passes (hstu_attention_plan; the calls then take args.plan). Empty where the calls take none
   // (full-length batches, the sm80 kernels).
-  bool compute_plan(Ctx& ctx) const {
+  HstuAttentionPlan compute_plan(Ctx& ctx) const {
     HstuAttentionArgs a = args;
-    a.plan = Tensor();
-    return hstu_attention_plan(ctx, a, plan);
+    a.plan = {};
+    return hstu_attention_plan(ctx, a, plan_mem_t);
   }
   Arena plan_mem;
-  Tensor plan;
+  Tensor plan_mem_t;
 
   // Relative attention bias as the paper's configs use it: a position table of 2 max_len - 1
   // entries, 128 log time buckets, timestamps in sessions (gaps of seconds, or days apart).
@@ -449,6 +450,8 @@ Options parse(const std::vector<std::string>& args) {
       o.fwd_only = true;
     } else if (a == "--rab") {
       o.rab = true;
+    } else if (a == "--own-plan") {
+      o.own_plan = true;
     } else if (a == "--kernel") {
       o.kernel = next();
       HSTU_CHECK(
@@ -566,10 +569,10 @@ int run_attention_bench(const std::vector<std::string>& args) {
       buckets_ms = time_ms([&] { dp.compute_rab_buckets(det); }, opt.warmup, opt.reps);
       dp.args.rab_buckets = dp.rab_buckets;
     }
-    dp.args.plan = Tensor();
-    if (dp.compute_plan(det)) {
+    dp.args.plan = {};
+    if (!opt.own_plan && !dp.compute_plan(det).empty()) {
       plan_ms = time_ms([&] { dp.compute_plan(det); }, opt.warmup, opt.reps);
-      dp.args.plan = dp.plan;
+      dp.args.plan = dp.compute_plan(det);
     }
     const Tflops t = time_kernels();
     auto ratio = [](double x, double base) {

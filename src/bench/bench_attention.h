@@ -21,6 +21,10 @@ namespace hstu {
 //   --kernel auto|sm80|sm90|both  auto: the dispatch's choice; sm80: HSTU_ATTN_SM80=1 for the
 //                     run; sm90: HSTU_ATTN_SM90=1 (the sm_90a forward wherever it can run); both:
 //                     each forward on sm90, then again on sm80 (A/B, printed on the next line)
+//   --rab             relative attention bias (positions + 128 time buckets), with its gradient
+//   --own-plan        each call builds its own launch plan (a lone call); by default the calls
+//                     take the step's (hstu_attention_plan, built once and timed apart, as the
+//                     rab time buckets: a model step's way)
 // Columns: bwd = deterministic mode (separate dQ kernel), bwdA = atomic-dQ mode, f+b = fwd + the
 // faster backward. Returns 0, or 1 when the validation fails or CUDA is unavailable.
 int run_attention_bench(const std::vector<std::string>& args);

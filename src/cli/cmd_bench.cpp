@@ -79,6 +79,10 @@ void add_bench_attention(CLI::App& bench, Commands& commands) {
       ->check(int_in(1));
   app->add_flag("--no-validate")->description("skip the check against the CPU reference");
   app->add_flag("--fwd-only")->description("forward only");
+  app->add_flag("--own-plan")
+      ->description(
+          "each call builds its own launch plan (a lone call), instead of taking the step's, built "
+          "once and timed apart (a model step's way)");
   app->add_option("--kernel",
                   "attention kernels (forward and backward): the dispatch's choice, sm80 or sm90 "
                   "forced, or both (A/B)")

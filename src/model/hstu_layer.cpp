@@ -161,47 +161,52 @@ bool HstuLayer::rab_buckets(Ctx& ctx, const DenseParams& p, const BatchTensors& 
   return hstu_rab_buckets(ctx, attention_args(cfg_, p, ids_, b, uvqk, HstuLayerScratch{}), out);
 }
 
-bool HstuLayer::attention_plan(Ctx& ctx, const DenseParams& p, const BatchTensors& b,
-                               const HstuLayerActs& acts, const HstuLayerScratch& scr,
-                               const Tensor& out) const {
-  if (b.num_tokens == 0) return false;
+HstuAttentionPlan HstuLayer::attention_plan(Ctx& ctx, const DenseParams& p, const BatchTensors& b,
+                                            const HstuLayerActs& acts, const HstuLayerScratch& scr,
+                                            const Tensor& mem) const {
+  if (b.num_tokens == 0) return {};
   const Tensor uvqk = first_rows(cfg_.recompute_silu ? scr.uvqk : acts.uvqk, b.num_tokens);
-  return hstu_attention_plan(ctx, attention_args(cfg_, p, ids_, b, uvqk, HstuLayerScratch{}), out);
+  HstuLayerScratch with_buckets;
+  with_buckets.rab_step = scr.rab_step;
+  return hstu_attention_plan(ctx, attention_args(cfg_, p, ids_, b, uvqk, with_buckets), mem);
 }
 
 StepAttention::StepAttention(Ctx& ctx, const std::vector<HstuLayer>& layers, const DenseParams& p,
                              const BatchTensors& batch, const std::vector<HstuLayerActs>& acts,
                              HstuLayerScratch& scratch)
     : arena_(ctx.scratch), scr_(scratch) {
-  scr_.rab_step = scr_.plan_step = Tensor();
+  scr_.rab_step = Tensor();
+  scr_.plan_step = {};
   if (layers.empty() || ctx.cpu() || !arena_ || arena_->is_measuring()) return;
   mark_ = arena_->mark();
   held_ = true;
-  // Each where it applies and fits, in the arena's free space.
-  const auto take = [&](int64_t need, auto&& fill) {
+  // Each where it applies and fits, in the arena's free space: `make` fills the bytes it is
+  // given and says whether the calls take them.
+  const auto take = [&](int64_t need, auto&& make) {
+    using R = decltype(make(Tensor()));
     if (need == 0 ||
         arena_->capacity() - arena_->used() < static_cast<size_t>(need) + Arena::kAlign)
-      return Tensor();
+      return R{};
     const size_t before = arena_->mark();
-    const Tensor out = arena_->alloc(DType::kU8, {need});
-    if (fill(out)) return out;
-    arena_->reset(before);
-    return Tensor();
+    R r = make(arena_->alloc(DType::kU8, {need}));
+    if (r.empty()) arena_->reset(before);
+    return r;
   };
   if (layers[0].config().rab)
     scr_.rab_step =
         take(hstu_rab_buckets_bytes(batch.batch_size, batch.max_seqlen), [&](const Tensor& out) {
-          return layers[0].rab_buckets(ctx, p, batch, acts[0], scr_, out);
+          return layers[0].rab_buckets(ctx, p, batch, acts[0], scr_, out) ? out : Tensor();
         });
   scr_.plan_step =
       take(hstu_attention_plan_bytes(batch.batch_size, batch.max_seqlen, batch.num_tokens),
-           [&](const Tensor& out) {
-             return layers[0].attention_plan(ctx, p, batch, acts[0], scr_, out);
+           [&](const Tensor& mem) {
+             return layers[0].attention_plan(ctx, p, batch, acts[0], scr_, mem);
            });
 }
 
 StepAttention::~StepAttention() {
-  scr_.rab_step = scr_.plan_step = Tensor();
+  scr_.rab_step = Tensor();
+  scr_.plan_step = {};
   if (held_) arena_->reset(mark_);
 }
 

@@ -17,6 +17,7 @@
 #include "core/context.h"
 #include "model/batch_tensors.h"
 #include "model/params.h"
+#include "ops/hstu_attention.h"
 #include "ops/uvqk_act.h"
 
 namespace hstu {
@@ -79,10 +80,11 @@ struct HstuLayerScratch {
   Tensor d_uvqk;    // [T, W]   gradient of SiLU(z), in UvqkLayout
   Tensor d_z;       // [T, 4Hd] gradient of z (empty with a dense layout: d_uvqk serves)
   Tensor d_xn;      // [T, D]
-  // This step's rab time buckets (u8; HstuLayer::rab_buckets) and launch plan (u8;
-  // HstuLayer::attention_plan), shared by every layer's forward and backward attention; empty:
+  // This step's rab time buckets (u8; HstuLayer::rab_buckets) and launch plan
+  // (HstuLayer::attention_plan), shared by every layer's forward and backward attention; empty:
   // each attention call makes its own (ops/hstu_attention.h; StepAttention).
-  Tensor rab_step, plan_step;
+  Tensor rab_step;
+  HstuAttentionPlan plan_step;
 };
 
 class HstuLayer {
@@ -112,12 +114,13 @@ class HstuLayer {
   bool rab_buckets(Ctx& ctx, const DenseParams& p, const BatchTensors& batch,
                    const HstuLayerActs& acts, const HstuLayerScratch& scratch,
                    const Tensor& out) const;
-  // Fills `out` (u8, hstu_attention_plan_bytes(B, max_seqlen, T) bytes) with the attention's
-  // launch plan for `batch` (ops/hstu_attention.h: hstu_attention_plan) and returns true; false
-  // (out untouched) where the attention takes none. acts / scratch as for rab_buckets.
-  bool attention_plan(Ctx& ctx, const DenseParams& p, const BatchTensors& batch,
-                      const HstuLayerActs& acts, const HstuLayerScratch& scratch,
-                      const Tensor& out) const;
+  // The attention's launch plan for `batch` in `mem` (u8, hstu_attention_plan_bytes(B,
+  // max_seqlen, T) bytes; ops/hstu_attention.h: hstu_attention_plan), for calls with
+  // scratch.rab_step; empty (mem untouched) where the attention takes none. acts / scratch as for
+  // rab_buckets.
+  HstuAttentionPlan attention_plan(Ctx& ctx, const DenseParams& p, const BatchTensors& batch,
+                                   const HstuLayerActs& acts, const HstuLayerScratch& scratch,
+                                   const Tensor& mem) const;
 
   const HstuLayerConfig& config() const { return cfg_; }
   const HstuLayerParams& param_ids() const { return ids_; }

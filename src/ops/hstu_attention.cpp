@@ -32,9 +32,9 @@ int64_t hstu_attention_plan_bytes(int64_t batch, int64_t max_seqlen, int64_t tot
   return cuda::attn::attention_plan_bytes(batch, max_seqlen, total_tokens);
 }
 
-bool hstu_attention_plan(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& out) {
-  if (ctx.cpu()) return false;  // the CPU reference has no launch order
-  HSTU_CUDA_DISPATCH(return cuda::hstu_attention_plan(ctx, args, out));
+HstuAttentionPlan hstu_attention_plan(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& mem) {
+  if (ctx.cpu()) return {};  // the CPU reference has no launch order
+  HSTU_CUDA_DISPATCH(return cuda::hstu_attention_plan(ctx, args, mem));
 }
 
 }  // namespace hstu

@@ -120,6 +120,16 @@ HSTU_HD int hstu_key_block_end(int r0, int nr, int nc, int L, int c, bool causal
 
 // ---- the op ---------------------------------------------------------------------------------
 
+// A batch's launch plan (hstu_attention_plan): the sm_90a kernels' longest-first launch orders
+// of a jagged batch (one for the forward, one for the backward) and the persistent forward's tile
+// counter, in `mem` (u8, hstu_attention_plan_bytes), with the resident rows each order was built
+// for (0: none).
+struct HstuAttentionPlan {
+  Tensor mem;
+  int32_t fwd_rows = 0, bwd_rows = 0;
+  bool empty() const { return fwd_rows == 0 && bwd_rows == 0; }
+};
+
 // Every [T, ...] operand (q, k, v, o and the gradients) holds H heads at a fixed column stride,
 // its own width / H (its "head stride"): head h of q is columns h*sq .. h*sq + dim_qk - 1 with
 // sq = q.shape[1] / H >= dim_qk. The columns between a head's width and its stride are neither
@@ -150,11 +160,11 @@ struct HstuAttentionArgs {
   // layer and pass of a step (u8, at least hstu_rab_buckets_bytes(B, max_seqlen)); empty: each
   // CUDA call computes its own into scratch. The CPU computes every pair's bucket and ignores it.
   Tensor rab_buckets;
-  // CUDA, optional: this batch's launch plan, filled by hstu_attention_plan once for every layer
-  // and pass of a step (u8, at least hstu_attention_plan_bytes(B, max_seqlen, T)); empty: each
-  // CUDA call that needs one builds its own. Calls sharing a plan run one at a time (one stream).
-  // The CPU ignores it.
-  Tensor plan;
+  // CUDA, optional: this batch's launch plan (hstu_attention_plan), built once for every layer
+  // and pass of a step; an empty one: each CUDA call that needs a launch order builds its own, as
+  // does a call whose order the plan does not hold. Calls sharing a plan run one at a time (one
+  // stream). The CPU ignores it.
+  HstuAttentionPlan plan;
 
   bool has_rab() const { return !rab_pos.empty(); }
   int32_t head_dim_qk() const {
@@ -211,17 +221,16 @@ inline int64_t hstu_rab_buckets_bytes(int64_t batch, int64_t max_seqlen) {
 // for the attention call (their shapes are checked, not read).
 bool hstu_rab_buckets(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& out);
 
-// The launch plan, like the rab buckets, depends only on the batch (lengths, head width, dtype),
-// not on the layer: the sm_90a kernels' longest-first launch orders of a jagged batch (one for
-// the forward, one for the backward) and the persistent forward's tile counter, which each call
-// would otherwise build or zero itself (a launch or two before its kernel). Bytes of the plan of
-// `batch` sequences of at most max_seqlen tokens, total_tokens in all (a bound that needs no
-// lengths).
+// The launch plan, like the rab buckets, depends only on the batch (lengths, head width, dtype,
+// masks), not on the layer: each call would otherwise build its launch order and zero its tile
+// counter itself (a launch or two before its kernel). Bytes of the plan of `batch` sequences of
+// at most max_seqlen tokens, total_tokens in all (a bound that needs no lengths).
 int64_t hstu_attention_plan_bytes(int64_t batch, int64_t max_seqlen, int64_t total_tokens);
-// Fills `out` (u8, at least hstu_attention_plan_bytes(B, args.max_seqlen, T), 16-byte aligned)
-// with the launch plan of args' batch and returns true where a CUDA call of these args takes one
-// (the sm_90a kernels on a jagged batch); else returns false and leaves `out` alone (the CPU,
-// other GPUs, full-length batches). q, k, v as for the attention call (shapes checked, not read).
-bool hstu_attention_plan(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& out);
+// The launch plan of args' batch in `mem` (u8, at least hstu_attention_plan_bytes(B,
+// args.max_seqlen, T), 16-byte aligned), for calls of these args (with args.rab_buckets when the
+// calls will have them): its orders are those the calls take (the sm_90a kernels on a jagged
+// batch); an empty plan, `mem` untouched, where they take none (the CPU, other GPUs,
+// full-length batches). q, k, v as for the attention call (shapes checked, not read).
+HstuAttentionPlan hstu_attention_plan(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& mem);
 
 }  // namespace hstu

@@ -382,44 +382,30 @@ bool wants_tile_order(const HstuAttnParams& p, int bm, bool by_default) {
   return attn::tile_order_entries(p.batch, p.max_seqlen, p.total_tokens, bm) > 0;
 }
 
-// The lists a launch plan holds (hstu_attention_plan): the forward's where the sm_90a forward
-// takes the call with a launch order, the backward's where the sm_90a backward may (its d_o
-// assumed laid out as q; a call whose d_o is not runs sm80 and reads no list). The calls ask the
-// same questions, so a call that wants a list finds it in the plan of its batch.
-struct PlanLists {
-  int fwd_bm = 0, bwd_bm = 0;  // 0: no list
-};
-PlanLists plan_lists(const HstuAttnParams& p, int hdp, DType dtype) {
-  PlanLists l;
-  if (attn::sm90_fwd_supported(p, hdp) &&
-      wants_tile_order(p, attn::sm90_fwd_block_rows(hdp), dtype == DType::kBF16))
-    l.fwd_bm = attn::sm90_fwd_block_rows(hdp);
-  HstuAttnParams pb = p;
-  pb.d_o = p.q;
-  if (attn::sm90_bwd_supported(pb, hdp) &&
-      wants_tile_order(p, attn::sm90_bwd_block_rows(hdp), true))
-    l.bwd_bm = attn::sm90_bwd_block_rows(hdp);
-  return l;
-}
-
-// args.plan as the kernels read it (attn_tile_order.h: attention_plan_bytes), or all null when
-// args has none.
+// args.plan as the kernels read it (attn_tile_order.h: attention_plan_bytes): each order where
+// the plan holds one for blocks of the rows the call's kernel has (null otherwise: the call builds
+// its own), the counter where the plan holds any order.
 struct PlanView {
   const attn::SeqTile* fwd = nullptr;
   const attn::SeqTile* bwd = nullptr;
   int* counter = nullptr;
 };
-PlanView plan_view(const Tensor& plan, const HstuAttnParams& p) {
+PlanView plan_view(const HstuAttentionPlan& plan, const HstuAttnParams& p, int hdp) {
   if (plan.empty()) return {};
   const int64_t cap = attn::attention_plan_capacity(p.batch, p.max_seqlen, p.total_tokens);
   const int64_t bytes = attn::attention_plan_bytes(p.batch, p.max_seqlen, p.total_tokens);
-  HSTU_CHECK(
-      plan.device == Device::kCUDA && plan.dtype == DType::kU8 && plan.contiguous() &&
-          plan.numel() >= bytes && reinterpret_cast<uintptr_t>(plan.data) % 16 == 0,
-      "hstu_attention: plan must be a contiguous, 16-byte aligned CUDA u8 tensor of at least ",
-      bytes, " bytes (hstu_attention_plan_bytes), got ", plan.str());
-  auto* base = static_cast<attn::SeqTile*>(plan.data);
-  return {base, base + cap, reinterpret_cast<int*>(base + 2 * cap)};
+  const Tensor& m = plan.mem;
+  HSTU_CHECK(m.device == Device::kCUDA && m.dtype == DType::kU8 && m.contiguous() &&
+                 m.numel() >= bytes && reinterpret_cast<uintptr_t>(m.data) % 16 == 0,
+             "hstu_attention: plan.mem must be a contiguous, 16-byte aligned CUDA u8 tensor of at "
+             "least ",
+             bytes, " bytes (hstu_attention_plan_bytes), got ", m.str());
+  auto* base = static_cast<attn::SeqTile*>(m.data);
+  PlanView v;
+  if (plan.fwd_rows == attn::sm90_fwd_block_rows(hdp)) v.fwd = base;
+  if (plan.bwd_rows == attn::sm90_bwd_block_rows(hdp)) v.bwd = base + cap;
+  v.counter = reinterpret_cast<int*>(base + 2 * cap);
+  return v;
 }
 
 // The sm_90a kernels' launch order for resident blocks of bm rows where the call wants one
@@ -471,22 +457,35 @@ void sm90_fwd_counter(Ctx& ctx, std::optional<Scratch>& scratch, HstuAttnParams&
 
 }  // namespace
 
-bool hstu_attention_plan(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& out) {
+HstuAttentionPlan hstu_attention_plan(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& mem) {
   HstuAttnParams p = make_params(args);
-  if (p.batch == 0 || p.total_tokens == 0 || p.max_seqlen == 0) return false;
+  if (p.batch == 0 || p.total_tokens == 0 || p.max_seqlen == 0) return {};
+  take_step_rab_buckets(args, p);  // the calls' rab form (sm90 takes rab with buckets only)
   const int hdp = head_dim_bucket(std::max(p.d_qk, p.d_v));
-  const PlanLists l = plan_lists(p, hdp, args.q.dtype);
-  if (l.fwd_bm == 0 && l.bwd_bm == 0) return false;
-  const PlanView v = plan_view(out, p);
+  // The orders the calls take: the forward's where the sm_90a forward takes the call, the
+  // backward's where the sm_90a backward may (its d_o assumed laid out as q: a call whose d_o is
+  // not runs sm80 and reads no order).
+  HstuAttentionPlan plan;
+  const int fwd_bm = attn::sm90_fwd_block_rows(hdp), bwd_bm = attn::sm90_bwd_block_rows(hdp);
+  if (attn::sm90_fwd_supported(p, hdp) && wants_tile_order(p, fwd_bm, args.q.dtype == DType::kBF16))
+    plan.fwd_rows = fwd_bm;
+  HstuAttnParams pb = p;
+  pb.d_o = p.q;
+  if (attn::sm90_bwd_supported(pb, hdp) && wants_tile_order(p, bwd_bm, true))
+    plan.bwd_rows = bwd_bm;
+  if (plan.empty()) return {};
+  plan.mem = mem;
+  const PlanView v = plan_view(plan, p, hdp);
   const cudaStream_t stream = stream_of(ctx);
-  for (const auto& [bm, list] : {std::pair{l.fwd_bm, v.fwd}, std::pair{l.bwd_bm, v.bwd}}) {
+  for (const auto& [bm, list] :
+       {std::pair{plan.fwd_rows, v.fwd}, std::pair{plan.bwd_rows, v.bwd}}) {
     if (bm == 0) continue;
     attn::sm90_build_tile_order(p, bm, const_cast<attn::SeqTile*>(list),
                                 attn::tile_order_entries(p.batch, p.max_seqlen, p.total_tokens, bm),
                                 stream);
   }
   HSTU_CUDA_CHECK(cudaMemsetAsync(v.counter, 0, sizeof(int), stream));
-  return true;
+  return plan;
 }
 
 bool hstu_rab_buckets(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& out) {
@@ -510,7 +509,7 @@ void hstu_attention_fwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& o
   }
   if (attn::sm90_fwd_supported(p, hdp)) {  // Hopper: wgmma / TMA (HSTU_ATTN_SM80=1: never)
     // fp16: the grid order unless HSTU_ATTN_SM90_ORDER=seq (sm90_tile_order_on).
-    const PlanView plan = plan_view(args.plan, p);
+    const PlanView plan = plan_view(args.plan, p, hdp);
     order_sm90_tiles(ctx, scratch, p, attn::sm90_fwd_block_rows(hdp), args.q.dtype == DType::kBF16,
                      plan.fwd, stream_of(ctx));
     sm90_fwd_counter(ctx, scratch, p, hdp, plan.counter);
@@ -597,7 +596,7 @@ void hstu_attention_bwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& d
   auto order = [&] {
     if (sm90)
       order_sm90_tiles(ctx, scratch_holder, p, attn::sm90_bwd_block_rows(hdp), true,
-                       plan_view(args.plan, p).bwd, stream);
+                       plan_view(args.plan, p, hdp).bwd, stream);
   };
   if (!rab_grad && det && !sm90_fused) {  // no more scratch needed
     order();

@@ -11,5 +11,5 @@ void hstu_attention_fwd(Ctx&, const HstuAttentionArgs&, const Tensor&);
 void hstu_attention_bwd(Ctx&, const HstuAttentionArgs&, const Tensor&, const Tensor&, const Tensor&,
                         const Tensor&, const Tensor&, const Tensor&);
 bool hstu_rab_buckets(Ctx&, const HstuAttentionArgs&, const Tensor&);
-bool hstu_attention_plan(Ctx&, const HstuAttentionArgs&, const Tensor&);
+HstuAttentionPlan hstu_attention_plan(Ctx&, const HstuAttentionArgs&, const Tensor&);
 }  // namespace hstu::cuda

@@ -87,10 +87,13 @@ constexpr int64_t kTileOrderMaxSmem = 48 * 1024;
 
 // A batch's launch plan (ops/hstu_attention.h: hstu_attention_plan), built once for every
 // attention call of a step: the forward's list and the backward's, each with room for
-// attention_plan_capacity entries (the bound of the shortest block height, 64 rows, so of any),
+// attention_plan_capacity entries (the most of the kernels' block heights: 64, 128, 192 rows),
 // then one 16-byte slot whose first int is the persistent forward's tile counter.
 inline int64_t attention_plan_capacity(int64_t batch, int64_t max_seqlen, int64_t total_tokens) {
-  return tile_order_entries(batch, max_seqlen, total_tokens, 64);
+  int64_t n = 0;
+  for (int bm : {64, 128, 192})
+    n = std::max(n, tile_order_entries(batch, max_seqlen, total_tokens, bm));
+  return n;
 }
 inline int64_t attention_plan_bytes(int64_t batch, int64_t max_seqlen, int64_t total_tokens) {
   return int64_t(sizeof(SeqTile)) *
