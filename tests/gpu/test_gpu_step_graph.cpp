@@ -8,7 +8,7 @@
 // agree bit for bit: every loss, every dense parameter and Adam moment, the item table. The graph
 // run must also have run all steps after the first as graphs, with no capture failure.
 // The same retrieval run also checks the loss's bf16 copy of the item table against the fp32
-// table (RetrievalArgs.loss_rows_dtype).
+// table (RetrievalArgs.loss_rows_dtype), and runs once more on the sm_90a attention kernels.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -25,6 +25,7 @@
 #include "data/splits.h"
 #include "model/model.h"
 #include "model/ranking_model.h"
+#include "ops/cuda/sm90/attention_sm90.h"
 #include "train/runtime.h"
 #include "train/step.h"
 
@@ -49,10 +50,10 @@ double lr_at(int64_t step) {
   return 1e-3 * static_cast<double>(step + 1) / kSteps;  // changes every step
 }
 
-Config config_with_graph(const char* gin, bool graph, const std::string& extra = "") {
+Config config_with_graph(const char* gin, bool graph, const std::vector<std::string>& extra = {}) {
   std::vector<std::string> sets = {std::string("TrainerArgs.cuda_graph=") +
                                    (graph ? "True" : "False")};
-  if (!extra.empty()) sets.push_back(extra);
+  sets.insert(sets.end(), extra.begin(), extra.end());
   return load_config_text(gin, "<step-graph>", sets, nullptr);
 }
 
@@ -88,7 +89,7 @@ OptimizerArgs.grad_clip_norm = 0.05
 RetrievalArgs.num_negatives = 32
 )";
 
-StepRun run_retrieval(bool graph, const std::string& extra = "") {
+StepRun run_retrieval(bool graph, const std::vector<std::string>& extra = {}) {
   const Config cfg = config_with_graph(kRetrievalGin, graph, extra);
   const SequenceDataset ds = open_dataset(cfg);
   const DataSplits splits = make_splits(ds, cfg.dataset.split, cfg.dataset.max_history_seqlen);
@@ -187,12 +188,30 @@ TEST(GpuStepGraph, RetrievalGraphStepsMatchDirectStepsBitwise) {
 TEST(GpuStepGraph, RetrievalLossOnBf16RowsTracksTheFp32Table) {
   HSTU_REQUIRE_GPU();
   const StepRun lowp = run_retrieval(false);
-  const StepRun fp32 = run_retrieval(false, "RetrievalArgs.loss_rows_dtype=\"float32\"");
+  const StepRun fp32 = run_retrieval(false, {"RetrievalArgs.loss_rows_dtype=\"float32\""});
   ASSERT_EQ(lowp.losses.size(), fp32.losses.size());
   for (size_t i = 0; i < lowp.losses.size(); ++i) {
     EXPECT_NE(lowp.losses[i], fp32.losses[i]) << "step " << i << ": the copy was not read";
     EXPECT_NEAR(lowp.losses[i], fp32.losses[i], 5e-3 * std::abs(fp32.losses[i])) << "step " << i;
   }
+}
+
+// The sm_90a attention in a captured step (HSTU_ATTN_SM90=1 forces it at these short lengths;
+// head width 64, no rab): the step's launch plan with the persistent forward's tile counter, which
+// every launch leaves zero for the next (graph replays included), and the fused backward whose
+// dQ convert is its programmatic dependent (a PDL edge in the graph). Graph steps must equal
+// direct steps bit for bit. Skipped where the sm_90a kernels do not run.
+TEST(GpuStepGraph, Sm90AttentionGraphStepsMatchDirectStepsBitwise) {
+  HSTU_REQUIRE_GPU();
+  if (!cuda::attn::sm90_attention_available())
+    GTEST_SKIP() << "no sm_90a attention here (not a 9.0 GPU, no kernels built, or HSTU_ATTN_SM80)";
+  setenv("HSTU_ATTN_SM90", "1", 1);
+  const std::vector<std::string> sm90 = {"NetworkArgs.kv_channels=64",
+                                         "NetworkArgs.relative_attention_bias=False"};
+  const StepRun direct = run_retrieval(false, sm90);
+  const StepRun graph = run_retrieval(true, sm90);
+  unsetenv("HSTU_ATTN_SM90");
+  expect_same(graph, direct);
 }
 
 TEST(GpuStepGraph, RankingGraphStepsMatchDirectStepsBitwise) {

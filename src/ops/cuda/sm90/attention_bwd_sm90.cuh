@@ -28,7 +28,8 @@
 // fp32 accumulator with ONE bulk reduce-add (cp.reduce.async.bulk), in descending key-block order
 // per (sequence, head, 64-query block) behind a ticket semaphore, waiting for completion before
 // passing the ticket on: bit-identical run to run. Asked for no determinism, the writers skip the
-// tickets (unordered adds into a zeroed accumulator). A convert kernel writes dq.
+// tickets (unordered adds into a zeroed accumulator). A convert kernel writes dq (ordered: from
+// each query block's last add on, overlapping the kernel's last wave; attention_bwd_sm90_dq.cuh).
 //   - d 64 streams 128 queries a tile (kQ128): the S / dP / dV / dK accumulators have the d 128
 //     kernel's shape (192 registers a thread), a tile's fixed costs (the GEMM waits, the dS
 //     barrier, the dQ hand-off) are spread over twice the work, and the dQ wgmma has N = 64
@@ -386,6 +387,11 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   SS& ss = *reinterpret_cast<SS*>(smem_raw);
   const HstuAttnParams& p = P.p;
+  // Fused: the dQ convert kernel (launched after this one as a programmatic dependent,
+  // attention_bwd_sm90_dq.cuh) may start once every CTA of this grid has started: it converts each
+  // query block as soon as the block's last partial dQ is added.
+  if constexpr (Tr::kFused)
+    if (threadIdx.x == 0) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 
   // NOTE: heavy blocks first under causal masks (early key blocks, late query blocks), except in
   // the fused kernel: there a key block adds its partial dQ after every later key block of the

@@ -18,9 +18,11 @@
 // above kb (descending key order; 0 if none), adds, waits for the add to complete
 // (cp.async.bulk.wait_group 0) and stores its own ticket with release semantics. The first
 // writer stores instead of adding, so the accumulator needs no zeroing; the convert kernel
-// writes zeros for query blocks no key block sees. Unordered (no semaphores: the
-// non-deterministic option): every writer adds into a zeroed accumulator and only waits for its
-// copy to have read the staged chunk.
+// writes zeros for query blocks no key block sees. The convert is a programmatic dependent of the
+// fused kernel (griddepcontrol): it starts once every CTA of that kernel has started and converts
+// each query block when the block's tickets are final, overlapping the kernel's last wave.
+// Unordered (no semaphores: the non-deterministic option): every writer adds into a zeroed
+// accumulator and only waits for its copy to have read the staged chunk.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -219,16 +221,37 @@ __device__ __forceinline__ void pack_dq(const float (&f)[kCols], uint32_t (&w)[k
 // NOTE (session 25): the first form moved a float4 and wrote its four columns with 2-byte stores
 // (ncu, H200 base clocks, 32 x 1024 x 4 x 128: 50 us for 100 MB, ~2 TB/s, beside 326 us of fused
 // backward).
+//
+// Ordered fused form (dq_sem given; d 64 / 128): launched as a programmatic dependent of the
+// fused kernel, so it may run before that kernel ends. Each CTA waits for its block's tickets to
+// reach their last value, key_blocks - (the lowest key block that sees the block, which adds
+// last), acquiring the adds' results as the adders acquire each other's; `parts` tickets per
+// block (d 128: one per column half, d 64: one per 64-query block). Otherwise (dq_sem null) it
+// runs after the whole backward kernel (a plain launch).
 template <typename T, int kHD, int kKeyBlock, int kQBlock = 64>
 __global__ void __launch_bounds__(256)
-    hstu_attn_dq_convert_sm90_kernel(const __grid_constant__ HstuAttnParams p) {
+    hstu_attn_dq_convert_sm90_kernel(const __grid_constant__ HstuAttnParams p,
+                                     const int* __restrict__ dq_sem, int sem_blocks, int parts) {
   const int m = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const SeqInfo si = seq_info(p, b);
   const int i0 = m * kQBlock;
   if (i0 >= si.L) return;
-  bool seen = false;
-  for (int k = 0; k * kKeyBlock < si.L && !seen; ++k)
-    seen = tile_kind(si, p, i0, kQBlock, k * kKeyBlock, kKeyBlock) != kTileSkip;
+  // The lowest key block that sees this query block (key_blocks: none; the block was never
+  // written and gets zeros).
+  const int key_blocks = (si.L + kKeyBlock - 1) / kKeyBlock;
+  int kb_min = 0;
+  while (kb_min < key_blocks &&
+         tile_kind(si, p, i0, kQBlock, kb_min * kKeyBlock, kKeyBlock) == kTileSkip)
+    ++kb_min;
+  const bool seen = kb_min < key_blocks;
+  if (dq_sem && seen) {
+    const int* sem = dq_sem + ((int64_t(b) * p.num_heads + h) * sem_blocks + m) * 2;
+    if (threadIdx.x < parts)
+      while (ld_acquire(sem + threadIdx.x) != key_blocks - kb_min) {
+      }
+    __syncthreads();
+    ld_acquire(sem);  // each thread's own acquire of the (final) ticket before its reads
+  }
   const float mul = p.alpha * p.scale;
   const int rows = min(kQBlock, si.L - i0);
   constexpr int kHalves = kHD / 64;

@@ -16,8 +16,9 @@ void run_bwd_sm90(const HstuAttnParams& p, int* dq_sem, cudaStream_t stream,
       using Tr = sm90::WideBwdTraits<T, true, true>;
       sm90::launch_bwd_wide_pass<T, true, true>(p, dq_sem, stream);
       const dim3 grid((p.max_seqlen + Tr::kBN - 1) / Tr::kBN, p.num_heads, p.batch);
-      launch<sm90::hstu_attn_dq_convert_sm90_kernel<T, 256, Tr::kBM, Tr::kBN>>(grid, 256, 0, stream,
-                                                                               p);
+      sm90::hstu_attn_dq_convert_sm90_kernel<T, 256, Tr::kBM, Tr::kBN>
+          <<<grid, 256, 0, stream>>>(p, nullptr, 0, 0);
+      HSTU_CUDA_CHECK(cudaGetLastError());
     } else {  // split: the roles dK/dV kernel beside the roles dQ kernel
       sm90::launch_bwd_wide_pass<T, true>(p, nullptr, stream);
       sm90::launch_bwd_wide_pass<T, false>(p, nullptr, dq_stream);
@@ -32,7 +33,21 @@ void run_bwd_sm90(const HstuAttnParams& p, int* dq_sem, cudaStream_t stream,
     sm90::launch_bwd_pass<T, kHeadDim, true, true>(p, dq_sem, stream);
     const dim3 grid((p.max_seqlen + kSm90BwdQueryBlock - 1) / kSm90BwdQueryBlock, p.num_heads,
                     p.batch);
-    launch<sm90::hstu_attn_dq_convert_sm90_kernel<T, kHeadDim, Tr::kBM>>(grid, 256, 0, stream, p);
+    // Ordered: a programmatic dependent of the fused kernel (it waits per block on the tickets);
+    // unordered: after it.
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = grid;
+    cfg.blockDim = dim3(256);
+    cfg.stream = stream;
+    cfg.attrs = &attr;
+    cfg.numAttrs = dq_sem ? 1 : 0;
+    const int sem_blocks = (p.max_seqlen + kSm90BwdQueryBlock - 1) / kSm90BwdQueryBlock;
+    HSTU_CUDA_CHECK(
+        cudaLaunchKernelEx(&cfg, sm90::hstu_attn_dq_convert_sm90_kernel<T, kHeadDim, Tr::kBM>, p,
+                           static_cast<const int*>(dq_sem), sem_blocks, Tr::kDqT ? 1 : 2));
   } else {  // split: dK, dV beside a query-major dQ kernel
     sm90::launch_bwd_pass<T, kHeadDim, true, false>(p, nullptr, stream);
     sm90::launch_bwd_pass<T, kHeadDim, false, false>(p, nullptr, dq_stream);
