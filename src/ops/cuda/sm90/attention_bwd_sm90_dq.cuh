@@ -210,28 +210,10 @@ __device__ __forceinline__ void pack_dq(const float (&f)[kCols], uint32_t (&w)[k
   }
 }
 
-// dq [T, H, d_qk] from the accumulator: one CTA per (query block of kQBlock rows, head,
-// sequence), scaled by alpha * scale. A block that no key block sees (every tile skipped) was
-// never written and gets zeros. kQBlock: the fused kernel's query tile (64; d 256: 32).
-// A thread takes one run of kCols output columns of a row whose positions are one contiguous run
-// of the accumulator row (dq_col_pos): 8 columns at d 128 (an 8-float group), 16 at d 64 / 256
-// (a 16-float block, column j at position 2 (j % 8) + j / 8). Its kCols floats are read as
-// float4s and written as 16-byte words where dq allows it (HeadsView::vec and the run inside
-// d_qk), else element by element.
-// NOTE (session 25): the first form moved a float4 and wrote its four columns with 2-byte stores
-// (ncu, H200 base clocks, 32 x 1024 x 4 x 128: 50 us for 100 MB, ~2 TB/s, beside 326 us of fused
-// backward).
-//
-// Ordered fused form (dq_sem given; d 64 / 128): launched as a programmatic dependent of the
-// fused kernel, so it may run before that kernel ends. Each CTA waits for its block's tickets to
-// reach their last value, key_blocks - (the lowest key block that sees the block, which adds
-// last), acquiring the adds' results as the adders acquire each other's; `parts` tickets per
-// block (d 128: one per column half, d 64: one per 64-query block). Otherwise (dq_sem null) it
-// runs after the whole backward kernel (a plain launch).
-template <typename T, int kHD, int kKeyBlock, int kQBlock = 64>
-__global__ void __launch_bounds__(256)
-    hstu_attn_dq_convert_sm90_kernel(const __grid_constant__ HstuAttnParams p,
-                                     const int* __restrict__ dq_sem, int sem_blocks, int parts) {
+// One CTA's query block of hstu_attn_dq_convert_sm90_kernel (below).
+template <typename T, int kHD, int kKeyBlock, int kQBlock>
+__device__ __forceinline__ void dq_convert_block(const HstuAttnParams& p, const int* dq_sem,
+                                                 int sem_blocks, int parts) {
   const int m = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const SeqInfo si = seq_info(p, b);
   const int i0 = m * kQBlock;
@@ -296,6 +278,42 @@ __global__ void __launch_bounds__(256)
           }
         }
       }
+    }
+  }
+}
+
+// dq [T, H, d_qk] from the accumulator: one CTA per (query block of kQBlock rows, head,
+// sequence), scaled by alpha * scale. A block that no key block sees (every tile skipped) was
+// never written and gets zeros. kQBlock: the fused kernel's query tile (64; d 256: 32).
+// A thread takes one run of kCols output columns of a row whose positions are one contiguous run
+// of the accumulator row (dq_col_pos): 8 columns at d 128 (an 8-float group), 16 at d 64 / 256
+// (a 16-float block, column j at position 2 (j % 8) + j / 8). Its kCols floats are read as
+// float4s and written as 16-byte words where dq allows it (HeadsView::vec and the run inside
+// d_qk), else element by element.
+// NOTE (session 25): the first form moved a float4 and wrote its four columns with 2-byte stores
+// (ncu, H200 base clocks, 32 x 1024 x 4 x 128: 50 us for 100 MB, ~2 TB/s, beside 326 us of fused
+// backward).
+//
+// Ordered fused form (dq_sem given; d 64 / 128): launched as a programmatic dependent of the
+// fused kernel, so it may run before that kernel ends. Each CTA waits for its block's tickets to
+// reach their last value, key_blocks - (the lowest key block that sees the block, which adds
+// last), acquiring the adds' results as the adders acquire each other's; `parts` tickets per
+// block (d 128: one per column half, d 64: one per 64-query block). Otherwise (dq_sem null) it
+// runs after the whole backward kernel (a plain launch).
+// The CTA that finishes last (`finished`, the int after the tickets) waits for the fused kernel
+// to complete (griddepcontrol.wait) before it exits, so this grid completes after that kernel
+// and the stream's later work finds dk and dv written, whatever PDL relaxes.
+template <typename T, int kHD, int kKeyBlock, int kQBlock = 64>
+__global__ void __launch_bounds__(256)
+    hstu_attn_dq_convert_sm90_kernel(const __grid_constant__ HstuAttnParams p,
+                                     const int* __restrict__ dq_sem, int sem_blocks, int parts,
+                                     int* finished) {
+  dq_convert_block<T, kHD, kKeyBlock, kQBlock>(p, dq_sem, sem_blocks, parts);
+  if (finished) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      const int ctas = int(gridDim.x * gridDim.y * gridDim.z);
+      if (atomicAdd(finished, 1) == ctas - 1) asm volatile("griddepcontrol.wait;" ::: "memory");
     }
   }
 }
