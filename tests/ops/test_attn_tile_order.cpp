@@ -98,6 +98,28 @@ TEST(AttnTileOrder, EntriesBoundTheBlocks) {
   EXPECT_EQ(tile_order_entries(4, 0, 0, 128), 0);
 }
 
+// The launch plan (ops/hstu_attention.h: hstu_attention_plan) keeps each order in a region of
+// attention_plan_capacity entries: room for the list of every block height a kernel has, and
+// the counter's slot after the two regions.
+TEST(AttnTileOrder, PlanRegionsHoldEveryBlockHeight) {
+  std::mt19937 g(13);
+  for (int it = 0; it < 300; ++it) {
+    const int batch = 1 + static_cast<int>(g() % 300), max_len = 1 + static_cast<int>(g() % 5000);
+    std::vector<int> len(batch);
+    int mx = 1;
+    for (int& l : len) mx = std::max(mx, l = static_cast<int>(g() % (max_len + 1)));
+    const int64_t t = offsets(len).back();
+    const int64_t cap = cuda::attn::attention_plan_capacity(batch, mx, t);
+    for (int bm : {64, 128, 192}) EXPECT_LE(tile_order_entries(batch, mx, t, bm), cap) << bm;
+    EXPECT_EQ(cuda::attn::attention_plan_bytes(batch, mx, t),
+              int64_t(sizeof(SeqTile)) * (2 * cap + 1));
+  }
+  // 66 sequences, one token in all: the bound at 64 rows (64 entries) is below the one at 128
+  // (65), so a region sized for 64-row blocks alone would overflow.
+  EXPECT_LT(tile_order_entries(66, 1, 1, 64), tile_order_entries(66, 1, 1, 128));
+  EXPECT_GE(cuda::attn::attention_plan_capacity(66, 1, 1), tile_order_entries(66, 1, 1, 128));
+}
+
 TEST(AttnTileOrder, ReferenceIsLongestFirstEveryBlockOnce) {
   // One long sequence among many short ones (the skewed GPU case), and equal lengths.
   std::vector<int> len = {5, 4096, 1, 16, 0, 300, 129, 128, 3, 4096};
