@@ -190,23 +190,20 @@ struct DeviceProblem {
     args.alpha = 1.0f / std::sqrt(static_cast<float>(s.d));
     args.scale = 1.0f / static_cast<float>(args.max_seqlen);
     args.causal = causal;
-    plan_mem = Arena(
-        Device::kCUDA,
-        size_t(hstu_attention_plan_bytes(int64_t(len.size()), args.max_seqlen, T)) + Arena::kAlign,
-        "bench-plan");
-    plan_mem_t = plan_mem.alloc(
-        DType::kU8, {hstu_attention_plan_bytes(int64_t(len.size()), args.max_seqlen, T)});
+    const int64_t plan_bytes = hstu_attention_plan_bytes(int64_t(len.size()), args.max_seqlen, T);
+    plan_mem = Arena(Device::kCUDA, size_t(plan_bytes) + Arena::kAlign, "bench-plan");
+    plan_buf = plan_mem.alloc(DType::kU8, {plan_bytes});
   }
-  // The step's launch plan in plan_mem, as a model step builds it: once for all its layers and
+  // The step's launch plan in plan_buf, as a model step builds it: once for all its layers and
   // passes (hstu_attention_plan; the calls then take args.plan). Empty where the calls take none
   // (full-length batches, the sm80 kernels).
   HstuAttentionPlan compute_plan(Ctx& ctx) const {
     HstuAttentionArgs a = args;
     a.plan = {};
-    return hstu_attention_plan(ctx, a, plan_mem_t);
+    return hstu_attention_plan(ctx, a, plan_buf);
   }
   Arena plan_mem;
-  Tensor plan_mem_t;
+  Tensor plan_buf;
 
   // Relative attention bias as the paper's configs use it: a position table of 2 max_len - 1
   // entries, 128 log time buckets, timestamps in sessions (gaps of seconds, or days apart).
