@@ -120,11 +120,12 @@ static void silu_bwd(Ctx& ctx, const UvqkLayout& l, const Tensor& z, const Tenso
 }
 
 // Attention arguments over the v, q, k blocks of a buffer in UvqkLayout.
-// scr: the step's precomputed time buckets and launch plan (HstuLayerScratch::rab_step,
-// plan_step; empty ones are not passed).
+// rab_buckets, plan: the step's precomputed time buckets and launch plan
+// (HstuLayerScratch::rab_step, plan_step), or empty.
 static HstuAttentionArgs attention_args(const HstuLayerConfig& c, const DenseParams& p,
                                         const HstuLayerParams& ids, const BatchTensors& b,
-                                        const Tensor& uvqk, const HstuLayerScratch& scr) {
+                                        const Tensor& uvqk, const Tensor& rab_buckets,
+                                        const HstuAttentionPlan& plan) {
   const UvqkLayout l = c.uvqk_layout();
   HstuAttentionArgs a;
   a.v = uvqk.cols(l.v0(), l.q0());
@@ -142,13 +143,13 @@ static HstuAttentionArgs attention_args(const HstuLayerConfig& c, const DensePar
   a.causal = c.causal;
   a.target_group_size = c.target_group_size;
   a.max_attn_len = c.max_attn_len;
-  a.plan = scr.plan_step;
+  a.plan = plan;
   if (c.rab) {
     a.rab_pos = p.param(ids.rab_pos);
     a.rab_time = p.param(ids.rab_time);
     a.ts_query = b.ts_query.rows(0, b.num_tokens);
     a.ts_key = b.ts_key.rows(0, b.num_tokens);
-    a.rab_buckets = scr.rab_step;
+    a.rab_buckets = rab_buckets;
   }
   return a;
 }
@@ -158,7 +159,7 @@ bool HstuLayer::rab_buckets(Ctx& ctx, const DenseParams& p, const BatchTensors& 
                             const Tensor& out) const {
   if (!cfg_.rab || b.num_tokens == 0) return false;
   const Tensor uvqk = first_rows(cfg_.recompute_silu ? scr.uvqk : acts.uvqk, b.num_tokens);
-  return hstu_rab_buckets(ctx, attention_args(cfg_, p, ids_, b, uvqk, HstuLayerScratch{}), out);
+  return hstu_rab_buckets(ctx, attention_args(cfg_, p, ids_, b, uvqk, Tensor(), {}), out);
 }
 
 HstuAttentionPlan HstuLayer::attention_plan(Ctx& ctx, const DenseParams& p, const BatchTensors& b,
@@ -166,9 +167,7 @@ HstuAttentionPlan HstuLayer::attention_plan(Ctx& ctx, const DenseParams& p, cons
                                             const Tensor& mem) const {
   if (b.num_tokens == 0) return {};
   const Tensor uvqk = first_rows(cfg_.recompute_silu ? scr.uvqk : acts.uvqk, b.num_tokens);
-  HstuLayerScratch with_buckets;
-  with_buckets.rab_step = scr.rab_step;
-  return hstu_attention_plan(ctx, attention_args(cfg_, p, ids_, b, uvqk, with_buckets), mem);
+  return hstu_attention_plan(ctx, attention_args(cfg_, p, ids_, b, uvqk, scr.rab_step, {}), mem);
 }
 
 StepAttention::StepAttention(Ctx& ctx, const std::vector<HstuLayer>& layers, const DenseParams& p,
@@ -226,7 +225,7 @@ void HstuLayer::forward(Ctx& ctx, const DenseParams& p, const BatchTensors& b, c
   phase(ctx, "fwd.silu");
   silu_fwd(ctx, cfg_.fused, cfg_.uvqk_layout(), z, uvqk);
   phase(ctx, "fwd.attn");
-  hstu_attention_fwd(ctx, attention_args(cfg_, p, ids_, b, uvqk, scr), o);
+  hstu_attention_fwd(ctx, attention_args(cfg_, p, ids_, b, uvqk, scr.rab_step, scr.plan_step), o);
   const DropoutSpec drop{training ? cfg_.dropout : 0.0f, dropout_seed, b.dropout_offset(hd)};
   phase(ctx, "fwd.ln_mul_dropout");
   ln_mul_dropout_fwd(ctx, o, uvqk.cols(0, hd), param(p, ids_.ln_out_w), param(p, ids_.ln_out_b),
@@ -278,7 +277,7 @@ void HstuLayer::backward(Ctx& ctx, const DenseParams& p, const BatchTensors& b, 
                      grad(p, ids_.ln_out_w), grad(p, ids_.ln_out_b));
   // Attention: gradients of v, q, k land in their column blocks of d_uvqk.
   phase(ctx, "bwd.attn");
-  hstu_attention_bwd(ctx, attention_args(cfg_, p, ids_, b, uvqk, scr), d_o,
+  hstu_attention_bwd(ctx, attention_args(cfg_, p, ids_, b, uvqk, scr.rab_step, scr.plan_step), d_o,
                      d_uvqk.cols(lay.q0(), lay.k0()), d_uvqk.cols(lay.k0(), lay.width()),
                      d_uvqk.cols(lay.v0(), lay.q0()), grad(p, ids_.rab_pos),
                      grad(p, ids_.rab_time));

@@ -48,7 +48,6 @@
 #include <cstring>
 #include <mutex>
 #include <optional>
-#include <utility>
 
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/hstu_attention.h"
@@ -371,23 +370,23 @@ bool take_step_rab_buckets(const HstuAttentionArgs& args, HstuAttnParams& p) {
   return true;
 }
 
-// Whether a call on p takes the sm_90a kernels' longest-first launch order (attn_tile_order.h)
-// for resident blocks of bm rows: not for batches of full-length sequences (T = B max_seqlen:
-// every key equal, the list would be the grid order with heads fastest, for one more launch),
-// where sm90_tile_order_on says (by_default: false for the fp16 forward; HSTU_ATTN_SM90_ORDER=grid
-// / seq; sequences too long for the builder).
-bool wants_tile_order(const HstuAttnParams& p, int bm, bool by_default) {
-  if (p.total_tokens >= int64_t(p.batch) * p.max_seqlen) return false;
-  if (!attn::sm90_tile_order_on(p.max_seqlen, bm, by_default)) return false;
-  return attn::tile_order_entries(p.batch, p.max_seqlen, p.total_tokens, bm) > 0;
+// The entries of the sm_90a kernels' longest-first launch order (attn_tile_order.h) for
+// resident blocks of bm rows where a call on p takes one, else 0: not for batches of full-length
+// sequences (T = B max_seqlen: every key equal, the list would be the grid order with heads
+// fastest, for one more launch), where sm90_tile_order_on says (by_default: false for the fp16
+// forward; HSTU_ATTN_SM90_ORDER=grid / seq; sequences too long for the builder).
+int64_t tile_order_wanted(const HstuAttnParams& p, int bm, bool by_default) {
+  if (p.total_tokens >= int64_t(p.batch) * p.max_seqlen) return 0;
+  if (!attn::sm90_tile_order_on(p.max_seqlen, bm, by_default)) return 0;
+  return attn::tile_order_entries(p.batch, p.max_seqlen, p.total_tokens, bm);
 }
 
 // args.plan as the kernels read it (attn_tile_order.h: attention_plan_bytes): each order where
 // the plan holds one for blocks of the rows the call's kernel has (null otherwise: the call builds
 // its own), the counter where the plan holds any order.
 struct PlanView {
-  const attn::SeqTile* fwd = nullptr;
-  const attn::SeqTile* bwd = nullptr;
+  attn::SeqTile* fwd = nullptr;
+  attn::SeqTile* bwd = nullptr;
   int* counter = nullptr;
 };
 PlanView plan_view(const HstuAttentionPlan& plan, const HstuAttnParams& p, int hdp) {
@@ -409,14 +408,14 @@ PlanView plan_view(const HstuAttentionPlan& plan, const HstuAttnParams& p, int h
 }
 
 // The sm_90a kernels' launch order for resident blocks of bm rows where the call wants one
-// (wants_tile_order): the plan's list when the call has a plan (`planned`), else built on
+// (tile_order_wanted): the plan's list when the call has a plan (`planned`), else built on
 // `stream` into scratch (16 bytes an entry, ~ (T / bm + B) entries; emplaced in `scratch` if not
 // yet; without room in a real CUDA scratch arena the grid order); p pointed at it. Called before
 // the backward's side stream forks (its dQ kernel reads it).
 void order_sm90_tiles(Ctx& ctx, std::optional<Scratch>& scratch, HstuAttnParams& p, int bm,
                       bool by_default, const attn::SeqTile* planned, cudaStream_t stream) {
-  if (!wants_tile_order(p, bm, by_default)) return;
-  const int64_t n = attn::tile_order_entries(p.batch, p.max_seqlen, p.total_tokens, bm);
+  const int64_t n = tile_order_wanted(p, bm, by_default);
+  if (n <= 0) return;
   if (planned) {
     p.tile_order = planned;
   } else {
@@ -467,23 +466,20 @@ HstuAttentionPlan hstu_attention_plan(Ctx& ctx, const HstuAttentionArgs& args, c
   // not runs sm80 and reads no order).
   HstuAttentionPlan plan;
   const int fwd_bm = attn::sm90_fwd_block_rows(hdp), bwd_bm = attn::sm90_bwd_block_rows(hdp);
-  if (attn::sm90_fwd_supported(p, hdp) && wants_tile_order(p, fwd_bm, args.q.dtype == DType::kBF16))
-    plan.fwd_rows = fwd_bm;
   HstuAttnParams pb = p;
   pb.d_o = p.q;
-  if (attn::sm90_bwd_supported(pb, hdp) && wants_tile_order(p, bwd_bm, true))
-    plan.bwd_rows = bwd_bm;
+  const int64_t fwd_n = attn::sm90_fwd_supported(p, hdp)
+                            ? tile_order_wanted(p, fwd_bm, args.q.dtype == DType::kBF16)
+                            : 0;
+  const int64_t bwd_n = attn::sm90_bwd_supported(pb, hdp) ? tile_order_wanted(p, bwd_bm, true) : 0;
+  if (fwd_n > 0) plan.fwd_rows = fwd_bm;
+  if (bwd_n > 0) plan.bwd_rows = bwd_bm;
   if (plan.empty()) return {};
   plan.mem = mem;
   const PlanView v = plan_view(plan, p, hdp);
   const cudaStream_t stream = stream_of(ctx);
-  for (const auto& [bm, list] :
-       {std::pair{plan.fwd_rows, v.fwd}, std::pair{plan.bwd_rows, v.bwd}}) {
-    if (bm == 0) continue;
-    attn::sm90_build_tile_order(p, bm, const_cast<attn::SeqTile*>(list),
-                                attn::tile_order_entries(p.batch, p.max_seqlen, p.total_tokens, bm),
-                                stream);
-  }
+  if (fwd_n > 0) attn::sm90_build_tile_order(p, fwd_bm, v.fwd, fwd_n, stream);
+  if (bwd_n > 0) attn::sm90_build_tile_order(p, bwd_bm, v.bwd, bwd_n, stream);
   HSTU_CUDA_CHECK(cudaMemsetAsync(v.counter, 0, sizeof(int), stream));
   return plan;
 }
