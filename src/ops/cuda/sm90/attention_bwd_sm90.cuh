@@ -630,6 +630,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     warpgroup_fence_operand(tOrP);
     warpgroup_fence_operand(tOrD);
   };
+  // Fused: the k blocks (16 streamed rows each) of the dV / dK GEMMs issued after the first
+  // half of the pointwise step.
+  constexpr int kKbHalf = kBN / 32;
   // Fused: the dQ of visited tile kq (its dS complete in buffer kq & 1): this warpgroup's part
   // (dQ_w = dS K_w; d 64: dQ_w^T = K^T dS_w^T), then — every GEMM in flight done —
   // after_wait() (the caller's stage release), then the chunk staged for the writer warp
@@ -670,6 +673,17 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   reinterpret_cast<Barrier*>(&ss.barrier_r)->wait(0);
   cutlass::PipelineState<Tr::kStages> rd;
   int n = next_visible(0), buf = 0, dq_k = 0;
+  // kDqLate: before any GEMM of tile dq_k is in flight (a spin on an mbarrier under in-flight
+  // wgmmas makes ptxas serialise them all, C7518): dS buffer dq_k & 1 free (both warpgroups' dQ
+  // of tile dq_k - 2 read it) and tile dq_k - 1's dS complete (both halves), for its dQ.
+  auto ds_waits = [&] {
+    if constexpr (Tr::kDqLate) {
+      if (dq_k >= 2)
+        cutlass::arch::ClusterBarrier::wait(&ss.ds_free[dq_k & 1], ((dq_k >> 1) & 1) ^ 1);
+      if (dq_k >= 1)
+        cutlass::arch::ClusterBarrier::wait(&ss.ds_full[(dq_k - 1) & 1], ((dq_k - 1) >> 1) & 1);
+    }
+  };
   if (n < n_blocks) bkt_load(n, 0);
 #pragma unroll 1
   while (n < n_blocks) {
@@ -715,6 +729,15 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
                                                                   n * kBN, kind);
       acc_to_frag<T, 0, kHalf / 2>(tXrY, tOrD);
       acc_to_frag<T, 0, kHalf / 2>(tXrX, tOrP);
+      // The first half's elements are the tile's first kBN / 2 streamed rows (the accumulator's
+      // column atoms in order; acc_to_frag), i.e. k blocks [0, kKbHalf) of P^T / dS^T: its dV
+      // and dK GEMMs run on the tensor cores while the second half's pointwise step runs.
+      // kDqLate: this tile's waits first (no mbarrier wait while a wgmma is in flight).
+      ds_waits();
+      warpgroup_fence_operand(tOrP);
+      warpgroup_fence_operand(tOrD);
+      wg_gemm<false, 0, kKbHalf>(mmaO, tOrP, tOrS2t(_, _, _, st), accA);  // dV += P^T dO
+      wg_gemm<false, 0, kKbHalf>(mmaO, tOrD, tOrS1t(_, _, _, st), accB);  // dK += dS^T Q
       bwd_apply<true, kBM, kBN, kHalf, -1, false, 0, kTanhSilu<T>>(tXrX, tXrY, tXcXu, p, si, r0,
                                                                    n * kBN, kind);
       acc_to_frag<T, kHalf / 2>(tXrY, tOrD);
@@ -725,21 +748,14 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       acc_to_frag<T>(tXrY, tOrD);
     }
     warpgroup_fence_operand(tOrD);
-    if constexpr (Tr::kDqLate) {
-      // Before any GEMM of this tile is in flight (a spin on an mbarrier under in-flight wgmmas
-      // makes ptxas serialise them all, C7518): dS buffer dq_k & 1 free (both warpgroups' dQ of
-      // tile dq_k - 2 read it) and tile dq_k - 1's dS complete (both halves), for its dQ below.
-      if (dq_k >= 2)
-        cutlass::arch::ClusterBarrier::wait(&ss.ds_free[dq_k & 1], ((dq_k >> 1) & 1) ^ 1);
-      if (dq_k >= 1)
-        cutlass::arch::ClusterBarrier::wait(&ss.ds_full[(dq_k - 1) & 1], ((dq_k - 1) >> 1) & 1);
-    }
     if constexpr (kDkdv) {
       if constexpr (!Tr::kFused) acc_to_frag<T>(tXrX, tOrP);
       warpgroup_fence_operand(tOrP);
-      wg_gemm<false>(mmaO, tOrP, tOrS2t(_, _, _, st), accA);  // dV += P^T dO
+      // Fused: the second half's k blocks (the first half's are in flight).
+      wg_gemm<false, Tr::kFused ? kKbHalf : 0>(mmaO, tOrP, tOrS2t(_, _, _, st), accA);  // dV
     }
-    wg_gemm<false>(mmaO, tOrD, tOrS1t(_, _, _, st), accB);  // dK += dS^T Q  |  dQ += dS K
+    // dK += dS^T Q  |  dQ += dS K
+    wg_gemm<false, Tr::kFused ? kKbHalf : 0>(mmaO, tOrD, tOrS1t(_, _, _, st), accB);
     if constexpr (kHasRab && kDkdv) {  // while the GEMMs run: dS (fp32) is still in tXrY
       if (rab_grad) {
         bwd_rab_grad<Rab::kBktPitch, Rab::kStagePitch>(

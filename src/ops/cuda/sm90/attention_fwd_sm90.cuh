@@ -303,15 +303,16 @@ __host__ __device__ __forceinline__ int q_elem_offset(int r, int c) {
   return (c >> 6) * (kBM * 64) + r * 64 + ((((c & 63) >> 3) ^ (r & 7)) << 3) + (c & 7);
 }
 
-// C = A B over all k blocks of the operands (wgmma; zero_init overwrites C), committed as one
-// group; the caller waits.
-template <bool kZeroInit, typename Mma, typename TA, typename TB, typename TC>
+// C = A B over the k blocks [kKb0, kKb1) of the operands (kKb1 < 0: all of them; wgmma;
+// zero_init overwrites C), committed as one group; the caller waits.
+template <bool kZeroInit, int kKb0 = 0, int kKb1 = -1, typename Mma, typename TA, typename TB,
+          typename TC>
 __device__ __forceinline__ void wg_gemm(Mma& mma, const TA& tA, const TB& tB, TC& tC) {
   warpgroup_fence_operand(tC);
   warpgroup_arrive();
   if constexpr (kZeroInit) mma.accumulate_ = GMMA::ScaleOut::Zero;
 #pragma unroll
-  for (int kb = 0; kb < size<2>(tA); ++kb) {
+  for (int kb = kKb0; kb < (kKb1 < 0 ? int(size<2>(tA)) : kKb1); ++kb) {
     cute::gemm(mma, tA(_, _, kb), tB(_, _, kb), tC);
     mma.accumulate_ = GMMA::ScaleOut::One;
   }
