@@ -300,22 +300,16 @@ __device__ __forceinline__ void dq_convert_block(const HstuAttnParams& p, const 
 // last), acquiring the adds' results as the adders acquire each other's; `parts` tickets per
 // block (d 128: one per column half, d 64: one per 64-query block). Otherwise (dq_sem null) it
 // runs after the whole backward kernel (a plain launch).
-// The CTA that finishes last (`finished`, the int after the tickets) waits for the fused kernel
-// to complete (griddepcontrol.wait) before it exits, so this grid completes after that kernel
-// and the stream's later work finds dk and dv written, whatever PDL relaxes.
+// CTA 0 waits for the fused kernel to complete (griddepcontrol.wait; at once without PDL) before
+// it exits, so this grid completes after that kernel and the stream's later work finds dk and
+// dv written, whatever PDL relaxes (one CTA suffices: a grid completes when its last CTA does).
 template <typename T, int kHD, int kKeyBlock, int kQBlock = 64>
 __global__ void __launch_bounds__(256)
     hstu_attn_dq_convert_sm90_kernel(const __grid_constant__ HstuAttnParams p,
-                                     const int* __restrict__ dq_sem, int sem_blocks, int parts,
-                                     int* finished) {
+                                     const int* __restrict__ dq_sem, int sem_blocks, int parts) {
   dq_convert_block<T, kHD, kKeyBlock, kQBlock>(p, dq_sem, sem_blocks, parts);
-  if (finished) {
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      const int ctas = int(gridDim.x * gridDim.y * gridDim.z);
-      if (atomicAdd(finished, 1) == ctas - 1) asm volatile("griddepcontrol.wait;" ::: "memory");
-    }
-  }
+  if (blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0 && threadIdx.x == 0)
+    asm volatile("griddepcontrol.wait;" ::: "memory");
 }
 
 }  // namespace hstu::cuda::attn::sm90

@@ -17,7 +17,7 @@ void run_bwd_sm90(const HstuAttnParams& p, int* dq_sem, cudaStream_t stream,
       sm90::launch_bwd_wide_pass<T, true, true>(p, dq_sem, stream);
       const dim3 grid((p.max_seqlen + Tr::kBN - 1) / Tr::kBN, p.num_heads, p.batch);
       sm90::hstu_attn_dq_convert_sm90_kernel<T, 256, Tr::kBM, Tr::kBN>
-          <<<grid, 256, 0, stream>>>(p, nullptr, 0, 0, nullptr);
+          <<<grid, 256, 0, stream>>>(p, nullptr, 0, 0);
       HSTU_CUDA_CHECK(cudaGetLastError());
     } else {  // split: the roles dK/dV kernel beside the roles dQ kernel
       sm90::launch_bwd_wide_pass<T, true>(p, nullptr, stream);
@@ -45,12 +45,9 @@ void run_bwd_sm90(const HstuAttnParams& p, int* dq_sem, cudaStream_t stream,
     cfg.attrs = &attr;
     cfg.numAttrs = dq_sem ? 1 : 0;
     const int sem_blocks = (p.max_seqlen + kSm90BwdQueryBlock - 1) / kSm90BwdQueryBlock;
-    // The int after the tickets: the convert's count of finished CTAs (its last waits for the
-    // fused kernel's end).
-    int* finished = dq_sem ? dq_sem + 2 * int64_t(p.batch) * p.num_heads * sem_blocks : nullptr;
-    HSTU_CUDA_CHECK(cudaLaunchKernelEx(
-        &cfg, sm90::hstu_attn_dq_convert_sm90_kernel<T, kHeadDim, Tr::kBM>, p,
-        static_cast<const int*>(dq_sem), sem_blocks, Tr::kDqT ? 1 : 2, finished));
+    HSTU_CUDA_CHECK(
+        cudaLaunchKernelEx(&cfg, sm90::hstu_attn_dq_convert_sm90_kernel<T, kHeadDim, Tr::kBM>, p,
+                           static_cast<const int*>(dq_sem), sem_blocks, Tr::kDqT ? 1 : 2));
   } else {  // split: dK, dV beside a query-major dQ kernel
     sm90::launch_bwd_pass<T, kHeadDim, true, false>(p, nullptr, stream);
     sm90::launch_bwd_pass<T, kHeadDim, false, false>(p, nullptr, dq_stream);

@@ -24,12 +24,12 @@ void run_fwd_sm90(const HstuAttnParams& p, cudaStream_t stream);
 // p.rab_bkt) at 64 / 128 in the split form only (none at 256). With p.dq_accum (fp32, 4 T H
 // kHeadDim bytes, dq_accum_head_stride = kHeadDim; attention_bwd_sm90_dq.cuh): the fused form, one
 // kernel for dk, dv and the partial dQ of every key block added to dq_accum, then dq converted, all
-// on `stream`; with dq_sem (int32 [B, H, ceil(max_seqlen / kSm90BwdQueryBlock), 2] tickets and
-// one more int, the convert's count of finished CTAs; all zeroed) the adds run in a fixed order
-// (deterministic; dq_accum needs no zeroing) and the convert overlaps the fused kernel's last wave
-// (at 64 / 128), without it unordered (dq_accum zeroed). Without p.dq_accum: the split form, dk, dv
-// from a key-major kernel on `stream` and dq from a query-major kernel on dq_stream (which the
-// caller has made wait for `stream` and joins back afterwards; may equal stream), deterministic.
+// on `stream`; with dq_sem (int32 [B, H, ceil(max_seqlen / kSm90BwdQueryBlock), 2], zeroed) the
+// adds run in a fixed order (deterministic; dq_accum needs no zeroing) and the convert overlaps
+// the fused kernel's last wave (at 64 / 128), without it unordered (dq_accum zeroed). Without
+// p.dq_accum: the split form, dk, dv from a key-major kernel on `stream` and dq from a query-major
+// kernel on dq_stream (which the caller has made wait for `stream` and joins back afterwards; may
+// equal stream), deterministic.
 template <typename T, int kHeadDim>
 void run_bwd_sm90(const HstuAttnParams& p, int* dq_sem, cudaStream_t stream,
                   cudaStream_t dq_stream);
