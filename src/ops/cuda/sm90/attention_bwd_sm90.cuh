@@ -35,7 +35,10 @@
 //     barrier, the dQ hand-off) are spread over twice the work, and the dQ wgmma has N = 64
 //     instead of 32. H200, B32 L4096 H4 causal bf16: 289-292 TFLOPS with 64-query tiles, 360-363
 //     with 128 (jagged uniform lengths 270 -> 322). Its warpgroups exchange dS at a barrier
-//     every tile.
+//     every tile. Its dV / dK GEMMs run in two halves of the streamed rows (kSplitO), the first
+//     issued as soon as the pointwise step's first half is packed, so the tensor cores work
+//     through the second half (H200, same machine: 377 -> 380-383 TFLOPS, jagged 331-334 ->
+//     338; the same split at d 128 measured 460 against 472-477).
 //   - d 128 (kDqLate) computes a tile's dQ ONE TILE LATER, after the next tile's pointwise step:
 //     the two dS buffers have full / free mbarriers, so neither warpgroup waits for the other's
 //     current tile and the two are not held in step (421-432 -> 445-462 TFLOPS; the same form
@@ -151,7 +154,10 @@ struct BwdTraits {
   //          the accumulator (kSm90BwdQueryBlock), added only by the key blocks that see it.
   static constexpr bool kFused = kDkdv && kFusedDq;
   static constexpr bool kDqT = kHD == 64;
-  static constexpr bool kDqLate = kFused && !kDqT;      // dQ one tile later (file comment)
+  static constexpr bool kDqLate = kFused && !kDqT;  // dQ one tile later (file comment)
+  // The dV / dK GEMMs in two halves, the first issued before the second half's pointwise step
+  // (file comment): d 64 only (H200: 377 -> 380-383 TFLOPS; d 128 476 -> 460).
+  static constexpr bool kSplitO = kFused && kQ128;
   static constexpr int kDqN = kDqT ? kBN / 2 : 64;      // N of the dQ wgmma per warpgroup
   static constexpr int kDqRows = kDqT ? kBN / 2 : kBN;  // query rows of a warpgroup's chunk
   static constexpr int kDqHalves = kHD / 64;            // 64-column halves of the accumulator
@@ -630,8 +636,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     warpgroup_fence_operand(tOrP);
     warpgroup_fence_operand(tOrD);
   };
-  // Fused: the k blocks (16 streamed rows each) of the dV / dK GEMMs issued after the first
-  // half of the pointwise step.
+  // kSplitO: the k blocks (16 streamed rows each) of the dV / dK GEMMs issued during the
+  // second half of the pointwise step.
   constexpr int kKbHalf = kBN / 32;
   // Fused: the dQ of visited tile kq (its dS complete in buffer kq & 1): this warpgroup's part
   // (dQ_w = dS K_w; d 64: dQ_w^T = K^T dS_w^T), then — every GEMM in flight done —
@@ -729,15 +735,16 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
                                                                   n * kBN, kind);
       acc_to_frag<T, 0, kHalf / 2>(tXrY, tOrD);
       acc_to_frag<T, 0, kHalf / 2>(tXrX, tOrP);
-      // The first half's elements are the tile's first kBN / 2 streamed rows (the accumulator's
-      // column atoms in order; acc_to_frag), i.e. k blocks [0, kKbHalf) of P^T / dS^T: its dV
-      // and dK GEMMs run on the tensor cores while the second half's pointwise step runs.
-      // kDqLate: this tile's waits first (no mbarrier wait while a wgmma is in flight).
-      ds_waits();
-      warpgroup_fence_operand(tOrP);
-      warpgroup_fence_operand(tOrD);
-      wg_gemm<false, 0, kKbHalf>(mmaO, tOrP, tOrS2t(_, _, _, st), accA);  // dV += P^T dO
-      wg_gemm<false, 0, kKbHalf>(mmaO, tOrD, tOrS1t(_, _, _, st), accB);  // dK += dS^T Q
+      // kSplitO: the first half's elements are the tile's first kBN / 2 streamed rows (the
+      // accumulator's column atoms in order; acc_to_frag), i.e. k blocks [0, kKbHalf) of P^T /
+      // dS^T: its dV and dK GEMMs run on the tensor cores while the second half's pointwise
+      // step runs.
+      if constexpr (Tr::kSplitO) {
+        warpgroup_fence_operand(tOrP);
+        warpgroup_fence_operand(tOrD);
+        wg_gemm<false, 0, kKbHalf>(mmaO, tOrP, tOrS2t(_, _, _, st), accA);  // dV += P^T dO
+        wg_gemm<false, 0, kKbHalf>(mmaO, tOrD, tOrS1t(_, _, _, st), accB);  // dK += dS^T Q
+      }
       bwd_apply<true, kBM, kBN, kHalf, -1, false, 0, kTanhSilu<T>>(tXrX, tXrY, tXcXu, p, si, r0,
                                                                    n * kBN, kind);
       acc_to_frag<T, kHalf / 2>(tXrY, tOrD);
@@ -748,14 +755,15 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       acc_to_frag<T>(tXrY, tOrD);
     }
     warpgroup_fence_operand(tOrD);
+    ds_waits();
     if constexpr (kDkdv) {
       if constexpr (!Tr::kFused) acc_to_frag<T>(tXrX, tOrP);
       warpgroup_fence_operand(tOrP);
-      // Fused: the second half's k blocks (the first half's are in flight).
-      wg_gemm<false, Tr::kFused ? kKbHalf : 0>(mmaO, tOrP, tOrS2t(_, _, _, st), accA);  // dV
+      // kSplitO: the second half's k blocks (the first half's are in flight).
+      wg_gemm<false, Tr::kSplitO ? kKbHalf : 0>(mmaO, tOrP, tOrS2t(_, _, _, st), accA);  // dV
     }
     // dK += dS^T Q  |  dQ += dS K
-    wg_gemm<false, Tr::kFused ? kKbHalf : 0>(mmaO, tOrD, tOrS1t(_, _, _, st), accB);
+    wg_gemm<false, Tr::kSplitO ? kKbHalf : 0>(mmaO, tOrD, tOrS1t(_, _, _, st), accB);
     if constexpr (kHasRab && kDkdv) {  // while the GEMMs run: dS (fp32) is still in tXrY
       if (rab_grad) {
         bwd_rab_grad<Rab::kBktPitch, Rab::kStagePitch>(
