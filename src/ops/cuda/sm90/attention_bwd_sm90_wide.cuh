@@ -517,31 +517,17 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       if (!has_o) pipe.consumer_release(rd);
       float4* fb = reinterpret_cast<float4*>(ss.f[k & 1]);
       if (w == 0) {
-        // P = SiLU(S) in place, F = SiLU'(S) (bwd_apply's dS for dP = 1), both masked. dK/dV
-        // kernel: in two halves of the thread's elements (streamed rows [0, kBN / 2) first: the
-        // accumulator's column atoms in order), the first half's dV GEMM (its k blocks) running
-        // while the second half's pointwise step does.
+        // P = SiLU(S) in place, F = SiLU'(S) (bwd_apply's dS for dP = 1), both masked.
         Tensor tXrF = make_fragment_like(tXrX);
         fill(tXrF, 1.f);
-        const int kind = kind_of(n);
-        if constexpr (kDkdv) {
-          bwd_apply<true, kBM, kBN, 0, kN / 2, false, 0, kTanhSilu<T>>(tXrX, tXrF, tXcX, p, si, r0,
-                                                                       n * kBN, kind);
-          pack_words<T, 0, kN / 4>(tXrX, wa);
-          warpgroup_fence_operand(tOrA);
-          wg_gemm<false, 0, kBN / 32>(mmaO, tOrA, tOrSt(_, _, _, rd.index()), acc);  // dV, half
-          bwd_apply<true, kBM, kBN, kN / 2, -1, false, 0, kTanhSilu<T>>(tXrX, tXrF, tXcX, p, si, r0,
-                                                                        n * kBN, kind);
-        } else {
-          bwd_apply<false, kBM, kBN, 0, -1, false, 0, kTanhSilu<T>>(tXrX, tXrF, tXcX, p, si, r0,
-                                                                    n * kBN, kind);
-        }
+        bwd_apply<kDkdv, kBM, kBN, 0, -1, false, 0, kTanhSilu<T>>(tXrX, tXrF, tXcX, p, si, r0,
+                                                                  n * kBN, kind_of(n));
         if (k >= Tr::kFBufs) named_bar_sync(256, kWideFFree + (k & 1));
 #pragma unroll
         for (int e = 0; e < kN; e += 4)
           fb[128 * (e / 4) + t] = make_float4(tXrF(e), tXrF(e + 1), tXrF(e + 2), tXrF(e + 3));
         named_bar_arrive(256, kWideFFull + (k & 1));
-        if constexpr (kDkdv) pack_words<T, kN / 4, kN / 2>(tXrX, wa);
+        if constexpr (kDkdv) pack_words<T, 0, kN / 2>(tXrX, wa);
       } else {
         named_bar_sync(256, kWideFFull + (k & 1));
 #pragma unroll
@@ -552,13 +538,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
         }
         if (k + Tr::kFBufs < tiles) named_bar_arrive(256, kWideFFree + (k & 1));
       }
-      if (has_o) {  // dV += P^T dO (its second half) | dK += dS^T Q | dQ += dS K
+      if (has_o) {  // dV += P^T dO | dK += dS^T Q | dQ += dS K
         warpgroup_fence_operand(tOrA);
-        if (kDkdv && w == 0) {
-          wg_gemm<false, kBN / 32>(mmaO, tOrA, tOrSt(_, _, _, rd.index()), acc);
-        } else {
-          wg_gemm<false>(mmaO, tOrA, tOrSt(_, _, _, rd.index()), acc);
-        }
+        wg_gemm<false>(mmaO, tOrA, tOrSt(_, _, _, rd.index()), acc);
         warpgroup_wait<0>();
         warpgroup_fence_operand(acc);
         warpgroup_fence_operand(tOrA);
