@@ -155,11 +155,9 @@ struct BwdTraits {
   static constexpr bool kFused = kDkdv && kFusedDq;
   static constexpr bool kDqT = kHD == 64;
   static constexpr bool kDqLate = kFused && !kDqT;  // dQ one tile later (file comment)
-  // The dV / dK GEMMs in kOParts parts of the streamed rows, each issued once its part of the
-  // pointwise step is packed (file comment): d 64 only (H200, halves: 377 -> 380-383 TFLOPS;
-  // d 128 476 -> 460).
+  // The dV / dK GEMMs in two halves, the first issued before the second half's pointwise step
+  // (file comment): d 64 only (H200: 377 -> 380-383 TFLOPS; d 128 476 -> 460).
   static constexpr bool kSplitO = kFused && kQ128;
-  static constexpr int kOParts = 2;
   static constexpr int kDqN = kDqT ? kBN / 2 : 64;      // N of the dQ wgmma per warpgroup
   static constexpr int kDqRows = kDqT ? kBN / 2 : kBN;  // query rows of a warpgroup's chunk
   static constexpr int kDqHalves = kHD / 64;            // 64-column halves of the accumulator
@@ -638,10 +636,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     warpgroup_fence_operand(tOrP);
     warpgroup_fence_operand(tOrD);
   };
-  // kSplitO: the k blocks (16 streamed rows each) of a part of the dV / dK GEMMs; the last
-  // part's first.
-  constexpr int kKbPart = kBN / 16 / Tr::kOParts;
-  constexpr int kKbLast = kKbPart * (Tr::kOParts - 1);
+  // kSplitO: the k blocks (16 streamed rows each) of the dV / dK GEMMs issued during the
+  // second half of the pointwise step.
+  constexpr int kKbHalf = kBN / 32;
   // Fused: the dQ of visited tile kq (its dS complete in buffer kq & 1): this warpgroup's part
   // (dQ_w = dS K_w; d 64: dQ_w^T = K^T dS_w^T), then — every GEMM in flight done —
   // after_wait() (the caller's stage release), then the chunk staged for the writer warp
@@ -729,28 +726,29 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     if (nn < n_blocks) bkt_load(nn, buf ^ 1);
     const BwdRabView rv = rab_view(n, buf);
     if constexpr (Tr::kFused) {
-      // Fused: the pointwise step in kParts parts of the thread's elements, each packed into the
-      // P / dS fragments right after (the same elementwise results): S^T / dP^T of a part are
-      // dead while the next is computed. kSplitO: part i's elements are the tile's streamed rows
-      // [i, i + 1) kBN / kParts (the accumulator's column atoms in order; acc_to_frag), i.e. k
-      // blocks [i, i + 1) kKbPart of P^T / dS^T: the dV and dK GEMMs of every part but the last
-      // run on the tensor cores while the following parts' pointwise steps run.
-      constexpr int kParts = Tr::kSplitO ? Tr::kOParts : 2;
-      constexpr int kPart = int(size(decltype(tXrXt){})) / kParts;
+      // Fused: the pointwise step in two halves of the thread's elements, each half packed into
+      // the P / dS fragments right after (the same elementwise results): S^T / dP^T of the
+      // first half are dead while the second is computed.
+      constexpr int kHalf = int(size(decltype(tXrXt){})) / 2;
       const int kind = kind_of(n);
-      cute::for_each(make_int_sequence<kParts>{}, [&](auto part) {
-        constexpr int i = decltype(part)::value;
-        bwd_apply<true, kBM, kBN, i * kPart, (i + 1) * kPart, false, 0, kTanhSilu<T>>(
-            tXrX, tXrY, tXcXu, p, si, r0, n * kBN, kind);
-        acc_to_frag<T, i * kPart / 2, (i + 1) * kPart / 2>(tXrY, tOrD);
-        acc_to_frag<T, i * kPart / 2, (i + 1) * kPart / 2>(tXrX, tOrP);
-        if constexpr (Tr::kSplitO && i + 1 < kParts) {
-          warpgroup_fence_operand(tOrP);
-          warpgroup_fence_operand(tOrD);
-          wg_gemm<false, i * kKbPart, (i + 1) * kKbPart>(mmaO, tOrP, tOrS2t(_, _, _, st), accA);
-          wg_gemm<false, i * kKbPart, (i + 1) * kKbPart>(mmaO, tOrD, tOrS1t(_, _, _, st), accB);
-        }
-      });
+      bwd_apply<true, kBM, kBN, 0, kHalf, false, 0, kTanhSilu<T>>(tXrX, tXrY, tXcXu, p, si, r0,
+                                                                  n * kBN, kind);
+      acc_to_frag<T, 0, kHalf / 2>(tXrY, tOrD);
+      acc_to_frag<T, 0, kHalf / 2>(tXrX, tOrP);
+      // kSplitO: the first half's elements are the tile's first kBN / 2 streamed rows (the
+      // accumulator's column atoms in order; acc_to_frag), i.e. k blocks [0, kKbHalf) of P^T /
+      // dS^T: its dV and dK GEMMs run on the tensor cores while the second half's pointwise
+      // step runs.
+      if constexpr (Tr::kSplitO) {
+        warpgroup_fence_operand(tOrP);
+        warpgroup_fence_operand(tOrD);
+        wg_gemm<false, 0, kKbHalf>(mmaO, tOrP, tOrS2t(_, _, _, st), accA);  // dV += P^T dO
+        wg_gemm<false, 0, kKbHalf>(mmaO, tOrD, tOrS1t(_, _, _, st), accB);  // dK += dS^T Q
+      }
+      bwd_apply<true, kBM, kBN, kHalf, -1, false, 0, kTanhSilu<T>>(tXrX, tXrY, tXcXu, p, si, r0,
+                                                                   n * kBN, kind);
+      acc_to_frag<T, kHalf / 2>(tXrY, tOrD);
+      acc_to_frag<T, kHalf / 2>(tXrX, tOrP);
     } else {
       bwd_apply<kDkdv, kBM, kBN, 0, -1, kHasRab, Rab::kBktPitch, kTanhSilu<T>>(
           tXrX, tXrY, tXcXu, p, si, r0, n * kBN, kind_of(n), rv);
@@ -761,11 +759,11 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     if constexpr (kDkdv) {
       if constexpr (!Tr::kFused) acc_to_frag<T>(tXrX, tOrP);
       warpgroup_fence_operand(tOrP);
-      // kSplitO: the last part's k blocks (the others' are in flight).
-      wg_gemm<false, Tr::kSplitO ? kKbLast : 0>(mmaO, tOrP, tOrS2t(_, _, _, st), accA);  // dV
+      // kSplitO: the second half's k blocks (the first half's are in flight).
+      wg_gemm<false, Tr::kSplitO ? kKbHalf : 0>(mmaO, tOrP, tOrS2t(_, _, _, st), accA);  // dV
     }
     // dK += dS^T Q  |  dQ += dS K
-    wg_gemm<false, Tr::kSplitO ? kKbLast : 0>(mmaO, tOrD, tOrS1t(_, _, _, st), accB);
+    wg_gemm<false, Tr::kSplitO ? kKbHalf : 0>(mmaO, tOrD, tOrS1t(_, _, _, st), accB);
     if constexpr (kHasRab && kDkdv) {  // while the GEMMs run: dS (fp32) is still in tXrY
       if (rab_grad) {
         bwd_rab_grad<Rab::kBktPitch, Rab::kStagePitch>(
