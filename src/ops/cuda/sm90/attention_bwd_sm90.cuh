@@ -679,17 +679,6 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   reinterpret_cast<Barrier*>(&ss.barrier_r)->wait(0);
   cutlass::PipelineState<Tr::kStages> rd;
   int n = next_visible(0), buf = 0, dq_k = 0;
-  // kDqLate: before any GEMM of tile dq_k is in flight (a spin on an mbarrier under in-flight
-  // wgmmas makes ptxas serialise them all, C7518): dS buffer dq_k & 1 free (both warpgroups' dQ
-  // of tile dq_k - 2 read it) and tile dq_k - 1's dS complete (both halves), for its dQ.
-  auto ds_waits = [&] {
-    if constexpr (Tr::kDqLate) {
-      if (dq_k >= 2)
-        cutlass::arch::ClusterBarrier::wait(&ss.ds_free[dq_k & 1], ((dq_k >> 1) & 1) ^ 1);
-      if (dq_k >= 1)
-        cutlass::arch::ClusterBarrier::wait(&ss.ds_full[(dq_k - 1) & 1], ((dq_k - 1) >> 1) & 1);
-    }
-  };
   if (n < n_blocks) bkt_load(n, 0);
 #pragma unroll 1
   while (n < n_blocks) {
@@ -755,7 +744,15 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       acc_to_frag<T>(tXrY, tOrD);
     }
     warpgroup_fence_operand(tOrD);
-    ds_waits();
+    if constexpr (Tr::kDqLate) {
+      // Before any GEMM of this tile is in flight (a spin on an mbarrier under in-flight wgmmas
+      // makes ptxas serialise them all, C7518): dS buffer dq_k & 1 free (both warpgroups' dQ of
+      // tile dq_k - 2 read it) and tile dq_k - 1's dS complete (both halves), for its dQ below.
+      if (dq_k >= 2)
+        cutlass::arch::ClusterBarrier::wait(&ss.ds_free[dq_k & 1], ((dq_k >> 1) & 1) ^ 1);
+      if (dq_k >= 1)
+        cutlass::arch::ClusterBarrier::wait(&ss.ds_full[(dq_k - 1) & 1], ((dq_k - 1) >> 1) & 1);
+    }
     if constexpr (kDkdv) {
       if constexpr (!Tr::kFused) acc_to_frag<T>(tXrX, tOrP);
       warpgroup_fence_operand(tOrP);
