@@ -154,11 +154,16 @@ static HstuAttentionArgs attention_args(const HstuLayerConfig& c, const DensePar
   return a;
 }
 
+Tensor HstuLayer::uvqk_rows(const HstuLayerActs& acts, const HstuLayerScratch& scr,
+                            int64_t rows) const {
+  return first_rows(cfg_.recompute_silu ? scr.uvqk : acts.uvqk, rows);
+}
+
 bool HstuLayer::rab_buckets(Ctx& ctx, const DenseParams& p, const BatchTensors& b,
                             const HstuLayerActs& acts, const HstuLayerScratch& scr,
                             const Tensor& out) const {
   if (!cfg_.rab || b.num_tokens == 0) return false;
-  const Tensor uvqk = first_rows(cfg_.recompute_silu ? scr.uvqk : acts.uvqk, b.num_tokens);
+  const Tensor uvqk = uvqk_rows(acts, scr, b.num_tokens);
   return hstu_rab_buckets(ctx, attention_args(cfg_, p, ids_, b, uvqk, Tensor(), {}), out);
 }
 
@@ -166,7 +171,7 @@ HstuAttentionPlan HstuLayer::attention_plan(Ctx& ctx, const DenseParams& p, cons
                                             const HstuLayerActs& acts, const HstuLayerScratch& scr,
                                             const Tensor& mem) const {
   if (b.num_tokens == 0) return {};
-  const Tensor uvqk = first_rows(cfg_.recompute_silu ? scr.uvqk : acts.uvqk, b.num_tokens);
+  const Tensor uvqk = uvqk_rows(acts, scr, b.num_tokens);
   return hstu_attention_plan(ctx, attention_args(cfg_, p, ids_, b, uvqk, scr.rab_step, {}), mem);
 }
 
@@ -215,7 +220,7 @@ void HstuLayer::forward(Ctx& ctx, const DenseParams& p, const BatchTensors& b, c
   const int64_t t = b.num_tokens, hd = cfg_.hd();
   const Tensor xn = first_rows(cfg_.recompute_ln ? scr.xn : acts.xn, t);
   const Tensor z = first_rows(acts.z, t);
-  const Tensor uvqk = first_rows(cfg_.recompute_silu ? scr.uvqk : acts.uvqk, t);
+  const Tensor uvqk = uvqk_rows(acts, scr, t);
   const Tensor o = first_rows(acts.o, t), y = first_rows(acts.y, t);
   phase(ctx, "fwd.ln_in");
   layernorm_fwd(ctx, x_in, param(p, ids_.ln_in_w), param(p, ids_.ln_in_b), cfg_.eps, xn,

@@ -133,6 +133,9 @@ class HstuLayer {
   // A GEMM-epilogue bias in the compute dtype (cuBLASLt fuses a bias of the output's dtype).
   Tensor bias(const DenseParams& p, int id) const;
   Tensor grad(const DenseParams& p, int id) const;
+  // The first `rows` rows of SiLU(z) in UvqkLayout: the scratch copy when it is recomputed, else
+  // the kept activation.
+  Tensor uvqk_rows(const HstuLayerActs& acts, const HstuLayerScratch& scr, int64_t rows) const;
   HstuLayerConfig cfg_;
   int index_;
   HstuLayerParams ids_;

@@ -66,13 +66,13 @@ Runtime::Runtime(Device device, const Config& cfg, const ModelShape& shape) {
     const int64_t dpad = std::min<int64_t>(256, std::max<int64_t>(32, n.kv_channels * 2));
     size_t attn = static_cast<size_t>(4 * shape.max_tokens * n.num_attention_heads * dpad) +
                   8 * static_cast<size_t>(2 * n.num_position_buckets + n.rab_num_time_buckets + 2);
-    // The sm_90a attention's launch order (ops/detail/attn_tile_order.h; 64-row blocks at most)
-    // and the step's launch plan (two such lists and a counter, held by StepAttention for a
-    // whole pass, model/hstu_layer.h).
-    attn += static_cast<size_t>(16 * (shape.max_tokens / 64 + shape.max_batch + 1)) + 256;
-    attn += static_cast<size_t>(hstu_attention_plan_bytes(
-                shape.max_batch, std::max<int64_t>(shape.max_tokens, 1), shape.max_tokens)) +
-            256;
+    // The step's launch plan (the sm_90a kernels' two launch orders and a tile counter, held by
+    // StepAttention for a whole pass, model/hstu_layer.h), and room for a call's own order and
+    // counter beside it (a call whose order the plan does not hold: at most a plan's bytes, in
+    // two allocations).
+    const size_t plan = static_cast<size_t>(hstu_attention_plan_bytes(
+        shape.max_batch, std::max<int64_t>(shape.max_tokens, 1), shape.max_tokens));
+    attn += 2 * plan + 3 * Arena::kAlign;
     if (n.relative_attention_bias && shape.max_batch > 0) {
       const int64_t L = (shape.max_tokens + shape.max_batch - 1) / shape.max_batch;
       attn += static_cast<size_t>(hstu_rab_buckets_bytes(shape.max_batch, L)) + 256;

@@ -84,7 +84,6 @@
 // (token, column, head) with the true head width as its column extent (gmem_view of the forward).
 #pragma once
 
-#include "ops/cuda/sm80/attention_launch.cuh"  // launch (the dQ convert kernel)
 #include "ops/cuda/sm90/attention_bwd_sm90_dq.cuh"
 #include "ops/cuda/sm90/attention_bwd_sm90_rab.cuh"
 #include "ops/cuda/sm90/attention_fwd_sm90.cuh"
