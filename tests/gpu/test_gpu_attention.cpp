@@ -948,17 +948,19 @@ TEST_P(GpuAttentionSm90Bwd, MatchesCpuReference) {
     bool det;              // ctx.deterministic
     bool same_as_first;    // bit-identical to the form's first run
     bool grid = false;     // HSTU_ATTN_SM90_ORDER=grid (else the longest-first order)
-    bool persist = false;  // HSTU_ATTN_SM90_BWD_PERSIST=1
+    const char* persist = nullptr;  // HSTU_ATTN_SM90_BWD_PERSIST
   };
-  const Form forms[10] = {
+  const Form forms[12] = {
       {"sm90 split", "HSTU_ATTN_SM90_SPLIT", true, false},
       {"sm90 split, atomic asked", "HSTU_ATTN_SM90_SPLIT", false, true},
       {"sm90 split, grid order", "HSTU_ATTN_SM90_SPLIT", true, true, true},
       {"sm90 fused", "HSTU_ATTN_SM90_FUSED", true, false},
       {"sm90 fused again", "HSTU_ATTN_SM90_FUSED", true, true},
       {"sm90 fused, grid order", "HSTU_ATTN_SM90_FUSED", true, true, true},
-      {"sm90 fused, persistent", "HSTU_ATTN_SM90_FUSED", true, true, false, true},
-      {"sm90 fused, persistent, grid order", "HSTU_ATTN_SM90_FUSED", true, true, true, true},
+      {"sm90 fused, persistent", "HSTU_ATTN_SM90_FUSED", true, true, false, "1"},
+      {"sm90 fused, persistent, grid order", "HSTU_ATTN_SM90_FUSED", true, true, true, "1"},
+      {"sm90 fused, persistent 2", "HSTU_ATTN_SM90_FUSED", true, true, false, "2"},
+      {"sm90 fused, persistent 2, grid order", "HSTU_ATTN_SM90_FUSED", true, true, true, "2"},
       {"sm90 fused, atomic asked", "HSTU_ATTN_SM90_FUSED", false, false},
       {"sm80", "HSTU_ATTN_SM80", true, false}};
   setenv("HSTU_ATTN_SM90", "1", 1);
@@ -968,7 +970,7 @@ TEST_P(GpuAttentionSm90Bwd, MatchesCpuReference) {
     const bool fused = std::strncmp(f.name, "sm90 fused", 10) == 0;
     setenv(f.env, "1", 1);
     if (f.grid) setenv("HSTU_ATTN_SM90_ORDER", "grid", 1);
-    if (f.persist) setenv("HSTU_ATTN_SM90_BWD_PERSIST", "1", 1);
+    if (f.persist) setenv("HSTU_ATTN_SM90_BWD_PERSIST", f.persist, 1);
     const int64_t persist_launches = cuda::attn::sm90_bwd_persist_launches();
     const Outputs out = run.run(f.det);
     const int64_t persisted = cuda::attn::sm90_bwd_persist_launches() - persist_launches;

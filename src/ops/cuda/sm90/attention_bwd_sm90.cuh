@@ -337,11 +337,14 @@ __device__ __forceinline__ void acc_to_frag(const TAcc& acc, TFrag& frag) {
 // resident operands r1, r2 [kBM, kHD] once on ss.barrier_r, then the streamed pair s1, s2
 // [kBN, kHD] of every visible streamed block (next_visible) into the pipeline's stages. Shared
 // by the kernels of this file and of attention_bwd_sm90_wide.cuh (Tr: their traits).
-// wr: the pipeline's write state, carried across the tiles of a persistent CTA.
-template <typename Tr, typename SS, typename Pipe, typename Next, typename State>
+// wr: the pipeline's write state, carried across the tiles of a persistent CTA, which loads
+// the first `ahead` streamed blocks before the resident ones, once before_resident() returned.
+template <typename Tr, typename SS, typename Pipe, typename Next, typename State,
+          typename Before = void (*)()>
 __device__ __forceinline__ void bwd_produce(const BwdParams<Tr>& P, SS& ss, Pipe& pipe,
                                             const SeqInfo& si, int blk, int h, int n_blocks,
-                                            Next&& next_visible, State& wr) {
+                                            Next&& next_visible, State& wr, int ahead = 0,
+                                            Before&& before_resident = [] {}) {
   using Barrier = cutlass::arch::ClusterTransactionBarrier;
   constexpr int kBM = Tr::kBM, kBN = Tr::kBN, kHD = Tr::kHD;
   const HstuAttnParams& p = P.p;
@@ -372,16 +375,21 @@ __device__ __forceinline__ void bwd_produce(const BwdParams<Tr>& P, SS& ss, Pipe
                                     group_modes<0, 2>(gS1));
   auto [tS2g, tS2s] = tma_partition(P.tma_s2, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sS2),
                                     group_modes<0, 2>(gS2));
-  reinterpret_cast<Barrier*>(&ss.barrier_r)->arrive_and_expect_tx(2 * Tr::kRBytes);
-  copy(P.tma_r1.with(ss.barrier_r, 0), tR1g, tR1s);
-  copy(P.tma_r2.with(ss.barrier_r, 0), tR2g, tR2s);
-#pragma unroll 1
-  for (int n = next_visible(0); n < n_blocks; n = next_visible(n + 1)) {
+  auto stream = [&](int n) {
     pipe.producer_acquire(wr);
     copy(P.tma_s1.with(*pipe.producer_get_barrier(wr), 0), tS1g(_, n), tS1s(_, wr.index()));
     copy(P.tma_s2.with(*pipe.producer_get_barrier(wr), 0), tS2g(_, n), tS2s(_, wr.index()));
     ++wr;
-  }
+  };
+  int n = next_visible(0);
+#pragma unroll 1
+  for (int i = 0; i < ahead && n < n_blocks; ++i, n = next_visible(n + 1)) stream(n);
+  before_resident();
+  reinterpret_cast<Barrier*>(&ss.barrier_r)->arrive_and_expect_tx(2 * Tr::kRBytes);
+  copy(P.tma_r1.with(ss.barrier_r, 0), tR1g, tR1s);
+  copy(P.tma_r2.with(ss.barrier_r, 0), tR2g, tR2s);
+#pragma unroll 1
+  for (; n < n_blocks; n = next_visible(n + 1)) stream(n);
 }
 
 // kHasRab: relative attention bias from the precomputed buckets (attention_bwd_sm90_rab.cuh; its
@@ -392,9 +400,11 @@ __device__ __forceinline__ void bwd_produce(const BwdParams<Tr>& P, SS& ss, Pipe
 // a CTA's launch, barrier set-up and last dQ hand-offs overlap its neighbours' work. Every
 // claimed tile is held by a running CTA and waits only for tickets of tiles claimed before it:
 // no deadlock, whatever runs beside. The producer claims the next tile once this one's loads are
-// issued and publishes it (ss.item, with its K, V on barrier_r) once the consumers have stored
-// this one's dK, dV (which go through r1 / r2) and the writers have read its index (r_free).
-template <typename T, typename Tr, bool kDkdv, bool kHasRab, bool kPersist = false>
+// issued, loads its first streamed blocks (every pipeline stage), and publishes it (ss.item, with
+// its K, V on barrier_r) once the consumers are past their last reads of r1 / r2 and the writers
+// have read this one's index (r_free); the consumers store dK, dV (staged in a dS buffer) while
+// the next K, V load.
+template <typename T, typename Tr, bool kDkdv, bool kHasRab, int kPersist = 0>
 __global__ void __launch_bounds__(Tr::kThreads, 1)
     hstu_attn_bwd_sm90_kernel(const __grid_constant__ BwdParams<Tr> P) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -403,7 +413,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   using Element = typename Tr::Element;
   constexpr int kBM = Tr::kBM, kBN = Tr::kBN, kHD = Tr::kHD;
   static_assert(!(kHasRab && Tr::kFused), "rab runs the split form");
-  static_assert(!kPersist || Tr::kQ128, "the persistent form: the fused d 64 kernel");
+  static_assert(!kPersist || (Tr::kQ128 && 2 * kHD <= kBN),
+                "the persistent form: the fused d 64 kernel (dK, dV staged in one dS buffer)");
   // Persistent: 8 registers more a consumer thread (2 (232 - 168) = 168 - 40): the item loop
   // keeps a few values live across the tiles, and at 224 ptxas spilled P / dS words in the
   // pointwise step (156-268 bytes).
@@ -521,16 +532,23 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
             item = atomicAdd(P.item_counter, 1);
           } while (item < P.n_items && !set_item(item));
           const bool done = item >= P.n_items;
-          // The tile before has left the resident buffers and its index was read.
-          if (it > 0) cutlass::arch::ClusterBarrier::wait(&ss.r_free, (it - 1) & 1);
-          compiler_fence();
-          ss.item = done ? -1 : item;  // published by the arrive (release)
-          compiler_fence();
+          // Once the tile before has left the resident buffers and its index was read: the
+          // tile published (ss.item, by the arrive on barrier_r: release).
+          auto publish = [&] {
+            if (it > 0) cutlass::arch::ClusterBarrier::wait(&ss.r_free, (it - 1) & 1);
+            compiler_fence();
+            ss.item = done ? -1 : item;
+            compiler_fence();
+          };
           if (done) {
+            publish();
             Barrier::arrive(&ss.barrier_r);
             break;
           }
-          bwd_produce(P, ss, pipe, si, blk, h, n_blocks, next_visible, wr);
+          // The first streamed blocks (every stage) load while the consumers finish the tile
+          // before; then its K, V once they have left r1 / r2.
+          bwd_produce(P, ss, pipe, si, blk, h, n_blocks, next_visible, wr,
+                      kPersist == 2 ? Tr::kStages : 0, publish);
         }
       } else {
         bwd_produce(P, ss, pipe, si, blk, h, n_blocks, next_visible, wr);
@@ -915,15 +933,23 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   };
 
   // ---- epilogue: both warpgroups are past their last resident read; r1 holds dK / dQ and r2 dV
-  // (the sm80 swizzled row-major layout, swz<kHD>), then each warpgroup stores its own 64 rows
+  // (the sm80 swizzled row-major layout, swz<kHD>; persistent: a dS buffer), then each
+  // warpgroup stores its own 64 rows
   // of the sequence starting at token `start`, head hh (where(start, hh): read after the loop).
   auto epilogue = [&](auto&& where) {
     named_bar_sync(128 * Tr::kConsumerWGs, 0);
     if constexpr (kHasRab && kDkdv) {  // every tile's rab gradient is in the CTA's accumulators
       if (rab_grad) Rab::flush(rs, p, p.max_seqlen, dmin, ctid, 128 * Tr::kConsumerWGs);
     }
+    // Persistent: staged in the dS buffer the next tile writes second (the last visited tile's:
+    // both warpgroups' dQ GEMMs read it before the barrier above), as r1 / r2 take the next
+    // tile's K, V meanwhile.
     T* sB = reinterpret_cast<T*>(ss.r1.data());
     T* sA = reinterpret_cast<T*>(ss.r2.data());
+    if constexpr (kPersist == 2) {
+      sB = reinterpret_cast<T*>(ss.ds.data()) + ((dq_k + 1) & 1) * (kBN * kBM);
+      sA = sB + kBM * kHD;
+    }
     // Persistent: the coordinates from opaque_tid, so that they are not hoisted out of the tile
     // loop (live across it, ptxas spilled in the pointwise step).
     Tensor tOcO =
@@ -968,14 +994,16 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       clear(accA);
       clear(accB);
       run_tiles();
+      // The tile read anew (not kept live across its tiles), before the arrive that lets the
+      // producer publish the next one; the next K, V load while dK, dV are stored.
+      const int cur = *reinterpret_cast<volatile int*>(&ss.item);
+      if constexpr (kPersist == 2) cutlass::arch::ClusterBarrier::arrive(&ss.r_free);
       epilogue([&](int64_t& start, int& hh) {
-        // The tile read anew (not kept live across its tiles); the producer publishes the next
-        // one only after the arrive below.
-        set_item(*reinterpret_cast<volatile int*>(&ss.item));
+        set_item(cur);
         start = si.start;
         hh = h;
       });
-      cutlass::arch::ClusterBarrier::arrive(&ss.r_free);
+      if constexpr (kPersist == 1) cutlass::arch::ClusterBarrier::arrive(&ss.r_free);
     }
     return;
   } else {
@@ -1049,7 +1077,10 @@ void launch_bwd_pass(const HstuAttnParams& p, int* dq_sem, cudaStream_t stream) 
         P.items_x = static_cast<int>(grid.x);
         P.item_counter = dq_sem + 2 * int64_t(p.batch) * p.num_heads * P.sem_blocks;
         const dim3 g(static_cast<unsigned>(std::min(P.n_items, sm90_sm_count())));
-        go(hstu_attn_bwd_sm90_kernel<T, Tr, kDkdv, false, true>, Tr::kSmemBytes, g);
+        if (sm90_bwd_persist() == 2)
+          go(hstu_attn_bwd_sm90_kernel<T, Tr, kDkdv, false, 2>, Tr::kSmemBytes, g);
+        else
+          go(hstu_attn_bwd_sm90_kernel<T, Tr, kDkdv, false, 1>, Tr::kSmemBytes, g);
         sm90_count_bwd_persist_launch();
         return;
       }

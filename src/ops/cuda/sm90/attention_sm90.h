@@ -102,7 +102,7 @@ int sm90_fwd_persist_mode();
 // calls), read per call from HSTU_ATTN_SM90_BWD_PERSIST: "1" on, else off (the default).
 // NOTE (session 26): prepared, not yet run on a GPU; the per-CTA cost it targets was measured at
 // ~5-7 us of an SM (docs/BENCHMARKS.md, session 26).
-bool sm90_bwd_persist();
+int sm90_bwd_persist();
 // Launches of the persistent backward in this process (the GPU tests' check), and its counting.
 int64_t sm90_bwd_persist_launches();
 void sm90_count_bwd_persist_launch();
