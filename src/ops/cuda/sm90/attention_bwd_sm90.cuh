@@ -336,14 +336,15 @@ __device__ __forceinline__ void acc_to_frag(const TAcc& acc, TFrag& frag) {
 // The producer thread of a backward CTA (resident block blk of (sequence si, head h)): the
 // resident operands r1, r2 [kBM, kHD] once on ss.barrier_r, then the streamed pair s1, s2
 // [kBN, kHD] of every visible streamed block (next_visible) into the pipeline's stages. Shared
-// by the kernels of this file and of attention_bwd_sm90_wide.cuh (Tr: their traits).
-// wr: the pipeline's write state, carried across the tiles of a persistent CTA, which loads
-// the first `ahead` streamed blocks before the resident ones, once before_resident() returned.
-template <typename Tr, typename SS, typename Pipe, typename Next, typename State,
-          typename Before = void (*)()>
-__device__ __forceinline__ void bwd_produce(
-    const BwdParams<Tr>& P, SS& ss, Pipe& pipe, const SeqInfo& si, int blk, int h, int n_blocks,
-    Next&& next_visible, State& wr, int ahead = 0, Before&& before_resident = [] {}) {
+// by the kernels of this file and of attention_bwd_sm90_wide.cuh (Tr: their traits; bwd_produce).
+// wr: the pipeline's write state (a persistent CTA's, carried across its tiles). The first kAhead
+// streamed blocks load before the resident ones, which wait for before_resident().
+template <int kAhead, typename Tr, typename SS, typename Pipe, typename Next, typename State,
+          typename Before>
+__device__ __forceinline__ void bwd_produce_tile(const BwdParams<Tr>& P, SS& ss, Pipe& pipe,
+                                                 const SeqInfo& si, int blk, int h, int n_blocks,
+                                                 Next&& next_visible, State& wr,
+                                                 Before&& before_resident) {
   using Barrier = cutlass::arch::ClusterTransactionBarrier;
   constexpr int kBM = Tr::kBM, kBN = Tr::kBN, kHD = Tr::kHD;
   const HstuAttnParams& p = P.p;
@@ -374,21 +375,40 @@ __device__ __forceinline__ void bwd_produce(
                                     group_modes<0, 2>(gS1));
   auto [tS2g, tS2s] = tma_partition(P.tma_s2, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sS2),
                                     group_modes<0, 2>(gS2));
+  auto resident = [&] {
+    reinterpret_cast<Barrier*>(&ss.barrier_r)->arrive_and_expect_tx(2 * Tr::kRBytes);
+    copy(P.tma_r1.with(ss.barrier_r, 0), tR1g, tR1s);
+    copy(P.tma_r2.with(ss.barrier_r, 0), tR2g, tR2s);
+  };
   auto stream = [&](int n) {
     pipe.producer_acquire(wr);
     copy(P.tma_s1.with(*pipe.producer_get_barrier(wr), 0), tS1g(_, n), tS1s(_, wr.index()));
     copy(P.tma_s2.with(*pipe.producer_get_barrier(wr), 0), tS2g(_, n), tS2s(_, wr.index()));
     ++wr;
   };
-  int n = next_visible(0);
+  if constexpr (kAhead > 0) {
+    int n = next_visible(0);
 #pragma unroll 1
-  for (int i = 0; i < ahead && n < n_blocks; ++i, n = next_visible(n + 1)) stream(n);
-  before_resident();
-  reinterpret_cast<Barrier*>(&ss.barrier_r)->arrive_and_expect_tx(2 * Tr::kRBytes);
-  copy(P.tma_r1.with(ss.barrier_r, 0), tR1g, tR1s);
-  copy(P.tma_r2.with(ss.barrier_r, 0), tR2g, tR2s);
+    for (int i = 0; i < kAhead && n < n_blocks; ++i, n = next_visible(n + 1)) stream(n);
+    before_resident();
+    resident();
 #pragma unroll 1
-  for (; n < n_blocks; n = next_visible(n + 1)) stream(n);
+    for (; n < n_blocks; n = next_visible(n + 1)) stream(n);
+  } else {
+    before_resident();
+    resident();
+#pragma unroll 1
+    for (int n = next_visible(0); n < n_blocks; n = next_visible(n + 1)) stream(n);
+  }
+}
+
+// bwd_produce_tile for a CTA's one tile.
+template <typename Tr, typename SS, typename Pipe, typename Next>
+__device__ __forceinline__ void bwd_produce(const BwdParams<Tr>& P, SS& ss, Pipe& pipe,
+                                            const SeqInfo& si, int blk, int h, int n_blocks,
+                                            Next&& next_visible) {
+  auto wr = cutlass::make_producer_start_state<typename Tr::Pipe>();
+  bwd_produce_tile<0>(P, ss, pipe, si, blk, h, n_blocks, next_visible, wr, [] {});
 }
 
 // kHasRab: relative attention bias from the precomputed buckets (attention_bwd_sm90_rab.cuh; its
@@ -403,7 +423,7 @@ __device__ __forceinline__ void bwd_produce(
 // its K, V on barrier_r) once the consumers are past their last reads of r1 / r2 and the writers
 // have read this one's index (r_free); the consumers store dK, dV (staged in a dS buffer) while
 // the next K, V load.
-template <typename T, typename Tr, bool kDkdv, bool kHasRab, int kPersist = 0>
+template <typename T, typename Tr, bool kDkdv, bool kHasRab, bool kPersist = false>
 __global__ void __launch_bounds__(Tr::kThreads, 1)
     hstu_attn_bwd_sm90_kernel(const __grid_constant__ BwdParams<Tr> P) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -414,11 +434,6 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   static_assert(!(kHasRab && Tr::kFused), "rab runs the split form");
   static_assert(!kPersist || (Tr::kQ128 && 2 * kHD <= kBN),
                 "the persistent form: the fused d 64 kernel (dK, dV staged in one dS buffer)");
-  // Persistent: 8 registers more a consumer thread (2 (232 - 168) = 168 - 40): the item loop
-  // keeps a few values live across the tiles, and at 224 ptxas spilled P / dS words in the
-  // pointwise step (156-268 bytes).
-  constexpr int kProducerRegs = kPersist ? 40 : Tr::kProducerRegs;
-  constexpr int kConsumerRegs = kPersist ? 232 : Tr::kConsumerRegs;
   // (The fused kernel takes no rab; it names the split kernels' shape.)
   using Rab = BwdRabSmem<kBM, Tr::kFused ? 64 : kBN, Tr::kConsumerWGs, kDkdv>;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -519,7 +534,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   Tensor sS2t = make_tensor(make_smem_ptr(ss.s2.data()), typename Tr::SmemLayoutSt{});
 
   if (wg == 0) {  // ---- producer: warp 0 loads; fused dQ: warps 1, 2 write warpgroup 0's, 1's dQ
-    cutlass::arch::warpgroup_reg_dealloc<kProducerRegs>();
+    cutlass::arch::warpgroup_reg_dealloc<Tr::kProducerRegs>();
     if (tid == 0) {
       auto wr = cutlass::make_producer_start_state<Pipe>();  // continues across tiles
       if constexpr (kPersist) {
@@ -546,11 +561,11 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
           }
           // The first streamed blocks (every stage) load while the consumers finish the tile
           // before; then its K, V once they have left r1 / r2.
-          bwd_produce(P, ss, pipe, si, blk, h, n_blocks, next_visible, wr,
-                      kPersist == 2 ? Tr::kStages : 0, publish);
+          bwd_produce_tile<Tr::kStages>(P, ss, pipe, si, blk, h, n_blocks, next_visible, wr,
+                                        publish);
         }
       } else {
-        bwd_produce(P, ss, pipe, si, blk, h, n_blocks, next_visible, wr);
+        bwd_produce(P, ss, pipe, si, blk, h, n_blocks, next_visible);
       }
     }
     if constexpr (Tr::kFused) {
@@ -560,10 +575,10 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       if ((tid & 15) == 0 && tid >= 32 && tid < 96) {
         const int w = tid / 32 - 1, sl = (tid / 16) & 1;
         const bool ordered = P.dq_sem != nullptr;
-        // Each tile of the CTA (persistent: each published one): the chunks of the visited
-        // blocks k = sl mod 2 (k counts the CTA's visited blocks). A loop, not a lambda per
-        // chunk: the default kernel's code stays as it was.
-        int k = 0;
+        // Each tile of the CTA (persistent: each published one): the chunks of its visited
+        // blocks k = sl mod 2, k counting the CTA's visited blocks (kb before this tile). Loops,
+        // not a lambda per chunk: the default kernel's code stays as it was.
+        int kb = 0;
 #pragma unroll 1
         for (int it = 0;; ++it) {
           if constexpr (kPersist) {
@@ -575,8 +590,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
           }
           const int key_blocks = (si.L + kBM - 1) / kBM;
           const int64_t sem0 = (int64_t(b) * p.num_heads + h) * P.sem_blocks;
-          int n = next_visible(0);
-          if ((k & 1) != sl && n < n_blocks) n = next_visible(n + 1), ++k;
+          int n = next_visible(0), k = kb;
+          if ((kb & 1) != sl && n < n_blocks) n = next_visible(n + 1), k = kb + 1;
 #pragma unroll 1
           while (n < n_blocks) {
             cutlass::arch::ClusterBarrier::wait(&ss.dq_full[2 * sl + w], (k >> 1) & 1);
@@ -627,12 +642,13 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
               }
             }
             cutlass::arch::ClusterBarrier::arrive(&ss.dq_empty[2 * sl + w]);
-            // The next visible block of this slot (k: the CTA's count, exact on leaving).
             n = next_visible(n + 1);
-            ++k;
-            if (n < n_blocks) n = next_visible(n + 1), ++k;
+            if (n < n_blocks) n = next_visible(n + 1);
+            k += 2;
           }
           if constexpr (!kPersist) break;
+#pragma unroll 1
+          for (n = next_visible(0); n < n_blocks; n = next_visible(n + 1)) ++kb;
         }
         bulk_wait_all();
       }
@@ -641,7 +657,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   }
 
   // ---- consumers: warpgroup wg >= 1 owns resident rows [64 (wg - 1), 64 wg)
-  cutlass::arch::warpgroup_reg_alloc<kConsumerRegs>();
+  cutlass::arch::warpgroup_reg_alloc<Tr::kConsumerRegs>();
   const int ctid = tid - 128, w = wg - 1;
   typename Tr::TiledMmaS mmaS;
   typename Tr::TiledMmaO mmaO;
@@ -942,15 +958,15 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     }
 
     // Persistent: the tile read anew after its loop (not kept live across it), before the arrive
-    // that lets the producer publish the next one (kPersist 2: the next K, V load while dK, dV are
+    // that lets the producer publish the next one (the next K, V load while dK, dV are
     // stored).
     int cur = 0;
     if constexpr (kPersist) {
       cur = *reinterpret_cast<volatile int*>(&ss.item);
-      if constexpr (kPersist == 2) cutlass::arch::ClusterBarrier::arrive(&ss.r_free);
+      cutlass::arch::ClusterBarrier::arrive(&ss.r_free);
     }
     // ---- epilogue: both warpgroups are past their last resident read; r1 holds dK / dQ and r2
-    // dV (the sm80 swizzled row-major layout, swz<kHD>; kPersist 2: a dS buffer), then each
+    // dV (the sm80 swizzled row-major layout, swz<kHD>; persistent: a dS buffer), then each
     // warpgroup stores its own 64 rows.
     named_bar_sync(128 * Tr::kConsumerWGs, 0);
     if constexpr (kHasRab && kDkdv) {  // every tile's rab gradient is in the CTA's accumulators
@@ -961,14 +977,14 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     // tile's K, V meanwhile.
     T* sB = reinterpret_cast<T*>(ss.r1.data());
     T* sA = reinterpret_cast<T*>(ss.r2.data());
-    if constexpr (kPersist == 2) {
+    if constexpr (kPersist) {
       sB = reinterpret_cast<T*>(ss.ds.data()) + ((dq_k + 1) & 1) * (kBN * kBM);
       sA = sB + kBM * kHD;
     }
     // Persistent: the coordinates from opaque_tid, so that they are not hoisted out of the tile
     // loop (live across it, ptxas spilled in the pointwise step).
     Tensor tOcO =
-        mmaO.get_thread_slice(kPersist ? opaque_consumer_tid<128 * Tr::kConsumerWGs>() : ctid)
+        (kPersist ? mmaO.get_thread_slice(opaque_consumer_tid<128 * Tr::kConsumerWGs>()) : thrO)
             .partition_C(make_identity_tensor(Shape<Int<kBM>, Int<kHD>>{}));
     const float mul_b = p.alpha * p.scale;
 #pragma unroll
@@ -982,26 +998,27 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     }
     named_bar_sync(128, 1 + w);
     const int rows = min(64, si.L - r0 - 64 * w);
+    if constexpr (!kPersist) {
+      if (rows <= 0) return;
+    }
     if (rows > 0) {
       // The sequence's start and the head read again here rather than kept live across the
       // tiles (persistent: the published tile; fused: cu_seqlens[b], blockIdx.y, or with the tile
       // order its entry's start and blockIdx.x % H).
       if constexpr (kPersist) set_item(cur);
       int64_t start = si.start;
-      int hh = h;
-      if constexpr (Tr::kFused && !kPersist) sm90_tile_start_head(p, start, hh);
+      if constexpr (Tr::kFused && !kPersist) sm90_tile_start_head(p, start, h);
       const int64_t row = start + r0 + 64 * w;
       if constexpr (kDkdv) {
-        store_tile<64, kHD, 128>(p.dk.head<T>(row, hh), p.dk.row_stride, sB + 64 * w * kHD, rows,
+        store_tile<64, kHD, 128>(p.dk.head<T>(row, h), p.dk.row_stride, sB + 64 * w * kHD, rows,
                                  p.d_qk, p.dk.vec, tid & 127);
-        store_tile<64, kHD, 128>(p.dv.head<T>(row, hh), p.dv.row_stride, sA + 64 * w * kHD, rows,
+        store_tile<64, kHD, 128>(p.dv.head<T>(row, h), p.dv.row_stride, sA + 64 * w * kHD, rows,
                                  p.d_v, p.dv.vec, tid & 127);
       } else {
-        store_tile<64, kHD, 128>(p.dq.head<T>(row, hh), p.dq.row_stride, sB + 64 * w * kHD, rows,
+        store_tile<64, kHD, 128>(p.dq.head<T>(row, h), p.dq.row_stride, sB + 64 * w * kHD, rows,
                                  p.d_qk, p.dq.vec, tid & 127);
       }
     }
-    if constexpr (kPersist == 1) cutlass::arch::ClusterBarrier::arrive(&ss.r_free);
     if constexpr (!kPersist) break;
   }
 #endif
@@ -1063,10 +1080,7 @@ void launch_bwd_pass(const HstuAttnParams& p, int* dq_sem, cudaStream_t stream) 
         P.items_x = static_cast<int>(grid.x);
         P.item_counter = dq_sem + 2 * int64_t(p.batch) * p.num_heads * P.sem_blocks;
         const dim3 g(static_cast<unsigned>(std::min(P.n_items, sm90_sm_count())));
-        if (sm90_bwd_persist() == 2)
-          go(hstu_attn_bwd_sm90_kernel<T, Tr, kDkdv, false, 2>, Tr::kSmemBytes, g);
-        else
-          go(hstu_attn_bwd_sm90_kernel<T, Tr, kDkdv, false, 1>, Tr::kSmemBytes, g);
+        go(hstu_attn_bwd_sm90_kernel<T, Tr, kDkdv, false, true>, Tr::kSmemBytes, g);
         sm90_count_bwd_persist_launch();
         return;
       }

@@ -468,10 +468,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
 
   if (wg == 0) {  // ---- producer
     cutlass::arch::warpgroup_reg_dealloc<Tr::kProducerRegs>();
-    if (tid == 0) {
-      auto wr = cutlass::make_producer_start_state<typename Tr::Pipe>();
-      bwd_produce(P, ss, pipe, si, blk, h, n_blocks, next_visible, wr);
-    }
+    if (tid == 0) bwd_produce(P, ss, pipe, si, blk, h, n_blocks, next_visible);
     if constexpr (Tr::kFused) {
       if (tid == 32 || tid == 64)
         wide_dq_writer<Tr>(P, ss, si, blk, h, si.b, n_blocks, tid / 32 - 1, next_visible);

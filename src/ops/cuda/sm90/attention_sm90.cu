@@ -203,11 +203,9 @@ int sm90_fwd_persist_mode() {
   return 1;
 }
 
-int sm90_bwd_persist() {
+bool sm90_bwd_persist() {
   const char* v = std::getenv("HSTU_ATTN_SM90_BWD_PERSIST");
-  if (!v) return 0;
-  if (std::strcmp(v, "1") == 0) return 1;
-  return std::strcmp(v, "2") == 0 ? 2 : 0;
+  return !(v && std::strcmp(v, "0") == 0);
 }
 
 int sm90_sm_count() {

@@ -99,10 +99,11 @@ bool sm90_bwd_supported(const HstuAttnParams& p, int padded_head_dim);
 // stride (CTA c takes tiles c, c + G, ...) 491 / 231 at full length (d 128 / 64): removed.
 int sm90_fwd_persist_mode();
 // The fused d 64 backward's persistent form (attention_bwd_sm90.cuh, kPersist; deterministic
-// calls), read per call from HSTU_ATTN_SM90_BWD_PERSIST: "1" on, else off (the default).
-// NOTE (session 26): prepared, not yet run on a GPU; the per-CTA cost it targets was measured at
-// ~5-7 us of an SM (docs/BENCHMARKS.md, session 26).
-int sm90_bwd_persist();
+// calls), read per call from HSTU_ATTN_SM90_BWD_PERSIST: "0" off (one CTA a tile), else on (the
+// default). H200, B32 L4096 H4 d 64, vs one CTA a tile: full length 386 vs 381 TFLOPS, jagged
+// uniform 346 vs 338, 128 x 1024 283 vs 267, 512 x 256 134 vs 119 (docs/BENCHMARKS.md,
+// session 27).
+bool sm90_bwd_persist();
 // Launches of the persistent backward in this process (the GPU tests' check), and its counting.
 int64_t sm90_bwd_persist_launches();
 void sm90_count_bwd_persist_launch();
