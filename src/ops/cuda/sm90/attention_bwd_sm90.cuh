@@ -386,7 +386,7 @@ __device__ __forceinline__ void bwd_produce_tile(const BwdParams<Tr>& P, SS& ss,
     copy(P.tma_s2.with(*pipe.producer_get_barrier(wr), 0), tS2g(_, n), tS2s(_, wr.index()));
     ++wr;
   };
-  if constexpr (kAhead > 0) {
+  if constexpr (kAhead > 0) {  // (two forms: each kernel's SASS as measured)
     int n = next_visible(0);
 #pragma unroll 1
     for (int i = 0; i < kAhead && n < n_blocks; ++i, n = next_visible(n + 1)) stream(n);
@@ -434,6 +434,14 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   static_assert(!(kHasRab && Tr::kFused), "rab runs the split form");
   static_assert(!kPersist || (Tr::kQ128 && 2 * kHD <= kBN),
                 "the persistent form: the fused d 64 kernel (dK, dV staged in one dS buffer)");
+  // Persistent: 8 registers more a consumer thread (2 (232 - 224) = 56 - 40; the tile loop keeps
+  // a few values live across the tiles). NOTE: ptxas's consumer code of this form moves with the
+  // rest of the kernel (registers, the producer's and writers' code); H200, 32 x 4096 x 4 x 64, its
+  // backward ran 386 TFLOPS as it is, 366 at 224 / 56 and 344-347 with a producer that waited for
+  // a free stage before claiming (session 27): compare its SASS with the measured build's after any
+  // change to this kernel.
+  constexpr int kProducerRegs = kPersist ? 40 : Tr::kProducerRegs;
+  constexpr int kConsumerRegs = kPersist ? 232 : Tr::kConsumerRegs;
   // (The fused kernel takes no rab; it names the split kernels' shape.)
   using Rab = BwdRabSmem<kBM, Tr::kFused ? 64 : kBN, Tr::kConsumerWGs, kDkdv>;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -534,7 +542,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   Tensor sS2t = make_tensor(make_smem_ptr(ss.s2.data()), typename Tr::SmemLayoutSt{});
 
   if (wg == 0) {  // ---- producer: warp 0 loads; fused dQ: warps 1, 2 write warpgroup 0's, 1's dQ
-    cutlass::arch::warpgroup_reg_dealloc<Tr::kProducerRegs>();
+    cutlass::arch::warpgroup_reg_dealloc<kProducerRegs>();
     if (tid == 0) {
       auto wr = cutlass::make_producer_start_state<Pipe>();  // continues across tiles
       if constexpr (kPersist) {
@@ -576,9 +584,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
         const int w = tid / 32 - 1, sl = (tid / 16) & 1;
         const bool ordered = P.dq_sem != nullptr;
         // Each tile of the CTA (persistent: each published one): the chunks of its visited
-        // blocks k = sl mod 2, k counting the CTA's visited blocks (kb before this tile). Loops,
-        // not a lambda per chunk: the default kernel's code stays as it was.
-        int kb = 0;
+        // blocks k = sl mod 2, k counting the CTA's visited blocks. Loops, not a lambda per
+        // chunk; the two forms' own steps (SASS compared: each form's code as measured).
+        int k = 0;
 #pragma unroll 1
         for (int it = 0;; ++it) {
           if constexpr (kPersist) {
@@ -590,8 +598,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
           }
           const int key_blocks = (si.L + kBM - 1) / kBM;
           const int64_t sem0 = (int64_t(b) * p.num_heads + h) * P.sem_blocks;
-          int n = next_visible(0), k = kb;
-          if ((kb & 1) != sl && n < n_blocks) n = next_visible(n + 1), k = kb + 1;
+          int n = next_visible(0);
+          if ((k & 1) != sl && n < n_blocks) n = next_visible(n + 1), ++k;
 #pragma unroll 1
           while (n < n_blocks) {
             cutlass::arch::ClusterBarrier::wait(&ss.dq_full[2 * sl + w], (k >> 1) & 1);
@@ -643,12 +651,15 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
             }
             cutlass::arch::ClusterBarrier::arrive(&ss.dq_empty[2 * sl + w]);
             n = next_visible(n + 1);
-            if (n < n_blocks) n = next_visible(n + 1);
-            k += 2;
+            if constexpr (kPersist) {  // k: exact on leaving (the next tile continues it)
+              ++k;
+              if (n < n_blocks) n = next_visible(n + 1), ++k;
+            } else {
+              if (n < n_blocks) n = next_visible(n + 1);
+              k += 2;
+            }
           }
           if constexpr (!kPersist) break;
-#pragma unroll 1
-          for (n = next_visible(0); n < n_blocks; n = next_visible(n + 1)) ++kb;
         }
         bulk_wait_all();
       }
@@ -657,7 +668,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   }
 
   // ---- consumers: warpgroup wg >= 1 owns resident rows [64 (wg - 1), 64 wg)
-  cutlass::arch::warpgroup_reg_alloc<Tr::kConsumerRegs>();
+  cutlass::arch::warpgroup_reg_alloc<kConsumerRegs>();
   const int ctid = tid - 128, w = wg - 1;
   typename Tr::TiledMmaS mmaS;
   typename Tr::TiledMmaO mmaO;
@@ -983,9 +994,14 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     }
     // Persistent: the coordinates from opaque_tid, so that they are not hoisted out of the tile
     // loop (live across it, ptxas spilled in the pointwise step).
-    Tensor tOcO =
-        (kPersist ? mmaO.get_thread_slice(opaque_consumer_tid<128 * Tr::kConsumerWGs>()) : thrO)
-            .partition_C(make_identity_tensor(Shape<Int<kBM>, Int<kHD>>{}));
+    Tensor tOcO = [&] {
+      auto cO = make_identity_tensor(Shape<Int<kBM>, Int<kHD>>{});
+      if constexpr (kPersist) {
+        return mmaO.get_thread_slice(opaque_consumer_tid<128 * Tr::kConsumerWGs>()).partition_C(cO);
+      } else {
+        return thrO.partition_C(cO);
+      }
+    }();
     const float mul_b = p.alpha * p.scale;
 #pragma unroll
     for (int e = 0; e < size(accB); e += 2) {
