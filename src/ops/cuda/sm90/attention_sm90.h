@@ -100,9 +100,10 @@ bool sm90_bwd_supported(const HstuAttnParams& p, int padded_head_dim);
 int sm90_fwd_persist_mode();
 // The fused d 64 backward's persistent form (attention_bwd_sm90.cuh, kPersist; deterministic
 // calls), read per call from HSTU_ATTN_SM90_BWD_PERSIST: "0" off (one CTA a tile), else on (the
-// default). H200, B32 L4096 H4 d 64, vs one CTA a tile: full length 386 vs 381 TFLOPS, jagged
-// uniform 346 vs 338, 128 x 1024 283 vs 267, 512 x 256 134 vs 119 (docs/BENCHMARKS.md,
-// session 27).
+// default). H200, B32 H4 d 64 bf16, against one CTA a tile (docs/BENCHMARKS.md, session 27):
+// L 4096 full 386 vs 381 TFLOPS, jagged uniform 345 vs 338, half 364 vs 356; 64 x 2048 347 vs
+// 336, 128 x 1024 283 vs 266, 512 x 256 134 vs 119; slower on zipf lengths (112 vs 120: a
+// 0.08 ms call); fp16 the same within 1%.
 bool sm90_bwd_persist();
 // Launches of the persistent backward in this process (the GPU tests' check), and its counting.
 int64_t sm90_bwd_persist_launches();
