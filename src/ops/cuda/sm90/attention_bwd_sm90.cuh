@@ -192,6 +192,11 @@ struct BwdTraits {
     // kDqLate: dS buffer b holds both warpgroups' dS of a tile (ds_full: all 256 consumer
     // threads wrote theirs) / was read by both warpgroups' dQ GEMMs (ds_free).
     uint64_t ds_full[kDqLate ? 2 : 1], ds_free[kDqLate ? 2 : 1];
+    // Persistent form: the tile the producer claimed (-1: none left), published by its arrive on
+    // barrier_r; r_free: the consumers are past their last resident read of the tile and the
+    // writers have read its index, so the next tile's K, V (and index) may come.
+    int item;
+    uint64_t r_free;
   };
   static constexpr int kSmemBytes = int(sizeof(SharedStorage));
   static constexpr uint32_t kRBytes = kBM * kHD * sizeof(Element);
@@ -210,6 +215,10 @@ struct BwdParams {
   typename Tr::TmaS tma_s1, tma_s2;
   int* dq_sem = nullptr;
   int sem_blocks = 0;
+  // Persistent fused form (kPersist): the CTAs claim the n_items tiles of the one-CTA-per-tile
+  // grid (items_x wide; numbered as its blockIdx, x fastest) from *item_counter (zeroed).
+  int* item_counter = nullptr;
+  int n_items = 0, items_x = 0;
 };
 
 // In place on one thread's accumulators: x = Q.K -> P / scale = SiLU(alpha (x + rab)),
@@ -327,11 +336,15 @@ __device__ __forceinline__ void acc_to_frag(const TAcc& acc, TFrag& frag) {
 // The producer thread of a backward CTA (resident block blk of (sequence si, head h)): the
 // resident operands r1, r2 [kBM, kHD] once on ss.barrier_r, then the streamed pair s1, s2
 // [kBN, kHD] of every visible streamed block (next_visible) into the pipeline's stages. Shared
-// by the kernels of this file and of attention_bwd_sm90_wide.cuh (Tr: their traits).
-template <typename Tr, typename SS, typename Pipe, typename Next>
-__device__ __forceinline__ void bwd_produce(const BwdParams<Tr>& P, SS& ss, Pipe& pipe,
-                                            const SeqInfo& si, int blk, int h, int n_blocks,
-                                            Next&& next_visible) {
+// by the kernels of this file and of attention_bwd_sm90_wide.cuh (Tr: their traits; bwd_produce).
+// wr: the pipeline's write state (a persistent CTA's, carried across its tiles). The first kAhead
+// streamed blocks load before the resident ones, which wait for before_resident().
+template <int kAhead, typename Tr, typename SS, typename Pipe, typename Next, typename State,
+          typename Before>
+__device__ __forceinline__ void bwd_produce_tile(const BwdParams<Tr>& P, SS& ss, Pipe& pipe,
+                                                 const SeqInfo& si, int blk, int h, int n_blocks,
+                                                 Next&& next_visible, State& wr,
+                                                 Before&& before_resident) {
   using Barrier = cutlass::arch::ClusterTransactionBarrier;
   constexpr int kBM = Tr::kBM, kBN = Tr::kBN, kHD = Tr::kHD;
   const HstuAttnParams& p = P.p;
@@ -362,23 +375,55 @@ __device__ __forceinline__ void bwd_produce(const BwdParams<Tr>& P, SS& ss, Pipe
                                     group_modes<0, 2>(gS1));
   auto [tS2g, tS2s] = tma_partition(P.tma_s2, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sS2),
                                     group_modes<0, 2>(gS2));
-  reinterpret_cast<Barrier*>(&ss.barrier_r)->arrive_and_expect_tx(2 * Tr::kRBytes);
-  copy(P.tma_r1.with(ss.barrier_r, 0), tR1g, tR1s);
-  copy(P.tma_r2.with(ss.barrier_r, 0), tR2g, tR2s);
-  auto wr = cutlass::make_producer_start_state<typename Tr::Pipe>();
-#pragma unroll 1
-  for (int n = next_visible(0); n < n_blocks; n = next_visible(n + 1)) {
+  auto resident = [&] {
+    reinterpret_cast<Barrier*>(&ss.barrier_r)->arrive_and_expect_tx(2 * Tr::kRBytes);
+    copy(P.tma_r1.with(ss.barrier_r, 0), tR1g, tR1s);
+    copy(P.tma_r2.with(ss.barrier_r, 0), tR2g, tR2s);
+  };
+  auto stream = [&](int n) {
     pipe.producer_acquire(wr);
     copy(P.tma_s1.with(*pipe.producer_get_barrier(wr), 0), tS1g(_, n), tS1s(_, wr.index()));
     copy(P.tma_s2.with(*pipe.producer_get_barrier(wr), 0), tS2g(_, n), tS2s(_, wr.index()));
     ++wr;
+  };
+  if constexpr (kAhead > 0) {  // (two forms: each kernel's SASS as measured)
+    int n = next_visible(0);
+#pragma unroll 1
+    for (int i = 0; i < kAhead && n < n_blocks; ++i, n = next_visible(n + 1)) stream(n);
+    before_resident();
+    resident();
+#pragma unroll 1
+    for (; n < n_blocks; n = next_visible(n + 1)) stream(n);
+  } else {
+    before_resident();
+    resident();
+#pragma unroll 1
+    for (int n = next_visible(0); n < n_blocks; n = next_visible(n + 1)) stream(n);
   }
+}
+
+// bwd_produce_tile for a CTA's one tile.
+template <typename Tr, typename SS, typename Pipe, typename Next>
+__device__ __forceinline__ void bwd_produce(const BwdParams<Tr>& P, SS& ss, Pipe& pipe,
+                                            const SeqInfo& si, int blk, int h, int n_blocks,
+                                            Next&& next_visible) {
+  auto wr = cutlass::make_producer_start_state<typename Tr::Pipe>();
+  bwd_produce_tile<0>(P, ss, pipe, si, blk, h, n_blocks, next_visible, wr, [] {});
 }
 
 // kHasRab: relative attention bias from the precomputed buckets (attention_bwd_sm90_rab.cuh; its
 // shared memory follows SharedStorage), with its gradient in the dK/dV kernel when
 // p.drab_accum is set.
-template <typename T, typename Tr, bool kDkdv, bool kHasRab>
+// kPersist (the fused d 64 kernel, ordered adds; sm90_bwd_persist): one CTA an SM, each
+// claiming the tiles of the one-CTA-per-tile grid in their launch order from P.item_counter, so
+// a CTA's launch, barrier set-up and last dQ hand-offs overlap its neighbours' work. Every
+// claimed tile is held by a running CTA and waits only for tickets of tiles claimed before it:
+// no deadlock, whatever runs beside. The producer claims the next tile once this one's loads are
+// issued, loads its first streamed blocks (every pipeline stage), and publishes it (ss.item, with
+// its K, V on barrier_r) once the consumers are past their last reads of r1 / r2 and the writers
+// have read this one's index (r_free); the consumers store dK, dV (staged in a dS buffer) while
+// the next K, V load.
+template <typename T, typename Tr, bool kDkdv, bool kHasRab, bool kPersist = false>
 __global__ void __launch_bounds__(Tr::kThreads, 1)
     hstu_attn_bwd_sm90_kernel(const __grid_constant__ BwdParams<Tr> P) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -387,6 +432,16 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   using Element = typename Tr::Element;
   constexpr int kBM = Tr::kBM, kBN = Tr::kBN, kHD = Tr::kHD;
   static_assert(!(kHasRab && Tr::kFused), "rab runs the split form");
+  static_assert(!kPersist || (Tr::kQ128 && 2 * kHD <= kBN),
+                "the persistent form: the fused d 64 kernel (dK, dV staged in one dS buffer)");
+  // Persistent: 8 registers more a consumer thread (2 (232 - 224) = 56 - 40; the tile loop keeps
+  // a few values live across the tiles). NOTE: ptxas's consumer code of this form moves with the
+  // rest of the kernel (registers, the producer's and writers' code); H200, 32 x 4096 x 4 x 64, its
+  // backward ran 386 TFLOPS as it is, 366 at 224 / 56 and 344-347 with a producer that waited for
+  // a free stage before claiming (session 27): compare its SASS with the measured build's after any
+  // change to this kernel.
+  constexpr int kProducerRegs = kPersist ? 40 : Tr::kProducerRegs;
+  constexpr int kConsumerRegs = kPersist ? 232 : Tr::kConsumerRegs;
   // (The fused kernel takes no rab; it names the split kernels' shape.)
   using Rab = BwdRabSmem<kBM, Tr::kFused ? 64 : kBN, Tr::kConsumerWGs, kDkdv>;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -404,16 +459,34 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   // only ever waits for CTAs launched before it: no deadlock).
   // With p.tile_order (attn_tile_order.h) the same order within each (sequence, head), and
   // sequences longest first: a fused CTA still waits only for CTAs launched before it.
-  const Sm90Tile tl = sm90_tile<kBM, !(kDkdv && !Tr::kFused)>(p);
-  const int blk = tl.blk;
+  // Persistent: the tile is set per claimed item (set_item).
+  Sm90Tile tl{};
+  if constexpr (!kPersist) tl = sm90_tile<kBM, !(kDkdv && !Tr::kFused)>(p);
+  int blk = tl.blk;
   int h = tl.h;  // the fused consumers' epilogue reads it again
-  const int b = tl.si.b;
-  const SeqInfo& si = tl.si;
-  const int r0 = blk * kBM;
-  if (r0 >= si.L) return;  // the whole CTA, before any barrier (and past the list's end)
+  int b = tl.si.b;
+  SeqInfo si = tl.si;
+  int r0 = blk * kBM;
+  if (!kPersist && r0 >= si.L) return;  // the whole CTA, before any barrier (past the list's end)
   const int tid = threadIdx.x, wg = tid / 128;
   // Streamed blocks: the query kernel stops after the last key block its rows can see.
-  const int n_blocks = kDkdv ? (si.L + kBN - 1) / kBN : key_block_end(si, p, r0, kBM, kBN);
+  int n_blocks = kDkdv ? (si.L + kBN - 1) / kBN : key_block_end(si, p, r0, kBM, kBN);
+  // Persistent: tile `item` of the grid's numbering (blockIdx x fastest, then head, then
+  // sequence; with p.tile_order the list's); whether it has rows.
+  auto set_item = [&](int item) {
+    const int gx = P.items_x;
+    const Sm90LinearCoords c = p.tile_order ? Sm90LinearCoords{item, 0, 0, 0}
+                                            : Sm90LinearCoords{item % gx, (item / gx) % p.num_heads,
+                                                               item / gx / p.num_heads, gx};
+    const Sm90Tile t = sm90_tile_at<kBM, true, -1>(p, c);
+    blk = t.blk;
+    h = t.h;
+    b = t.si.b;
+    si = t.si;
+    r0 = blk * kBM;
+    n_blocks = (si.L + kBN - 1) / kBN;
+    return r0 < si.L;
+  };
   // Kind of the tile (resident block, streamed block n); tile_kind takes the query range first.
   auto kind_of = [&](int n) {
     return kDkdv ? tile_kind(si, p, n * kBN, kBN, r0, kBM)
@@ -439,6 +512,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
         }
       }
     }
+    // The consumers' threads and the four writers.
+    if constexpr (kPersist)
+      cutlass::arch::ClusterBarrier::init(&ss.r_free, 128 * Tr::kConsumerWGs + 4);
   }
   typename Pipe::Params pp;
   pp.transaction_bytes = 2 * Tr::kSBytes;  // both streamed operands on one barrier
@@ -466,71 +542,124 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   Tensor sS2t = make_tensor(make_smem_ptr(ss.s2.data()), typename Tr::SmemLayoutSt{});
 
   if (wg == 0) {  // ---- producer: warp 0 loads; fused dQ: warps 1, 2 write warpgroup 0's, 1's dQ
-    cutlass::arch::warpgroup_reg_dealloc<Tr::kProducerRegs>();
-    if (tid == 0) bwd_produce(P, ss, pipe, si, blk, h, n_blocks, next_visible);
+    cutlass::arch::warpgroup_reg_dealloc<kProducerRegs>();
+    if (tid == 0) {
+      auto wr = cutlass::make_producer_start_state<Pipe>();  // continues across tiles
+      if constexpr (kPersist) {
+#pragma unroll 1
+        for (int it = 0;; ++it) {
+          // The next claimed tile with rows (ones without are skipped here, unseen by the others).
+          int item;
+          do {
+            item = atomicAdd(P.item_counter, 1);
+          } while (item < P.n_items && !set_item(item));
+          const bool done = item >= P.n_items;
+          // Once the tile before has left the resident buffers and its index was read: the
+          // tile published (ss.item, by the arrive on barrier_r: release).
+          auto publish = [&] {
+            if (it > 0) cutlass::arch::ClusterBarrier::wait(&ss.r_free, (it - 1) & 1);
+            compiler_fence();
+            ss.item = done ? -1 : item;
+            compiler_fence();
+          };
+          if (done) {
+            publish();
+            Barrier::arrive(&ss.barrier_r);
+            break;
+          }
+          // The first streamed blocks (every stage) load while the consumers finish the tile
+          // before; then its K, V once they have left r1 / r2.
+          bwd_produce_tile<Tr::kStages>(P, ss, pipe, si, blk, h, n_blocks, next_visible, wr,
+                                        publish);
+        }
+      } else {
+        bwd_produce(P, ss, pipe, si, blk, h, n_blocks, next_visible);
+      }
+    }
     if constexpr (Tr::kFused) {
       // Writer of warpgroup w's chunks in slot sl (lanes 0 and 16 of warp 1 + w): the k-th visited
       // block's chunk, k = sl mod 2. Two writers per warpgroup, so one chunk's ordered add
       // (turn, copy, completion, release) may take two tiles' time.
       if ((tid & 15) == 0 && tid >= 32 && tid < 96) {
-        const int w = tid / 32 - 1, sl = (tid / 16) & 1, key_blocks = (si.L + kBM - 1) / kBM;
-        const int64_t sem0 = (int64_t(b) * p.num_heads + h) * P.sem_blocks;
+        const int w = tid / 32 - 1, sl = (tid / 16) & 1;
         const bool ordered = P.dq_sem != nullptr;
-        int n = next_visible(0), k = 0;
-        if (sl == 1 && n < n_blocks) n = next_visible(n + 1), k = 1;
+        // Each tile of the CTA (persistent: each published one): the chunks of its visited
+        // blocks k = sl mod 2, k counting the CTA's visited blocks. Loops, not a lambda per
+        // chunk; the two forms' own steps (SASS compared: each form's code as measured).
+        int k = 0;
 #pragma unroll 1
-        while (n < n_blocks) {
-          cutlass::arch::ClusterBarrier::wait(&ss.dq_full[2 * sl + w], (k >> 1) & 1);
-          // Query rows of this chunk (d 64: warpgroup w has queries kDqRows w..; d 128 all 64),
-          // within the 64-query block m0 (kSm90BwdQueryBlock), whose semaphore part is the
-          // chunk's 32-query half (d 64, 64-query tiles), its column half (d 128), or the whole
-          // block (d 64, 128-query tiles). A key block adds to a 64-query block only where it
-          // sees it: with 128-query tiles one of a tile's two blocks may be all masked (a zero
-          // chunk, not added: the ticket chain counts the key blocks that see the block).
-          const int q0 = n * kBN + (Tr::kDqT ? Tr::kDqRows * w : 0);
-          const int m0 = q0 & ~(kSm90BwdQueryBlock - 1);
-          const int part = Tr::kDqT ? (q0 - m0) / 32 : w;
-          const int rows = min(Tr::kDqRows, si.L - q0);
-          const bool sees =
-              !Tr::kQ128 || tile_kind(si, p, m0, kSm90BwdQueryBlock, blk * kBM, kBM) != kTileSkip;
-          if (rows > 0 && sees) {
-            float* dst =
-                p.dq_accum + ((int64_t(h) * Tr::kDqHalves + (Tr::kDqT ? 0 : w)) * p.total_tokens +
-                              si.start + q0) *
-                                 64;
-            const float* src = ss.dq_stage.data() + (2 * sl + w) * Tr::kStageFloats;
-            if (ordered) {
-              // Ticket = key_blocks - (the key block that added last), 0 before the first: wait
-              // for the next visible key block above this one (it adds just before). NOTE:
-              // descending, because under a causal mask key block k reaches query block n after
-              // (n - 2 k) steps: later key blocks get there first (ascending order, measured with
-              // the per-element-atomic form: 84.5 vs 133 TFLOPS, H200, 32 x 4096 x 4 x 128).
-              int* sem = P.dq_sem + (sem0 + m0 / kSm90BwdQueryBlock) * 2 + part;
-              int above = blk + 1;
-              while (above < key_blocks &&
-                     tile_kind(si, p, m0, kSm90BwdQueryBlock, above * kBM, kBM) == kTileSkip)
-                ++above;
-              const int turn = above < key_blocks ? key_blocks - above : 0;
-              while (ld_acquire(sem) != turn) {
-              }
-              fence_proxy_async_global();
-              if (turn == 0) {
-                bulk_to_global<false>(dst, src, rows * 256);  // the first: a store
-              } else {
+        for (int it = 0;; ++it) {
+          if constexpr (kPersist) {
+            Barrier::wait(&ss.barrier_r, it & 1);
+            const int item = *reinterpret_cast<volatile int*>(&ss.item);
+            cutlass::arch::ClusterBarrier::arrive(&ss.r_free);
+            if (item < 0) break;
+            set_item(item);
+          }
+          const int key_blocks = (si.L + kBM - 1) / kBM;
+          const int64_t sem0 = (int64_t(b) * p.num_heads + h) * P.sem_blocks;
+          int n = next_visible(0);
+          if ((k & 1) != sl && n < n_blocks) n = next_visible(n + 1), ++k;
+#pragma unroll 1
+          while (n < n_blocks) {
+            cutlass::arch::ClusterBarrier::wait(&ss.dq_full[2 * sl + w], (k >> 1) & 1);
+            // Query rows of this chunk (d 64: warpgroup w has queries kDqRows w..; d 128 all 64),
+            // within the 64-query block m0 (kSm90BwdQueryBlock), whose semaphore part is the
+            // chunk's 32-query half (d 64, 64-query tiles), its column half (d 128), or the whole
+            // block (d 64, 128-query tiles). A key block adds to a 64-query block only where it
+            // sees it: with 128-query tiles one of a tile's two blocks may be all masked (a zero
+            // chunk, not added: the ticket chain counts the key blocks that see the block).
+            const int q0 = n * kBN + (Tr::kDqT ? Tr::kDqRows * w : 0);
+            const int m0 = q0 & ~(kSm90BwdQueryBlock - 1);
+            const int part = Tr::kDqT ? (q0 - m0) / 32 : w;
+            const int rows = min(Tr::kDqRows, si.L - q0);
+            const bool sees =
+                !Tr::kQ128 || tile_kind(si, p, m0, kSm90BwdQueryBlock, blk * kBM, kBM) != kTileSkip;
+            if (rows > 0 && sees) {
+              float* dst =
+                  p.dq_accum + ((int64_t(h) * Tr::kDqHalves + (Tr::kDqT ? 0 : w)) * p.total_tokens +
+                                si.start + q0) *
+                                   64;
+              const float* src = ss.dq_stage.data() + (2 * sl + w) * Tr::kStageFloats;
+              if (ordered) {
+                // Ticket = key_blocks - (the key block that added last), 0 before the first: wait
+                // for the next visible key block above this one (it adds just before). NOTE:
+                // descending, because under a causal mask key block k reaches query block n after
+                // (n - 2 k) steps: later key blocks get there first (ascending order, measured with
+                // the per-element-atomic form: 84.5 vs 133 TFLOPS, H200, 32 x 4096 x 4 x 128).
+                int* sem = P.dq_sem + (sem0 + m0 / kSm90BwdQueryBlock) * 2 + part;
+                int above = blk + 1;
+                while (above < key_blocks &&
+                       tile_kind(si, p, m0, kSm90BwdQueryBlock, above * kBM, kBM) == kTileSkip)
+                  ++above;
+                const int turn = above < key_blocks ? key_blocks - above : 0;
+                while (ld_acquire(sem) != turn) {
+                }
+                fence_proxy_async_global();
+                if (turn == 0) {
+                  bulk_to_global<false>(dst, src, rows * 256);  // the first: a store
+                } else {
+                  bulk_to_global<true>(dst, src, rows * 256);
+                }
+                bulk_wait_all();
+                fence_proxy_async_global();
+                st_release(sem, key_blocks - blk);
+              } else {  // unordered (zeroed accumulator): free the slot once the copy has read it
                 bulk_to_global<true>(dst, src, rows * 256);
+                bulk_wait_read();
               }
-              bulk_wait_all();
-              fence_proxy_async_global();
-              st_release(sem, key_blocks - blk);
-            } else {  // unordered (zeroed accumulator): free the slot once the copy has read it
-              bulk_to_global<true>(dst, src, rows * 256);
-              bulk_wait_read();
+            }
+            cutlass::arch::ClusterBarrier::arrive(&ss.dq_empty[2 * sl + w]);
+            n = next_visible(n + 1);
+            if constexpr (kPersist) {  // k: exact on leaving (the next tile continues it)
+              ++k;
+              if (n < n_blocks) n = next_visible(n + 1), ++k;
+            } else {
+              if (n < n_blocks) n = next_visible(n + 1);
+              k += 2;
             }
           }
-          cutlass::arch::ClusterBarrier::arrive(&ss.dq_empty[2 * sl + w]);
-          n = next_visible(n + 1);
-          if (n < n_blocks) n = next_visible(n + 1);
-          k += 2;
+          if constexpr (!kPersist) break;
         }
         bulk_wait_all();
       }
@@ -539,7 +668,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   }
 
   // ---- consumers: warpgroup wg >= 1 owns resident rows [64 (wg - 1), 64 wg)
-  cutlass::arch::warpgroup_reg_alloc<Tr::kConsumerRegs>();
+  cutlass::arch::warpgroup_reg_alloc<kConsumerRegs>();
   const int ctid = tid - 128, w = wg - 1;
   typename Tr::TiledMmaS mmaS;
   typename Tr::TiledMmaO mmaO;
@@ -675,187 +804,238 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     }
   };
 
-  reinterpret_cast<Barrier*>(&ss.barrier_r)->wait(0);
-  cutlass::PipelineState<Tr::kStages> rd;
-  int n = next_visible(0), buf = 0, dq_k = 0;
-  if (n < n_blocks) bkt_load(n, 0);
+  int dq_k = 0;  // fused: the visited tiles (persistent: of all the CTA's tiles)
+  // The CTA's resident block (persistent: each published one). A loop, not a lambda: a lambda
+  // holding this loop changed the default kernel's code (9904 -> 9952 SASS instructions; with
+  // session 26's other lambdas the d 64 backward ran 362 TFLOPS against 381, H200).
 #pragma unroll 1
-  while (n < n_blocks) {
-    if constexpr (Tr::kFused) {
-      // Fused: the stage and the dS buffer from the tile count dq_k, the one counter carried
-      // across the loop (the values ++rd and buf ^= 1 would give: dq_k tiles visited).
-      // Warp-uniform (warp_uniform): the stage's and buffer's descriptors stay in uniform
-      // registers.
-      const int k_u = warp_uniform(dq_k);
-      rd = cutlass::PipelineState<Tr::kStages>(k_u % Tr::kStages, (k_u / Tr::kStages) & 1, k_u);
-      buf = k_u & 1;
-    }
-    // Fused: S^T / dP^T of this tile only (their last reads are the conversions to P / dS): 64
-    // registers a thread that the dK / dV / dQ wgmmas below do not have to keep allocated.
-    Tensor tXrXt = partition_fragment_C(mmaS, Shape<Int<kBM>, Int<kBN>>{});
-    Tensor tXrYt = partition_fragment_C(mmaS, Shape<Int<kBM>, Int<kBN>>{});
-    auto& tXrX = pick<Tr::kFused>(tXrXt, tXrXl);
-    auto& tXrY = pick<Tr::kFused>(tXrYt, tXrYl);
-    // Fused: the thread's (row, column) coordinates of S^T re-derived in each tile (opaque_tid),
-    // not kept live across the loop; the split kernels use tXcX, as before.
-    Tensor tXcXt = mmaS.get_thread_slice(opaque_consumer_tid<128 * Tr::kConsumerWGs>())
-                       .partition_C(make_identity_tensor(Shape<Int<kBM>, Int<kBN>>{}));
-    const auto& tXcXu = pick<Tr::kFused>(tXcXt, tXcX);
-    pipe.consumer_wait(rd);
-    // The stage, warp-uniform (warp_uniform; the fused kernel's already is).
-    const int st = Tr::kFused ? rd.index() : warp_uniform(rd.index());
-    wg_gemm<true>(mmaS, tXrR1, tXrS1(_, _, _, st), tXrX);
-    wg_gemm<true>(mmaS, tXrR2, tXrS2(_, _, _, st), tXrY);
-    warpgroup_wait<0>();
-    warpgroup_fence_operand(tXrX);
-    warpgroup_fence_operand(tXrY);
-    bkt_ready();
-    const int nn = next_visible(n + 1);
-    if (nn < n_blocks) bkt_load(nn, buf ^ 1);
-    const BwdRabView rv = rab_view(n, buf);
-    if constexpr (Tr::kFused) {
-      // Fused: the pointwise step in two halves of the thread's elements, each half packed into
-      // the P / dS fragments right after (the same elementwise results): S^T / dP^T of the
-      // first half are dead while the second is computed.
-      constexpr int kHalf = int(size(decltype(tXrXt){})) / 2;
-      const int kind = kind_of(n);
-      bwd_apply<true, kBM, kBN, 0, kHalf, false, 0, kTanhSilu<T>>(tXrX, tXrY, tXcXu, p, si, r0,
-                                                                  n * kBN, kind);
-      acc_to_frag<T, 0, kHalf / 2>(tXrY, tOrD);
-      acc_to_frag<T, 0, kHalf / 2>(tXrX, tOrP);
-      // kSplitO: the first half's elements are the tile's first kBN / 2 streamed rows (the
-      // accumulator's column atoms in order; acc_to_frag), i.e. k blocks [0, kKbHalf) of P^T /
-      // dS^T: its dV and dK GEMMs run on the tensor cores while the second half's pointwise
-      // step runs.
-      if constexpr (Tr::kSplitO) {
-        warpgroup_fence_operand(tOrP);
-        warpgroup_fence_operand(tOrD);
-        wg_gemm<false, 0, kKbHalf>(mmaO, tOrP, tOrS2t(_, _, _, st), accA);  // dV += P^T dO
-        wg_gemm<false, 0, kKbHalf>(mmaO, tOrD, tOrS1t(_, _, _, st), accB);  // dK += dS^T Q
-      }
-      bwd_apply<true, kBM, kBN, kHalf, -1, false, 0, kTanhSilu<T>>(tXrX, tXrY, tXcXu, p, si, r0,
-                                                                   n * kBN, kind);
-      acc_to_frag<T, kHalf / 2>(tXrY, tOrD);
-      acc_to_frag<T, kHalf / 2>(tXrX, tOrP);
+  for (int it = 0;; ++it) {
+    if constexpr (kPersist) {
+      Barrier::wait(&ss.barrier_r, it & 1);
+      const int item = *reinterpret_cast<volatile int*>(&ss.item);
+      if (item < 0) break;
+      set_item(item);
+      clear(accA);
+      clear(accB);
     } else {
-      bwd_apply<kDkdv, kBM, kBN, 0, -1, kHasRab, Rab::kBktPitch, kTanhSilu<T>>(
-          tXrX, tXrY, tXcXu, p, si, r0, n * kBN, kind_of(n), rv);
-      acc_to_frag<T>(tXrY, tOrD);
+      reinterpret_cast<Barrier*>(&ss.barrier_r)->wait(0);
     }
-    warpgroup_fence_operand(tOrD);
-    if constexpr (Tr::kDqLate) {
-      // Before any GEMM of this tile is in flight (a spin on an mbarrier under in-flight wgmmas
-      // makes ptxas serialise them all, C7518): dS buffer dq_k & 1 free (both warpgroups' dQ of
-      // tile dq_k - 2 read it) and tile dq_k - 1's dS complete (both halves), for its dQ below.
-      if (dq_k >= 2)
-        cutlass::arch::ClusterBarrier::wait(&ss.ds_free[dq_k & 1], ((dq_k >> 1) & 1) ^ 1);
-      if (dq_k >= 1)
-        cutlass::arch::ClusterBarrier::wait(&ss.ds_full[(dq_k - 1) & 1], ((dq_k - 1) >> 1) & 1);
-    }
-    if constexpr (kDkdv) {
-      if constexpr (!Tr::kFused) acc_to_frag<T>(tXrX, tOrP);
-      warpgroup_fence_operand(tOrP);
-      // kSplitO: the second half's k blocks (the first half's are in flight).
-      wg_gemm<false, Tr::kSplitO ? kKbHalf : 0>(mmaO, tOrP, tOrS2t(_, _, _, st), accA);  // dV
-    }
-    // dK += dS^T Q  |  dQ += dS K
-    wg_gemm<false, Tr::kSplitO ? kKbHalf : 0>(mmaO, tOrD, tOrS1t(_, _, _, st), accB);
-    if constexpr (kHasRab && kDkdv) {  // while the GEMMs run: dS (fp32) is still in tXrY
-      if (rab_grad) {
-        bwd_rab_grad<Rab::kBktPitch, Rab::kStagePitch>(
-            tXrY, tXcX, rv, rs.stage + (tid / 32 - 4) * Rab::kStageFloats,
-            rs.hist + w * Rab::kHistWords, grad_mul);
-        named_bar_sync(128, 10 + w);  // ids 10, 11: free
-        bwd_rab_flush_tile<Rab::kDiagPitch>(p, rv, rs.stage + w * 4 * Rab::kStageFloats,
-                                            rs.hist + w * Rab::kHistWords, tid & 127, 64 * w,
-                                            grad_mul);
+    // Each visible streamed block: its GEMMs and pointwise step.
+    cutlass::PipelineState<Tr::kStages> rd;
+    int n = next_visible(0), buf = 0;
+    if (n < n_blocks) bkt_load(n, 0);
+#pragma unroll 1
+    while (n < n_blocks) {
+      if constexpr (Tr::kFused) {
+        // Fused: the stage and the dS buffer from the tile count dq_k, the one counter carried
+        // across the loop (the values ++rd and buf ^= 1 would give: dq_k tiles visited).
+        // Warp-uniform (warp_uniform): the stage's and buffer's descriptors stay in uniform
+        // registers.
+        const int k_u = warp_uniform(dq_k);
+        rd = cutlass::PipelineState<Tr::kStages>(k_u % Tr::kStages, (k_u / Tr::kStages) & 1, k_u);
+        buf = k_u & 1;
       }
-    }
-    if constexpr (Tr::kFused) {
-      // dS^T (this warpgroup's 64 keys x kBN queries, the converted pairs of tOrD: adjacent
-      // queries) -> dS(query, key, buf) (SmemLayoutdS) while the GEMMs run: stmatrix, four 8 x 8
-      // blocks a store (transposed where dS is key-contiguous, d 64), one address a lane from
-      // ds_stsm_offset (attention_bwd_sm90_dq.cuh). Per-pair stores with an address each took
-      // ~100 (d 128) to ~300 (d 64) of the ~1260 instructions per tile and warp (ncu, session 19).
-      const uint32_t* dw = reinterpret_cast<const uint32_t*>(raw_pointer_cast(tOrD.data()));
-      const uint32_t ds_base = smem_u32(ss.ds.data());
-      const int lane = opaque_tid() & 31, kr0 = get<0>(tXcXu(0)) & ~15;
-      static_assert(int(size(std::decay_t<decltype(tXrY)>{})) % 8 == 0, "whole stmatrix.x4 stores");
-#pragma unroll
-      for (int j = 0; j < int(size(tXrY)) / 8; ++j)
-        stsm_x4<Tr::kDqT>(ds_base + ds_stsm_offset<Tr::kDqT, kBN>(lane, kr0, j, buf), dw[4 * j],
-                          dw[4 * j + 1], dw[4 * j + 2], dw[4 * j + 3]);
-      cutlass::arch::fence_view_async_shared();  // generic-proxy writes -> wgmma reads
-      if constexpr (Tr::kDqLate) {
-        cutlass::arch::ClusterBarrier::arrive(&ss.ds_full[buf]);
-        // dQ of the PREVIOUS tile (its dS, both halves, complete since before this tile's dV /
-        // dK GEMMs were issued): a warpgroup never waits here for the other one's current tile,
-        // so the two are not held in step (one's pointwise step can run beside the other's GEMMs).
-        if (dq_k >= 1) {
-          dq_step(dq_k - 1, [&] { pipe.consumer_release(rd); });
-        } else {
-          wait_gemms();
-          pipe.consumer_release(rd);
+      // Fused: S^T / dP^T of this tile only (their last reads are the conversions to P / dS): 64
+      // registers a thread that the dK / dV / dQ wgmmas below do not have to keep allocated.
+      Tensor tXrXt = partition_fragment_C(mmaS, Shape<Int<kBM>, Int<kBN>>{});
+      Tensor tXrYt = partition_fragment_C(mmaS, Shape<Int<kBM>, Int<kBN>>{});
+      auto& tXrX = pick<Tr::kFused>(tXrXt, tXrXl);
+      auto& tXrY = pick<Tr::kFused>(tXrYt, tXrYl);
+      // Fused: the thread's (row, column) coordinates of S^T re-derived in each tile (opaque_tid),
+      // not kept live across the loop; the split kernels use tXcX, as before.
+      Tensor tXcXt = mmaS.get_thread_slice(opaque_consumer_tid<128 * Tr::kConsumerWGs>())
+                         .partition_C(make_identity_tensor(Shape<Int<kBM>, Int<kBN>>{}));
+      const auto& tXcXu = pick<Tr::kFused>(tXcXt, tXcX);
+      pipe.consumer_wait(rd);
+      // The stage, warp-uniform (warp_uniform; the fused kernel's already is).
+      const int st = Tr::kFused ? rd.index() : warp_uniform(rd.index());
+      wg_gemm<true>(mmaS, tXrR1, tXrS1(_, _, _, st), tXrX);
+      wg_gemm<true>(mmaS, tXrR2, tXrS2(_, _, _, st), tXrY);
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(tXrX);
+      warpgroup_fence_operand(tXrY);
+      bkt_ready();
+      const int nn = next_visible(n + 1);
+      if (nn < n_blocks) bkt_load(nn, buf ^ 1);
+      const BwdRabView rv = rab_view(n, buf);
+      if constexpr (Tr::kFused) {
+        // Fused: the pointwise step in two halves of the thread's elements, each half packed into
+        // the P / dS fragments right after (the same elementwise results): S^T / dP^T of the
+        // first half are dead while the second is computed.
+        constexpr int kHalf = int(size(decltype(tXrXt){})) / 2;
+        const int kind = kind_of(n);
+        bwd_apply<true, kBM, kBN, 0, kHalf, false, 0, kTanhSilu<T>>(tXrX, tXrY, tXcXu, p, si, r0,
+                                                                    n * kBN, kind);
+        acc_to_frag<T, 0, kHalf / 2>(tXrY, tOrD);
+        acc_to_frag<T, 0, kHalf / 2>(tXrX, tOrP);
+        // kSplitO: the first half's elements are the tile's first kBN / 2 streamed rows (the
+        // accumulator's column atoms in order; acc_to_frag), i.e. k blocks [0, kKbHalf) of P^T /
+        // dS^T: its dV and dK GEMMs run on the tensor cores while the second half's pointwise
+        // step runs.
+        if constexpr (Tr::kSplitO) {
+          warpgroup_fence_operand(tOrP);
+          warpgroup_fence_operand(tOrD);
+          wg_gemm<false, 0, kKbHalf>(mmaO, tOrP, tOrS2t(_, _, _, st), accA);  // dV += P^T dO
+          wg_gemm<false, 0, kKbHalf>(mmaO, tOrD, tOrS1t(_, _, _, st), accB);  // dK += dS^T Q
         }
+        bwd_apply<true, kBM, kBN, kHalf, -1, false, 0, kTanhSilu<T>>(tXrX, tXrY, tXcXu, p, si, r0,
+                                                                     n * kBN, kind);
+        acc_to_frag<T, kHalf / 2>(tXrY, tOrD);
+        acc_to_frag<T, kHalf / 2>(tXrX, tOrP);
       } else {
-        named_bar_sync(128 * Tr::kConsumerWGs, 3);  // both warpgroups' dS written (id 3: free)
-        dq_step(dq_k, [&] { pipe.consumer_release(rd); });
+        bwd_apply<kDkdv, kBM, kBN, 0, -1, kHasRab, Rab::kBktPitch, kTanhSilu<T>>(
+            tXrX, tXrY, tXcXu, p, si, r0, n * kBN, kind_of(n), rv);
+        acc_to_frag<T>(tXrY, tOrD);
       }
-      ++rd;
-      ++dq_k;
-    } else {
-      wait_gemms();
-      pipe.consumer_release(rd);
-      ++rd;
-    }
-    n = nn;
-    buf ^= 1;
-  }
-
-  // kDqLate: the last visited tile's dQ (its dS complete once both warpgroups wrote theirs).
-  if constexpr (Tr::kDqLate) {
-    if (dq_k >= 1) {
-      cutlass::arch::ClusterBarrier::wait(&ss.ds_full[(dq_k - 1) & 1], ((dq_k - 1) >> 1) & 1);
-      dq_step(dq_k - 1, [] {});
-    }
-  }
-
-  // ---- epilogue: both warpgroups are past their last resident read; r1 holds dK / dQ and r2 dV
-  // (the sm80 swizzled row-major layout, swz<kHD>), then each warpgroup stores its own 64 rows.
-  named_bar_sync(128 * Tr::kConsumerWGs, 0);
-  if constexpr (kHasRab && kDkdv) {  // every tile's rab gradient is in the CTA's accumulators
-    if (rab_grad) Rab::flush(rs, p, p.max_seqlen, dmin, ctid, 128 * Tr::kConsumerWGs);
-  }
-  T* sB = reinterpret_cast<T*>(ss.r1.data());
-  T* sA = reinterpret_cast<T*>(ss.r2.data());
-  Tensor tOcO = thrO.partition_C(make_identity_tensor(Shape<Int<kBM>, Int<kHD>>{}));
-  const float mul_b = p.alpha * p.scale;
+      warpgroup_fence_operand(tOrD);
+      if constexpr (Tr::kDqLate) {
+        // Before any GEMM of this tile is in flight (a spin on an mbarrier under in-flight wgmmas
+        // makes ptxas serialise them all, C7518): dS buffer dq_k & 1 free (both warpgroups' dQ of
+        // tile dq_k - 2 read it) and tile dq_k - 1's dS complete (both halves), for its dQ below.
+        if (dq_k >= 2)
+          cutlass::arch::ClusterBarrier::wait(&ss.ds_free[dq_k & 1], ((dq_k >> 1) & 1) ^ 1);
+        if (dq_k >= 1)
+          cutlass::arch::ClusterBarrier::wait(&ss.ds_full[(dq_k - 1) & 1], ((dq_k - 1) >> 1) & 1);
+      }
+      if constexpr (kDkdv) {
+        if constexpr (!Tr::kFused) acc_to_frag<T>(tXrX, tOrP);
+        warpgroup_fence_operand(tOrP);
+        // kSplitO: the second half's k blocks (the first half's are in flight).
+        wg_gemm<false, Tr::kSplitO ? kKbHalf : 0>(mmaO, tOrP, tOrS2t(_, _, _, st), accA);  // dV
+      }
+      // dK += dS^T Q  |  dQ += dS K
+      wg_gemm<false, Tr::kSplitO ? kKbHalf : 0>(mmaO, tOrD, tOrS1t(_, _, _, st), accB);
+      if constexpr (kHasRab && kDkdv) {  // while the GEMMs run: dS (fp32) is still in tXrY
+        if (rab_grad) {
+          bwd_rab_grad<Rab::kBktPitch, Rab::kStagePitch>(
+              tXrY, tXcX, rv, rs.stage + (tid / 32 - 4) * Rab::kStageFloats,
+              rs.hist + w * Rab::kHistWords, grad_mul);
+          named_bar_sync(128, 10 + w);  // ids 10, 11: free
+          bwd_rab_flush_tile<Rab::kDiagPitch>(p, rv, rs.stage + w * 4 * Rab::kStageFloats,
+                                              rs.hist + w * Rab::kHistWords, tid & 127, 64 * w,
+                                              grad_mul);
+        }
+      }
+      if constexpr (Tr::kFused) {
+        // dS^T (this warpgroup's 64 keys x kBN queries, the converted pairs of tOrD: adjacent
+        // queries) -> dS(query, key, buf) (SmemLayoutdS) while the GEMMs run: stmatrix, four 8 x 8
+        // blocks a store (transposed where dS is key-contiguous, d 64), one address a lane from
+        // ds_stsm_offset (attention_bwd_sm90_dq.cuh). Per-pair stores with an address each took
+        // ~100 (d 128) to ~300 (d 64) of the ~1260 instructions per tile and warp (ncu, session
+        // 19).
+        const uint32_t* dw = reinterpret_cast<const uint32_t*>(raw_pointer_cast(tOrD.data()));
+        const uint32_t ds_base = smem_u32(ss.ds.data());
+        const int lane = opaque_tid() & 31, kr0 = get<0>(tXcXu(0)) & ~15;
+        static_assert(int(size(std::decay_t<decltype(tXrY)>{})) % 8 == 0,
+                      "whole stmatrix.x4 stores");
 #pragma unroll
-  for (int e = 0; e < size(accB); e += 2) {
-    const int r = get<0>(tOcO(e)), c = get<1>(tOcO(e));
-    *reinterpret_cast<uint32_t*>(sB + swz<kHD>(r, c)) =
-        Mma<T>::pack(accB(e) * mul_b, accB(e + 1) * mul_b);
-    if constexpr (kDkdv)
-      *reinterpret_cast<uint32_t*>(sA + swz<kHD>(r, c)) =
-          Mma<T>::pack(accA(e) * p.scale, accA(e + 1) * p.scale);
-  }
-  named_bar_sync(128, 1 + w);
-  const int rows = min(64, si.L - r0 - 64 * w);
-  if (rows <= 0) return;
-  // Fused: the sequence's start and the head read again here rather than kept live across the
-  // loop (same values: cu_seqlens[b], blockIdx.y; with the tile order its entry's start and
-  // blockIdx.x % H).
-  int64_t start = si.start;
-  if constexpr (Tr::kFused) sm90_tile_start_head(p, start, h);
-  const int64_t row = start + r0 + 64 * w;
-  if constexpr (kDkdv) {
-    store_tile<64, kHD, 128>(p.dk.head<T>(row, h), p.dk.row_stride, sB + 64 * w * kHD, rows, p.d_qk,
-                             p.dk.vec, tid & 127);
-    store_tile<64, kHD, 128>(p.dv.head<T>(row, h), p.dv.row_stride, sA + 64 * w * kHD, rows, p.d_v,
-                             p.dv.vec, tid & 127);
-  } else {
-    store_tile<64, kHD, 128>(p.dq.head<T>(row, h), p.dq.row_stride, sB + 64 * w * kHD, rows, p.d_qk,
-                             p.dq.vec, tid & 127);
+        for (int j = 0; j < int(size(tXrY)) / 8; ++j)
+          stsm_x4<Tr::kDqT>(ds_base + ds_stsm_offset<Tr::kDqT, kBN>(lane, kr0, j, buf), dw[4 * j],
+                            dw[4 * j + 1], dw[4 * j + 2], dw[4 * j + 3]);
+        cutlass::arch::fence_view_async_shared();  // generic-proxy writes -> wgmma reads
+        if constexpr (Tr::kDqLate) {
+          cutlass::arch::ClusterBarrier::arrive(&ss.ds_full[buf]);
+          // dQ of the PREVIOUS tile (its dS, both halves, complete since before this tile's dV /
+          // dK GEMMs were issued): a warpgroup never waits here for the other one's current tile,
+          // so the two are not held in step (one's pointwise step can run beside the other's
+          // GEMMs).
+          if (dq_k >= 1) {
+            dq_step(dq_k - 1, [&] { pipe.consumer_release(rd); });
+          } else {
+            wait_gemms();
+            pipe.consumer_release(rd);
+          }
+        } else {
+          named_bar_sync(128 * Tr::kConsumerWGs, 3);  // both warpgroups' dS written (id 3: free)
+          dq_step(dq_k, [&] { pipe.consumer_release(rd); });
+        }
+        ++rd;
+        ++dq_k;
+      } else {
+        wait_gemms();
+        pipe.consumer_release(rd);
+        ++rd;
+      }
+      n = nn;
+      buf ^= 1;
+    }
+
+    // kDqLate: the last visited tile's dQ (its dS complete once both warpgroups wrote theirs).
+    if constexpr (Tr::kDqLate) {
+      if (dq_k >= 1) {
+        cutlass::arch::ClusterBarrier::wait(&ss.ds_full[(dq_k - 1) & 1], ((dq_k - 1) >> 1) & 1);
+        dq_step(dq_k - 1, [] {});
+      }
+    }
+
+    // Persistent: the tile read anew after its loop (not kept live across it), before the arrive
+    // that lets the producer publish the next one (the next K, V load while dK, dV are
+    // stored).
+    int cur = 0;
+    if constexpr (kPersist) {
+      cur = *reinterpret_cast<volatile int*>(&ss.item);
+      cutlass::arch::ClusterBarrier::arrive(&ss.r_free);
+    }
+    // ---- epilogue: both warpgroups are past their last resident read; r1 holds dK / dQ and r2
+    // dV (the sm80 swizzled row-major layout, swz<kHD>; persistent: a dS buffer), then each
+    // warpgroup stores its own 64 rows.
+    named_bar_sync(128 * Tr::kConsumerWGs, 0);
+    if constexpr (kHasRab && kDkdv) {  // every tile's rab gradient is in the CTA's accumulators
+      if (rab_grad) Rab::flush(rs, p, p.max_seqlen, dmin, ctid, 128 * Tr::kConsumerWGs);
+    }
+    // Persistent: staged in the dS buffer the next tile writes second (the last visited tile's:
+    // both warpgroups' dQ GEMMs read it before the barrier above), as r1 / r2 take the next
+    // tile's K, V meanwhile.
+    T* sB = reinterpret_cast<T*>(ss.r1.data());
+    T* sA = reinterpret_cast<T*>(ss.r2.data());
+    if constexpr (kPersist) {
+      sB = reinterpret_cast<T*>(ss.ds.data()) + ((dq_k + 1) & 1) * (kBN * kBM);
+      sA = sB + kBM * kHD;
+    }
+    // Persistent: the coordinates from opaque_tid, so that they are not hoisted out of the tile
+    // loop (live across it, ptxas spilled in the pointwise step).
+    Tensor tOcO = [&] {
+      auto cO = make_identity_tensor(Shape<Int<kBM>, Int<kHD>>{});
+      if constexpr (kPersist) {
+        return mmaO.get_thread_slice(opaque_consumer_tid<128 * Tr::kConsumerWGs>()).partition_C(cO);
+      } else {
+        return thrO.partition_C(cO);
+      }
+    }();
+    const float mul_b = p.alpha * p.scale;
+#pragma unroll
+    for (int e = 0; e < size(accB); e += 2) {
+      const int r = get<0>(tOcO(e)), c = get<1>(tOcO(e));
+      *reinterpret_cast<uint32_t*>(sB + swz<kHD>(r, c)) =
+          Mma<T>::pack(accB(e) * mul_b, accB(e + 1) * mul_b);
+      if constexpr (kDkdv)
+        *reinterpret_cast<uint32_t*>(sA + swz<kHD>(r, c)) =
+            Mma<T>::pack(accA(e) * p.scale, accA(e + 1) * p.scale);
+    }
+    named_bar_sync(128, 1 + w);
+    const int rows = min(64, si.L - r0 - 64 * w);
+    if constexpr (!kPersist) {
+      if (rows <= 0) return;
+    }
+    if (rows > 0) {
+      // The sequence's start and the head read again here rather than kept live across the
+      // tiles (persistent: the published tile; fused: cu_seqlens[b], blockIdx.y, or with the tile
+      // order its entry's start and blockIdx.x % H).
+      if constexpr (kPersist) set_item(cur);
+      int64_t start = si.start;
+      if constexpr (Tr::kFused && !kPersist) sm90_tile_start_head(p, start, h);
+      const int64_t row = start + r0 + 64 * w;
+      if constexpr (kDkdv) {
+        store_tile<64, kHD, 128>(p.dk.head<T>(row, h), p.dk.row_stride, sB + 64 * w * kHD, rows,
+                                 p.d_qk, p.dk.vec, tid & 127);
+        store_tile<64, kHD, 128>(p.dv.head<T>(row, h), p.dv.row_stride, sA + 64 * w * kHD, rows,
+                                 p.d_v, p.dv.vec, tid & 127);
+      } else {
+        store_tile<64, kHD, 128>(p.dq.head<T>(row, h), p.dq.row_stride, sB + 64 * w * kHD, rows,
+                                 p.d_qk, p.dq.vec, tid & 127);
+      }
+    }
+    if constexpr (!kPersist) break;
   }
 #endif
 }
@@ -885,12 +1065,12 @@ void launch_bwd_pass(const HstuAttnParams& p, int* dq_sem, cudaStream_t stream) 
                            take<0, 2>(typename Tr::SmemLayoutS{}), tile_s, _1{});
   const dim3 grid = sm90_grid<Tr::kBM>(p);
   if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;
-  auto go = [&](auto kernel, int smem) {
+  auto go = [&](auto kernel, int smem, dim3 g) {
     // Every call (a host-side attribute, legal inside stream capture): the rab variant's size
     // varies with max_seqlen.
     HSTU_CUDA_CHECK(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    kernel<<<grid, Tr::kThreads, smem, stream>>>(P);
+    kernel<<<g, Tr::kThreads, smem, stream>>>(P);
     HSTU_CUDA_CHECK(cudaGetLastError());
   };
   if constexpr (!Tr::kFused) {
@@ -903,13 +1083,26 @@ void launch_bwd_pass(const HstuAttnParams& p, int* dq_sem, cudaStream_t stream) 
       HSTU_CHECK(smem <= kSm90MaxSmem, "sm90 attention backward: rab at max_seqlen ", p.max_seqlen,
                  " needs ", smem, " bytes of shared memory, more than ", kSm90MaxSmem,
                  " (sm90_bwd_supported sends such calls to sm80)");
-      go(hstu_attn_bwd_sm90_kernel<T, Tr, kDkdv, true>, smem);
+      go(hstu_attn_bwd_sm90_kernel<T, Tr, kDkdv, true>, smem, grid);
       return;
     }
   } else {
     HSTU_CHECK(!p.rab_pos, "sm90 attention backward: the fused dQ form takes no rab");
+    if constexpr (Tr::kQ128) {
+      // Persistent (sm90_bwd_persist; ordered adds): one CTA an SM claiming the grid's tiles
+      // from the int after the tickets (zeroed with them).
+      if (dq_sem && sm90_bwd_persist()) {
+        P.n_items = static_cast<int>(grid.x * grid.y * grid.z);
+        P.items_x = static_cast<int>(grid.x);
+        P.item_counter = dq_sem + 2 * int64_t(p.batch) * p.num_heads * P.sem_blocks;
+        const dim3 g(static_cast<unsigned>(std::min(P.n_items, sm90_sm_count())));
+        go(hstu_attn_bwd_sm90_kernel<T, Tr, kDkdv, false, true>, Tr::kSmemBytes, g);
+        sm90_count_bwd_persist_launch();
+        return;
+      }
+    }
   }
-  go(hstu_attn_bwd_sm90_kernel<T, Tr, kDkdv, false>, Tr::kSmemBytes);
+  go(hstu_attn_bwd_sm90_kernel<T, Tr, kDkdv, false>, Tr::kSmemBytes, grid);
 }
 
 }  // namespace hstu::cuda::attn::sm90

@@ -203,6 +203,11 @@ int sm90_fwd_persist_mode() {
   return 1;
 }
 
+bool sm90_bwd_persist() {
+  const char* v = std::getenv("HSTU_ATTN_SM90_BWD_PERSIST");
+  return !(v && std::strcmp(v, "0") == 0);
+}
+
 int sm90_sm_count() {
   static std::mutex mu;
   static int sms[64] = {};  // 0 = not asked yet
@@ -225,7 +230,16 @@ int sm90_sm_count() {
 
 namespace {
 std::atomic<int64_t> g_fwd_persist_launches{0};
+std::atomic<int64_t> g_bwd_persist_launches{0};
 }  // namespace
+
+int64_t sm90_bwd_persist_launches() {
+  return g_bwd_persist_launches.load();
+}
+
+void sm90_count_bwd_persist_launch() {
+  g_bwd_persist_launches.fetch_add(1);
+}
 
 int64_t sm90_fwd_persist_launches() {
   return g_fwd_persist_launches.load();

@@ -24,7 +24,8 @@ void run_fwd_sm90(const HstuAttnParams& p, cudaStream_t stream);
 // p.rab_bkt) at 64 / 128 in the split form only (none at 256). With p.dq_accum (fp32, 4 T H
 // kHeadDim bytes, dq_accum_head_stride = kHeadDim; attention_bwd_sm90_dq.cuh): the fused form, one
 // kernel for dk, dv and the partial dQ of every key block added to dq_accum, then dq converted, all
-// on `stream`; with dq_sem (int32 [B, H, ceil(max_seqlen / kSm90BwdQueryBlock), 2], zeroed) the
+// on `stream`; with dq_sem (int32 [B, H, ceil(max_seqlen / kSm90BwdQueryBlock), 2] and one more
+// int, the persistent form's tile counter; all zeroed) the
 // adds run in a fixed order (deterministic; dq_accum needs no zeroing) and the convert overlaps
 // the fused kernel's last wave (at 64 / 128), without it unordered (dq_accum zeroed). Without
 // p.dq_accum: the split form, dk, dv from a key-major kernel on `stream` and dq from a query-major
@@ -97,6 +98,16 @@ bool sm90_bwd_supported(const HstuAttnParams& p, int padded_head_dim);
 // full length d 128 527-529 vs 538 (slower: not the default there), d 64 365 vs 366; a static
 // stride (CTA c takes tiles c, c + G, ...) 491 / 231 at full length (d 128 / 64): removed.
 int sm90_fwd_persist_mode();
+// The fused d 64 backward's persistent form (attention_bwd_sm90.cuh, kPersist; deterministic
+// calls), read per call from HSTU_ATTN_SM90_BWD_PERSIST: "0" off (one CTA a tile), else on (the
+// default). H200, B32 H4 d 64 bf16, against one CTA a tile (docs/BENCHMARKS.md, session 27):
+// L 4096 full 386 vs 381 TFLOPS, jagged uniform 345 vs 338, half 364 vs 356; 64 x 2048 347 vs
+// 336, 128 x 1024 283 vs 266, 512 x 256 134 vs 119; slower on zipf lengths (112 vs 120: a
+// 0.08 ms call); fp16 the same within 1%.
+bool sm90_bwd_persist();
+// Launches of the persistent backward in this process (the GPU tests' check), and its counting.
+int64_t sm90_bwd_persist_launches();
+void sm90_count_bwd_persist_launch();
 // The device's multiprocessors (cached per device).
 int sm90_sm_count();
 // Launches of the persistent forward in this process (the GPU tests' check that a call ran it),
