@@ -740,13 +740,13 @@ TEST_P(GpuAttentionSm90, ForwardMatchesCpuReference) {
   EXPECT_TRUE(bit_equal(out[0], gpu::to_host(run.o))) << "sm90 o differs between runs";
   // The persistent form forced (HSTU_ATTN_SM90_PERSIST=1; the default takes it for calls with
   // the launch list only) runs where it applies (sm90_persist_expected): counted.
-  const int64_t launches = cuda::attn::sm90_fwd_persist_launches();
+  const int64_t launches = cuda::attn::sm90_persist_launches(cuda::attn::Sm90Pass::kFwd);
   setenv("HSTU_ATTN_SM90_PERSIST", "1", 1);
   gpu::poison(run.o);
   hstu_attention_fwd(cctx, a, run.o);
   gpu::sync();
   unsetenv("HSTU_ATTN_SM90_PERSIST");
-  EXPECT_EQ(cuda::attn::sm90_fwd_persist_launches() - launches,
+  EXPECT_EQ(cuda::attn::sm90_persist_launches(cuda::attn::Sm90Pass::kFwd) - launches,
             sm90_persist_expected(pb.cs) ? 1 : 0);
   EXPECT_TRUE(bit_equal(out[0], gpu::to_host(run.o))) << "sm90 o differs when persistent";
   // Both launch orders forced (HSTU_ATTN_SM90_ORDER; the default is longest-first for bf16 and
@@ -845,11 +845,12 @@ TEST(GpuAttentionSm90Persist, SameBitsAsOneCtaPerTile) {
         Tensor one;
         for (const char* persist : {"0", "1"}) {
           if (*persist) setenv("HSTU_ATTN_SM90_PERSIST", persist, 1);
-          const int64_t launches = cuda::attn::sm90_fwd_persist_launches();
+          const int64_t launches = cuda::attn::sm90_persist_launches(cuda::attn::Sm90Pass::kFwd);
           gpu::poison(run.o);
           hstu_attention_fwd(cctx, a, run.o);
           gpu::sync();
-          const int64_t ran = cuda::attn::sm90_fwd_persist_launches() - launches;
+          const int64_t ran =
+              cuda::attn::sm90_persist_launches(cuda::attn::Sm90Pass::kFwd) - launches;
           unsetenv("HSTU_ATTN_SM90_PERSIST");
           const Tensor o = gpu::to_host(run.o);
           int64_t bad = 0;
@@ -894,11 +895,12 @@ TEST(GpuAttentionSm90Persist, SameBitsAsOneCtaPerTile) {
         hstu_attention_bwd(cctx, a, run.d_o, run.dq, run.dk, run.dv, run.drab_pos, run.drab_time);
         const std::vector<unsigned char> d_own = bytes(run.duvqk);
         for (int rep = 0; rep < 2; ++rep) {
-          const int64_t launches = cuda::attn::sm90_fwd_persist_launches();
+          const int64_t launches = cuda::attn::sm90_persist_launches(cuda::attn::Sm90Pass::kFwd);
           gpu::poison(run.o);
           hstu_attention_fwd(cctx, ap, run.o);
           gpu::sync();
-          EXPECT_EQ(cuda::attn::sm90_fwd_persist_launches() - launches, dt == DType::kBF16 ? 1 : 0)
+          EXPECT_EQ(cuda::attn::sm90_persist_launches(cuda::attn::Sm90Pass::kFwd) - launches,
+                    dt == DType::kBF16 ? 1 : 0)
               << "the persistent forward runs on the plan's order and counter (bf16)";
           EXPECT_TRUE(o_own == bytes(run.o)) << "o differs with the plan, run " << rep;
         }
@@ -970,9 +972,10 @@ TEST_P(GpuAttentionSm90Bwd, MatchesCpuReference) {
     setenv(f.env, "1", 1);
     if (f.grid) setenv("HSTU_ATTN_SM90_ORDER", "grid", 1);
     if (f.persist) setenv("HSTU_ATTN_SM90_BWD_PERSIST", f.persist, 1);
-    const int64_t persist_launches = cuda::attn::sm90_bwd_persist_launches();
+    const int64_t persist_launches = cuda::attn::sm90_persist_launches(cuda::attn::Sm90Pass::kBwd);
     const Outputs out = run.run(f.det);
-    const int64_t persisted = cuda::attn::sm90_bwd_persist_launches() - persist_launches;
+    const int64_t persisted =
+        cuda::attn::sm90_persist_launches(cuda::attn::Sm90Pass::kBwd) - persist_launches;
     unsetenv("HSTU_ATTN_SM90_BWD_PERSIST");
     unsetenv("HSTU_ATTN_SM90_ORDER");
     unsetenv(f.env);

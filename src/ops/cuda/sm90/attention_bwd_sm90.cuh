@@ -1097,7 +1097,7 @@ void launch_bwd_pass(const HstuAttnParams& p, int* dq_sem, cudaStream_t stream) 
         P.item_counter = dq_sem + 2 * int64_t(p.batch) * p.num_heads * P.sem_blocks;
         const dim3 g(static_cast<unsigned>(std::min(P.n_items, sm90_sm_count())));
         go(hstu_attn_bwd_sm90_kernel<T, Tr, kDkdv, false, true>, Tr::kSmemBytes, g);
-        sm90_count_bwd_persist_launch();
+        sm90_count_persist_launch(Sm90Pass::kBwd);
         return;
       }
     }

@@ -913,7 +913,7 @@ void launch_fwd(const HstuAttnParams& p, cudaStream_t stream) {
         HSTU_CUDA_CHECK(cudaMemsetAsync(P.counter, 0, sizeof(int), stream));
       kernel<<<ctas, Tr::kThreads, smem, stream>>>(P);
       HSTU_CUDA_CHECK(cudaGetLastError());
-      sm90_count_fwd_persist_launch();
+      sm90_count_persist_launch(Sm90Pass::kFwd);
     };
     if (p.tile_order) {
       go_persist(hstu_attn_fwd_sm90_kernel<T, Tr, false, 1, true>, 1);

@@ -229,24 +229,15 @@ int sm90_sm_count() {
 }
 
 namespace {
-std::atomic<int64_t> g_fwd_persist_launches{0};
-std::atomic<int64_t> g_bwd_persist_launches{0};
+std::atomic<int64_t> g_persist_launches[2] = {0, 0};  // by Sm90Pass
 }  // namespace
 
-int64_t sm90_bwd_persist_launches() {
-  return g_bwd_persist_launches.load();
+int64_t sm90_persist_launches(Sm90Pass pass) {
+  return g_persist_launches[static_cast<int>(pass)].load();
 }
 
-void sm90_count_bwd_persist_launch() {
-  g_bwd_persist_launches.fetch_add(1);
-}
-
-int64_t sm90_fwd_persist_launches() {
-  return g_fwd_persist_launches.load();
-}
-
-void sm90_count_fwd_persist_launch() {
-  g_fwd_persist_launches.fetch_add(1);
+void sm90_count_persist_launch(Sm90Pass pass) {
+  g_persist_launches[static_cast<int>(pass)].fetch_add(1);
 }
 
 bool sm90_attention_available() {

@@ -24,13 +24,12 @@ void run_fwd_sm90(const HstuAttnParams& p, cudaStream_t stream);
 // p.rab_bkt) at 64 / 128 in the split form only (none at 256). With p.dq_accum (fp32, 4 T H
 // kHeadDim bytes, dq_accum_head_stride = kHeadDim; attention_bwd_sm90_dq.cuh): the fused form, one
 // kernel for dk, dv and the partial dQ of every key block added to dq_accum, then dq converted, all
-// on `stream`; with dq_sem (int32 [B, H, ceil(max_seqlen / kSm90BwdQueryBlock), 2] and one more
-// int, the persistent form's tile counter; all zeroed) the
-// adds run in a fixed order (deterministic; dq_accum needs no zeroing) and the convert overlaps
-// the fused kernel's last wave (at 64 / 128), without it unordered (dq_accum zeroed). Without
-// p.dq_accum: the split form, dk, dv from a key-major kernel on `stream` and dq from a query-major
-// kernel on dq_stream (which the caller has made wait for `stream` and joins back afterwards; may
-// equal stream), deterministic.
+// on `stream`; with dq_sem (int32 [B, H, ceil(max_seqlen / kSm90BwdQueryBlock), 2] tickets and
+// one more int, the persistent form's tile counter; all zeroed) the adds run in a fixed order
+// (deterministic; dq_accum needs no zeroing) and the convert overlaps the fused kernel's last wave
+// (at 64 / 128), without it unordered (dq_accum zeroed). Without p.dq_accum: the split form, dk, dv
+// from a key-major kernel on `stream` and dq from a query-major kernel on dq_stream (which the
+// caller has made wait for `stream` and joins back afterwards; may equal stream), deterministic.
 template <typename T, int kHeadDim>
 void run_bwd_sm90(const HstuAttnParams& p, int* dq_sem, cudaStream_t stream,
                   cudaStream_t dq_stream);
@@ -105,15 +104,13 @@ int sm90_fwd_persist_mode();
 // 336, 128 x 1024 283 vs 266, 512 x 256 134 vs 119; slower on zipf lengths (112 vs 120: a
 // 0.08 ms call); fp16 the same within 1%.
 bool sm90_bwd_persist();
-// Launches of the persistent backward in this process (the GPU tests' check), and its counting.
-int64_t sm90_bwd_persist_launches();
-void sm90_count_bwd_persist_launch();
 // The device's multiprocessors (cached per device).
 int sm90_sm_count();
-// Launches of the persistent forward in this process (the GPU tests' check that a call ran it),
-// and its counting (the launcher's).
-int64_t sm90_fwd_persist_launches();
-void sm90_count_fwd_persist_launch();
+// Launches of the persistent forward / backward in this process (the GPU tests' check that a call
+// ran it), and their counting (the launchers').
+enum class Sm90Pass { kFwd, kBwd };
+int64_t sm90_persist_launches(Sm90Pass pass);
+void sm90_count_persist_launch(Sm90Pass pass);
 
 // Whether the sm_90a forward runs at all here (kernels built, a 9.0 device, no HSTU_ATTN_SM80=1):
 // the GPU tests' question, which they cannot ask sm90_kernels_built() (a define of hstu_ops).
