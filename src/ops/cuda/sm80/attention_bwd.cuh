@@ -295,7 +295,6 @@ __global__ void __launch_bounds__(DkdvKernel<T, kHeadDim, kHasRab, kAtomicDq>::k
   float* warp_slab_ds = rab_grad && dh == 0 ? slab_ds + slab * K::kRabSlab : nullptr;
   int hist_tiles = 0;  // tiles added to hist since its last flush
   if constexpr (kHasRab) {
-    load_rab_tables(p, s_thr, tid, kThreads);
     if (p.rab_time_len <= kHistBuckets) hist = s_hist;
     for (int k = tid; k < 4 * kHistBuckets; k += kThreads) s_hist[k] = 0;
   }
@@ -322,6 +321,7 @@ __global__ void __launch_bounds__(DkdvKernel<T, kHeadDim, kHasRab, kAtomicDq>::k
   int m = next_visible(0);
   if (m < m_blocks) load_qdo(m, 0);
   cp_async_commit();
+  if constexpr (kHasRab) load_rab_tables<kThreads>(p, s_thr, tid);
 
   const int krow = slab * 16;  // the warp's first key row in the block
 
@@ -479,7 +479,6 @@ __global__ void __launch_bounds__(DqKernel<T, kHeadDim, kHasRab>::kThreads,
   const int rows_q = min(kBM, si.L - m0);
   load_tile<kBM, kHD, kThreads, kVecIn>(sQ, gq, p.q.row_stride, rows_q, p.d_qk, p.q.vec, tid);
   load_tile<kBM, kHD, kThreads, kVecIn>(sdO, gdo, p.d_o.row_stride, rows_q, p.d_v, p.d_o.vec, tid);
-  if constexpr (kHasRab) load_rab_tables(p, s_thr, tid, kThreads);
 
   const int n_blocks = (si.L + kBN - 1) / kBN;
   auto next_visible = [&](int n) {
@@ -503,6 +502,7 @@ __global__ void __launch_bounds__(DqKernel<T, kHeadDim, kHasRab>::kThreads,
   int n = next_visible(0);
   if (n < n_blocks) load_kv(n, 0);
   cp_async_commit();
+  if constexpr (kHasRab) load_rab_tables<kThreads>(p, s_thr, tid);
 
   const int wrow = warp * 16;
 

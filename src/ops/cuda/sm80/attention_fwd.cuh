@@ -123,7 +123,6 @@ __global__ void __launch_bounds__(FwdKernel<T, kHeadDim, kHasRab>::kThreads,
   const int rows_q = min(kBM, si.L - m0);
 
   load_tile<kBM, kHD, kThreads, kVecIn>(sQ, gq, p.q.row_stride, rows_q, p.d_qk, p.q.vec, tid);
-  if constexpr (kHasRab) load_rab_tables(p, s_thr, tid, kThreads);
 
   const int n_blocks = (si.L + kBN - 1) / kBN;
   auto next_visible = [&](int n) {
@@ -145,6 +144,7 @@ __global__ void __launch_bounds__(FwdKernel<T, kHeadDim, kHasRab>::kThreads,
   int n = next_visible(0);
   if (n < n_blocks) load_kv(n, 0);
   cp_async_commit();
+  if constexpr (kHasRab) load_rab_tables<kThreads>(p, s_thr, tid);
 
   const int wrow = warp * 16 * kMT;  // the warp's first query row in the tile
 

@@ -279,15 +279,25 @@ __device__ __forceinline__ void load_time_thresholds(const HstuAttnParams& p, in
 
 // The rab kernels' table in shared memory, `tab` (kMaxTimeTable + 1 int64): with precomputed
 // buckets the time table (floats; entries past rab_time_len 0, so any u8 index reads a finite
-// value), else the bucket thresholds. Before the first barrier.
-__device__ __forceinline__ void load_rab_tables(const HstuAttnParams& p, int64_t* tab, int tid,
-                                                int nthreads) {
+// value), else the bucket thresholds. Before the first barrier, after the first stage's copies
+// are issued (those need not wait for it); a thread's loads all go out before its stores, so the
+// table costs one global round trip, not one per entry it fills.
+template <int kThreads>
+__device__ __forceinline__ void load_rab_tables(const HstuAttnParams& p, int64_t* tab, int tid) {
   if (p.rab_bkt) {
     float* t = reinterpret_cast<float*>(tab);
-    for (int k = tid; k < kMaxBktTable; k += nthreads)
-      t[k] = k < p.rab_time_len ? p.rab_time[k] : 0.f;
+    constexpr int kPer = (kMaxBktTable + kThreads - 1) / kThreads;
+    float v[kPer];
+#pragma unroll
+    for (int u = 0; u < kPer; ++u) {
+      const int k = tid + u * kThreads;
+      v[u] = k < p.rab_time_len ? __ldg(p.rab_time + k) : 0.f;
+    }
+#pragma unroll
+    for (int u = 0; u < kPer; ++u)
+      if (tid + u * kThreads < kMaxBktTable) t[tid + u * kThreads] = v[u];
   } else {
-    load_time_thresholds(p, tab, tid, nthreads);
+    load_time_thresholds(p, tab, tid, kThreads);
   }
 }
 

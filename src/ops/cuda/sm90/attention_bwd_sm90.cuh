@@ -527,12 +527,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   const int lpad = (p.max_seqlen + kBN - 1) / kBN * kBN;
   const int dmin = kDkdv ? r0 - lpad + 1 : -(r0 + kBM - 1);
   typename Rab::Ptrs rs{};
-  if constexpr (kHasRab) {
-    rs = Rab::carve(smem_raw + sizeof(SS), p.max_seqlen);
-    Rab::fill(rs, p, p.max_seqlen, dmin, tid, Tr::kThreads,
-              kTanhSilu<T> ? 0.5f * p.alpha : p.alpha);
-  }
-  __syncthreads();  // barriers initialised, rab tables loaded
+  if constexpr (kHasRab) rs = Rab::carve(smem_raw + sizeof(SS), p.max_seqlen);
+  __syncthreads();  // barriers initialised
 
   Tensor sR1 = make_tensor(make_smem_ptr(ss.r1.data()), typename Tr::SmemLayoutR{});
   Tensor sR2 = make_tensor(make_smem_ptr(ss.r2.data()), typename Tr::SmemLayoutR{});
@@ -670,6 +666,15 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   // ---- consumers: warpgroup wg >= 1 owns resident rows [64 (wg - 1), 64 wg)
   cutlass::arch::warpgroup_reg_alloc<kConsumerRegs>();
   const int ctid = tid - 128, w = wg - 1;
+  if constexpr (kHasRab) {
+    // The rab tables and accumulators, filled by the consumers while the producer's first loads
+    // are in flight (by the whole CTA before __syncthreads, they delayed those loads by their
+    // global round trips); barrier id 0 (all consumers, as the epilogue's) orders the fill before
+    // any consumer uses them.
+    Rab::fill(rs, p, p.max_seqlen, dmin, ctid, 128 * Tr::kConsumerWGs,
+              kTanhSilu<T> ? 0.5f * p.alpha : p.alpha);
+    named_bar_sync(128 * Tr::kConsumerWGs, 0);
+  }
   typename Tr::TiledMmaS mmaS;
   typename Tr::TiledMmaO mmaO;
   auto thrS = mmaS.get_thread_slice(ctid);

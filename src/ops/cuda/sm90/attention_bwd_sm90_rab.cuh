@@ -131,19 +131,13 @@ struct BwdRabSmem {
     r.pw = r.ttab + kMaxBktTable;
     return r;
   }
-  // The tables (times mul: alpha, or alpha / 2 for the tanh form; bwd_rab_bias_pair) and zeroed
-  // accumulators; every thread of the CTA, before its first barrier. dmin: the diagonal j - i of
-  // window entry 0.
+  // The tables (times mul: alpha, or alpha / 2 for the tanh form; bwd_rab_bias_pair;
+  // rab_fill_tables) and zeroed accumulators; threads tid of nthreads (the consumers, before their
+  // shared barrier). dmin: the diagonal j - i of window entry 0.
   __device__ static void fill(const Ptrs& s, const HstuAttnParams& p, int max_seqlen, int dmin,
                               int tid, int nthreads, float mul) {
-    const int w = pos_window(max_seqlen), half = (p.rab_pos_len + 1) / 2;
-    for (int k = tid; k < kMaxBktTable; k += nthreads)
-      s.ttab[k] = k < p.rab_time_len ? p.rab_time[k] * mul : 0.f;
-    for (int k = tid; k < w; k += nthreads) {
-      int idx = half - 1 + dmin + k;
-      idx = idx < 0 ? 0 : (idx >= p.rab_pos_len ? p.rab_pos_len - 1 : idx);
-      s.pw[k] = __ldg(p.rab_pos + idx) * mul;
-    }
+    const int w = pos_window(max_seqlen);
+    rab_fill_tables(s.ttab, p, w, dmin, tid, nthreads, mul);  // s.pw = s.ttab + kMaxBktTable
     if constexpr (kDkdv) {
       for (int k = tid; k < w; k += nthreads) s.pacc[k] = 0;
       for (int k = tid; k < kHistWords * kWGs; k += nthreads) s.hist[k] = 0;

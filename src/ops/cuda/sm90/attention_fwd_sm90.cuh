@@ -231,6 +231,38 @@ __device__ __forceinline__ void rab_bias_pair(const uint8_t* bkt, const float* t
   bias[1] = pw[c + 1 - r] + ttab[pair >> 8];
 }
 
+// The rab tables of a CTA in shared memory (forward: RabSmem; backward: BwdRabSmem), times mul (the
+// scores' multiplier, the kernel's fill): ttab[k] = rab_time[k] (k < rab_time_len, else 0) for
+// k < kMaxBktTable, then, right after it, the position window pw[k] = rab_pos[half - 1 + dmin + k]
+// (clamped to the table; window entry k is diagonal j - i = dmin + k) for k < n_pw. Threads t of
+// n (the consumers: the producer's loads do not wait for this). Each thread issues its loads in
+// batches of kBatch before any store, so a CTA pays one or two global round trips, not one per
+// entry a thread fills (n_pw / n of them: 5-17 at 1K-4K tokens).
+__device__ __forceinline__ void rab_fill_tables(float* ttab, const HstuAttnParams& p, int n_pw,
+                                                int dmin, int t, int n, float mul) {
+  constexpr int kBatch = 8;
+  const int total = kMaxBktTable + n_pw, half = (p.rab_pos_len + 1) / 2;
+#pragma unroll 1
+  for (int k0 = t; k0 < total; k0 += kBatch * n) {
+    float v[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int k = k0 + u * n;
+      v[u] = 0.f;
+      if (k < kMaxBktTable) {
+        if (k < p.rab_time_len) v[u] = __ldg(p.rab_time + k);
+      } else if (k < total) {
+        int idx = half - 1 + dmin + (k - kMaxBktTable);
+        idx = idx < 0 ? 0 : (idx >= p.rab_pos_len ? p.rab_pos_len - 1 : idx);
+        v[u] = __ldg(p.rab_pos + idx);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u)
+      if (k0 + u * n < total) ttab[k0 + u * n] = v[u] * mul;
+  }
+}
+
 // P = SiLU(alpha (S + rab)) on one thread's accumulators tSrS (coordinates tScS within the tile
 // whose first query is i0 and first key j0), masked elements set to 0.
 // Elements 2k and 2k + 1 of the accumulators are neighbouring columns of one row (the wgmma
@@ -534,26 +566,12 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   pp.num_consumers = 128 * Tr::kConsumerWGs;
   Pipe pipe_k(ss.pipe_k, pp, Shape<_1, _1, _1>{});
   Pipe pipe_v(ss.pipe_v, pp, Shape<_1, _1, _1>{});
-  // rab shared memory (RabSmem), after SharedStorage: buckets, time table, position window.
+  // rab shared memory (RabSmem), after SharedStorage: buckets, time table, position window (the
+  // consumers fill the tables below, while the producer's first loads are in flight).
   uint8_t* s_bkt = smem_raw + sizeof(SS);
   float* s_ttab = reinterpret_cast<float*>(s_bkt + Tr::kBktBytes);
   float* s_pw = s_ttab + kMaxBktTable;
-  if constexpr (kHasRab) {
-    // Both tables times the scores' multiplier (fwd_scores: alpha, or alpha / 2 for the tanh
-    // form), so a score takes its bias in the multiply's FMA.
-    const float mul = kFast ? 0.5f * p.alpha : p.alpha;
-    const int m0 = tl1.blk * kBM;
-    for (int k = tid; k < kMaxBktTable; k += Tr::kThreads)
-      s_ttab[k] = k < p.rab_time_len ? p.rab_time[k] * mul : 0.f;
-    // s_pw[k] = rab_pos entry of the diagonal j - i = k - (m0 + kBM - 1).
-    const int n_pw = Tr::pos_window(p.max_seqlen), half = (p.rab_pos_len + 1) / 2;
-    for (int k = tid; k < n_pw; k += Tr::kThreads) {
-      int idx = half - 1 + k - (m0 + kBM - 1);
-      idx = idx < 0 ? 0 : (idx >= p.rab_pos_len ? p.rab_pos_len - 1 : idx);
-      s_pw[k] = __ldg(p.rab_pos + idx) * mul;
-    }
-  }
-  __syncthreads();  // barriers initialised (fence_barrier_init ran), rab tables loaded
+  __syncthreads();  // barriers initialised (fence_barrier_init ran)
 
   Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename Tr::SmemLayoutK{});
   Tensor sV = make_tensor(make_smem_ptr(ss.v.data()), typename Tr::SmemLayoutK{});
@@ -632,6 +650,17 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   // ---- consumers: warpgroup wg >= 1 owns query rows [64 (wg - 1), 64 wg) of the tile
   cutlass::arch::warpgroup_reg_alloc<Tr::kConsumerRegs>();
   constexpr int kWGs = Tr::kConsumerWGs, kSchedBar = 4;  // ids 0..3: the epilogue
+  if constexpr (kHasRab) {
+    // Both tables times the scores' multiplier (fwd_scores: alpha, or alpha / 2 for the tanh
+    // form), so a score takes its bias in the multiply's FMA; s_pw[k] = the rab_pos entry of the
+    // diagonal j - i = k - (m0 + kBM - 1). The consumers fill them while Q and the first K / V
+    // load (filled by the whole CTA before __syncthreads, they delayed those loads by their
+    // global round trips); barrier id 0 (all consumers, as the d 256 epilogue's) orders the
+    // fill before any consumer reads them.
+    rab_fill_tables(s_ttab, p, Tr::pos_window(p.max_seqlen), -(tl1.blk * kBM + kBM - 1), tid - 128,
+                    128 * kWGs, kFast ? 0.5f * p.alpha : p.alpha);
+    named_bar_sync(128 * kWGs, 0);
+  }
   // Persistent at d 64: the thread's index read anew per tile (opaque_tid_x), so that its
   // fragment coordinates and barrier ids are recomputed (a few integer ops) rather than held
   // across the epilogue and the next tile's set-up: computed once before the loop, ptxas spilled
