@@ -929,9 +929,11 @@ class GpuAttentionSm90Bwd : public ::testing::TestWithParam<Case> {};
 // one again). With rab, d_rab_pos and d_rab_time are checked too.
 // Runs: the split form (HSTU_ATTN_SM90_SPLIT=1) in deterministic mode and with atomic dQ asked
 // for, the fused form (HSTU_ATTN_SM90_FUSED=1; at 64 / 128 / 256 without rab) twice in
-// deterministic mode (at 64 persistent, the default: its launches counted), in the grid's launch
-// order, one CTA a tile (HSTU_ATTN_SM90_BWD_PERSIST=0) in both launch orders, and once with atomic
-// dQ asked for (its unordered adds: checked against the reference only), and sm80
+// deterministic mode (at 64 persistent, HSTU_ATTN_SM90_BWD_PERSIST=1: its launches counted), in
+// the grid's launch order, one CTA a tile (HSTU_ATTN_SM90_BWD_PERSIST=0) in both launch orders,
+// with the per-call default (persistent only from two tiles' worth of token-heads per SM: these
+// problems are below it), and once with atomic dQ asked for (its unordered adds: checked against
+// the reference only), and sm80
 // (HSTU_ATTN_SM80=1, its error printed beside). The split form is deterministic in both modes and
 // the fused one in deterministic mode: those runs are compared bit for bit with the form's first
 // run (persistent or not, the adds run in the same ticket order: the same bits).
@@ -953,15 +955,16 @@ TEST_P(GpuAttentionSm90Bwd, MatchesCpuReference) {
     bool grid = false;              // HSTU_ATTN_SM90_ORDER=grid (else the longest-first order)
     const char* persist = nullptr;  // HSTU_ATTN_SM90_BWD_PERSIST (unset: the default)
   };
-  const Form forms[10] = {
+  const Form forms[11] = {
       {"sm90 split", "HSTU_ATTN_SM90_SPLIT", true, false},
       {"sm90 split, atomic asked", "HSTU_ATTN_SM90_SPLIT", false, true},
       {"sm90 split, grid order", "HSTU_ATTN_SM90_SPLIT", true, true, true},
-      {"sm90 fused", "HSTU_ATTN_SM90_FUSED", true, false},
-      {"sm90 fused again", "HSTU_ATTN_SM90_FUSED", true, true},
-      {"sm90 fused, grid order", "HSTU_ATTN_SM90_FUSED", true, true, true},
+      {"sm90 fused", "HSTU_ATTN_SM90_FUSED", true, false, false, "1"},
+      {"sm90 fused again", "HSTU_ATTN_SM90_FUSED", true, true, false, "1"},
+      {"sm90 fused, grid order", "HSTU_ATTN_SM90_FUSED", true, true, true, "1"},
       {"sm90 fused, one CTA a tile", "HSTU_ATTN_SM90_FUSED", true, true, false, "0"},
       {"sm90 fused, one CTA a tile, grid order", "HSTU_ATTN_SM90_FUSED", true, true, true, "0"},
+      {"sm90 fused, the per-call default", "HSTU_ATTN_SM90_FUSED", true, true},
       {"sm90 fused, atomic asked", "HSTU_ATTN_SM90_FUSED", false, false},
       {"sm80", "HSTU_ATTN_SM80", true, false}};
   setenv("HSTU_ATTN_SM90", "1", 1);
@@ -980,11 +983,13 @@ TEST_P(GpuAttentionSm90Bwd, MatchesCpuReference) {
     unsetenv("HSTU_ATTN_SM90_ORDER");
     unsetenv(f.env);
     SCOPED_TRACE(f.name);
-    // The persistent form runs exactly where it applies: the fused d 64 kernel, ordered adds,
-    // unless switched off.
-    const bool persist_expected = fused && f.det && !(f.persist && *f.persist == '0') &&
-                                  sm90_bwd_expected(pb.cs) && !pb.cs.rab &&
-                                  std::max(pb.cs.dqk, pb.cs.dv) <= 64;
+    // The persistent form runs exactly where it applies (the fused d 64 kernel, ordered adds)
+    // and is asked for: switched on, or by default from two tiles' worth of token-heads per SM.
+    const bool asked = f.persist
+                           ? *f.persist == '1'
+                           : int64_t{pb.T} * pb.H >= 2 * 128 * int64_t{cuda::attn::sm90_sm_count()};
+    const bool persist_expected = fused && f.det && asked && sm90_bwd_expected(pb.cs) &&
+                                  !pb.cs.rab && std::max(pb.cs.dqk, pb.cs.dv) <= 64;
     EXPECT_EQ(persisted, persist_expected ? 1 : 0);
     auto check = [&](const char* what, const Tensor& o, const Tensor& r, const Tensor& nv) {
       check_output(pb, what, sm80 ? "sm80" : (fused ? "sm90f" : "sm90"), o, r, nv, kBwdM);

@@ -198,7 +198,8 @@ TEST(GpuStepGraph, RetrievalLossOnBf16RowsTracksTheFp32Table) {
 
 // The sm_90a attention in a captured step (HSTU_ATTN_SM90=1 forces it at these short lengths;
 // head width 64, no rab): the step's launch plan with the persistent forward's tile counter, which
-// every launch leaves zero for the next (graph replays included), and the fused backward whose
+// every launch leaves zero for the next (graph replays included), and the fused backward,
+// persistent (HSTU_ATTN_SM90_BWD_PERSIST=1: these steps are below its per-call threshold), whose
 // dQ convert is its programmatic dependent (a PDL edge in the graph). Graph steps must equal
 // direct steps bit for bit. Skipped where the sm_90a kernels do not run.
 TEST(GpuStepGraph, Sm90AttentionGraphStepsMatchDirectStepsBitwise) {
@@ -206,10 +207,12 @@ TEST(GpuStepGraph, Sm90AttentionGraphStepsMatchDirectStepsBitwise) {
   if (!cuda::attn::sm90_attention_available())
     GTEST_SKIP() << "no sm_90a attention here (not a 9.0 GPU, no kernels built, or HSTU_ATTN_SM80)";
   setenv("HSTU_ATTN_SM90", "1", 1);
+  setenv("HSTU_ATTN_SM90_BWD_PERSIST", "1", 1);
   const std::vector<std::string> sm90 = {"NetworkArgs.kv_channels=64",
                                          "NetworkArgs.relative_attention_bias=False"};
   const StepRun direct = run_retrieval(false, sm90);
   const StepRun graph = run_retrieval(true, sm90);
+  unsetenv("HSTU_ATTN_SM90_BWD_PERSIST");
   unsetenv("HSTU_ATTN_SM90");
   expect_same(graph, direct);
 }

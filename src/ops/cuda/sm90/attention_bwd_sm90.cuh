@@ -1096,7 +1096,7 @@ void launch_bwd_pass(const HstuAttnParams& p, int* dq_sem, cudaStream_t stream) 
     if constexpr (Tr::kQ128) {
       // Persistent (sm90_bwd_persist; ordered adds): one CTA an SM claiming the grid's tiles
       // from the int after the tickets (zeroed with them).
-      if (dq_sem && sm90_bwd_persist()) {
+      if (dq_sem && sm90_bwd_persist(p)) {
         P.n_items = static_cast<int>(grid.x * grid.y * grid.z);
         P.items_x = static_cast<int>(grid.x);
         P.item_counter = dq_sem + 2 * int64_t(p.batch) * p.num_heads * P.sem_blocks;

@@ -203,9 +203,11 @@ int sm90_fwd_persist_mode() {
   return 1;
 }
 
-bool sm90_bwd_persist() {
+bool sm90_bwd_persist(const HstuAttnParams& p) {
   const char* v = std::getenv("HSTU_ATTN_SM90_BWD_PERSIST");
-  return !(v && std::strcmp(v, "0") == 0);
+  if (v && std::strcmp(v, "0") == 0) return false;
+  if (v && std::strcmp(v, "1") == 0) return true;
+  return p.total_tokens * p.num_heads >= int64_t{2} * sm90_bwd_block_rows(64) * sm90_sm_count();
 }
 
 int sm90_sm_count() {

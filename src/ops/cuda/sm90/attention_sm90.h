@@ -98,12 +98,15 @@ bool sm90_bwd_supported(const HstuAttnParams& p, int padded_head_dim);
 // stride (CTA c takes tiles c, c + G, ...) 491 / 231 at full length (d 128 / 64): removed.
 int sm90_fwd_persist_mode();
 // The fused d 64 backward's persistent form (attention_bwd_sm90.cuh, kPersist; deterministic
-// calls), read per call from HSTU_ATTN_SM90_BWD_PERSIST: "0" off (one CTA a tile), else on (the
-// default). H200, B32 H4 d 64 bf16, against one CTA a tile (docs/BENCHMARKS.md, session 27):
-// L 4096 full 386 vs 381 TFLOPS, jagged uniform 345 vs 338, half 364 vs 356; 64 x 2048 347 vs
-// 336, 128 x 1024 283 vs 266, 512 x 256 134 vs 119; slower on zipf lengths (112 vs 120: a
-// 0.08 ms call); fp16 the same within 1%.
-bool sm90_bwd_persist();
+// calls), read per call from HSTU_ATTN_SM90_BWD_PERSIST: "0" off (one CTA a tile), "1" on, unset
+// (or anything else) on for calls with at least two tiles' worth of token-heads per SM
+// (total_tokens x heads >= 2 x 128 x SMs). H200, B32 H4 d 64 bf16, against one CTA a tile
+// (docs/BENCHMARKS.md, sessions 27-28): L 4096 full 386 vs 381 TFLOPS, jagged uniform 345 vs 338,
+// half 364 vs 356; 64 x 2048 347 vs 336, 128 x 1024 283 vs 266, 512 x 256 134 vs 119; fp16 the
+// same within 1%. Below the threshold a call is bound by its longest tile, which the persistent
+// kernel runs ~4% slower: 1 x 4096 x 4 185 vs 194 (128 tiles, one a CTA either way), zipf
+// 32 x 4096 112 vs 120 (one long sequence); zipf 128 x 1024 103 vs 101 above it.
+bool sm90_bwd_persist(const HstuAttnParams& p);
 // The device's multiprocessors (cached per device).
 int sm90_sm_count();
 // Launches of the persistent forward / backward in this process (the GPU tests' check that a call
