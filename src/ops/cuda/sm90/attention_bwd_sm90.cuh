@@ -438,8 +438,10 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   // a few values live across the tiles). NOTE: ptxas's consumer code of this form moves with the
   // rest of the kernel (registers, the producer's and writers' code); H200, 32 x 4096 x 4 x 64, its
   // backward ran 386 TFLOPS as it is, 366 at 224 / 56 and 344-347 with a producer that waited for
-  // a free stage before claiming (session 27): compare its SASS with the measured build's after any
-  // change to this kernel.
+  // a free stage before claiming (session 27), 375 with the claimed tile's coordinates published
+  // in shared memory for the consumers and writers (session 28: the producer spilled more, the
+  // consumers' code was renumbered): compare its SASS with the measured build's after any change
+  // to this kernel.
   constexpr int kProducerRegs = kPersist ? 40 : Tr::kProducerRegs;
   constexpr int kConsumerRegs = kPersist ? 232 : Tr::kConsumerRegs;
   // (The fused kernel takes no rab; it names the split kernels' shape.)
