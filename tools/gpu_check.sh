@@ -123,6 +123,10 @@ elif [[ -x "$BUILD/test_gpu" ]]; then
   if [[ -s "$LOG/failed_cases.txt" ]]; then
     grep -A6 -E ': Failure$' "$LOG/test_gpu.log" | head -120 >> "$LOG/failed_cases.txt"
   fi
+  # The shards' own logs and XML reports in one archive: the device runner returns a limited
+  # number of files from $OUT, and 2 x N of them crowded out a call's own results (session 28).
+  (cd "$LOG" && tar -czf test_gpu_shards.tar.gz test_gpu.[0-9]*.log test_gpu.[0-9]*.xml 2> /dev/null &&
+    rm -f test_gpu.[0-9]*.log test_gpu.[0-9]*.xml)
 else
   row "test_gpu" "NOT BUILT (build.log)"
   status=1
