@@ -5,11 +5,11 @@
 # (pinned below), fetched once into .devdeps/sass-tools (untracked, as tools/pack_devdeps.sh's
 # files). What it is for: counting a kernel's instructions per loop trip before spending device
 # time, seeing where ptxas put spills (STL / LDL), and checking that a refactor leaves a kernel's
-# code unchanged (`tools/sass.sh -a f.cu > a.sass`, edit, again, `diff`; -a drops the encodings
-# and addresses, and the targets of branches, which move with any change). NOTE: ptxas's code
-# moves with changes that look neutral: a lambda around a kernel's main loop, a reordered
-# producer loop, a spin in another warp's code (session 27: 362 / 344 TFLOPS against 381 / 386
-# for the same consumer source): compare before measuring.
+# code unchanged (`tools/sass.sh -a f.cu > a.sass`, edit, again, then `tools/sass_diff.py a.sass
+# b.sass`, kernel by kernel; -a drops the encodings and addresses, and the targets of branches,
+# which move with any change). NOTE: ptxas's code moves with changes that look neutral: a lambda
+# around a kernel's main loop, a reordered producer loop, a spin in another warp's code (session
+# 27: 362 / 344 TFLOPS against 381 / 386 for the same consumer source): compare before measuring.
 #
 # Usage: tools/sass.sh [-a] [-k REGEX] file.cu [more.cu ...]     (SASS on stdout)
 #   -a        address-free: only the instructions (for diff)

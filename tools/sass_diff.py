@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""sass_diff.py — compare two `tools/sass.sh -a` listings kernel by kernel.
+
+For every function of either listing it prints `same` or `DIFF` with both instruction counts,
+and for a differing one (with --hunks N) its first N changed hunks: what moved, what appeared.
+Why: ptxas's code for a warp-specialised kernel moves with changes that look neutral (a lambda
+around a loop, a spin in another warp's code; session 27), so a change to one kernel is checked
+against every kernel of its file before device time is spent. Session 28 found in one look that
+moving the tickets' L1 invalidation out of the writers' spin loops left every consumer instruction
+in place, and that publishing the tile's coordinates renumbered the consumers' code (1,064
+hunks; 375 against 386 TFLOPS on the device).
+
+Usage: tools/sass.sh -a f.cu > a.sass; (edit); tools/sass.sh -a f.cu > b.sass
+       tools/sass_diff.py a.sass b.sass [--filter REGEX] [--hunks N]
+Exit status: 0 when every function compared is the same, 1 otherwise.
+"""
+import argparse
+import difflib
+import re
+import sys
+
+
+def functions(path):
+    """{mangled name: [instruction lines]} of a sass.sh listing (blank lines dropped)."""
+    funcs, cur = {}, None
+    with open(path) as f:
+        for line in f:
+            m = re.search(r"Function : (\S+)", line)
+            if m:
+                cur = m.group(1)
+                funcs[cur] = []
+            elif cur and line.strip():
+                funcs[cur].append(line.strip())
+    return funcs
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("a", help="the first listing (tools/sass.sh -a)")
+    ap.add_argument("b", help="the second listing")
+    ap.add_argument("--filter", default="", help="only functions whose names match this regex")
+    ap.add_argument("--hunks", type=int, default=4, help="changed hunks printed per function")
+    args = ap.parse_args()
+    a, b = functions(args.a), functions(args.b)
+    differ = False
+    for name in sorted(set(a) | set(b)):
+        if args.filter and not re.search(args.filter, name):
+            continue
+        if name not in a or name not in b:
+            print(f"ONLY IN {'b' if name in b else 'a'}  {name}")
+            differ = True
+            continue
+        if a[name] == b[name]:
+            print(f"same  {len(a[name]):6d}         {name}")
+            continue
+        differ = True
+        sm = difflib.SequenceMatcher(None, a[name], b[name], autojunk=False)
+        hunks = [op for op in sm.get_opcodes() if op[0] != "equal"]
+        print(f"DIFF  {len(a[name]):6d} {len(b[name]):6d}  {name}  ({len(hunks)} hunks)")
+        for tag, i1, i2, j1, j2 in hunks[: args.hunks]:
+            print(f"      {tag}: {' | '.join(a[name][i1:i2]) or '-'}  ->  {' | '.join(b[name][j1:j2]) or '-'}")
+    return 1 if differ else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
