@@ -555,10 +555,7 @@ void hstu_attention_bwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& d
   // deterministic whatever ctx asks. d 256 (attention_bwd_sm90_wide.cuh) has both forms too.
   const bool sm90 = attn::sm90_bwd_supported(p, hdp);
   // The tickets, then the persistent backward's tile counter (attention_sm90.h).
-  const int64_t sem_n =
-      2 * int64_t(p.batch) * p.num_heads *
-          ((p.max_seqlen + attn::kSm90BwdQueryBlock - 1) / attn::kSm90BwdQueryBlock) +
-      1;
+  const int64_t sem_n = attn::sm90_bwd_tickets(p.batch, p.num_heads, p.max_seqlen) + 1;
   const size_t fused_bytes = 4 * size_t(p.total_tokens * p.num_heads * hdp) + 4 * size_t(sem_n) +
                              1024;  // + alignment of the two allocations
   const bool sm90_fused = sm90 && !p.rab_pos && sm90_fused_faster(p, hdp) && ctx.scratch &&

@@ -1059,7 +1059,7 @@ void launch_bwd_pass(const HstuAttnParams& p, int* dq_sem, cudaStream_t stream) 
   BwdParams<Tr> P;
   P.p = p;
   P.dq_sem = dq_sem;
-  P.sem_blocks = (p.max_seqlen + kSm90BwdQueryBlock - 1) / kSm90BwdQueryBlock;
+  P.sem_blocks = sm90_bwd_query_blocks(p.max_seqlen);
   const auto tile_r = Shape<Int<Tr::kBM>, Int<kHeadDim>>{};
   const auto tile_s = Shape<Int<Tr::kBN>, Int<kHeadDim>>{};
   P.tma_r1 = make_tma_copy(SM90_TMA_LOAD{}, gmem_view<Tr>(r1, p.total_tokens, p.d_qk, p.num_heads),
@@ -1101,7 +1101,7 @@ void launch_bwd_pass(const HstuAttnParams& p, int* dq_sem, cudaStream_t stream) 
       if (dq_sem && sm90_bwd_persist(p)) {
         P.n_items = static_cast<int>(grid.x * grid.y * grid.z);
         P.items_x = static_cast<int>(grid.x);
-        P.item_counter = dq_sem + 2 * int64_t(p.batch) * p.num_heads * P.sem_blocks;
+        P.item_counter = dq_sem + sm90_bwd_tickets(p.batch, p.num_heads, p.max_seqlen);
         const dim3 g(static_cast<unsigned>(std::min(P.n_items, sm90_sm_count())));
         go(hstu_attn_bwd_sm90_kernel<T, Tr, kDkdv, false, true>, Tr::kSmemBytes, g);
         sm90_count_persist_launch(Sm90Pass::kBwd);

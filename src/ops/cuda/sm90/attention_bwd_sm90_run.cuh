@@ -44,10 +44,9 @@ void run_bwd_sm90(const HstuAttnParams& p, int* dq_sem, cudaStream_t stream,
     cfg.stream = stream;
     cfg.attrs = &attr;
     cfg.numAttrs = dq_sem ? 1 : 0;
-    const int sem_blocks = (p.max_seqlen + kSm90BwdQueryBlock - 1) / kSm90BwdQueryBlock;
-    HSTU_CUDA_CHECK(
-        cudaLaunchKernelEx(&cfg, sm90::hstu_attn_dq_convert_sm90_kernel<T, kHeadDim, Tr::kBM>, p,
-                           static_cast<const int*>(dq_sem), sem_blocks, Tr::kDqT ? 1 : 2));
+    HSTU_CUDA_CHECK(cudaLaunchKernelEx(
+        &cfg, sm90::hstu_attn_dq_convert_sm90_kernel<T, kHeadDim, Tr::kBM>, p,
+        static_cast<const int*>(dq_sem), sm90_bwd_query_blocks(p.max_seqlen), Tr::kDqT ? 1 : 2));
   } else {  // split: dK, dV beside a query-major dQ kernel
     sm90::launch_bwd_pass<T, kHeadDim, true, false>(p, nullptr, stream);
     sm90::launch_bwd_pass<T, kHeadDim, false, false>(p, nullptr, dq_stream);

@@ -598,7 +598,7 @@ void launch_bwd_wide_pass(const HstuAttnParams& p, int* dq_sem, cudaStream_t str
   // Tickets: dq_sem holds 2 per 64-query block (kSm90BwdQueryBlock) and (sequence, head): one
   // per 32-query tile here.
   P.dq_sem = kFused ? dq_sem : nullptr;
-  P.sem_blocks = 2 * ((p.max_seqlen + 63) / 64);
+  P.sem_blocks = 2 * sm90_bwd_query_blocks(p.max_seqlen);
   const auto tile_r = Shape<Int<Tr::kBM>, Int<Tr::kHD>>{};
   const auto tile_s = Shape<Int<Tr::kBN>, Int<Tr::kHD>>{};
   P.tma_r1 = make_tma_copy(SM90_TMA_LOAD{}, gmem_view<Tr>(r1, p.total_tokens, p.d_qk, p.num_heads),

@@ -22,6 +22,13 @@ bool env_is_1(const char* name) {
   return v && std::strcmp(v, "1") == 0;
 }
 
+// A switch with a default: 0 for "0", 1 for "1", -1 when unset or anything else.
+int env_switch(const char* name) {
+  const char* v = std::getenv(name);
+  if (v && std::strcmp(v, "0") == 0) return 0;
+  return env_is_1(name) ? 1 : -1;
+}
+
 bool device_is_sm90() {
   static std::mutex mu;
   static int cc[64] = {};  // major * 10 + minor, 0 = not asked yet
@@ -197,16 +204,13 @@ void sm90_build_tile_order(const HstuAttnParams& p, int bm, SeqTile* out, int64_
 }
 
 int sm90_fwd_persist_mode() {
-  const char* v = std::getenv("HSTU_ATTN_SM90_PERSIST");
-  if (v && std::strcmp(v, "0") == 0) return 0;
-  if (v && std::strcmp(v, "1") == 0) return 2;
-  return 1;
+  const int s = env_switch("HSTU_ATTN_SM90_PERSIST");
+  return s < 0 ? 1 : 2 * s;
 }
 
 bool sm90_bwd_persist(const HstuAttnParams& p) {
-  const char* v = std::getenv("HSTU_ATTN_SM90_BWD_PERSIST");
-  if (v && std::strcmp(v, "0") == 0) return false;
-  if (v && std::strcmp(v, "1") == 0) return true;
+  const int s = env_switch("HSTU_ATTN_SM90_BWD_PERSIST");
+  if (s >= 0) return s == 1;
   return p.total_tokens * p.num_heads >= int64_t{2} * sm90_bwd_block_rows(64) * sm90_sm_count();
 }
 

@@ -35,6 +35,15 @@ void run_bwd_sm90(const HstuAttnParams& p, int* dq_sem, cudaStream_t stream,
                   cudaStream_t dq_stream);
 // Query rows per block of the sm_90a backward's streamed operands (the dQ semaphores' unit).
 constexpr int kSm90BwdQueryBlock = 64;
+// The deterministic backward's dQ tickets (dq_sem): two per (sequence, head) and 64-query block
+// of max_seqlen; sm90_bwd_query_blocks of them per (sequence, head) and half. The persistent
+// backward's tile counter is the int right after them (the caller's scratch holds both).
+constexpr int sm90_bwd_query_blocks(int max_seqlen) {
+  return (max_seqlen + kSm90BwdQueryBlock - 1) / kSm90BwdQueryBlock;
+}
+constexpr int64_t sm90_bwd_tickets(int batch, int heads, int max_seqlen) {
+  return 2 * int64_t{batch} * heads * sm90_bwd_query_blocks(max_seqlen);
+}
 
 // Rows of one CTA's resident block: the forward's query block (192 at d 64: 3 consumer
 // warpgroups, else 128) and the backward's key / query block (128; 64 at d 256,
