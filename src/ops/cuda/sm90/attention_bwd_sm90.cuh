@@ -631,8 +631,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
                        tile_kind(si, p, m0, kSm90BwdQueryBlock, above * kBM, kBM) == kTileSkip)
                   ++above;
                 const int turn = above < key_blocks ? key_blocks - above : 0;
-                while (ld_acquire(sem) != turn) {
-                }
+                wait_ticket(sem, turn);
                 fence_proxy_async_global();
                 if (turn == 0) {
                   bulk_to_global<false>(dst, src, rows * 256);  // the first: a store

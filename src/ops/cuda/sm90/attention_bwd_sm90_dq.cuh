@@ -157,6 +157,22 @@ __device__ __forceinline__ int ld_acquire(const int* p) {
   return v;
 }
 
+__device__ __forceinline__ int ld_relaxed(const int* p) {
+  int v;
+  asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// Spins until the ticket at p reads `turn`, then acquires it. The spin's loads are relaxed: an
+// acquire load compiles to a load plus an L1 invalidation (CCTL.IVALL) each turn; one acquire after
+// the loop orders this thread's later reads after the release that wrote `turn` (nothing else
+// writes the ticket until this thread passes it on).
+__device__ __forceinline__ void wait_ticket(const int* p, int turn) {
+  while (ld_relaxed(p) != turn) {
+  }
+  ld_acquire(p);
+}
+
 __device__ __forceinline__ void st_release(int* p, int v) {
   asm volatile("st.release.gpu.global.b32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
@@ -229,7 +245,7 @@ __device__ __forceinline__ void dq_convert_block(const HstuAttnParams& p, const 
   if (dq_sem && seen) {
     const int* sem = dq_sem + ((int64_t(b) * p.num_heads + h) * sem_blocks + m) * 2;
     if (threadIdx.x < parts)
-      while (ld_acquire(sem + threadIdx.x) != key_blocks - kb_min) {
+      while (ld_relaxed(sem + threadIdx.x) != key_blocks - kb_min) {
       }
     __syncthreads();
     ld_acquire(sem);  // each thread's own acquire of the (final) ticket before its reads

@@ -246,8 +246,7 @@ __device__ __forceinline__ void wide_dq_writer(const BwdParams<Tr>& P, SS& ss, c
       while (above < key_blocks && tile_kind(si, p, q0, kBN, above * kBM, kBM) == kTileSkip)
         ++above;
       const int turn = above < key_blocks ? key_blocks - above : 0;
-      while (ld_acquire(sem) != turn) {
-      }
+      wait_ticket(sem, turn);
       fence_proxy_async_global();
 #pragma unroll 1
       for (int j = 0; j < Tr::kDqQuarters; ++j) {
