@@ -158,7 +158,8 @@ struct DeviceProblem {
   std::vector<int> len;
   int64_t T = 0;
 
-  DeviceProblem(const Shape& s, const std::vector<int>& lengths, DType dt, bool causal)
+  DeviceProblem(const Shape& s, const std::vector<int>& lengths, DType dt, bool causal,
+                bool rab = false)
       : len(lengths) {
     for (int l : len) T += l;
     const UvqkLayout lay{s.H, s.d};
@@ -166,9 +167,13 @@ struct DeviceProblem {
     const int hdp = s.d <= 32 ? 32 : (s.d <= 64 ? 64 : (s.d <= 128 ? 128 : 256));
     const size_t bytes = size_t(T) * (2 * W + 2 * hd) * 2 + 4 * (len.size() + 1) + 64 * 1024;
     mem = Arena(Device::kCUDA, bytes + 8 * Arena::kAlign, "bench-attention");
-    // dQ accumulator (atomic mode) + the rest (the sm90 tile-order lists). The rab's time
-    // buckets are the step's, in scratch_rab (add_rab), as a model step passes them.
-    scratch = Arena(Device::kCUDA, size_t(T) * s.H * hdp * 4 + (1 << 20), "bench-scratch");
+    // dQ accumulator (atomic mode) + the rest (the sm90 tile-order lists) + with rab the fused
+    // backward's dS tiles, as the trainer sizes them. The rab's time buckets are the step's, in
+    // scratch_rab (add_rab), as a model step passes them.
+    const int max_len = *std::max_element(len.begin(), len.end());
+    const size_t rab_ds =
+        rab ? size_t(hstu_attention_rab_scratch_bytes(int64_t(len.size()), s.H, max_len, s.d)) : 0;
+    scratch = Arena(Device::kCUDA, size_t(T) * s.H * hdp * 4 + rab_ds + (1 << 20), "bench-scratch");
     uvqk = mem.alloc(dt, {T, W});
     duvqk = mem.alloc(dt, {T, W});
     o = mem.alloc(dt, {T, hd});
@@ -523,7 +528,7 @@ int run_attention_bench(const std::vector<std::string>& args) {
       "/NV", "bwdA ms", "TFLOPS", "f+b ms");
   for (const Shape& s : opt.shapes) {
     const std::vector<int> len = make_lengths(s, opt.lengths, g);
-    DeviceProblem dp(s, len, opt.dtype, opt.causal);
+    DeviceProblem dp(s, len, opt.dtype, opt.causal, opt.rab);
     fill_random(dp.uvqk, opt.dtype, g);
     fill_random(dp.d_o, opt.dtype, g);
     if (opt.rab) dp.add_rab(g);

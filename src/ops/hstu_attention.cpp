@@ -4,6 +4,7 @@
 #include "ops/hstu_attention.h"
 
 #include "ops/cpu/hstu_attention.h"
+#include "ops/detail/attn_rab_ds.h"
 #include "ops/detail/attn_tile_order.h"
 #if defined(HSTU_WITH_CUDA)
 #include "ops/cuda/hstu_attention.h"
@@ -30,6 +31,13 @@ bool hstu_rab_buckets(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& out
 
 int64_t hstu_attention_plan_bytes(int64_t batch, int64_t max_seqlen, int64_t total_tokens) {
   return cuda::attn::attention_plan_bytes(batch, max_seqlen, total_tokens);
+}
+
+int64_t hstu_attention_rab_scratch_bytes(int64_t batch, int64_t heads, int64_t max_seqlen,
+                                         int64_t head_dim) {
+  if (head_dim <= 64 || head_dim > 128 || max_seqlen > cuda::attn::kSm90BwdRabFusedMaxSeqlen)
+    return 0;
+  return cuda::attn::sm90_bwd_rab_ds_bytes(batch, heads, static_cast<int>(max_seqlen)) + 512;
 }
 
 HstuAttentionPlan hstu_attention_plan(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& mem) {

@@ -226,6 +226,13 @@ bool hstu_rab_buckets(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& out
 // counter itself (a launch or two before its kernel). Bytes of the plan of `batch` sequences of
 // at most max_seqlen tokens, total_tokens in all (a bound that needs no lengths).
 int64_t hstu_attention_plan_bytes(int64_t batch, int64_t max_seqlen, int64_t total_tokens);
+
+// Scratch bytes the CUDA backward's fused rab form takes with rab gradients, on top of its dQ
+// accumulator: every visited tile's dS of `batch` sequences of at most max_seqlen tokens and
+// `heads` heads of width head_dim (padded head width 128 and up to 3200 tokens a sequence; 0
+// elsewhere). Without that room the backward runs the split form (slower, no dS stored).
+int64_t hstu_attention_rab_scratch_bytes(int64_t batch, int64_t heads, int64_t max_seqlen,
+                                         int64_t head_dim);
 // The launch plan of args' batch in `mem` (u8, at least hstu_attention_plan_bytes(B,
 // args.max_seqlen, T), 16-byte aligned), for calls of these args (with args.rab_buckets when the
 // calls will have them): its orders are those the calls take (the sm_90a kernels on a jagged

@@ -925,8 +925,10 @@ class GpuAttentionSm90Bwd : public ::testing::TestWithParam<Case> {};
 
 // The backward with HSTU_ATTN_SM90=1: the sm_90a kernels where sm90_bwd_supported() takes the
 // call (buckets 64 / 128 / 256, rab up to 128; sm90_bwd_expected), the sm80 kernels otherwise
-// (rab at d 256: that case then checks sm80 once more; rab has no fused form and runs the split
-// one again). With rab, d_rab_pos and d_rab_time are checked too.
+// (rab at d 256: that case then checks sm80 once more). rab at d 128 has a fused form (the bias
+// added in the fused kernel, dS stored, the gradient reduced by its own kernel; its launches
+// counted); rab at d 64 runs the split one again. With rab, d_rab_pos and d_rab_time are checked
+// too.
 // Runs: the split form (HSTU_ATTN_SM90_SPLIT=1) in deterministic mode and with atomic dQ asked
 // for, the fused form (HSTU_ATTN_SM90_FUSED=1; at 64 / 128 / 256 without rab) twice in
 // deterministic mode (at 64 persistent, HSTU_ATTN_SM90_BWD_PERSIST=1: its launches counted), in
@@ -976,9 +978,13 @@ TEST_P(GpuAttentionSm90Bwd, MatchesCpuReference) {
     if (f.grid) setenv("HSTU_ATTN_SM90_ORDER", "grid", 1);
     if (f.persist) setenv("HSTU_ATTN_SM90_BWD_PERSIST", f.persist, 1);
     const int64_t persist_launches = cuda::attn::sm90_persist_launches(cuda::attn::Sm90Pass::kBwd);
+    const int64_t rab_launches =
+        cuda::attn::sm90_persist_launches(cuda::attn::Sm90Pass::kBwdRabFused);
     const Outputs out = run.run(f.det);
     const int64_t persisted =
         cuda::attn::sm90_persist_launches(cuda::attn::Sm90Pass::kBwd) - persist_launches;
+    const int64_t rab_fused =
+        cuda::attn::sm90_persist_launches(cuda::attn::Sm90Pass::kBwdRabFused) - rab_launches;
     unsetenv("HSTU_ATTN_SM90_BWD_PERSIST");
     unsetenv("HSTU_ATTN_SM90_ORDER");
     unsetenv(f.env);
@@ -991,6 +997,14 @@ TEST_P(GpuAttentionSm90Bwd, MatchesCpuReference) {
     const bool persist_expected = fused && f.det && asked && sm90_bwd_expected(pb.cs) &&
                                   !pb.cs.rab && std::max(pb.cs.dqk, pb.cs.dv) <= 64;
     EXPECT_EQ(persisted, persist_expected ? 1 : 0);
+    // The fused rab form runs exactly where fused is asked for, at padded head width 128 up to
+    // its longest sequence.
+    const int dpad = std::max(pb.cs.dqk, pb.cs.dv) <= 64    ? 64
+                     : std::max(pb.cs.dqk, pb.cs.dv) <= 128 ? 128
+                                                            : 256;
+    const bool rab_fused_expected = fused && pb.cs.rab && sm90_bwd_expected(pb.cs) && dpad == 128 &&
+                                    pb.max_len <= cuda::attn::kSm90BwdRabFusedMaxSeqlen;
+    EXPECT_EQ(rab_fused, rab_fused_expected ? 1 : 0);
     auto check = [&](const char* what, const Tensor& o, const Tensor& r, const Tensor& nv) {
       check_output(pb, what, sm80 ? "sm80" : (fused ? "sm90f" : "sm90"), o, r, nv, kBwdM);
     };

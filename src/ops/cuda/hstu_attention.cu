@@ -6,10 +6,10 @@
 // (sm90/attention_fwd_sm90.cuh) where it measured faster (sm90_fwd_supported; HSTU_ATTN_SM80=1 /
 // HSTU_ATTN_SM90=1 force either); the backward of the 64/128/256 buckets likewise runs the
 // sm_90a kernels (sm90/attention_bwd_sm90.cuh, with rab at 64/128: attention_bwd_sm90_rab.cuh;
-// 256 without rab: attention_bwd_sm90_wide.cuh; sm90_bwd_supported; without rab the fused-dQ
-// form where faster (sm90_fused_faster: 64/128 by default, 256 when forced), deterministic or,
-// asked for no determinism, with unordered dQ adds; otherwise the split form, deterministic in
-// both modes), other calls the sm80 kernels.
+// 256 without rab: attention_bwd_sm90_wide.cuh; sm90_bwd_supported; the fused-dQ form where
+// faster (sm90_fused_faster: 64/128 by default, 256 when forced; with rab at 128 only, up to
+// kSm90BwdRabFusedMaxSeqlen tokens), deterministic or, asked for no determinism, with unordered dQ
+// adds; otherwise the split form, deterministic in both modes), other calls the sm80 kernels.
 //
 // The shaping decision: head widths are padded internally to the next of 32/64/128/256 (zero
 // columns in shared memory), so one kernel per bucket serves every width — the paper's 25 and 50
@@ -34,7 +34,8 @@
 // Scratch (ctx.scratch): the rab buckets (B * S * S bytes) when they fit,
 // 8 * (|rab_pos| + |rab_time|) bytes with rab gradients, plus
 // 4 * T * H * Dpad bytes for the dQ accumulator when not deterministic (sm80) or with the fused
-// sm_90a backward (+ 8 * B * H * ceil(max_seqlen / 64) semaphore bytes; without that room the
+// sm_90a backward (+ 8 * B * H * ceil(max_seqlen / 64) semaphore bytes, and with rab gradients
+// its dS tiles, sm90_bwd_rab_ds_bytes: 2 B H S^2 bytes rounded to its tiles; without that room the
 // split form runs), and with the sm_90a kernels their launch order (attn_tile_order.h:
 // 16 * (T / bm + B) bytes, bm = 64..192; without room the grid order) and the persistent
 // forward's tile counter (one int; without room one CTA per tile), unless the call has the
@@ -556,10 +557,20 @@ void hstu_attention_bwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& d
   const bool sm90 = attn::sm90_bwd_supported(p, hdp);
   // The tickets, then the persistent backward's tile counter (attention_sm90.h).
   const int64_t sem_n = attn::sm90_bwd_tickets(p.batch, p.num_heads, p.max_seqlen) + 1;
+  // rab: the fused form at d 128 (attention_bwd_sm90.cuh, kRabFused) up to the length whose bias
+  // tables fit in its shared memory; with gradients it stores every tile's dS in scratch for the
+  // reduction kernel (sm90_bwd_rab_ds_bytes).
+  const bool rab_fused =
+      p.rab_pos && p.rab_bkt && hdp == 128 && p.max_seqlen <= attn::kSm90BwdRabFusedMaxSeqlen;
+  const size_t rab_ds_bytes =
+      rab_fused && rab_grad
+          ? size_t(attn::sm90_bwd_rab_ds_bytes(p.batch, p.num_heads, p.max_seqlen)) + 512
+          : 0;
   const size_t fused_bytes = 4 * size_t(p.total_tokens * p.num_heads * hdp) + 4 * size_t(sem_n) +
-                             1024;  // + alignment of the two allocations
-  const bool sm90_fused = sm90 && !p.rab_pos && sm90_fused_faster(p, hdp) && ctx.scratch &&
-                          ctx.scratch->device() == Device::kCUDA && !ctx.scratch->is_measuring() &&
+                             1024 + rab_ds_bytes;  // + alignment of the allocations
+  const bool sm90_fused = sm90 && (!p.rab_pos || rab_fused) && sm90_fused_faster(p, hdp) &&
+                          ctx.scratch && ctx.scratch->device() == Device::kCUDA &&
+                          !ctx.scratch->is_measuring() &&
                           ctx.scratch->capacity() - ctx.scratch->used() >= fused_bytes;
   const bool sm90_ordered = sm90_fused && ctx.deterministic;
   const bool det = ctx.deterministic || sm90;
@@ -621,6 +632,10 @@ void hstu_attention_bwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& d
     if (!sm90_ordered) HSTU_CUDA_CHECK(cudaMemsetAsync(acc.data, 0, acc.nbytes(), stream));
     p.dq_accum = static_cast<float*>(acc.data);
     p.dq_accum_head_stride = hdp;
+  }
+  if (sm90_fused && rab_ds_bytes > 0) {  // every visited tile written before it is read
+    const Tensor ds = scratch.alloc(DType::kU8, {int64_t(rab_ds_bytes - 512)});
+    p.rab_ds = ds.data;
   }
   order();
   run();

@@ -94,6 +94,9 @@ struct HstuAttnParams {
   unsigned long long* drab_accum = nullptr;  // fixed point [rab_pos_len + rab_time_len] or null
   float* d_rab_pos = nullptr;
   float* d_rab_time = nullptr;
+  // The fused sm_90a backward's rab form: its dS tiles (attention_sm90.h, sm90_bwd_rab_ds_bytes),
+  // or null (no gradient asked for).
+  void* rab_ds = nullptr;
 
   // ---- the persistent sm_90a forward's tile counter (one int), or null: that kernel then runs
   // one CTA per tile. The launcher zeroes it first unless fwd_tile_counter_zero says it is zero

@@ -72,7 +72,12 @@
 // cp.async while it computes this one), the time table and a window of the position table in
 // shared memory; the dK/dV kernel also reduces dS per diagonal and per time bucket in registers
 // while its dV / dK GEMMs run and adds the sums to fixed-point accumulators (deterministic). The
-// fused form takes no rab.
+// fused d 128 kernel's rab form (kRabFused, up to kSm90BwdRabFusedMaxSeqlen tokens) adds the
+// bias the same way (one dQ staging slot a warpgroup instead of two makes room for the tables in
+// shared memory) and leaves the gradient to a reduction kernel: a producer thread stores each
+// tile's dS buffer to p.rab_ds once both warpgroups have written it (ds_full) and frees it after
+// the copy has read it (ds_free counts it), and hstu_attn_rab_grad_sm90_kernel sums the tiles
+// per diagonal and time bucket.
 //
 // Not here: head widths above 128 (the dK + dV accumulators of 64 x 256 per warpgroup need 256
 // registers a thread: attention_bwd_sm90_wide.cuh splits the columns between the warpgroups);
@@ -91,8 +96,9 @@
 namespace hstu::cuda::attn::sm90 {
 
 // kDkdv: the key-major kernel (dK, dV; with kFusedDq also dQ through the ordered fp32
-// accumulation); else the query-major dQ kernel of the split scheme.
-template <typename T, int kHeadDim, bool kDkdv, bool kFusedDq = false>
+// accumulation); else the query-major dQ kernel of the split scheme. kRab: the fused kernel's rab
+// form (d 128; kRabFused below).
+template <typename T, int kHeadDim, bool kDkdv, bool kFusedDq = false, bool kRab = false>
 struct BwdTraits {
   using Element = typename CuteElem<T>::type;
   static constexpr int kHD = kHeadDim;
@@ -161,6 +167,13 @@ struct BwdTraits {
   static constexpr int kDqRows = kDqT ? kBN / 2 : kBN;  // query rows of a warpgroup's chunk
   static constexpr int kDqHalves = kHD / 64;            // 64-column halves of the accumulator
   static constexpr int kStageFloats = kDqRows * 64;     // one warpgroup's staged chunk
+  // The fused kernel's rab form (d 128, kDqLate; the kernel's kHasRab): the bias added from the
+  // split kernels' tables (attention_bwd_sm90_rab.cuh) and each tile's dS stored to p.rab_ds for
+  // the gradient's reduction kernel. Its shared memory: one dQ slot a warpgroup instead of two
+  // (32 KB) makes room for the bucket blocks and tables.
+  static constexpr bool kRabFused = kFused && kRab;
+  static_assert(!kRab || (kFused && kDqLate), "the fused rab form: the fused d 128 kernel");
+  static constexpr int kDqSlots = kRabFused ? 1 : 2;  // staged chunks a warpgroup
   using TiledMmaDq = decltype(make_tiled_mma(
       GMMA::ss_op_selector < Element, Element, float, Shape<_64, Int<kDqN>, Int<kBM>>,
       GMMA::Major::MN, kDqT ? GMMA::Major::K : GMMA::Major::MN > (), Layout<Shape<_1, _1, _1>>{}));
@@ -184,13 +197,15 @@ struct BwdTraits {
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutS>, 1024> s1;
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutS>, 1024> s2;
     alignas(1024) cute::array_aligned<Element, kFused ? cosize_v<SmemLayoutdS> : 8, 1024> ds;
-    // Fused dQ: [slot 2][warpgroup 2][kStageFloats] staged chunks and their full / empty barriers.
-    alignas(128) cute::array_aligned<float, kFused ? 4 * kStageFloats : 4, 128> dq_stage;
+    // Fused dQ: [slot kDqSlots][warpgroup 2][kStageFloats] staged chunks and their full / empty
+    // barriers.
+    alignas(128) cute::array_aligned<float, kFused ? 2 * kDqSlots * kStageFloats : 4, 128> dq_stage;
     typename Pipe::SharedStorage pipe;
     alignas(8) uint64_t barrier_r;
-    uint64_t dq_full[kFused ? 4 : 1], dq_empty[kFused ? 4 : 1];
+    uint64_t dq_full[kFused ? 2 * kDqSlots : 1], dq_empty[kFused ? 2 * kDqSlots : 1];
     // kDqLate: dS buffer b holds both warpgroups' dS of a tile (ds_full: all 256 consumer
-    // threads wrote theirs) / was read by both warpgroups' dQ GEMMs (ds_free).
+    // threads wrote theirs) / was read by both warpgroups' dQ GEMMs (ds_free; kRabFused: and by
+    // the dS store's bulk copy).
     uint64_t ds_full[kDqLate ? 2 : 1], ds_free[kDqLate ? 2 : 1];
     // Persistent form: the tile the producer claimed (-1: none left), published by its arrive on
     // barrier_r; r_free: the consumers are past their last resident read of the tile and the
@@ -431,7 +446,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   using SS = typename Tr::SharedStorage;
   using Element = typename Tr::Element;
   constexpr int kBM = Tr::kBM, kBN = Tr::kBN, kHD = Tr::kHD;
-  static_assert(!(kHasRab && Tr::kFused), "rab runs the split form");
+  static_assert(Tr::kRabFused == (kHasRab && Tr::kFused), "rab in the fused kernel: kRabFused");
   static_assert(!kPersist || (Tr::kQ128 && 2 * kHD <= kBN),
                 "the persistent form: the fused d 64 kernel (dK, dV staged in one dS buffer)");
   // Persistent: 8 registers more a consumer thread (2 (232 - 224) = 56 - 40; the tile loop keeps
@@ -444,8 +459,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   // to this kernel.
   constexpr int kProducerRegs = kPersist ? 40 : Tr::kProducerRegs;
   constexpr int kConsumerRegs = kPersist ? 232 : Tr::kConsumerRegs;
-  // (The fused kernel takes no rab; it names the split kernels' shape.)
-  using Rab = BwdRabSmem<kBM, Tr::kFused ? 64 : kBN, Tr::kConsumerWGs, kDkdv>;
+  // The fused kernel names the split kernels' shape; its rab form (kRabFused) takes the bias's
+  // part only (the gradient is reduced from the stored dS).
+  using Rab = BwdRabSmem<kBM, Tr::kFused ? 64 : kBN, Tr::kConsumerWGs, kDkdv && !Tr::kFused>;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   SS& ss = *reinterpret_cast<SS*>(smem_raw);
   const HstuAttnParams& p = P.p;
@@ -503,14 +519,16 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   if (tid == 0) {
     Barrier::init(&ss.barrier_r, 1);
     if constexpr (Tr::kFused) {
-      for (int i = 0; i < 4; ++i) {
+      for (int i = 0; i < 2 * Tr::kDqSlots; ++i) {
         cutlass::arch::ClusterBarrier::init(&ss.dq_full[i], 128);  // a warpgroup's threads
         cutlass::arch::ClusterBarrier::init(&ss.dq_empty[i], 1);   // its writer
       }
       if constexpr (Tr::kDqLate) {
         for (int i = 0; i < 2; ++i) {
           cutlass::arch::ClusterBarrier::init(&ss.ds_full[i], 128 * Tr::kConsumerWGs);
-          cutlass::arch::ClusterBarrier::init(&ss.ds_free[i], 128 * Tr::kConsumerWGs);
+          // kRabFused: and the dS store's thread.
+          cutlass::arch::ClusterBarrier::init(&ss.ds_free[i],
+                                              128 * Tr::kConsumerWGs + (Tr::kRabFused ? 1 : 0));
         }
       }
     }
@@ -577,8 +595,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     if constexpr (Tr::kFused) {
       // Writer of warpgroup w's chunks in slot sl (lanes 0 and 16 of warp 1 + w): the k-th visited
       // block's chunk, k = sl mod 2. Two writers per warpgroup, so one chunk's ordered add
-      // (turn, copy, completion, release) may take two tiles' time.
-      if ((tid & 15) == 0 && tid >= 32 && tid < 96) {
+      // (turn, copy, completion, release) may take two tiles' time (kRabFused: one slot and one
+      // writer, lane 0, per warpgroup).
+      if ((tid & 15) == 0 && tid >= 32 && tid < 96 && (Tr::kDqSlots == 2 || (tid & 16) == 0)) {
         const int w = tid / 32 - 1, sl = (tid / 16) & 1;
         const bool ordered = P.dq_sem != nullptr;
         // Each tile of the CTA (persistent: each published one): the chunks of its visited
@@ -597,10 +616,11 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
           const int key_blocks = (si.L + kBM - 1) / kBM;
           const int64_t sem0 = (int64_t(b) * p.num_heads + h) * P.sem_blocks;
           int n = next_visible(0);
-          if ((k & 1) != sl && n < n_blocks) n = next_visible(n + 1), ++k;
+          if ((k & (Tr::kDqSlots - 1)) != sl && n < n_blocks) n = next_visible(n + 1), ++k;
 #pragma unroll 1
           while (n < n_blocks) {
-            cutlass::arch::ClusterBarrier::wait(&ss.dq_full[2 * sl + w], (k >> 1) & 1);
+            cutlass::arch::ClusterBarrier::wait(&ss.dq_full[2 * sl + w],
+                                                (k >> (Tr::kDqSlots - 1)) & 1);
             // Query rows of this chunk (d 64: warpgroup w has queries kDqRows w..; d 128 all 64),
             // within the 64-query block m0 (kSm90BwdQueryBlock), whose semaphore part is the
             // chunk's 32-query half (d 64, 64-query tiles), its column half (d 128), or the whole
@@ -652,13 +672,38 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
               ++k;
               if (n < n_blocks) n = next_visible(n + 1), ++k;
             } else {
-              if (n < n_blocks) n = next_visible(n + 1);
-              k += 2;
+              if constexpr (Tr::kDqSlots == 2) {
+                if (n < n_blocks) n = next_visible(n + 1);
+              }
+              k += Tr::kDqSlots;
             }
           }
           if constexpr (!kPersist) break;
         }
         bulk_wait_all();
+      }
+      if constexpr (Tr::kRabFused) {
+        // The dS store (lane 0 of warp 3; kRabFused): each visited tile's dS, both warpgroups'
+        // halves in buffer k & 1 once ds_full says so, copied whole (the buffer's swizzled image)
+        // to the tile's slot of p.rab_ds (rab_ds_tile), for the gradient's reduction kernel; the
+        // buffer is freed (ds_free) once the copy has read it. Rab without gradients (no
+        // p.rab_ds): it only frees the buffers.
+        if (tid == 96) {
+          int k = 0;
+#pragma unroll 1
+          for (int n = next_visible(0); n < n_blocks; n = next_visible(n + 1), ++k) {
+            cutlass::arch::ClusterBarrier::wait(&ss.ds_full[k & 1], (k >> 1) & 1);
+            if (p.rab_ds) {
+              bulk_to_global<false>(
+                  reinterpret_cast<float*>(rab_ds_tile(p, b, h, blk, n)),
+                  reinterpret_cast<const float*>(ss.ds.data()) + (k & 1) * (kRabDsTileBytes / 4),
+                  kRabDsTileBytes);
+              bulk_wait_read();
+            }
+            cutlass::arch::ClusterBarrier::arrive(&ss.ds_free[k & 1]);
+          }
+          bulk_wait_all();
+        }
       }
     }
     return;
@@ -733,7 +778,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   // block is issued once every thread of the warpgroup has passed the barrier that follows its
   // reads of the block before (bkt_ready), and lands while this block's pointwise step and GEMMs
   // run.
-  const bool rab_grad = kHasRab && kDkdv && p.drab_accum != nullptr;
+  const bool rab_grad = kHasRab && kDkdv && !Tr::kFused && p.drab_accum != nullptr;
   const float grad_mul = p.alpha * p.scale;
   uint8_t* my_bkt = kHasRab ? rs.bkt + w * 2 * Rab::kBlockBytes : nullptr;
   auto bkt_load = [&](int nb, int buf) {
@@ -779,7 +824,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   // (attention_bwd_sm90_dq.cuh): rows of 64 floats, columns permuted by dq_col_pos, slot kq & 1.
   auto dq_step = [&](int kq, auto&& after_wait) {
     if constexpr (Tr::kFused) {
-      const int b = kq & 1;
+      const int b = kq & 1;  // the dS buffer, and with two slots the staging slot
+      const int sl = Tr::kDqSlots == 2 ? b : 0;
       Tensor accQ = partition_fragment_C(mmaDq, Shape<_64, Int<Tr::kDqN>>{});
       if constexpr (Tr::kDqT) {
         wg_gemm<true>(mmaDq, tDrK, tDrdS(_, _, _, b), accQ);
@@ -790,8 +836,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       warpgroup_fence_operand(accQ);
       if constexpr (Tr::kDqLate) cutlass::arch::ClusterBarrier::arrive(&ss.ds_free[b]);
       after_wait();
-      cutlass::arch::ClusterBarrier::wait(&ss.dq_empty[2 * b + w], ((kq >> 1) & 1) ^ 1);
-      float* stage = ss.dq_stage.data() + (2 * b + w) * Tr::kStageFloats;
+      cutlass::arch::ClusterBarrier::wait(&ss.dq_empty[2 * sl + w],
+                                          Tr::kDqSlots == 2 ? ((kq >> 1) & 1) ^ 1 : (kq & 1) ^ 1);
+      float* stage = ss.dq_stage.data() + (2 * sl + w) * Tr::kStageFloats;
       // The accumulator coordinates of the chunk (opaque_tid, as tXcXu).
       Tensor tDcQ = mmaDq.get_thread_slice(opaque_tid() & 127)
                         .partition_C(make_identity_tensor(Shape<_64, Int<Tr::kDqN>>{}));
@@ -806,7 +853,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
         }
       }
       cutlass::arch::fence_view_async_shared();  // generic-proxy writes -> the bulk copy's reads
-      cutlass::arch::ClusterBarrier::arrive(&ss.dq_full[2 * b + w]);
+      cutlass::arch::ClusterBarrier::arrive(&ss.dq_full[2 * sl + w]);
     }
   };
 
@@ -870,8 +917,10 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
         // first half are dead while the second is computed.
         constexpr int kHalf = int(size(decltype(tXrXt){})) / 2;
         const int kind = kind_of(n);
-        bwd_apply<true, kBM, kBN, 0, kHalf, false, 0, kTanhSilu<T>>(tXrX, tXrY, tXcXu, p, si, r0,
-                                                                    n * kBN, kind);
+        // kRabFused: the bias as in the split kernels (rv).
+        constexpr int kPitch = kHasRab ? Rab::kBktPitch : 0;
+        bwd_apply<true, kBM, kBN, 0, kHalf, kHasRab, kPitch, kTanhSilu<T>>(tXrX, tXrY, tXcXu, p, si,
+                                                                           r0, n * kBN, kind, rv);
         acc_to_frag<T, 0, kHalf / 2>(tXrY, tOrD);
         acc_to_frag<T, 0, kHalf / 2>(tXrX, tOrP);
         // kSplitO: the first half's elements are the tile's first kBN / 2 streamed rows (the
@@ -884,8 +933,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
           wg_gemm<false, 0, kKbHalf>(mmaO, tOrP, tOrS2t(_, _, _, st), accA);  // dV += P^T dO
           wg_gemm<false, 0, kKbHalf>(mmaO, tOrD, tOrS1t(_, _, _, st), accB);  // dK += dS^T Q
         }
-        bwd_apply<true, kBM, kBN, kHalf, -1, false, 0, kTanhSilu<T>>(tXrX, tXrY, tXcXu, p, si, r0,
-                                                                     n * kBN, kind);
+        bwd_apply<true, kBM, kBN, kHalf, -1, kHasRab, kPitch, kTanhSilu<T>>(
+            tXrX, tXrY, tXcXu, p, si, r0, n * kBN, kind, rv);
         acc_to_frag<T, kHalf / 2>(tXrY, tOrD);
         acc_to_frag<T, kHalf / 2>(tXrX, tOrP);
       } else {
@@ -911,7 +960,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       }
       // dK += dS^T Q  |  dQ += dS K
       wg_gemm<false, Tr::kSplitO ? kKbHalf : 0>(mmaO, tOrD, tOrS1t(_, _, _, st), accB);
-      if constexpr (kHasRab && kDkdv) {  // while the GEMMs run: dS (fp32) is still in tXrY
+      if constexpr (kHasRab && kDkdv &&
+                    !Tr::kFused) {  // while the GEMMs run: dS (fp32) is still in tXrY
         if (rab_grad) {
           bwd_rab_grad<Rab::kBktPitch, Rab::kStagePitch>(
               tXrY, tXcX, rv, rs.stage + (tid / 32 - 4) * Rab::kStageFloats,
@@ -986,7 +1036,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     // dV (the sm80 swizzled row-major layout, swz<kHD>; persistent: a dS buffer), then each
     // warpgroup stores its own 64 rows.
     named_bar_sync(128 * Tr::kConsumerWGs, 0);
-    if constexpr (kHasRab && kDkdv) {  // every tile's rab gradient is in the CTA's accumulators
+    if constexpr (kHasRab && kDkdv &&
+                  !Tr::kFused) {  // every tile's rab gradient is in the CTA's accumulators
       if (rab_grad) Rab::flush(rs, p, p.max_seqlen, dmin, ctid, 128 * Tr::kConsumerWGs);
     }
     // Persistent: staged in the dS buffer the next tile writes second (the last visited tile's:
@@ -1046,9 +1097,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
 #endif
 }
 
-template <typename T, int kHeadDim, bool kDkdv, bool kFusedDq>
+template <typename T, int kHeadDim, bool kDkdv, bool kFusedDq, bool kRab = false>
 void launch_bwd_pass(const HstuAttnParams& p, int* dq_sem, cudaStream_t stream) {
-  using Tr = BwdTraits<T, kHeadDim, kDkdv, kFusedDq>;
+  using Tr = BwdTraits<T, kHeadDim, kDkdv, kFusedDq, kRab>;
   HSTU_CHECK(p.total_tokens < (int64_t(1) << 31), "sm90 attention backward: ", p.total_tokens,
              " tokens exceed TMA's 32-bit coordinates");
   const HeadsView& r1 = kDkdv ? p.k : p.q;
@@ -1092,8 +1143,20 @@ void launch_bwd_pass(const HstuAttnParams& p, int* dq_sem, cudaStream_t stream) 
       go(hstu_attn_bwd_sm90_kernel<T, Tr, kDkdv, true>, smem, grid);
       return;
     }
+  } else if constexpr (Tr::kRabFused) {
+    using Rab = BwdRabSmem<Tr::kBM, 64, Tr::kConsumerWGs, false>;
+    static_assert(Tr::kSmemBytes + Rab::bytes(kSm90BwdRabFusedMaxSeqlen) <= kSm90MaxSmem,
+                  "kSm90BwdRabFusedMaxSeqlen: the fused rab form's shared memory");
+    HSTU_CHECK(p.rab_pos && p.rab_bkt && p.max_seqlen <= kSm90BwdRabFusedMaxSeqlen,
+               "sm90 attention backward: the fused rab form needs the precomputed buckets and at "
+               "most ",
+               kSm90BwdRabFusedMaxSeqlen, " tokens a sequence (", p.max_seqlen, ")");
+    go(hstu_attn_bwd_sm90_kernel<T, Tr, kDkdv, true>, Tr::kSmemBytes + Rab::bytes(p.max_seqlen),
+       grid);
+    sm90_count_persist_launch(Sm90Pass::kBwdRabFused);
+    return;
   } else {
-    HSTU_CHECK(!p.rab_pos, "sm90 attention backward: the fused dQ form takes no rab");
+    HSTU_CHECK(!p.rab_pos, "sm90 attention backward: the fused dQ form takes rab at d 128 only");
     if constexpr (Tr::kQ128) {
       // Persistent (sm90_bwd_persist; ordered adds): one CTA an SM claiming the grid's tiles
       // from the int after the tickets (zeroed with them).
@@ -1108,7 +1171,8 @@ void launch_bwd_pass(const HstuAttnParams& p, int* dq_sem, cudaStream_t stream) 
       }
     }
   }
-  go(hstu_attn_bwd_sm90_kernel<T, Tr, kDkdv, false>, Tr::kSmemBytes, grid);
+  if constexpr (!Tr::kRabFused)
+    go(hstu_attn_bwd_sm90_kernel<T, Tr, kDkdv, false>, Tr::kSmemBytes, grid);
 }
 
 }  // namespace hstu::cuda::attn::sm90

@@ -61,6 +61,7 @@
 #include "ops/cuda/sm80/attention_mask.cuh"
 #include "ops/cuda/sm80/attention_primitives.cuh"
 #include "ops/cuda/sm90/attention_fwd_sm90.cuh"  // CuTe (get, size) in this namespace
+#include "ops/cuda/sm90/attention_sm90.h"
 
 namespace hstu::cuda::attn::sm90 {
 
@@ -88,7 +89,7 @@ struct BwdRabSmem {
   static constexpr int kBktBytes = kWGs * 2 * kBlockBytes;
   // Diagonals j - i the CTA's tiles touch: key (or query) blocks reach round_up(max_seqlen, kBN),
   // the resident rows go kBM - 1 the other way.
-  __host__ __device__ static int pos_window(int max_seqlen) {
+  __host__ __device__ static constexpr int pos_window(int max_seqlen) {
     return (max_seqlen + kBN - 1) / kBN * kBN + kBM;
   }
   // The diagonal stage of one warp (bwd_rab_grad): its 16 rows folded onto 8 (row r + 8 and
@@ -107,7 +108,7 @@ struct BwdRabSmem {
   static constexpr int acc_bytes(int window) {
     return kDkdv ? 8 * window + kStageBytes + kHistBytes : 0;
   }
-  static int bytes(int max_seqlen) {
+  static constexpr int bytes(int max_seqlen) {
     const int w = pos_window(max_seqlen);
     return acc_bytes(w) + kBktBytes + 4 * kMaxBktTable + 4 * w;
   }
@@ -322,6 +323,155 @@ __device__ __forceinline__ void bwd_rab_flush_tile(const HstuAttnParams& p, cons
                                  (static_cast<unsigned long long>(mid) << 20) + lo;
     if (v != 0 && b < p.rab_time_len) atomicAdd(p.drab_accum + p.rab_pos_len + b, v);
   }
+}
+
+// ---- the fused form's gradient (BwdTraits::kRabFused) ------------------------------------------
+// The fused d 128 kernel stores each visited tile's dS (dS / (alpha scale), 0 where masked: the
+// [64 queries x 128 keys] image of its dS buffer, ds_byte_offset<false>: key rows of 64 queries,
+// 16-byte chunks XOR-ed with key % 8) whole at rab_ds_tile(b, h, key block, query block) of
+// p.rab_ds (sm90_bwd_rab_ds_bytes), and this kernel reduces them into p.drab_accum.
+__device__ __forceinline__ unsigned char* rab_ds_tile(const HstuAttnParams& p, int b, int h, int kb,
+                                                      int qb) {
+  const int64_t tile =
+      ((int64_t(b) * p.num_heads + h) * sm90_rab_ds_key_blocks(p.max_seqlen) + kb) *
+          sm90_rab_ds_query_blocks(p.max_seqlen) +
+      qb;
+  return static_cast<unsigned char*>(p.rab_ds) + tile * kRabDsTileBytes;
+}
+
+// Dynamic shared memory of hstu_attn_rab_grad_sm90_kernel: the CTA's diagonal sums.
+inline int rab_grad_sm90_smem(int max_seqlen) {
+  return 4 * (sm90_rab_ds_query_blocks(max_seqlen) * 64 + 127);
+}
+// The CTAs a key block's query tiles are dealt to (tile qb to CTA qb mod kRabGradSplit): the
+// key blocks of one sequence see up to 50 tiles each, which one CTA ran one after another.
+constexpr int kRabGradSplit = 4;
+
+// The rab gradient of the fused form from its stored dS: one CTA (256 threads) per (key block of
+// 128 and a kRabGradSplit-th of its query blocks, head, sequence), over those of the block's
+// visited query blocks (the fused kernel's tile_kind test) in ascending order, each tile's dS and
+// buckets loaded into registers while the tile before is reduced:
+//   - the tile into shared memory un-swizzled, key-major, pitch 66 elements (33 words: the
+//     diagonal walks below read distinct banks), 4 chunks of 16 bytes a thread;
+//   - time buckets: thread t takes query t % 64 and keys 32 (t / 64) .. + 31 of the tile, with
+//     their buckets (two 16-byte loads of the query's bucket row), sums runs of equal bucket in
+//     fp32 and adds each to the tile's bucket slices (add_slices: three native 32-bit shared
+//     atomics; 64-bit shared atomics are compare-and-swap loops, which a warp's lanes, mostly
+//     on one bucket, serialised: 305-317 us a call at 32 x 1024 x 4 x 128, H200). A bucket's
+//     runs in one query row are one (buckets never increase along the keys of a row), so a tile
+//     adds at most 256 values a bucket: the slices cannot overflow. After the tile, thread t
+//     folds bucket t into the CTA's 64-bit sums (its own: no atomics) and zeroes it;
+//   - diagonals: thread t < 191 sums diagonal key - query = t - 63 of the tile in ascending
+//     query order and adds it to the CTA's sum of that diagonal (one thread a diagonal, the tiles
+//     in order);
+// then the CTA's sums go to p.drab_accum as fixed-point adds, one per diagonal and bucket.
+// Deterministic: every fp32 sum runs in a fixed order, and the fixed-point adds commute.
+template <typename T>
+__global__ void __launch_bounds__(256)
+    hstu_attn_rab_grad_sm90_kernel(const __grid_constant__ HstuAttnParams p) {
+  constexpr int kPitch = 66;
+  __shared__ __align__(16) T tile[128 * kPitch];
+  __shared__ uint32_t slices[3 * kMaxBktTable];
+  __shared__ unsigned long long hist[kMaxBktTable];
+  extern __shared__ float diag[];  // diagonal key - query = dmin + x at x
+  const int kb = blockIdx.x / kRabGradSplit, part = blockIdx.x % kRabGradSplit;
+  const int h = blockIdx.y, b = blockIdx.z, t = threadIdx.x;
+  const SeqInfo si = seq_info(p, b);
+  const int k0 = kb * 128;
+  if (k0 >= si.L) return;
+  const int nqb = sm90_rab_ds_query_blocks(p.max_seqlen);
+  const int dmin = k0 - (nqb * 64 - 1), nd = nqb * 64 + 127;
+  for (int x = t; x < nd; x += 256) diag[x] = 0.f;
+  for (int x = t; x < kMaxBktTable; x += 256) hist[x] = 0;
+  for (int x = t; x < 3 * kMaxBktTable; x += 256) slices[x] = 0;
+  const float mul = p.alpha * p.scale;
+  const uint8_t* sb = seq_buckets(p, si);
+  const int64_t ld = p.rab_bkt_stride;
+  const int q = t & 63, kk0 = (t >> 6) * 32;  // the time pass's query and keys
+  // This CTA's next visited query block from qb on (nqb: none).
+  auto next = [&](int qb) {
+    while (qb < nqb && tile_kind(si, p, qb * 64, 64, k0, 128) == kTileSkip) qb += kRabGradSplit;
+    return qb < nqb ? qb : nqb;
+  };
+  // Tile qb's dS chunks and this thread's buckets, into registers.
+  uint4 ds[4], bk[2];
+  auto load = [&](int qb) {
+    const uint4* src = reinterpret_cast<const uint4*>(rab_ds_tile(p, b, h, kb, qb));
+#pragma unroll
+    for (int i = 0; i < 4; ++i) ds[i] = __ldcs(src + t + 256 * i);
+    const int i = qb * 64 + q;
+    bk[0] = bk[1] = make_uint4(0, 0, 0, 0);
+    if (i < si.L && k0 + kk0 < si.L) {  // then k0 + kk0 < ld, a multiple of 16
+      const uint8_t* row = sb + i * ld + k0 + kk0;
+      bk[0] = __ldg(reinterpret_cast<const uint4*>(row));
+      if (k0 + kk0 + 16 < ld) bk[1] = __ldg(reinterpret_cast<const uint4*>(row + 16));
+    }
+  };
+  int qb = next(part);
+  if (qb < nqb) load(qb);
+#pragma unroll 1
+  while (qb < nqb) {
+    const int q0 = qb * 64;
+    __syncthreads();  // the previous tile's reads done (and the zeroing, before the first)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int c = t + 256 * i, k = c >> 3, qc = (c & 7) ^ (k & 7);
+      uint32_t* dst = reinterpret_cast<uint32_t*>(tile + k * kPitch + 8 * qc);
+      dst[0] = ds[i].x;
+      dst[1] = ds[i].y;
+      dst[2] = ds[i].z;
+      dst[3] = ds[i].w;
+    }
+    const uint32_t w[8] = {bk[0].x, bk[0].y, bk[0].z, bk[0].w, bk[1].x, bk[1].y, bk[1].z, bk[1].w};
+    const int qn = next(qb + kRabGradSplit);
+    if (qn < nqb) load(qn);  // in flight while this tile is reduced
+    __syncthreads();
+    if (q0 + q < si.L && k0 + kk0 < si.L) {
+      uint32_t rb = w[0] & 0xffu;
+      float run = 0.f;
+#pragma unroll
+      for (int e = 0; e < 32; ++e) {
+        const uint32_t bkt = (w[e >> 2] >> (8 * (e & 3))) & 0xffu;
+        const float v = static_cast<float>(tile[(kk0 + e) * kPitch + q]);
+        if (bkt != rb) {
+          if (run != 0.f) add_slices(slices, rb, run * mul);
+          rb = bkt;
+          run = 0.f;
+        }
+        run += v;
+      }
+      if (run != 0.f) add_slices(slices, rb, run * mul);
+    }
+    if (t < 191) {
+      const int dl = t - 63;  // key - query within the tile
+      const int qa = dl < 0 ? -dl : 0, qe = dl > 64 ? 128 - dl : 64;
+      float sum = 0.f;
+#pragma unroll 4
+      for (int r = qa; r < qe; ++r) sum += static_cast<float>(tile[(r + dl) * kPitch + r]);
+      diag[k0 + dl - q0 - dmin] += sum;
+    }
+    __syncthreads();  // the tile's slices complete
+    for (int x = t; x < kMaxBktTable; x += 256) {
+      uint32_t* sl = slices + x;
+      const uint32_t lo = sl[0], mid = sl[kMaxBktTable], hi = sl[2 * kMaxBktTable];
+      if ((lo | mid | hi) == 0) continue;
+      sl[0] = sl[kMaxBktTable] = sl[2 * kMaxBktTable] = 0;
+      hist[x] += (static_cast<unsigned long long>(hi) << 40) +
+                 (static_cast<unsigned long long>(mid) << 20) + lo;
+    }
+    qb = qn;
+  }
+  __syncthreads();
+  const int half = (p.rab_pos_len + 1) / 2;
+  for (int x = t; x < nd; x += 256) {
+    const float v = diag[x];
+    if (v == 0.f) continue;
+    int idx = half - 1 + dmin + x;
+    idx = idx < 0 ? 0 : (idx >= p.rab_pos_len ? p.rab_pos_len - 1 : idx);
+    atomicAdd(p.drab_accum + idx, to_fixed(v * mul));
+  }
+  for (int x = t; x < p.rab_time_len; x += 256)
+    if (hist[x] != 0) atomicAdd(p.drab_accum + p.rab_pos_len + x, hist[x]);
 }
 
 }  // namespace hstu::cuda::attn::sm90

@@ -30,7 +30,15 @@ void run_bwd_sm90(const HstuAttnParams& p, int* dq_sem, cudaStream_t stream,
     HSTU_CHECK(p.dq_accum && p.dq_accum_head_stride == kHeadDim,
                "sm90 attention backward: the fused dQ needs an fp32 accumulator of head stride ",
                kHeadDim);
-    sm90::launch_bwd_pass<T, kHeadDim, true, true>(p, dq_sem, stream);
+    if constexpr (kHeadDim == 128) {  // rab: the fused kernel's rab form (kRabFused)
+      if (p.rab_pos) {
+        sm90::launch_bwd_pass<T, kHeadDim, true, true, true>(p, dq_sem, stream);
+      } else {
+        sm90::launch_bwd_pass<T, kHeadDim, true, true>(p, dq_sem, stream);
+      }
+    } else {
+      sm90::launch_bwd_pass<T, kHeadDim, true, true>(p, dq_sem, stream);
+    }
     const dim3 grid((p.max_seqlen + kSm90BwdQueryBlock - 1) / kSm90BwdQueryBlock, p.num_heads,
                     p.batch);
     // Ordered: a programmatic dependent of the fused kernel (it waits per block on the tickets);
@@ -47,6 +55,17 @@ void run_bwd_sm90(const HstuAttnParams& p, int* dq_sem, cudaStream_t stream,
     HSTU_CUDA_CHECK(cudaLaunchKernelEx(
         &cfg, sm90::hstu_attn_dq_convert_sm90_kernel<T, kHeadDim, Tr::kBM>, p,
         static_cast<const int*>(dq_sem), sm90_bwd_query_blocks(p.max_seqlen), Tr::kDqT ? 1 : 2));
+    // The fused rab form's gradient from its stored dS (after the convert, which waited for the
+    // fused kernel; attention_bwd_sm90_rab.cuh).
+    if constexpr (kHeadDim == 128) {
+      if (p.rab_pos && p.rab_ds && p.drab_accum) {
+        const dim3 g(sm90_rab_ds_key_blocks(p.max_seqlen) * sm90::kRabGradSplit, p.num_heads,
+                     p.batch);
+        sm90::hstu_attn_rab_grad_sm90_kernel<T>
+            <<<g, 256, sm90::rab_grad_sm90_smem(p.max_seqlen), stream>>>(p);
+        HSTU_CUDA_CHECK(cudaGetLastError());
+      }
+    }
   } else {  // split: dK, dV beside a query-major dQ kernel
     sm90::launch_bwd_pass<T, kHeadDim, true, false>(p, nullptr, stream);
     sm90::launch_bwd_pass<T, kHeadDim, false, false>(p, nullptr, dq_stream);

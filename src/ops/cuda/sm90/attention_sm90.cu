@@ -235,7 +235,7 @@ int sm90_sm_count() {
 }
 
 namespace {
-std::atomic<int64_t> g_persist_launches[2] = {0, 0};  // by Sm90Pass
+std::atomic<int64_t> g_persist_launches[3] = {0, 0, 0};  // by Sm90Pass
 }  // namespace
 
 int64_t sm90_persist_launches(Sm90Pass pass) {

@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "ops/cuda/sm80/attention_params.cuh"
+#include "ops/detail/attn_rab_ds.h"
 
 namespace hstu::cuda::attn {
 
@@ -21,15 +22,17 @@ template <typename T, int kHeadDim>
 void run_fwd_sm90(const HstuAttnParams& p, cudaStream_t stream);
 
 // Backward on sm_90a (attention_bwd_sm90_run.cuh); kHeadDim = 64, 128 or 256; rab (with
-// p.rab_bkt) at 64 / 128 in the split form only (none at 256). With p.dq_accum (fp32, 4 T H
-// kHeadDim bytes, dq_accum_head_stride = kHeadDim; attention_bwd_sm90_dq.cuh): the fused form, one
-// kernel for dk, dv and the partial dQ of every key block added to dq_accum, then dq converted, all
-// on `stream`; with dq_sem (int32 [B, H, ceil(max_seqlen / kSm90BwdQueryBlock), 2] tickets and
-// one more int, the persistent form's tile counter; all zeroed) the adds run in a fixed order
-// (deterministic; dq_accum needs no zeroing) and the convert overlaps the fused kernel's last wave
-// (at 64 / 128), without it unordered (dq_accum zeroed). Without p.dq_accum: the split form, dk, dv
-// from a key-major kernel on `stream` and dq from a query-major kernel on dq_stream (which the
-// caller has made wait for `stream` and joins back afterwards; may equal stream), deterministic.
+// p.rab_bkt) at 64 / 128 in the split form, and at 128 in the fused form up to
+// kSm90BwdRabFusedMaxSeqlen tokens (with p.rab_ds for its gradient; none at 256). With p.dq_accum
+// (fp32, 4 T H kHeadDim bytes, dq_accum_head_stride = kHeadDim; attention_bwd_sm90_dq.cuh): the
+// fused form, one kernel for dk, dv and the partial dQ of every key block added to dq_accum, then
+// dq converted, all on `stream`; with dq_sem (int32 [B, H, ceil(max_seqlen / kSm90BwdQueryBlock),
+// 2] tickets and one more int, the persistent form's tile counter; all zeroed) the adds run in a
+// fixed order (deterministic; dq_accum needs no zeroing) and the convert overlaps the fused
+// kernel's last wave (at 64 / 128), without it unordered (dq_accum zeroed). Without p.dq_accum: the
+// split form, dk, dv from a key-major kernel on `stream` and dq from a query-major kernel on
+// dq_stream (which the caller has made wait for `stream` and joins back afterwards; may equal
+// stream), deterministic.
 template <typename T, int kHeadDim>
 void run_bwd_sm90(const HstuAttnParams& p, int* dq_sem, cudaStream_t stream,
                   cudaStream_t dq_stream);
@@ -118,9 +121,9 @@ int sm90_fwd_persist_mode();
 bool sm90_bwd_persist(const HstuAttnParams& p);
 // The device's multiprocessors (cached per device).
 int sm90_sm_count();
-// Launches of the persistent forward / backward in this process (the GPU tests' check that a call
-// ran it), and their counting (the launchers').
-enum class Sm90Pass { kFwd, kBwd };
+// Launches of the persistent forward / backward, and of the fused backward's rab form, in this
+// process (the GPU tests' check that a call ran it), and their counting (the launchers').
+enum class Sm90Pass { kFwd, kBwd, kBwdRabFused };
 int64_t sm90_persist_launches(Sm90Pass pass);
 void sm90_count_persist_launch(Sm90Pass pass);
 
