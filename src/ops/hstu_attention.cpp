@@ -37,7 +37,7 @@ int64_t hstu_attention_rab_scratch_bytes(int64_t batch, int64_t heads, int64_t m
                                          int64_t head_dim) {
   if (head_dim <= 64 || head_dim > 128 || max_seqlen > cuda::attn::kSm90BwdRabFusedMaxSeqlen)
     return 0;
-  return cuda::attn::sm90_bwd_rab_ds_bytes(batch, heads, static_cast<int>(max_seqlen)) + 512;
+  return cuda::attn::sm90_bwd_rab_ds_bytes(batch, heads, static_cast<int>(max_seqlen));
 }
 
 HstuAttentionPlan hstu_attention_plan(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& mem) {

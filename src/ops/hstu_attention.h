@@ -230,7 +230,8 @@ int64_t hstu_attention_plan_bytes(int64_t batch, int64_t max_seqlen, int64_t tot
 // Scratch bytes the CUDA backward's fused rab form takes with rab gradients, on top of its dQ
 // accumulator: every visited tile's dS of `batch` sequences of at most max_seqlen tokens and
 // `heads` heads of width head_dim (padded head width 128 and up to 3200 tokens a sequence; 0
-// elsewhere). Without that room the backward runs the split form (slower, no dS stored).
+// elsewhere; one allocation: add the arena's alignment). Without that room the backward runs the
+// split form (slower, no dS stored).
 int64_t hstu_attention_rab_scratch_bytes(int64_t batch, int64_t heads, int64_t max_seqlen,
                                          int64_t head_dim);
 // The launch plan of args' batch in `mem` (u8, at least hstu_attention_plan_bytes(B,

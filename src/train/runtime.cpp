@@ -78,7 +78,8 @@ Runtime::Runtime(Device device, const Config& cfg, const ModelShape& shape) {
       attn += static_cast<size_t>(hstu_rab_buckets_bytes(shape.max_batch, L)) + 256;
       // The fused rab backward's dS tiles (sm_90a, head width 128; 0 where it does not run).
       attn += static_cast<size_t>(hstu_attention_rab_scratch_bytes(
-          shape.max_batch, n.num_attention_heads, L, n.kv_channels));
+                  shape.max_batch, n.num_attention_heads, L, n.kv_channels)) +
+              Arena::kAlign;
     }
     scratch_ = std::make_unique<Arena>(
         Device::kCUDA, cuda::ops_scratch_bytes(needs) + attn + (4u << 20), "scratch");

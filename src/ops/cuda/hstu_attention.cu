@@ -562,12 +562,10 @@ void hstu_attention_bwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& d
   // reduction kernel (sm90_bwd_rab_ds_bytes).
   const bool rab_fused =
       p.rab_pos && p.rab_bkt && hdp == 128 && p.max_seqlen <= attn::kSm90BwdRabFusedMaxSeqlen;
-  const size_t rab_ds_bytes =
-      rab_fused && rab_grad
-          ? size_t(attn::sm90_bwd_rab_ds_bytes(p.batch, p.num_heads, p.max_seqlen)) + 512
-          : 0;
+  const int64_t rab_ds_bytes =
+      rab_fused && rab_grad ? attn::sm90_bwd_rab_ds_bytes(p.batch, p.num_heads, p.max_seqlen) : 0;
   const size_t fused_bytes = 4 * size_t(p.total_tokens * p.num_heads * hdp) + 4 * size_t(sem_n) +
-                             1024 + rab_ds_bytes;  // + alignment of the allocations
+                             size_t(rab_ds_bytes) + 1024;  // + alignment of the allocations
   const bool sm90_fused = sm90 && (!p.rab_pos || rab_fused) && sm90_fused_faster(p, hdp) &&
                           ctx.scratch && ctx.scratch->device() == Device::kCUDA &&
                           !ctx.scratch->is_measuring() &&
@@ -634,7 +632,7 @@ void hstu_attention_bwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& d
     p.dq_accum_head_stride = hdp;
   }
   if (sm90_fused && rab_ds_bytes > 0) {  // every visited tile written before it is read
-    const Tensor ds = scratch.alloc(DType::kU8, {int64_t(rab_ds_bytes - 512)});
+    const Tensor ds = scratch.alloc(DType::kU8, {rab_ds_bytes});
     p.rab_ds = ds.data;
   }
   order();
