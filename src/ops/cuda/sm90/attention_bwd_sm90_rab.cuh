@@ -357,13 +357,14 @@ constexpr int kRabGradSplit = 4;
 //     their buckets (two 16-byte loads of the query's bucket row), sums runs of equal bucket in
 //     fp32 and adds each to the tile's bucket slices (add_slices: three native 32-bit shared
 //     atomics; 64-bit shared atomics are compare-and-swap loops, which a warp's lanes, mostly
-//     on one bucket, serialised: 305-317 us a call at 32 x 1024 x 4 x 128, H200). A bucket's
-//     runs in one query row are one (buckets never increase along the keys of a row), so a tile
-//     adds at most 256 values a bucket: the slices cannot overflow. After the tile, thread t
-//     folds bucket t into the CTA's 64-bit sums (its own: no atomics) and zeroes it;
-//   - diagonals: thread t < 191 sums diagonal key - query = t - 63 of the tile in ascending
-//     query order and adds it to the CTA's sum of that diagonal (one thread a diagonal, the tiles
-//     in order);
+//     on one bucket, serialised: 305-317 us a call at 32 x 1024 x 4 x 128, H200); the last runs
+//     summed over the warp's lanes of one bucket first. A bucket's runs in one query row are one
+//     (buckets never increase along the keys of a row), so a tile's adds to a bucket sum less
+//     than 256 x 2^20 a slice: the slices cannot overflow. After the tile, thread t folds bucket
+//     t into the CTA's 64-bit sums (its own: no atomics) and zeroes it;
+//   - diagonals: thread t < 191 sums diagonal key - query = t - 63 of the tile (four partial
+//     sums over the queries, combined in a fixed order) and adds it to the CTA's sum of that
+//     diagonal (one thread a diagonal, the tiles in order);
 // then the CTA's sums go to p.drab_accum as fixed-point adds, one per diagonal and bucket.
 // Deterministic: every fp32 sum runs in a fixed order, and the fixed-point adds commute.
 template <typename T>
@@ -426,7 +427,7 @@ __global__ void __launch_bounds__(256)
     const int qn = next(qb + kRabGradSplit);
     if (qn < nqb) load(qn);  // in flight while this tile is reduced
     __syncthreads();
-    if (q0 + q < si.L && k0 + kk0 < si.L) {
+    {  // every lane (pairs outside the sequence hold dS 0 and bucket 0: no run to add)
       uint32_t rb = w[0] & 0xffu;
       float run = 0.f;
 #pragma unroll
@@ -440,15 +441,36 @@ __global__ void __launch_bounds__(256)
         }
         run += v;
       }
-      if (run != 0.f) add_slices(slices, rb, run * mul);
+      // The last runs, mostly one bucket over the warp's 32 queries: summed over the lanes of
+      // each bucket first (the slices' integer sums, exact) and added once by the group's first
+      // lane. Per-lane atomics on one address took most of the kernel's shared-memory pipe (ncu,
+      // session 29: L1 81% busy, DRAM 22%).
+      const unsigned long long f = run != 0.f ? to_fixed(run * mul) : 0ull;
+      const unsigned grp = __match_any_sync(0xffffffffu, rb);
+      const uint32_t lo = __reduce_add_sync(grp, uint32_t(f) & 0xfffffu);
+      const uint32_t mid = __reduce_add_sync(grp, uint32_t(f >> 20) & 0xfffffu);
+      const uint32_t hi = __reduce_add_sync(grp, uint32_t(static_cast<long long>(f) >> 40));
+      if ((t & 31) == __ffs(grp) - 1 && (lo | mid | hi) != 0) {
+        atomicAdd(slices + rb, lo);
+        atomicAdd(slices + kMaxBktTable + rb, mid);
+        atomicAdd(slices + 2 * kMaxBktTable + rb, hi);
+      }
     }
     if (t < 191) {
       const int dl = t - 63;  // key - query within the tile
       const int qa = dl < 0 ? -dl : 0, qe = dl > 64 ? 128 - dl : 64;
-      float sum = 0.f;
-#pragma unroll 4
-      for (int r = qa; r < qe; ++r) sum += static_cast<float>(tile[(r + dl) * kPitch + r]);
-      diag[k0 + dl - q0 - dmin] += sum;
+      // Four partial sums (queries qa + 4 i + j in sum[j]), added in order at the end: the loads
+      // of a step are independent (the single sum's add chain held them back).
+      float sum[4] = {0.f, 0.f, 0.f, 0.f};
+      int r = qa;
+#pragma unroll 1
+      for (; r + 4 <= qe; r += 4)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          sum[j] += static_cast<float>(tile[(r + j + dl) * kPitch + r + j]);
+      for (int j = 0; r + j < qe; ++j)
+        sum[j] += static_cast<float>(tile[(r + j + dl) * kPitch + r + j]);
+      diag[k0 + dl - q0 - dmin] += (sum[0] + sum[1]) + (sum[2] + sum[3]);
     }
     __syncthreads();  // the tile's slices complete
     for (int x = t; x < kMaxBktTable; x += 256) {
