@@ -930,7 +930,7 @@ class GpuAttentionSm90Bwd : public ::testing::TestWithParam<Case> {};
 // counted); rab at d 64 runs the split one again. With rab, d_rab_pos and d_rab_time are checked
 // too.
 // Runs: the split form (HSTU_ATTN_SM90_SPLIT=1) in deterministic mode and with atomic dQ asked
-// for, the fused form (HSTU_ATTN_SM90_FUSED=1; at 64 / 128 / 256 without rab) twice in
+// for, the fused form (HSTU_ATTN_SM90_FUSED=1; at 64 / 128 / 256, with rab at 128) twice in
 // deterministic mode (at 64 persistent, HSTU_ATTN_SM90_BWD_PERSIST=1: its launches counted), in
 // the grid's launch order, one CTA a tile (HSTU_ATTN_SM90_BWD_PERSIST=0) in both launch orders,
 // with the per-call default (persistent only from two tiles' worth of token-heads per SM: these
