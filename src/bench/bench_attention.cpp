@@ -190,7 +190,7 @@ struct DeviceProblem {
     dq = duvqk.cols(lay.q0(), lay.k0());
     dk = duvqk.cols(lay.k0(), W);
     args.cu_seqlens = cu;
-    args.max_seqlen = *std::max_element(len.begin(), len.end());
+    args.max_seqlen = max_len;
     args.num_heads = s.H;
     args.alpha = 1.0f / std::sqrt(static_cast<float>(s.d));
     args.scale = 1.0f / static_cast<float>(args.max_seqlen);

@@ -4,7 +4,7 @@
 #include "ops/hstu_attention.h"
 
 #include "ops/cpu/hstu_attention.h"
-#include "ops/detail/attn_rab_ds.h"
+#include "ops/detail/attn_sm90_tiles.h"
 #include "ops/detail/attn_tile_order.h"
 #if defined(HSTU_WITH_CUDA)
 #include "ops/cuda/hstu_attention.h"
@@ -35,8 +35,8 @@ int64_t hstu_attention_plan_bytes(int64_t batch, int64_t max_seqlen, int64_t tot
 
 int64_t hstu_attention_rab_scratch_bytes(int64_t batch, int64_t heads, int64_t max_seqlen,
                                          int64_t head_dim) {
-  if (head_dim <= 64 || head_dim > 128 || max_seqlen > cuda::attn::kSm90BwdRabFusedMaxSeqlen)
-    return 0;
+  const int padded = head_dim <= 64 ? 64 : (head_dim <= 128 ? 128 : 256);  // as the kernels pad
+  if (!cuda::attn::sm90_bwd_rab_fused_fits(padded, static_cast<int>(max_seqlen))) return 0;
   return cuda::attn::sm90_bwd_rab_ds_bytes(batch, heads, static_cast<int>(max_seqlen));
 }
 

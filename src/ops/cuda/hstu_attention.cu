@@ -560,8 +560,7 @@ void hstu_attention_bwd(Ctx& ctx, const HstuAttentionArgs& args, const Tensor& d
   // rab: the fused form at d 128 (attention_bwd_sm90.cuh, kRabFused) up to the length whose bias
   // tables fit in its shared memory; with gradients it stores every tile's dS in scratch for the
   // reduction kernel (sm90_bwd_rab_ds_bytes).
-  const bool rab_fused =
-      p.rab_pos && p.rab_bkt && hdp == 128 && p.max_seqlen <= attn::kSm90BwdRabFusedMaxSeqlen;
+  const bool rab_fused = p.rab_pos && p.rab_bkt && attn::sm90_bwd_rab_fused_fits(hdp, p.max_seqlen);
   const int64_t rab_ds_bytes =
       rab_fused && rab_grad ? attn::sm90_bwd_rab_ds_bytes(p.batch, p.num_heads, p.max_seqlen) : 0;
   const size_t fused_bytes = 4 * size_t(p.total_tokens * p.num_heads * hdp) + 4 * size_t(sem_n) +

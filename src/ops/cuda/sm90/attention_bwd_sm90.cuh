@@ -1147,7 +1147,7 @@ void launch_bwd_pass(const HstuAttnParams& p, int* dq_sem, cudaStream_t stream) 
     using Rab = BwdRabSmem<Tr::kBM, 64, Tr::kConsumerWGs, false>;
     static_assert(Tr::kSmemBytes + Rab::bytes(kSm90BwdRabFusedMaxSeqlen) <= kSm90MaxSmem,
                   "kSm90BwdRabFusedMaxSeqlen: the fused rab form's shared memory");
-    HSTU_CHECK(p.rab_pos && p.rab_bkt && p.max_seqlen <= kSm90BwdRabFusedMaxSeqlen,
+    HSTU_CHECK(p.rab_pos && p.rab_bkt && sm90_bwd_rab_fused_fits(kHeadDim, p.max_seqlen),
                "sm90 attention backward: the fused rab form needs the precomputed buckets and at "
                "most ",
                kSm90BwdRabFusedMaxSeqlen, " tokens a sequence (", p.max_seqlen, ")");

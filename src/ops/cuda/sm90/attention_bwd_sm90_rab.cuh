@@ -191,12 +191,28 @@ __device__ __forceinline__ void bwd_rab_bias_pair(const BwdRabView& rv, int r, i
   }
 }
 
+// A fixed-point value as three 32-bit slices (bits 0-19, 20-39, 40-63, see the file comment),
+// and back from slice sums (modulo 2^64, as the 64-bit sums would be).
+__device__ __forceinline__ uint32_t slice_lo(unsigned long long v) {
+  return uint32_t(v) & 0xfffffu;
+}
+__device__ __forceinline__ uint32_t slice_mid(unsigned long long v) {
+  return uint32_t(v >> 20) & 0xfffffu;
+}
+__device__ __forceinline__ uint32_t slice_hi(unsigned long long v) {
+  return uint32_t(static_cast<long long>(v) >> 40);
+}
+__device__ __forceinline__ unsigned long long from_slices(uint32_t lo, uint32_t mid, uint32_t hi) {
+  return (static_cast<unsigned long long>(hi) << 40) +
+         (static_cast<unsigned long long>(mid) << 20) + lo;
+}
+
 // Adds x, in fixed point, to bucket b of a warpgroup's slices (see the file comment).
 __device__ __forceinline__ void add_slices(uint32_t* hist, uint32_t b, float x) {
   const unsigned long long v = to_fixed(x);
-  atomicAdd(hist + b, uint32_t(v) & 0xfffffu);
-  atomicAdd(hist + kMaxBktTable + b, uint32_t(v >> 20) & 0xfffffu);
-  atomicAdd(hist + 2 * kMaxBktTable + b, uint32_t(static_cast<long long>(v) >> 40));
+  atomicAdd(hist + b, slice_lo(v));
+  atomicAdd(hist + kMaxBktTable + b, slice_mid(v));
+  atomicAdd(hist + 2 * kMaxBktTable + b, slice_hi(v));
 }
 
 // The rab gradient of one key-major tile (dK/dV kernel) from one thread's accumulators tY
@@ -319,8 +335,7 @@ __device__ __forceinline__ void bwd_rab_flush_tile(const HstuAttnParams& p, cons
     const uint32_t lo = hist[b], mid = hist[kMaxBktTable + b], hi = hist[2 * kMaxBktTable + b];
     if ((lo | mid | hi) == 0) continue;
     hist[b] = hist[kMaxBktTable + b] = hist[2 * kMaxBktTable + b] = 0;
-    const unsigned long long v = (static_cast<unsigned long long>(hi) << 40) +
-                                 (static_cast<unsigned long long>(mid) << 20) + lo;
+    const unsigned long long v = from_slices(lo, mid, hi);
     if (v != 0 && b < p.rab_time_len) atomicAdd(p.drab_accum + p.rab_pos_len + b, v);
   }
 }
@@ -334,14 +349,14 @@ __device__ __forceinline__ unsigned char* rab_ds_tile(const HstuAttnParams& p, i
                                                       int qb) {
   const int64_t tile =
       ((int64_t(b) * p.num_heads + h) * sm90_rab_ds_key_blocks(p.max_seqlen) + kb) *
-          sm90_rab_ds_query_blocks(p.max_seqlen) +
+          sm90_bwd_query_blocks(p.max_seqlen) +
       qb;
   return static_cast<unsigned char*>(p.rab_ds) + tile * kRabDsTileBytes;
 }
 
 // Dynamic shared memory of hstu_attn_rab_grad_sm90_kernel: the CTA's diagonal sums.
 inline int rab_grad_sm90_smem(int max_seqlen) {
-  return 4 * (sm90_rab_ds_query_blocks(max_seqlen) * 64 + 127);
+  return 4 * (sm90_bwd_query_blocks(max_seqlen) * 64 + 127);
 }
 // The CTAs a key block's query tiles are dealt to (tile qb to CTA qb mod kRabGradSplit): the
 // key blocks of one sequence see up to 50 tiles each, which one CTA ran one after another.
@@ -380,7 +395,7 @@ __global__ void __launch_bounds__(256)
   const SeqInfo si = seq_info(p, b);
   const int k0 = kb * 128;
   if (k0 >= si.L) return;
-  const int nqb = sm90_rab_ds_query_blocks(p.max_seqlen);
+  const int nqb = sm90_bwd_query_blocks(p.max_seqlen);
   const int dmin = k0 - (nqb * 64 - 1), nd = nqb * 64 + 127;
   for (int x = t; x < nd; x += 256) diag[x] = 0.f;
   for (int x = t; x < kMaxBktTable; x += 256) hist[x] = 0;
@@ -447,9 +462,9 @@ __global__ void __launch_bounds__(256)
       // session 29: L1 81% busy, DRAM 22%).
       const unsigned long long f = run != 0.f ? to_fixed(run * mul) : 0ull;
       const unsigned grp = __match_any_sync(0xffffffffu, rb);
-      const uint32_t lo = __reduce_add_sync(grp, uint32_t(f) & 0xfffffu);
-      const uint32_t mid = __reduce_add_sync(grp, uint32_t(f >> 20) & 0xfffffu);
-      const uint32_t hi = __reduce_add_sync(grp, uint32_t(static_cast<long long>(f) >> 40));
+      const uint32_t lo = __reduce_add_sync(grp, slice_lo(f));
+      const uint32_t mid = __reduce_add_sync(grp, slice_mid(f));
+      const uint32_t hi = __reduce_add_sync(grp, slice_hi(f));
       if ((t & 31) == __ffs(grp) - 1 && (lo | mid | hi) != 0) {
         atomicAdd(slices + rb, lo);
         atomicAdd(slices + kMaxBktTable + rb, mid);
@@ -478,8 +493,7 @@ __global__ void __launch_bounds__(256)
       const uint32_t lo = sl[0], mid = sl[kMaxBktTable], hi = sl[2 * kMaxBktTable];
       if ((lo | mid | hi) == 0) continue;
       sl[0] = sl[kMaxBktTable] = sl[2 * kMaxBktTable] = 0;
-      hist[x] += (static_cast<unsigned long long>(hi) << 40) +
-                 (static_cast<unsigned long long>(mid) << 20) + lo;
+      hist[x] += from_slices(lo, mid, hi);
     }
     qb = qn;
   }

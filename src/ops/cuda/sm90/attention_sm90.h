@@ -12,7 +12,7 @@
 #include <cstdint>
 
 #include "ops/cuda/sm80/attention_params.cuh"
-#include "ops/detail/attn_rab_ds.h"
+#include "ops/detail/attn_sm90_tiles.h"
 
 namespace hstu::cuda::attn {
 
@@ -36,27 +36,8 @@ void run_fwd_sm90(const HstuAttnParams& p, cudaStream_t stream);
 template <typename T, int kHeadDim>
 void run_bwd_sm90(const HstuAttnParams& p, int* dq_sem, cudaStream_t stream,
                   cudaStream_t dq_stream);
-// Query rows per block of the sm_90a backward's streamed operands (the dQ semaphores' unit).
-constexpr int kSm90BwdQueryBlock = 64;
-// The deterministic backward's dQ tickets (dq_sem): two per (sequence, head) and 64-query block
-// of max_seqlen; sm90_bwd_query_blocks of them per (sequence, head) and half. The persistent
-// backward's tile counter is the int right after them (the caller's scratch holds both).
-constexpr int sm90_bwd_query_blocks(int max_seqlen) {
-  return (max_seqlen + kSm90BwdQueryBlock - 1) / kSm90BwdQueryBlock;
-}
-constexpr int64_t sm90_bwd_tickets(int batch, int heads, int max_seqlen) {
-  return 2 * int64_t{batch} * heads * sm90_bwd_query_blocks(max_seqlen);
-}
-
-// Rows of one CTA's resident block: the forward's query block (192 at d 64: 3 consumer
-// warpgroups, else 128) and the backward's key / query block (128; 64 at d 256,
-// attention_bwd_sm90_wide.cuh). The kernels' traits assert they agree.
-constexpr int sm90_fwd_block_rows(int padded_head_dim) {
-  return padded_head_dim <= 64 ? 192 : 128;
-}
-constexpr int sm90_bwd_block_rows(int padded_head_dim) {
-  return padded_head_dim >= 256 ? 64 : 128;
-}
+// The tile geometry (block rows, 64-query blocks, dQ tickets, the fused rab form's dS tiles):
+// ops/detail/attn_sm90_tiles.h.
 
 // The longest-first launch order (attn_tile_order.h). Whether calls take it: by default where
 // `by_default` says (the dispatcher: not the fp16 forward, whose list form ptxas compiles with
